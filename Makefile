@@ -1,0 +1,94 @@
+# grpo: build, set-up, test, bench.
+#   make            build every tool into bin/
+#   make test       install what is missing, build, run every suite
+#   make bench      stream throughput against zstd|jq
+#   make fuzz       libFuzzer targets (long runs: make fuzz-long)
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+.SUFFIXES:
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
+LDLIBS  := -lzstd -lcjson -lm
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+DEFS    := -DGRPO_VERSION='"$(VERSION)"'
+
+LIB_SRC   := $(sort $(shell find lib -name '*.c' -not -path 'lib/cuda/*'))
+LIB_HDR   := $(shell find lib -name '*.h')
+TOOL_SRC  := $(sort $(wildcard bin/grpo-*.c))
+TOOLS     := $(TOOL_SRC:.c=)
+UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+UNIT      := $(patsubst tests/unit/%.c,build/tests/%,$(UNIT_SRC))
+UNIT_ASAN := $(patsubst tests/unit/%.c,build/tests-asan/%,$(UNIT_SRC))
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ      := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
+
+OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
+OBJ_ASAN := $(patsubst %.c,build/asan/%.o,$(LIB_SRC))
+ASAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+.PHONY: all deps venv test unit unit-asan bats fuzz fuzz-short fuzz-long bench clean
+all: $(TOOLS)
+
+build/obj/%.o: %.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(DEFS) -c $< -o $@
+
+build/asan/%.o: %.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -O1 -g $(ASAN) $(DEFS) -c $< -o $@
+
+build/libgrpo.a: $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/libgrpo-asan.a: $(OBJ_ASAN)
+	@rm -f $@
+	ar rcs $@ $^
+
+bin/grpo-%: bin/grpo-%.c build/libgrpo.a $(LIB_HDR)
+	$(CC) $(WARN) $(CFLAGS) $(DEFS) -Ilib $< build/libgrpo.a $(LDLIBS) -o $@
+
+build/tests/%: tests/unit/%.c build/libgrpo.a $(LIB_HDR) tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(DEFS) -Ilib $< build/libgrpo.a $(LDLIBS) -o $@
+
+build/tests-asan/%: tests/unit/%.c build/libgrpo-asan.a $(LIB_HDR) tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -O1 -g $(ASAN) $(DEFS) -Ilib $< build/libgrpo-asan.a $(LDLIBS) -o $@
+
+# libFuzzer needs clang; the library is rebuilt with coverage instrumentation.
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined $(DEFS)
+build/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -Ilib $< $(LIB_SRC) $(LDLIBS) -o $@
+
+# ---- set-up: each step is skipped when already done --------------------------
+deps:
+	@sh scripts/setup/deps.sh
+
+.venv/.ok: scripts/setup/venv.sh
+	@sh scripts/setup/venv.sh .venv
+	@touch $@
+venv: .venv/.ok
+
+# ---- tests -------------------------------------------------------------------
+unit: $(UNIT)
+unit-asan: $(UNIT_ASAN)
+fuzz: $(FUZZ)
+
+# The one test command: every suite, then one line "N passed, N failed".
+test: deps
+	@$(MAKE) --no-print-directory all unit unit-asan fuzz venv
+	@sh tests/run-suites.sh
+
+fuzz-long: fuzz
+	@for f in $(FUZZ); do $$f -max_total_time=600 tests/fuzz/corpus/$$(basename $$f) || exit 1; done
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@sh bench/stream.sh
+
+clean:
+	rm -rf build $(TOOLS)

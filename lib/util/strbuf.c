@@ -1,0 +1,102 @@
+#include "strbuf.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+void sb_reserve(strbuf *b, size_t extra) {
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need) cap *= 2;
+    b->data = xrealloc(b->data, cap);
+    b->cap = cap;
+}
+
+void sb_append(strbuf *b, const void *data, size_t len) {
+    sb_reserve(b, len);
+    if (len) memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = 0;
+}
+
+void sb_puts(strbuf *b, const char *s) { sb_append(b, s, strlen(s)); }
+
+void sb_putc(strbuf *b, char c) {
+    sb_reserve(b, 1);
+    b->data[b->len++] = c;
+    b->data[b->len] = 0;
+}
+
+void sb_printf(strbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    sb_reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void sb_json_string(strbuf *b, const char *s, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    sb_reserve(b, len + 2);
+    sb_putc(b, '"');
+    size_t run = 0; /* bytes copied verbatim in one go */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        sb_append(b, s + run, i - run);
+        run = i + 1;
+        switch (c) {
+        case '"': sb_puts(b, "\\\""); break;
+        case '\\': sb_puts(b, "\\\\"); break;
+        case '\n': sb_puts(b, "\\n"); break;
+        case '\r': sb_puts(b, "\\r"); break;
+        case '\t': sb_puts(b, "\\t"); break;
+        case '\b': sb_puts(b, "\\b"); break;
+        case '\f': sb_puts(b, "\\f"); break;
+        default: {
+            char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
+            sb_puts(b, esc);
+        }
+        }
+    }
+    sb_append(b, s + run, len - run);
+    sb_putc(b, '"');
+}
+
+void sb_json_number(strbuf *b, double v) {
+    if (!isfinite(v)) { /* JSON has no inf/nan; callers check, this keeps output valid */
+        sb_puts(b, "null");
+        return;
+    }
+    if (v == 0) { /* -0 prints as 0: the sign carries no meaning in a record */
+        sb_putc(b, '0');
+        return;
+    }
+    char buf[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    sb_puts(b, buf);
+}
+
+void sb_clear(strbuf *b) {
+    b->len = 0;
+    if (b->data) b->data[0] = 0;
+}
+
+void sb_free(strbuf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}

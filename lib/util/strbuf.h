@@ -1,0 +1,24 @@
+/* A growable byte buffer, always NUL-terminated. */
+#ifndef GRPO_STRBUF_H
+#define GRPO_STRBUF_H
+
+#include <stddef.h>
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} strbuf;
+
+void sb_reserve(strbuf *b, size_t extra);
+void sb_append(strbuf *b, const void *data, size_t len);
+void sb_puts(strbuf *b, const char *s);
+void sb_putc(strbuf *b, char c);
+void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal (quotes included, escapes as needed). */
+void sb_json_string(strbuf *b, const char *s, size_t len);
+/* Appends a finite double in the shortest form that reads back to the same value. */
+void sb_json_number(strbuf *b, double v);
+void sb_clear(strbuf *b);
+void sb_free(strbuf *b);
+
+#endif

@@ -1,0 +1,70 @@
+#!/bin/sh
+# Runs every test suite, prints their TAP, and ends with one line
+# "N passed, N failed" summing all suites. Exits 1 when anything failed.
+# Suites: C unit tests, the same under ASan+UBSan, bats tests of the tools,
+# a short libFuzzer run of each fuzz target.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+LOG=$(mktemp -d)
+trap 'rm -rf "$LOG"' EXIT
+passed=0 failed=0 skipped=0
+
+# count NAME STATUS FILE: adds the TAP results in FILE; a non-zero STATUS with
+# no failing test line (a crash, a bad plan) counts as one failure.
+count() {
+    p=$(grep -c '^ok ' "$3" | tr -d ' ')
+    s=$(grep -c '^ok .*# [sS][kK][iI][pP]' "$3" | tr -d ' ')
+    f=$(grep -c '^not ok ' "$3" | tr -d ' ')
+    p=$((p - s))
+    if [ "$2" != 0 ] && [ "$f" = 0 ]; then
+        f=1
+        echo "not ok - $1 exited with status $2"
+    fi
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+    echo "# $1: $p passed, $f failed, $s skipped"
+}
+
+run_suite() { # NAME COMMAND...
+    name=$1; shift
+    echo "# suite $name"
+    "$@" > "$LOG/out" 2>&1
+    st=$?
+    cat "$LOG/out"
+    count "$name" "$st" "$LOG/out"
+}
+
+for t in build/tests/test_*; do
+    [ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
+done
+for t in build/tests-asan/test_*; do
+    [ -x "$t" ] && ASAN_OPTIONS=detect_leaks=1 run_suite "asan/$(basename "$t")" "$t"
+done
+
+export PATH="$ROOT/bin:$PATH"
+export GRPO_ROOT="$ROOT"
+export GRPO_PY="$ROOT/.venv/bin/python"
+run_suite bats bats --tap tests/bats
+
+# A few seconds of each fuzzer; a crash is a failure with its reproducer saved.
+for f in build/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    name=$(basename "$f")
+    corpus="$LOG/corpus-$name"
+    mkdir -p "$corpus"
+    echo "# suite fuzz/$name"
+    if "$f" -max_total_time=4 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$LOG/" -print_final_stats=1 \
+        "$corpus" "tests/fuzz/corpus/$name" > "$LOG/fuzz" 2>&1; then
+        echo "ok - fuzz/$name ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$LOG/fuzz" | grep -o '[0-9]*$' || true) runs)" > "$LOG/out"
+        st=0
+    else
+        st=$?
+        tail -30 "$LOG/fuzz"
+        echo "not ok - fuzz/$name" > "$LOG/out"
+    fi
+    cat "$LOG/out"
+    count "fuzz/$name" "$st" "$LOG/out"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
