@@ -5,6 +5,7 @@
 #define GRPO_ERR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <sysexits.h>
 
 typedef struct {
