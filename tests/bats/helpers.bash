@@ -1,0 +1,39 @@
+# Shared set-up for the bats suites. tests/run-suites.sh puts bin/ first on
+# PATH and sets GRPO_ROOT and GRPO_PY (the test venv's python).
+bats_require_minimum_version 1.5.0
+
+: "${GRPO_ROOT:=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}"
+: "${GRPO_PY:=$GRPO_ROOT/.venv/bin/python}"
+export PATH="$GRPO_ROOT/bin:$PATH"
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    cd "$T" || return 1
+}
+
+# first_line: the first line of $output (errors are one line).
+first_line() { printf '%s\n' "$output" | head -n 1; }
+
+# assert_one_line_error TOOL PATTERN: $output is exactly one line that starts
+# with "TOOL: " and matches the extended regex PATTERN.
+assert_one_line_error() {
+    local lines
+    lines=$(printf '%s\n' "$output" | grep -c '')
+    if [ "$lines" != 1 ]; then
+        echo "expected one line of error, got $lines:"; echo "$output"; return 1
+    fi
+    case "$output" in
+        "$1: "*) ;;
+        *) echo "error does not start with '$1: ': $output"; return 1 ;;
+    esac
+    if ! printf '%s\n' "$output" | grep -Eq -- "$2"; then
+        echo "error does not match /$2/: $output"; return 1
+    fi
+}
+
+# no_temp_left DIR: no temporary output (".NAME.tmp-PID") is left in DIR.
+no_temp_left() {
+    local left
+    left=$(find "${1:-.}" -maxdepth 1 -name '.*.tmp-*' | head -n 5)
+    if [ -n "$left" ]; then echo "temporaries left: $left"; return 1; fi
+}

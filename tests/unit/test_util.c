@@ -1,0 +1,105 @@
+/* SHA-256, id hashes and the Philox RNG against published or independently
+ * computed values (Python's hashlib for the id hashes and RNG keys). */
+#include "check.h"
+#include "util/idhash.h"
+#include "util/rng.h"
+#include "util/sha256.h"
+
+static void sha_is(const char *msg, size_t len, const char *want) {
+    unsigned char d[32];
+    char hex[65];
+    sha256(msg, len, d);
+    sha256_hex(d, 32, hex);
+    CHECK_EQ_STR(hex, want);
+}
+
+int main(void) {
+    TEST("sha256 FIPS 180-4 examples");
+    sha_is("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha_is("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    sha_is("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+           "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+
+    TEST("sha256 streaming equals one shot (a million 'a')");
+    {
+        sha256_ctx c;
+        sha256_init(&c);
+        char chunk[1001];
+        memset(chunk, 'a', sizeof chunk);
+        for (int i = 0; i < 1000; i++) sha256_update(&c, chunk, i % 2 ? 999 : 1001);
+        unsigned char d[32];
+        char hex[65];
+        sha256_final(&c, d);
+        sha256_hex(d, 32, hex);
+        CHECK_EQ_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    }
+
+    TEST("id hashes match hashlib");
+    CHECK(idhash_fraction("gsm8k/17", 8) == 5671980855714020.0 * 0x1.0p-53);
+    CHECK(idhash_shard("gsm8k/17", 8) == 13231351033499562980ULL);
+
+    TEST("philox4x32-10 known answers (Random123)");
+    {
+        const uint32_t cases[3][10] = {
+            {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+            {~0u, ~0u, ~0u, ~0u, ~0u, ~0u, 0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+            {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09, 0x94fdcceb,
+             0x5001e420, 0x24126ea1},
+        };
+        for (int i = 0; i < 3; i++) {
+            uint32_t out[4];
+            philox4x32_10(cases[i], cases[i] + 4, out);
+            for (int k = 0; k < 4; k++) CHECK_EQ_INT(out[k], cases[i][6 + k]);
+        }
+    }
+
+    TEST("rng key derivation matches the documented formula");
+    {
+        rng_stream r;
+        rng_init(&r, 42, "arith/x", 7, 3);
+        CHECK_EQ_INT(r.key[0], 0xfa8a6f46);
+        CHECK_EQ_INT(r.key[1], 0x4f721181);
+        uint32_t ctr[4] = {0, 0, 0, 0}, out[4];
+        philox4x32_10(ctr, r.key, out);
+        CHECK_EQ_INT(rng_u32(&r), out[0]);
+        CHECK_EQ_INT(rng_u32(&r), out[1]);
+    }
+
+    TEST("rng streams depend on seed, id and index only");
+    {
+        rng_stream a, b, c, d;
+        rng_init(&a, 1, "p/1", 3, 0);
+        rng_init(&b, 1, "p/1", 3, 0);
+        rng_init(&c, 1, "p/1", 3, 1);
+        rng_init(&d, 2, "p/1", 3, 0);
+        int same_ab = 0, same_ac = 0, same_ad = 0;
+        for (int i = 0; i < 100; i++) {
+            uint32_t x = rng_u32(&a);
+            same_ab += x == rng_u32(&b);
+            same_ac += x == rng_u32(&c);
+            same_ad += x == rng_u32(&d);
+        }
+        CHECK_EQ_INT(same_ab, 100);
+        CHECK(same_ac < 3);
+        CHECK(same_ad < 3);
+    }
+
+    TEST("rng_uniform and rng_below are in range and roughly uniform");
+    {
+        rng_stream r;
+        rng_init(&r, 7, "u", 1, 0);
+        int buckets[10] = {0};
+        double sum = 0;
+        for (int i = 0; i < 100000; i++) {
+            double u = rng_uniform(&r);
+            CHECK(u >= 0 && u < 1);
+            sum += u;
+            uint64_t k = rng_below(&r, 10);
+            CHECK(k < 10);
+            buckets[k]++;
+        }
+        CHECK_NEAR(sum / 100000, 0.5, 0.01);
+        for (int k = 0; k < 10; k++) CHECK(buckets[k] > 9500 && buckets[k] < 10500);
+    }
+    return check_done();
+}
