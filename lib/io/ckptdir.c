@@ -177,11 +177,10 @@ static int swap_into_place(ckptdir *c, gerr *e) {
                         strerror(errno));
     /* No atomic exchange here: move the old tree aside, the new one in, and
      * the old one to tmp_dir, where the caller removes it. */
+    const char *slash = strrchr(c->final_dir, '/');
     strbuf old = {0};
-    sb_puts(&old, c->tmp_dir);
-    char *pid_mark = strrchr(old.data, '/');
-    pid_mark = strstr(pid_mark ? pid_mark : old.data, ".tmp-");
-    memcpy(pid_mark, ".old-", 5);
+    if (slash) sb_append(&old, c->final_dir, (size_t)(slash - c->final_dir) + 1);
+    sb_printf(&old, ".%s.old-%ld", slash ? slash + 1 : c->final_dir, (long)getpid());
     int rc = 0;
     if (rename(c->final_dir, old.data) != 0) {
         rc = gerr_set(e, EX_IOERR, "%s: cannot move the old checkpoint aside: %s", c->final_dir,

@@ -115,6 +115,13 @@ static const char *json_kind(const cJSON *v) {
     return "an invalid value";
 }
 
+/* "-1", "1.5", "a string": what a bad integer field holds, for messages. */
+static const char *json_got(const cJSON *v, char *buf, size_t size) {
+    if (!cJSON_IsNumber(v)) return json_kind(v);
+    snprintf(buf, size, "%.17g", v->valuedouble);
+    return buf;
+}
+
 static int parse_shape(parse_ctx *p, const char *tname, const cJSON *shape, st_tensor *t) {
     if (!cJSON_IsArray(shape))
         return bad(p, "tensor '%.200s': shape is %s, expected an array of integers", tname,
@@ -128,9 +135,11 @@ static int parse_shape(parse_ctx *p, const char *tname, const cJSON *shape, st_t
     int i = 0;
     for (const cJSON *d = shape->child; d; d = d->next, i++) {
         uint64_t dim;
-        if (!json_uint(d, &dim))
-            return bad(p, "tensor '%.200s': shape[%d] is not a non-negative integer up to 2^53",
-                       tname, i);
+        if (!json_uint(d, &dim)) {
+            char got[32];
+            return bad(p, "tensor '%.200s': shape[%d] is %s, expected a non-negative integer up to 2^53",
+                       tname, i, json_got(d, got, sizeof got));
+        }
         t->shape[i] = (int64_t)dim;
         /* Any product past the data section is an error below; stop overflow here. */
         if (__builtin_mul_overflow(numel, dim, &numel) || numel > (uint64_t)INT64_MAX)
@@ -142,12 +151,22 @@ static int parse_shape(parse_ctx *p, const char *tname, const cJSON *shape, st_t
 
 static int parse_offsets(parse_ctx *p, const char *tname, const cJSON *offs, uint64_t *begin,
                          uint64_t *end) {
-    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+    if (!cJSON_IsArray(offs))
         return bad(p, "tensor '%.200s': data_offsets is %s, expected an array of 2 integers", tname,
-                   cJSON_IsArray(offs) ? "an array of another length" : json_kind(offs));
-    if (!json_uint(offs->child, begin) || !json_uint(offs->child->next, end))
-        return bad(p, "tensor '%.200s': data_offsets are not non-negative integers up to 2^53",
-                   tname);
+                   json_kind(offs));
+    int n = cJSON_GetArraySize(offs);
+    if (n != 2)
+        return bad(p, "tensor '%.200s': data_offsets has %d entries, expected 2 integers", tname, n);
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = i ? offs->child->next : offs->child;
+        if (!json_uint(v, i ? end : begin)) {
+            char got[32];
+            return bad(p,
+                       "tensor '%.200s': data_offsets[%d] is %s, expected a non-negative integer "
+                       "up to 2^53",
+                       tname, i, json_got(v, got, sizeof got));
+        }
+    }
     if (*begin > *end)
         return bad(p, "tensor '%.200s': data_offsets [%llu, %llu] begin after end", tname,
                    (unsigned long long)*begin, (unsigned long long)*end);
@@ -277,7 +296,7 @@ static int check_layout(parse_ctx *p, st_file *f, extent *ext) {
         prev = name;
     }
     if (pos != p->data_len)
-        return bad(p, "%llu trailing bytes after the last tensor in the data section",
+        return bad(p, "data section has %llu trailing bytes after the last tensor",
                    (unsigned long long)(p->data_len - pos));
     return 0;
 }
@@ -332,8 +351,16 @@ static int parse_header(parse_ctx *p, st_file *f, const unsigned char *h, size_t
         if (h[i] < 0x20 && !json_space(h[i]))
             return bad(p, "header is not valid JSON: control byte 0x%02x at header byte %zu", h[i],
                        i);
+    /* cJSON turns \u0000 into a NUL that silently cuts a C string short: a
+     * name or value would read as another one. */
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (h[i] != '\\') continue;
+        if (h[i + 1] == 'u' && n - i >= 6 && !memcmp(h + i + 2, "0000", 4))
+            return bad(p, "header holds \\u0000 at header byte %zu: names cannot contain NUL", i);
+        i++; /* skip the escaped character, so \\u0000 is not taken for \u0000 */
+    }
     if (h[0] != '{')
-        return bad(p, "header is not a JSON object (expected '{' at header byte 0, got '%c')",
+        return bad(p, "header is not a JSON object (expected '{' at header byte 0, got 0x%02x)",
                    h[0]);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts((const char *)h, n, &end, 0);

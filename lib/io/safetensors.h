@@ -8,7 +8,10 @@
  * The reader checks everything the header claims before handing out a
  * pointer: a malformed file is a one-line error (EX_DATAERR), never a crash
  * or a read outside the file. Tensor data points into the mapping and may be
- * unaligned: read it with memcpy or st_tensor_to_f32, not by casting. */
+ * unaligned: read it with memcpy or st_tensor_to_f32, not by casting.
+ * As with any mapping, a file truncated by another process while open
+ * raises SIGBUS on access; checkpoints are replaced by rename, never
+ * rewritten in place, so this does not happen to files we write. */
 #ifndef GRPO_SAFETENSORS_H
 #define GRPO_SAFETENSORS_H
 
