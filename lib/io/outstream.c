@@ -75,7 +75,7 @@ int outstream_open(outstream *o, const char *path, int level, gerr *e) {
         }
         o->fd = open(o->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (o->fd < 0) {
-            gerr_set(e, errno == ENOENT ? EX_CANTCREAT : EX_IOERR, "%s: cannot create: %s", path,
+            gerr_set(e, EX_IOERR, "%s: cannot create: %s", path,
                      strerror(errno));
             outstream_abort(o);
             return e ? e->code : EX_IOERR;

@@ -1,5 +1,6 @@
 #include "strbuf.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -83,9 +84,18 @@ void sb_json_number(strbuf *b, double v) {
         return;
     }
     char buf[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
+    if (v == floor(v) && fabs(v) < 1e17) {
+        /* whole numbers print as integers (100, not 1e+02); exact below 1e17 */
+        snprintf(buf, sizeof buf, "%.0f", v);
+    } else {
+        /* Any decimal of <= 15 significant digits survives %.15g (doubles carry
+         * 15.9), so the shortest form is the first of 15, 16, 17 digits that
+         * reads back; subnormals have fewer digits and need the full search. */
+        int prec = fabs(v) < DBL_MIN ? 1 : 15;
+        for (; prec <= 17; prec++) {
+            snprintf(buf, sizeof buf, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v) break;
+        }
     }
     sb_puts(b, buf);
 }

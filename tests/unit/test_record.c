@@ -162,6 +162,36 @@ int main(void) {
         sb_clear(&b);
         sb_json_number(&b, -0.0);
         CHECK_EQ_STR(b.data, "0");
+        sb_clear(&b);
+        sb_json_number(&b, 100);
+        CHECK_EQ_STR(b.data, "100");
+        sb_clear(&b);
+        sb_json_number(&b, -2.5);
+        CHECK_EQ_STR(b.data, "-2.5");
+        sb_clear(&b);
+        sb_json_number(&b, 5e-324);
+        CHECK_EQ_STR(b.data, "5e-324");
+        sb_clear(&b);
+        sb_json_number(&b, 1e-5);
+        CHECK_EQ_STR(b.data, "1e-05");
+        sb_free(&b);
+    }
+
+    TEST("100000 random doubles round-trip through their written form");
+    {
+        unsigned long long x = 0x9E3779B97F4A7C15ULL;
+        int bad = 0;
+        strbuf b = {0};
+        for (int i = 0; i < 100000; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            double v;
+            memcpy(&v, &x, sizeof v);
+            if (!isfinite(v)) continue;
+            sb_clear(&b);
+            sb_json_number(&b, v);
+            bad += strtod(b.data, NULL) != v && v != 0;
+        }
+        CHECK_EQ_INT(bad, 0);
         sb_free(&b);
     }
     return check_done();

@@ -1,0 +1,54 @@
+/* grpo-advantage: scored records in, advantaged records out (formats/advantaged.md). */
+#include "adv/advantage.h"
+#include "util/err.h"
+#include "util/flags.h"
+
+int main(int argc, char **argv) {
+    adv_options o = adv_default_options();
+    const char *in = "-", *out = "-", *stats = NULL, *scale = "group", *baseline = "mean";
+    const flag_spec flags[] = {
+        {"--in", NULL, FLAG_STRING, &in, "F", "scored records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL},
+        {"--out", NULL, FLAG_STRING, &out, "F", "advantaged records (- = stdout; F.zst is zstd-compressed)", 0, 0,
+         NULL},
+        {"--scale", NULL, FLAG_CHOICE, &scale, "group|batch|none",
+         "divide by the group std, the whole input std (two passes), or nothing (Dr. GRPO)", 0, 0,
+         "group|batch|none"},
+        {"--baseline", NULL, FLAG_CHOICE, &baseline, "mean|loo",
+         "subtract the group mean, or the mean of the other members (RLOO)", 0, 0, "mean|loo"},
+        {"--drop-flat", NULL, FLAG_BOOL, &o.drop_flat, NULL,
+         "leave out groups whose rewards are all equal (DAPO dynamic sampling)", 0, 0, NULL},
+        {"--allow-partial", NULL, FLAG_BOOL, &o.allow_partial, NULL,
+         "accept 1-record groups (advantage 0) and split groups (each run a group)", 0, 0, NULL},
+        {"--stats", NULL, FLAG_STRING, &stats, "F", "write batch statistics (one JSON object) to F", 0, 0, NULL},
+        {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n", "write only the groups whose id hashes into shard i of n",
+         0, 0, NULL},
+        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "show progress on stderr even when not a terminal", 0,
+         0, NULL},
+    };
+    flag_parser p = {
+        .usage = "grpo-advantage [--in F] [--out F] [--scale group|batch|none] [--baseline mean|loo] "
+                 "[--drop-flat] [--stats F] [--shard i/n]",
+        .summary =
+            "Appends `advantage` to every scored record: A = (reward - baseline) / (std + 1e-4), over the\n"
+            "group of consecutive records sharing `id`, std unbiased (n-1) as in TRL. Every other field is\n"
+            "copied unchanged and in order. A record whose reward is null or missing gets advantage null and\n"
+            "takes no part in its group's statistics. A group whose rewards are all equal gets exactly 0.",
+        .flags = flags,
+        .n_flags = (int)(sizeof flags / sizeof flags[0]),
+        .epilog = "Groups must be contiguous and hold at least 2 records; otherwise exit 65 naming the file,\n"
+                  "line and id (--allow-partial accepts both). --scale batch spills the shard's records to an\n"
+                  "unlinked file in $TMPDIR and divides by the std of every non-null reward of the whole\n"
+                  "input, so shards agree with an unsharded run. --stats fields: see formats/advantaged.md.\n"
+                  "\n"
+                  "example: grpo-advantage --in scored.jsonl.zst --out batch.jsonl --drop-flat --stats stats.json",
+    };
+    flags_parse(&p, argc, argv);
+
+    gerr e = {0};
+    if (adv_parse_scale(scale, &o.scale, &e) || adv_parse_baseline(baseline, &o.baseline, &e)) die_err(&e);
+    o.in = in;
+    o.out = out;
+    o.stats = stats;
+    if (adv_run(&o, &e)) die_err(&e);
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* The batch statistics of --stats: counts, reward moments, and the mean of
+ * each reward function's values, named as TRL logs them. */
+#ifndef GRPO_ADV_STATS_H
+#define GRPO_ADV_STATS_H
+
+#include "../io/record.h"
+#include "advantage.h"
+
+typedef struct {
+    char *name; /* decoded reward-function name */
+    size_t len;
+    adv_moments m; /* its non-null values */
+} adv_fn_stat;
+
+typedef struct {
+    long long records, groups, groups_flat, groups_dropped, null_rewards, records_written;
+    adv_moments reward;   /* every non-null reward */
+    double group_std_sum; /* sum of within-group stds, for reward_std */
+    adv_fn_stat *fns;
+    size_t n_fns, cap_fns;
+} adv_stats;
+
+void adv_stats_init(adv_stats *s);
+void adv_stats_free(adv_stats *s);
+/* Reads the record's `rewards` object ({name: number|null}; absent or null
+ * is fine) and, when s is not NULL, adds its values. Errors: EX_DATAERR. */
+int adv_stats_read_rewards(adv_stats *s, const record *r, gerr *e);
+/* Appends the statistics as one JSON object and a newline. */
+void adv_stats_to_json(const adv_stats *s, strbuf *out);
+
+#endif

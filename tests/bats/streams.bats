@@ -1,0 +1,188 @@
+#!/usr/bin/env bats
+# Conventions every stream tool follows, checked on each tool that exists:
+# help, version, usage errors, missing input, invalid JSON, truncated zstd,
+# very long lines, pass-through, empty input, atomic output under failure and
+# kill -9, compressed output, determinism.
+load helpers
+
+# good_input TOOL FILE N: N valid records for TOOL (groups of 2 for advantage).
+good_input() {
+    local i
+    for ((i = 0; i < $3; i++)); do
+        case $1 in
+            grpo-advantage) printf '{"id":"g%d","reward":%d,"x":1e400}\n' $((i / 2)) $((i % 3)) ;;
+            grpo-prep) printf '{"prompt":"What is %d+1?","answer":"%d","x":1e400}\n' "$i" $((i + 1)) ;;
+        esac
+    done > "$2"
+}
+
+# run_tool TOOL ARGS...: the tool with the flags its input needs.
+tool_cmd() {
+    case $1 in
+        grpo-advantage) echo "grpo-advantage" ;;
+        grpo-prep) echo "grpo-prep --task jsonl" ;;
+    esac
+}
+
+TOOLS="grpo-prep grpo-advantage"
+
+@test "--help lists every flag with its default, --version prints the version" {
+    for t in $TOOLS; do
+        run "$t" --help
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"usage: $t"* ]]
+        [[ "$output" == *"--in"* ]] && [[ "$output" == *"--out"* ]]
+        # every flag line but --help/--version names its default
+        local missing
+        missing=$(printf '%s\n' "$output" | grep -E '^  -' | grep -vE -- '--help|--version' | grep -v '(default: ' || true)
+        [ -z "$missing" ] || { echo "no default: $missing"; false; }
+        run "$t" --version
+        [ "$status" -eq 0 ]
+        [[ "$output" =~ ^$t\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+    done
+}
+
+@test "unknown flags, missing values and stray arguments exit 64 with one line" {
+    for t in $TOOLS; do
+        run -64 $(tool_cmd $t) --no-such-flag
+        assert_one_line_error "$t" "unknown flag '--no-such-flag'"
+        run -64 $(tool_cmd $t) --in
+        assert_one_line_error "$t" "--in needs a value"
+        run -64 $(tool_cmd $t) stray
+        assert_one_line_error "$t" "unexpected argument 'stray'"
+        run -64 $(tool_cmd $t) --shard 3/3
+        assert_one_line_error "$t" "--shard: expected i/n"
+    done
+}
+
+@test "a missing input file exits 66" {
+    for t in $TOOLS; do
+        run -66 $(tool_cmd $t) --in nope.jsonl
+        assert_one_line_error "$t" "nope.jsonl: cannot open"
+    done
+}
+
+@test "invalid JSON exits 65 naming file, line and column; no output is left" {
+    for t in $TOOLS; do
+        good_input "$t" in.jsonl 4
+        printf '{"id":"x", oops}\n' >> in.jsonl
+        run -65 $(tool_cmd $t) --in in.jsonl --out out.jsonl
+        assert_one_line_error "$t" "in.jsonl:5: invalid JSON at column 12"
+        [ ! -e out.jsonl ]
+        no_temp_left .
+    done
+}
+
+@test "truncated zstd input exits 65 and says so" {
+    for t in $TOOLS; do
+        good_input "$t" in.jsonl 2000
+        zstd -q -c in.jsonl > full.zst
+        head -c $(($(stat -c %s full.zst) - 20)) full.zst > cut.jsonl.zst
+        run -65 $(tool_cmd $t) --in cut.jsonl.zst --out out.jsonl
+        assert_one_line_error "$t" "cut.jsonl.zst:[0-9]+: truncated zstd"
+        [ ! -e out.jsonl ]
+    done
+}
+
+@test "zstd input is detected by content and .zst output is compressed" {
+    for t in $TOOLS; do
+        good_input "$t" in.jsonl 50
+        zstd -q -c in.jsonl > in.data
+        $(tool_cmd $t) --in in.jsonl --out plain.jsonl
+        $(tool_cmd $t) --in in.data --out packed.jsonl.zst
+        [ "$(head -c 4 packed.jsonl.zst | od -An -tx1 | tr -d ' ')" = "28b52ffd" ]
+        zstd -dc packed.jsonl.zst | cmp - plain.jsonl
+        $(tool_cmd $t) < in.data | cmp - plain.jsonl
+        $(tool_cmd $t) --in - --out - < in.jsonl | cmp - plain.jsonl
+    done
+}
+
+@test "a 100 MB line passes through whole" {
+    head -c 100000000 /dev/zero | tr '\0' 'a' > big.txt
+    { printf '{"id":"g","reward":1,"blob":"'; cat big.txt; printf '"}\n{"id":"g","reward":0}\n'; } > adv.jsonl
+    grpo-advantage --in adv.jsonl --out adv.out
+    [ "$(head -n 1 adv.out | wc -c)" -gt 100000000 ]
+    head -n 1 adv.out | grep -q '"blob":"aaaa'
+    [ "$(head -n 1 adv.out | tail -c 20)" = 'aaaa","advantage":1' ] || head -n 1 adv.out | tail -c 40
+    { printf '{"prompt":"'; cat big.txt; printf '","answer":"1"}\n'; } > prep.jsonl
+    grpo-prep --task jsonl --in prep.jsonl --out prep.out.zst
+    [ "$(zstd -dc prep.out.zst | wc -c)" -gt 100000000 ]
+}
+
+@test "unknown fields pass through byte for byte, in order" {
+    printf '{"id":"g","big":123456789012345678901234567890,"reward":1,"x":1e400,"n":{ "a" : [1, 2.50, "\\u00e9"] },"z":-0.0}\n' > in.jsonl
+    printf '{"id":"g","big":1,"reward":2,"x":-1E-7,"n":null,"z":"\\ud83d\\ude00"}\n' >> in.jsonl
+    grpo-advantage --in in.jsonl --out out.jsonl
+    # removing the appended advantage gives the input back exactly
+    sed 's/,"advantage":[^,}]*}$/}/' out.jsonl | cmp - in.jsonl
+    printf '{"prompt":"q","answer":"1","big":123456789012345678901234567890,"x":1e400,"n":{ "a" : [1, 2.50] }}\n' > p.jsonl
+    grpo-prep --task jsonl --in p.jsonl --out p.out
+    grep -qF '"big":123456789012345678901234567890,"x":1e400,"n":{ "a" : [1, 2.50] }' p.out
+}
+
+@test "empty input gives empty output and exit 0" {
+    for t in $TOOLS; do
+        : > empty.jsonl
+        run $(tool_cmd $t) --in empty.jsonl --out out.jsonl
+        [ "$status" -eq 0 ]
+        [ -f out.jsonl ] && [ ! -s out.jsonl ]
+        printf '\n\n' | $(tool_cmd $t) > out2.jsonl
+        [ ! -s out2.jsonl ]
+    done
+}
+
+@test "same input and flags give identical bytes" {
+    for t in $TOOLS; do
+        good_input "$t" in.jsonl 300
+        $(tool_cmd $t) --in in.jsonl --out a.jsonl
+        $(tool_cmd $t) --in in.jsonl --out b.jsonl
+        cmp a.jsonl b.jsonl
+    done
+}
+
+# kill_mid_write TOOL SIGNAL: the tool has written part of its output to the
+# temporary when the signal arrives; the output path must never appear.
+kill_mid_write() {
+    good_input "$1" head.jsonl 20000
+    mkfifo feed
+    $(tool_cmd "$1") --in feed --out out.jsonl 2> err.txt &
+    local pid=$!
+    exec 3> feed
+    cat head.jsonl >&3
+    # wait until the temporary holds data: the tool is mid-write
+    local tmp="" i
+    for ((i = 0; i < 100; i++)); do
+        tmp=$(find . -maxdepth 1 -name '.out.jsonl.tmp-*' -size +1k | head -n 1)
+        [ -n "$tmp" ] && break
+        sleep 0.05
+    done
+    [ -n "$tmp" ] || { echo "tool never started writing"; cat err.txt; false; }
+    kill "-$2" "$pid"
+    wait "$pid" || true
+    exec 3>&-
+    [ ! -e out.jsonl ]
+}
+
+@test "kill -9 during a write leaves no output file" {
+    for t in $TOOLS; do
+        rm -f feed .out.jsonl.tmp-* out.jsonl
+        kill_mid_write "$t" KILL
+    done
+}
+
+@test "SIGTERM during a write removes the temporary too" {
+    for t in $TOOLS; do
+        rm -f feed out.jsonl
+        kill_mid_write "$t" TERM
+        no_temp_left .
+    done
+}
+
+@test "an output into a missing directory fails cleanly" {
+    for t in $TOOLS; do
+        good_input "$t" in.jsonl 4
+        run $(tool_cmd $t) --in in.jsonl --out no/such/dir/out.jsonl
+        [ "$status" -eq 74 ]
+        assert_one_line_error "$t" "no/such/dir/out.jsonl: cannot create"
+    done
+}
