@@ -145,10 +145,11 @@ TOOLS="grpo-prep grpo-advantage"
 kill_mid_write() {
     good_input "$1" head.jsonl 20000
     mkfifo feed
-    $(tool_cmd "$1") --in feed --out out.jsonl 2> err.txt &
+    # fd 3 is bats' own: the background tool must not hold it
+    $(tool_cmd "$1") --in feed --out out.jsonl 2> err.txt 3>&- &
     local pid=$!
-    exec 3> feed
-    cat head.jsonl >&3
+    exec 7> feed
+    cat head.jsonl >&7
     # wait until the temporary holds data: the tool is mid-write
     local tmp="" i
     for ((i = 0; i < 100; i++)); do
@@ -159,7 +160,7 @@ kill_mid_write() {
     [ -n "$tmp" ] || { echo "tool never started writing"; cat err.txt; false; }
     kill "-$2" "$pid"
     wait "$pid" || true
-    exec 3>&-
+    exec 7>&-
     [ ! -e out.jsonl ]
 }
 
