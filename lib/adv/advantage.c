@@ -19,7 +19,7 @@
 
 #include "../io/jsonl.h"
 #include "../util/progress.h"
-#include "adv_idset.h"
+#include "../util/idset.h"
 #include "adv_stats.h"
 
 adv_options adv_default_options(void) {
@@ -116,7 +116,7 @@ typedef struct {
     jsonl_reader rd;
     bool rd_open;
     group_buf g;
-    adv_idset seen; /* ids of finished groups; unused with --allow-partial */
+    idset seen; /* ids of finished groups; unused with --allow-partial */
     progress pg;
     long long read;
 } stage;
@@ -125,7 +125,7 @@ typedef struct {
 static int start_group(stage *s, gerr *e) {
     if (s->o->allow_partial) return 0;
     const member *m = &s->g.m[0];
-    long ended = adv_idset_find(&s->seen, m->id.data, m->id.len);
+    long ended = idset_find(&s->seen, m->id.data, m->id.len);
     if (!ended) return 0;
     const char *id;
     int id_len = id_text_len(&m->rec, &id);
@@ -182,7 +182,7 @@ static int next_group(stage *s, gerr *e) {
                 id_len, id);
         return -1;
     }
-    if (!s->o->allow_partial) adv_idset_add(&s->seen, first->id.data, first->id.len, g->m[g->n - 1].rec.line);
+    if (!s->o->allow_partial) idset_add(&s->seen, first->id.data, first->id.len, g->m[g->n - 1].rec.line);
     return 1;
 }
 
@@ -411,7 +411,7 @@ int adv_run(const adv_options *o, gerr *e) {
     stage s;
     memset(&s, 0, sizeof s);
     s.o = o;
-    adv_idset_init(&s.seen);
+    idset_init(&s.seen);
     adv_stats st;
     adv_stats_init(&st);
     jsonl_writer w;
@@ -449,7 +449,7 @@ out:
     if (stats_open) outstream_abort(&stats_out);
     if (s.rd_open) jsonl_close(&s.rd);
     group_buf_free(&s.g);
-    adv_idset_free(&s.seen);
+    idset_free(&s.seen);
     adv_stats_free(&st);
     return rc ? (e->code ? e->code : EX_SOFTWARE) : 0;
 }

@@ -5,7 +5,7 @@
 #include "../util/sha256.h"
 #include "arith.h"
 #include "countdown.h"
-#include "idset.h"
+#include "../util/idset.h"
 #include "item.h"
 #include "prompt.h"
 
@@ -65,10 +65,10 @@ int prep_generate_run(const prep_opts *o, prep_sink *s, gerr *e) {
     countdown_problem cp = {0};
     prep_item it;
     record out;
-    prep_idset seen;
+    idset seen;
     prep_item_init(&it);
     record_init(&out);
-    prep_idset_init(&seen);
+    idset_init(&seen);
     const char *task = o->task == TASK_ARITH ? "arith" : "countdown";
     int rc = 0;
     uint64_t misses = 0;
@@ -84,7 +84,7 @@ int prep_generate_run(const prep_opts *o, prep_sink *s, gerr *e) {
         bool ok = o->task == TASK_ARITH ? arith_item(o, index, &ap, &it) : countdown_item(o, index, &cp, &it);
         if (!ok || !prep_sink_selects(s, it.id.data, it.id.len)) continue;
         /* Same id, same problem: keep the first one drawn. */
-        if (prep_idset_add(&seen, it.id.data, it.id.len, (long)index + 1)) continue;
+        if (idset_add(&seen, it.id.data, it.id.len, (long)index + 1)) continue;
         if ((rc = prep_item_to_record(&it, NULL, &out, e))) break;
         if ((rc = prep_sink_put(s, &out, it.id.data, it.id.len, e))) break;
         misses = 0;
@@ -93,6 +93,6 @@ int prep_generate_run(const prep_opts *o, prep_sink *s, gerr *e) {
     countdown_problem_free(&cp);
     prep_item_free(&it);
     record_free(&out);
-    prep_idset_free(&seen);
+    idset_free(&seen);
     return rc;
 }

@@ -5,7 +5,7 @@
 #include "../io/jsonl.h"
 #include "datasets.h"
 #include "generate.h"
-#include "idset.h"
+#include "../util/idset.h"
 #include "item.h"
 #include "sink.h"
 
@@ -65,11 +65,11 @@ static int run_dataset(const prep_opts *o, jsonl_reader *rd, prep_sink *s, gerr 
     int rc = 0;
     record in, out;
     prep_item it;
-    prep_idset seen;
+    idset seen;
     record_init(&in);
     record_init(&out);
     prep_item_init(&it);
-    prep_idset_init(&seen);
+    idset_init(&seen);
     long skipped = 0;
     gerr first_bad = {0};
     while (!prep_sink_full(s)) {
@@ -91,7 +91,7 @@ static int run_dataset(const prep_opts *o, jsonl_reader *rd, prep_sink *s, gerr 
             if (!skipped++) first_bad = bad;
             continue;
         }
-        long prev = prep_idset_add(&seen, it.id.data, it.id.len, rd->line_no);
+        long prev = idset_add(&seen, it.id.data, it.id.len, rd->line_no);
         if (prev) {
             rc = gerr_at(e, EX_DATAERR, rd->name, rd->line_no, "duplicate id \"%s\": line %ld has it too", it.id.data,
                          prev);
@@ -105,7 +105,7 @@ static int run_dataset(const prep_opts *o, jsonl_reader *rd, prep_sink *s, gerr 
     record_free(&in);
     record_free(&out);
     prep_item_free(&it);
-    prep_idset_free(&seen);
+    idset_free(&seen);
     return rc;
 }
 

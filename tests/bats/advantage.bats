@@ -76,8 +76,8 @@ advantages() { sed -E 's/.*,"advantage":([^,]*)\}$/\1/' "$1"; }
     grpo-advantage --in - --out - < "$(scored)" > c.jsonl
     cmp a.jsonl b.jsonl
     cmp a.jsonl c.jsonl
-    ! cmp -s a.jsonl <(grpo-advantage --in "$(scored)" --baseline loo)
-    ! cmp -s a.jsonl <(grpo-advantage --in "$(scored)" --scale none)
+    ! cmp -s a.jsonl <(grpo-advantage --in "$(scored)" --baseline loo) || false
+    ! cmp -s a.jsonl <(grpo-advantage --in "$(scored)" --scale none) || false
 }
 
 @test "flat groups get exactly 0 in every mode (the computed mean of 3 x 0.1 is not 0.1)" {
@@ -207,7 +207,8 @@ EOF
 @test "empty input: empty output, exit 0, stats with zero counts and null means" {
     : > empty.jsonl
     grpo-advantage --in empty.jsonl --out out.jsonl --stats st.json
-    [ -e out.jsonl ] && [ ! -s out.jsonl ]
+    [ -e out.jsonl ]
+    [ ! -s out.jsonl ]
     grep -q '^{"records":0,"groups":0,.*"reward_mean":null,' st.json
     printf '\n  \n\n' | grpo-advantage --scale batch > out2.jsonl
     [ ! -s out2.jsonl ]
@@ -281,7 +282,8 @@ EOF
     grpo-advantage --in in.jsonl --scale batch --allow-partial --out whole.jsonl
     grpo-advantage --in in.jsonl --scale batch --allow-partial --shard 1/2 --out a.jsonl
     grpo-advantage --in in.jsonl --scale batch --allow-partial --shard 0/2 --out b.jsonl
-    [ "$(wc -l < a.jsonl)" = 4 ] && [ "$(wc -l < b.jsonl)" = 2 ]
+    [ "$(wc -l < a.jsonl)" = 4 ]
+    [ "$(wc -l < b.jsonl)" = 2 ]
     cmp a.jsonl <(sed -n '1,2p;5,6p' whole.jsonl)
     cmp b.jsonl <(sed -n '3,4p' whole.jsonl)
 }
@@ -314,7 +316,8 @@ EOF
         run env TMPDIR="$T/tmp" grpo-advantage --in bad.jsonl --out out.jsonl --stats st.json --scale $scale
         [ "$status" -eq 65 ]
         assert_one_line_error grpo-advantage '^grpo-advantage: bad.jsonl:201: field "reward"'
-        [ ! -e out.jsonl ] && [ ! -e st.json ]
+        [ ! -e out.jsonl ]
+        [ ! -e st.json ]
         no_temp_left .
         [ -z "$(ls -A tmp)" ]
     done

@@ -31,7 +31,8 @@ TOOLS="grpo-prep grpo-advantage"
         run "$t" --help
         [ "$status" -eq 0 ]
         [[ "$output" == *"usage: $t"* ]]
-        [[ "$output" == *"--in"* ]] && [[ "$output" == *"--out"* ]]
+        [[ "$output" == *"--in"* ]]
+        [[ "$output" == *"--out"* ]]
         # every flag line but --help/--version names its default
         local missing
         missing=$(printf '%s\n' "$output" | grep -E '^  -' | grep -vE -- '--help|--version' | grep -v '(default: ' || true)
@@ -125,7 +126,8 @@ TOOLS="grpo-prep grpo-advantage"
         : > empty.jsonl
         run $(tool_cmd $t) --in empty.jsonl --out out.jsonl
         [ "$status" -eq 0 ]
-        [ -f out.jsonl ] && [ ! -s out.jsonl ]
+        [ -f out.jsonl ]
+        [ ! -s out.jsonl ]
         printf '\n\n' | $(tool_cmd $t) > out2.jsonl
         [ ! -s out2.jsonl ]
     done

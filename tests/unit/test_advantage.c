@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "adv/adv_idset.h"
+#include "util/idset.h"
 #include "adv/adv_stats.h"
 #include "adv/advantage.h"
 #include "check.h"
@@ -218,26 +218,28 @@ int main(void) {
 
     TEST("id set: finds what was added, with its line, across growth");
     {
-        adv_idset s;
-        adv_idset_init(&s);
-        CHECK(adv_idset_find(&s, "a", 1) == 0);
+        idset s;
+        idset_init(&s);
+        CHECK(idset_find(&s, "a", 1) == 0);
         char id[32];
         for (int i = 1; i <= 5000; i++) {
             int len = snprintf(id, sizeof id, "prompt-%d", i);
-            adv_idset_add(&s, id, (size_t)len, i * 10);
+            idset_add(&s, id, (size_t)len, i * 10);
         }
         int found = 0;
         for (int i = 1; i <= 5000; i++) {
             int len = snprintf(id, sizeof id, "prompt-%d", i);
-            found += adv_idset_find(&s, id, (size_t)len) == i * 10;
+            found += idset_find(&s, id, (size_t)len) == i * 10;
         }
         CHECK_EQ_INT(found, 5000);
-        CHECK(adv_idset_find(&s, "prompt-0", 8) == 0);
-        CHECK(adv_idset_find(&s, "prompt-1", 7) == 0); /* a prefix is another id */
-        CHECK(adv_idset_find(&s, "", 0) == 0);
-        adv_idset_add(&s, "", 0, 3);
-        CHECK(adv_idset_find(&s, "", 0) == 3);
-        adv_idset_free(&s);
+        CHECK(idset_find(&s, "prompt-0", 8) == 0);
+        CHECK(idset_find(&s, "prompt-1", 7) == 0); /* a prefix is another id */
+        CHECK(idset_find(&s, "", 0) == 0);
+        CHECK(idset_add(&s, "", 0, 3) == 0);
+        CHECK(idset_find(&s, "", 0) == 3);
+        CHECK(idset_add(&s, "", 0, 7) == 3); /* the first line is kept */
+        CHECK(idset_find(&s, "", 0) == 3);
+        idset_free(&s);
     }
 
     TEST("stats: rewards per function, sorted, nulls left out");

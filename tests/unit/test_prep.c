@@ -13,7 +13,7 @@
 #include "prep/countdown.h"
 #include "prep/extract.h"
 #include "prep/generate.h"
-#include "prep/idset.h"
+#include "util/idset.h"
 #include "prep/item.h"
 #include "prep/prompt.h"
 
@@ -342,18 +342,18 @@ static void test_ids(void) {
     sb_free(&id);
 
     TEST("id set: duplicates report the first line, growth keeps every id");
-    prep_idset s;
-    prep_idset_init(&s);
+    idset s;
+    idset_init(&s);
     char buf[32];
     for (int i = 0; i < 5000; i++) {
         int n = snprintf(buf, sizeof buf, "gsm8k/%d", i);
-        CHECK_EQ_INT(prep_idset_add(&s, buf, (size_t)n, i + 1), 0);
+        CHECK_EQ_INT(idset_add(&s, buf, (size_t)n, i + 1), 0);
     }
-    CHECK_EQ_INT(prep_idset_add(&s, "gsm8k/42", 8, 9999), 43);
-    CHECK_EQ_INT(prep_idset_add(&s, "gsm8k/4", 7, 9999), 5);
-    CHECK_EQ_INT(prep_idset_add(&s, "gsm8k/42x", 9, 9999), 0);
+    CHECK_EQ_INT(idset_add(&s, "gsm8k/42", 8, 9999), 43);
+    CHECK_EQ_INT(idset_add(&s, "gsm8k/4", 7, 9999), 5);
+    CHECK_EQ_INT(idset_add(&s, "gsm8k/42x", 9, 9999), 0);
     CHECK_EQ_INT(s.n, 5001);
-    prep_idset_free(&s);
+    idset_free(&s);
 }
 
 static int parse(record *r, const char *line, gerr *e) { return record_parse(r, line, strlen(line), "in.jsonl", 3, e); }

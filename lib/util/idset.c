@@ -1,10 +1,10 @@
-#include "adv_idset.h"
+#include "idset.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/err.h"
+#include "err.h"
 
 /* FNV-1a with a final mix: ids are short and often share long prefixes. */
 static uint64_t hash_id(const char *id, size_t len) {
@@ -19,25 +19,25 @@ static uint64_t hash_id(const char *id, size_t len) {
     return h;
 }
 
-void adv_idset_init(adv_idset *s) { memset(s, 0, sizeof *s); }
+void idset_init(idset *s) { memset(s, 0, sizeof *s); }
 
-void adv_idset_free(adv_idset *s) {
+void idset_free(idset *s) {
     free(s->slots);
     sb_free(&s->arena);
     memset(s, 0, sizeof *s);
 }
 
-static adv_idset_slot *probe(const adv_idset *s, uint64_t h, const char *id, size_t len) {
+static idset_slot *probe(const idset *s, uint64_t h, const char *id, size_t len) {
     size_t mask = s->cap - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-        adv_idset_slot *slot = &s->slots[i];
+        idset_slot *slot = &s->slots[i];
         if (slot->len == SIZE_MAX) return slot;
         if (slot->hash == h && slot->len == len && !memcmp(s->arena.data + slot->off, id, len)) return slot;
     }
 }
 
-static void grow(adv_idset *s) {
-    adv_idset_slot *old = s->slots;
+static void grow(idset *s) {
+    idset_slot *old = s->slots;
     size_t old_cap = s->cap;
     s->cap = old_cap ? old_cap * 2 : 1024;
     s->slots = xmalloc(s->cap * sizeof *s->slots);
@@ -52,24 +52,22 @@ static void grow(adv_idset *s) {
     free(old);
 }
 
-long adv_idset_find(const adv_idset *s, const char *id, size_t len) {
+long idset_find(const idset *s, const char *id, size_t len) {
     if (!s->cap) return 0;
-    const adv_idset_slot *slot = probe(s, hash_id(id, len), id, len);
+    const idset_slot *slot = probe(s, hash_id(id, len), id, len);
     return slot->len == SIZE_MAX ? 0 : slot->line;
 }
 
-void adv_idset_add(adv_idset *s, const char *id, size_t len, long line) {
+long idset_add(idset *s, const char *id, size_t len, long line) {
     if ((s->n + 1) * 2 > s->cap) grow(s); /* load factor at most 1/2 */
     uint64_t h = hash_id(id, len);
-    adv_idset_slot *slot = probe(s, h, id, len);
-    if (slot->len != SIZE_MAX) { /* already there: keep the latest line */
-        slot->line = line;
-        return;
-    }
+    idset_slot *slot = probe(s, h, id, len);
+    if (slot->len != SIZE_MAX) return slot->line;
     slot->hash = h;
     slot->off = s->arena.len;
     slot->len = len;
     slot->line = line;
     sb_append(&s->arena, id, len);
     s->n++;
+    return 0;
 }
