@@ -1,0 +1,110 @@
+#include "sample.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "../util/err.h"
+
+void sampler_init(sampler *s, int vocab) {
+    s->vocab = vocab;
+    s->prob = xmalloc((size_t)vocab * sizeof *s->prob);
+    s->idx = xmalloc((size_t)vocab * sizeof *s->idx);
+}
+
+void sampler_free(sampler *s) {
+    free(s->prob);
+    free(s->idx);
+    s->prob = NULL;
+    s->idx = NULL;
+}
+
+double token_logprob(const float *logits, int vocab, double t, int32_t token) {
+    double max = -INFINITY;
+    for (int i = 0; i < vocab; i++)
+        if (logits[i] > max) max = logits[i];
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp(((double)logits[i] - max) / t);
+    return ((double)logits[token] - max) / t - log(sum);
+}
+
+/* Orders candidate ids by probability, highest first; ties by the lower id so
+ * the order (and so the draw) never depends on the sort's internals. */
+static int by_prob_desc(const void *a, const void *b, void *ctx) {
+    const double *prob = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (prob[x] != prob[y]) return prob[x] > prob[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static int32_t argmax(const float *logits, int vocab) {
+    int32_t best = 0;
+    for (int i = 1; i < vocab; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rng_stream *rng, float *logprob) {
+    const int vocab = s->vocab;
+    if (p->temperature <= 0) {
+        int32_t tok = argmax(logits, vocab);
+        *logprob = (float)token_logprob(logits, vocab, 1.0, tok);
+        return tok;
+    }
+    /* full softmax(logits / T) in double: its value at the chosen token is the logprob */
+    double max = -INFINITY;
+    for (int i = 0; i < vocab; i++)
+        if (logits[i] > max) max = logits[i];
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) {
+        s->prob[i] = exp(((double)logits[i] - max) / p->temperature);
+        sum += s->prob[i];
+    }
+    for (int i = 0; i < vocab; i++) s->prob[i] /= sum;
+
+    double u = rng_uniform(rng);
+    bool truncate = (p->top_k > 0 && p->top_k < vocab) || p->top_p < 1 || p->min_p > 0;
+    int32_t chosen = vocab - 1;
+    if (!truncate) {
+        double acc = 0;
+        for (int i = 0; i < vocab; i++) {
+            acc += s->prob[i];
+            if (u < acc) {
+                chosen = i;
+                break;
+            }
+        }
+    } else {
+        /* min-p needs only the maximum; apply it first to shrink the sort */
+        double pmax = exp(0.0) / sum; /* the top token's probability */
+        double floor_p = p->min_p > 0 ? p->min_p * pmax : 0;
+        int n = 0;
+        for (int i = 0; i < vocab; i++)
+            if (s->prob[i] >= floor_p && s->prob[i] > 0) s->idx[n++] = i;
+        qsort_r(s->idx, (size_t)n, sizeof *s->idx, by_prob_desc, s->prob);
+        if (p->top_k > 0 && p->top_k < n) n = (int)p->top_k;
+        if (p->top_p < 1) {
+            /* the smallest prefix whose mass reaches top_p (at least one token) */
+            double acc = 0;
+            int keep = 0;
+            while (keep < n) {
+                acc += s->prob[s->idx[keep++]];
+                if (acc >= p->top_p) break;
+            }
+            n = keep;
+        }
+        double kept = 0;
+        for (int k = 0; k < n; k++) kept += s->prob[s->idx[k]];
+        double target = u * kept, acc = 0;
+        chosen = s->idx[n - 1];
+        for (int k = 0; k < n; k++) {
+            acc += s->prob[s->idx[k]];
+            if (target < acc) {
+                chosen = s->idx[k];
+                break;
+            }
+        }
+    }
+    *logprob = (float)log(s->prob[chosen]);
+    return chosen;
+}

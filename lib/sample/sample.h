@@ -1,0 +1,46 @@
+/* Choosing the next token from a row of logits.
+ *
+ * Order of the filters (written down because engines differ): temperature,
+ * then top-k, then top-p (nucleus), then min-p (relative to the most likely
+ * token); the survivors are renormalised and one is drawn with a uniform
+ * number from the caller's keyed stream, so a sample's tokens depend only on
+ * (seed, record id, sample index), never on the batch.
+ *
+ * The log-probability returned is that of the chosen token under
+ * softmax(logits / temperature) over the WHOLE vocabulary, before any
+ * truncation: the policy whose ratio GRPO's update takes.
+ * Temperature 0 is greedy (ties to the lowest id); its log-probability is
+ * then taken under softmax(logits), temperature 1. */
+#ifndef GRPO_SAMPLE_H
+#define GRPO_SAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/rng.h"
+
+typedef struct {
+    double temperature; /* 0 = greedy */
+    long long top_k;    /* 0 = off */
+    double top_p;       /* 1 = off */
+    double min_p;       /* 0 = off */
+} sample_params;
+
+/* Scratch reused across calls, sized for one vocabulary. */
+typedef struct {
+    int vocab;
+    double *prob; /* [vocab] */
+    int32_t *idx; /* [vocab] candidate ids */
+} sampler;
+
+void sampler_init(sampler *s, int vocab);
+void sampler_free(sampler *s);
+
+/* Draws one token from logits[0..vocab-1]; *logprob gets its log-probability
+ * as described above. Consumes exactly one uniform draw from rng (none when greedy). */
+int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rng_stream *rng, float *logprob);
+
+/* log softmax(logits / t)[token] in double, for checks and for the update. */
+double token_logprob(const float *logits, int vocab, double t, int32_t token);
+
+#endif
