@@ -1,0 +1,150 @@
+#include "chat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int chat_family_parse(const char *name, chat_family *out, gerr *e) {
+    if (!strcmp(name, "chatml")) *out = CHAT_CHATML;
+    else if (!strcmp(name, "llama3")) *out = CHAT_LLAMA3;
+    else if (!strcmp(name, "raw")) *out = CHAT_RAW;
+    else return gerr_set(e, EX_USAGE, "--chat-template: expected chatml, llama3 or raw, got '%s'", name);
+    return 0;
+}
+
+const char *chat_family_name(chat_family f) {
+    static const char *const names[] = {"chatml", "llama3", "raw"};
+    return names[f];
+}
+
+/* The constant system message a ChatML template inserts when the conversation
+ * has none: the text of a literal "<|im_start|>system\n...<|im_end|>" that
+ * lies inside one Jinja string (no quote in it). The newline may be a real one
+ * or the two characters \n of a Jinja escape. */
+static char *find_default_system(const char *jinja) {
+    static const char opener[] = "<|im_start|>system";
+    for (const char *p = strstr(jinja, opener); p; p = strstr(p + 1, opener)) {
+        const char *q = p + strlen(opener);
+        if (*q == '\n') q++;
+        else if (q[0] == '\\' && q[1] == 'n') q += 2;
+        else continue;
+        const char *end = strstr(q, "<|im_end|>");
+        if (!end || end == q) continue;
+        size_t n = (size_t)(end - q);
+        if (memchr(q, '\'', n) || memchr(q, '"', n) || memchr(q, '{', n)) continue;
+        strbuf b = {0};
+        for (size_t i = 0; i < n; i++) { /* undo Jinja's string escapes */
+            if (q[i] == '\\' && i + 1 < n) {
+                char c = q[++i];
+                sb_putc(&b, c == 'n' ? '\n' : c == 't' ? '\t' : c);
+            } else {
+                sb_putc(&b, q[i]);
+            }
+        }
+        return b.data;
+    }
+    return NULL;
+}
+
+void chat_template_force(chat_family f, const char *jinja, chat_template *out) {
+    memset(out, 0, sizeof *out);
+    out->family = f;
+    if (!jinja) return;
+    if (f == CHAT_CHATML && strstr(jinja, "<|im_start|>")) out->default_system = find_default_system(jinja);
+    if (f == CHAT_LLAMA3) out->llama31_header = strstr(jinja, "Cutting Knowledge Date") != NULL;
+}
+
+int chat_template_detect(const char *jinja, const char *name_for_errors, chat_template *out, gerr *e) {
+    memset(out, 0, sizeof *out);
+    if (!jinja || !*jinja)
+        return gerr_set(e, EX_DATAERR, "%s: the model has no chat template; choose one with --chat-template chatml|llama3|raw",
+                        name_for_errors);
+    if (strstr(jinja, "<|im_start|>")) {
+        chat_template_force(CHAT_CHATML, jinja, out);
+    } else if (strstr(jinja, "<|start_header_id|>")) {
+        chat_template_force(CHAT_LLAMA3, jinja, out);
+    } else {
+        return gerr_set(e, EX_DATAERR,
+                        "%s: chat template not recognised (neither ChatML nor Llama 3); choose one with "
+                        "--chat-template chatml|llama3|raw",
+                        name_for_errors);
+    }
+    return 0;
+}
+
+void chat_template_free(chat_template *t) {
+    free(t->default_system);
+    t->default_system = NULL;
+}
+
+/* Python's str.strip() as Jinja's |trim does it, for ASCII white space. */
+static void append_trimmed(strbuf *out, const char *s) {
+    size_t n = strlen(s);
+    while (n && strchr(" \t\n\r\f\v", s[n - 1])) n--;
+    while (n && strchr(" \t\n\r\f\v", *s)) s++, n--;
+    sb_append(out, s, n);
+}
+
+static int message_at(const cJSON *messages, int i, const char **role, const char **content, gerr *e) {
+    const cJSON *m = cJSON_GetArrayItem(messages, i);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsObject(m) || !cJSON_IsString(r) || !cJSON_IsString(c))
+        return gerr_set(e, EX_DATAERR, "field \"messages\": message %d: expected {\"role\": string, \"content\": string}", i);
+    *role = r->valuestring;
+    *content = c->valuestring;
+    return 0;
+}
+
+int chat_render(const chat_template *t, const cJSON *messages, bool add_generation_prompt, strbuf *out, gerr *e) {
+    if (!cJSON_IsArray(messages)) return gerr_set(e, EX_DATAERR, "field \"messages\": expected an array");
+    int n = cJSON_GetArraySize(messages);
+    const char *role, *content;
+    switch (t->family) {
+    case CHAT_RAW:
+        for (int i = 0; i < n; i++) {
+            if (message_at(messages, i, &role, &content, e)) return e->code;
+            sb_puts(out, content);
+        }
+        return 0;
+    case CHAT_CHATML:
+        for (int i = 0; i < n; i++) {
+            if (message_at(messages, i, &role, &content, e)) return e->code;
+            if (i == 0 && t->default_system && strcmp(role, "system")) {
+                sb_puts(out, "<|im_start|>system\n");
+                sb_puts(out, t->default_system);
+                sb_puts(out, "<|im_end|>\n");
+            }
+            sb_printf(out, "<|im_start|>%s\n", role);
+            sb_puts(out, content);
+            sb_puts(out, "<|im_end|>\n");
+        }
+        if (add_generation_prompt) sb_puts(out, "<|im_start|>assistant\n");
+        return 0;
+    case CHAT_LLAMA3: {
+        sb_puts(out, "<|begin_of_text|>");
+        int first = 0;
+        if (t->llama31_header) {
+            /* 3.1+ always opens with a system turn carrying the date header */
+            sb_puts(out, "<|start_header_id|>system<|end_header_id|>\n\n"
+                         "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+            if (n > 0) {
+                if (message_at(messages, 0, &role, &content, e)) return e->code;
+                if (!strcmp(role, "system")) {
+                    append_trimmed(out, content);
+                    first = 1;
+                }
+            }
+            sb_puts(out, "<|eot_id|>");
+        }
+        for (int i = first; i < n; i++) {
+            if (message_at(messages, i, &role, &content, e)) return e->code;
+            sb_printf(out, "<|start_header_id|>%s<|end_header_id|>\n\n", role);
+            append_trimmed(out, content);
+            sb_puts(out, "<|eot_id|>");
+        }
+        if (add_generation_prompt) sb_puts(out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        return 0;
+    }
+    }
+    return gerr_set(e, EX_SOFTWARE, "unknown chat family");
+}
