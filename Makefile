@@ -9,8 +9,8 @@
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
-WARN    := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
-LDLIBS  := -lzstd -lcjson -lpcre2-8 -lm
+WARN    := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp
+LDLIBS  := -lzstd -lcjson -lpcre2-8 -lopenblas -lm
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 DEFS    := -DGRPO_VERSION='"$(VERSION)"'
 

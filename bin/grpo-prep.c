@@ -9,8 +9,6 @@
 int main(int argc, char **argv) {
     prep_opts o;
     prep_opts_default(&o);
-    /* --model M and --chat-template (prompt_tokens) come with the tokenizer
-     * in a later issue: add them to this table and to prep_opts then. */
     const flag_spec flags[] = {
         {"--task", NULL, FLAG_CHOICE, &o.task_name, "TASK", "what to make prompts of (required)", 0, 0,
          "arith|countdown|gsm8k|math|mbpp|jsonl"},
@@ -44,6 +42,12 @@ int main(int argc, char **argv) {
         {"--terms", NULL, FLAG_STRING, &o.terms, "A..B", "arith: operands per problem, N or A..B within 2..6", 0, 0,
          NULL},
         {"--word-problems", NULL, FLAG_DOUBLE, &o.word_problems, "X", "arith: share of word problems", 0, 1, NULL},
+        {"--model", NULL, FLAG_STRING, &o.model, "M",
+         "write prompt_tokens with this model's tokenizer and chat template (HF directory or .gguf)", 0, 0, NULL},
+        {"--chat-template", NULL, FLAG_CHOICE, &o.chat_template, "T",
+         "auto = the model's own (ChatML or Llama 3, recognised); raw = the text alone, no special tokens "
+         "added, and --format plain unless --format/--system is given",
+         0, 0, "auto|chatml|llama3|raw"},
         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "show progress on stderr even when it is not a terminal", 0,
          0, NULL},
     };
@@ -73,6 +77,7 @@ int main(int argc, char **argv) {
         .system = flags_given(&p, "--system"),
         .prompt_field = flags_given(&p, "--prompt-field"),
         .answer_field = flags_given(&p, "--answer-field"),
+        .chat_template = flags_given(&p, "--chat-template"),
         .digits = flags_given(&p, "--digits"),
         .ops = flags_given(&p, "--ops"),
         .terms = flags_given(&p, "--terms"),

@@ -248,6 +248,23 @@ void record_set_raw(record *r, const char *key, const char *raw, size_t raw_len)
     f->val_len = raw_len;
 }
 
+void record_set_raw_after(record *r, const char *after, const char *key, const char *raw, size_t raw_len) {
+    const rec_field *anchor = record_find(r, after);
+    if (record_find(r, key) || !anchor) {
+        record_set_raw(r, key, raw, raw_len);
+        return;
+    }
+    size_t at = (size_t)(anchor - r->fields) + 1;
+    push_field(r); /* may move the array: positions, not pointers, from here */
+    memmove(&r->fields[at + 1], &r->fields[at], (r->n - 1 - at) * sizeof *r->fields);
+    rec_field *f = &r->fields[at];
+    f->key_len = strlen(key);
+    f->key = own(r, key, f->key_len);
+    f->key_escaped = false;
+    f->val = own(r, raw, raw_len);
+    f->val_len = raw_len;
+}
+
 void record_set_string(record *r, const char *key, const char *s, size_t len) {
     strbuf b = {0};
     sb_json_string(&b, s, len);

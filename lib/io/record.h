@@ -58,6 +58,9 @@ int record_field_error(const record *r, const char *key, const char *expected, g
 
 /* Setting: replaces in place when the key exists, else appends. */
 void record_set_raw(record *r, const char *key, const char *raw, size_t raw_len);
+/* Like record_set_raw, but a new field goes right after `after` (appended
+ * when `after` is absent). */
+void record_set_raw_after(record *r, const char *after, const char *key, const char *raw, size_t raw_len);
 void record_set_string(record *r, const char *key, const char *s, size_t len);
 void record_set_number(record *r, const char *key, double v);
 void record_set_int(record *r, const char *key, long long v);

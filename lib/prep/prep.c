@@ -22,6 +22,7 @@ void prep_opts_default(prep_opts *o) {
     o->ops = "+-*";
     o->terms = "2..3";
     o->word_problems = 0.25;
+    o->chat_template = "auto";
 }
 
 bool prep_task_is_generated(prep_task t) { return t == TASK_ARITH || t == TASK_COUNTDOWN; }
@@ -47,6 +48,12 @@ int prep_check_opts(prep_opts *o, gerr *e) {
     if (o->task != TASK_ARITH && (g->digits || g->ops || g->terms || g->word_problems)) {
         const char *flag = g->digits ? "--digits" : g->ops ? "--ops" : g->terms ? "--terms" : "--word-problems";
         return gerr_set(e, EX_USAGE, "%s applies to --task arith only", flag);
+    }
+    if (g->chat_template && !o->model) return gerr_set(e, EX_USAGE, "--chat-template needs --model");
+    if (o->model && o->chat_template && !strcmp(o->chat_template, "raw") && !g->format && !g->system) {
+        /* raw means no chat formatting at all: the prompt's own text, nothing added */
+        o->format = FORMAT_PLAIN;
+        o->format_name = "plain";
     }
     if (o->task == TASK_ARITH) {
         o->arith.digits = (int)o->digits;

@@ -17,7 +17,7 @@ typedef enum { FORMAT_THINK_ANSWER, FORMAT_ANSWER, FORMAT_PLAIN } prep_format;
  * flags that do not apply to a task can be refused and --system/--format can
  * be told apart from their defaults (jsonl records with their own messages). */
 typedef struct {
-    bool in, n, split, test_fraction, format, system, prompt_field, answer_field;
+    bool in, n, split, test_fraction, format, system, prompt_field, answer_field, chat_template;
     bool digits, ops, terms, word_problems;
 } prep_given;
 
@@ -39,8 +39,8 @@ typedef struct {
     long long digits;
     double word_problems;
     arith_opts arith; /* filled by prep_check_opts */
-    /* --model M and --chat-template (writing prompt_tokens) arrive with the
-     * tokenizer in a later issue: their fields go here. */
+    const char *model;         /* --model: write prompt_tokens with its tokenizer and chat template */
+    const char *chat_template; /* --chat-template auto|chatml|llama3|raw */
     prep_given given;
 } prep_opts;
 

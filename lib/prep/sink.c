@@ -6,9 +6,62 @@
 #include "../util/idhash.h"
 #include "../util/rng.h"
 
+/* Loads the tokenizer and picks the chat template: the model's own
+ * (recognised by its text) or the family --chat-template names. */
+static int load_model_text(prep_sink *s, const prep_opts *o, gerr *e) {
+    int rc = model_text_load(o->model, &s->mt, e);
+    if (rc) return rc;
+    s->tokenize = true;
+    if (!strcmp(o->chat_template, "auto"))
+        return chat_template_detect(s->mt.chat_template, s->mt.template_source, &s->tmpl, e);
+    chat_family f;
+    if ((rc = chat_family_parse(o->chat_template, &f, e))) return rc;
+    chat_template_force(f, s->mt.chat_template, &s->tmpl);
+    return 0;
+}
+
+static void free_model_text(prep_sink *s) {
+    if (!s->tokenize) return;
+    chat_template_free(&s->tmpl);
+    model_text_free(&s->mt);
+    sb_free(&s->text);
+    s->tokenize = false;
+}
+
+/* prompt_tokens: the rendered conversation, ready for the assistant's turn
+ * (raw: the text alone), encoded with special tokens matched in the text. */
+static int add_prompt_tokens(prep_sink *s, record *rec, gerr *e) {
+    cJSON *messages = NULL;
+    int rc = record_get_json(rec, "messages", true, &messages, e);
+    if (rc) return rc;
+    sb_clear(&s->text);
+    rc = chat_render(&s->tmpl, messages, s->tmpl.family != CHAT_RAW, &s->text, e);
+    cJSON_Delete(messages);
+    if (rc) return gerr_at(e, rc, rec->file, rec->line, "%s", e->msg);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if ((rc = tok_encode(s->mt.tok, s->text.data ? s->text.data : "", s->text.len, true, &ids, &n, e)))
+        return gerr_at(e, rc, rec->file, rec->line, "field \"messages\": %s", e->msg);
+    strbuf arr = {0};
+    sb_putc(&arr, '[');
+    for (size_t i = 0; i < n; i++) sb_printf(&arr, i ? ",%d" : "%d", ids[i]);
+    sb_putc(&arr, ']');
+    record_set_raw_after(rec, "messages", "prompt_tokens", arr.data, arr.len);
+    sb_free(&arr);
+    free(ids);
+    return 0;
+}
+
 int prep_sink_open(prep_sink *s, const prep_opts *o, gerr *e) {
     memset(s, 0, sizeof *s);
     s->o = o;
+    if (o->model) {
+        int rc = load_model_text(s, o, e);
+        if (rc) {
+            free_model_text(s);
+            return rc;
+        }
+    }
     int rc = jsonl_writer_open(&s->w, o->out, e);
     if (rc) return rc;
     s->open = true;
@@ -37,7 +90,11 @@ static bool buffers_all(const prep_sink *s) { return s->o->shuffle && !prep_task
 
 bool prep_sink_full(const prep_sink *s) { return s->o->n > 0 && s->taken >= s->o->n && !buffers_all(s); }
 
-int prep_sink_put(prep_sink *s, const record *rec, const char *id, size_t len, gerr *e) {
+int prep_sink_put(prep_sink *s, record *rec, const char *id, size_t len, gerr *e) {
+    if (s->tokenize) {
+        int rc = add_prompt_tokens(s, rec, e);
+        if (rc) return rc;
+    }
     s->taken++;
     progress_update(&s->pg, s->taken);
     if (!s->o->shuffle) return jsonl_write(&s->w, rec, e);
@@ -85,11 +142,13 @@ int prep_sink_commit(prep_sink *s, gerr *e) {
         return rc;
     }
     s->open = false;
+    free_model_text(s);
     return jsonl_writer_commit(&s->w, e);
 }
 
 void prep_sink_abort(prep_sink *s) {
     free_buffer(s);
+    free_model_text(s);
     if (s->open) jsonl_writer_abort(&s->w);
     s->open = false;
 }

@@ -8,7 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../chat/chat.h"
 #include "../io/jsonl.h"
+#include "../tok/model_text.h"
 #include "../util/progress.h"
 #include "prep.h"
 
@@ -27,13 +29,17 @@ typedef struct {
     prep_sink_entry *buf; /* --shuffle */
     size_t n_buf, cap_buf;
     progress pg;
+    bool tokenize; /* --model: prompt_tokens from the rendered chat template */
+    model_text mt;
+    chat_template tmpl;
+    strbuf text; /* scratch: the rendered prompt */
 } prep_sink;
 
 int prep_sink_open(prep_sink *s, const prep_opts *o, gerr *e);
 /* Whether --split and --shard keep the record with this id. */
 bool prep_sink_selects(const prep_sink *s, const char *id, size_t len);
-/* Takes a selected record. */
-int prep_sink_put(prep_sink *s, const record *rec, const char *id, size_t len, gerr *e);
+/* Takes a selected record (adding prompt_tokens after messages with --model). */
+int prep_sink_put(prep_sink *s, record *rec, const char *id, size_t len, gerr *e);
 /* Whether --n records are taken, so reading or generating can stop. */
 bool prep_sink_full(const prep_sink *s);
 /* Writes what --shuffle buffered (the first --n of it) and commits the output. */

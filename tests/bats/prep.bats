@@ -515,8 +515,8 @@ EOF
     assert_one_line_error grpo-prep "--ops applies to --task arith only"
     run -64 grpo-prep --task math --prompt-field q
     assert_one_line_error grpo-prep "--prompt-field applies to --task jsonl only"
-    run -64 grpo-prep --task arith --n 3 --model m
-    assert_one_line_error grpo-prep "unknown flag '--model'"
+    run -64 grpo-prep --task arith --n 3 --chat-template llama3
+    assert_one_line_error grpo-prep "--chat-template needs --model"
 }
 
 @test "--progress draws on stderr and leaves stdout alone" {

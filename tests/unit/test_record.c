@@ -147,6 +147,25 @@ int main(void) {
         record_free(&r);
     }
 
+    TEST("record_set_raw_after inserts after its anchor, replaces in place, appends without anchor");
+    {
+        record r;
+        record_init(&r);
+        gerr e;
+        CHECK_EQ_INT(parse(&r, "{\"id\":\"a\",\"messages\":[],\"x\":1}", &e), 0);
+        record_set_raw_after(&r, "messages", "prompt_tokens", "[1,2]", 5);
+        strbuf out = {0};
+        record_serialize(&r, &out);
+        CHECK_EQ_STR(out.data, "{\"id\":\"a\",\"messages\":[],\"prompt_tokens\":[1,2],\"x\":1}");
+        record_set_raw_after(&r, "id", "prompt_tokens", "[3]", 3);
+        record_set_raw_after(&r, "absent", "y", "true", 4);
+        sb_clear(&out);
+        record_serialize(&r, &out);
+        CHECK_EQ_STR(out.data, "{\"id\":\"a\",\"messages\":[],\"prompt_tokens\":[3],\"x\":1,\"y\":true}");
+        sb_free(&out);
+        record_free(&r);
+    }
+
     TEST("numbers are written in their shortest round-trip form");
     {
         const double v[] = {0.1, 1.0 / 3, 1e-300, 123456789.0, -2.5e17, 5e-324, 1.7976931348623157e308};

@@ -1,0 +1,220 @@
+#include "model_text.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../model/gguf.h"
+
+static void add_eos(model_text *mt, int64_t id) {
+    if (id < 0 || id > INT32_MAX) return;
+    for (int i = 0; i < mt->n_eos; i++)
+        if (mt->eos_ids[i] == id) return;
+    if (mt->n_eos < MODEL_TEXT_MAX_EOS) mt->eos_ids[mt->n_eos++] = (int32_t)id;
+}
+
+bool model_text_is_eos(const model_text *mt, int32_t id) {
+    for (int i = 0; i < mt->n_eos; i++)
+        if (mt->eos_ids[i] == id) return true;
+    return false;
+}
+
+/* ---- GGUF ------------------------------------------------------------------ */
+
+/* llama.cpp's token types: 3 = control (special), 4 = user-defined (added, not special). */
+enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
+
+static int load_gguf(const char *path, model_text *mt, gerr *e) {
+    gguf_file f;
+    int rc = gguf_open(&f, path, e);
+    if (rc) return rc;
+    gguf_str model_kind = {0}, pre = {0};
+    gguf_value tokens, merges, types;
+    char **tok_strs = NULL, **merge_strs = NULL;
+    tok_added_token *added = NULL;
+    size_t n_added = 0;
+    char pre_name[64];
+    if ((rc = gguf_get_string(&f, "tokenizer.ggml.model", &model_kind, e))) goto done;
+    if (model_kind.len != 4 || memcmp(model_kind.ptr, "gpt2", 4)) {
+        rc = gerr_set(e, EX_DATAERR, "%s: tokenizer.ggml.model \"%.*s\" is not supported (byte-level BPE \"gpt2\" only)",
+                      path, (int)(model_kind.len > 40 ? 40 : model_kind.len), model_kind.ptr);
+        goto done;
+    }
+    if ((rc = gguf_get_string(&f, "tokenizer.ggml.pre", &pre, e))) goto done;
+    snprintf(pre_name, sizeof pre_name, "%.*s", (int)(pre.len < 63 ? pre.len : 63), pre.ptr);
+    tok_arrays a = {0};
+    if ((rc = tok_pre_kind_from_name(pre_name, &a.pre, e))) {
+        gerr inner = *e;
+        rc = gerr_set(e, inner.code, "%s: %s", path, inner.msg);
+        goto done;
+    }
+    if ((rc = gguf_get_array(&f, "tokenizer.ggml.tokens", GGUF_STRING, &tokens, e))) goto done;
+    if ((rc = gguf_get_array(&f, "tokenizer.ggml.merges", GGUF_STRING, &merges, e))) goto done;
+    bool have_types = gguf_find_kv(&f, "tokenizer.ggml.token_type") != NULL;
+    if (have_types && (rc = gguf_get_array(&f, "tokenizer.ggml.token_type", GGUF_NTYPES, &types, e))) goto done;
+    if (have_types && types.count != tokens.count) {
+        rc = gerr_set(e, EX_DATAERR, "%s: tokenizer.ggml.token_type has %llu entries for %llu tokens", path,
+                      (unsigned long long)types.count, (unsigned long long)tokens.count);
+        goto done;
+    }
+    /* the tokenizer wants NUL-terminated strings */
+    tok_strs = xcalloc(tokens.count, sizeof *tok_strs);
+    for (uint64_t i = 0; i < tokens.count; i++) {
+        gguf_str s = gguf_array_str(&tokens, i);
+        tok_strs[i] = xstrndup(s.ptr, s.len);
+    }
+    merge_strs = xcalloc(merges.count, sizeof *merge_strs);
+    for (uint64_t i = 0; i < merges.count; i++) {
+        gguf_str s = gguf_array_str(&merges, i);
+        merge_strs[i] = xstrndup(s.ptr, s.len);
+    }
+    added = xcalloc(tokens.count, sizeof *added);
+    for (uint64_t i = 0; have_types && i < tokens.count; i++) {
+        int64_t type = gguf_array_int(&types, i);
+        if (type != GGUF_TOKEN_CONTROL && type != GGUF_TOKEN_USER_DEFINED) continue;
+        added[n_added++] = (tok_added_token){.content = tok_strs[i], .id = (int32_t)i,
+                                             .special = type == GGUF_TOKEN_CONTROL,
+                                             .normalized = type != GGUF_TOKEN_CONTROL};
+    }
+    a.tokens = (const char *const *)tok_strs;
+    a.n_tokens = tokens.count;
+    a.merges = (const char *const *)merge_strs;
+    a.n_merges = merges.count;
+    a.added = added;
+    a.n_added = n_added;
+    a.ignore_merges = a.pre == TOK_PRE_LLAMA3;
+    if ((rc = tok_from_arrays(&a, &mt->tok, e))) {
+        gerr inner = *e;
+        rc = gerr_set(e, inner.code, "%s: %s", path, inner.msg);
+        goto done;
+    }
+    gguf_str tmpl;
+    if (gguf_find_kv(&f, "tokenizer.chat_template") &&
+        gguf_get_string(&f, "tokenizer.chat_template", &tmpl, NULL) == 0)
+        mt->chat_template = xstrndup(tmpl.ptr, tmpl.len);
+    uint32_t id;
+    if (gguf_find_kv(&f, "tokenizer.ggml.bos_token_id") && !gguf_get_u32(&f, "tokenizer.ggml.bos_token_id", &id, NULL))
+        mt->bos_id = (int32_t)id;
+    if (gguf_find_kv(&f, "tokenizer.ggml.eos_token_id") && !gguf_get_u32(&f, "tokenizer.ggml.eos_token_id", &id, NULL))
+        add_eos(mt, id);
+    if (gguf_find_kv(&f, "tokenizer.ggml.eot_token_id") && !gguf_get_u32(&f, "tokenizer.ggml.eot_token_id", &id, NULL))
+        add_eos(mt, id);
+    mt->template_source = xstrdup(path);
+done:
+    if (tok_strs)
+        for (uint64_t i = 0; i < tokens.count; i++) free(tok_strs[i]);
+    if (merge_strs)
+        for (uint64_t i = 0; i < merges.count; i++) free(merge_strs[i]);
+    free(tok_strs);
+    free(merge_strs);
+    free(added);
+    gguf_close(&f);
+    return rc;
+}
+
+/* ---- Hugging Face directory -------------------------------------------------- */
+
+/* Reads a small JSON file; *out NULL (and 0) when it does not exist. */
+static int read_json(const char *dir, const char *name, cJSON **out, gerr *e) {
+    *out = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? 0 : gerr_set(e, EX_IOERR, "%s: cannot open: %s", path, strerror(errno));
+    strbuf b = {0};
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sb_append(&b, buf, n);
+    bool failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        sb_free(&b);
+        return gerr_set(e, EX_IOERR, "%s: read failed", path);
+    }
+    *out = cJSON_ParseWithLength(b.data ? b.data : "", b.len);
+    sb_free(&b);
+    if (!*out) return gerr_set(e, EX_DATAERR, "%s: invalid JSON", path);
+    return 0;
+}
+
+/* A special token written as "text" or {"content": "text"} -> its id. */
+static int32_t special_id(const model_text *mt, const cJSON *v) {
+    if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+    if (!cJSON_IsString(v)) return -1;
+    return tok_token_to_id(mt->tok, v->valuestring, strlen(v->valuestring));
+}
+
+static void add_eos_json(model_text *mt, const cJSON *v) {
+    if (cJSON_IsNumber(v)) add_eos(mt, (int64_t)v->valuedouble);
+    const cJSON *item;
+    if (cJSON_IsArray(v)) cJSON_ArrayForEach(item, v) if (cJSON_IsNumber(item)) add_eos(mt, (int64_t)item->valuedouble);
+}
+
+static double number_or(const cJSON *obj, const char *key, double dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static int load_dir(const char *dir, model_text *mt, gerr *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    int rc = tok_load_json(path, &mt->tok, e);
+    if (rc) return rc;
+    cJSON *cfg = NULL, *gen = NULL;
+    if ((rc = read_json(dir, "tokenizer_config.json", &cfg, e))) return rc;
+    if ((rc = read_json(dir, "generation_config.json", &gen, e))) {
+        cJSON_Delete(cfg);
+        return rc;
+    }
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    mt->template_source = xstrdup(path);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+    if (cJSON_IsString(t)) {
+        mt->chat_template = xstrdup(t->valuestring);
+    } else if (cJSON_IsArray(t)) { /* [{name, template}]: the one named "default" */
+        const cJSON *item;
+        cJSON_ArrayForEach(item, t) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
+            const cJSON *text = cJSON_GetObjectItemCaseSensitive(item, "template");
+            if (cJSON_IsString(name) && !strcmp(name->valuestring, "default") && cJSON_IsString(text))
+                mt->chat_template = xstrdup(text->valuestring);
+        }
+    }
+    mt->bos_id = special_id(mt, cJSON_GetObjectItemCaseSensitive(cfg, "bos_token"));
+    int32_t eos = special_id(mt, cJSON_GetObjectItemCaseSensitive(cfg, "eos_token"));
+    if (eos >= 0) add_eos(mt, eos);
+    if (gen) {
+        const cJSON *bos = cJSON_GetObjectItemCaseSensitive(gen, "bos_token_id");
+        if (cJSON_IsNumber(bos)) mt->bos_id = (int32_t)bos->valuedouble;
+        add_eos_json(mt, cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"));
+        mt->temperature = number_or(gen, "temperature", -1);
+        mt->top_p = number_or(gen, "top_p", -1);
+        mt->top_k = (long long)number_or(gen, "top_k", -1);
+    }
+    cJSON_Delete(cfg);
+    cJSON_Delete(gen);
+    return 0;
+}
+
+int model_text_load(const char *path, model_text *mt, gerr *e) {
+    memset(mt, 0, sizeof *mt);
+    mt->bos_id = -1;
+    mt->temperature = mt->top_p = -1;
+    mt->top_k = -1;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return gerr_set(e, EX_NOINPUT, "%s: cannot open model: %s", path, strerror(errno));
+    int rc = S_ISDIR(st.st_mode) ? load_dir(path, mt, e) : load_gguf(path, mt, e);
+    if (rc) model_text_free(mt);
+    return rc;
+}
+
+void model_text_free(model_text *mt) {
+    if (mt->tok) tok_free(mt->tok);
+    free(mt->chat_template);
+    free(mt->template_source);
+    memset(mt, 0, sizeof *mt);
+}

@@ -1,0 +1,32 @@
+/* The text side of a model: its tokenizer, chat template and special ids,
+ * from a Hugging Face directory (tokenizer.json, tokenizer_config.json,
+ * generation_config.json: our checkpoints are such directories) or from a
+ * GGUF file (tokenizer.ggml.* and tokenizer.chat_template). grpo-prep needs
+ * only this; grpo-rollout adds the weights. */
+#ifndef GRPO_MODEL_TEXT_H
+#define GRPO_MODEL_TEXT_H
+
+#include <stdint.h>
+
+#include "tokenizer.h"
+
+enum { MODEL_TEXT_MAX_EOS = 8 };
+
+typedef struct {
+    tokenizer *tok;
+    char *chat_template; /* Jinja source, NULL when the model has none */
+    char *template_source; /* where it came from, for messages */
+    int32_t bos_id;      /* -1 when none */
+    int32_t eos_ids[MODEL_TEXT_MAX_EOS];
+    int n_eos;
+    /* generation_config.json's sampling defaults; < 0 when not given */
+    double temperature, top_p;
+    long long top_k;
+} model_text;
+
+/* path: a directory or a .gguf file. Errors name the file and what is wrong. */
+int model_text_load(const char *path, model_text *mt, gerr *e);
+void model_text_free(model_text *mt);
+bool model_text_is_eos(const model_text *mt, int32_t id);
+
+#endif
