@@ -100,6 +100,23 @@ void sb_json_number(strbuf *b, double v) {
     sb_puts(b, buf);
 }
 
+void sb_json_float(strbuf *b, float v) {
+    if (!isfinite(v)) {
+        sb_puts(b, "null");
+        return;
+    }
+    if (v == 0) {
+        sb_putc(b, '0');
+        return;
+    }
+    char buf[32];
+    for (int prec = 1; prec <= 9; prec++) { /* 9 digits always identify a float */
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    sb_puts(b, buf);
+}
+
 void sb_clear(strbuf *b) {
     b->len = 0;
     if (b->data) b->data[0] = 0;

@@ -196,6 +196,29 @@ int main(void) {
         sb_free(&b);
     }
 
+    TEST("floats are written in the shortest form that reads back to the same float");
+    {
+        strbuf b = {0};
+        sb_json_float(&b, 0.1f);
+        CHECK_EQ_STR(b.data, "0.1");
+        sb_clear(&b);
+        sb_json_float(&b, -3.622171f);
+        CHECK_EQ_STR(b.data, "-3.622171");
+        unsigned int x = 12345;
+        int bad = 0;
+        for (int i = 0; i < 100000; i++) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            float v;
+            memcpy(&v, &x, sizeof v);
+            if (!isfinite(v)) continue;
+            sb_clear(&b);
+            sb_json_float(&b, v);
+            bad += strtof(b.data, NULL) != v && v != 0;
+        }
+        CHECK_EQ_INT(bad, 0);
+        sb_free(&b);
+    }
+
     TEST("100000 random doubles round-trip through their written form");
     {
         unsigned long long x = 0x9E3779B97F4A7C15ULL;

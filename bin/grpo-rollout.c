@@ -1,0 +1,63 @@
+/* grpo-rollout: prompt records in, K sampled completions per prompt out.
+ * Flags here; the work is in lib/rollout. */
+#include "rollout/rollout.h"
+#include "util/err.h"
+#include "util/flags.h"
+
+int main(int argc, char **argv) {
+    rollout_opts o;
+    rollout_opts_default(&o);
+    const flag_spec flags[] = {
+        {"--model", NULL, FLAG_STRING, &o.model, "M", "policy: HF directory, our checkpoint, or .gguf (required)", 0, 0,
+         NULL},
+        {"--in", NULL, FLAG_STRING, &o.in, "F", "prompt records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL},
+        {"--out", NULL, FLAG_STRING, &o.out, "F", "rollout records (- = stdout; F.zst is compressed)", 0, 0, NULL},
+        {"-k", "-k", FLAG_INT, &o.k, "N", "completions per prompt", 1, 4096, NULL},
+        {"--max-new-tokens", NULL, FLAG_INT, &o.max_new_tokens, "N", "most tokens per completion", 1, 1 << 20, NULL},
+        {"--temperature", NULL, FLAG_DOUBLE, &o.sampling.temperature, "T",
+         "sampling temperature, 0 = greedy (negative: the model's generation_config, else 1)", -1, 100, NULL},
+        {"--top-p", NULL, FLAG_DOUBLE, &o.sampling.top_p, "P", "nucleus: keep the most likely tokens up to mass P", 1e-9,
+         1, NULL},
+        {"--top-k", NULL, FLAG_INT, &o.sampling.top_k, "K", "keep the K most likely tokens, 0 = off", 0, 1 << 24, NULL},
+        {"--min-p", NULL, FLAG_DOUBLE, &o.sampling.min_p, "P", "drop tokens below P times the top probability", 0, 1,
+         NULL},
+        {"--stop", NULL, FLAG_LIST, &o.stops, "S", "stop when the completion contains S (repeatable; S is cut off)", 0,
+         0, NULL},
+        {"--seed", NULL, FLAG_INT, &o.seed, "S", "sample k of record id draws from the stream (S, id, k)", 0, 1e18,
+         NULL},
+        {"--batch", NULL, FLAG_INT, &o.batch, "N", "sequences decoded together (prompts per batch = N / k)", 1, 1 << 16,
+         NULL},
+        {"--threads", NULL, FLAG_INT, &o.threads, "N", "CPU threads for OpenMP and OpenBLAS, 0 = every core", 0, 4096,
+         NULL},
+        {"--device", NULL, FLAG_CHOICE, &o.device, "D", "where to run", 0, 0, "cpu|cuda"},
+        {"--chat-template", NULL, FLAG_CHOICE, &o.chat_template, "T",
+         "for records without prompt_tokens: auto = the model's own", 0, 0, "auto|chatml|llama3|raw"},
+        {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",
+         0, 0, NULL},
+        {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n", "only prompts whose id hash falls in shard i of n", 0, 0, NULL},
+        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "show progress on stderr even when not a terminal", 0, 0,
+         NULL},
+    };
+    flag_parser p = {
+        .usage = "grpo-rollout --model M [--in F] [--out F] [-k N] [--max-new-tokens N] [--temperature T] [flags]",
+        .summary = "Samples K completions of every prompt record (formats/rollout.md): the prompt's fields, then\n"
+                   "sample, prompt_tokens, completion_tokens, completion, logprobs (under softmax(logits/T) before\n"
+                   "top-k/top-p/min-p), temperature, finish_reason (stop|length) and policy. The K records of a\n"
+                   "prompt are written together, in sample order. Same inputs, flags and seed: same bytes.",
+        .flags = flags,
+        .n_flags = (int)(sizeof flags / sizeof *flags),
+        .epilog = "Records need an \"id\" and either prompt_tokens or messages (rendered with the chat template).\n"
+                  "A completion stops at an end-of-sequence token of the model or a --stop string (finish_reason\n"
+                  "stop; the token is kept in completion_tokens, the stop string cut from completion), or after\n"
+                  "--max-new-tokens or at the model's context length (length).\n"
+                  "example: grpo-rollout --model models/SmolLM2-135M-Instruct.Q4_1.gguf -k 8 --in prompts.jsonl "
+                  "--out rollouts.jsonl.zst",
+    };
+    flags_parse(&p, argc, argv);
+    if (!o.model) die(EX_USAGE, "--model is required (see %s --help)", tool_name());
+    o.top_p_given = flags_given(&p, "--top-p");
+    o.top_k_given = flags_given(&p, "--top-k");
+    gerr e = {0};
+    if (rollout_run(&o, &e)) die_err(&e);
+    return 0;
+}

@@ -1,0 +1,361 @@
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+const char *model_arch_name(model_arch a) {
+    switch (a) {
+    case ARCH_LLAMA: return "llama";
+    case ARCH_QWEN2: return "qwen2";
+    case ARCH_QWEN3: return "qwen3";
+    }
+    return "unknown";
+}
+
+char *model_read_text(const char *path, gerr *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        gerr_set(e, errno == ENOENT ? EX_NOINPUT : EX_IOERR, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (len + 1 >= cap) buf = xrealloc(buf, cap *= 2);
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0) break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        gerr_set(e, EX_IOERR, "%s: read error", path);
+        return NULL;
+    }
+    buf[len] = 0;
+    return buf;
+}
+
+/* ---- config.json ---------------------------------------------------------- */
+
+static bool json_int(const cJSON *v, long long lo, long long hi, long long *out) {
+    if (!cJSON_IsNumber(v)) return false;
+    double d = v->valuedouble;
+    if (!(d == floor(d)) || d < (double)lo || d > (double)hi) return false;
+    *out = (long long)d;
+    return true;
+}
+
+/* An integer key: required (def < 0 means absent is an error) or defaulted. */
+static int get_int(const cJSON *root, const char *key, long long def, long long lo, int *out,
+                   const char *name, gerr *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    long long x;
+    if (!v || cJSON_IsNull(v)) {
+        if (def < 0) return gerr_set(e, EX_DATAERR, "%s: key \"%s\" is missing", name, key);
+        *out = (int)def;
+        return 0;
+    }
+    if (!json_int(v, lo, 1LL << 30, &x))
+        return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected an integer >= %lld", name, key, lo);
+    *out = (int)x;
+    return 0;
+}
+
+static int get_num(const cJSON *root, const char *key, double def, double *out, const char *name,
+                   gerr *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (isnan(def)) return gerr_set(e, EX_DATAERR, "%s: key \"%s\" is missing", name, key);
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected a number", name, key);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static bool get_bool(const cJSON *root, const char *key, bool def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+/* eos_token_id: an int or a list of ints; absent or null leaves c alone. */
+static int read_eos(model_config *c, const cJSON *root, const char *name, gerr *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+    long long x;
+    if (!v || cJSON_IsNull(v)) return 0;
+    c->n_eos = 0;
+    if (cJSON_IsArray(v)) {
+        const cJSON *el;
+        cJSON_ArrayForEach(el, v) {
+            if (!json_int(el, 0, INT32_MAX, &x))
+                return gerr_set(e, EX_DATAERR, "%s: eos_token_id: expected integers", name);
+            if (c->n_eos < MODEL_MAX_EOS) c->eos_ids[c->n_eos++] = (int32_t)x;
+        }
+        return 0;
+    }
+    if (!json_int(v, 0, INT32_MAX, &x))
+        return gerr_set(e, EX_DATAERR, "%s: eos_token_id: expected an integer or a list", name);
+    c->eos_ids[c->n_eos++] = (int32_t)x;
+    return 0;
+}
+
+/* rope_scaling (or transformers v5's rope_parameters): none, "default", or "llama3". */
+static int read_rope_scaling(model_config *c, const cJSON *rs, const char *name, gerr *e) {
+    if (!rs || cJSON_IsNull(rs)) return 0;
+    if (!cJSON_IsObject(rs)) return gerr_set(e, EX_DATAERR, "%s: rope_scaling: expected an object", name);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    const char *type = cJSON_IsString(t) ? t->valuestring : "default";
+    if (!strcmp(type, "default")) return 0;
+    if (strcmp(type, "llama3"))
+        return gerr_set(e, EX_DATAERR, "%s: rope_scaling type \"%s\" is not supported (only llama3)",
+                        name, type);
+    int rc;
+    if ((rc = get_num(rs, "factor", NAN, &c->rope_factor, name, e)) ||
+        (rc = get_num(rs, "low_freq_factor", NAN, &c->rope_low_freq_factor, name, e)) ||
+        (rc = get_num(rs, "high_freq_factor", NAN, &c->rope_high_freq_factor, name, e)) ||
+        (rc = get_int(rs, "original_max_position_embeddings", -1, 1, &c->rope_original_max_pos, name, e)))
+        return rc;
+    if (!(c->rope_factor > 0) || !(c->rope_high_freq_factor > c->rope_low_freq_factor) ||
+        !(c->rope_low_freq_factor > 0))
+        return gerr_set(e, EX_DATAERR, "%s: rope_scaling llama3: bad factors", name);
+    c->rope_llama3 = true;
+    return 0;
+}
+
+static int parse_root(model_config *c, const cJSON *root, const char *name, gerr *e) {
+    if (!cJSON_IsObject(root)) return gerr_set(e, EX_DATAERR, "%s: expected a JSON object", name);
+    /* architectures[0] names the class; model_type when it is absent. */
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const char *arch = NULL;
+    if (cJSON_IsArray(archs) && cJSON_IsString(cJSON_GetArrayItem(archs, 0)))
+        arch = cJSON_GetArrayItem(archs, 0)->valuestring;
+    else if (cJSON_IsString(mt))
+        arch = mt->valuestring;
+    if (!arch) return gerr_set(e, EX_DATAERR, "%s: no \"architectures\" or \"model_type\"", name);
+    bool mistral = false;
+    long long def_max_pos = 2048;
+    if (!strcmp(arch, "LlamaForCausalLM") || !strcmp(arch, "llama")) {
+        c->arch = ARCH_LLAMA;
+    } else if (!strcmp(arch, "MistralForCausalLM") || !strcmp(arch, "mistral")) {
+        c->arch = ARCH_LLAMA, mistral = true, def_max_pos = 4096 * 32;
+    } else if (!strcmp(arch, "Qwen2ForCausalLM") || !strcmp(arch, "qwen2")) {
+        c->arch = ARCH_QWEN2, c->qkv_bias = true, def_max_pos = 32768;
+    } else if (!strcmp(arch, "Qwen3ForCausalLM") || !strcmp(arch, "qwen3")) {
+        c->arch = ARCH_QWEN3, c->qk_norm = true, def_max_pos = 32768;
+    } else {
+        return gerr_set(e, EX_DATAERR, "%s: unsupported architecture \"%s\"", name, arch);
+    }
+    int rc;
+    if ((rc = get_int(root, "hidden_size", -1, 1, &c->dim, name, e)) ||
+        (rc = get_int(root, "intermediate_size", -1, 1, &c->hidden_dim, name, e)) ||
+        (rc = get_int(root, "num_hidden_layers", -1, 1, &c->n_layers, name, e)) ||
+        (rc = get_int(root, "num_attention_heads", -1, 1, &c->n_heads, name, e)) ||
+        (rc = get_int(root, "num_key_value_heads", c->n_heads, 1, &c->n_kv_heads, name, e)) ||
+        (rc = get_int(root, "vocab_size", -1, 1, &c->vocab_size, name, e)) ||
+        (rc = get_int(root, "max_position_embeddings", def_max_pos, 1, &c->max_seq_len, name, e)))
+        return rc;
+    /* Qwen3 defaults head_dim to 128; the others derive it. */
+    long long def_hd = c->arch == ARCH_QWEN3 ? 128 : c->dim / c->n_heads;
+    if ((rc = get_int(root, "head_dim", def_hd, 1, &c->head_dim, name, e))) return rc;
+    double eps;
+    if ((rc = get_num(root, "rope_theta", 10000.0, &c->rope_theta, name, e)) ||
+        (rc = get_num(root, "rms_norm_eps", 1e-6, &eps, name, e)))
+        return rc;
+    c->norm_eps = (float)eps;
+    c->tied_embeddings = get_bool(root, "tie_word_embeddings", false);
+
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (cJSON_IsString(act) && strcmp(act->valuestring, "silu"))
+        return gerr_set(e, EX_DATAERR, "%s: hidden_act \"%s\" is not supported (only silu)", name,
+                        act->valuestring);
+    if (c->arch != ARCH_QWEN2 && get_bool(root, "attention_bias", false))
+        return gerr_set(e, EX_DATAERR, "%s: attention_bias is not supported for %s", name, arch);
+    if (get_bool(root, "mlp_bias", false))
+        return gerr_set(e, EX_DATAERR, "%s: mlp_bias is not supported", name);
+
+    /* A sliding window narrower than the context changes attention: refuse it.
+     * Qwen configs carry sliding_window but only use it with use_sliding_window. */
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    bool sw_used = mistral || get_bool(root, "use_sliding_window", false);
+    if (sw_used && sw && !cJSON_IsNull(sw)) {
+        long long w;
+        if (!json_int(sw, 0, 1LL << 40, &w))
+            return gerr_set(e, EX_DATAERR, "%s: sliding_window: expected an integer or null", name);
+        if (w < c->max_seq_len)
+            return gerr_set(e, EX_DATAERR, "%s: sliding window not supported (sliding_window %lld < %d positions)",
+                            name, w, c->max_seq_len);
+    }
+
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (cJSON_IsObject(rp)) {
+        if ((rc = get_num(rp, "rope_theta", c->rope_theta, &c->rope_theta, name, e))) return rc;
+        if ((rc = read_rope_scaling(c, rp, name, e))) return rc;
+    } else if ((rc = read_rope_scaling(c, cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), name, e))) {
+        return rc;
+    }
+
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id");
+    long long b;
+    if (bos && !cJSON_IsNull(bos)) {
+        if (!json_int(bos, 0, INT32_MAX, &b))
+            return gerr_set(e, EX_DATAERR, "%s: bos_token_id: expected an integer", name);
+        c->bos_id = (int32_t)b;
+    }
+    return read_eos(c, root, name, e);
+}
+
+static void config_defaults(model_config *c) {
+    memset(c, 0, sizeof *c);
+    c->bos_id = -1;
+}
+
+int config_parse_hf(model_config *c, const char *json, const char *name, gerr *e) {
+    config_defaults(c);
+    cJSON *root = cJSON_Parse(json);
+    if (!root) return gerr_set(e, EX_DATAERR, "%s: not valid JSON", name);
+    int rc = parse_root(c, root, name, e);
+    cJSON_Delete(root);
+    return rc ? rc : config_check(c, name, e);
+}
+
+int config_load_hf(model_config *c, const char *dir, gerr *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = model_read_text(path, e);
+    if (!text) return e->code;
+    int rc = config_parse_hf(c, text, path, e);
+    free(text);
+    if (rc) return rc;
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    gerr e2 = {0};
+    text = model_read_text(path, &e2);
+    if (!text) return e2.code == EX_NOINPUT ? 0 : gerr_set(e, e2.code, "%s", e2.msg);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return gerr_set(e, EX_DATAERR, "%s: not a JSON object", path);
+    }
+    rc = read_eos(c, root, path, e);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- GGUF metadata ---------------------------------------------------------- */
+
+static int gguf_int(const gguf_file *f, const char *arch, const char *suffix, int64_t def, int *out,
+                    gerr *e) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    uint64_t v;
+    if (!kv) {
+        if (def < 0) return gerr_set(e, EX_DATAERR, "%s: key \"%s\" is missing", f->name, key);
+        *out = (int)def;
+        return 0;
+    }
+    if (!gguf_value_u64(&kv->v, &v) || v > (1u << 30))
+        return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected a small non-negative integer", f->name, key);
+    *out = (int)v;
+    return 0;
+}
+
+int config_load_gguf(model_config *c, const gguf_file *f, gerr *e) {
+    config_defaults(c);
+    gguf_str s;
+    int rc;
+    if ((rc = gguf_get_string(f, "general.architecture", &s, e))) return rc;
+    char arch[64];
+    if (s.len >= sizeof arch) s.len = sizeof arch - 1;
+    memcpy(arch, s.ptr, s.len);
+    arch[s.len] = 0;
+    if (!strcmp(arch, "llama")) c->arch = ARCH_LLAMA;
+    else if (!strcmp(arch, "qwen2")) c->arch = ARCH_QWEN2, c->qkv_bias = true;
+    else if (!strcmp(arch, "qwen3")) c->arch = ARCH_QWEN3, c->qk_norm = true;
+    else return gerr_set(e, EX_DATAERR, "%s: unsupported architecture \"%s\"", f->name, arch);
+
+    if ((rc = gguf_int(f, arch, "block_count", -1, &c->n_layers, e)) ||
+        (rc = gguf_int(f, arch, "embedding_length", -1, &c->dim, e)) ||
+        (rc = gguf_int(f, arch, "feed_forward_length", -1, &c->hidden_dim, e)) ||
+        (rc = gguf_int(f, arch, "attention.head_count", -1, &c->n_heads, e)) ||
+        (rc = gguf_int(f, arch, "attention.head_count_kv", c->n_heads, &c->n_kv_heads, e)) ||
+        (rc = gguf_int(f, arch, "context_length", 2048, &c->max_seq_len, e)))
+        return rc;
+    if (c->n_heads <= 0) return gerr_set(e, EX_DATAERR, "%s: %s.attention.head_count is 0", f->name, arch);
+    if ((rc = gguf_int(f, arch, "attention.key_length", c->dim / c->n_heads, &c->head_dim, e))) return rc;
+    int rope_dims;
+    if ((rc = gguf_int(f, arch, "rope.dimension_count", c->head_dim, &rope_dims, e))) return rc;
+    if (rope_dims != c->head_dim)
+        return gerr_set(e, EX_DATAERR, "%s: partial rotary embeddings (%d of %d dims) are not supported",
+                        f->name, rope_dims, c->head_dim);
+
+    char key[256];
+    const gguf_kv *kv;
+    double d;
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+    c->rope_theta = 10000.0;
+    if ((kv = gguf_find_kv(f, key))) {
+        if (!gguf_value_f64(&kv->v, &d)) return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected a number", f->name, key);
+        c->rope_theta = d;
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    if ((rc = gguf_get_f32(f, key, &c->norm_eps, e))) return rc;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    if ((kv = gguf_find_kv(f, key)) && gguf_value_str(&kv->v, &s) &&
+        !(s.len == 4 && !memcmp(s.ptr, "none", 4)))
+        return gerr_set(e, EX_DATAERR, "%s: rope scaling \"%.*s\" is not supported", f->name,
+                        (int)(s.len > 64 ? 64 : s.len), s.ptr);
+
+    gguf_value toks;
+    if ((rc = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, &toks, e))) return rc;
+    if (toks.count == 0 || toks.count > (1u << 30))
+        return gerr_set(e, EX_DATAERR, "%s: tokenizer.ggml.tokens: bad count", f->name);
+    c->vocab_size = (int)toks.count;
+
+    uint64_t id;
+    if ((kv = gguf_find_kv(f, "tokenizer.ggml.bos_token_id")) && gguf_value_u64(&kv->v, &id) && id <= INT32_MAX)
+        c->bos_id = (int32_t)id;
+    const char *eos_keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"};
+    for (int i = 0; i < 2; i++)
+        if ((kv = gguf_find_kv(f, eos_keys[i])) && gguf_value_u64(&kv->v, &id) && id <= INT32_MAX &&
+            !config_is_eos(c, (int32_t)id))
+            c->eos_ids[c->n_eos++] = (int32_t)id;
+    c->tied_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
+    return config_check(c, f->name, e);
+}
+
+int config_check(const model_config *c, const char *src, gerr *e) {
+    if (c->dim <= 0 || c->hidden_dim <= 0 || c->n_layers <= 0 || c->n_heads <= 0 ||
+        c->n_kv_heads <= 0 || c->head_dim <= 0 || c->vocab_size <= 0 || c->max_seq_len <= 0)
+        return gerr_set(e, EX_DATAERR, "%s: model sizes must be positive", src);
+    if (c->n_heads % c->n_kv_heads)
+        return gerr_set(e, EX_DATAERR, "%s: %d attention heads are not a multiple of %d key/value heads",
+                        src, c->n_heads, c->n_kv_heads);
+    if (c->head_dim % 2 || c->head_dim > 1024)
+        return gerr_set(e, EX_DATAERR, "%s: head_dim %d is not supported (even, at most 1024)", src, c->head_dim);
+    if (!(c->rope_theta > 0) || !(c->norm_eps >= 0))
+        return gerr_set(e, EX_DATAERR, "%s: bad rope_theta or rms_norm_eps", src);
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] >= c->vocab_size)
+            return gerr_set(e, EX_DATAERR, "%s: eos id %d outside the vocabulary (%d)", src,
+                            (int)c->eos_ids[i], c->vocab_size);
+    return 0;
+}
+
+bool config_is_eos(const model_config *c, int32_t tok) {
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] == tok) return true;
+    return false;
+}

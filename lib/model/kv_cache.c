@@ -1,0 +1,86 @@
+/* The per-run state of the forward pass: the KV cache and the scratch
+ * activations, each allocated once. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "model.h"
+#include "ops.h"
+
+size_t kv_cache_bytes(const model_config *cfg, int n_seqs, int max_len) {
+    return 2 * (size_t)n_seqs * (size_t)cfg->n_layers * (size_t)max_len * (size_t)cfg->n_kv_heads *
+           (size_t)cfg->head_dim * sizeof(float);
+}
+
+int kv_cache_init(kv_cache *c, const model_config *cfg, int n_seqs, int max_len, gerr *e) {
+    memset(c, 0, sizeof *c);
+    if (n_seqs <= 0 || max_len <= 0)
+        return gerr_set(e, EX_USAGE, "KV cache: %d sequences of %d positions", n_seqs, max_len);
+    size_t n = kv_cache_bytes(cfg, n_seqs, max_len) / 2 / sizeof(float);
+    c->k = malloc(n * sizeof(float));
+    c->v = malloc(n * sizeof(float));
+    if (!c->k || !c->v) {
+        kv_cache_free(c);
+        return gerr_set(e, EX_SOFTWARE, "cannot allocate a KV cache of %zu MiB (%d sequences of %d positions)",
+                        kv_cache_bytes(cfg, n_seqs, max_len) >> 20, n_seqs, max_len);
+    }
+    c->n_seqs = n_seqs;
+    c->max_len = max_len;
+    c->n_layers = cfg->n_layers;
+    c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    return 0;
+}
+
+void kv_cache_copy_prefix(kv_cache *c, int dst_seq, int src_seq, int n_positions) {
+    if (dst_seq == src_seq || n_positions <= 0) return;
+    size_t per_layer = (size_t)c->max_len * c->kv_dim, n = (size_t)n_positions * c->kv_dim * sizeof(float);
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t d = ((size_t)dst_seq * c->n_layers + l) * per_layer, s = ((size_t)src_seq * c->n_layers + l) * per_layer;
+        memcpy(c->k + d, c->k + s, n);
+        memcpy(c->v + d, c->v + s, n);
+    }
+}
+
+void kv_cache_free(kv_cache *c) {
+    free(c->k);
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
+int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, int max_len, gerr *e) {
+    memset(s, 0, sizeof *s);
+    if (max_rows <= 0 || max_len <= 0)
+        return gerr_set(e, EX_USAGE, "scratch: %d rows, %d positions", max_rows, max_len);
+    blas_setup_threads();
+    int n_threads = 1;
+#ifdef _OPENMP
+    n_threads = omp_get_max_threads();
+#endif
+    size_t R = (size_t)max_rows, qd = (size_t)cfg->n_heads * cfg->head_dim;
+    size_t kvd = (size_t)cfg->n_kv_heads * cfg->head_dim, d = (size_t)cfg->dim;
+    size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * (size_t)cfg->hidden_dim,
+                      R * (size_t)cfg->hidden_dim, R * d, R * (size_t)(cfg->head_dim / 2),
+                      R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * (size_t)max_len};
+    float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->gate, &s->up, &s->proj, &s->cos_t, &s->sin_t,
+                      &s->scores};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += sizes[i];
+    s->mem = malloc(total * sizeof(float));
+    if (!s->mem) return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB of scratch", total * sizeof(float) >> 20);
+    float *p = s->mem;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        *ptrs[i] = p;
+        p += sizes[i];
+    }
+    s->max_rows = max_rows;
+    s->max_len = max_len;
+    s->n_threads = n_threads;
+    return 0;
+}
+
+void model_scratch_free(model_scratch *s) {
+    free(s->mem);
+    memset(s, 0, sizeof *s);
+}

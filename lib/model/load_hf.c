@@ -1,0 +1,120 @@
+/* Loading a Hugging Face model directory: config.json, then the weights from
+ * model.safetensors or the shards named by model.safetensors.index.json,
+ * converted to float32 into the model's one buffer. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/safetensors.h"
+#include "model.h"
+
+enum { MAX_SHARDS = 256 };
+
+typedef struct {
+    st_file files[MAX_SHARDS];
+    int n;
+} shard_set;
+
+static void shards_close(shard_set *s) {
+    for (int i = 0; i < s->n; i++) st_close(&s->files[i]);
+    s->n = 0;
+}
+
+static int shard_open(shard_set *s, const char *dir, const char *file, gerr *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->files[i].name, path)) return 0;
+    if (s->n == MAX_SHARDS) return gerr_set(e, EX_DATAERR, "%s: more than %d shards", dir, MAX_SHARDS);
+    int rc = st_open(&s->files[s->n], path, e);
+    if (!rc) s->n++;
+    return rc;
+}
+
+/* The shards the index's weight_map names, each opened once. */
+static int open_index(shard_set *s, const char *dir, const char *index_path, const char *text, gerr *e) {
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    int rc = 0;
+    if (!cJSON_IsObject(map)) {
+        rc = gerr_set(e, EX_DATAERR, "%s: no \"weight_map\" object", index_path);
+    } else {
+        const cJSON *el;
+        cJSON_ArrayForEach(el, map) {
+            if (!cJSON_IsString(el) || strchr(el->valuestring, '/') || !*el->valuestring) {
+                rc = gerr_set(e, EX_DATAERR, "%s: weight_map \"%s\": expected a file name in the directory",
+                              index_path, el->string);
+                break;
+            }
+            if ((rc = shard_open(s, dir, el->valuestring, e))) break;
+        }
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static const st_tensor *find(const shard_set *s, const char *name, const st_file **in) {
+    for (int i = 0; i < s->n; i++) {
+        const st_tensor *t = st_find(&s->files[i], name);
+        if (t) {
+            *in = &s->files[i];
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static int load_tensors(model *m, const shard_set *s, const char *dir, gerr *e) {
+    size_t n = model_tensor_list(m, NULL);
+    model_tensor_ref *refs = xcalloc(n, sizeof *refs);
+    model_tensor_list(m, refs);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const model_tensor_ref *r = &refs[i];
+        const st_file *f = NULL;
+        const st_tensor *t = find(s, r->hf, &f);
+        if (!t) {
+            rc = gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", dir, r->hf);
+            break;
+        }
+        int ndim = r->cols ? 2 : 1;
+        if (t->ndim != ndim || t->shape[0] != r->rows || (ndim == 2 && t->shape[1] != r->cols)) {
+            char got[128] = "", exp[64];
+            for (int d = 0; d < t->ndim && d < 4; d++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
+                         (long long)t->shape[d]);
+            if (ndim == 2) snprintf(exp, sizeof exp, "%lld, %lld", (long long)r->rows, (long long)r->cols);
+            else snprintf(exp, sizeof exp, "%lld", (long long)r->rows);
+            rc = gerr_set(e, EX_DATAERR, "%s: tensor %s has shape [%s], expected [%s]", f->name, r->hf, got, exp);
+            break;
+        }
+        if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16) {
+            rc = gerr_set(e, EX_DATAERR, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", f->name,
+                          r->hf, st_dtype_name(t->dtype));
+            break;
+        }
+        rc = st_tensor_to_f32(f, t, r->dst, e);
+    }
+    free(refs);
+    return rc;
+}
+
+int model_load_hf(model *m, const char *dir, gerr *e) {
+    int rc = config_load_hf(&m->cfg, dir, e);
+    if (rc) return rc;
+    if ((rc = model_alloc(m, e))) return rc;
+    shard_set *s = xcalloc(1, sizeof *s);
+    char index_path[4096];
+    snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
+    gerr e2 = {0};
+    char *index = model_read_text(index_path, &e2);
+    if (index) rc = open_index(s, dir, index_path, index, e);
+    else if (e2.code != EX_NOINPUT) rc = gerr_set(e, e2.code, "%s", e2.msg);
+    else rc = shard_open(s, dir, "model.safetensors", e);
+    free(index);
+    if (!rc) rc = load_tensors(m, s, dir, e);
+    shards_close(s);
+    free(s);
+    return rc;
+}

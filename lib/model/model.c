@@ -1,0 +1,130 @@
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ops.h"
+
+static const char *const param_names[MODEL_N_PARAMS] = {
+    "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
+    "ffn_norm", "w_gate", "w_up", "w_down", "out_norm", "lm_head"};
+
+const char *model_param_name(int i) {
+    return i >= 0 && i < MODEL_N_PARAMS ? param_names[i] : "?";
+}
+
+static void param_sizes(const model_config *c, size_t s[MODEL_N_PARAMS]) {
+    size_t L = (size_t)c->n_layers, d = (size_t)c->dim, hd = (size_t)c->head_dim;
+    size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd, h = (size_t)c->hidden_dim;
+    size_t V = (size_t)c->vocab_size;
+    s[P_TOK_EMBD] = V * d;
+    s[P_ATTN_NORM] = L * d;
+    s[P_WQ] = L * qd * d;
+    s[P_WK] = L * kvd * d;
+    s[P_WV] = L * kvd * d;
+    s[P_BQ] = c->qkv_bias ? L * qd : 0;
+    s[P_BK] = c->qkv_bias ? L * kvd : 0;
+    s[P_BV] = c->qkv_bias ? L * kvd : 0;
+    s[P_Q_NORM] = c->qk_norm ? L * hd : 0;
+    s[P_K_NORM] = c->qk_norm ? L * hd : 0;
+    s[P_WO] = L * d * qd;
+    s[P_FFN_NORM] = L * d;
+    s[P_W_GATE] = L * h * d;
+    s[P_W_UP] = L * h * d;
+    s[P_W_DOWN] = L * d * h;
+    s[P_OUT_NORM] = d;
+    s[P_LM_HEAD] = c->tied_embeddings ? 0 : V * d;
+}
+
+int model_alloc(model *m, gerr *e) {
+    param_sizes(&m->cfg, m->param_sizes);
+    m->n_params = 0;
+    for (int i = 0; i < MODEL_N_PARAMS; i++) m->n_params += m->param_sizes[i];
+    m->params_memory = calloc(m->n_params, sizeof(float));
+    if (!m->params_memory)
+        return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB for the model's parameters",
+                        m->n_params * sizeof(float) >> 20);
+    float *p = m->params_memory;
+    for (int i = 0; i < MODEL_N_PARAMS; i++) {
+        m->w.t[i] = m->param_sizes[i] ? p : NULL;
+        p += m->param_sizes[i];
+    }
+    if (m->cfg.tied_embeddings) m->w.lm_head = m->w.tok_embd;
+    model_init_rope(m);
+    return 0;
+}
+
+void model_init_rope(model *m) {
+    rope_inv_freq(m->inv_freq, &m->cfg);
+}
+
+int model_load(model *m, const char *path, gerr *e) {
+    memset(m, 0, sizeof *m);
+    struct stat st;
+    if (stat(path, &st)) return gerr_set(e, EX_NOINPUT, "%s: no such file or directory", path);
+    int rc = S_ISDIR(st.st_mode) ? model_load_hf(m, path, e) : model_load_gguf(m, path, e);
+    if (rc) model_free(m);
+    return rc;
+}
+
+void model_free(model *m) {
+    free(m->params_memory);
+    memset(m, 0, sizeof *m);
+}
+
+/* HF and GGUF names of each parameter; per-layer ones take the layer number. */
+static const struct {
+    const char *hf, *gguf;
+} tensor_names[MODEL_N_PARAMS] = {
+    [P_TOK_EMBD] = {"model.embed_tokens.weight", "token_embd.weight"},
+    [P_ATTN_NORM] = {"model.layers.%d.input_layernorm.weight", "blk.%d.attn_norm.weight"},
+    [P_WQ] = {"model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight"},
+    [P_WK] = {"model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight"},
+    [P_WV] = {"model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight"},
+    [P_BQ] = {"model.layers.%d.self_attn.q_proj.bias", "blk.%d.attn_q.bias"},
+    [P_BK] = {"model.layers.%d.self_attn.k_proj.bias", "blk.%d.attn_k.bias"},
+    [P_BV] = {"model.layers.%d.self_attn.v_proj.bias", "blk.%d.attn_v.bias"},
+    [P_Q_NORM] = {"model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight"},
+    [P_K_NORM] = {"model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight"},
+    [P_WO] = {"model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight"},
+    [P_FFN_NORM] = {"model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight"},
+    [P_W_GATE] = {"model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight"},
+    [P_W_UP] = {"model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight"},
+    [P_W_DOWN] = {"model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight"},
+    [P_OUT_NORM] = {"model.norm.weight", "output_norm.weight"},
+    [P_LM_HEAD] = {"lm_head.weight", "output.weight"},
+};
+
+size_t model_tensor_list(const model *m, model_tensor_ref *out) {
+    const model_config *c = &m->cfg;
+    int64_t d = c->dim, hd = c->head_dim, qd = (int64_t)c->n_heads * hd;
+    int64_t kvd = (int64_t)c->n_kv_heads * hd, h = c->hidden_dim, V = c->vocab_size;
+    const int64_t shape[MODEL_N_PARAMS][2] = {
+        [P_TOK_EMBD] = {V, d}, [P_ATTN_NORM] = {d, 0}, [P_WQ] = {qd, d}, [P_WK] = {kvd, d},
+        [P_WV] = {kvd, d}, [P_BQ] = {qd, 0}, [P_BK] = {kvd, 0}, [P_BV] = {kvd, 0},
+        [P_Q_NORM] = {hd, 0}, [P_K_NORM] = {hd, 0}, [P_WO] = {d, qd}, [P_FFN_NORM] = {d, 0},
+        [P_W_GATE] = {h, d}, [P_W_UP] = {h, d}, [P_W_DOWN] = {d, h}, [P_OUT_NORM] = {d, 0},
+        [P_LM_HEAD] = {V, d}};
+    size_t n = 0;
+    for (int p = 0; p < MODEL_N_PARAMS; p++) {
+        if (!m->param_sizes[p]) continue;
+        bool global = p == P_TOK_EMBD || p == P_OUT_NORM || p == P_LM_HEAD;
+        int n_layers = global ? 1 : c->n_layers;
+        size_t per = m->param_sizes[p] / (size_t)n_layers;
+        for (int l = 0; l < n_layers; l++, n++) {
+            if (!out) continue;
+            model_tensor_ref *r = &out[n];
+            snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l);
+            snprintf(r->gguf, sizeof r->gguf, tensor_names[p].gguf, l);
+            r->param = p;
+            r->layer = global ? -1 : l;
+            r->rows = shape[p][0];
+            r->cols = shape[p][1];
+            r->dst = m->w.t[p] + (size_t)l * per;
+            r->perm_heads = p == P_WQ || p == P_BQ ? c->n_heads : p == P_WK || p == P_BK ? c->n_kv_heads : 0;
+        }
+    }
+    return n;
+}

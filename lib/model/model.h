@@ -1,0 +1,146 @@
+/* A Llama-family decoder on the CPU, in the spirit of llm.c's train_gpt2.c:
+ * one struct per model, every parameter in ONE float buffer with a struct
+ * of pointers into it, scratch activations in one buffer, the forward built
+ * from the ops of ops.h so a backward can sit beside each.
+ *
+ * Internal layout is Hugging Face's: W is [out, in] row-major, Q/K rows in
+ * rotate-half order (GGUF's interleaved order is undone on load). */
+#ifndef GRPO_MODEL_H
+#define GRPO_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+#include "config.h"
+
+/* Parameter tensors, in the order they sit in the buffer. */
+enum {
+    P_TOK_EMBD, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_BQ, P_BK, P_BV, P_Q_NORM, P_K_NORM, P_WO,
+    P_FFN_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_OUT_NORM, P_LM_HEAD, MODEL_N_PARAMS
+};
+
+/* L = n_layers, q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
+ * Tensors the architecture lacks are NULL (size 0). */
+typedef union {
+    struct {
+        float *tok_embd;   /* [vocab, dim] */
+        float *attn_norm;  /* [L, dim] */
+        float *wq;         /* [L, q_dim, dim] */
+        float *wk;         /* [L, kv_dim, dim] */
+        float *wv;         /* [L, kv_dim, dim] */
+        float *bq;         /* [L, q_dim]   qwen2 */
+        float *bk;         /* [L, kv_dim]  qwen2 */
+        float *bv;         /* [L, kv_dim]  qwen2 */
+        float *q_norm;     /* [L, head_dim] qwen3 */
+        float *k_norm;     /* [L, head_dim] qwen3 */
+        float *wo;         /* [L, dim, q_dim] */
+        float *ffn_norm;   /* [L, dim] */
+        float *w_gate;     /* [L, hidden, dim] */
+        float *w_up;       /* [L, hidden, dim] */
+        float *w_down;     /* [L, dim, hidden] */
+        float *out_norm;   /* [dim] */
+        float *lm_head;    /* [vocab, dim]; points at tok_embd when tied */
+    };
+    float *t[MODEL_N_PARAMS];
+} model_params;
+
+typedef struct {
+    model_config cfg;
+    model_params w;
+    size_t param_sizes[MODEL_N_PARAMS]; /* floats per tensor (lm_head 0 when tied) */
+    size_t n_params;                    /* floats in params_memory */
+    float *params_memory;
+    float inv_freq[512]; /* RoPE frequencies [head_dim/2], scaling applied */
+} model;
+
+/* Loads an HF directory (config.json, model.safetensors or a sharded
+ * model.safetensors.index.json, generation_config.json) or a .gguf file.
+ * Errors: EX_NOINPUT missing, EX_DATAERR malformed or unsupported (naming the
+ * architecture, dtype, quant type or tensor), EX_IOERR unreadable. On error
+ * m holds nothing to free. */
+int model_load(model *m, const char *path, gerr *e);
+void model_free(model *m);
+
+/* Sizes every parameter tensor from m->cfg and allocates the one buffer
+ * (zeroed), pointing m->w into it. For loaders and tests. */
+int model_alloc(model *m, gerr *e);
+/* Name of parameter tensor i ("wq", ...), for messages. */
+const char *model_param_name(int i);
+
+/* ---- KV cache ---------------------------------------------------------------
+ * One slot per sequence: K and V of every layer and position,
+ * [n_seqs][n_layers][max_len][kv_dim] each. */
+typedef struct {
+    int n_seqs, max_len, n_layers, kv_dim;
+    float *k, *v;
+} kv_cache;
+
+/* Bytes kv_cache_init would allocate. */
+size_t kv_cache_bytes(const model_config *cfg, int n_seqs, int max_len);
+/* EX_USAGE for non-positive sizes, EX_SOFTWARE when memory is short. */
+int kv_cache_init(kv_cache *c, const model_config *cfg, int n_seqs, int max_len, gerr *e);
+/* Copies positions [0, n_positions) of every layer from src_seq to dst_seq
+ * (K samples share one prefill). */
+void kv_cache_copy_prefix(kv_cache *c, int dst_seq, int src_seq, int n_positions);
+void kv_cache_free(kv_cache *c);
+
+/* ---- scratch ----------------------------------------------------------------
+ * Activations of one forward call over at most max_rows rows, allocated once,
+ * plus one row of attention scores per thread (up to max_len positions). */
+typedef struct {
+    int max_rows, max_len, n_threads;
+    float *mem;
+    float *x;      /* [R, dim]     residual stream */
+    float *xn;     /* [R, max(dim, q_dim)] normed input / attention output */
+    float *q;      /* [R, q_dim] */
+    float *k, *v;  /* [R, kv_dim] */
+    float *gate;   /* [R, hidden] */
+    float *up;     /* [R, hidden] */
+    float *proj;   /* [R, dim]     o_proj / down_proj output */
+    float *cos_t, *sin_t; /* [R, head_dim/2] */
+    float *scores; /* [n_threads, max_len] */
+} model_scratch;
+
+int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, int max_len, gerr *e);
+void model_scratch_free(model_scratch *s);
+
+/* Forward over n_rows rows (n_rows <= s->max_rows): row i is token[i] of
+ * sequence seq[i] at position pos[i]. Every row's K and V are written into
+ * the cache first, then each row attends to positions 0..pos[i] of its own
+ * sequence, so one call may be a prefill (many rows of one sequence), a
+ * decode step (one row per sequence), or a mix. Positions below pos[i] not
+ * written in this call must be in the cache from earlier calls.
+ * For the rows with want_logits[i] (all rows when want_logits is NULL),
+ * logits[vocab] are written one after the other in row order.
+ * Preconditions (asserted): 0 <= token < vocab, 0 <= seq < c->n_seqs,
+ * 0 <= pos < min(c->max_len, s->max_len). */
+void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, const int *pos,
+                   const int32_t *token, const bool *want_logits, float *logits, model_scratch *s);
+
+/* ---- tensor names -------------------------------------------------------------
+ * Every tensor of the model with its Hugging Face and GGUF names, its HF
+ * shape ([rows, cols]; cols 0 for a vector) and where it lives in the
+ * buffer. Loaders and exporters walk this list. perm_heads is the head count
+ * of llama.cpp's Q/K row permutation (0 for other tensors). */
+typedef struct {
+    char hf[96], gguf[64];
+    int param, layer; /* layer -1 for the global tensors */
+    int64_t rows, cols;
+    float *dst;
+    int perm_heads;
+} model_tensor_ref;
+
+/* Fills out (when not NULL) and returns the number of tensors. Needs
+ * model_alloc first. */
+size_t model_tensor_list(const model *m, model_tensor_ref *out);
+
+/* ---- internal to the loaders ------------------------------------------------ */
+char *model_read_text(const char *path, gerr *e); /* whole file, NUL-terminated */
+int model_load_hf(model *m, const char *dir, gerr *e);
+int model_load_gguf(model *m, const char *path, gerr *e);
+/* Computes m->inv_freq from m->cfg (GGUF rope_freqs factors may refine it). */
+void model_init_rope(model *m);
+
+#endif

@@ -1,0 +1,39 @@
+/* grpo-rollout: K sampled completions per prompt record (formats/rollout.md).
+ *
+ * Prompts are taken in batches; each prompt is prefilled once and its KV
+ * cache copied to the K sample slots, then every unfinished sequence of the
+ * batch advances one token per forward call (one row each). Sample k of
+ * record `id` draws its numbers from the stream keyed (seed, id, k), so its
+ * tokens do not depend on which other prompts share the batch beyond
+ * float-summation effects of the batched matrix products. */
+#ifndef GRPO_ROLLOUT_H
+#define GRPO_ROLLOUT_H
+
+#include <stdbool.h>
+
+#include "../sample/sample.h"
+#include "../util/err.h"
+#include "../util/flags.h"
+
+typedef struct {
+    const char *model;
+    const char *in, *out;
+    const char *policy;        /* id written into every record; NULL = the model's directory or file name */
+    const char *chat_template; /* auto|chatml|llama3|raw, for records without prompt_tokens */
+    long long k;               /* samples per prompt */
+    long long max_new_tokens;
+    sample_params sampling;    /* temperature < 0: the model's generation_config, else 1 */
+    bool top_p_given, top_k_given;
+    string_list stops;
+    long long seed;
+    long long batch;   /* sequences decoded together */
+    long long threads; /* 0 = every core */
+    const char *device;
+    shard_spec shard;
+    bool progress;
+} rollout_opts;
+
+void rollout_opts_default(rollout_opts *o);
+int rollout_run(const rollout_opts *o, gerr *e);
+
+#endif

@@ -1,0 +1,117 @@
+#!/usr/bin/env bats
+# The model forward (lib/model) against an independent float64 PyTorch
+# implementation of the HF architectures (tests/ref/model_ref.py), through
+# the driver mode of build/tests/test_model, which also checks that prefill,
+# one-token decode and a batch with a copied KV prefix agree.
+load helpers
+
+BIN="$GRPO_ROOT/build/tests/test_model"
+SMOL="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# run_model DIR TOKENS OUT: our logits for TOKENS, checked paths, TAP output.
+run_model() {
+    GRPO_MODEL_DIR="$1" GRPO_MODEL_TOKENS="$2" GRPO_MODEL_OUT="$3" run "$BIN"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "tiny llama/qwen2/qwen3 (tied, untied, llama3 rope, F32 and BF16) match the PyTorch reference" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" tiny-suite "$T/tiny"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    n=0
+    for d in "$T"/tiny/*/; do
+        run_model "$d" "$d/tokens.txt" "$d/ours.f32"
+        # Tolerance 1e-4 absolute on logits up to ~55: fp32 rounding through
+        # 2 layers of width <= 96 is ~1e-7 relative per op, so a few 1e-6 of
+        # the largest logit; 1e-4 leaves 10x room yet catches any wrong op
+        # (those move logits by 1e-2 or more). BF16 variants: the reference
+        # reads the same bf16 weights, so the tolerance is the same.
+        run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare "$d/ours.f32" "$d/ref.f64" 1e-4
+        echo "$(basename "$d"): $output"
+        [ "$status" -eq 0 ]
+        n=$((n + 1))
+    done
+    [ "$n" -eq 7 ]
+}
+
+@test "the forward paths under ASan agree on a tiny qwen3 model" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    [ -x "$GRPO_ROOT/build/tests-asan/test_model" ] || skip "no ASan build (make unit-asan)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3 "$T/q3" --tied --dtype bf16
+    GRPO_MODEL_DIR="$T/q3" GRPO_MODEL_TOKENS="$T/q3/tokens.txt" GRPO_MODEL_OUT="$T/q3.f32" \
+        run "$GRPO_ROOT/build/tests-asan/test_model"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "SmolLM2 GGUF logits match PyTorch on gguf-py-dequantized weights" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    [ -f "$SMOL" ] || skip "no model (make models)"
+    # ChatML-shaped ids: <|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant
+    echo "1 4093 198 1780 314 216 34 27 34 47 2 198 1 520 9531 198" > toks.txt
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" gguf-logits "$SMOL" toks.txt ref.f64
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run_model "$SMOL" toks.txt ours.f32
+    # 1e-3: 30 layers of fp32 against float64 on logits up to ~35; measured ~5e-5.
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare ours.f32 ref.f64 1e-3
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "an HF directory with a missing tensor is a data error naming it" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$T/m"
+    "$GRPO_PY" - "$T/m/model.safetensors" <<'EOF'
+import sys
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+del t["model.layers.1.mlp.up_proj.weight"]
+save_file(t, sys.argv[1])
+EOF
+    GRPO_MODEL_DIR="$T/m" GRPO_MODEL_TOKENS="$T/m/tokens.txt" run "$BIN"
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [[ "$output" == *"tensor model.layers.1.mlp.up_proj.weight is missing"* ]]
+}
+
+@test "a mis-shaped tensor and an unsupported architecture are data errors naming them" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen2 "$T/m"
+    "$GRPO_PY" - "$T/m/model.safetensors" <<'EOF'
+import sys
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+t["model.layers.0.self_attn.k_proj.bias"] = t["model.layers.0.self_attn.k_proj.bias"][:5].clone()
+save_file(t, sys.argv[1])
+EOF
+    GRPO_MODEL_DIR="$T/m" GRPO_MODEL_TOKENS="$T/m/tokens.txt" run "$BIN"
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [[ "$output" == *"k_proj.bias has shape [5], expected [32]"* ]]
+    sed -i 's/Qwen2ForCausalLM/GPTNeoXForCausalLM/' "$T/m/config.json"
+    GRPO_MODEL_DIR="$T/m" GRPO_MODEL_TOKENS="$T/m/tokens.txt" run "$BIN"
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [[ "$output" == *'unsupported architecture "GPTNeoXForCausalLM"'* ]]
+}
+
+@test "a GGUF of an unsupported architecture is a data error naming it" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" - "$T/gpt2.gguf" <<'EOF2'
+import sys
+import numpy as np
+from gguf import GGUFWriter
+w = GGUFWriter(sys.argv[1], "gpt2")
+w.add_block_count(1)
+w.add_tensor("token_embd.weight", np.ones((4, 8), dtype=np.float32))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+EOF2
+    echo "1 2" > toks.txt
+    GRPO_MODEL_DIR="$T/gpt2.gguf" GRPO_MODEL_TOKENS=toks.txt run "$BIN"
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [[ "$output" == *'unsupported architecture "gpt2"'* ]]
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bats
+# grpo-rollout on a tiny random llama (with a 97-token byte-level tokenizer)
+# for the mechanics, and once on SmolLM2. Log-probabilities are checked
+# against the float64 PyTorch reference of tests/ref/model_ref.py.
+load helpers
+
+setup_file() {
+    export TINY="$BATS_FILE_TMPDIR/tiny"
+    export G="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    [ -x "$GRPO_PY" ] || return 0
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$TINY"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$TINY"
+    printf '%s\n' '{"id":"p1","messages":[{"role":"user","content":"add 2 and 3"}],"x":1e400}' \
+        '{"id":"p2","messages":[{"role":"user","content":"hello"}]}' \
+        '{"id":"p3","prompt_tokens":[1,4,5,6,7,2,4,1]}' \
+        '{"id":"p4","messages":[{"role":"system","content":"s"},{"role":"user","content":"xyz"}]}' > "$BATS_FILE_TMPDIR/prompts.jsonl"
+}
+
+needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
+
+P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
+
+@test "K records per prompt, together, in sample order, with every rollout field" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 3 --max-new-tokens 12 --in "$(P)" --out r.jsonl
+    [ "$(wc -l < r.jsonl)" -eq 12 ]
+    [ "$(jq -r '"\(.id)/\(.sample)"' r.jsonl | tr '\n' ' ')" = "p1/0 p1/1 p1/2 p2/0 p2/1 p2/2 p3/0 p3/1 p3/2 p4/0 p4/1 p4/2 " ]
+    # types of every field, and logprobs one per completion token
+    jq -e '(.prompt_tokens|type)=="array" and (.completion_tokens|type)=="array" and (.completion|type)=="string"
+           and (.logprobs|length)==(.completion_tokens|length) and (.temperature==1)
+           and (.finish_reason=="stop" or .finish_reason=="length") and .policy=="tiny"
+           and all(.logprobs[]; . <= 0)' r.jsonl > /dev/null
+    # prompt fields come first, untouched
+    head -n 1 r.jsonl | grep -q '^{"id":"p1","messages":\[{"role":"user","content":"add 2 and 3"}\],"x":1e400,"sample":0,'
+    # a record's own prompt_tokens are used and not written twice
+    [ "$(grep -c '"prompt_tokens"' <(sed -n 7p r.jsonl))" -eq 1 ]
+    [ "$(sed -n 7p r.jsonl | jq -c .prompt_tokens)" = "[1,4,5,6,7,2,4,1]" ]
+}
+
+@test "log-probabilities equal the float64 reference under the sampling temperature" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 16 --temperature 0.7 --in "$(P)" --out r.jsonl
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" r.jsonl 1e-4
+    echo "$output" | grep -v '^ok' || true
+    [ "$status" -eq 0 ]
+    jq -e '.temperature == 0.7' r.jsonl > /dev/null
+}
+
+@test "--temperature 0 is greedy: the reference's argmax at every step" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 16 --temperature 0 --in "$(P)" --out g.jsonl
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" g.jsonl 1e-4
+    [ "$status" -eq 0 ]
+    # both samples of a prompt are the same when greedy
+    [ "$(jq -c 'select(.id=="p1") | .completion_tokens' g.jsonl | sort -u | wc -l)" -eq 1 ]
+}
+
+@test "same seed, same bytes; another seed, other tokens; --seed keys by (seed, id, sample)" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 3 --max-new-tokens 12 --seed 5 --in "$(P)" --out a.jsonl
+    grpo-rollout --model "$TINY" -k 3 --max-new-tokens 12 --seed 5 --in "$(P)" --out b.jsonl
+    cmp a.jsonl b.jsonl
+    grpo-rollout --model "$TINY" -k 3 --max-new-tokens 12 --seed 6 --in "$(P)" --out c.jsonl
+    ! cmp -s a.jsonl c.jsonl || false
+    # a prompt's samples do not depend on the other prompts in the file
+    sed -n 2p "$(P)" > one.jsonl
+    grpo-rollout --model "$TINY" -k 3 --max-new-tokens 12 --seed 5 --in one.jsonl --out d.jsonl
+    [ "$(jq -c .completion_tokens d.jsonl)" = "$(jq -c 'select(.id=="p2") | .completion_tokens' a.jsonl)" ]
+}
+
+@test "--batch and --threads do not change which tokens a sample gets" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 4 --max-new-tokens 12 --batch 1 --threads 1 --in "$(P)" --out a.jsonl
+    grpo-rollout --model "$TINY" -k 4 --max-new-tokens 12 --batch 64 --threads 2 --in "$(P)" --out b.jsonl
+    diff <(jq -c '[.id, .sample, .completion_tokens]' a.jsonl) <(jq -c '[.id, .sample, .completion_tokens]' b.jsonl)
+    # logprobs agree to float rounding of the batched products
+    paste <(jq -c .logprobs a.jsonl) <(jq -c .logprobs b.jsonl) | jq -R -e 'split("\t") | map(fromjson) | transpose | all(.[]; (.[0] - .[1]) | fabs < 1e-5)' > /dev/null
+}
+
+@test "--shard i/n: the shards together are the whole" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 8 --in "$(P)" --out all.jsonl
+    for i in 0 1 2; do grpo-rollout --model "$TINY" -k 2 --max-new-tokens 8 --shard $i/3 --in "$(P)" --out s$i.jsonl; done
+    # the same samples; logprobs may differ in the last float digit, since a
+    # shard batches other prompts together (float summation order)
+    diff <(jq -c '[.id, .sample, .completion_tokens, .finish_reason]' all.jsonl | sort) \
+         <(cat s0.jsonl s1.jsonl s2.jsonl | jq -c '[.id, .sample, .completion_tokens, .finish_reason]' | sort)
+    [ "$(cat s0.jsonl s1.jsonl s2.jsonl | wc -l)" -eq 8 ]
+}
+
+@test "--max-new-tokens caps completions; eos ends them with stop and is kept" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 8 --max-new-tokens 5 --in "$(P)" --out r.jsonl
+    jq -e '(.completion_tokens|length) <= 5' r.jsonl > /dev/null
+    jq -s -e 'map(select(.finish_reason=="length")) | all((.completion_tokens|length) == 5 and .completion_tokens[-1] != 2)' r.jsonl > /dev/null
+    jq -s -e 'map(select(.finish_reason=="stop")) | all(.completion_tokens[-1] == 2)' r.jsonl > /dev/null
+    # with many samples, some hit eos (id 2, probability ~1/97 per token) within 60 tokens
+    grpo-rollout --model "$TINY" -k 16 --max-new-tokens 60 --in "$(P)" --out long.jsonl
+    [ "$(jq -r 'select(.finish_reason=="stop") | .completion_tokens[-1]' long.jsonl | sort -u)" = 2 ]
+}
+
+@test "--stop ends a completion at a string, which is cut from the text" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 8 --max-new-tokens 40 --in "$(P)" --out plain.jsonl
+    # pick a character that occurs in some completion, then stop on it
+    s=$(jq -r 'select(.finish_reason=="length") | .completion' plain.jsonl | head -n 1 | cut -c 3)
+    grpo-rollout --model "$TINY" -k 8 --max-new-tokens 40 --stop "$s" --stop "never-there" --in "$(P)" --out s.jsonl
+    first=$(jq -r 'select(.finish_reason=="length") | .completion' plain.jsonl | head -n 1 | cut -c 1-2)
+    jq -e --arg s "$s" '.completion | contains($s) | not' s.jsonl > /dev/null
+    [ "$(jq -r 'select(.finish_reason=="stop") | .id' s.jsonl | wc -l)" -gt 0 ]
+}
+
+@test "sampling filters: --top-k 1 is greedy, --top-p and --min-p keep the reference logprob" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 10 --top-k 1 --in "$(P)" --out k1.jsonl
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 10 --temperature 0 --in "$(P)" --out g.jsonl
+    diff <(jq -c .completion_tokens k1.jsonl) <(jq -c .completion_tokens g.jsonl)
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 10 --top-p 0.5 --min-p 0.1 --in "$(P)" --out f.jsonl
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" f.jsonl 1e-4
+    [ "$status" -eq 0 ]
+}
+
+@test "--chat-template and --policy" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 1 --max-new-tokens 2 --chat-template raw --policy step-7 --in "$(P)" --out r.jsonl
+    # raw: the text alone, no <|im_start|> (id 1)
+    [ "$(head -n 1 r.jsonl | jq -c '.prompt_tokens | index(1)')" = null ]
+    jq -e '.policy == "step-7"' r.jsonl > /dev/null
+}
+
+@test "bad prompts and flags: exit codes and one-line errors" {
+    needs_tiny
+    run -64 grpo-rollout --in "$(P)"
+    assert_one_line_error grpo-rollout "--model is required"
+    run -66 grpo-rollout --model nowhere --in "$(P)"
+    assert_one_line_error grpo-rollout "nowhere"
+    run -64 grpo-rollout --model "$TINY" --device cuda --in "$(P)"
+    assert_one_line_error grpo-rollout "--device cuda"
+    printf '{"id":"a","prompt_tokens":[1,2]}\n{"id":"b","prompt_tokens":[1,500]}\n' > bad.jsonl
+    run -65 grpo-rollout --model "$TINY" --in bad.jsonl --out o.jsonl
+    assert_one_line_error grpo-rollout "bad.jsonl:2: field \"prompt_tokens\": element 1: expected a token id in \[0, 97\)"
+    [ ! -e o.jsonl ]
+    printf '{"prompt_tokens":[1,2]}\n' > noid.jsonl
+    run -65 grpo-rollout --model "$TINY" --in noid.jsonl
+    assert_one_line_error grpo-rollout "noid.jsonl:1: field \"id\""
+    printf '{"id":"e","prompt_tokens":[]}\n' > empty.jsonl
+    run -65 grpo-rollout --model "$TINY" --in empty.jsonl
+    assert_one_line_error grpo-rollout "the prompt has no tokens"
+    run -64 grpo-rollout --model "$TINY" -k 0
+    assert_one_line_error grpo-rollout "-k: 0 is out of range"
+}
+
+@test "SmolLM2 GGUF: samples with log-probabilities of the reference forward" {
+    needs_tiny
+    [ -f "$G" ] || skip "no model (make models)"
+    printf '{"id":"q","messages":[{"role":"user","content":"What is 2+3?"}]}\n' > q.jsonl
+    grpo-rollout --model "$G" -k 2 --max-new-tokens 6 --temperature 0.8 --in q.jsonl --out r.jsonl
+    [ "$(wc -l < r.jsonl)" -eq 2 ]
+    # 30 fp32 layers against float64 on the same dequantized weights
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$G" r.jsonl 2e-3
+    echo "$output"
+    [ "$status" -eq 0 ]
+}

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Independent PyTorch reference for the model forward (lib/model).
+
+Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
+
+  make-tiny ARCH OUTDIR [--tied] [--llama3-rope] [--dtype f32|bf16] [--seed S]
+      A tiny random Hugging Face directory (config.json, model.safetensors,
+      generation_config.json, tokens.txt) for ARCH = llama | qwen2 | qwen3.
+      qwen2 has q/k/v biases; qwen3 has q/k norms and an explicit head_dim (24)
+      that differs from hidden_size / heads (16). Weights are random from a
+      fixed seed, never zero; norm weights are around 1.
+  tiny-suite OUTROOT
+      Every tiny variant the tests use, each with ref.f64 (the reference
+      logits for its tokens.txt), in one process (torch imports once).
+  logits DIR TOKENS_FILE OUT
+      Logits at every position, float64 raw [T, vocab], from the HF directory.
+  gguf-logits GGUF TOKENS_FILE OUT
+      The same forward on the weights of a GGUF file as gguf-py dequantizes
+      them (GGUFReader + gguf.quants.dequantize), with llama-arch Q/K rows
+      un-permuted here, independently of the C loader.
+  compare OURS.f32 REF.f64 TOL
+      Prints the max abs difference and exits 1 when it exceeds TOL.
+
+The forward is written from the Hugging Face semantics (modeling_llama,
+modeling_qwen2, modeling_qwen3), not from our C code: RMSNorm
+x * rsqrt(mean(x^2) + eps) * w, rotate_half RoPE with cos/sin of
+position * inv_freq (llama3 scaling as _compute_llama3_parameters), GQA by
+repeat_kv, causal softmax attention scaled by 1/sqrt(head_dim), SwiGLU MLP,
+all in float64.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+TINY = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=97, max_position_embeddings=128, rms_norm_eps=1e-5,
+            rope_theta=10000.0)
+N_TOKENS = 20
+
+
+# ---- tiny random models --------------------------------------------------------------------------
+
+def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234):
+    import torch
+    from safetensors.torch import save_file
+    cfg = dict(TINY)
+    cfg["architectures"] = {"llama": ["LlamaForCausalLM"], "qwen2": ["Qwen2ForCausalLM"],
+                            "qwen3": ["Qwen3ForCausalLM"]}[arch]
+    cfg["model_type"] = arch
+    cfg["tie_word_embeddings"] = tied
+    cfg["hidden_act"] = "silu"
+    cfg["bos_token_id"] = 1
+    cfg["eos_token_id"] = 2
+    cfg["torch_dtype"] = "float32" if dtype == "f32" else "bfloat16"
+    if arch == "qwen3":
+        cfg["head_dim"] = 24
+    if llama3:
+        # original context 32 puts head_dim 16's wavelengths (6.3 .. 19000)
+        # in all three bands: high (< 8), medium, low (> 32).
+        cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+    d, h, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    nh, nkv, V = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["vocab_size"]
+    hd = cfg.get("head_dim", d // nh)
+    g = torch.Generator().manual_seed(seed)
+
+    def mat(rows, cols):  # scaled so activations stay O(1)
+        return torch.randn(rows, cols, generator=g) / math.sqrt(cols)
+
+    def norm(n):
+        return 1.0 + 0.1 * torch.randn(n, generator=g)
+
+    def bias(n):
+        return 0.1 * torch.randn(n, generator=g)
+
+    t = {"model.embed_tokens.weight": torch.randn(V, d, generator=g)}
+    for i in range(L):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = norm(d)
+        t[p + "self_attn.q_proj.weight"] = mat(nh * hd, d)
+        t[p + "self_attn.k_proj.weight"] = mat(nkv * hd, d)
+        t[p + "self_attn.v_proj.weight"] = mat(nkv * hd, d)
+        if arch == "qwen2":
+            t[p + "self_attn.q_proj.bias"] = bias(nh * hd)
+            t[p + "self_attn.k_proj.bias"] = bias(nkv * hd)
+            t[p + "self_attn.v_proj.bias"] = bias(nkv * hd)
+        if arch == "qwen3":
+            t[p + "self_attn.q_norm.weight"] = norm(hd)
+            t[p + "self_attn.k_norm.weight"] = norm(hd)
+        t[p + "self_attn.o_proj.weight"] = mat(d, nh * hd)
+        t[p + "post_attention_layernorm.weight"] = norm(d)
+        t[p + "mlp.gate_proj.weight"] = mat(h, d)
+        t[p + "mlp.up_proj.weight"] = mat(h, d)
+        t[p + "mlp.down_proj.weight"] = mat(d, h)
+    t["model.norm.weight"] = norm(d)
+    if not tied:
+        t["lm_head.weight"] = mat(V, d)
+    tdt = torch.float32 if dtype == "f32" else torch.bfloat16
+    t = {k: v.to(tdt).contiguous() for k, v in t.items()}
+    os.makedirs(outdir, exist_ok=True)
+    save_file(t, os.path.join(outdir, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(outdir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    with open(os.path.join(outdir, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": 1, "eos_token_id": [2, 5]}, f)
+    toks = torch.randint(0, V, (N_TOKENS,), generator=g).tolist()
+    with open(os.path.join(outdir, "tokens.txt"), "w") as f:
+        f.write(" ".join(map(str, toks)) + "\n")
+
+
+# ---- the reference forward (float64) ---------------------------------------------------------------
+
+def inv_freq_of(hd, theta, rope_scaling):
+    import torch
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    if rope_scaling:
+        factor = rope_scaling["factor"]
+        lo, hi = rope_scaling["low_freq_factor"], rope_scaling["high_freq_factor"]
+        old = rope_scaling["original_max_position_embeddings"]
+        low_wl, high_wl = old / lo, old / hi
+        wl = 2 * math.pi / inv
+        out = torch.where(wl > low_wl, inv / factor, inv)
+        smooth = (old / wl - lo) / (hi - lo)
+        smoothed = (1 - smooth) * out / factor + smooth * out
+        medium = (wl >= high_wl) & (wl <= low_wl)
+        inv = torch.where(medium, smoothed, out)
+    return inv
+
+
+def rms_norm(x, w, eps):
+    import torch
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rotate_half(x):
+    import torch
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def forward(c, W, tokens):
+    """c: dict with dim, hidden, L, nh, nkv, hd, eps, theta, rope_scaling, qk_norm;
+    W: HF tensor names -> float64 tensors (lm_head.weight present)."""
+    import torch
+    T = len(tokens)
+    nh, nkv, hd, eps = c["nh"], c["nkv"], c["hd"], c["eps"]
+    x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
+    inv = inv_freq_of(hd, c["theta"], c.get("rope_scaling"))
+    freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()  # [T, hd]
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    for i in range(c["L"]):
+        p = f"model.layers.{i}."
+        h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
+
+        def proj(name):
+            y = h @ W[p + f"self_attn.{name}_proj.weight"].T
+            b = W.get(p + f"self_attn.{name}_proj.bias")
+            return y if b is None else y + b
+
+        q = proj("q").view(T, nh, hd).transpose(0, 1)
+        k = proj("k").view(T, nkv, hd).transpose(0, 1)
+        v = proj("v").view(T, nkv, hd).transpose(0, 1)
+        if c["qk_norm"]:
+            q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(nh // nkv, dim=0)  # repeat_kv
+        v = v.repeat_interleave(nh // nkv, dim=0)
+        att = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(hd) + mask, dim=-1)
+        o = (att @ v).transpose(0, 1).reshape(T, nh * hd)
+        x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        gate = h @ W[p + "mlp.gate_proj.weight"].T
+        up = h @ W[p + "mlp.up_proj.weight"].T
+        x = x + (torch.nn.functional.silu(gate) * up) @ W[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, W["model.norm.weight"], eps)
+    return x @ W["lm_head.weight"].T
+
+
+def read_tokens(path):
+    with open(path) as f:
+        return [int(t) for t in f.read().split()]
+
+
+def hf_logits(d, tokens):
+    import torch
+    from safetensors.torch import load_file
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    W = {k: v.to(torch.float64) for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    if cfg.get("tie_word_embeddings", False):
+        W["lm_head.weight"] = W["model.embed_tokens.weight"]
+    arch = cfg["model_type"]
+    nh = cfg["num_attention_heads"]
+    c = dict(L=cfg["num_hidden_layers"], nh=nh, nkv=cfg.get("num_key_value_heads", nh),
+             hd=cfg.get("head_dim", cfg["hidden_size"] // nh), eps=cfg["rms_norm_eps"],
+             theta=cfg["rope_theta"], rope_scaling=cfg.get("rope_scaling"), qk_norm=arch == "qwen3")
+    with torch.no_grad():
+        return forward(c, W, tokens)
+
+
+def write_f64(path, t):
+    t.detach().numpy().astype("<f8").tofile(path)
+
+
+# ---- GGUF (gguf-py) --------------------------------------------------------------------------------
+
+def gguf_logits(path, tokens):
+    import torch
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+    r = GGUFReader(path)
+
+    def field(key, default=None):
+        f = r.fields.get(key)
+        if f is None:
+            return default
+        v = f.parts[f.data[0]]
+        if f.types[0].name == "STRING":
+            return bytes(v).decode()
+        return v.tolist()[0]
+
+    arch = field("general.architecture")
+    nh = field(f"{arch}.attention.head_count")
+    nkv = field(f"{arch}.attention.head_count_kv", nh)
+    d = field(f"{arch}.embedding_length")
+    hd = field(f"{arch}.attention.key_length", d // nh)
+    c = dict(L=field(f"{arch}.block_count"), nh=nh, nkv=nkv, hd=hd,
+             eps=field(f"{arch}.attention.layer_norm_rms_epsilon"),
+             theta=field(f"{arch}.rope.freq_base", 10000.0), rope_scaling=None, qk_norm=arch == "qwen3")
+    names = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head",
+             "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+             "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+             "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+             "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+             "ffn_down": "mlp.down_proj"}
+    W = {}
+    for t in r.tensors:
+        parts = t.name.split(".")
+        if parts[0] == "blk":
+            hf = f"model.layers.{parts[1]}.{names[parts[2]]}.{parts[3]}"
+            base = parts[2]
+        else:
+            hf = f"{names[parts[0]]}.{parts[1]}"
+            base = parts[0]
+        a = dequantize(t.data, t.tensor_type).astype(np.float64)
+        a = a.reshape([int(n) for n in reversed(t.shape.tolist())]) if len(t.shape) > 1 else a.reshape(-1)
+        if arch == "llama" and base in ("attn_q", "attn_k"):
+            # llama.cpp stored row (head, i, j) = HF row (head, j, i), i < hd/2, j < 2:
+            # view rows as [heads, hd/2, 2] and swap back to [heads, 2, hd/2].
+            heads = nh if base == "attn_q" else nkv
+            shp = a.shape
+            a = a.reshape(heads, hd // 2, 2, -1).transpose(0, 2, 1, 3).reshape(shp)
+        W[hf] = torch.from_numpy(np.ascontiguousarray(a))
+    if "lm_head.weight" not in W:
+        W["lm_head.weight"] = W["model.embed_tokens.weight"]
+    with torch.no_grad():
+        return forward(c, W, tokens)
+
+
+# ---- the suite the bats test uses -----------------------------------------------------------------
+
+VARIANTS = [  # name, arch, tied, llama3, dtype
+    ("llama", "llama", False, False, "f32"),
+    ("llama-tied-llama3", "llama", True, True, "f32"),
+    ("llama-bf16", "llama", False, False, "bf16"),
+    ("qwen2", "qwen2", False, False, "f32"),
+    ("qwen2-tied-bf16", "qwen2", True, False, "bf16"),
+    ("qwen3", "qwen3", False, False, "f32"),
+    ("qwen3-tied", "qwen3", True, False, "f32"),
+]
+
+
+def tiny_suite(root):
+    for i, (name, arch, tied, llama3, dtype) in enumerate(VARIANTS):
+        d = os.path.join(root, name)
+        make_tiny(arch, d, tied=tied, llama3=llama3, dtype=dtype, seed=1000 + i)
+        write_f64(os.path.join(d, "ref.f64"), hf_logits(d, read_tokens(os.path.join(d, "tokens.txt"))))
+        print(name)
+
+
+def compare(ours, ref, tol):
+    a = np.fromfile(ours, dtype="<f4").astype(np.float64)
+    b = np.fromfile(ref, dtype="<f8")
+    if a.shape != b.shape:
+        print(f"size mismatch: {a.size} vs {b.size} values")
+        return 1
+    diff = float(np.max(np.abs(a - b)))
+    print(f"max abs diff {diff:.3g} (tol {tol:g}, max |ref| {float(np.max(np.abs(b))):.3g}, {a.size} values)")
+    return 0 if diff <= tol else 1
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 64
+    cmd, args = argv[1], argv[2:]
+    if cmd == "make-tiny":
+        opts = dict(tied="--tied" in args, llama3="--llama3-rope" in args)
+        if "--dtype" in args:
+            opts["dtype"] = args[args.index("--dtype") + 1]
+        if "--seed" in args:
+            opts["seed"] = int(args[args.index("--seed") + 1])
+        make_tiny(args[0], args[1], **opts)
+    elif cmd == "tiny-suite":
+        tiny_suite(args[0])
+    elif cmd == "logits":
+        write_f64(args[2], hf_logits(args[0], read_tokens(args[1])))
+    elif cmd == "gguf-logits":
+        write_f64(args[2], gguf_logits(args[0], read_tokens(args[1])))
+    elif cmd == "compare":
+        return compare(args[0], args[1], float(args[2]))
+    else:
+        print(__doc__)
+        return 64
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

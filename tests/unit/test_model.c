@@ -1,0 +1,453 @@
+/* Unit tests of lib/model that need no Python: the ops against hand-computed
+ * values, the GGUF Q/K permutation, config parsing and its errors, and the
+ * forward's KV-cache paths (prefill, decode, batched with a copied prefix)
+ * agreeing on a tiny random model.
+ *
+ * Driver mode (tests/bats/model.bats): with GRPO_MODEL_DIR (an HF directory
+ * or a .gguf), GRPO_MODEL_TOKENS (whitespace-separated ids) and
+ * GRPO_MODEL_OUT, loads the model, runs the tokens (a) as one prefill,
+ * (b) one token at a time, (c) as two sequences in one batch after a copied
+ * prefix, checks the three agree, and writes the prefill's logits at every
+ * position as raw float32 [T, vocab] to GRPO_MODEL_OUT. GRPO_MODEL_BENCH=1
+ * also prints prefill and batch-8 decode throughput. A load error prints
+ * the one-line message and exits with its code. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "model/model.h"
+#include "model/ops.h"
+
+/* ---- the forward paths, shared by the unit test and the driver --------------- */
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= m)) m = d; /* NaN propagates */
+    }
+    return m;
+}
+
+typedef struct {
+    double decode_diff, batch_diff;
+} paths_result;
+
+/* (a) prefill into out[T, V]; (b) decode one token at a time; (c) sequence 0
+ * prefills the first half, sequence 1 gets it by kv_cache_copy_prefix, then
+ * one batch carries the rest of both, interleaved. */
+static int run_paths(const model *m, const int32_t *tok, int T, float *out, paths_result *res, gerr *e) {
+    int V = m->cfg.vocab_size, rc;
+    kv_cache c;
+    model_scratch s;
+    if ((rc = kv_cache_init(&c, &m->cfg, 2, T, e))) return rc;
+    if ((rc = model_scratch_init(&s, &m->cfg, 2 * T, T, e))) {
+        kv_cache_free(&c);
+        return rc;
+    }
+    int *seq = calloc(2 * T, sizeof *seq), *pos = calloc(2 * T, sizeof *pos);
+    int32_t *tk = calloc(2 * T, sizeof *tk);
+    float *lg = malloc((size_t)2 * T * V * sizeof *lg);
+    if (!seq || !pos || !tk || !lg) abort();
+
+    for (int t = 0; t < T; t++) seq[t] = 0, pos[t] = t;
+    model_forward(m, &c, T, seq, pos, tok, NULL, out, &s);
+
+    res->decode_diff = 0;
+    for (int t = 0; t < T; t++) {
+        int sq = 1;
+        model_forward(m, &c, 1, &sq, &t, &tok[t], NULL, lg, &s);
+        double d = max_abs_diff(lg, out + (size_t)t * V, V);
+        if (!(d <= res->decode_diff)) res->decode_diff = d;
+    }
+
+    int P = T / 2, n = 0;
+    for (int t = 0; t < P; t++) seq[t] = 0, pos[t] = t;
+    model_forward(m, &c, P, seq, pos, tok, NULL, lg, &s);
+    kv_cache_copy_prefix(&c, 1, 0, P);
+    bool *want = calloc(2 * T, sizeof *want);
+    if (!want) abort();
+    for (int t = P; t < T; t++)
+        for (int q = 0; q < 2; q++, n++) seq[n] = q, pos[n] = t, tk[n] = tok[t], want[n] = (t % 2 == 0) || q;
+    model_forward(m, &c, n, seq, pos, tk, want, lg, &s);
+    res->batch_diff = 0;
+    for (int i = 0, k = 0; i < n; i++) {
+        if (!want[i]) continue;
+        double d = max_abs_diff(lg + (size_t)k++ * V, out + (size_t)pos[i] * V, V);
+        if (!(d <= res->batch_diff)) res->batch_diff = d;
+    }
+    free(want);
+    free(seq), free(pos), free(tk), free(lg);
+    model_scratch_free(&s);
+    kv_cache_free(&c);
+    return 0;
+}
+
+/* Prefill of 128 tokens and decode of 8 sequences (16-token prompts shared
+ * by prefix copy, then 32 steps of 8 rows); tokens/s on stdout as comments. */
+static int bench(const model *m, const int32_t *tok, int T, gerr *e) {
+    enum { PREFILL = 128, B = 8, PROMPT = 16, STEPS = 32 };
+    int V = m->cfg.vocab_size, rc;
+    kv_cache c;
+    model_scratch s;
+    if ((rc = kv_cache_init(&c, &m->cfg, B, PREFILL + STEPS, e))) return rc;
+    if ((rc = model_scratch_init(&s, &m->cfg, PREFILL, PREFILL + STEPS, e))) {
+        kv_cache_free(&c);
+        return rc;
+    }
+    int seq[PREFILL], pos[PREFILL];
+    int32_t tk[PREFILL];
+    bool want[PREFILL];
+    float *lg = malloc((size_t)PREFILL * V * sizeof *lg);
+    if (!lg) abort();
+    for (int i = 0; i < PREFILL; i++) seq[i] = 0, pos[i] = i, tk[i] = tok[i % T], want[i] = i == PREFILL - 1;
+    model_forward(m, &c, PREFILL, seq, pos, tk, want, lg, &s); /* warm-up */
+    double t0 = now();
+    int reps = 3;
+    for (int r = 0; r < reps; r++) model_forward(m, &c, PREFILL, seq, pos, tk, want, lg, &s);
+    double prefill = reps * PREFILL / (now() - t0);
+
+    model_forward(m, &c, PROMPT, seq, pos, tk, want + PREFILL - PROMPT, lg, &s);
+    for (int b = 1; b < B; b++) kv_cache_copy_prefix(&c, b, 0, PROMPT);
+    t0 = now();
+    for (int st = 0; st < STEPS; st++) {
+        for (int b = 0; b < B; b++) seq[b] = b, pos[b] = PROMPT + st, tk[b] = tok[(b + st) % T];
+        model_forward(m, &c, B, seq, pos, tk, NULL, lg, &s);
+    }
+    double decode = (double)B * STEPS / (now() - t0);
+    printf("# bench: prefill %d tokens: %.1f tokens/s; decode batch %d: %.1f tokens/s (%d threads)\n", PREFILL,
+           prefill, B, decode, s.n_threads);
+    free(lg);
+    model_scratch_free(&s);
+    kv_cache_free(&c);
+    return 0;
+}
+
+static int driver(const char *path, const char *tokens_path, const char *out_path) {
+    gerr e = {0};
+    model m;
+    if (model_load(&m, path, &e)) {
+        fprintf(stderr, "test_model: %s\n", e.msg);
+        return e.code;
+    }
+    FILE *f = fopen(tokens_path, "r");
+    if (!f) {
+        fprintf(stderr, "test_model: %s: %s\n", tokens_path, strerror(errno));
+        return EX_NOINPUT;
+    }
+    int32_t tok[4096];
+    int T = 0, x;
+    while (T < 4096 && fscanf(f, "%d", &x) == 1) tok[T++] = x;
+    fclose(f);
+    for (int i = 0; i < T; i++)
+        if (tok[i] < 0 || tok[i] >= m.cfg.vocab_size) {
+            fprintf(stderr, "test_model: token %d out of range\n", tok[i]);
+            return EX_DATAERR;
+        }
+    printf("# %s: %s, %d layers, dim %d, %d/%d heads of %d, vocab %d, %zu parameters, %d tokens\n", path,
+           model_arch_name(m.cfg.arch), m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads,
+           m.cfg.head_dim, m.cfg.vocab_size, m.n_params, T);
+    float *out = malloc((size_t)T * m.cfg.vocab_size * sizeof *out);
+    paths_result res;
+    if (!out || T < 2 || run_paths(&m, tok, T, out, &res, &e)) {
+        fprintf(stderr, "test_model: %s\n", T < 2 ? "need at least 2 tokens" : e.msg);
+        return 1;
+    }
+    double amax = 0;
+    for (size_t i = 0; i < (size_t)T * m.cfg.vocab_size; i++) amax = fmax(amax, fabs(out[i]));
+    /* The paths differ only in how sgemm splits rows, so in summation order:
+     * a few fp32 ulps of the largest logit. */
+    double tol = 1e-5 * fmax(1.0, amax);
+    TEST("decode one token at a time equals the prefill");
+    printf("#   max abs diff %.3g (tol %.3g)\n", res.decode_diff, tol);
+    CHECK(res.decode_diff <= tol);
+    TEST("two sequences in one batch after a copied prefix equal the prefill");
+    printf("#   max abs diff %.3g (tol %.3g)\n", res.batch_diff, tol);
+    CHECK(res.batch_diff <= tol);
+    TEST("logits written");
+    FILE *o = fopen(out_path, "wb");
+    CHECK(o && fwrite(out, sizeof *out, (size_t)T * m.cfg.vocab_size, o) == (size_t)T * m.cfg.vocab_size);
+    CHECK(o && fclose(o) == 0);
+    const char *b = getenv("GRPO_MODEL_BENCH");
+    if (b && *b == '1' && bench(&m, tok, T, &e)) printf("# bench: %s\n", e.msg);
+    free(out);
+    model_free(&m);
+    return check_done();
+}
+
+/* ---- unit tests ---------------------------------------------------------------- */
+
+static void test_ops(void) {
+    TEST("RoPE rotates pairs (i, i + hd/2) by pos * theta^(-2i/hd)");
+    model_config c = {.head_dim = 4, .rope_theta = 10000};
+    float inv[2], cs[2], sn[2], x[4] = {1, 2, 3, 4};
+    int pos = 3;
+    rope_inv_freq(inv, &c);
+    CHECK_NEAR(inv[0], 1.0, 0);
+    CHECK_NEAR(inv[1], 0.01, 1e-9);
+    rope_cos_sin(cs, sn, inv, 2, &pos, 1);
+    rope_forward(x, cs, sn, 1, 1, 4);
+    CHECK_NEAR(x[0], 1 * cos(3.0) - 3 * sin(3.0), 1e-6);
+    CHECK_NEAR(x[1], 2 * cos(0.03) - 4 * sin(0.03), 1e-6);
+    CHECK_NEAR(x[2], 3 * cos(3.0) + 1 * sin(3.0), 1e-6);
+    CHECK_NEAR(x[3], 4 * cos(0.03) + 2 * sin(0.03), 1e-6);
+
+    TEST("llama3 RoPE scaling: high frequencies kept, low ones divided by factor, the band between smoothed");
+    model_config l3 = {.head_dim = 128, .rope_theta = 500000, .rope_llama3 = true, .rope_factor = 8,
+                       .rope_low_freq_factor = 1, .rope_high_freq_factor = 4, .rope_original_max_pos = 8192};
+    model_config plain = l3;
+    plain.rope_llama3 = false;
+    float a[64], p[64];
+    rope_inv_freq(a, &l3);
+    rope_inv_freq(p, &plain);
+    int n_hi = 0, n_lo = 0, n_mid = 0;
+    for (int i = 0; i < 64; i++) {
+        double wl = 2 * M_PI / p[i];
+        if (wl < 8192 / 4.0) {
+            n_hi++;
+            CHECK(a[i] == p[i]);
+        } else if (wl > 8192 / 1.0) {
+            n_lo++;
+            CHECK(a[i] == (float)(p[i] / 8.0));
+        } else {
+            double sm = (8192 / wl - 1) / 3;
+            n_mid++;
+            CHECK_NEAR(a[i], (1 - sm) * p[i] / 8 + sm * p[i], 1e-6 * p[i]);
+            CHECK(a[i] < p[i] && a[i] > p[i] / 8);
+        }
+    }
+    CHECK(n_hi > 0 && n_lo > 0 && n_mid > 0);
+
+    TEST("RMSNorm: x / sqrt(mean(x^2) + eps) * w, and 1/rms kept");
+    float xs[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 2}, y[4], rstd;
+    rmsnorm_forward(y, &rstd, xs, w, 1, 4, 1e-5f);
+    double r = 1 / sqrt(30.0 / 4 + 1e-5);
+    CHECK_NEAR(rstd, r, 1e-7);
+    CHECK_NEAR(y[0], 1 * r, 1e-6);
+    CHECK_NEAR(y[3], 8 * r, 1e-6);
+
+    TEST("softmax: known values, no overflow on large inputs");
+    float sm[3] = {1, 2, 3}, big[2] = {1000, 1001};
+    softmax_inplace(sm, 3);
+    double z = exp(1) + exp(2) + exp(3);
+    CHECK_NEAR(sm[0], exp(1) / z, 1e-7);
+    CHECK_NEAR(sm[2], exp(3) / z, 1e-7);
+    softmax_inplace(big, 2);
+    CHECK_NEAR(big[1], 1 / (1 + exp(-1.0)), 1e-7);
+
+    TEST("SwiGLU: silu(g) * u");
+    float g[2] = {1.5f, -2}, u[2] = {2, 3}, o[2];
+    swiglu_forward(o, g, u, 2);
+    CHECK_NEAR(o[0], 1.5 / (1 + exp(-1.5)) * 2, 1e-6);
+    CHECK_NEAR(o[1], -2 / (1 + exp(2.0)) * 3, 1e-6);
+
+    TEST("GQA: query head h reads kv head h / (n_heads / n_kv_heads)");
+    for (int h = 0; h < 8; h++) {
+        CHECK_EQ_INT(gqa_kv_head(h, 8, 2), h < 4 ? 0 : 1);
+        CHECK_EQ_INT(gqa_kv_head(h, 8, 8), h);
+        CHECK_EQ_INT(gqa_kv_head(h, 8, 1), 0);
+    }
+    CHECK_EQ_INT(gqa_kv_head(8, 9, 3), 2);
+}
+
+static void test_permute(void) {
+    TEST("GGUF Q/K permutation: rotate-half pairs become adjacent rows; unpermute inverts it");
+    /* one head of 4 rows (HF: first half r0 r1, second half r2 r3), 2 columns */
+    float hf[8] = {0, 0.5f, 1, 1.5f, 2, 2.5f, 3, 3.5f}, gg[8], back[8];
+    qk_permute(gg, hf, 1, 4, 2);
+    float want[8] = {0, 0.5f, 2, 2.5f, 1, 1.5f, 3, 3.5f};
+    CHECK(!memcmp(gg, want, sizeof gg));
+    qk_unpermute(back, gg, 1, 4, 2);
+    CHECK(!memcmp(back, hf, sizeof hf));
+    enum { NH = 3, HD = 8, COLS = 5 };
+    float m0[NH * HD * COLS], m1[NH * HD * COLS], m2[NH * HD * COLS];
+    for (int i = 0; i < NH * HD * COLS; i++) m0[i] = (float)((i * 7919) % 1000) / 7 + 1;
+    qk_unpermute(m1, m0, NH, HD, COLS);
+    qk_permute(m2, m1, NH, HD, COLS);
+    CHECK(!memcmp(m0, m2, sizeof m0));
+    CHECK(memcmp(m0, m1, sizeof m0) != 0);
+}
+
+static int parse(model_config *c, const char *json, gerr *e) {
+    return config_parse_hf(c, json, "config.json", e);
+}
+
+static void test_config(void) {
+    model_config c;
+    gerr e = {0};
+    TEST("config.json: a Llama 3 config with llama3 rope scaling");
+    const char *llama3 =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 2048,"
+        " \"intermediate_size\": 8192, \"num_hidden_layers\": 16, \"num_attention_heads\": 32,"
+        " \"num_key_value_heads\": 8, \"vocab_size\": 128256, \"max_position_embeddings\": 131072,"
+        " \"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0, \"tie_word_embeddings\": true,"
+        " \"bos_token_id\": 128000, \"eos_token_id\": [128001, 128008, 128009],"
+        " \"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0,"
+        " \"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}}";
+    CHECK_EQ_INT(parse(&c, llama3, &e), 0);
+    CHECK_EQ_INT(c.arch, ARCH_LLAMA);
+    CHECK_EQ_INT(c.dim, 2048);
+    CHECK_EQ_INT(c.head_dim, 64);
+    CHECK_EQ_INT(c.n_kv_heads, 8);
+    CHECK_EQ_INT(c.max_seq_len, 131072);
+    CHECK(c.tied_embeddings && c.rope_llama3 && !c.qkv_bias && !c.qk_norm);
+    CHECK_NEAR(c.rope_factor, 32, 0);
+    CHECK_EQ_INT(c.rope_original_max_pos, 8192);
+    CHECK_NEAR(c.rope_theta, 500000, 0);
+    CHECK_NEAR(c.norm_eps, 1e-5, 1e-12);
+    CHECK_EQ_INT(c.bos_id, 128000);
+    CHECK_EQ_INT(c.n_eos, 3);
+    CHECK(config_is_eos(&c, 128009) && !config_is_eos(&c, 128000));
+
+    TEST("config.json: qwen3 head_dim from the config, qwen2 bias, defaults");
+    CHECK_EQ_INT(parse(&c, "{\"model_type\": \"qwen3\", \"hidden_size\": 1024, \"intermediate_size\": 3072,"
+                           " \"num_hidden_layers\": 28, \"num_attention_heads\": 16, \"num_key_value_heads\": 8,"
+                           " \"head_dim\": 128, \"vocab_size\": 151936, \"sliding_window\": null,"
+                           " \"use_sliding_window\": false}", &e), 0);
+    CHECK(c.arch == ARCH_QWEN3 && c.qk_norm && c.head_dim == 128 && !c.tied_embeddings);
+    CHECK_NEAR(c.norm_eps, 1e-6, 1e-12);
+    CHECK_NEAR(c.rope_theta, 10000, 0);
+    CHECK_EQ_INT(parse(&c, "{\"architectures\": [\"Qwen2ForCausalLM\"], \"hidden_size\": 896,"
+                           " \"intermediate_size\": 4864, \"num_hidden_layers\": 24, \"num_attention_heads\": 14,"
+                           " \"num_key_value_heads\": 2, \"vocab_size\": 151936, \"sliding_window\": 32768,"
+                           " \"max_position_embeddings\": 32768, \"use_sliding_window\": false}", &e), 0);
+    CHECK(c.arch == ARCH_QWEN2 && c.qkv_bias && c.head_dim == 64 && c.n_eos == 0 && c.bos_id == -1);
+
+    TEST("config.json: Mistral without a sliding window loads, with one is refused");
+    const char *mistral = "{\"architectures\": [\"MistralForCausalLM\"], \"hidden_size\": 64,"
+                          " \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                          " \"vocab_size\": 100, \"max_position_embeddings\": 8192, \"sliding_window\": %s}";
+    char buf[1024];
+    snprintf(buf, sizeof buf, mistral, "null");
+    CHECK_EQ_INT(parse(&c, buf, &e), 0);
+    CHECK_EQ_INT(c.arch, ARCH_LLAMA);
+    snprintf(buf, sizeof buf, mistral, "8192");
+    CHECK_EQ_INT(parse(&c, buf, &e), 0);
+    snprintf(buf, sizeof buf, mistral, "4096");
+    CHECK_EQ_INT(parse(&c, buf, &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "sliding window not supported") != NULL);
+
+    TEST("config.json: unsupported architecture, rope type and missing keys are data errors naming them");
+    CHECK_EQ_INT(parse(&c, "{\"architectures\": [\"GPT2LMHeadModel\"], \"hidden_size\": 64}", &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "unsupported architecture \"GPT2LMHeadModel\"") != NULL);
+    CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96,"
+                           " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100,"
+                           " \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}}", &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "rope_scaling type \"yarn\" is not supported") != NULL);
+    CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"intermediate_size\": 96}", &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "\"hidden_size\" is missing") != NULL);
+    CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96,"
+                           " \"num_hidden_layers\": 2, \"num_attention_heads\": 5, \"num_key_value_heads\": 2,"
+                           " \"vocab_size\": 100}", &e), EX_DATAERR);
+    CHECK_EQ_INT(parse(&c, "[1, 2]", &e), EX_DATAERR);
+    CHECK_EQ_INT(parse(&c, "{\"model_type\": ", &e), EX_DATAERR);
+    CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64.5}", &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "hidden_size") != NULL);
+}
+
+static void test_config_dir(void) {
+    TEST("config_load_hf: generation_config.json's eos list replaces config.json's");
+    char dir[] = "/tmp/grpo-test-model-XXXXXX", path[256];
+    if (!mkdtemp(dir)) {
+        CHECK(0);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,"
+              " \"num_attention_heads\": 4, \"vocab_size\": 100, \"eos_token_id\": 2}", f);
+        fclose(f);
+    }
+    model_config c;
+    gerr e = {0};
+    CHECK_EQ_INT(config_load_hf(&c, dir, &e), 0);
+    CHECK(c.n_eos == 1 && c.eos_ids[0] == 2);
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{\"eos_token_id\": [7, 9]}", f);
+        fclose(f);
+    }
+    CHECK_EQ_INT(config_load_hf(&c, dir, &e), 0);
+    CHECK(c.n_eos == 2 && c.eos_ids[0] == 7 && c.eos_ids[1] == 9);
+
+    TEST("model_load: a directory without weights is an error naming the file");
+    model m;
+    CHECK_EQ_INT(model_load(&m, dir, &e), EX_NOINPUT);
+    CHECK(strstr(e.msg, "model.safetensors") != NULL);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    CHECK_EQ_INT(model_load(&m, dir, &e), EX_NOINPUT);
+    CHECK(strstr(e.msg, "config.json") != NULL);
+    rmdir(dir);
+    CHECK_EQ_INT(model_load(&m, "/nonexistent/model.gguf", &e), EX_NOINPUT);
+}
+
+/* A tiny random model built in memory: the three cache paths must agree. */
+static void test_forward_paths(model_arch arch, bool tied) {
+    model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = (model_config){.arch = arch, .dim = 32, .hidden_dim = 48, .n_layers = 2, .n_heads = 4,
+                           .n_kv_heads = 2, .head_dim = arch == ARCH_QWEN3 ? 12 : 8, .vocab_size = 50,
+                           .max_seq_len = 64, .rope_theta = 10000, .norm_eps = 1e-5f, .tied_embeddings = tied,
+                           .qkv_bias = arch == ARCH_QWEN2, .qk_norm = arch == ARCH_QWEN3, .bos_id = -1};
+    gerr e = {0};
+    static char names[3][64]; /* TEST keeps the pointer until the next test */
+    char *name = names[arch];
+    snprintf(name, sizeof names[0], "forward paths agree on a tiny random %s model%s", model_arch_name(arch),
+             tied ? " (tied)" : "");
+    TEST(name);
+    if (model_alloc(&m, &e)) {
+        CHECK(0);
+        return;
+    }
+    uint64_t st = 88172645463325252ULL + arch;
+    for (size_t i = 0; i < m.n_params; i++) { /* xorshift: uniform in [-0.5, 0.5) */
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        m.params_memory[i] = (float)((st >> 11) * 0x1.0p-53 - 0.5);
+    }
+    int32_t tok[13];
+    for (int i = 0; i < 13; i++) tok[i] = (i * 17 + 3) % 50;
+    float *out = malloc(13 * 50 * sizeof *out);
+    paths_result res;
+    CHECK(out != NULL);
+    CHECK_EQ_INT(run_paths(&m, tok, 13, out, &res, &e), 0);
+    CHECK(res.decode_diff <= 1e-5);
+    CHECK(res.batch_diff <= 1e-5);
+    bool finite = true;
+    for (int i = 0; i < 13 * 50; i++) finite = finite && isfinite(out[i]);
+    CHECK(finite);
+    free(out);
+    model_free(&m);
+}
+
+int main(void) {
+    const char *dir = getenv("GRPO_MODEL_DIR");
+    if (dir && *dir) {
+        const char *tok = getenv("GRPO_MODEL_TOKENS"), *out = getenv("GRPO_MODEL_OUT");
+        return driver(dir, tok ? tok : "tokens.txt", out && *out ? out : "logits.f32");
+    }
+    test_ops();
+    test_permute();
+    test_config();
+    test_config_dir();
+    test_forward_paths(ARCH_LLAMA, false);
+    test_forward_paths(ARCH_QWEN2, true);
+    test_forward_paths(ARCH_QWEN3, false);
+    return check_done();
+}
