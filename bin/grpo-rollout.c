@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
          0, NULL},
         {"--seed", NULL, FLAG_INT, &o.seed, "S", "sample k of record id draws from the stream (S, id, k)", 0, 1e18,
          NULL},
-        {"--batch", NULL, FLAG_INT, &o.batch, "N", "sequences decoded together (prompts per batch = N / k)", 1, 1 << 16,
+        {"--batch", NULL, FLAG_INT, &o.batch, "N", "sequences decoded together (KV cache slots; at least k)", 1, 1 << 16,
          NULL},
         {"--threads", NULL, FLAG_INT, &o.threads, "N", "CPU threads for OpenMP and OpenBLAS, 0 = every core", 0, 4096,
          NULL},
@@ -35,7 +35,9 @@ int main(int argc, char **argv) {
         {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",
          0, 0, NULL},
         {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n", "only prompts whose id hash falls in shard i of n", 0, 0, NULL},
-        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "show progress on stderr even when not a terminal", 0, 0,
+        {"--skip-bad", NULL, FLAG_BOOL, &o.skip_bad, NULL,
+         "skip records that cannot be prompted (no id, bad or empty or too long prompt) and count them", 0, 0, NULL},
+        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "progress on stderr even when not a terminal; ends with tokens/s and KV cache size", 0, 0,
          NULL},
     };
     flag_parser p = {

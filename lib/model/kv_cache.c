@@ -43,6 +43,21 @@ void kv_cache_copy_prefix(kv_cache *c, int dst_seq, int src_seq, int n_positions
     }
 }
 
+int kv_cache_grow(kv_cache *c, const model_config *cfg, int max_len, gerr *e) {
+    if (max_len <= c->max_len) return 0;
+    kv_cache bigger;
+    int rc = kv_cache_init(&bigger, cfg, c->n_seqs, max_len, e);
+    if (rc) return rc;
+    size_t old_block = (size_t)c->max_len * c->kv_dim, new_block = (size_t)max_len * c->kv_dim;
+    for (size_t b = 0; b < (size_t)c->n_seqs * c->n_layers; b++) {
+        memcpy(bigger.k + b * new_block, c->k + b * old_block, old_block * sizeof(float));
+        memcpy(bigger.v + b * new_block, c->v + b * old_block, old_block * sizeof(float));
+    }
+    kv_cache_free(c);
+    *c = bigger;
+    return 0;
+}
+
 void kv_cache_free(kv_cache *c) {
     free(c->k);
     free(c->v);

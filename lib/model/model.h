@@ -84,6 +84,9 @@ int kv_cache_init(kv_cache *c, const model_config *cfg, int n_seqs, int max_len,
 /* Copies positions [0, n_positions) of every layer from src_seq to dst_seq
  * (K samples share one prefill). */
 void kv_cache_copy_prefix(kv_cache *c, int dst_seq, int src_seq, int n_positions);
+/* Makes room for max_len positions per sequence, keeping what is cached
+ * (no-op when already that long). On error c is unchanged. */
+int kv_cache_grow(kv_cache *c, const model_config *cfg, int max_len, gerr *e);
 void kv_cache_free(kv_cache *c);
 
 /* ---- scratch ----------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <libgen.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -26,12 +27,16 @@ void rollout_opts_default(rollout_opts *o) {
     o->shard.count = 1;
 }
 
+/* A prompt in flight: its record, tokens and the K completions being made.
+ * Prompts leave in input order, each once all its samples are done. */
 typedef struct {
     record rec;
     strbuf id;
     int32_t *tokens;
     size_t n_tokens;
     bool had_tokens; /* prompt_tokens came with the record */
+    rollout_seq *samples; /* [K] */
+    int n_done;
 } prompt_slot;
 
 typedef struct {
@@ -46,15 +51,22 @@ typedef struct {
     model_scratch scratch;
     bool cache_ready, scratch_ready;
     sampler smp;
-    float *logits;       /* [max(n_seqs, prompts) , vocab] */
-    prompt_slot *prompts;
-    rollout_seq *seqs;
-    int max_prompts, n_seqs;
+    float *logits; /* [n_slots, vocab] */
+    int n_slots;   /* sequences decoded together (KV cache slots) */
+    /* slot -> the sample generating in it, NULL when free */
+    rollout_seq **slot_seq;
+    /* prompts in input order: [head, head + n_fifo) in a ring */
+    prompt_slot **fifo;
+    int fifo_cap, fifo_head, n_fifo;
+    prompt_slot **spare; /* finished prompt slots kept for reuse */
+    int n_spare;
     /* one forward call's rows */
     int *row_seq, *row_pos;
     int32_t *row_tok;
     bool *row_want;
     int rows_cap;
+    long long tokens_made, skipped;
+    gerr first_skip;
 } rollout;
 
 static void ensure_rows(rollout *r, int n) {
@@ -129,30 +141,6 @@ static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
     return 0;
 }
 
-/* Makes the KV cache and scratch big enough for this batch. */
-static int ensure_buffers(rollout *r, int n_prompts, int longest_prompt, gerr *e) {
-    int max_len = longest_prompt + (int)r->o->max_new_tokens;
-    if (max_len > r->m.cfg.max_seq_len) max_len = r->m.cfg.max_seq_len;
-    int n_seqs = n_prompts * (int)r->o->k;
-    if (!r->cache_ready || r->cache.max_len < max_len || r->cache.n_seqs < n_seqs) {
-        if (r->cache_ready) kv_cache_free(&r->cache);
-        r->cache_ready = false;
-        int rc = kv_cache_init(&r->cache, &r->m.cfg, n_seqs, max_len, e);
-        if (rc) return rc;
-        r->cache_ready = true;
-    }
-    int rows = n_seqs > longest_prompt ? n_seqs : longest_prompt;
-    if (!r->scratch_ready || r->scratch.max_rows < rows || r->scratch.max_len < max_len) {
-        if (r->scratch_ready) model_scratch_free(&r->scratch);
-        r->scratch_ready = false;
-        int rc = model_scratch_init(&r->scratch, &r->m.cfg, rows, max_len, e);
-        if (rc) return rc;
-        r->scratch_ready = true;
-    }
-    ensure_rows(r, rows);
-    return 0;
-}
-
 static void write_int_array(strbuf *b, const int32_t *v, size_t n) {
     sb_putc(b, '[');
     for (size_t i = 0; i < n; i++) sb_printf(b, i ? ",%d" : "%d", v[i]);
@@ -192,63 +180,6 @@ static int write_sample(rollout *r, jsonl_writer *w, const prompt_slot *p, const
     return rc;
 }
 
-/* Generates K completions for each of the n prompts and writes them. */
-static int run_batch(rollout *r, int n, jsonl_writer *w, gerr *e) {
-    const int K = (int)r->o->k, vocab = r->m.cfg.vocab_size;
-    int longest = 0;
-    for (int p = 0; p < n; p++)
-        if ((int)r->prompts[p].n_tokens > longest) longest = (int)r->prompts[p].n_tokens;
-    int rc = ensure_buffers(r, n, longest, e);
-    if (rc) return rc;
-    int limit = r->cache.max_len < r->m.cfg.max_seq_len ? r->cache.max_len : r->m.cfg.max_seq_len;
-
-    /* prefill once per prompt, then share it with the K sample slots */
-    for (int p = 0; p < n; p++) {
-        prompt_slot *ps = &r->prompts[p];
-        int len = (int)ps->n_tokens;
-        for (int i = 0; i < len; i++) {
-            r->row_seq[i] = p * K;
-            r->row_pos[i] = i;
-            r->row_tok[i] = ps->tokens[i];
-            r->row_want[i] = i == len - 1;
-        }
-        model_forward(&r->m, &r->cache, len, r->row_seq, r->row_pos, r->row_tok, r->row_want,
-                      r->logits + (size_t)p * vocab, &r->scratch);
-        for (int k = 1; k < K; k++) kv_cache_copy_prefix(&r->cache, p * K + k, p * K, len);
-        for (int k = 0; k < K; k++) {
-            rollout_seq *s = &r->seqs[p * K + k];
-            seq_start(s, r->mt.tok, p, k, len, (uint64_t)r->o->seed, ps->id.data, ps->id.len);
-            float lp;
-            int32_t t = sample_token(&r->smp, r->logits + (size_t)p * vocab, &r->sp, &s->rng, &lp);
-            seq_push(s, &r->mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, limit);
-        }
-    }
-    /* decode: one row per unfinished sequence */
-    for (;;) {
-        int rows = 0;
-        for (int i = 0; i < n * K; i++) {
-            rollout_seq *s = &r->seqs[i];
-            if (s->finish != FINISH_NONE) continue;
-            r->row_seq[rows] = i;
-            r->row_pos[rows] = s->pos - 1;
-            r->row_tok[rows] = s->tokens[s->n - 1];
-            rows++;
-        }
-        if (!rows) break;
-        model_forward(&r->m, &r->cache, rows, r->row_seq, r->row_pos, r->row_tok, NULL, r->logits, &r->scratch);
-        for (int j = 0; j < rows; j++) {
-            rollout_seq *s = &r->seqs[r->row_seq[j]];
-            float lp;
-            int32_t t = sample_token(&r->smp, r->logits + (size_t)j * vocab, &r->sp, &s->rng, &lp);
-            seq_push(s, &r->mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, limit);
-        }
-    }
-    for (int p = 0; p < n; p++)
-        for (int k = 0; k < K; k++)
-            if ((rc = write_sample(r, w, &r->prompts[p], &r->seqs[p * K + k], e))) return rc;
-    return 0;
-}
-
 /* The policy id: the checkpoint directory's or the file's name. */
 static char *policy_name(const rollout_opts *o) {
     if (o->policy) return xstrdup(o->policy);
@@ -258,6 +189,150 @@ static char *policy_name(const rollout_opts *o) {
     char *name = xstrdup(basename(copy));
     free(copy);
     return name;
+}
+
+/* Room for a prompt of len tokens plus its completions in every slot: the
+ * KV cache grows (keeping what is cached) and the scratch is remade. */
+static int ensure_capacity(rollout *r, int len, gerr *e) {
+    int need = len + (int)r->o->max_new_tokens;
+    if (need > r->m.cfg.max_seq_len) need = r->m.cfg.max_seq_len;
+    if (!r->cache_ready) {
+        int rc = kv_cache_init(&r->cache, &r->m.cfg, r->n_slots, need, e);
+        if (rc) return rc;
+        r->cache_ready = true;
+    } else if (need > r->cache.max_len) {
+        int grown = need + need / 4; /* leave headroom so growing stays rare */
+        if (grown > r->m.cfg.max_seq_len) grown = r->m.cfg.max_seq_len;
+        int rc = kv_cache_grow(&r->cache, &r->m.cfg, grown, e);
+        if (rc) return rc;
+    }
+    int rows = r->n_slots > len ? r->n_slots : len;
+    if (!r->scratch_ready || r->scratch.max_rows < rows || r->scratch.max_len < r->cache.max_len) {
+        if (r->scratch_ready) model_scratch_free(&r->scratch);
+        r->scratch_ready = false;
+        int rc = model_scratch_init(&r->scratch, &r->m.cfg, rows, r->cache.max_len, e);
+        if (rc) return rc;
+        r->scratch_ready = true;
+    }
+    ensure_rows(r, rows);
+    return 0;
+}
+
+static int free_slots(const rollout *r) {
+    int n = 0;
+    for (int i = 0; i < r->n_slots; i++) n += r->slot_seq[i] == NULL;
+    return n;
+}
+
+static prompt_slot *take_prompt_slot(rollout *r) {
+    if (r->n_spare) return r->spare[--r->n_spare];
+    prompt_slot *p = xcalloc(1, sizeof *p);
+    record_init(&p->rec);
+    p->samples = xcalloc((size_t)r->o->k, sizeof *p->samples);
+    return p;
+}
+
+static void free_prompt_slot(rollout *r, prompt_slot *p) {
+    (void)r;
+    record_free(&p->rec);
+    sb_free(&p->id);
+    free(p->tokens);
+    for (int k = 0; k < (int)r->o->k; k++) seq_free(&p->samples[k]);
+    free(p->samples);
+    free(p);
+}
+
+static void fifo_push(rollout *r, prompt_slot *p) {
+    if (r->n_fifo == r->fifo_cap) {
+        int cap = r->fifo_cap ? 2 * r->fifo_cap : 16;
+        prompt_slot **q = xmalloc((size_t)cap * sizeof *q);
+        for (int i = 0; i < r->n_fifo; i++) q[i] = r->fifo[(r->fifo_head + i) % r->fifo_cap];
+        free(r->fifo);
+        r->fifo = q;
+        r->fifo_cap = cap;
+        r->fifo_head = 0;
+    }
+    r->fifo[(r->fifo_head + r->n_fifo++) % r->fifo_cap] = p;
+}
+
+/* Takes the sample's token after logits and frees its slot when it ends. */
+static void advance(rollout *r, int slot, const float *logits) {
+    rollout_seq *s = r->slot_seq[slot];
+    int limit = r->cache.max_len < r->m.cfg.max_seq_len ? r->cache.max_len : r->m.cfg.max_seq_len;
+    float lp;
+    int32_t t = sample_token(&r->smp, logits, &r->sp, &s->rng, &lp);
+    seq_push(s, &r->mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, limit);
+    r->tokens_made++;
+    if (s->finish != FINISH_NONE) {
+        r->slot_seq[slot] = NULL;
+        r->fifo[(r->fifo_head + s->prompt) % r->fifo_cap]->n_done++; /* s->prompt is its fifo offset */
+    }
+}
+
+/* Admits a prompt: prefills it once into one free slot, forks that cache
+ * to K-1 more, and draws every sample's first token. */
+static int admit(rollout *r, prompt_slot *p, gerr *e) {
+    const int K = (int)r->o->k, vocab = r->m.cfg.vocab_size, len = (int)p->n_tokens;
+    int rc = ensure_capacity(r, len, e);
+    if (rc) return rc;
+    int slots[K];
+    for (int i = 0, k = 0; i < r->n_slots && k < K; i++)
+        if (!r->slot_seq[i]) slots[k++] = i;
+    for (int i = 0; i < len; i++) {
+        r->row_seq[i] = slots[0];
+        r->row_pos[i] = i;
+        r->row_tok[i] = p->tokens[i];
+        r->row_want[i] = i == len - 1;
+    }
+    model_forward(&r->m, &r->cache, len, r->row_seq, r->row_pos, r->row_tok, r->row_want, r->logits, &r->scratch);
+    fifo_push(r, p);
+    p->n_done = 0;
+    int fifo_offset = r->n_fifo - 1;
+    for (int k = 0; k < K; k++) {
+        if (k) kv_cache_copy_prefix(&r->cache, slots[k], slots[0], len);
+        seq_start(&p->samples[k], r->mt.tok, fifo_offset, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len);
+        r->slot_seq[slots[k]] = &p->samples[k];
+        advance(r, slots[k], r->logits);
+    }
+    (void)vocab;
+    return 0;
+}
+
+/* One token for every sequence in flight. */
+static void decode_step(rollout *r) {
+    int rows = 0;
+    for (int i = 0; i < r->n_slots; i++) {
+        rollout_seq *s = r->slot_seq[i];
+        if (!s) continue;
+        r->row_seq[rows] = i;
+        r->row_pos[rows] = s->pos - 1;
+        r->row_tok[rows] = s->tokens[s->n - 1];
+        rows++;
+    }
+    if (!rows) return;
+    model_forward(&r->m, &r->cache, rows, r->row_seq, r->row_pos, r->row_tok, NULL, r->logits, &r->scratch);
+    for (int j = 0; j < rows; j++) advance(r, r->row_seq[j], r->logits + (size_t)j * r->m.cfg.vocab_size);
+}
+
+/* Writes the prompts at the front whose samples are all done, in input order. */
+static int flush_done(rollout *r, jsonl_writer *w, gerr *e) {
+    while (r->n_fifo) {
+        prompt_slot *p = r->fifo[r->fifo_head];
+        if (p->n_done < (int)r->o->k) break;
+        for (int k = 0; k < (int)r->o->k; k++) {
+            int rc = write_sample(r, w, p, &p->samples[k], e);
+            if (rc) return rc;
+        }
+        r->fifo_head = (r->fifo_head + 1) % r->fifo_cap;
+        r->n_fifo--;
+        /* samples point at their prompt by fifo offset: shift them */
+        for (int i = 0; i < r->n_fifo; i++) {
+            prompt_slot *q = r->fifo[(r->fifo_head + i) % r->fifo_cap];
+            for (int k = 0; k < (int)r->o->k; k++) q->samples[k].prompt--;
+        }
+        r->spare[r->n_spare++] = p;
+    }
+    return 0;
 }
 
 static int setup(rollout *r, const rollout_opts *o, gerr *e) {
@@ -289,26 +364,20 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     if (!o->top_p_given && r->mt.top_p > 0 && r->mt.top_p <= 1) r->sp.top_p = r->mt.top_p;
     if (!o->top_k_given && r->mt.top_k > 0) r->sp.top_k = r->mt.top_k;
     r->policy = policy_name(o);
-    r->max_prompts = o->batch / o->k > 1 ? (int)(o->batch / o->k) : 1;
-    r->n_seqs = r->max_prompts * (int)o->k;
-    r->prompts = xcalloc((size_t)r->max_prompts, sizeof *r->prompts);
-    for (int i = 0; i < r->max_prompts; i++) record_init(&r->prompts[i].rec);
-    r->seqs = xcalloc((size_t)r->n_seqs, sizeof *r->seqs);
-    int logit_rows = r->n_seqs > r->max_prompts ? r->n_seqs : r->max_prompts;
-    r->logits = xmalloc((size_t)logit_rows * (size_t)r->m.cfg.vocab_size * sizeof *r->logits);
+    r->n_slots = o->batch > o->k ? (int)o->batch : (int)o->k; /* a prompt's K samples start together */
+    r->slot_seq = xcalloc((size_t)r->n_slots, sizeof *r->slot_seq);
+    r->spare = xcalloc((size_t)r->n_slots + 1, sizeof *r->spare);
+    r->logits = xmalloc((size_t)r->n_slots * (size_t)r->m.cfg.vocab_size * sizeof *r->logits);
     sampler_init(&r->smp, r->m.cfg.vocab_size);
     return 0;
 }
 
 static void teardown(rollout *r) {
-    for (int i = 0; i < r->max_prompts; i++) {
-        record_free(&r->prompts[i].rec);
-        sb_free(&r->prompts[i].id);
-        free(r->prompts[i].tokens);
-    }
-    for (int i = 0; i < r->n_seqs; i++) seq_free(&r->seqs[i]);
-    free(r->prompts);
-    free(r->seqs);
+    for (int i = 0; i < r->n_fifo; i++) free_prompt_slot(r, r->fifo[(r->fifo_head + i) % r->fifo_cap]);
+    for (int i = 0; i < r->n_spare; i++) free_prompt_slot(r, r->spare[i]);
+    free(r->fifo);
+    free(r->spare);
+    free(r->slot_seq);
     free(r->logits);
     free(r->row_seq);
     free(r->row_pos);
@@ -323,41 +392,72 @@ static void teardown(rollout *r) {
     model_text_free(&r->mt);
 }
 
+/* Reads the next prompt of this shard into p. 1 = got one, 0 = input done,
+ * -1 = error. Bad records are skipped and counted with --skip-bad. */
+static int next_prompt(rollout *r, jsonl_reader *rd, prompt_slot *p, gerr *e) {
+    for (;;) {
+        int got = jsonl_next(rd, &p->rec, e);
+        if (got <= 0) return got;
+        int rc = record_get_string(&p->rec, "id", true, &p->id, NULL, e);
+        if (!rc && !shard_contains(&r->o->shard, p->id.data, p->id.len)) continue;
+        if (!rc) rc = prompt_tokens_of(r, p, e);
+        if (!rc) return 1;
+        if (!r->o->skip_bad || rc != EX_DATAERR) return -1;
+        if (!r->skipped++) r->first_skip = *e;
+    }
+}
+
 int rollout_run(const rollout_opts *o, gerr *e) {
     rollout r;
     int rc = setup(&r, o, e);
     if (rc) return rc;
     jsonl_reader rd;
     jsonl_writer w;
-    bool reader_open = false, writer_open = false;
+    bool reader_open = false, writer_open = false, input_done = false;
     if ((rc = jsonl_open(&rd, o->in, e))) goto done;
     reader_open = true;
     if ((rc = jsonl_writer_open(&w, o->out, e))) goto done;
     writer_open = true;
     progress pg;
-    progress_start(&pg, "grpo-rollout", "prompts", 0, o->progress);
-    long long done_prompts = 0;
+    progress_start(&pg, "grpo-rollout", "tokens", 0, o->progress);
+    double started = now_seconds();
+    long long prompts = 0;
     for (;;) {
-        int n = 0, got = 1;
-        while (n < r.max_prompts) {
-            prompt_slot *p = &r.prompts[n];
-            got = jsonl_next(&rd, &p->rec, e);
-            if (got < 0) {
-                rc = e->code;
-                goto done;
+        /* keep every slot busy: admit prompts while K slots are free */
+        while (!input_done && free_slots(&r) >= (int)o->k) {
+            prompt_slot *p = take_prompt_slot(&r);
+            int got = next_prompt(&r, &rd, p, e);
+            if (got <= 0) {
+                r.spare[r.n_spare++] = p;
+                if (got < 0) {
+                    rc = e->code;
+                    goto done;
+                }
+                input_done = true;
+                break;
             }
-            if (got == 0) break;
-            if ((rc = record_get_string(&p->rec, "id", true, &p->id, NULL, e))) goto done;
-            if (!shard_contains(&o->shard, p->id.data, p->id.len)) continue;
-            if ((rc = prompt_tokens_of(&r, p, e))) goto done;
-            n++;
+            if ((rc = admit(&r, p, e))) goto done;
+            prompts++;
         }
-        if (n && (rc = run_batch(&r, n, &w, e))) goto done;
-        done_prompts += n;
-        progress_update(&pg, done_prompts);
-        if (got == 0) break;
+        if (free_slots(&r) == r.n_slots) {
+            if ((rc = flush_done(&r, &w, e))) goto done;
+            if (input_done) break;
+            continue;
+        }
+        decode_step(&r);
+        if ((rc = flush_done(&r, &w, e))) goto done;
+        progress_update(&pg, r.tokens_made);
     }
     progress_finish(&pg);
+    if (pg.enabled) {
+        double secs = now_seconds() - started;
+        fprintf(stderr, "grpo-rollout: %lld prompts, %lld tokens in %.1f s (%.1f tokens/s); KV cache %.1f MiB (%d sequences x %d positions)\n",
+                prompts, r.tokens_made, secs, secs > 0 ? (double)r.tokens_made / secs : 0,
+                r.cache_ready ? (double)kv_cache_bytes(&r.m.cfg, r.n_slots, r.cache.max_len) / (1 << 20) : 0.0,
+                r.n_slots, r.cache_ready ? r.cache.max_len : 0);
+    }
+    if (r.skipped)
+        warn("skipped %lld bad records (--skip-bad); the first: %s", r.skipped, r.first_skip.msg);
     rc = jsonl_writer_commit(&w, e);
     writer_open = false;
 done:

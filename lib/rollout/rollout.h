@@ -1,8 +1,10 @@
 /* grpo-rollout: K sampled completions per prompt record (formats/rollout.md).
  *
- * Prompts are taken in batches; each prompt is prefilled once and its KV
- * cache copied to the K sample slots, then every unfinished sequence of the
- * batch advances one token per forward call (one row each). Sample k of
+ * Continuous batching: --batch KV-cache slots; whenever K of them are free
+ * the next prompt is admitted, prefilled once and its cache forked to its K
+ * samples; every sequence in flight advances one token per forward call (one
+ * row each). Prompts are written in input order as soon as all their samples
+ * are done. Sample k of
  * record `id` draws its numbers from the stream keyed (seed, id, k), so its
  * tokens do not depend on which other prompts share the batch beyond
  * float-summation effects of the batched matrix products. */
@@ -31,6 +33,7 @@ typedef struct {
     const char *device;
     shard_spec shard;
     bool progress;
+    bool skip_bad; /* skip records that cannot be prompted (exit 65 otherwise), count them */
 } rollout_opts;
 
 void rollout_opts_default(rollout_opts *o);

@@ -161,3 +161,36 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+@test "continuous batching: a longer prompt admitted mid-flight grows the cache, others unchanged" {
+    needs_tiny
+    cp "$(P)" grow.jsonl
+    long=$(printf 'w%.0s' $(seq 1 70))
+    printf '{"id":"p5","messages":[{"role":"user","content":"%s"}]}\n' "$long" >> grow.jsonl
+    # --batch 4 = one prompt at a time; --batch 16 keeps four prompts in flight
+    grpo-rollout --model "$TINY" -k 4 --max-new-tokens 30 --batch 4 --in grow.jsonl --out one.jsonl
+    grpo-rollout --model "$TINY" -k 4 --max-new-tokens 30 --batch 16 --progress --in grow.jsonl --out many.jsonl 2> err.txt
+    diff <(jq -c '[.id, .sample, .completion_tokens]' one.jsonl) <(jq -c '[.id, .sample, .completion_tokens]' many.jsonl)
+    [ "$(jq -r .id many.jsonl | uniq | tr '\n' ' ')" = "p1 p2 p3 p4 p5 " ]
+    grep -q 'tokens/s); KV cache .* MiB (16 sequences x [0-9]* positions)' err.txt
+}
+
+@test "--skip-bad skips prompts that cannot be generated and counts them" {
+    needs_tiny
+    printf '{"id":"a","prompt_tokens":[1,2]}\n{"id":"b","prompt_tokens":[1,500]}\n{"prompt_tokens":[1]}\n{"id":"c","prompt_tokens":[3,4]}\n' > mixed.jsonl
+    run --separate-stderr grpo-rollout --model "$TINY" -k 2 --max-new-tokens 3 --skip-bad --in mixed.jsonl --out o.jsonl
+    [ "$status" -eq 0 ]
+    [ "$(jq -r .id o.jsonl | uniq | tr '\n' ' ')" = "a c " ]
+    [[ "$stderr" == *"skipped 2 bad records (--skip-bad); the first: "*"mixed.jsonl:2:"* ]]
+}
+
+@test "SmolLM2 greedy answers a factual question and a one-digit sum" {
+    needs_tiny
+    [ -f "$G" ] || skip "no model (make models)"
+    printf '%s\n' '{"id":"fr","messages":[{"role":"user","content":"What is the capital of France?"}]}' \
+        '{"id":"sum","messages":[{"role":"user","content":"What is 2+3?"}]}' > q.jsonl
+    grpo-rollout --model "$G" -k 1 --temperature 0 --max-new-tokens 24 --in q.jsonl --out a.jsonl
+    jq -r 'select(.id=="fr") | .completion' a.jsonl | grep -q Paris
+    jq -r 'select(.id=="sum") | .completion' a.jsonl | grep -q 5
+    jq -e 'select(.id=="sum") | .finish_reason == "stop" and .completion_tokens[-1] == 2' a.jsonl > /dev/null
+}

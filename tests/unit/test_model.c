@@ -436,6 +436,34 @@ static void test_forward_paths(model_arch arch, bool tied) {
     model_free(&m);
 }
 
+/* Growing the cache keeps every sequence's cached positions. */
+static void test_kv_grow(void) {
+    TEST("kv_cache_grow keeps what is cached, per sequence and layer");
+    model_config cfg = {0};
+    cfg.n_layers = 3;
+    cfg.n_kv_heads = 2;
+    cfg.head_dim = 4;
+    kv_cache c;
+    gerr e = {0};
+    CHECK_EQ_INT(kv_cache_init(&c, &cfg, 2, 5, &e), 0);
+    size_t n = (size_t)2 * 3 * 5 * 8;
+    for (size_t i = 0; i < n; i++) c.k[i] = (float)i + 0.5f, c.v[i] = -(float)i - 0.25f;
+    CHECK_EQ_INT(kv_cache_grow(&c, &cfg, 9, &e), 0);
+    CHECK_EQ_INT(c.max_len, 9);
+    int bad = 0;
+    for (int s = 0; s < 2; s++)
+        for (int l = 0; l < 3; l++)
+            for (int p = 0; p < 5; p++)
+                for (int d = 0; d < 8; d++) {
+                    size_t old = (((size_t)s * 3 + l) * 5 + p) * 8 + d, now = (((size_t)s * 3 + l) * 9 + p) * 8 + d;
+                    bad += c.k[now] != (float)old + 0.5f || c.v[now] != -(float)old - 0.25f;
+                }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(kv_cache_grow(&c, &cfg, 4, &e), 0); /* shrinking is a no-op */
+    CHECK_EQ_INT(c.max_len, 9);
+    kv_cache_free(&c);
+}
+
 int main(void) {
     const char *dir = getenv("GRPO_MODEL_DIR");
     if (dir && *dir) {
@@ -449,5 +477,6 @@ int main(void) {
     test_forward_paths(ARCH_LLAMA, false);
     test_forward_paths(ARCH_QWEN2, true);
     test_forward_paths(ARCH_QWEN3, false);
+    test_kv_grow();
     return check_done();
 }
