@@ -1,10 +1,12 @@
 /* grpo-rollout: prompt records in, K sampled completions per prompt out.
  * Flags here; the work is in lib/rollout. */
+#include "model/blas.h"
 #include "rollout/rollout.h"
 #include "util/err.h"
 #include "util/flags.h"
 
 int main(int argc, char **argv) {
+    blas_ensure_fast_kernels(argv);
     rollout_opts o;
     rollout_opts_default(&o);
     const flag_spec flags[] = {

@@ -11,6 +11,7 @@
 
 #include "../chat/chat.h"
 #include "../io/jsonl.h"
+#include "../model/blas.h"
 #include "../model/model.h"
 #include "../tok/model_text.h"
 #include "../util/progress.h"
@@ -451,10 +452,12 @@ int rollout_run(const rollout_opts *o, gerr *e) {
     progress_finish(&pg);
     if (pg.enabled) {
         double secs = now_seconds() - started;
-        fprintf(stderr, "grpo-rollout: %lld prompts, %lld tokens in %.1f s (%.1f tokens/s); KV cache %.1f MiB (%d sequences x %d positions)\n",
+        fprintf(stderr,
+                "grpo-rollout: %lld prompts, %lld tokens in %.1f s (%.1f tokens/s); KV cache %.1f MiB (%d sequences x "
+                "%d positions); BLAS kernels %s\n",
                 prompts, r.tokens_made, secs, secs > 0 ? (double)r.tokens_made / secs : 0,
                 r.cache_ready ? (double)kv_cache_bytes(&r.m.cfg, r.n_slots, r.cache.max_len) / (1 << 20) : 0.0,
-                r.n_slots, r.cache_ready ? r.cache.max_len : 0);
+                r.n_slots, r.cache_ready ? r.cache.max_len : 0, blas_core_name());
     }
     if (r.skipped)
         warn("skipped %lld bad records (--skip-bad); the first: %s", r.skipped, r.first_skip.msg);

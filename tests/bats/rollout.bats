@@ -175,6 +175,17 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
     grep -q 'tokens/s); KV cache .* MiB (16 sequences x [0-9]* positions)' err.txt
 }
 
+@test "OpenBLAS runs kernels for this CPU, not its SSE3 fallback" {
+    needs_tiny
+    grep -qw avx2 /proc/cpuinfo || skip "no AVX2 on this CPU"
+    grpo-rollout --model "$TINY" -k 1 --max-new-tokens 1 --progress --in "$(P)" > /dev/null 2> err.txt
+    grep -q 'BLAS kernels ' err.txt
+    ! grep -qiE 'BLAS kernels (Prescott|Core2|Unknown)' err.txt || false
+    # an explicit choice is respected
+    OPENBLAS_CORETYPE=Haswell grpo-rollout --model "$TINY" -k 1 --max-new-tokens 1 --progress --in "$(P)" > /dev/null 2> err2.txt
+    grep -q 'BLAS kernels Haswell' err2.txt
+}
+
 @test "--skip-bad skips prompts that cannot be generated and counts them" {
     needs_tiny
     printf '{"id":"a","prompt_tokens":[1,2]}\n{"id":"b","prompt_tokens":[1,500]}\n{"prompt_tokens":[1]}\n{"id":"c","prompt_tokens":[3,4]}\n' > mixed.jsonl

@@ -1,0 +1,16 @@
+/* OpenBLAS picks its kernels for the CPU once, when the library loads.
+ * Debian 12's OpenBLAS 0.3.21 does not know recent Intel cores (seen here:
+ * family 6 model 207) and falls back to its Prescott (SSE3) kernels, about
+ * ten times slower than the AVX-512 ones the CPU can run. The choice can
+ * only be made through OPENBLAS_CORETYPE before the library loads, so when
+ * the fallback is detected the program re-runs itself with it set. */
+#ifndef GRPO_BLAS_H
+#define GRPO_BLAS_H
+
+/* Call first thing in main. Returns only when no re-run is needed (or the
+ * re-run failed, and the slow kernels stay). */
+void blas_ensure_fast_kernels(char **argv);
+/* The kernel family OpenBLAS runs ("SkylakeX", "Haswell", ...). */
+const char *blas_core_name(void);
+
+#endif
