@@ -64,6 +64,8 @@ static void frequencies_match(const sample_params *p, uint64_t seed) {
         /* the logprob is under the untruncated tempered softmax */
         CHECK_NEAR(lp, token_logprob(l, V, p->temperature, t), 1e-5);
     }
+    double chi2 = 0;
+    int kept = 0;
     for (int i = 0; i < V; i++) {
         if (q[i] == 0) {
             CHECK_EQ_INT(count[i], 0); /* filtered tokens are never drawn */
@@ -71,7 +73,18 @@ static void frequencies_match(const sample_params *p, uint64_t seed) {
             /* 5 standard deviations of a binomial count */
             double sd = sqrt(draws * q[i] * (1 - q[i]));
             CHECK_NEAR(count[i], draws * q[i], 5 * sd + 1);
+            double expect = draws * q[i];
+            chi2 += (count[i] - expect) * (count[i] - expect) / expect;
+            kept++;
         }
+    }
+    /* chi-square goodness of fit, rejected at p < 0.001: the 0.999 quantile
+     * by Wilson-Hilferty, df = kept - 1 */
+    if (kept > 1) {
+        double df = kept - 1, z = 3.09, a = 2.0 / (9 * df);
+        double limit = df * pow(1 - a + z * sqrt(a), 3);
+        if (!(chi2 < limit)) printf("#   chi2 %.2f >= %.2f (df %.0f)\n", chi2, limit, df);
+        CHECK(chi2 < limit);
     }
     sampler_free(&s);
 }
