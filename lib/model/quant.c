@@ -179,7 +179,10 @@ int quant_dequantize(uint32_t type, const void *src, float *dst, size_t n, gerr 
     default:
         break;
     }
-    for (size_t k = 0; k < n / block; k++) {
+    /* blocks are independent: loading a model is dominated by this loop */
+    const long long n_blocks = (long long)(n / block);
+#pragma omp parallel for schedule(static) if (n_blocks >= 4096)
+    for (long long k = 0; k < n_blocks; k++) {
         const unsigned char *b = p + k * bytes;
         float *y = dst + k * block;
         switch (type) {
