@@ -53,6 +53,8 @@ static void attention_forward(float *out, const float *q, const kv_cache *c, int
             for (int t = 0; t < T; t++) {
                 const float *kt = kb + (size_t)t * kvd;
                 float dot = 0;
+                /* without a reduction clause the compiler keeps this sum scalar */
+#pragma omp simd reduction(+ : dot)
                 for (int i = 0; i < hd; i++) dot += qv[i] * kt[i];
                 sc[t] = dot * scale;
             }
@@ -62,6 +64,7 @@ static void attention_forward(float *out, const float *q, const kv_cache *c, int
             for (int t = 0; t < T; t++) {
                 const float *vt = vb + (size_t)t * kvd;
                 float p = sc[t];
+#pragma omp simd
                 for (int i = 0; i < hd; i++) o[i] += p * vt[i];
             }
         }

@@ -1,0 +1,46 @@
+#!/bin/sh
+# Model throughput: build/bench/bench_model (SmolLM2-135M prefill and decode
+# next to the sgemm and memory-bandwidth ceilings measured in the same run,
+# with the issue-3 goals), then the peer, bench/torch_peer.py (the same
+# forward in PyTorch fp32 on the same threads), and our/peer ratios.
+# No assertions: a benchmark prints.
+#   sh bench/model.sh [MODEL.gguf]      (BENCH_PEER=0 skips PyTorch)
+set -eu
+cd "$(dirname "$0")/.."
+MODEL=${1:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+BIN=build/bench/bench_model
+PY=.venv/bin/python
+OUT=${BENCH_DIR:-build/bench}
+mkdir -p "$OUT"
+
+if [ ! -f "$MODEL" ]; then
+    echo "bench/model.sh: $MODEL missing (make models); skipped" >&2
+    exit 0
+fi
+[ -x "$BIN" ] || make --no-print-directory "$BIN"
+
+# Nothing else should run meanwhile: both sides use every core.
+"$BIN" "$MODEL" > "$OUT/model.txt"
+grep -v '^kv ' "$OUT/model.txt"
+
+if [ "${BENCH_PEER:-1}" = 0 ] || ! "$PY" -c 'import torch' 2>/dev/null; then
+    echo "peer: PyTorch not available ($PY); skipped"
+    exit 0
+fi
+echo
+# Debian's torch links libblas.so.3, by default the pthreads OpenBLAS, whose
+# spinning pool fights torch's OpenMP one (3x slower at batch 64); give it
+# the OpenMP build we use, so the peer is at its best.
+BLAS_OMP=/usr/lib/$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/openblas-openmp
+LD_LIBRARY_PATH="$BLAS_OMP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$PY" bench/torch_peer.py --threads "$(nproc)" > "$OUT/torch.txt"
+grep -v '^kv ' "$OUT/torch.txt"
+echo
+echo "ours / PyTorch (tokens/s, same machine, same run):"
+for name in "prefill T=128" "prefill T=512" "decode B=1" "decode B=16" "decode B=64"; do
+    ours=$(sed -n "s/^kv $name tok_s=//p" "$OUT/model.txt")
+    peer=$(sed -n "s/^kv $name tok_s=//p" "$OUT/torch.txt")
+    if [ -n "$ours" ] && [ -n "$peer" ]; then
+        printf '  %-15s %8.1f / %8.1f = %5.2fx\n' "$name" "$ours" "$peer" "$(echo "$ours / $peer" | bc -l)"
+    fi
+done
