@@ -2,6 +2,8 @@
  * before a tensor pointer is handed out. The writer is in safetensors_write.c. */
 #include "safetensors.h"
 
+#include "mapped.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -416,34 +418,16 @@ fail:
 
 int st_open(st_file *f, const char *path, gerr *e) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int code = errno == ENOENT || errno == EACCES || errno == ENOTDIR ? EX_NOINPUT : EX_IOERR;
-        return gerr_set(e, code, "%s: cannot open: %s", path, strerror(errno));
+    void *map;
+    size_t len;
+    int rc = map_file(path, &map, &len, e);
+    if (rc) return rc;
+    if (len < 8) {
+        map_release(map, len);
+        return gerr_set(e, EX_DATAERR, "%s: file is %zu bytes, shorter than the 8-byte header length", path, len);
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        gerr_set(e, EX_IOERR, "%s: fstat: %s", path, strerror(errno));
-        close(fd);
-        return EX_IOERR;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return gerr_set(e, EX_NOINPUT, "%s: not a regular file", path);
-    }
-    size_t len = (size_t)st.st_size;
-    if (len < 8) { /* checked before mmap, which cannot map 0 bytes */
-        close(fd);
-        return gerr_set(e, EX_DATAERR, "%s: file is %zu bytes, shorter than the 8-byte header length",
-                        path, len);
-    }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int saved = errno;
-    close(fd); /* the mapping stays valid */
-    if (map == MAP_FAILED) return gerr_set(e, EX_IOERR, "%s: mmap: %s", path, strerror(saved));
-    int rc = st_open_memory(f, map, len, path, e);
-    if (rc) {
-        munmap(map, len);
+    if ((rc = st_open_memory(f, map, len, path, e))) {
+        map_release(map, len);
         return rc;
     }
     f->map = map;
@@ -452,7 +436,7 @@ int st_open(st_file *f, const char *path, gerr *e) {
 }
 
 void st_close(st_file *f) {
-    if (f->map) munmap(f->map, f->map_len);
+    map_release(f->map, f->map_len);
     cJSON_Delete(f->json);
     free(f->name);
     free(f->tensors);

@@ -3,6 +3,8 @@
  * accessors may walk the metadata without checks. */
 #include "gguf.h"
 
+#include "../io/mapped.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -339,33 +341,13 @@ int gguf_open_memory(gguf_file *f, const void *data, size_t len, const char *nam
 
 int gguf_open(gguf_file *f, const char *path, gerr *e) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int code = errno == ENOENT || errno == EACCES || errno == ENOTDIR ? EX_NOINPUT : EX_IOERR;
-        return gerr_set(e, code, "%s: cannot open: %s", path, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int saved = errno;
-        close(fd);
-        return gerr_set(e, EX_IOERR, "%s: fstat: %s", path, strerror(saved));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return gerr_set(e, EX_NOINPUT, "%s: not a regular file", path);
-    }
-    size_t len = (size_t)st.st_size;
-    if (len == 0) { /* mmap cannot map 0 bytes; the parser gives the message */
-        close(fd);
-        return gguf_open_memory(f, "", 0, path, e);
-    }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int saved = errno;
-    close(fd); /* the mapping stays valid */
-    if (map == MAP_FAILED) return gerr_set(e, EX_IOERR, "%s: mmap: %s", path, strerror(saved));
-    int rc = gguf_open_memory(f, map, len, path, e);
-    if (rc) {
-        munmap(map, len);
+    void *map;
+    size_t len;
+    int rc = map_file(path, &map, &len, e);
+    if (rc) return rc;
+    /* an empty file gets the parser's message */
+    if ((rc = gguf_open_memory(f, map ? map : "", len, path, e))) {
+        map_release(map, len);
         return rc;
     }
     f->map = map;
@@ -374,7 +356,7 @@ int gguf_open(gguf_file *f, const char *path, gerr *e) {
 }
 
 void gguf_close(gguf_file *f) {
-    if (f->map) munmap(f->map, f->map_len);
+    map_release(f->map, f->map_len);
     for (size_t i = 0; i < f->n_kv; i++) {
         free((void *)f->kvs[i].key);
         free((void *)f->kvs[i].v.offs);
