@@ -7,6 +7,7 @@
  * Every matrix product is one sgemm over all rows. Scratch buffers are reused
  * from layer to layer; a training forward will keep them per layer instead. */
 #include <assert.h>
+#include <cblas.h>
 #include <math.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -30,43 +31,107 @@ static void kv_store(kv_cache *c, int layer, int n, const int *seq, const int *p
     }
 }
 
-/* out[n, n_heads*hd]: each (row, head) attends over positions 0..pos[r] of
- * its sequence in the cache. One row of scores per thread, never [T x T]. */
+/* A tile: rows r0 .. r0+m-1 of one sequence at consecutive positions, and
+ * the G query heads that share KV head g. Scores and the weighted sum are
+ * two sgemm: [m*G, hd] x K^T and [m*G, T] x V, with the causal mask applied
+ * in between; keys are read once for all G heads and m rows. */
+static void attend_tile(float *out, const float *q, const kv_cache *c, int layer, int r0, int m, int g,
+                        const int *seq, const int *pos, const model_config *cf, float *buf) {
+    const int nh = cf->n_heads, hd = cf->head_dim, kvd = c->kv_dim, G = nh / cf->n_kv_heads;
+    const int M = m * G, T = pos[r0 + m - 1] + 1;
+    float *qb = buf, *ob = buf + (size_t)ATT_ROWS * G * hd, *sc = ob + (size_t)ATT_ROWS * G * hd;
+    for (int i = 0; i < m; i++)
+        memcpy(qb + (size_t)i * G * hd, q + ((size_t)(r0 + i) * nh + (size_t)g * G) * hd, (size_t)G * hd * sizeof *qb);
+    const float *kb = kv_at(c, c->k, seq[r0], layer, 0) + (size_t)g * hd;
+    const float *vb = kv_at(c, c->v, seq[r0], layer, 0) + (size_t)g * hd;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, T, hd, scale, qb, hd, kb, kvd, 0.0f, sc, T);
+    for (int i = 0; i < M; i++) {
+        int seen = pos[r0 + i / G] + 1; /* causal: keys 0 .. the row's own position */
+        float *row = sc + (size_t)i * T;
+        softmax_inplace(row, seen);
+        memset(row + seen, 0, (size_t)(T - seen) * sizeof *row);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, T, 1.0f, sc, T, vb, kvd, 0.0f, ob, hd);
+    for (int i = 0; i < m; i++)
+        memcpy(out + ((size_t)(r0 + i) * nh + (size_t)g * G) * hd, ob + (size_t)i * G * hd, (size_t)G * hd * sizeof *ob);
+}
+
+/* One row (a decode step) and the G heads sharing KV head g: each key and
+ * value is read once for the G heads. */
+static void attend_row(float *out, const float *q, const kv_cache *c, int layer, int r, int g, const int *seq,
+                       const int *pos, const model_config *cf, float *sc) {
+    const int nh = cf->n_heads, hd = cf->head_dim, kvd = c->kv_dim, G = nh / cf->n_kv_heads, T = pos[r] + 1;
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    const float *qh = q + ((size_t)r * nh + (size_t)g * G) * hd;
+    const float *kb = kv_at(c, c->k, seq[r], layer, 0) + (size_t)g * hd;
+    const float *vb = kv_at(c, c->v, seq[r], layer, 0) + (size_t)g * hd;
+    for (int t = 0; t < T; t++) {
+        const float *kt = kb + (size_t)t * kvd;
+        for (int j = 0; j < G; j++) {
+            const float *qv = qh + (size_t)j * hd;
+            float dot = 0;
+            /* without a reduction clause the compiler keeps this sum scalar */
+#pragma omp simd reduction(+ : dot)
+            for (int i = 0; i < hd; i++) dot += qv[i] * kt[i];
+            sc[(size_t)j * T + t] = dot * scale;
+        }
+    }
+    float *o = out + ((size_t)r * nh + (size_t)g * G) * hd;
+    memset(o, 0, (size_t)G * hd * sizeof *o);
+    for (int j = 0; j < G; j++) softmax_inplace(sc + (size_t)j * T, T);
+    for (int t = 0; t < T; t++) {
+        const float *vt = vb + (size_t)t * kvd;
+        for (int j = 0; j < G; j++) {
+            float p = sc[(size_t)j * T + t], *oj = o + (size_t)j * hd;
+#pragma omp simd
+            for (int i = 0; i < hd; i++) oj[i] += p * vt[i];
+        }
+    }
+}
+
+/* out[n, n_heads*hd]: each row attends over positions 0..pos[r] of its
+ * sequence in the cache. Runs of rows of one sequence at consecutive
+ * positions (a prefill) go in tiles, the other rows one by one; no [T x T]
+ * matrix is ever formed beyond one tile's scores. */
 static void attention_forward(float *out, const float *q, const kv_cache *c, int layer, int n, const int *seq,
                               const int *pos, const model_config *cf, model_scratch *s) {
-    int nh = cf->n_heads, hd = cf->head_dim, kvd = c->kv_dim;
-    float scale = (float)(1.0 / sqrt((double)hd));
+    const int nkv = cf->n_kv_heads;
+    int n_tasks = 0, *task = s->att_tasks;
+    for (int r = 0; r < n;) {
+        int end = r + 1;
+        while (end < n && seq[end] == seq[r] && pos[end] == pos[end - 1] + 1) end++;
+        if (end - r >= ATT_MIN_ROWS) {
+            for (int r0 = r; r0 < end; r0 += ATT_ROWS)
+                for (int g = 0; g < nkv; g++, n_tasks++) {
+                    task[3 * n_tasks] = r0;
+                    task[3 * n_tasks + 1] = end - r0 < ATT_ROWS ? end - r0 : ATT_ROWS;
+                    task[3 * n_tasks + 2] = g;
+                }
+        } else {
+            for (int i = r; i < end; i++)
+                for (int g = 0; g < nkv; g++, n_tasks++) {
+                    task[3 * n_tasks] = i;
+                    task[3 * n_tasks + 1] = 1;
+                    task[3 * n_tasks + 2] = g;
+                }
+        }
+        r = end;
+    }
 #pragma omp parallel num_threads(s->n_threads)
     {
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        float *sc = s->scores + (size_t)tid * s->max_len;
+        float *buf = s->attn + (size_t)tid * s->attn_stride;
 #pragma omp for schedule(dynamic, 1)
-        for (int task = 0; task < n * nh; task++) {
-            int r = task / nh, h = task % nh, kvh = gqa_kv_head(h, nh, cf->n_kv_heads);
-            const float *qv = q + ((size_t)r * nh + h) * hd;
-            const float *kb = kv_at(c, c->k, seq[r], layer, 0) + (size_t)kvh * hd;
-            const float *vb = kv_at(c, c->v, seq[r], layer, 0) + (size_t)kvh * hd;
-            int T = pos[r] + 1;
-            for (int t = 0; t < T; t++) {
-                const float *kt = kb + (size_t)t * kvd;
-                float dot = 0;
-                /* without a reduction clause the compiler keeps this sum scalar */
-#pragma omp simd reduction(+ : dot)
-                for (int i = 0; i < hd; i++) dot += qv[i] * kt[i];
-                sc[t] = dot * scale;
-            }
-            softmax_inplace(sc, T);
-            float *o = out + ((size_t)r * nh + h) * hd;
-            memset(o, 0, (size_t)hd * sizeof *o);
-            for (int t = 0; t < T; t++) {
-                const float *vt = vb + (size_t)t * kvd;
-                float p = sc[t];
-#pragma omp simd
-                for (int i = 0; i < hd; i++) o[i] += p * vt[i];
-            }
+        for (int t = 0; t < n_tasks; t++) {
+            int r0 = task[3 * t], m = task[3 * t + 1], g = task[3 * t + 2];
+            if (m == 1)
+                attend_row(out, q, c, layer, r0, g, seq, pos, cf, buf);
+            else
+                attend_tile(out, q, c, layer, r0, m, g, seq, pos, cf, buf);
         }
     }
 }

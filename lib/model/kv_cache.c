@@ -64,6 +64,11 @@ void kv_cache_free(kv_cache *c) {
     memset(c, 0, sizeof *c);
 }
 
+static size_t attn_stride(const model_config *cfg, int max_len) {
+    size_t m = (size_t)ATT_ROWS * (size_t)(cfg->n_heads / cfg->n_kv_heads);
+    return m * (2 * (size_t)cfg->head_dim + (size_t)max_len);
+}
+
 int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, int max_len, gerr *e) {
     memset(s, 0, sizeof *s);
     if (max_rows <= 0 || max_len <= 0)
@@ -77,9 +82,10 @@ int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, 
     size_t kvd = (size_t)cfg->n_kv_heads * cfg->head_dim, d = (size_t)cfg->dim;
     size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * (size_t)cfg->hidden_dim,
                       R * (size_t)cfg->hidden_dim, R * d, R * (size_t)(cfg->head_dim / 2),
-                      R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * (size_t)max_len};
+                      R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * (size_t)max_len,
+                      (size_t)n_threads * attn_stride(cfg, max_len)};
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->gate, &s->up, &s->proj, &s->cos_t, &s->sin_t,
-                      &s->scores};
+                      &s->scores, &s->attn};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += sizes[i];
     s->mem = malloc(total * sizeof(float));
@@ -89,6 +95,13 @@ int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, 
         *ptrs[i] = p;
         p += sizes[i];
     }
+    s->att_tasks = malloc((size_t)max_rows * (size_t)cfg->n_kv_heads * 3 * sizeof *s->att_tasks);
+    if (!s->att_tasks) {
+        free(s->mem);
+        s->mem = NULL;
+        return gerr_set(e, EX_SOFTWARE, "cannot allocate the attention task list");
+    }
+    s->attn_stride = attn_stride(cfg, max_len);
     s->max_rows = max_rows;
     s->max_len = max_len;
     s->n_threads = n_threads;
@@ -97,5 +110,6 @@ int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, 
 
 void model_scratch_free(model_scratch *s) {
     free(s->mem);
+    free(s->att_tasks);
     memset(s, 0, sizeof *s);
 }

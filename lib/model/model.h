@@ -104,7 +104,17 @@ typedef struct {
     float *proj;   /* [R, dim]     o_proj / down_proj output */
     float *cos_t, *sin_t; /* [R, head_dim/2] */
     float *scores; /* [n_threads, max_len] */
+    /* attention tiles, per thread: Q [ATT_ROWS*G, hd], scores [ATT_ROWS*G, max_len],
+     * out [ATT_ROWS*G, hd] with G = n_heads / n_kv_heads */
+    float *attn;
+    size_t attn_stride; /* floats per thread */
+    int *att_tasks;     /* [max_rows * n_kv_heads, 3] */
 } model_scratch;
+
+/* Rows of one sequence at consecutive positions are attended to in tiles of
+ * this many rows (two sgemm per tile and KV head) when there are at least
+ * ATT_MIN_ROWS of them; other rows go one by one. */
+enum { ATT_ROWS = 32, ATT_MIN_ROWS = 8 };
 
 int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, int max_len, gerr *e);
 void model_scratch_free(model_scratch *s);
