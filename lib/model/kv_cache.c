@@ -82,10 +82,9 @@ int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, 
     size_t kvd = (size_t)cfg->n_kv_heads * cfg->head_dim, d = (size_t)cfg->dim;
     size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * (size_t)cfg->hidden_dim,
                       R * (size_t)cfg->hidden_dim, R * d, R * (size_t)(cfg->head_dim / 2),
-                      R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * (size_t)max_len,
-                      (size_t)n_threads * attn_stride(cfg, max_len)};
+                      R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * attn_stride(cfg, max_len)};
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->gate, &s->up, &s->proj, &s->cos_t, &s->sin_t,
-                      &s->scores, &s->attn};
+                      &s->attn};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += sizes[i];
     s->mem = malloc(total * sizeof(float));

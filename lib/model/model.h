@@ -91,7 +91,7 @@ void kv_cache_free(kv_cache *c);
 
 /* ---- scratch ----------------------------------------------------------------
  * Activations of one forward call over at most max_rows rows, allocated once,
- * plus one row of attention scores per thread (up to max_len positions). */
+ * plus one attention tile per thread (up to max_len positions). */
 typedef struct {
     int max_rows, max_len, n_threads;
     float *mem;
@@ -103,7 +103,6 @@ typedef struct {
     float *up;     /* [R, hidden] */
     float *proj;   /* [R, dim]     o_proj / down_proj output */
     float *cos_t, *sin_t; /* [R, head_dim/2] */
-    float *scores; /* [n_threads, max_len] */
     /* attention tiles, per thread: Q [ATT_ROWS*G, hd], scores [ATT_ROWS*G, max_len],
      * out [ATT_ROWS*G, hd] with G = n_heads / n_kv_heads */
     float *attn;
