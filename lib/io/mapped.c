@@ -1,7 +1,10 @@
 #include "mapped.h"
 
+#include "../util/strbuf.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -41,4 +44,27 @@ int map_file(const char *path, void **map, size_t *len, gerr *e) {
 
 void map_release(void *map, size_t len) {
     if (map) munmap(map, len);
+}
+
+char *read_whole_file(const char *path, size_t *len, gerr *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int code = errno == ENOENT || errno == ENOTDIR ? EX_NOINPUT : EX_IOERR;
+        gerr_set(e, code, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    strbuf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) sb_append(&b, chunk, n);
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        sb_free(&b);
+        gerr_set(e, EX_IOERR, "%s: read error", path);
+        return NULL;
+    }
+    if (!b.data) sb_reserve(&b, 0); /* an empty file is "" */
+    if (len) *len = b.len;
+    return b.data;
 }

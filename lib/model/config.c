@@ -1,7 +1,8 @@
 #include "config.h"
 
+#include "../io/mapped.h"
+
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,31 +17,6 @@ const char *model_arch_name(model_arch a) {
     case ARCH_QWEN3: return "qwen3";
     }
     return "unknown";
-}
-
-char *model_read_text(const char *path, gerr *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        gerr_set(e, errno == ENOENT ? EX_NOINPUT : EX_IOERR, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (len + 1 >= cap) buf = xrealloc(buf, cap *= 2);
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0) break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        gerr_set(e, EX_IOERR, "%s: read error", path);
-        return NULL;
-    }
-    buf[len] = 0;
-    return buf;
 }
 
 /* ---- config.json ---------------------------------------------------------- */
@@ -233,14 +209,14 @@ int config_parse_hf(model_config *c, const char *json, const char *name, gerr *e
 int config_load_hf(model_config *c, const char *dir, gerr *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = model_read_text(path, e);
+    char *text = read_whole_file(path, NULL, e);
     if (!text) return e->code;
     int rc = config_parse_hf(c, text, path, e);
     free(text);
     if (rc) return rc;
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
     gerr e2 = {0};
-    text = model_read_text(path, &e2);
+    text = read_whole_file(path, NULL, &e2);
     if (!text) return e2.code == EX_NOINPUT ? 0 : gerr_set(e, e2.code, "%s", e2.msg);
     cJSON *root = cJSON_Parse(text);
     free(text);

@@ -8,6 +8,7 @@
 
 #include "../io/safetensors.h"
 #include "model.h"
+#include "../io/mapped.h"
 
 enum { MAX_SHARDS = 256 };
 
@@ -108,7 +109,7 @@ int model_load_hf(model *m, const char *dir, gerr *e) {
     char index_path[4096];
     snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
     gerr e2 = {0};
-    char *index = model_read_text(index_path, &e2);
+    char *index = read_whole_file(index_path, NULL, &e2);
     if (index) rc = open_index(s, dir, index_path, index, e);
     else if (e2.code != EX_NOINPUT) rc = gerr_set(e, e2.code, "%s", e2.msg);
     else rc = shard_open(s, dir, "model.safetensors", e);

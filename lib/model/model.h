@@ -149,7 +149,6 @@ typedef struct {
 size_t model_tensor_list(const model *m, model_tensor_ref *out);
 
 /* ---- internal to the loaders ------------------------------------------------ */
-char *model_read_text(const char *path, gerr *e); /* whole file, NUL-terminated */
 int model_load_hf(model *m, const char *dir, gerr *e);
 int model_load_gguf(model *m, const char *path, gerr *e);
 /* Computes m->inv_freq from m->cfg (GGUF rope_freqs factors may refine it). */

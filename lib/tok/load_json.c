@@ -4,11 +4,11 @@
  * silently different ids). truncation, padding and post_processor are
  * ignored: they do not change plain encoding without special tokens. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/mapped.h"
 #include "tok_internal.h"
 
 /* Puts "NAME: " in front of an error from a lower layer. */
@@ -251,19 +251,10 @@ int tok_load_json_text(const char *text, size_t len, const char *name, tokenizer
 
 int tok_load_json(const char *path, tokenizer **out, gerr *e) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return gerr_set(e, errno == ENOENT ? EX_NOINPUT : EX_IOERR, "%s: %s", path, strerror(errno));
-    strbuf b = {0};
-    char chunk[65536];
-    size_t k;
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) sb_append(&b, chunk, k);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        sb_free(&b);
-        return gerr_set(e, EX_IOERR, "%s: read error", path);
-    }
-    int rc = tok_load_json_text(b.data ? b.data : "", b.len, path, out, e);
-    sb_free(&b);
+    size_t len;
+    char *text = read_whole_file(path, &len, e);
+    if (!text) return e->code;
+    int rc = tok_load_json_text(text, len, path, out, e);
+    free(text);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../io/mapped.h"
 #include "../model/gguf.h"
 
 static void add_eos(model_text *mt, int64_t id) {
@@ -122,20 +123,12 @@ static int read_json(const char *dir, const char *name, cJSON **out, gerr *e) {
     *out = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return errno == ENOENT ? 0 : gerr_set(e, EX_IOERR, "%s: cannot open: %s", path, strerror(errno));
-    strbuf b = {0};
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sb_append(&b, buf, n);
-    bool failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        sb_free(&b);
-        return gerr_set(e, EX_IOERR, "%s: read failed", path);
-    }
-    *out = cJSON_ParseWithLength(b.data ? b.data : "", b.len);
-    sb_free(&b);
+    gerr missing = {0};
+    size_t len;
+    char *text = read_whole_file(path, &len, &missing);
+    if (!text) return missing.code == EX_NOINPUT ? 0 : gerr_set(e, missing.code, "%s", missing.msg);
+    *out = cJSON_ParseWithLength(text, len);
+    free(text);
     if (!*out) return gerr_set(e, EX_DATAERR, "%s: invalid JSON", path);
     return 0;
 }

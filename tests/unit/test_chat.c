@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "chat/chat.h"
+#include "io/mapped.h"
 #include "check.h"
 
 static char *render(const chat_template *t, const char *messages_json, bool gen) {
@@ -21,19 +22,8 @@ static char *render(const chat_template *t, const char *messages_json, bool gen)
     return out.data ? out.data : strdup("");
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    strbuf b = {0};
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sb_append(&b, buf, n);
-    fclose(f);
-    return b.data ? b.data : strdup("");
-}
-
 static int driver(const char *template_path, const char *messages_path, const char *out_path, const char *force) {
-    char *jinja = slurp(template_path), *lines = slurp(messages_path);
+    char *jinja = read_whole_file(template_path, NULL, NULL), *lines = read_whole_file(messages_path, NULL, NULL);
     FILE *out = fopen(out_path, "w");
     if (!jinja || !lines || !out) return 2;
     chat_template t;
