@@ -12,12 +12,7 @@ static int load_model_text(prep_sink *s, const prep_opts *o, gerr *e) {
     int rc = model_text_load(o->model, &s->mt, e);
     if (rc) return rc;
     s->tokenize = true;
-    if (!strcmp(o->chat_template, "auto"))
-        return chat_template_detect(s->mt.chat_template, s->mt.template_source, &s->tmpl, e);
-    chat_family f;
-    if ((rc = chat_family_parse(o->chat_template, &f, e))) return rc;
-    chat_template_force(f, s->mt.chat_template, &s->tmpl);
-    return 0;
+    return model_text_template(&s->mt, o->chat_template, &s->tmpl, e);
 }
 
 static void free_model_text(prep_sink *s) {
@@ -31,23 +26,13 @@ static void free_model_text(prep_sink *s) {
 /* prompt_tokens: the rendered conversation, ready for the assistant's turn
  * (raw: the text alone), encoded with special tokens matched in the text. */
 static int add_prompt_tokens(prep_sink *s, record *rec, gerr *e) {
-    cJSON *messages = NULL;
-    int rc = record_get_json(rec, "messages", true, &messages, e);
+    int32_t *ids;
+    size_t n;
+    int rc = model_text_prompt_tokens(&s->mt, &s->tmpl, rec, &ids, &n, e);
     if (rc) return rc;
     sb_clear(&s->text);
-    rc = chat_render(&s->tmpl, messages, s->tmpl.family != CHAT_RAW, &s->text, e);
-    cJSON_Delete(messages);
-    if (rc) return gerr_at(e, rc, rec->file, rec->line, "%s", e->msg);
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if ((rc = tok_encode(s->mt.tok, s->text.data ? s->text.data : "", s->text.len, true, &ids, &n, e)))
-        return gerr_at(e, rc, rec->file, rec->line, "field \"messages\": %s", e->msg);
-    strbuf arr = {0};
-    sb_putc(&arr, '[');
-    for (size_t i = 0; i < n; i++) sb_printf(&arr, i ? ",%d" : "%d", ids[i]);
-    sb_putc(&arr, ']');
-    record_set_raw_after(rec, "messages", "prompt_tokens", arr.data, arr.len);
-    sb_free(&arr);
+    sb_json_int_array(&s->text, ids, n);
+    record_set_raw_after(rec, "messages", "prompt_tokens", s->text.data, s->text.len);
     free(ids);
     return 0;
 }

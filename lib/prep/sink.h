@@ -32,7 +32,7 @@ typedef struct {
     bool tokenize; /* --model: prompt_tokens from the rendered chat template */
     model_text mt;
     chat_template tmpl;
-    strbuf text; /* scratch: the rendered prompt */
+    strbuf text; /* scratch: prompt_tokens as JSON */
 } prep_sink;
 
 int prep_sink_open(prep_sink *s, const prep_opts *o, gerr *e);

@@ -112,26 +112,12 @@ static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
         cJSON_Delete(arr);
     } else {
         if (!r->have_template) {
-            int rc = strcmp(r->o->chat_template, "auto")
-                         ? 0
-                         : chat_template_detect(r->mt.chat_template, r->mt.template_source, &r->tmpl, e);
+            int rc = model_text_template(&r->mt, r->o->chat_template, &r->tmpl, e);
             if (rc) return rc;
-            if (strcmp(r->o->chat_template, "auto")) {
-                chat_family f;
-                if ((rc = chat_family_parse(r->o->chat_template, &f, e))) return rc;
-                chat_template_force(f, r->mt.chat_template, &r->tmpl);
-            }
             r->have_template = true;
         }
-        cJSON *messages = NULL;
-        int rc = record_get_json(rec, "messages", true, &messages, e);
+        int rc = model_text_prompt_tokens(&r->mt, &r->tmpl, rec, &p->tokens, &p->n_tokens, e);
         if (rc) return rc;
-        strbuf text = {0};
-        rc = chat_render(&r->tmpl, messages, r->tmpl.family != CHAT_RAW, &text, e);
-        cJSON_Delete(messages);
-        if (!rc) rc = tok_encode(r->mt.tok, text.data ? text.data : "", text.len, true, &p->tokens, &p->n_tokens, e);
-        sb_free(&text);
-        if (rc) return gerr_at(e, rc, rec->file, rec->line, "field \"messages\": %s", e->msg);
     }
     if (p->n_tokens == 0)
         return gerr_at(e, EX_DATAERR, rec->file, rec->line, "field \"prompt_tokens\": the prompt has no tokens");
@@ -142,12 +128,6 @@ static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
     return 0;
 }
 
-static void write_int_array(strbuf *b, const int32_t *v, size_t n) {
-    sb_putc(b, '[');
-    for (size_t i = 0; i < n; i++) sb_printf(b, i ? ",%d" : "%d", v[i]);
-    sb_putc(b, ']');
-}
-
 static int write_sample(rollout *r, jsonl_writer *w, const prompt_slot *p, const rollout_seq *s, gerr *e) {
     record out;
     record_init(&out);
@@ -156,11 +136,11 @@ static int write_sample(rollout *r, jsonl_writer *w, const prompt_slot *p, const
     strbuf b = {0};
     record_set_int(&out, "sample", s->sample);
     if (!p->had_tokens) {
-        write_int_array(&b, p->tokens, p->n_tokens);
+        sb_json_int_array(&b, p->tokens, p->n_tokens);
         record_set_raw(&out, "prompt_tokens", b.data, b.len);
     }
     sb_clear(&b);
-    write_int_array(&b, s->tokens, (size_t)s->n);
+    sb_json_int_array(&b, s->tokens, (size_t)s->n);
     record_set_raw(&out, "completion_tokens", b.data, b.len);
     record_set_string(&out, "completion", s->text.data ? s->text.data : "", s->text_end);
     sb_clear(&b);

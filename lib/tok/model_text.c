@@ -211,3 +211,32 @@ void model_text_free(model_text *mt) {
     free(mt->template_source);
     memset(mt, 0, sizeof *mt);
 }
+
+int model_text_template(const model_text *mt, const char *choice, chat_template *out, gerr *e) {
+    if (!strcmp(choice, "auto")) return chat_template_detect(mt->chat_template, mt->template_source, out, e);
+    chat_family f;
+    int rc = chat_family_parse(choice, &f, e);
+    if (rc) return rc;
+    chat_template_force(f, mt->chat_template, out);
+    return 0;
+}
+
+int model_text_prompt_tokens(const model_text *mt, const chat_template *t, const record *rec, int32_t **ids,
+                             size_t *n, gerr *e) {
+    *ids = NULL;
+    *n = 0;
+    cJSON *messages = NULL;
+    int rc = record_get_json(rec, "messages", true, &messages, e);
+    if (rc) return rc;
+    strbuf text = {0};
+    rc = chat_render(t, messages, t->family != CHAT_RAW, &text, e);
+    cJSON_Delete(messages);
+    if (rc) {
+        sb_free(&text);
+        return gerr_at(e, rc, rec->file, rec->line, "%s", e->msg);
+    }
+    rc = tok_encode(mt->tok, text.data ? text.data : "", text.len, true, ids, n, e);
+    sb_free(&text);
+    if (rc) return gerr_at(e, rc, rec->file, rec->line, "field \"messages\": %s", e->msg);
+    return 0;
+}

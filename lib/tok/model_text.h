@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "../chat/chat.h"
+#include "../io/record.h"
 #include "tokenizer.h"
 
 enum { MODEL_TEXT_MAX_EOS = 8 };
@@ -28,5 +30,17 @@ typedef struct {
 int model_text_load(const char *path, model_text *mt, gerr *e);
 void model_text_free(model_text *mt);
 bool model_text_is_eos(const model_text *mt, int32_t id);
+
+/* The chat template a tool renders with: choice "auto" is the model's own,
+ * recognised by its text; "chatml", "llama3" or "raw" force a family (the
+ * model's template still supplies its default system message). */
+int model_text_template(const model_text *mt, const char *choice, chat_template *out, gerr *e);
+
+/* A prompt record's token ids: its "messages" rendered with t, the
+ * assistant's turn opened (raw: the text alone), encoded with special tokens
+ * matched in the text and none added. *ids is xmalloc'd. Errors name the
+ * record's file, line and field. */
+int model_text_prompt_tokens(const model_text *mt, const chat_template *t, const record *rec, int32_t **ids,
+                             size_t *n, gerr *e);
 
 #endif

@@ -100,6 +100,17 @@ void sb_json_number(strbuf *b, double v) {
     sb_puts(b, buf);
 }
 
+void sb_json_int_array(strbuf *b, const int32_t *v, size_t n) {
+    sb_reserve(b, n * 7 + 2);
+    sb_putc(b, '[');
+    for (size_t i = 0; i < n; i++) {
+        char num[16];
+        int k = snprintf(num, sizeof num, i ? ",%d" : "%d", (int)v[i]);
+        sb_append(b, num, (size_t)k);
+    }
+    sb_putc(b, ']');
+}
+
 void sb_json_float(strbuf *b, float v) {
     if (!isfinite(v)) {
         sb_puts(b, "null");

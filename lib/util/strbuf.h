@@ -3,6 +3,7 @@
 #define GRPO_STRBUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     char *data;
@@ -18,6 +19,8 @@ void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2,
 void sb_json_string(strbuf *b, const char *s, size_t len);
 /* Appends a finite double in the shortest form that reads back to the same value. */
 void sb_json_number(strbuf *b, double v);
+/* Appends [a,b,c] for n token ids. */
+void sb_json_int_array(strbuf *b, const int32_t *v, size_t n);
 /* The same for a float: the shortest text that reads back to the same float. */
 void sb_json_float(strbuf *b, float v);
 void sb_clear(strbuf *b);

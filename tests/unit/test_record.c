@@ -196,6 +196,18 @@ int main(void) {
         sb_free(&b);
     }
 
+    TEST("token id arrays are written as JSON arrays");
+    {
+        strbuf b = {0};
+        const int32_t ids[] = {1, 49151, 0, -3};
+        sb_json_int_array(&b, ids, 4);
+        CHECK_EQ_STR(b.data, "[1,49151,0,-3]");
+        sb_clear(&b);
+        sb_json_int_array(&b, ids, 0);
+        CHECK_EQ_STR(b.data, "[]");
+        sb_free(&b);
+    }
+
     TEST("floats are written in the shortest form that reads back to the same float");
     {
         strbuf b = {0};
