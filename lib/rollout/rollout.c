@@ -54,8 +54,9 @@ typedef struct {
     sampler smp;
     float *logits; /* [n_slots, vocab] */
     int n_slots;   /* sequences decoded together (KV cache slots) */
-    /* slot -> the sample generating in it, NULL when free */
+    /* slot -> the sample generating in it (NULL when free) and its prompt */
     rollout_seq **slot_seq;
+    prompt_slot **slot_prompt;
     /* prompts in input order: [head, head + n_fifo) in a ring */
     prompt_slot **fifo;
     int fifo_cap, fifo_head, n_fifo;
@@ -214,7 +215,6 @@ static prompt_slot *take_prompt_slot(rollout *r) {
 }
 
 static void free_prompt_slot(rollout *r, prompt_slot *p) {
-    (void)r;
     record_free(&p->rec);
     sb_free(&p->id);
     free(p->tokens);
@@ -246,14 +246,14 @@ static void advance(rollout *r, int slot, const float *logits) {
     r->tokens_made++;
     if (s->finish != FINISH_NONE) {
         r->slot_seq[slot] = NULL;
-        r->fifo[(r->fifo_head + s->prompt) % r->fifo_cap]->n_done++; /* s->prompt is its fifo offset */
+        r->slot_prompt[slot]->n_done++;
     }
 }
 
 /* Admits a prompt: prefills it once into one free slot, forks that cache
  * to K-1 more, and draws every sample's first token. */
 static int admit(rollout *r, prompt_slot *p, gerr *e) {
-    const int K = (int)r->o->k, vocab = r->m.cfg.vocab_size, len = (int)p->n_tokens;
+    const int K = (int)r->o->k, len = (int)p->n_tokens;
     int rc = ensure_capacity(r, len, e);
     if (rc) return rc;
     int slots[K];
@@ -268,14 +268,13 @@ static int admit(rollout *r, prompt_slot *p, gerr *e) {
     model_forward(&r->m, &r->cache, len, r->row_seq, r->row_pos, r->row_tok, r->row_want, r->logits, &r->scratch);
     fifo_push(r, p);
     p->n_done = 0;
-    int fifo_offset = r->n_fifo - 1;
     for (int k = 0; k < K; k++) {
         if (k) kv_cache_copy_prefix(&r->cache, slots[k], slots[0], len);
-        seq_start(&p->samples[k], r->mt.tok, fifo_offset, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len);
+        seq_start(&p->samples[k], r->mt.tok, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len);
         r->slot_seq[slots[k]] = &p->samples[k];
+        r->slot_prompt[slots[k]] = p;
         advance(r, slots[k], r->logits);
     }
-    (void)vocab;
     return 0;
 }
 
@@ -306,11 +305,6 @@ static int flush_done(rollout *r, jsonl_writer *w, gerr *e) {
         }
         r->fifo_head = (r->fifo_head + 1) % r->fifo_cap;
         r->n_fifo--;
-        /* samples point at their prompt by fifo offset: shift them */
-        for (int i = 0; i < r->n_fifo; i++) {
-            prompt_slot *q = r->fifo[(r->fifo_head + i) % r->fifo_cap];
-            for (int k = 0; k < (int)r->o->k; k++) q->samples[k].prompt--;
-        }
         r->spare[r->n_spare++] = p;
     }
     return 0;
@@ -347,6 +341,7 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     r->policy = policy_name(o);
     r->n_slots = o->batch > o->k ? (int)o->batch : (int)o->k; /* a prompt's K samples start together */
     r->slot_seq = xcalloc((size_t)r->n_slots, sizeof *r->slot_seq);
+    r->slot_prompt = xcalloc((size_t)r->n_slots, sizeof *r->slot_prompt);
     r->spare = xcalloc((size_t)r->n_slots + 1, sizeof *r->spare);
     r->logits = xmalloc((size_t)r->n_slots * (size_t)r->m.cfg.vocab_size * sizeof *r->logits);
     sampler_init(&r->smp, r->m.cfg.vocab_size);
@@ -359,6 +354,7 @@ static void teardown(rollout *r) {
     free(r->fifo);
     free(r->spare);
     free(r->slot_seq);
+    free(r->slot_prompt);
     free(r->logits);
     free(r->row_seq);
     free(r->row_pos);

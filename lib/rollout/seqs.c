@@ -5,9 +5,8 @@
 
 #include "../util/err.h"
 
-void seq_start(rollout_seq *s, const tokenizer *tok, int prompt, int sample, int pos, uint64_t seed,
+void seq_start(rollout_seq *s, const tokenizer *tok, int sample, int pos, uint64_t seed,
                const char *id, size_t id_len) {
-    s->prompt = prompt;
     s->sample = sample;
     s->pos = pos;
     rng_init(&s->rng, seed, id, id_len, (uint64_t)sample);

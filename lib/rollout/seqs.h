@@ -14,7 +14,6 @@
 typedef enum { FINISH_NONE, FINISH_STOP, FINISH_LENGTH } finish_reason;
 
 typedef struct {
-    int prompt;       /* index of its prompt in the batch */
     int sample;       /* 0..K-1 */
     int pos;          /* next position to write in the KV cache */
     rng_stream rng;
@@ -27,7 +26,7 @@ typedef struct {
     finish_reason finish;
 } rollout_seq;
 
-void seq_start(rollout_seq *s, const tokenizer *tok, int prompt, int sample, int pos, uint64_t seed,
+void seq_start(rollout_seq *s, const tokenizer *tok, int sample, int pos, uint64_t seed,
                const char *id, size_t id_len);
 void seq_free(rollout_seq *s);
 
