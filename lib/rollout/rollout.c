@@ -223,6 +223,16 @@ static void free_prompt_slot(rollout *r, prompt_slot *p) {
     free(p);
 }
 
+/* Keeps a finished prompt slot for the next prompt. Prompts that finished
+ * behind a slow one can pile up in the fifo beyond the slots' count: the
+ * spares are capped there and the rest freed. */
+static void recycle(rollout *r, prompt_slot *p) {
+    if (r->n_spare < r->n_slots + 1)
+        r->spare[r->n_spare++] = p;
+    else
+        free_prompt_slot(r, p);
+}
+
 static void fifo_push(rollout *r, prompt_slot *p) {
     if (r->n_fifo == r->fifo_cap) {
         int cap = r->fifo_cap ? 2 * r->fifo_cap : 16;
@@ -305,7 +315,7 @@ static int flush_done(rollout *r, jsonl_writer *w, gerr *e) {
         }
         r->fifo_head = (r->fifo_head + 1) % r->fifo_cap;
         r->n_fifo--;
-        r->spare[r->n_spare++] = p;
+        recycle(r, p);
     }
     return 0;
 }
@@ -405,7 +415,7 @@ int rollout_run(const rollout_opts *o, gerr *e) {
             prompt_slot *p = take_prompt_slot(&r);
             int got = next_prompt(&r, &rd, p, e);
             if (got <= 0) {
-                r.spare[r.n_spare++] = p;
+                recycle(&r, p);
                 if (got < 0) {
                     rc = e->code;
                     goto done;

@@ -205,3 +205,17 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
     jq -r 'select(.id=="sum") | .completion' a.jsonl | grep -q 5
     jq -e 'select(.id=="sum") | .finish_reason == "stop" and .completion_tokens[-1] == 2' a.jsonl > /dev/null
 }
+
+@test "prompts that finish behind a slow one wait in order, however many" {
+    needs_tiny
+    # p0 runs 40 tokens; each long prompt fills the 128-token context and ends
+    # after one token, so all of them finish while p0 is still going
+    printf '{"id":"p0","prompt_tokens":[1,4,5]}\n' > pile.jsonl
+    long=$(seq 3 129 | head -n 127 | tr '\n' ',' | sed 's/,$//' | sed 's/[0-9]*/5/g')
+    for i in $(seq 1 30); do printf '{"id":"q%d","prompt_tokens":[%s]}\n' "$i" "$long"; done >> pile.jsonl
+    grpo-rollout --model "$TINY" -k 1 --batch 2 --max-new-tokens 40 --stop never-there --in pile.jsonl --out o.jsonl
+    [ "$(wc -l < o.jsonl)" -eq 31 ]
+    [ "$(jq -r .id o.jsonl | head -n 3 | tr '\n' ' ')" = "p0 q1 q2 " ]
+    [ "$(jq -r .id o.jsonl | tail -n 1)" = q30 ]
+    jq -e 'select(.id != "p0") | .finish_reason == "length" and (.completion_tokens | length) == 1' o.jsonl > /dev/null
+}
