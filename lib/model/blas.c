@@ -4,8 +4,13 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 char *openblas_get_corename(void);
+int openblas_get_parallel(void);
+void openblas_set_num_threads(int n);
 
 const char *blas_core_name(void) { return openblas_get_corename(); }
 
@@ -23,4 +28,18 @@ void blas_ensure_fast_kernels(char **argv) {
     if (!better || setenv("OPENBLAS_CORETYPE", better, 1) != 0) return;
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with the slow kernels, still correct */
+}
+
+/* openblas_get_parallel(): 2 when OpenBLAS is the OpenMP build. */
+bool blas_shares_openmp(void) { return openblas_get_parallel() == 2; }
+
+void blas_setup_threads(void) {
+    if (!blas_shares_openmp()) openblas_set_num_threads(1);
+}
+
+void blas_set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    if (blas_shares_openmp()) openblas_set_num_threads(n);
 }

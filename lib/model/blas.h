@@ -7,10 +7,22 @@
 #ifndef GRPO_BLAS_H
 #define GRPO_BLAS_H
 
+#include <stdbool.h>
+
 /* Call first thing in main. Returns only when no re-run is needed (or the
  * re-run failed, and the slow kernels stay). */
 void blas_ensure_fast_kernels(char **argv);
 /* The kernel family OpenBLAS runs ("SkylakeX", "Haswell", ...). */
 const char *blas_core_name(void);
+
+/* Whether OpenBLAS is its OpenMP build, running on our thread pool. */
+bool blas_shares_openmp(void);
+/* With a pthreads OpenBLAS, sets it to one thread (a process-wide OpenBLAS
+ * setting) so that matmul_forward splits the work on our OpenMP threads and
+ * no second pool of spinning threads competes with ours. With the OpenMP
+ * OpenBLAS (one shared pool) it changes nothing. */
+void blas_setup_threads(void);
+/* --threads N: the OpenMP pool, which the OpenMP OpenBLAS shares. */
+void blas_set_threads(int n);
 
 #endif

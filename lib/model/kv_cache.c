@@ -7,6 +7,7 @@
 #endif
 
 #include "model.h"
+#include "blas.h"
 #include "ops.h"
 
 size_t kv_cache_bytes(const model_config *cfg, int n_seqs, int max_len) {

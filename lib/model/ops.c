@@ -1,5 +1,7 @@
 #include "ops.h"
 
+#include "blas.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <stdbool.h>
@@ -20,16 +22,6 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, in
         /* HF rounds x * rstd to the activation dtype before scaling by w. */
         for (int i = 0; i < d; i++) o[i] = w[i] * (xr[i] * s);
     }
-}
-
-/* openblas_get_parallel(): 2 when OpenBLAS is the OpenMP build, sharing our
- * thread pool; otherwise its threads would spin against ours. */
-static bool blas_shares_openmp(void) {
-    return openblas_get_parallel() == 2;
-}
-
-void blas_setup_threads(void) {
-    if (!blas_shares_openmp()) openblas_set_num_threads(1);
 }
 
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,

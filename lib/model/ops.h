@@ -22,12 +22,6 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, in
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
                     int out_dim);
 
-/* With a pthreads OpenBLAS, sets it to one thread (a process-wide OpenBLAS
- * setting) so that matmul_forward splits the work on our OpenMP threads and
- * no second pool of spinning threads competes with ours. With the OpenMP
- * OpenBLAS (one shared pool) it changes nothing. */
-void blas_setup_threads(void);
-
 /* RoPE inverse frequencies inv_freq[head_dim/2]: 1/theta^(2i/head_dim),
  * computed in double and rounded to float (HF's float32 inv_freq), then
  * llama3 scaling as HF's _compute_llama3_parameters when c asks for it. */

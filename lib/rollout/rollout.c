@@ -1,13 +1,9 @@
 #include "rollout.h"
 
-#include <cblas.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "../chat/chat.h"
 #include "../io/jsonl.h"
@@ -325,12 +321,7 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     r->o = o;
     if (strcmp(o->device, "cpu"))
         return gerr_set(e, EX_USAGE, "--device %s: this build has the CPU path only", o->device);
-    if (o->threads > 0) {
-#ifdef _OPENMP
-        omp_set_num_threads((int)o->threads);
-#endif
-        openblas_set_num_threads((int)o->threads);
-    }
+    if (o->threads > 0) blas_set_threads((int)o->threads);
     int rc = model_text_load(o->model, &r->mt, e);
     if (rc) return rc;
     if ((rc = model_load(&r->m, o->model, e))) {
