@@ -10,15 +10,13 @@
 #include "err.h"
 #include "idhash.h"
 
-static _Noreturn void usage_error(const flag_parser *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void usage_error(const flag_parser *p, const char *fmt, ...) {
+static _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void usage_error(const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    (void)p;
     die(EX_USAGE, "%s (see %s --help)", msg, tool_name());
 }
 
@@ -45,19 +43,19 @@ static bool choice_ok(const char *choices, const char *v) {
     return false;
 }
 
-static void set_value(const flag_parser *p, const flag_spec *f, const char *v) {
+static void set_value(const flag_spec *f, const char *v) {
     char *end;
     switch (f->kind) {
     case FLAG_BOOL: break;
     case FLAG_INT: {
         errno = 0;
         long long x = strtoll(v, &end, 10);
-        if (!*v || *end || errno) usage_error(p, "%s: expected an integer, got '%s'", f->name, v);
+        if (!*v || *end || errno) usage_error("%s: expected an integer, got '%s'", f->name, v);
         if (!in_range(f, (double)x)) {
             char lo[32], hi[32];
             format_number(lo, sizeof lo, f->min);
             format_number(hi, sizeof hi, f->max);
-            usage_error(p, "%s: %s is out of range [%s, %s]", f->name, v, lo, hi);
+            usage_error("%s: %s is out of range [%s, %s]", f->name, v, lo, hi);
         }
         *(long long *)f->dest = x;
         break;
@@ -65,26 +63,26 @@ static void set_value(const flag_parser *p, const flag_spec *f, const char *v) {
     case FLAG_DOUBLE: {
         errno = 0;
         double x = strtod(v, &end);
-        if (!*v || *end || errno || !isfinite(x)) usage_error(p, "%s: expected a number, got '%s'", f->name, v);
+        if (!*v || *end || errno || !isfinite(x)) usage_error("%s: expected a number, got '%s'", f->name, v);
         if (!in_range(f, x)) {
             char lo[32], hi[32];
             format_number(lo, sizeof lo, f->min);
             format_number(hi, sizeof hi, f->max);
-            usage_error(p, "%s: %s is out of range [%s, %s]", f->name, v, lo, hi);
+            usage_error("%s: %s is out of range [%s, %s]", f->name, v, lo, hi);
         }
         *(double *)f->dest = x;
         break;
     }
     case FLAG_STRING: *(const char **)f->dest = v; break;
     case FLAG_CHOICE:
-        if (!choice_ok(f->choices, v)) usage_error(p, "%s: expected one of %s, got '%s'", f->name, f->choices, v);
+        if (!choice_ok(f->choices, v)) usage_error("%s: expected one of %s, got '%s'", f->name, f->choices, v);
         *(const char **)f->dest = v;
         break;
     case FLAG_SHARD: {
         unsigned long i, n;
         int used = 0;
         if (sscanf(v, "%lu/%lu%n", &i, &n, &used) != 2 || v[used] || n == 0 || i >= n || n > UINT32_MAX)
-            usage_error(p, "%s: expected i/n with 0 <= i < n, got '%s'", f->name, v);
+            usage_error("%s: expected i/n with 0 <= i < n, got '%s'", f->name, v);
         ((shard_spec *)f->dest)->index = (uint32_t)i;
         ((shard_spec *)f->dest)->count = (uint32_t)n;
         break;
@@ -167,15 +165,15 @@ void flags_parse(flag_parser *p, int argc, char **argv) {
             printf("%s %s\n", tool_name(), GRPO_VERSION);
             exit(0);
         }
-        if (arg[0] != '-' || !arg[1]) usage_error(p, "unexpected argument '%s'", arg);
+        if (arg[0] != '-' || !arg[1]) usage_error("unexpected argument '%s'", arg);
         const char *eq = !strncmp(arg, "--", 2) ? strchr(arg, '=') : NULL;
         size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
         int idx = find_flag(p, arg, name_len);
-        if (idx < 0) usage_error(p, "unknown flag '%.*s'", (int)name_len, arg);
+        if (idx < 0) usage_error("unknown flag '%.*s'", (int)name_len, arg);
         const flag_spec *f = &p->flags[idx];
         p->given[idx] = true;
         if (f->kind == FLAG_BOOL) {
-            if (eq) usage_error(p, "%s takes no value", f->name);
+            if (eq) usage_error("%s takes no value", f->name);
             *(bool *)f->dest = true;
             continue;
         }
@@ -183,10 +181,10 @@ void flags_parse(flag_parser *p, int argc, char **argv) {
         if (eq) {
             value = eq + 1;
         } else {
-            if (i + 1 >= argc) usage_error(p, "%s needs a value (%s)", f->name, f->metavar ? f->metavar : "VALUE");
+            if (i + 1 >= argc) usage_error("%s needs a value (%s)", f->name, f->metavar ? f->metavar : "VALUE");
             value = argv[++i];
         }
-        set_value(p, f, value);
+        set_value(f, value);
     }
 }
 
