@@ -1,0 +1,90 @@
+/* Forward and backward of a model over packed training sequences.
+ *
+ * A batch packs whole sequences (prompt + completion) one after another as
+ * rows; each sequence attends only to itself. The model is run to the
+ * per-token log-probabilities of the completion tokens under
+ * logits / temperature (and their entropies), and the backward takes
+ * d(loss)/d(logp) per completion token and accumulates parameter gradients.
+ *
+ * Memory: every layer's activations are kept for the backward, or with
+ * recompute only each layer's input (the rest is recomputed layer by layer
+ * during the backward). The LM head runs over the completion rows in chunks
+ * of TRAIN_HEAD_CHUNK, so a [tokens x vocab] logits tensor never exists
+ * whole; its backward recomputes each chunk's logits and fuses the
+ * log-softmax gradient into it. */
+#ifndef GRPO_TRAINER_H
+#define GRPO_TRAINER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/lora.h"
+#include "../model/model.h"
+#include "../util/err.h"
+
+enum { TRAIN_HEAD_CHUNK = 64 };
+
+typedef enum {
+    TRAINER_FULL,  /* every parameter gets a gradient */
+    TRAINER_LORA,  /* only the adapter's A and B */
+    TRAINER_INFER, /* forward only (a reference model): no gradients kept */
+} trainer_mode;
+
+/* Sequence s is rows start[s] .. start[s+1]-1, tokens at positions 0, 1, ...;
+ * its first n_prompt[s] tokens are the prompt (n_prompt >= 1), the rest the
+ * completion. Its completion tokens are "targets" numbered in order across
+ * the batch: sequence s has start[s+1]-start[s]-n_prompt[s] of them. key[s]
+ * identifies the completion for LoRA dropout masks (NULL when dropout is 0). */
+typedef struct {
+    int n_seqs;
+    const int *start;
+    const int *n_prompt;
+    const int32_t *tokens;
+    const uint64_t *key;
+} train_batch;
+
+/* Number of target tokens of a batch. */
+int train_batch_targets(const train_batch *b);
+
+typedef struct trainer_acts trainer_acts;
+
+typedef struct {
+    const model *m;
+    lora *lora; /* the adapter (TRAINER_LORA); NULL otherwise */
+    trainer_mode mode;
+    bool recompute;
+    int max_rows, max_len, max_targets;
+    /* gradients: full fine-tuning in the model's layout (g.lm_head aliases
+     * g.tok_embd when tied), or the adapter's layout in LoRA mode */
+    float *grad;
+    size_t n_grad;
+    model_params g;
+    float *grad_a[LORA_N_TARGETS], *grad_b[LORA_N_TARGETS];
+    /* LoRA dropout masks are keyed by (seed, pass, layer, target, key, position) */
+    uint64_t dropout_seed, dropout_pass;
+    trainer_acts *acts;
+} trainer;
+
+/* Sizes every buffer for batches of at most max_rows rows, max_len per
+ * sequence and max_targets completion tokens. l is the adapter for
+ * TRAINER_LORA (it may also be given with TRAINER_INFER: then the adapter is
+ * applied unless switched off per call). */
+int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool recompute, int max_rows, int max_len,
+                 int max_targets, gerr *e);
+void trainer_free(trainer *t);
+/* Bytes of activations, scratch and gradients the trainer holds. */
+size_t trainer_bytes(const trainer *t);
+void trainer_zero_grad(trainer *t);
+
+/* logp[targets] (and entropy[targets] when not NULL) of the batch's
+ * completion tokens. keep: store what trainer_backward needs (not in
+ * TRAINER_INFER). lora_off: run without the adapter (the reference of a LoRA
+ * run, at no extra memory). */
+void trainer_forward(trainer *t, const train_batch *b, float temperature, bool keep, bool lora_off, float *logp,
+                     float *entropy);
+/* After trainer_forward(keep) of the same batch: adds d(loss)/d(params) for
+ * the given dlogp[targets] into the gradient buffer. */
+void trainer_backward(trainer *t, const train_batch *b, float temperature, const float *dlogp);
+
+#endif
