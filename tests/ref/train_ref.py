@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""PyTorch autograd reference for the gradient of the GRPO loss (lib/train).
+
+Usage: .venv/bin/python tests/ref/train_ref.py CASE WORKDIR
+  CASE names an architecture and a setting, e.g. llama-full, qwen2-lora,
+  qwen3-full-seq, llama-tied-full-beta, llama3rope-lora-rslora (see CASES).
+
+A tiny random model of the architecture (model_ref.make_tiny) gets a batch
+of four sequences (prompt + completion); the reference computes, in float64,
+logp of every completion token under logits / temperature, the GRPO loss of
+the design brief (token or sequence importance, clip-higher, k3 KL with
+beta, the case's aggregation), and its gradient by autograd with respect to
+every parameter (full fine-tuning) or every LoRA factor (PEFT semantics:
+y = x W^T + scale * x A^T B^T). The old log-probs are the reference's own
+logp plus noise large enough that clipping is active on both sides, kept
+away from the clip edges so float32 rounding cannot flip a branch.
+
+build/tests/test_train --grad computes the same in float32; every gradient
+tensor must agree to a relative error (max |ours - ref| / max |ref|) of at
+most 1e-4, and logp to 1e-5 relative to the largest |logp|.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model_ref  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GRAD_TOL = 1e-4
+LOGP_TOL = 1e-5
+
+CASES = {
+    "llama-full": dict(arch="llama"),
+    "llama-tied-full-beta": dict(arch="llama", tied=True, beta=0.04),
+    "llama3rope-full-dapo": dict(arch="llama", llama3=True, loss="dapo", epsilon_high=0.28),
+    "qwen2-full-seq": dict(arch="qwen2", sequence_level=True, loss="bnpo", beta=0.1),
+    "qwen3-full-drgrpo": dict(arch="qwen3", loss="dr_grpo", beta=0.04),
+    "llama-lora": dict(arch="llama", lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=3)),
+    "qwen2-lora-beta": dict(arch="qwen2", beta=0.04, lora=dict(r=4, alpha=8, targets="q,v,down", rslora=False, seed=4)),
+    "qwen3-lora-rslora-seq": dict(arch="qwen3", sequence_level=True,
+                                  lora=dict(r=8, alpha=16, targets="all", rslora=True, seed=5)),
+    "llama-full-micro-recompute": dict(arch="llama", beta=0.04, micro_seqs=1, recompute=True),
+}
+
+LORA_TARGETS = {"q": ("self_attn", "q_proj"), "k": ("self_attn", "k_proj"), "v": ("self_attn", "v_proj"),
+                "o": ("self_attn", "o_proj"), "gate": ("mlp", "gate_proj"), "up": ("mlp", "up_proj"),
+                "down": ("mlp", "down_proj")}
+
+
+def forward_logp(cfg, W, lora, seqs, temperature):
+    """Per sequence, logp of its completion tokens (float64 autograd graph)."""
+    import torch
+    out = []
+    for s in seqs:
+        toks, P = s["tokens"], s["n_prompt"]
+        logits = model_forward(cfg, W, lora, toks)
+        lp = torch.log_softmax(logits / temperature, dim=-1)
+        tgt = torch.tensor(toks[P:])
+        out.append(lp[P - 1:len(toks) - 1].gather(1, tgt[:, None])[:, 0])
+    return out
+
+
+def model_forward(c, W, lora, tokens):
+    """model_ref.forward with LoRA added to the adapted projections."""
+    import torch
+    if not lora:
+        return model_ref.forward(c, W, tokens)
+    # Merging B A into W is exactly x W^T + s x A^T B^T for gradients too
+    # (autograd flows into A and B through the sum).
+    W2 = dict(W)
+    for key, (A, B, scale) in lora.items():
+        W2[key] = W[key] + scale * (B @ A)
+    return model_ref.forward(c, W2, tokens)
+
+
+def grpo_loss(case, logps, seqs, ref_logps):
+    import torch
+    eps_lo, eps_hi = case.get("epsilon", 0.2), case.get("epsilon_high", case.get("epsilon", 0.2))
+    beta, kind = case.get("beta", 0.0), case.get("loss", "grpo")
+    n_comp = len(seqs)
+    n_tok = sum(len(lp) for lp in logps)
+    total = 0
+    for lp, s, ref in zip(logps, seqs, ref_logps):
+        old = torch.tensor(s["old_logp"], dtype=torch.float64)
+        A = s["advantage"]
+        if case.get("sequence_level"):
+            rho = torch.exp((lp - old).mean()).expand(len(lp))
+        else:
+            rho = torch.exp(lp - old)
+        per_tok = -torch.min(rho * A, torch.clamp(rho, 1 - eps_lo, 1 + eps_hi) * A)
+        if beta:
+            d = ref - lp
+            per_tok = per_tok + beta * (torch.exp(d) - d - 1)
+        if kind == "grpo":
+            total = total + per_tok.sum() / len(lp) / n_comp
+        elif kind in ("bnpo", "dapo"):
+            total = total + per_tok.sum() / n_tok
+        else:
+            total = total + per_tok.sum() / (n_comp * case.get("max_new_tokens", 16))
+    return total
+
+
+def run(case_name, work):
+    import torch
+    from safetensors.numpy import load_file
+    case = CASES[case_name]
+    os.makedirs(work, exist_ok=True)
+    mdir = os.path.join(work, "model")
+    model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False))
+    cfgj = json.load(open(os.path.join(mdir, "config.json")))
+    nh = cfgj["num_attention_heads"]
+    c = dict(L=cfgj["num_hidden_layers"], nh=nh, nkv=cfgj["num_key_value_heads"],
+             hd=cfgj.get("head_dim", cfgj["hidden_size"] // nh), eps=cfgj["rms_norm_eps"],
+             theta=cfgj["rope_theta"], rope_scaling=cfgj.get("rope_scaling"), qk_norm=case["arch"] == "qwen3")
+    from safetensors.torch import load_file as tload
+    W = {k: v.to(torch.float64) for k, v in tload(os.path.join(mdir, "model.safetensors")).items()}
+    tied = cfgj.get("tie_word_embeddings", False)
+
+    g = torch.Generator().manual_seed(99)
+    V = cfgj["vocab_size"]
+    lens, prompts = [12, 7, 16, 9], [4, 2, 5, 1]
+    seqs = [dict(tokens=torch.randint(0, V, (L,), generator=g).tolist(), n_prompt=P) for L, P in zip(lens, prompts)]
+    temperature = 0.7
+    for i, s in enumerate(seqs):
+        s["advantage"] = [1.3, -0.8, 0.5, -1.1][i]
+
+    # reference logp without any adapter (the starting point for old/ref)
+    with torch.no_grad():
+        Wl = dict(W)
+        if tied:
+            Wl["lm_head.weight"] = Wl["model.embed_tokens.weight"]
+        base = forward_logp(c, Wl, None, seqs, temperature)
+    eps = case.get("epsilon", 0.2)
+    for s, lp in zip(seqs, base):
+        n = len(lp)
+        # noise of +-0.35 with a gap around +-eps: both clip sides active, no ties
+        u = torch.rand(n, generator=g, dtype=torch.float64)
+        noise = torch.where(u < 0.5, -(0.03 + 0.6 * u), 0.03 + 0.6 * (u - 0.5))
+        s["old_logp"] = (lp + noise).tolist()
+        s["ref_logp"] = (lp + 0.2 * torch.randn(n, generator=g, dtype=torch.float64)).tolist()
+
+    batch = dict(seqs=seqs, temperature=temperature, loss=case.get("loss", "grpo"),
+                 sequence_level=case.get("sequence_level", False), epsilon=eps,
+                 epsilon_high=case.get("epsilon_high", eps), beta=case.get("beta", 0.0),
+                 max_new_tokens=case.get("max_new_tokens", 16), lora=case.get("lora"),
+                 micro_seqs=case.get("micro_seqs", len(seqs)), recompute=case.get("recompute", False))
+    bpath, opath = os.path.join(work, "batch.json"), os.path.join(work, "out.safetensors")
+    with open(bpath, "w") as f:
+        json.dump(batch, f)
+    r = subprocess.run([os.path.join(ROOT, "build/tests/test_train"), "--grad", mdir, bpath, opath])
+    if r.returncode:
+        print(f"driver failed with {r.returncode}")
+        return 1
+    ours = load_file(opath)
+
+    # the reference graph
+    params = {}
+    for k, v in W.items():
+        params[k] = v.clone().requires_grad_(case.get("lora") is None)
+    Wg = dict(params)
+    if tied:
+        Wg["lm_head.weight"] = Wg["model.embed_tokens.weight"]
+    lora = None
+    if case.get("lora"):
+        lc = case["lora"]
+        r_ = lc["r"]
+        scale = lc["alpha"] / (math.sqrt(r_) if lc["rslora"] else r_)
+        names = list(LORA_TARGETS) if lc["targets"] == "all" else lc["targets"].split(",")
+        lora = {}
+        for i in range(c["L"]):
+            for t in names:
+                blk, mod = LORA_TARGETS[t]
+                pre = f"base_model.model.model.layers.{i}.{blk}.{mod}"
+                A = torch.tensor(ours[pre + ".lora_A.weight"], dtype=torch.float64, requires_grad=True)
+                B = torch.tensor(ours[pre + ".lora_B.weight"], dtype=torch.float64, requires_grad=True)
+                params[pre + ".lora_A.weight"], params[pre + ".lora_B.weight"] = A, B
+                lora[f"model.layers.{i}.{blk}.{mod}.weight"] = (A, B, scale)
+    logps = forward_logp(c, Wg, lora, seqs, temperature)
+    refs = [torch.tensor(s["ref_logp"], dtype=torch.float64) for s in seqs]
+    loss = grpo_loss(dict(case, epsilon=eps), logps, seqs, refs)
+    loss.backward()
+
+    bad = 0
+    lp_ref = torch.cat([lp.detach() for lp in logps]).numpy()
+    dl = float(np.max(np.abs(ours["logp"] - lp_ref))) / max(1.0, float(np.max(np.abs(lp_ref))))
+    if dl > LOGP_TOL:
+        print(f"logp differs by {dl:.3g} > {LOGP_TOL}")
+        bad += 1
+    dloss = abs(float(ours["loss"][0]) - loss.item())
+    if dloss > 1e-5 * max(1.0, abs(loss.item())):
+        print(f"loss {float(ours['loss'][0])} vs reference {loss.item()}")
+        bad += 1
+    worst, n = 0.0, 0
+    for k, p in params.items():
+        if p.grad is None:
+            continue
+        if k == "lm_head.weight" and tied:
+            continue
+        ref = p.grad.numpy()
+        got = ours.get("grad." + k)
+        if got is None:
+            print(f"missing gradient {k}")
+            bad += 1
+            continue
+        scale = float(np.max(np.abs(ref)))
+        rel = float(np.max(np.abs(got.reshape(ref.shape) - ref))) / max(scale, 1e-30)
+        worst = max(worst, rel)
+        n += 1
+        if rel > GRAD_TOL or scale == 0:
+            print(f"{k}: relative error {rel:.3g} (max |grad| {scale:.3g})")
+            bad += 1
+    clip_lo = sum(1 for s, lp in zip(seqs, base) for o, l in zip(s["old_logp"], lp.tolist())
+                  if math.exp(l - o) < 1 - eps)
+    print(f"{case_name}: {n} gradient tensors, worst relative error {worst:.2e}, logp {dl:.2e}, "
+          f"loss {loss.item():.6f}, tokens below the clip range {clip_lo}")
+    return 1 if bad or n == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1], sys.argv[2]))
