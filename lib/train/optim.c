@@ -1,0 +1,201 @@
+/* AdamW and SGD steps, the warmup schedules, global-norm clipping (optim.h). */
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many elements a loop is not worth waking the thread pool. */
+#define PARALLEL_MIN 65536
+/* The norm sums chunks of this many elements, then the chunks in order:
+ * the same bits for any thread count. */
+#define NORM_CHUNK 32768
+
+static const char *const optim_names[] = {"adamw", "sgd"};
+static const char *const sched_names[] = {"constant", "linear", "cosine"};
+
+int optim_kind_parse(const char *s, optim_kind *k, gerr *e) {
+    for (int i = 0; i < 2; i++) {
+        if (!strcmp(s, optim_names[i])) {
+            *k = (optim_kind)i;
+            return 0;
+        }
+    }
+    return gerr_set(e, EX_USAGE, "--optimizer: expected adamw or sgd, got '%s'", s);
+}
+
+int sched_kind_parse(const char *s, sched_kind *k, gerr *e) {
+    for (int i = 0; i < 3; i++) {
+        if (!strcmp(s, sched_names[i])) {
+            *k = (sched_kind)i;
+            return 0;
+        }
+    }
+    return gerr_set(e, EX_USAGE, "--lr-schedule: expected constant, linear or cosine, got '%s'", s);
+}
+
+const char *optim_kind_name(optim_kind k) { return (unsigned)k < 2 ? optim_names[k] : NULL; }
+const char *sched_kind_name(sched_kind k) { return (unsigned)k < 3 ? sched_names[k] : NULL; }
+
+/* One number of --betas ending at `end`; false when malformed or out of [0, 1). */
+static bool parse_beta(const char *s, char end, const char **next, double *out) {
+    char *stop;
+    double v = strtod(s, &stop);
+    if (stop == s || *stop != end || !(v >= 0 && v < 1)) return false;
+    *next = stop + (end ? 1 : 0);
+    *out = v;
+    return true;
+}
+
+int optim_parse_betas(const char *s, double *beta1, double *beta2, gerr *e) {
+    const char *p = s;
+    double b1, b2;
+    if (!parse_beta(p, ',', &p, &b1) || !parse_beta(p, '\0', &p, &b2))
+        return gerr_set(e, EX_USAGE, "--betas: expected B1,B2 with both in [0, 1), got '%s'", s);
+    *beta1 = b1;
+    *beta2 = b2;
+    return 0;
+}
+
+optim_config optim_default_config(void) {
+    optim_config c = {0};
+    c.kind = OPTIM_ADAMW;
+    c.lr = 1e-6;
+    c.beta1 = 0.9;
+    c.beta2 = 0.999;
+    c.eps = 1e-8;
+    c.schedule = SCHED_CONSTANT;
+    return c;
+}
+
+int optim_config_check(const optim_config *c, gerr *e) {
+    if (!(c->lr >= 0 && isfinite(c->lr))) return gerr_set(e, EX_USAGE, "--lr: expected a number >= 0, got %g", c->lr);
+    if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1))
+        return gerr_set(e, EX_USAGE, "--betas: expected both in [0, 1), got %g,%g", c->beta1, c->beta2);
+    if (!(c->eps >= 0 && isfinite(c->eps)))
+        return gerr_set(e, EX_USAGE, "--adam-eps: expected a number >= 0, got %g", c->eps);
+    if (!(c->weight_decay >= 0 && isfinite(c->weight_decay)))
+        return gerr_set(e, EX_USAGE, "--weight-decay: expected a number >= 0, got %g", c->weight_decay);
+    if (!(c->max_grad_norm >= 0 && isfinite(c->max_grad_norm)))
+        return gerr_set(e, EX_USAGE, "--max-grad-norm: expected a number >= 0, got %g", c->max_grad_norm);
+    if (c->warmup_steps < 0) return gerr_set(e, EX_USAGE, "--warmup-steps: expected >= 0, got %ld", c->warmup_steps);
+    if (c->total_steps < 0) return gerr_set(e, EX_USAGE, "--total-steps: expected >= 0, got %ld", c->total_steps);
+    if (c->schedule != SCHED_CONSTANT && c->total_steps < 1)
+        return gerr_set(e, EX_USAGE, "--lr-schedule %s needs --total-steps N (N >= 1): the schedule decays to 0 at N",
+                        sched_kind_name(c->schedule));
+    return 0;
+}
+
+double optim_lr_multiplier(const optim_config *c, long step) {
+    long warmup = c->warmup_steps, total = c->total_steps;
+    if (step < warmup) return (double)step / (double)(warmup > 1 ? warmup : 1);
+    double span = (double)(total - warmup > 1 ? total - warmup : 1);
+    switch (c->schedule) {
+    case SCHED_CONSTANT: return 1.0;
+    case SCHED_LINEAR: {
+        double f = (double)(total - step) / span;
+        return f > 0 ? f : 0.0;
+    }
+    case SCHED_COSINE: {
+        if (step >= total) return 0.0;
+        double f = 0.5 * (1.0 + cos(M_PI * ((double)(step - warmup) / span)));
+        return f > 0 ? f : 0.0;
+    }
+    }
+    return 0.0;
+}
+
+double optim_lr_at(const optim_config *c, long step) { return c->lr * optim_lr_multiplier(c, step); }
+
+/* torch.optim.AdamW's single-tensor step: float32 element arithmetic with
+ * the step constants computed in double and rounded once, as torch does
+ * when it applies Python floats to float tensors. */
+static void adamw_step(const optim_config *c, long t, double lr, float *param, const float *grad, float *m, float *v,
+                       size_t n, bool decay) {
+    const bool wd = decay && c->weight_decay != 0;
+    const float keep = (float)(1.0 - lr * c->weight_decay);
+    const float b1 = (float)c->beta1, a1 = (float)(1.0 - c->beta1);
+    const float b2 = (float)c->beta2, a2 = (float)(1.0 - c->beta2);
+    const float neg_step = (float)-(lr / (1.0 - pow(c->beta1, (double)t)));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)t));
+    const float eps = (float)c->eps;
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float p = param[i], g = grad[i];
+        if (wd) p *= keep;
+        float mi = m[i] * b1 + a1 * g;
+        float vi = v[i] * b2 + a2 * g * g;
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        m[i] = mi;
+        v[i] = vi;
+        param[i] = p + neg_step * mi / denom;
+    }
+}
+
+static void sgd_step(const optim_config *c, double lr, float *param, const float *grad, size_t n, bool decay) {
+    const bool wd = decay && c->weight_decay != 0;
+    const float keep = (float)(1.0 - lr * c->weight_decay);
+    const float neg_lr = (float)-lr;
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float p = param[i];
+        if (wd) p *= keep;
+        param[i] = p + neg_lr * grad[i];
+    }
+}
+
+void optim_step(const optim_config *c, long t, double lr, float *param, const float *grad, float *m, float *v,
+                size_t n, bool decay) {
+    if (c->kind == OPTIM_ADAMW) adamw_step(c, t, lr, param, grad, m, v, n, decay);
+    else sgd_step(c, lr, param, grad, n, decay);
+}
+
+double grad_global_norm(const float *const *grads, const size_t *sizes, int n) {
+    size_t n_chunks = 0;
+    for (int i = 0; i < n; i++) n_chunks += (sizes[i] + NORM_CHUNK - 1) / NORM_CHUNK;
+    if (n_chunks == 0) return 0.0;
+    /* chunk k covers [off[k], off[k] + NORM_CHUNK) of tensor of[k] */
+    int *of = xmalloc(n_chunks * sizeof *of);
+    size_t *off = xmalloc(n_chunks * sizeof *off);
+    double *part = xmalloc(n_chunks * sizeof *part);
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        for (size_t o = 0; o < sizes[i]; o += NORM_CHUNK) {
+            of[k] = i;
+            off[k] = o;
+            k++;
+        }
+    }
+#pragma omp parallel for schedule(static) if (n_chunks > 1)
+    for (size_t j = 0; j < n_chunks; j++) {
+        const float *g = grads[of[j]];
+        size_t end = off[j] + NORM_CHUNK < sizes[of[j]] ? off[j] + NORM_CHUNK : sizes[of[j]];
+        double s = 0;
+        for (size_t i = off[j]; i < end; i++) s += (double)g[i] * g[i];
+        part[j] = s;
+    }
+    double total = 0;
+    for (size_t j = 0; j < n_chunks; j++) total += part[j];
+    free(of);
+    free(off);
+    free(part);
+    return sqrt(total);
+}
+
+double grad_clip_scale(double norm, double max_norm) {
+    if (!(max_norm > 0)) return 1.0;
+    double s = max_norm / (norm + 1e-6);
+    return s < 1.0 ? s : 1.0;
+}
+
+void grad_scale(float *const *grads, const size_t *sizes, int n, double scale) {
+    if (scale == 1.0) return;
+    /* torch multiplies the float gradients by the factor as a float */
+    const float f = (float)scale;
+    for (int i = 0; i < n; i++) {
+        float *g = grads[i];
+        size_t len = sizes[i];
+#pragma omp parallel for schedule(static) if (len >= PARALLEL_MIN)
+        for (size_t j = 0; j < len; j++) g[j] *= f;
+    }
+}

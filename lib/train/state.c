@@ -1,0 +1,342 @@
+/* grpo/state.json and grpo/optimizer.safetensors (state.h). */
+#include "state.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/json_scan.h"
+#include "../io/mapped.h"
+#include "../io/outstream.h"
+#include "../io/record.h"
+#include "../util/strbuf.h"
+
+/* ---- state.json: writing ---------------------------------------------------- */
+
+static bool is_sha256_hex(const char *s) {
+    for (int i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+    return s[64] == '\0';
+}
+
+/* True when text is exactly one JSON object, white space around it allowed. */
+static bool is_json_object(const char *text) {
+    size_t len = strlen(text), i = 0;
+    while (i < len && strchr(" \t\r\n", text[i])) i++;
+    if (i == len || text[i] != '{') return false;
+    json_scan_error se;
+    size_t end = json_scan_value(text, len, i, &se);
+    if (!end) return false;
+    while (end < len && strchr(" \t\r\n", text[end])) end++;
+    return end == len;
+}
+
+static bool utf8_string(const char *s) { return s && st_utf8_valid((const unsigned char *)s, strlen(s), NULL); }
+
+int state_write(const train_state *s, const char *path, gerr *e) {
+    if (!s->flags_json || !is_json_object(s->flags_json))
+        return gerr_set(e, EX_SOFTWARE, "%s: flags: not a JSON object", path);
+    if (!is_sha256_hex(s->batch_sha256))
+        return gerr_set(e, EX_SOFTWARE, "%s: batch_sha256: not 64 lower-case hex digits", path);
+    if (!utf8_string(s->parent) || !utf8_string(s->version))
+        return gerr_set(e, EX_SOFTWARE, "%s: parent or version missing or not UTF-8", path);
+    if (s->step < 0 || s->schedule_step < 0 || s->warmup_steps < 0 || s->total_steps < 0 || s->seed < 0 ||
+        s->next_index < 0)
+        return gerr_set(e, EX_SOFTWARE, "%s: negative step, schedule or rng count", path);
+    const char *sched = sched_kind_name(s->schedule);
+    if (!sched) return gerr_set(e, EX_SOFTWARE, "%s: unknown schedule %d", path, (int)s->schedule);
+
+    strbuf b = {0};
+    sb_printf(&b, "{\"step\":%lld,\"schedule\":{\"name\":\"%s\",\"step\":%lld,\"warmup_steps\":%lld,\"total_steps\":%lld},",
+              s->step, sched, s->schedule_step, s->warmup_steps, s->total_steps);
+    sb_printf(&b, "\"rng\":{\"seed\":%lld,\"next_index\":%lld},\"flags\":", s->seed, s->next_index);
+    sb_puts(&b, s->flags_json);
+    sb_printf(&b, ",\"batch_sha256\":\"%s\",\"parent\":", s->batch_sha256);
+    sb_json_string(&b, s->parent, strlen(s->parent));
+    sb_puts(&b, ",\"version\":");
+    sb_json_string(&b, s->version, strlen(s->version));
+    sb_puts(&b, "}\n");
+    int rc = write_file_atomic(path, b.data, b.len, e);
+    sb_free(&b);
+    return rc;
+}
+
+/* ---- state.json: reading ---------------------------------------------------- */
+
+/* Where a field is, for messages: the file and the dotted field name. */
+typedef struct {
+    const char *path;
+    const char *prefix; /* "schedule." or "" */
+} where;
+
+static int field_error(const where *w, const char *key, const char *expected, const char *got, gerr *e) {
+    return gerr_set(e, EX_DATAERR, "%s: field \"%s%s\": expected %s, got %s", w->path, w->prefix, key, expected,
+                    got);
+}
+
+/* The field `key` of kind `want`, or NULL with e set. */
+static const rec_field *need(const record *r, const where *w, const char *key, json_kind want, const char *expected,
+                             gerr *e) {
+    const rec_field *f = record_find(r, key);
+    if (!f) {
+        field_error(w, key, expected, "nothing (field missing)", e);
+        return NULL;
+    }
+    json_kind k = json_kind_of(f->val);
+    if (k != want) {
+        field_error(w, key, expected, json_kind_name(k), e);
+        return NULL;
+    }
+    return f;
+}
+
+/* A non-negative integer written without sign, fraction or exponent. */
+static int need_count(const record *r, const where *w, const char *key, long long *out, gerr *e) {
+    const char *expected = "an integer >= 0";
+    const rec_field *f = need(r, w, key, JSON_NUMBER, expected, e);
+    if (!f) return e->code;
+    char buf[24];
+    bool digits = f->val_len < sizeof buf;
+    for (size_t i = 0; digits && i < f->val_len; i++) digits = f->val[i] >= '0' && f->val[i] <= '9';
+    if (!digits) {
+        char got[64];
+        snprintf(got, sizeof got, "%.*s", (int)(f->val_len > 40 ? 40 : f->val_len), f->val);
+        return field_error(w, key, expected, got, e);
+    }
+    memcpy(buf, f->val, f->val_len);
+    buf[f->val_len] = 0;
+    errno = 0;
+    long long v = strtoll(buf, NULL, 10);
+    if (errno == ERANGE) return field_error(w, key, "an integer below 2^63", buf, e);
+    *out = v;
+    return 0;
+}
+
+static int need_string(const record *r, const where *w, const char *key, strbuf *out, gerr *e) {
+    const rec_field *f = need(r, w, key, JSON_STRING, "a string", e);
+    if (!f) return e->code;
+    sb_clear(out);
+    json_decode_string(f->val + 1, f->val_len - 2, out);
+    sb_reserve(out, 0); /* "" still gets a buffer */
+    return 0;
+}
+
+/* The raw text of a string value for messages, cut short. */
+static void quoted(const rec_field *f, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.*s", (int)(f->val_len > 80 ? 80 : f->val_len), f->val);
+}
+
+static int read_schedule(const record *top, const char *path, train_state *s, gerr *e) {
+    where w = {path, ""};
+    const rec_field *f = need(top, &w, "schedule", JSON_OBJECT, "an object", e);
+    if (!f) return e->code;
+    record r;
+    record_init(&r);
+    strbuf name = {0};
+    int rc = record_parse(&r, f->val, f->val_len, path, 0, e);
+    w.prefix = "schedule.";
+    if (!rc) rc = need_string(&r, &w, "name", &name, e);
+    if (!rc) {
+        gerr ignored;
+        if (sched_kind_parse(name.data, &s->schedule, &ignored)) {
+            char got[96];
+            quoted(record_find(&r, "name"), got, sizeof got);
+            rc = field_error(&w, "name", "constant, linear or cosine", got, e);
+        }
+    }
+    if (!rc) rc = need_count(&r, &w, "step", &s->schedule_step, e);
+    if (!rc) rc = need_count(&r, &w, "warmup_steps", &s->warmup_steps, e);
+    if (!rc) rc = need_count(&r, &w, "total_steps", &s->total_steps, e);
+    sb_free(&name);
+    record_free(&r);
+    return rc;
+}
+
+static int read_rng(const record *top, const char *path, train_state *s, gerr *e) {
+    where w = {path, ""};
+    const rec_field *f = need(top, &w, "rng", JSON_OBJECT, "an object", e);
+    if (!f) return e->code;
+    record r;
+    record_init(&r);
+    int rc = record_parse(&r, f->val, f->val_len, path, 0, e);
+    w.prefix = "rng.";
+    if (!rc) rc = need_count(&r, &w, "seed", &s->seed, e);
+    if (!rc) rc = need_count(&r, &w, "next_index", &s->next_index, e);
+    record_free(&r);
+    return rc;
+}
+
+static int read_fields(const record *r, const char *path, train_state *s, gerr *e) {
+    where w = {path, ""};
+    int rc = need_count(r, &w, "step", &s->step, e);
+    if (!rc) rc = read_schedule(r, path, s, e);
+    if (!rc) rc = read_rng(r, path, s, e);
+    if (rc) return rc;
+    const rec_field *flags = need(r, &w, "flags", JSON_OBJECT, "an object", e);
+    if (!flags) return e->code;
+    s->flags_json = xstrndup(flags->val, flags->val_len);
+
+    strbuf str = {0};
+    rc = need_string(r, &w, "batch_sha256", &str, e);
+    if (!rc && (str.len != 64 || !is_sha256_hex(str.data))) {
+        char got[96];
+        quoted(record_find(r, "batch_sha256"), got, sizeof got);
+        rc = field_error(&w, "batch_sha256", "64 lower-case hex digits", got, e);
+    }
+    if (!rc) memcpy(s->batch_sha256, str.data, 65);
+    if (!rc) rc = need_string(r, &w, "parent", &str, e);
+    if (!rc) s->parent = xstrdup(str.data);
+    if (!rc) rc = need_string(r, &w, "version", &str, e);
+    if (!rc) s->version = xstrdup(str.data);
+    sb_free(&str);
+    return rc;
+}
+
+int state_read(train_state *s, const char *path, gerr *e) {
+    memset(s, 0, sizeof *s);
+    size_t len;
+    char *text = read_whole_file(path, &len, e);
+    if (!text) return e->code;
+    /* the record parser wants the object alone on its line: trim around it */
+    size_t begin = 0, end = len;
+    while (begin < end && strchr(" \t\r\n", text[begin])) begin++;
+    while (end > begin && strchr(" \t\r\n", text[end - 1])) end--;
+    record r;
+    record_init(&r);
+    int rc = record_parse(&r, text + begin, end - begin, path, 0, e);
+    if (!rc) rc = read_fields(&r, path, s, e);
+    record_free(&r);
+    free(text);
+    if (rc) state_free(s);
+    return rc;
+}
+
+void state_free(train_state *s) {
+    free(s->flags_json);
+    free(s->parent);
+    free(s->version);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- optimizer.safetensors ---------------------------------------------------- */
+
+static const char *const moment_prefix[2] = {"exp_avg.", "exp_avg_sq."};
+
+static void moment_name(strbuf *b, int which, const char *param) {
+    sb_clear(b);
+    sb_puts(b, moment_prefix[which]);
+    sb_puts(b, param);
+}
+
+int optim_state_write(const char *path, optim_kind kind, const optim_tensor *t, size_t n, gerr *e) {
+    const char *kind_name = optim_kind_name(kind);
+    if (!kind_name) return gerr_set(e, EX_SOFTWARE, "%s: unknown optimizer %d", path, (int)kind);
+    st_writer w;
+    st_writer_init(&w);
+    strbuf name = {0};
+    int rc = st_writer_set_meta(&w, "format", "grpo", e);
+    if (!rc) rc = st_writer_set_meta(&w, "optimizer", kind_name, e);
+    for (size_t i = 0; !rc && kind == OPTIM_ADAMW && i < n; i++) {
+        for (int which = 0; !rc && which < 2; which++) {
+            moment_name(&name, which, t[i].name);
+            rc = st_writer_add(&w, name.data, ST_F32, t[i].ndim, t[i].shape, which ? t[i].v : t[i].m, e);
+        }
+    }
+    if (rc) {
+        char msg[sizeof e->msg];
+        memcpy(msg, e->msg, sizeof msg);
+        gerr_set(e, rc, "%s: %s", path, msg);
+    } else {
+        rc = st_write(&w, path, e);
+    }
+    sb_free(&name);
+    st_writer_free(&w);
+    return rc;
+}
+
+static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+}
+
+/* Checks one moment tensor against its parameter and copies it out. */
+static int load_moment(const st_file *f, const char *path, const char *name, const optim_tensor *p, float *out,
+                       gerr *e) {
+    const st_tensor *t = st_find(f, name);
+    if (!t)
+        return gerr_set(e, EX_DATAERR, "%s: tensor \"%s\" missing: was the checkpoint trained on other parameters?",
+                        path, name);
+    if (t->dtype != ST_F32)
+        return gerr_set(e, EX_DATAERR, "%s: tensor \"%s\": expected dtype F32, got %s", path, name,
+                        st_dtype_name(t->dtype));
+    bool same = t->ndim == p->ndim;
+    for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == p->shape[d];
+    if (!same) {
+        char want[160], got[160];
+        shape_text(want, sizeof want, p->ndim, p->shape);
+        shape_text(got, sizeof got, t->ndim, t->shape);
+        return gerr_set(e, EX_DATAERR, "%s: tensor \"%s\": expected shape %s, got %s", path, name, want, got);
+    }
+    return st_tensor_to_f32(f, t, out, e);
+}
+
+/* The first tensor of f that is no moment of a listed parameter, or NULL. */
+static const char *unexpected_tensor(const st_file *f, optim_kind kind, const optim_tensor *t, size_t n) {
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const char *name = f->tensors[i].name;
+        bool known = false;
+        for (int which = 0; kind == OPTIM_ADAMW && !known && which < 2; which++) {
+            size_t plen = strlen(moment_prefix[which]);
+            if (strncmp(name, moment_prefix[which], plen)) continue;
+            for (size_t j = 0; !known && j < n; j++) known = !strcmp(name + plen, t[j].name);
+        }
+        if (!known) return name;
+    }
+    return NULL;
+}
+
+static int check_meta(const st_file *f, const char *path, optim_kind kind, gerr *e) {
+    const char *format = st_meta_get(f, "format");
+    if (!format || strcmp(format, "grpo"))
+        return gerr_set(e, EX_DATAERR, "%s: metadata \"format\": expected \"grpo\", got %s%.80s%s", path,
+                        format ? "\"" : "", format ? format : "nothing", format ? "\"" : "");
+    const char *opt = st_meta_get(f, "optimizer");
+    optim_kind got;
+    gerr ignored;
+    if (!opt || optim_kind_parse(opt, &got, &ignored))
+        return gerr_set(e, EX_DATAERR, "%s: metadata \"optimizer\": expected adamw or sgd, got %s%.80s%s", path,
+                        opt ? "\"" : "", opt ? opt : "nothing", opt ? "\"" : "");
+    if (got != kind)
+        return gerr_set(e, EX_DATAERR,
+                        "%s: optimizer state is for --optimizer %s, this run has --optimizer %s: moments of "
+                        "one optimizer do not resume another",
+                        path, opt, optim_kind_name(kind));
+    return 0;
+}
+
+int optim_state_read(const char *path, optim_kind kind, optim_tensor *t, size_t n, gerr *e) {
+    if (!optim_kind_name(kind)) return gerr_set(e, EX_SOFTWARE, "%s: unknown optimizer %d", path, (int)kind);
+    st_file f;
+    int rc = st_open(&f, path, e);
+    if (rc) return rc;
+    rc = check_meta(&f, path, kind, e);
+    strbuf name = {0};
+    for (size_t i = 0; !rc && kind == OPTIM_ADAMW && i < n; i++) {
+        for (int which = 0; !rc && which < 2; which++) {
+            moment_name(&name, which, t[i].name);
+            rc = load_moment(&f, path, name.data, &t[i], which ? t[i].v : t[i].m, e);
+        }
+    }
+    size_t want = kind == OPTIM_ADAMW ? 2 * n : 0;
+    if (!rc && f.n_tensors != want) { /* every expected one is there: the rest are extra */
+        const char *extra = unexpected_tensor(&f, kind, t, n);
+        if (extra)
+            rc = gerr_set(e, EX_DATAERR, "%s: tensor \"%.200s\" belongs to no trained parameter of this run", path,
+                          extra);
+    }
+    sb_free(&name);
+    st_close(&f);
+    return rc;
+}

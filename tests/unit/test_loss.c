@@ -1,0 +1,470 @@
+/* The GRPO loss family (lib/train/loss.h) against a float64 reference
+ * written out here from the formulas (per-token loss matrix, then each
+ * aggregation literally), and its gradient against central finite
+ * differences of that reference, for every loss kind x token/sequence
+ * importance x beta 0/0.04, with clipping active on both sides.
+ *
+ * Tolerances: the loss and metrics 1e-12 relative (both in double on the
+ * same float inputs; only summation order differs). The gradient is float:
+ * |dlogp - fd| <= 1e-6 |fd| + 1e-9 (float rounding 6e-8 relative; the
+ * finite difference, h = 1e-6, is good to ~1e-9 absolute). Random ratios
+ * are kept 1e-3 away from the clip bounds so no difference straddles a kink.
+ *
+ * Driver mode for tests/ref/loss_ref.py (PyTorch autograd):
+ *   test_loss --ref-json IN OUT
+ * reads cases {"cases":[{"loss","sequence_level","epsilon_low","epsilon_high",
+ * "beta","max_new_tokens","completions":[{"logp","old_logp","ref_logp",
+ * "entropy","advantage","masked"}]}]} and writes {"cases":[{"loss",
+ * "policy_loss","kl","entropy","clip_low","clip_high","clip_region",
+ * "dlogp":[[...]...]}]} (null for a metric that does not apply; masked
+ * completions get zeros). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "io/mapped.h"
+#include "io/outstream.h"
+#include "train/loss.h"
+#include "util/strbuf.h"
+#include "check.h"
+
+#define MAXC 8  /* completions per test batch */
+#define MAXT 12 /* tokens per completion */
+
+typedef struct {
+    int n_comp;
+    int len[MAXC];
+    bool masked[MAXC];
+    double adv[MAXC];
+    float logp[MAXC][MAXT], old[MAXC][MAXT], ref[MAXC][MAXT], ent[MAXC][MAXT];
+    int max_new_tokens;
+} batch;
+
+static loss_batch totals(const batch *b) {
+    loss_batch t = {0, 0, b->max_new_tokens};
+    for (int i = 0; i < b->n_comp; i++) {
+        if (b->masked[i]) continue;
+        t.n_completions++;
+        t.n_tokens += b->len[i];
+    }
+    return t;
+}
+
+/* Runs the library over the unmasked completions. */
+static loss_stats run_loss(const loss_config *c, const batch *b, bool with_ref, float dlogp[MAXC][MAXT]) {
+    loss_stats s = {0};
+    loss_batch t = totals(b);
+    memset(dlogp, 0, sizeof(float[MAXC][MAXT]));
+    for (int i = 0; i < b->n_comp; i++) {
+        if (b->masked[i]) continue;
+        loss_completion(c, &t, b->len[i], b->logp[i], b->old[i], with_ref ? b->ref[i] : NULL, b->ent[i], b->adv[i],
+                        dlogp[i], &s);
+    }
+    return s;
+}
+
+/* ---- the reference ---------------------------------------------------------- */
+
+/* The batch loss from logp (double, perturbed by the finite differences). */
+static double ref_loss(const loss_config *c, const batch *b, const double lp[MAXC][MAXT], bool policy_only) {
+    double ptl[MAXC][MAXT];
+    for (int i = 0; i < b->n_comp; i++) {
+        if (b->masked[i]) continue;
+        double seq = 0;
+        for (int t = 0; t < b->len[i]; t++) seq += lp[i][t] - b->old[i][t];
+        seq /= b->len[i] > 0 ? b->len[i] : 1;
+        for (int t = 0; t < b->len[i]; t++) {
+            double coef = exp(c->sequence_level ? seq : lp[i][t] - b->old[i][t]);
+            double l1 = coef * b->adv[i];
+            double l2 = fmin(fmax(coef, 1 - c->epsilon_low), 1 + c->epsilon_high) * b->adv[i];
+            ptl[i][t] = -fmin(l1, l2);
+            if (!policy_only && c->beta != 0) {
+                double d = b->ref[i][t] - lp[i][t];
+                ptl[i][t] += c->beta * (exp(d) - d - 1);
+            }
+        }
+    }
+    double sum = 0, seq_means = 0;
+    long n = 0, tokens = 0;
+    for (int i = 0; i < b->n_comp; i++) {
+        if (b->masked[i]) continue;
+        double s = 0;
+        for (int t = 0; t < b->len[i]; t++) s += ptl[i][t];
+        sum += s;
+        seq_means += s / (b->len[i] > 0 ? b->len[i] : 1);
+        n++;
+        tokens += b->len[i];
+    }
+    switch (c->kind) {
+    case LOSS_GRPO: return seq_means / n;
+    case LOSS_BNPO:
+    case LOSS_DAPO: return sum / tokens;
+    case LOSS_DR_GRPO: return sum / ((double)n * b->max_new_tokens);
+    }
+    return NAN;
+}
+
+/* xorshift64*: a fixed-seed stream */
+static double next_unit(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (double)((*s * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53;
+}
+
+/* True when no ratio the loss sees lies within 1e-3 of a clip bound. */
+static bool away_from_kinks(const loss_config *c, const batch *b) {
+    double lo = 1 - c->epsilon_low, hi = 1 + c->epsilon_high;
+    for (int i = 0; i < b->n_comp; i++) {
+        double seq = 0;
+        for (int t = 0; t < b->len[i]; t++) {
+            double r = exp((double)b->logp[i][t] - b->old[i][t]);
+            if (fabs(r - lo) < 1e-3 || fabs(r - hi) < 1e-3) return false;
+            seq += (double)b->logp[i][t] - b->old[i][t];
+        }
+        double r = exp(seq / (b->len[i] > 0 ? b->len[i] : 1));
+        if (fabs(r - lo) < 1e-3 || fabs(r - hi) < 1e-3) return false;
+    }
+    return true;
+}
+
+static void random_batch(uint64_t *seed, batch *b) {
+    b->n_comp = 3 + (int)(next_unit(seed) * 5); /* 3..7 */
+    b->max_new_tokens = MAXT;
+    for (int i = 0; i < b->n_comp; i++) {
+        b->len[i] = 1 + (int)(next_unit(seed) * MAXT);
+        b->masked[i] = i == 1; /* one truncated completion left out */
+        b->adv[i] = (next_unit(seed) - 0.5) * 3;
+        /* sequence-level ratios drift less than token ones: a shared offset
+         * moves some completions outside the clip range too */
+        double shift = (next_unit(seed) - 0.5) * 0.8;
+        for (int t = 0; t < b->len[i]; t++) {
+            b->logp[i][t] = (float)(-0.05 - next_unit(seed) * 3);
+            b->old[i][t] = (float)(b->logp[i][t] - shift - (next_unit(seed) - 0.5) * 0.8);
+            b->ref[i][t] = (float)(b->logp[i][t] + (next_unit(seed) - 0.5) * 0.6);
+            b->ent[i][t] = (float)(next_unit(seed) * 2);
+        }
+    }
+}
+
+static const loss_kind kinds[] = {LOSS_GRPO, LOSS_BNPO, LOSS_DR_GRPO, LOSS_DAPO};
+
+static void check_against_reference(uint64_t *seed, const loss_config *c, long *clipped_low, long *clipped_high) {
+    batch b;
+    do random_batch(seed, &b);
+    while (!away_from_kinks(c, &b));
+    float g[MAXC][MAXT];
+    loss_stats s = run_loss(c, &b, c->beta != 0, g);
+    double lp[MAXC][MAXT];
+    for (int i = 0; i < b.n_comp; i++)
+        for (int t = 0; t < b.len[i]; t++) lp[i][t] = b.logp[i][t];
+    double want = ref_loss(c, &b, lp, false);
+    CHECK_NEAR(s.loss, want, 1e-12 * (1 + fabs(want)));
+    double want_policy = ref_loss(c, &b, lp, true);
+    CHECK_NEAR(s.policy_loss, want_policy, 1e-12 * (1 + fabs(want_policy)));
+    const double h = 1e-6;
+    for (int i = 0; i < b.n_comp; i++) {
+        for (int t = 0; t < b.len[i]; t++) {
+            if (b.masked[i]) {
+                CHECK(g[i][t] == 0);
+                continue;
+            }
+            double keep = lp[i][t];
+            lp[i][t] = keep + h;
+            double up = ref_loss(c, &b, lp, false);
+            lp[i][t] = keep - h;
+            double down = ref_loss(c, &b, lp, false);
+            lp[i][t] = keep;
+            double fd = (up - down) / (2 * h);
+            CHECK_NEAR(g[i][t], fd, 1e-6 * fabs(fd) + 1e-9);
+        }
+    }
+    *clipped_low += s.clipped_low;
+    *clipped_high += s.clipped_high;
+}
+
+/* ---- driver mode ---------------------------------------------------------------- */
+
+static int driver_fail(const char *msg) {
+    fprintf(stderr, "test_loss: %s\n", msg);
+    return 1;
+}
+
+static bool read_floats(const cJSON *arr, float *out, int n) {
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != n) return false;
+    int i = 0;
+    for (const cJSON *v = arr->child; v; v = v->next) {
+        if (!cJSON_IsNumber(v)) return false;
+        out[i++] = (float)v->valuedouble;
+    }
+    return true;
+}
+
+static void put_metric(strbuf *o, const char *name, double v) {
+    sb_printf(o, "\"%s\":", name);
+    sb_json_number(o, v); /* NaN prints null */
+    sb_putc(o, ',');
+}
+
+/* One case: runs the loss and appends its result object to o. */
+static int driver_case(const cJSON *cs, strbuf *o) {
+    loss_config c = {0};
+    gerr e = {0};
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(cs, "loss");
+    if (!cJSON_IsString(kind) || loss_kind_parse(kind->valuestring, &c.kind, &e)) return driver_fail("bad loss");
+    c.sequence_level = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cs, "sequence_level"));
+    c.epsilon_low = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cs, "epsilon_low"));
+    c.epsilon_high = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cs, "epsilon_high"));
+    c.beta = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cs, "beta"));
+    const cJSON *comps = cJSON_GetObjectItemCaseSensitive(cs, "completions");
+    if (!cJSON_IsArray(comps)) return driver_fail("no completions");
+    loss_batch t = {0, 0, (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cs, "max_new_tokens"))};
+    for (const cJSON *cp = comps->child; cp; cp = cp->next) {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cp, "masked"))) continue;
+        t.n_completions++;
+        t.n_tokens += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cp, "logp"));
+    }
+    if (loss_batch_check(&c, &t, &e)) return driver_fail(e.msg);
+    loss_stats s = {0};
+    strbuf grads = {0};
+    sb_putc(&grads, '[');
+    int rc = 0;
+    for (const cJSON *cp = comps->child; cp && !rc; cp = cp->next) {
+        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(cp, "logp");
+        int n = cJSON_GetArraySize(lp);
+        float *buf = xcalloc((size_t)5 * (n ? n : 1), sizeof *buf);
+        float *logp = buf, *old = buf + n, *ref = buf + 2 * n, *ent = buf + 3 * n, *g = buf + 4 * n;
+        const cJSON *refj = cJSON_GetObjectItemCaseSensitive(cp, "ref_logp");
+        const cJSON *entj = cJSON_GetObjectItemCaseSensitive(cp, "entropy");
+        bool has_ref = refj && !cJSON_IsNull(refj), has_ent = entj && !cJSON_IsNull(entj);
+        if (!read_floats(lp, logp, n) || !read_floats(cJSON_GetObjectItemCaseSensitive(cp, "old_logp"), old, n) ||
+            (has_ref && !read_floats(refj, ref, n)) || (has_ent && !read_floats(entj, ent, n))) {
+            rc = driver_fail("bad completion arrays");
+        } else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cp, "masked"))) {
+            double adv = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cp, "advantage"));
+            loss_completion(&c, &t, n, logp, old, has_ref ? ref : NULL, has_ent ? ent : NULL, adv, g, &s);
+        }
+        sb_puts(&grads, grads.len > 1 ? ",[" : "[");
+        for (int k = 0; k < n; k++) {
+            if (k) sb_putc(&grads, ',');
+            sb_json_float(&grads, g[k]);
+        }
+        sb_putc(&grads, ']');
+        free(buf);
+    }
+    sb_putc(&grads, ']');
+    if (!rc) {
+        loss_metrics m = loss_stats_metrics(&s);
+        sb_putc(o, '{');
+        put_metric(o, "loss", m.loss);
+        put_metric(o, "policy_loss", m.policy_loss);
+        put_metric(o, "kl", m.kl);
+        put_metric(o, "entropy", m.entropy);
+        put_metric(o, "clip_low", m.clip_low);
+        put_metric(o, "clip_high", m.clip_high);
+        put_metric(o, "clip_region", m.clip_region);
+        sb_puts(o, "\"dlogp\":");
+        sb_append(o, grads.data, grads.len);
+        sb_putc(o, '}');
+    }
+    sb_free(&grads);
+    return rc;
+}
+
+static int driver(const char *in, const char *out) {
+    gerr e = {0};
+    char *text = read_whole_file(in, NULL, &e);
+    if (!text) return driver_fail(e.msg);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
+    if (!cJSON_IsArray(cases)) {
+        cJSON_Delete(root);
+        return driver_fail("input: expected {\"cases\": [...]}");
+    }
+    strbuf o = {0};
+    sb_puts(&o, "{\"cases\":[");
+    int rc = 0;
+    for (const cJSON *cs = cases->child; cs && !rc; cs = cs->next) {
+        if (cs != cases->child) sb_putc(&o, ',');
+        rc = driver_case(cs, &o);
+    }
+    sb_puts(&o, "]}\n");
+    if (!rc && write_file_atomic(out, o.data, o.len, &e)) rc = driver_fail(e.msg);
+    sb_free(&o);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- the unit tests ---------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--ref-json")) return driver(argv[2], argv[3]);
+
+    TEST("loss kinds parse and print");
+    {
+        gerr e = {0};
+        loss_kind k;
+        for (int i = 0; i < 4; i++) {
+            CHECK(loss_kind_parse(loss_kind_name(kinds[i]), &k, &e) == 0);
+            CHECK(k == kinds[i]);
+        }
+        CHECK_EQ_INT(loss_kind_parse("ppo", &k, &e), EX_USAGE);
+        CHECK(strstr(e.msg, "--loss") && strstr(e.msg, "'ppo'"));
+        CHECK(loss_kind_name((loss_kind)9) == NULL);
+    }
+
+    TEST("batch totals are checked");
+    {
+        gerr e = {0};
+        loss_config c = {LOSS_DR_GRPO, false, 0.2, 0.2, 0};
+        loss_batch ok = {2, 10, 16}, none = {0, 0, 16}, no_len = {2, 10, 0};
+        CHECK_EQ_INT(loss_batch_check(&c, &ok, &e), 0);
+        CHECK_EQ_INT(loss_batch_check(&c, &none, &e), EX_DATAERR);
+        CHECK_EQ_INT(loss_batch_check(&c, &no_len, &e), EX_DATAERR);
+        CHECK(strstr(e.msg, "dr_grpo") != NULL);
+        c.kind = LOSS_GRPO;
+        CHECK_EQ_INT(loss_batch_check(&c, &no_len, &e), 0); /* only dr_grpo divides by it */
+    }
+
+    TEST("known values: one completion, clipped high, unclipped, clipped low");
+    {
+        loss_config c = {LOSS_GRPO, false, 0.2, 0.28, 0};
+        loss_batch t = {1, 3, 8};
+        /* ratios e^0.5 (above 1.28), e^0.1 (inside), e^-0.5 (below 0.8) */
+        const float logp[] = {-1.0f, -1.0f, -1.0f}, old[] = {-1.5f, -1.1f, -0.5f};
+        float g[3];
+        loss_stats s = {0};
+        loss_completion(&c, &t, 3, logp, old, NULL, NULL, 1.0, g, &s);
+        double r1 = exp((double)-1.0f - (double)-1.1f), r2 = exp(-0.5);
+        /* A > 0: min picks the clipped 1.28 for the first, rho for the other two */
+        double want = -(1.28 + r1 + r2) / 3;
+        CHECK_NEAR(s.loss, want, 1e-12);
+        CHECK(g[0] == 0);
+        CHECK_NEAR(g[1], -r1 / 3, 1e-7);
+        CHECK_NEAR(g[2], -r2 / 3, 1e-7); /* below the range with A > 0: not clipped */
+        CHECK_EQ_INT(s.clipped_high, 1);
+        CHECK_EQ_INT(s.clipped_low, 0);
+        loss_stats n = {0};
+        loss_completion(&c, &t, 3, logp, old, NULL, NULL, -2.0, g, &n);
+        /* A < 0: -min(-2 rho, -2 clip) = 2 max(rho, clip) */
+        CHECK_NEAR(n.loss, 2 * (exp(0.5) + r1 + 0.8) / 3, 1e-12);
+        CHECK_NEAR(g[0], 2 * exp(0.5) / 3, 1e-6);
+        CHECK(g[2] == 0);
+        CHECK_EQ_INT(n.clipped_low, 1);
+        CHECK_EQ_INT(n.clipped_region, 1);
+        loss_metrics m = loss_stats_metrics(&n);
+        CHECK_NEAR(m.clip_low, 1.0 / 3, 1e-15);
+        CHECK(isnan(m.kl) && isnan(m.entropy));
+    }
+
+    TEST("every kind x token/sequence x beta 0/0.04 against the reference and finite differences");
+    {
+        uint64_t seed = 0x853c49e6748fea9bull;
+        long low = 0, high = 0;
+        for (int ki = 0; ki < 4; ki++)
+            for (int seq = 0; seq < 2; seq++)
+                for (int bi = 0; bi < 2; bi++)
+                    for (int rep = 0; rep < 25; rep++) {
+                        loss_config c = {kinds[ki], seq == 1, 0.2, 0.28, bi ? 0.04 : 0};
+                        check_against_reference(&seed, &c, &low, &high);
+                    }
+        CHECK(low > 50 && high > 50); /* both clip branches were exercised */
+    }
+
+    TEST("bnpo and dapo agree; grpo weighs completions, not tokens");
+    {
+        uint64_t seed = 7;
+        batch b;
+        random_batch(&seed, &b);
+        float g1[MAXC][MAXT], g2[MAXC][MAXT], g3[MAXC][MAXT];
+        loss_config c = {LOSS_BNPO, false, 0.2, 0.2, 0.04};
+        loss_stats s1 = run_loss(&c, &b, true, g1);
+        c.kind = LOSS_DAPO;
+        loss_stats s2 = run_loss(&c, &b, true, g2);
+        CHECK(s1.loss == s2.loss);
+        CHECK(!memcmp(g1, g2, sizeof g1));
+        c.kind = LOSS_GRPO;
+        run_loss(&c, &b, true, g3);
+        /* grpo's token weight is 1/(N n_i), bnpo's 1/T: ratio T / (N n_i) */
+        loss_batch t = totals(&b);
+        CHECK_NEAR(g3[0][0] / g1[0][0], (double)t.n_tokens / (t.n_completions * b.len[0]), 1e-5);
+    }
+
+    TEST("sequence level: one ratio per completion, clipping counted per completion");
+    {
+        loss_config c = {LOSS_GRPO, true, 0.2, 0.2, 0};
+        loss_batch t = {2, 5, 8};
+        const float logp[] = {-1.0f, -2.0f, -0.5f}, old[] = {-1.0f, -2.5f, -0.25f}; /* mean log-ratio 1/12 */
+        float g[3];
+        loss_stats s = {0};
+        loss_completion(&c, &t, 3, logp, old, NULL, NULL, 0.5, g, &s);
+        double mean = ((double)-1.0f - -1.0f + (double)-2.0f - -2.5f + (double)-0.5f - -0.25f) / 3;
+        double rho = exp(mean);
+        CHECK_NEAR(s.loss, -0.5 * rho / 2, 1e-12); /* grpo: / N = 2 */
+        for (int k = 0; k < 3; k++) CHECK_NEAR(g[k], -0.5 * rho / 2 / 3, 1e-8);
+        const float far[] = {-3.0f, -3.0f}, near[] = {-2.0f, -2.5f}; /* mean log-ratio -0.75: rho < 0.8 */
+        float g2[2];
+        loss_completion(&c, &t, 2, far, near, NULL, NULL, -1.0, g2, &s);
+        CHECK(g2[0] == 0 && g2[1] == 0);
+        CHECK_EQ_INT(s.clip_units, 2); /* completions, not tokens */
+        CHECK_EQ_INT(s.clipped_low, 1);
+        CHECK_EQ_INT(s.tokens, 5);
+    }
+
+    TEST("KL term: k3 value, gradient, and the metric mean");
+    {
+        loss_config c = {LOSS_BNPO, false, 0.2, 0.2, 0.1};
+        loss_batch t = {1, 2, 8};
+        const float logp[] = {-1.0f, -2.0f}, ref[] = {-1.5f, -1.0f}, ent[] = {0.5f, 1.5f};
+        float g[2];
+        loss_stats s = {0};
+        /* advantage 0: only the KL term remains */
+        loss_completion(&c, &t, 2, logp, logp, ref, ent, 0.0, g, &s);
+        double k0 = exp(-0.5) + 0.5 - 1, k1 = exp(1.0) - 1 - 1;
+        CHECK_NEAR(s.loss, 0.1 * (k0 + k1) / 2, 1e-15);
+        CHECK_NEAR(s.policy_loss, 0, 0);
+        CHECK_NEAR(g[0], 0.1 * (1 - exp(-0.5)) / 2, 1e-8);
+        CHECK_NEAR(g[1], 0.1 * (1 - exp(1.0)) / 2, 1e-8);
+        loss_metrics m = loss_stats_metrics(&s);
+        CHECK_NEAR(m.kl, (k0 + k1) / 2, 1e-15);
+        CHECK_NEAR(m.entropy, 1.0, 1e-15);
+        /* beta 0 with a reference: kl is still measured, not optimized */
+        c.beta = 0;
+        loss_stats z = {0};
+        loss_completion(&c, &t, 2, logp, logp, ref, NULL, 0.0, g, &z);
+        CHECK(z.loss == 0 && g[0] == 0 && g[1] == 0);
+        CHECK_NEAR(loss_stats_metrics(&z).kl, (k0 + k1) / 2, 1e-15);
+    }
+
+    TEST("stats of split batches add up to the whole; empty completions are harmless");
+    {
+        uint64_t seed = 99;
+        batch b;
+        random_batch(&seed, &b);
+        loss_config c = {LOSS_DR_GRPO, false, 0.2, 0.28, 0.04};
+        float g[MAXC][MAXT], g2[MAXT];
+        loss_stats whole = run_loss(&c, &b, true, g);
+        loss_batch t = totals(&b);
+        loss_stats a = {0}, bsum = {0};
+        for (int i = 0; i < b.n_comp; i++) {
+            if (b.masked[i]) continue;
+            loss_completion(&c, &t, b.len[i], b.logp[i], b.old[i], b.ref[i], b.ent[i], b.adv[i], g2,
+                            i < 3 ? &a : &bsum);
+            CHECK(!memcmp(g2, g[i], (size_t)b.len[i] * sizeof *g2));
+        }
+        loss_stats_add(&a, &bsum);
+        CHECK_NEAR(a.loss, whole.loss, 1e-15);
+        CHECK_EQ_INT(a.tokens, whole.tokens);
+        CHECK_EQ_INT(a.clipped_region, whole.clipped_region);
+        loss_stats before = a;
+        loss_completion(&c, &t, 0, NULL, NULL, NULL, NULL, 1.0, NULL, &a);
+        CHECK(a.loss == before.loss && a.tokens == before.tokens && a.clip_units == before.clip_units);
+        loss_stats empty = {0};
+        loss_metrics m = loss_stats_metrics(&empty);
+        CHECK(m.loss == 0 && isnan(m.clip_region) && isnan(m.kl));
+    }
+
+    return check_done();
+}
