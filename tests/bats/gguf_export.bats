@@ -1,0 +1,104 @@
+#!/usr/bin/env bats
+# The GGUF writer (lib/export/gguf_write.c) through the export driver of
+# build/tests/test_gguf_write (until bin/grpo-export exists), checked with
+# gguf-py (tests/ref/check_gguf_export.py: keys, types, tokenizer arrays,
+# tensor order and shapes, data equal to gguf-py's own quantize) and by
+# loading the file back with our loader and comparing logits
+# (tests/ref/model_ref.py and build/tests/test_model's driver mode).
+load helpers
+
+BIN="$GRPO_ROOT/build/tests/test_gguf_write"
+MODEL_BIN="$GRPO_ROOT/build/tests/test_model"
+CHECK="$GRPO_ROOT/tests/ref/check_gguf_export.py"
+SMOL="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# logits MODEL TOKENS OUT: our prefill logits for TOKENS as raw float32.
+logits() {
+    GRPO_MODEL_DIR="$1" GRPO_MODEL_TOKENS="$2" GRPO_MODEL_OUT="$3" run "$MODEL_BIN"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "tiny HF llama/qwen2/qwen3 exported in every dtype: llama.cpp's keys, the tokenizer, gguf-py-equal data, the reference logits" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" tiny-suite "$T/tiny"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    triples=()
+    for d in "$T"/tiny/*/; do
+        d=${d%/}
+        "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$d"
+        for dt in f32 f16 bf16 q8_0; do
+            run "$BIN" --export "$d" "$d.$dt.gguf" "$dt"
+            echo "$output"
+            [ "$status" -eq 0 ]
+            triples+=("$d" "$d.$dt.gguf" "$dt")
+        done
+    done
+    [ "${#triples[@]}" -eq 84 ]
+    run "$GRPO_PY" "$CHECK" from-hf "${triples[@]}"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    no_temp_left "$T/tiny"
+    # F32 holds the weights exactly: the logits of the GGUF (Q/K permuted,
+    # RoPE factors as rope_freqs) match the float64 reference of the HF
+    # model as closely as the HF directory's own do (model.bats: 1e-4).
+    for d in "$T"/tiny/*/; do
+        d=${d%/}
+        logits "$d.f32.gguf" "$d/tokens.txt" "$d.ours.f32"
+        run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare "$d.ours.f32" "$d/ref.f64" 1e-4
+        echo "$(basename "$d"): $output"
+        [ "$status" -eq 0 ]
+    done
+}
+
+@test "SmolLM2 GGUF exported to Q8_0: keys and tokenizer copied, every tensor gguf-py's quantize of the source" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    [ -f "$SMOL" ] || skip "no model (make models)"
+    run "$BIN" --export "$SMOL" smol.q8_0.gguf q8_0
+    echo "$output"
+    [ "$status" -eq 0 ]
+    no_temp_left .
+    # Q8_0 of the dequantized Q4_1/Q8_0 source, byte for byte, for the
+    # global tensors and blocks 0 and 29 (names, shapes, types: all of them)
+    run "$GRPO_PY" "$CHECK" --data-layers 0,29 from-gguf "$SMOL" smol.q8_0.gguf q8_0
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "SmolLM2 exported to F32 loads back with the same logits, bit for bit" {
+    [ -f "$SMOL" ] || skip "no model (make models)"
+    run "$BIN" --export "$SMOL" smol.f32.gguf f32
+    echo "$output"
+    [ "$status" -eq 0 ]
+    echo "1 4093 198 1780 314 216 34 27 34 47 2 198 1 520 9531 198" > toks.txt
+    logits "$SMOL" toks.txt src.f32
+    logits smol.f32.gguf toks.txt out.f32
+    cmp src.f32 out.f32
+}
+
+@test "SmolLM2's tokenizer from a Hugging Face directory gives the GGUF's own tokenizer arrays" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    [ -f "$SMOL" ] || skip "no model (make models)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tok_dir.py" "$SMOL" tokdir
+    run "$BIN" --export "$SMOL" smol.bf16.gguf bf16 tokdir
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run "$GRPO_PY" "$CHECK" same-keys "$SMOL" smol.bf16.gguf tokenizer.ggml.model tokenizer.ggml.pre \
+        tokenizer.ggml.tokens tokenizer.ggml.token_type tokenizer.ggml.merges tokenizer.ggml.bos_token_id \
+        tokenizer.ggml.eos_token_id tokenizer.chat_template
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "a tokenizer of another size than the model is a data error; nothing is written" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    [ -f "$SMOL" ] || skip "no model (make models)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama tiny
+    run "$BIN" --export tiny out.gguf q8_0 "$SMOL"
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [[ "$output" == *"tokenizer has 49152 tokens, the model's vocabulary 97"* ]]
+    [ ! -e out.gguf ]
+    no_temp_left .
+}
