@@ -1,0 +1,186 @@
+/* The policy grpo-update trains: loading it with its state, and the
+ * optimizer step over whatever is trained (every weight, or the adapter). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sysexits.h>
+
+#include "../io/mapped.h"
+#include "../util/strbuf.h"
+#include "state.h"
+#include "update_internal.h"
+
+static bool file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The optimizer tensors: one per trained tensor, named as in the weights
+ * file. Caller frees *out. */
+size_t policy_optim_tensors(const policy *p, optim_tensor **out);
+size_t policy_optim_tensors(const policy *p, optim_tensor **out) {
+    size_t n;
+    optim_tensor *t;
+    if (p->has_lora) {
+        n = lora_tensor_list(&p->l, NULL);
+        lora_tensor_ref *refs = xcalloc(n ? n : 1, sizeof *refs);
+        lora_tensor_list(&p->l, refs);
+        t = xcalloc(n ? n : 1, sizeof *t);
+        for (size_t i = 0; i < n; i++) {
+            size_t off = (size_t)(refs[i].data - p->l.memory);
+            t[i].name = xstrdup(refs[i].name);
+            t[i].ndim = 2, t[i].shape[0] = refs[i].rows, t[i].shape[1] = refs[i].cols;
+            t[i].m = p->exp_avg ? p->exp_avg + off : NULL;
+            t[i].v = p->exp_avg_sq ? p->exp_avg_sq + off : NULL;
+        }
+        free(refs);
+    } else {
+        n = model_tensor_list(&p->m, NULL);
+        model_tensor_ref *refs = xcalloc(n ? n : 1, sizeof *refs);
+        model_tensor_list(&p->m, refs);
+        t = xcalloc(n ? n : 1, sizeof *t);
+        for (size_t i = 0; i < n; i++) {
+            size_t off = (size_t)(refs[i].dst - p->m.params_memory);
+            t[i].name = xstrdup(refs[i].hf);
+            t[i].ndim = refs[i].cols ? 2 : 1, t[i].shape[0] = refs[i].rows, t[i].shape[1] = refs[i].cols;
+            t[i].m = p->exp_avg ? p->exp_avg + off : NULL;
+            t[i].v = p->exp_avg_sq ? p->exp_avg_sq + off : NULL;
+        }
+        free(refs);
+    }
+    *out = t;
+    return n;
+}
+
+static void free_tensors(optim_tensor *t, size_t n) {
+    for (size_t i = 0; i < n; i++) free((char *)t[i].name);
+    free(t);
+}
+
+/* "ref" and "lora_r" from state.json's flags. */
+static void state_flags(const train_state *s, char **ref) {
+    cJSON *f = cJSON_Parse(s->flags_json);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(f, "ref");
+    if (cJSON_IsString(r)) *ref = xstrdup(r->valuestring);
+    cJSON_Delete(f);
+}
+
+int policy_load(policy *p, const update_opts *o, const update_config *c, gerr *e) {
+    memset(p, 0, sizeof *p);
+    int rc = model_load_adapter(o->model, &p->m, &p->l, &p->has_lora, e);
+    if (rc) return rc;
+    bool fresh_adapter = false;
+    if (p->has_lora) {
+        if (o->lora_given && (o->lora_r != p->l.r || c->lora_targets != p->l.targets)) {
+            policy_free(p);
+            return gerr_set(e, EX_USAGE, "--lora-r/--lora-targets: %s already has an adapter (r=%d); leave them out to continue it",
+                            o->model, p->l.r);
+        }
+    } else if (o->lora_r > 0) {
+        double alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_r;
+        if ((rc = lora_alloc(&p->l, &p->m.cfg, (int)o->lora_r, alpha, o->rslora, o->lora_dropout, c->lora_targets,
+                             o->model, e))) {
+            policy_free(p);
+            return rc;
+        }
+        p->has_lora = fresh_adapter = true;
+    }
+    if (p->has_lora && !fresh_adapter) p->l.dropout = o->lora_dropout; /* dropout is a training choice */
+
+    strbuf sp = {0};
+    sb_printf(&sp, "%s/grpo/state.json", o->model);
+    bool resumed = file_exists(sp.data);
+    p->seed = o->seed;
+    if (resumed) {
+        train_state s;
+        if ((rc = state_read(&s, sp.data, e))) {
+            sb_free(&sp);
+            policy_free(p);
+            return rc;
+        }
+        p->step = s.step, p->next_index = s.next_index;
+        if (!o->seed_given) p->seed = s.seed;
+        state_flags(&s, &p->ref_path);
+        state_free(&s);
+    }
+    sb_free(&sp);
+    if (fresh_adapter) lora_init(&p->l, (uint64_t)p->seed);
+    if (o->ref) {
+        free(p->ref_path);
+        p->ref_path = xstrdup(o->ref);
+    } else if (!p->ref_path) {
+        p->ref_path = xstrdup(o->model);
+    }
+    if (p->has_lora) {
+        free(p->ref_path);
+        p->ref_path = NULL;
+        if (o->ref) {
+            policy_free(p);
+            return gerr_set(e, EX_USAGE, "--ref: with LoRA the reference is the base model with the adapter off");
+        }
+    }
+    p->params = p->has_lora ? p->l.memory : p->m.params_memory;
+    p->n_trained = p->has_lora ? p->l.n_params : p->m.n_params;
+    if (c->optim.kind == OPTIM_ADAMW) {
+        p->exp_avg = calloc(p->n_trained, sizeof(float));
+        p->exp_avg_sq = calloc(p->n_trained, sizeof(float));
+        if (!p->exp_avg || !p->exp_avg_sq) {
+            policy_free(p);
+            return gerr_set(e, EX_SOFTWARE, "out of memory for the optimizer state (%zu MiB)", p->n_trained * 8 >> 20);
+        }
+    }
+    strbuf op = {0};
+    sb_printf(&op, "%s/grpo/optimizer.safetensors", o->model);
+    if (resumed && !fresh_adapter && file_exists(op.data)) {
+        optim_tensor *t;
+        size_t n = policy_optim_tensors(p, &t);
+        rc = optim_state_read(op.data, c->optim.kind, t, n, e);
+        free_tensors(t, n);
+    }
+    sb_free(&op);
+    if (rc) policy_free(p);
+    return rc;
+}
+
+void policy_free(policy *p) {
+    model_free(&p->m);
+    if (p->has_lora) lora_free(&p->l);
+    free(p->exp_avg), free(p->exp_avg_sq), free(p->ref_path);
+    memset(p, 0, sizeof *p);
+}
+
+static bool decays(int param) {
+    return param == P_TOK_EMBD || param == P_WQ || param == P_WK || param == P_WV || param == P_WO ||
+           param == P_W_GATE || param == P_W_UP || param == P_W_DOWN || param == P_LM_HEAD;
+}
+
+int policy_step(policy *p, trainer *t, const update_config *c, double *grad_norm, double *lr, gerr *e) {
+    const float *g_all = t->grad;
+    *grad_norm = grad_global_norm(&g_all, &p->n_trained, 1);
+    if (!isfinite(*grad_norm))
+        return gerr_set(e, EX_DATAERR, "step %lld: the gradient is not finite (norm %g); nothing written", p->step + 1,
+                        *grad_norm);
+    double scale = grad_clip_scale(*grad_norm, c->optim.max_grad_norm);
+    float *g_mut = t->grad;
+    grad_scale(&g_mut, &p->n_trained, 1, scale);
+    *lr = optim_lr_at(&c->optim, p->step);
+    long step_t = (long)p->step + 1;
+    if (p->has_lora) {
+        /* every factor is a matrix: all decay */
+        optim_step(&c->optim, step_t, *lr, p->params, t->grad, p->exp_avg, p->exp_avg_sq, p->n_trained, true);
+    } else {
+        size_t off = 0;
+        for (int i = 0; i < MODEL_N_PARAMS; i++) {
+            size_t n = p->m.param_sizes[i];
+            if (n)
+                optim_step(&c->optim, step_t, *lr, p->params + off, t->grad + off, p->exp_avg ? p->exp_avg + off : NULL,
+                           p->exp_avg_sq ? p->exp_avg_sq + off : NULL, n, decays(i));
+            off += n;
+        }
+    }
+    p->step++;
+    return 0;
+}

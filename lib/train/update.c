@@ -1,0 +1,220 @@
+/* grpo-update's run: load the policy (and its state when it is one of our
+ * checkpoints), read the batch, compute reference (and optionally old)
+ * log-probs once, then --iterations optimizer steps, each a pass over the
+ * batch in micro-batches with gradients accumulated, and write the next
+ * checkpoint whole (update_ckpt.c). */
+#include "update.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sysexits.h>
+#include <time.h>
+
+#include "../model/blas.h"
+#include "../model/lora.h"
+#include "../model/model.h"
+#include "../util/strbuf.h"
+#include "state.h"
+#include "trainer.h"
+#include "update_internal.h"
+
+void update_opts_default(update_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->optim = optim_default_config();
+    o->optim.max_grad_norm = 1.0;
+    o->optimizer = "adamw", o->lr_schedule = "constant", o->betas = "0.9,0.999";
+    o->loss = "grpo", o->importance_level = "token";
+    o->beta = 0.04, o->epsilon = 0.2, o->epsilon_high = -1;
+    o->iterations = 1;
+    o->temperature = -1;
+    o->micro_batch = 2048;
+    o->lora_targets = "q,k,v,o,gate,up,down";
+    o->device = "cpu";
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Consecutive sequences packed up to micro_batch tokens (at least one). */
+static int next_micro(const update_batch *b, int s0, long long budget, train_batch *tb, int *mstart) {
+    int ns = 0;
+    while (s0 + ns < b->n) {
+        int len = b->start[s0 + ns + 1] - b->start[s0 + ns];
+        if (ns > 0 && (long long)(b->start[s0 + ns] - b->start[s0]) + len > budget) break;
+        ns++;
+    }
+    for (int s = 0; s <= ns; s++) mstart[s] = b->start[s0 + s] - b->start[s0];
+    *tb = (train_batch){ns, mstart, b->n_prompt + s0, b->tokens + b->start[s0], b->key + s0};
+    return ns;
+}
+
+/* The biggest micro-batch: rows and targets, to size the trainer. */
+static void micro_sizes(const update_batch *b, long long budget, int *rows, int *targets) {
+    int mstart[b->n + 1];
+    train_batch tb;
+    *rows = 1, *targets = 1;
+    for (int s0 = 0; s0 < b->n;) {
+        int ns = next_micro(b, s0, budget, &tb, mstart);
+        int r = mstart[ns], t = b->tgt_start[s0 + ns] - b->tgt_start[s0];
+        *rows = r > *rows ? r : *rows, *targets = t > *targets ? t : *targets;
+        s0 += ns;
+    }
+}
+
+/* logp of every target of the batch, forward only (reference or old policy). */
+static void logp_pass(trainer *t, const update_batch *b, long long budget, float temp, bool lora_off, float *out) {
+    int mstart[b->n + 1];
+    train_batch tb;
+    for (int s0 = 0; s0 < b->n;) {
+        int ns = next_micro(b, s0, budget, &tb, mstart);
+        trainer_forward(t, &tb, temp, false, lora_off, out + b->tgt_start[s0], NULL);
+        s0 += ns;
+    }
+}
+
+static int check_opts(const update_opts *o, update_config *c, gerr *e) {
+    if (!o->model) return gerr_set(e, EX_USAGE, "--model is required");
+    if (!o->out) return gerr_set(e, EX_USAGE, "--out is required");
+    if (strcmp(o->device, "cpu")) return gerr_set(e, EX_USAGE, "--device %s: this build has the CPU path only", o->device);
+    c->optim = o->optim;
+    if (optim_kind_parse(o->optimizer, &c->optim.kind, e) || sched_kind_parse(o->lr_schedule, &c->optim.schedule, e) ||
+        optim_parse_betas(o->betas, &c->optim.beta1, &c->optim.beta2, e) || optim_config_check(&c->optim, e) ||
+        loss_kind_parse(o->loss, &c->loss.kind, e))
+        return e->code;
+    if (strcmp(o->importance_level, "token") && strcmp(o->importance_level, "sequence"))
+        return gerr_set(e, EX_USAGE, "--importance-level: expected token or sequence, got '%s'", o->importance_level);
+    c->loss.sequence_level = !strcmp(o->importance_level, "sequence");
+    if (!(o->epsilon >= 0 && o->epsilon < 1)) return gerr_set(e, EX_USAGE, "--epsilon: expected a number in [0, 1), got %g", o->epsilon);
+    c->loss.epsilon_low = o->epsilon;
+    c->loss.epsilon_high = o->epsilon_high < 0 ? o->epsilon : o->epsilon_high;
+    if (!(o->beta >= 0 && isfinite(o->beta))) return gerr_set(e, EX_USAGE, "--beta: expected a number >= 0, got %g", o->beta);
+    c->loss.beta = o->beta;
+    if (o->lora_r > 0 && lora_parse_targets(o->lora_targets, &c->lora_targets, e)) return e->code;
+    return 0;
+}
+
+int update_run(const update_opts *o, gerr *e) {
+    double t_start = now_s();
+    update_config cfg = {0};
+    if (check_opts(o, &cfg, e)) return e->code;
+    if (o->threads > 0) blas_set_threads((int)o->threads);
+    blas_setup_threads();
+
+    /* the policy: weights, adapter, and state when it is our checkpoint */
+    policy pol;
+    if (policy_load(&pol, o, &cfg, e)) return e->code;
+    const model *m = &pol.m;
+
+    update_batch b;
+    int rc = update_batch_read(&b, o->in, m->cfg.vocab_size, o->mask_truncated, e);
+    if (rc) goto out_policy;
+    float temp = 1.0f;
+    if (o->temperature >= 0) {
+        double want = o->temperature == 0 ? 1 : o->temperature;
+        if (b.temperature_seen && b.temperature != want) {
+            rc = gerr_set(e, EX_DATAERR, "%s: the batch was sampled at temperature %g, --temperature is %g",
+                          o->in && strcmp(o->in, "-") ? o->in : "<stdin>", b.temperature, o->temperature);
+            goto out_batch;
+        }
+        temp = (float)want;
+    } else if (b.temperature_seen) {
+        temp = (float)b.temperature;
+    }
+    loss_batch lb = {b.n, b.tgt_start[b.n], (int)(o->max_new_tokens > 0 ? o->max_new_tokens : b.max_completion)};
+    if (lb.max_new_tokens < 1) lb.max_new_tokens = 1;
+    if (b.n == 0 || lb.n_tokens == 0) {
+        rc = gerr_set(e, EX_DATAERR, "%s: no record to train on (%ld records, %ld without advantage, %ld masked)",
+                      o->in && strcmp(o->in, "-") ? o->in : "<stdin>", b.n_records, b.n_no_advantage, b.n_masked);
+        goto out_batch;
+    }
+
+    int max_rows, max_targets;
+    micro_sizes(&b, o->micro_batch, &max_rows, &max_targets);
+    trainer t = {0}, ref_t = {0};
+    rc = trainer_init(&t, m, pol.has_lora ? &pol.l : NULL, pol.has_lora ? TRAINER_LORA : TRAINER_FULL, o->recompute,
+                      max_rows, b.max_len, max_targets, e);
+    if (rc) goto out_batch;
+    t.dropout_seed = (uint64_t)pol.seed;
+
+    int n_t = b.tgt_start[b.n];
+    float *logp = xmalloc(sizeof(float) * (size_t)n_t), *ent = xmalloc(sizeof(float) * (size_t)n_t);
+    float *dlogp = xmalloc(sizeof(float) * (size_t)n_t), *ref_logp = NULL, *old = b.old_logp;
+    /* the reference: the base under the adapter, or a second model */
+    if (cfg.loss.beta > 0) {
+        ref_logp = xmalloc(sizeof(float) * (size_t)n_t);
+        if (pol.has_lora) {
+            logp_pass(&t, &b, o->micro_batch, temp, true, ref_logp);
+        } else {
+            model ref_m;
+            if ((rc = model_load(&ref_m, pol.ref_path, e))) goto out_train;
+            if (ref_m.cfg.vocab_size != m->cfg.vocab_size || ref_m.n_params != m->n_params) {
+                model_free(&ref_m);
+                rc = gerr_set(e, EX_DATAERR, "--ref %s: not the same architecture and shape as the policy", pol.ref_path);
+                goto out_train;
+            }
+            if ((rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, max_rows, b.max_len, max_targets, e))) {
+                model_free(&ref_m);
+                goto out_train;
+            }
+            logp_pass(&ref_t, &b, o->micro_batch, temp, false, ref_logp);
+            trainer_free(&ref_t);
+            model_free(&ref_m);
+        }
+    }
+    if (o->recompute_old) {
+        old = xmalloc(sizeof(float) * (size_t)n_t);
+        logp_pass(&t, &b, o->micro_batch, temp, false, old);
+    }
+
+    metrics_line *lines = xcalloc((size_t)o->iterations, sizeof *lines);
+    for (long long it = 0; it < o->iterations; it++) {
+        double t0 = now_s();
+        trainer_zero_grad(&t);
+        t.dropout_pass = (uint64_t)(pol.next_index + it);
+        loss_stats st = {0};
+        int mstart[b.n + 1];
+        train_batch tb;
+        for (int s0 = 0; s0 < b.n;) {
+            int ns = next_micro(&b, s0, o->micro_batch, &tb, mstart);
+            int o0 = b.tgt_start[s0];
+            trainer_forward(&t, &tb, temp, true, false, logp + o0, ent + o0);
+            for (int s = s0; s < s0 + ns; s++) {
+                int off = b.tgt_start[s], nt = b.tgt_start[s + 1] - off;
+                loss_completion(&cfg.loss, &lb, nt, logp + off, old + off, ref_logp ? ref_logp + off : NULL, ent + off,
+                                b.advantage[s], dlogp + off, &st);
+            }
+            trainer_backward(&t, &tb, temp, dlogp + o0);
+            s0 += ns;
+        }
+        metrics_line *ml = &lines[it];
+        if ((rc = policy_step(&pol, &t, &cfg, &ml->grad_norm, &ml->lr, e))) goto out_lines;
+        ml->step = pol.step;
+        ml->loss = loss_stats_metrics(&st);
+        ml->seconds = now_s() - t0 + (it == 0 ? t0 - t_start : 0);
+    }
+    pol.next_index += o->iterations;
+    if ((rc = policy_save(&pol, o, &cfg, b.sha256, e))) goto out_lines;
+    if (o->metrics)
+        for (long long it = 0; it < o->iterations && !rc; it++) rc = metrics_append(o->metrics, &lines[it], &b, e);
+    if (!rc)
+        fprintf(stderr, "%s: step %lld: %d completions (%ld skipped without advantage, %ld masked), %d tokens, loss %.6g, %.1f s\n",
+                tool_name(), pol.step, b.n, b.n_no_advantage, b.n_masked, n_t, lines[o->iterations - 1].loss.loss,
+                now_s() - t_start);
+out_lines:
+    free(lines);
+out_train:
+    if (old != b.old_logp) free(old);
+    free(logp), free(ent), free(dlogp), free(ref_logp);
+    trainer_free(&t);
+out_batch:
+    update_batch_free(&b);
+out_policy:
+    policy_free(&pol);
+    return rc;
+}

@@ -1,0 +1,68 @@
+/* grpo-update: one GRPO update of a policy checkpoint on a batch of
+ * advantaged records (formats/advantaged.md), written as the next checkpoint
+ * (formats/checkpoint.md) and one metrics line per optimizer step
+ * (formats/metrics.md). The math is in formats/loss.md. */
+#ifndef GRPO_UPDATE_H
+#define GRPO_UPDATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+#include "loss.h"
+#include "optim.h"
+
+typedef struct {
+    const char *model, *out, *in, *ref, *metrics;
+    const char *optimizer, *lr_schedule, *betas, *loss, *importance_level;
+    optim_config optim;
+    double beta, epsilon, epsilon_high; /* epsilon_high < 0: same as epsilon */
+    long long iterations;
+    bool recompute_old, mask_truncated, recompute;
+    double temperature;           /* < 0: the records' own (else 1) */
+    long long max_new_tokens;     /* dr_grpo's L; 0 = the longest completion in the batch */
+    long long micro_batch;        /* tokens per micro-batch */
+    long long lora_r;             /* 0: full fine-tuning */
+    double lora_alpha;            /* <= 0: 2 r */
+    double lora_dropout;
+    const char *lora_targets;
+    bool rslora;
+    long long seed;
+    bool seed_given, lora_given;
+    long long threads;
+    const char *device;
+    bool progress;
+} update_opts;
+
+void update_opts_default(update_opts *o);
+int update_run(const update_opts *o, gerr *e);
+
+/* ---- the batch (update_batch.c) ---------------------------------------------------- */
+
+/* The records that take part, as packed sequences (prompt + completion). */
+typedef struct {
+    int n;                 /* sequences */
+    int *start;            /* [n+1] token offsets */
+    int *n_prompt;         /* [n] */
+    int32_t *tokens;
+    int *tgt_start;        /* [n+1] offsets of their completion tokens */
+    float *old_logp;       /* [targets]: the rollout's logprobs */
+    double *advantage;     /* [n] */
+    uint64_t *key;         /* [n]: record number in the file, for dropout masks */
+    long n_records, n_no_advantage, n_masked;
+    int max_len, max_completion;
+    double temperature;    /* what the batch was sampled at */
+    bool temperature_seen;
+    /* metrics of the whole batch (masked and advantage-less records included) */
+    double mean_length, clipped_ratio, reward, reward_std, frac_reward_zero_std;
+    bool has_reward;
+    long total_tokens;     /* prompt + completion tokens of the sequences trained on */
+    char sha256[65];
+} update_batch;
+
+/* Reads every record of path (NULL/"-" = stdin); vocab bounds the token ids.
+ * Errors name FILE:LINE and the field (EX_DATAERR), EX_NOINPUT/EX_IOERR. */
+int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, gerr *e);
+void update_batch_free(update_batch *b);
+
+#endif

@@ -1,0 +1,162 @@
+/* What grpo-update writes: the next checkpoint (formats/checkpoint.md),
+ * built in a temporary directory and swapped in whole, and the metrics line
+ * (formats/metrics.md). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "../export/hf_dir.h"
+#include "../io/ckptdir.h"
+#include "../util/strbuf.h"
+#include "state.h"
+#include "update_internal.h"
+
+size_t policy_optim_tensors(const policy *p, optim_tensor **out);
+
+static void key(strbuf *b, const char *k) {
+    if (b->len > 1) sb_putc(b, ',');
+    sb_json_string(b, k, strlen(k));
+    sb_putc(b, ':');
+}
+static void kv_num(strbuf *b, const char *k, double v) {
+    key(b, k);
+    if (isfinite(v))
+        sb_json_number(b, v);
+    else
+        sb_puts(b, "null");
+}
+static void kv_str(strbuf *b, const char *k, const char *v) {
+    key(b, k);
+    if (v)
+        sb_json_string(b, v, strlen(v));
+    else
+        sb_puts(b, "null");
+}
+static void kv_bool(strbuf *b, const char *k, bool v) {
+    key(b, k);
+    sb_puts(b, v ? "true" : "false");
+}
+
+/* Every flag as used, defaults filled in (state.json's "flags"). */
+static void flags_json(strbuf *b, const policy *p, const update_opts *o, const update_config *c) {
+    sb_putc(b, '{');
+    kv_str(b, "optimizer", optim_kind_name(c->optim.kind));
+    kv_num(b, "lr", c->optim.lr);
+    kv_str(b, "betas", o->betas);
+    kv_num(b, "adam_eps", c->optim.eps);
+    kv_num(b, "weight_decay", c->optim.weight_decay);
+    kv_str(b, "lr_schedule", sched_kind_name(c->optim.schedule));
+    kv_num(b, "warmup_steps", (double)c->optim.warmup_steps);
+    kv_num(b, "total_steps", (double)c->optim.total_steps);
+    kv_num(b, "max_grad_norm", c->optim.max_grad_norm);
+    kv_str(b, "loss", loss_kind_name(c->loss.kind));
+    kv_str(b, "importance_level", c->loss.sequence_level ? "sequence" : "token");
+    kv_num(b, "epsilon", c->loss.epsilon_low);
+    kv_num(b, "epsilon_high", c->loss.epsilon_high);
+    kv_num(b, "beta", c->loss.beta);
+    kv_num(b, "iterations", (double)o->iterations);
+    kv_bool(b, "recompute_old", o->recompute_old);
+    kv_bool(b, "mask_truncated", o->mask_truncated);
+    kv_num(b, "temperature", o->temperature);
+    kv_num(b, "max_new_tokens", (double)o->max_new_tokens);
+    kv_num(b, "micro_batch", (double)o->micro_batch);
+    kv_bool(b, "recompute", o->recompute);
+    kv_num(b, "lora_r", p->has_lora ? p->l.r : 0);
+    if (p->has_lora) {
+        kv_num(b, "lora_alpha", p->l.alpha);
+        kv_num(b, "lora_dropout", p->l.dropout);
+        strbuf t = {0};
+        for (int i = 0; i < LORA_N_TARGETS; i++)
+            if (p->l.targets & (1u << i)) sb_printf(&t, "%s%s", t.len ? "," : "", lora_target_module(i));
+        kv_str(b, "lora_targets", t.data);
+        sb_free(&t);
+        kv_bool(b, "rslora", p->l.rslora);
+    }
+    kv_num(b, "seed", (double)p->seed);
+    kv_str(b, "ref", p->ref_path);
+    sb_putc(b, '}');
+}
+
+int policy_save(const policy *p, const update_opts *o, const update_config *c, const char *batch_sha256, gerr *e) {
+    ckptdir cd = {0};
+    int rc = ckptdir_begin(&cd, o->out, e);
+    if (rc) return rc;
+    char *path = NULL;
+#define PATH(rel) (free(path), path = ckptdir_path(&cd, rel, e))
+    if (!PATH("config.json") || (rc = hf_write_config(path, &p->m, o->model, "float32", e))) goto fail;
+    if ((rc = hf_write_text_files(cd.tmp_dir, o->model, e))) goto fail;
+    if (p->has_lora) {
+        if ((rc = lora_save(&p->l, cd.tmp_dir, e))) goto fail;
+    } else if (!PATH("model.safetensors") || (rc = hf_write_weights(path, &p->m, EXPORT_F32, e))) {
+        goto fail;
+    }
+    optim_tensor *t;
+    size_t n = policy_optim_tensors(p, &t);
+    if (PATH("grpo/optimizer.safetensors")) rc = optim_state_write(path, c->optim.kind, t, n, e);
+    for (size_t i = 0; i < n; i++) free((char *)t[i].name);
+    free(t);
+    if (!path || rc) goto fail;
+
+    strbuf flags = {0};
+    flags_json(&flags, p, o, c);
+    train_state s = {0};
+    s.step = p->step, s.schedule = c->optim.schedule, s.schedule_step = p->step;
+    s.warmup_steps = c->optim.warmup_steps, s.total_steps = c->optim.total_steps;
+    s.seed = p->seed, s.next_index = p->next_index;
+    s.flags_json = flags.data;
+    memcpy(s.batch_sha256, batch_sha256, 65);
+    s.parent = (char *)o->model;
+    s.version = GRPO_VERSION;
+    if (PATH("grpo/state.json")) rc = state_write(&s, path, e);
+    sb_free(&flags);
+    if (!path || rc) goto fail;
+    free(path);
+    return ckptdir_commit(&cd, e);
+fail:
+    if (!rc) rc = e->code ? e->code : EX_SOFTWARE;
+    free(path);
+    ckptdir_abort(&cd);
+    return rc;
+#undef PATH
+}
+
+int metrics_append(const char *path, const metrics_line *ml, const update_batch *b, gerr *e) {
+    strbuf l = {0};
+    sb_putc(&l, '{');
+    kv_num(&l, "step", (double)ml->step);
+    kv_num(&l, "loss", ml->loss.loss);
+    kv_num(&l, "policy_loss", ml->loss.policy_loss);
+    kv_num(&l, "kl", ml->loss.kl);
+    kv_num(&l, "entropy", ml->loss.entropy);
+    kv_num(&l, "clip_ratio/low_mean", ml->loss.clip_low);
+    kv_num(&l, "clip_ratio/high_mean", ml->loss.clip_high);
+    kv_num(&l, "clip_ratio/region_mean", ml->loss.clip_region);
+    kv_num(&l, "grad_norm", ml->grad_norm);
+    kv_num(&l, "learning_rate", ml->lr);
+    kv_num(&l, "completions/mean_length", b->mean_length);
+    kv_num(&l, "completions/clipped_ratio", b->clipped_ratio);
+    kv_num(&l, "reward", b->has_reward ? b->reward : NAN);
+    kv_num(&l, "reward_std", b->has_reward ? b->reward_std : NAN);
+    kv_num(&l, "frac_reward_zero_std", b->has_reward ? b->frac_reward_zero_std : NAN);
+    kv_num(&l, "tokens", (double)b->total_tokens);
+    kv_num(&l, "tokens_per_second", ml->seconds > 0 ? b->total_tokens / ml->seconds : NAN);
+    kv_num(&l, "seconds", ml->seconds);
+    sb_puts(&l, "}\n");
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int rc = 0;
+    if (fd < 0) {
+        rc = gerr_set(e, errno == ENOENT ? EX_CANTCREAT : EX_IOERR, "%s: %s", path, strerror(errno));
+    } else {
+        /* one write of a whole line: concurrent appenders never interleave */
+        ssize_t w = write(fd, l.data, l.len);
+        if (w != (ssize_t)l.len || fsync(fd)) rc = gerr_set(e, EX_IOERR, "%s: %s", path, strerror(errno));
+        if (close(fd) && !rc) rc = gerr_set(e, EX_IOERR, "%s: %s", path, strerror(errno));
+    }
+    sb_free(&l);
+    return rc;
+}
