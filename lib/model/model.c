@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lora.h"
 #include "ops.h"
 
 static const char *const param_names[MODEL_N_PARAMS] = {
@@ -60,10 +61,23 @@ void model_init_rope(model *m) {
     rope_inv_freq(m->inv_freq, &m->cfg);
 }
 
+/* An adapter checkpoint: its base with the adapter merged in, so every tool
+ * that only runs the model takes one. */
+static int load_merged_adapter(model *m, const char *path, gerr *e) {
+    lora l;
+    bool has_adapter;
+    int rc = model_load_adapter(path, m, &l, &has_adapter, e);
+    if (rc) return rc;
+    lora_merge(m, &l);
+    lora_free(&l);
+    return 0;
+}
+
 int model_load(model *m, const char *path, gerr *e) {
     memset(m, 0, sizeof *m);
     struct stat st;
     if (stat(path, &st)) return gerr_set(e, EX_NOINPUT, "%s: no such file or directory", path);
+    if (S_ISDIR(st.st_mode) && lora_is_adapter_dir(path)) return load_merged_adapter(m, path, e);
     int rc = S_ISDIR(st.st_mode) ? model_load_hf(m, path, e) : model_load_gguf(m, path, e);
     if (rc) model_free(m);
     return rc;

@@ -1,0 +1,59 @@
+/* grpo-export: a checkpoint out as a Hugging Face directory, a PEFT adapter
+ * or a GGUF file. Flags here; the work is in lib/export. */
+#include <string.h>
+
+#include "export/hf_dir.h"
+#include "model/blas.h"
+#include "util/err.h"
+#include "util/flags.h"
+
+int main(int argc, char **argv) {
+    /* the LoRA merge runs through OpenBLAS: the kernels grpo-rollout uses
+     * give the weights grpo-rollout computes from the same adapter */
+    blas_ensure_fast_kernels(argv);
+    export_opts o = {0};
+    const char *format = NULL, *dtype = "auto";
+    const flag_spec flags[] = {
+        {"--model", NULL, FLAG_STRING, &o.model, "M",
+         "checkpoint: HF directory, our checkpoint (full or adapter), or .gguf (required)", 0, 0, NULL},
+        {"--format", NULL, FLAG_CHOICE, &format, "hf|peft|gguf", "what to write (required)", 0, 0, "hf|peft|gguf"},
+        {"--out", NULL, FLAG_STRING, &o.out, "PATH", "output: a directory for hf and peft, a file for gguf (required)",
+         0, 0, NULL},
+        {"--dtype", NULL, FLAG_CHOICE, &dtype, "T",
+         "f32, f16, bf16, q8_0 (gguf only), or auto: bf16 for hf, f32 for peft, f16 for gguf", 0, 0,
+         "auto|f32|f16|bf16|q8_0"},
+    };
+    flag_parser p = {
+        .usage = "grpo-export --model M --format hf|peft|gguf --out PATH [--dtype f32|f16|bf16|q8_0]",
+        .summary =
+            "Converts a checkpoint for other tools.\n"
+            "  hf    a Hugging Face model directory (transformers, vLLM): config.json (torch_dtype set to the\n"
+            "        dtype), model.safetensors (HF names, any LoRA adapter merged in), tokenizer.json,\n"
+            "        tokenizer_config.json, generation_config.json (copied from the model, or built from a\n"
+            "        GGUF's metadata).\n"
+            "  peft  the LoRA adapter of an adapter checkpoint alone: adapter_model.safetensors and\n"
+            "        adapter_config.json, as PEFT saves them (base_model_name_or_path kept as given).\n"
+            "  gguf  one GGUF file for llama.cpp and ollama, any LoRA adapter merged in; norms and biases\n"
+            "        stay f32.\n"
+            "Directories are built under a temporary name and swapped in whole, files renamed into place:\n"
+            "a failed run leaves --out as it was.",
+        .flags = flags,
+        .n_flags = (int)(sizeof flags / sizeof *flags),
+        .epilog = "An adapter checkpoint's base model is its adapter_config.json's base_model_name_or_path, a\n"
+                  "path taken as given (absolute, or relative to the current directory) when it exists, else\n"
+                  "relative to the adapter directory.\n"
+                  "Besides the codes below: q8_0 with hf or peft is 64, --format peft of a model without an\n"
+                  "adapter 65, an --out that cannot be created (a regular file where a directory goes) 73.\n"
+                  "example: grpo-export --model runs/ckpt-0042 --format gguf --dtype q8_0 --out policy.gguf",
+    };
+    flags_parse(&p, argc, argv);
+    if (!o.model) die(EX_USAGE, "--model is required (see %s --help)", tool_name());
+    if (!format) die(EX_USAGE, "--format is required (see %s --help)", tool_name());
+    if (!o.out) die(EX_USAGE, "--out is required (see %s --help)", tool_name());
+    gerr e = {0};
+    if (export_format_parse(format, &o.format, &e)) die_err(&e);
+    o.dtype = export_default_dtype(o.format);
+    if (strcmp(dtype, "auto") && export_dtype_parse(dtype, &o.dtype, &e)) die_err(&e);
+    if (export_run(&o, &e)) die_err(&e);
+    return 0;
+}

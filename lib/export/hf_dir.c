@@ -1,0 +1,106 @@
+/* model.safetensors of an export, and the whole Hugging Face directory. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../io/ckptdir.h"
+#include "../io/safetensors.h"
+#include "../model/lora.h"
+#include "../util/half.h"
+#include "../util/strbuf.h"
+#include "hf_dir.h"
+
+const char *hf_torch_dtype(export_dtype d) {
+    switch (d) {
+    case EXPORT_F32: return "float32";
+    case EXPORT_F16: return "float16";
+    case EXPORT_BF16: return "bfloat16";
+    case EXPORT_Q8_0: return NULL;
+    }
+    return NULL;
+}
+
+int hf_source_file(const char *source, const char *file, char **path, gerr *e) {
+    *path = NULL;
+    strbuf b = {0};
+    sb_printf(&b, "%s/%s", source, file);
+    struct stat st;
+    if (stat(b.data, &st) == 0) {
+        *path = b.data;
+        return 0;
+    }
+    sb_free(&b);
+    if (!lora_is_adapter_dir(source)) return 0;
+    char *base;
+    int rc = lora_adapter_base_path(source, &base, e);
+    if (rc) return rc;
+    if (stat(base, &st) == 0 && S_ISDIR(st.st_mode)) {
+        sb_printf(&b, "%s/%s", base, file);
+        if (stat(b.data, &st) == 0) *path = b.data;
+        else sb_free(&b);
+    }
+    free(base);
+    return 0;
+}
+
+static int cmp_ref(const void *a, const void *b) {
+    return strcmp(((const model_tensor_ref *)a)->hf, ((const model_tensor_ref *)b)->hf);
+}
+
+int hf_write_weights(const char *out_path, const model *m, export_dtype dtype, gerr *e) {
+    if (!hf_torch_dtype(dtype))
+        return gerr_set(e, EX_USAGE, "dtype %s is not a Hugging Face dtype (f32, f16 or bf16)", export_dtype_name(dtype));
+    size_t n = model_tensor_list(m, NULL);
+    model_tensor_ref *refs = xcalloc(n, sizeof *refs);
+    model_tensor_list(m, refs);
+    qsort(refs, n, sizeof *refs, cmp_ref); /* the order the safetensors package writes */
+    st_dtype sd = dtype == EXPORT_F32 ? ST_F32 : dtype == EXPORT_F16 ? ST_F16 : ST_BF16;
+    /* the halves of every tensor at once: st_write wants all data alive */
+    uint16_t *half = sd == ST_F32 ? NULL : xmalloc(m->n_params * sizeof *half);
+    st_writer w;
+    st_writer_init(&w);
+    int rc = st_writer_set_meta(&w, "format", "pt", e);
+    size_t off = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const model_tensor_ref *r = &refs[i];
+        size_t numel = (size_t)r->rows * (size_t)(r->cols ? r->cols : 1);
+        const void *data = r->dst;
+        if (half) {
+            if (sd == ST_F16) f32_to_f16_array(r->dst, half + off, numel);
+            else f32_to_bf16_array(r->dst, half + off, numel);
+            data = half + off;
+            off += numel;
+        }
+        int64_t shape[2] = {r->rows, r->cols};
+        rc = st_writer_add(&w, r->hf, sd, r->cols ? 2 : 1, shape, data, e);
+    }
+    if (!rc) rc = st_write(&w, out_path, e);
+    st_writer_free(&w);
+    free(half);
+    free(refs);
+    return rc;
+}
+
+static int write_in(ckptdir *c, const char *file, const model *m, const char *source, export_dtype dtype, gerr *e) {
+    char *path = ckptdir_path(c, file, e);
+    if (!path) return e->code;
+    int rc = !strcmp(file, "config.json") ? hf_write_config(path, m, source, hf_torch_dtype(dtype), e)
+                                          : hf_write_weights(path, m, dtype, e);
+    free(path);
+    return rc;
+}
+
+int hf_export_dir(const char *out_dir, const model *m, const char *source, export_dtype dtype, gerr *e) {
+    if (!hf_torch_dtype(dtype))
+        return gerr_set(e, EX_USAGE, "dtype %s is not a Hugging Face dtype (f32, f16 or bf16)", export_dtype_name(dtype));
+    ckptdir c = {0};
+    int rc = ckptdir_begin(&c, out_dir, e);
+    if (rc) return rc;
+    if ((rc = write_in(&c, "config.json", m, source, dtype, e)) || (rc = hf_write_text_files(c.tmp_dir, source, e)) ||
+        (rc = write_in(&c, "model.safetensors", m, source, dtype, e))) {
+        ckptdir_abort(&c);
+        return rc;
+    }
+    return ckptdir_commit(&c, e);
+}

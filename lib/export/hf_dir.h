@@ -1,0 +1,84 @@
+/* The Hugging Face side of a checkpoint or export directory: config.json,
+ * the text files (tokenizer.json, tokenizer_config.json,
+ * generation_config.json) and model.safetensors, each written atomically
+ * (temporary name, fsync, rename), and the whole directory built with
+ * lib/io/ckptdir.h. grpo-export and grpo-update write through these.
+ *
+ * source is where the model came from: a Hugging Face directory, one of our
+ * checkpoints, or a .gguf file. A directory that lacks a file but holds an
+ * adapter (adapter_config.json) takes the file from its base model
+ * (lora_adapter_base_path). */
+#ifndef GRPO_HF_DIR_H
+#define GRPO_HF_DIR_H
+
+#include <stdbool.h>
+
+#include "../model/gguf.h"
+#include "../model/model.h"
+#include "../util/err.h"
+#include "../util/strbuf.h"
+#include "export_dtype.h"
+
+/* "float32", "float16", "bfloat16"; NULL for q8_0 (no torch dtype). */
+const char *hf_torch_dtype(export_dtype d);
+
+/* config.json at out_path. From a directory: its config.json byte for byte
+ * except the value of "torch_dtype" (and of transformers v5's "dtype"),
+ * which becomes torch_dtype; the key is added, in sorted position, when
+ * absent. From a GGUF: generated from m->cfg as transformers writes it for
+ * LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM (sorted keys,
+ * 2-space indent); config_load_hf reads it back to the same model_config.
+ * A GGUF's RoPE factors (rope_freqs.weight) that match no llama3
+ * rope_scaling are EX_DATAERR. */
+int hf_write_config(const char *out_path, const model *m, const char *source, const char *torch_dtype, gerr *e);
+
+/* tokenizer.json, tokenizer_config.json and generation_config.json into dir
+ * (an existing directory). From a directory: each copied byte for byte when
+ * present (a missing tokenizer file is skipped; generation_config.json is
+ * made from config.json's bos/eos/pad ids when absent). From a GGUF: built
+ * from its tokenizer.ggml.* metadata and tokenizer.chat_template (BPE vocab
+ * and merges, control tokens as special added tokens, user-defined ones as
+ * plain added tokens, the pre-tokenizer of tokenizer.ggml.pre, ByteLevel
+ * decoder), so `tokenizers` and tok_load_json give the GGUF's ids. */
+int hf_write_text_files(const char *dir, const char *source, gerr *e);
+
+/* model.safetensors at out_path: every tensor under its HF name and shape
+ * (model_tensor_list; lm_head.weight left out when tied), sorted by name,
+ * in F32, F16 or BF16 (q8_0: EX_USAGE), metadata {"format": "pt"}. */
+int hf_write_weights(const char *out_path, const model *m, export_dtype dtype, gerr *e);
+
+/* The whole directory (config.json with the dtype's torch_dtype, the text
+ * files, model.safetensors) built under a temporary name and swapped into
+ * out_dir (lib/io/ckptdir.h): on any failure out_dir is left as it was. */
+int hf_export_dir(const char *out_dir, const model *m, const char *source, export_dtype dtype, gerr *e);
+
+/* ---- grpo-export --------------------------------------------------------------- */
+
+typedef enum { EXPORT_HF, EXPORT_PEFT, EXPORT_GGUF } export_format;
+
+typedef struct {
+    const char *model;  /* --model */
+    const char *out;    /* --out */
+    export_format format;
+    export_dtype dtype;
+} export_opts;
+
+/* "hf" | "peft" | "gguf" (EX_USAGE otherwise). */
+int export_format_parse(const char *s, export_format *f, gerr *e);
+/* The default --dtype of a format: bf16 for hf, f32 for peft, f16 for gguf. */
+export_dtype export_default_dtype(export_format f);
+/* Loads o->model and writes o->out. hf and gguf: the weights with any LoRA
+ * adapter merged. peft: the adapter alone (EX_DATAERR when the model has
+ * none). q8_0 is EX_USAGE for hf and peft. */
+int export_run(const export_opts *o, gerr *e);
+
+/* ---- internal to hf_*.c ---------------------------------------------------------- */
+
+/* The path of file inside source, or inside the base model of the adapter
+ * in source when source lacks it; *path is NULL (0 returned) when neither
+ * has it. Caller frees *path. */
+int hf_source_file(const char *source, const char *file, char **path, gerr *e);
+/* tokenizer.json for the tokenizer.ggml.* metadata of f, into out. */
+int hf_gguf_tokenizer_json(const gguf_file *f, strbuf *out, gerr *e);
+
+#endif
