@@ -104,6 +104,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all build/bench/bench_model venv models
 	@sh bench/stream.sh
 	@sh bench/model.sh
+	@sh bench/update.sh
 
 clean:
 	rm -rf build $(TOOLS)

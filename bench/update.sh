@@ -1,0 +1,57 @@
+#!/bin/sh
+# Update throughput (issue 4): one grpo-update over 64 completions of 128
+# tokens after 64-token prompts on SmolLM2-135M, full fine-tuning and LoRA
+# r=16, with and without --recompute: tokens/s, the fraction of the sgemm
+# ceiling measured by bench_model in the same run (FLOPs = 6 x parameters x
+# tokens for full fine-tuning, 4 x for LoRA, as the issue counts them), and
+# peak RSS. Goals: >= 50% of the ceiling; <= 3 GB peak RSS with --recompute.
+# No assertions: a benchmark prints.
+set -eu
+cd "$(dirname "$0")/.."
+MODEL=${1:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+OUT=${BENCH_DIR:-build/bench}
+PY=.venv/bin/python
+mkdir -p "$OUT"
+if [ ! -f "$MODEL" ]; then
+    echo "bench/update.sh: $MODEL missing (make models); skipped" >&2
+    exit 0
+fi
+ceiling=$(sed -n 's/^kv ceiling gflops=\([0-9.]*\).*/\1/p' "$OUT/model.txt" 2>/dev/null || true)
+if [ -z "$ceiling" ]; then
+    build/bench/bench_model "$MODEL" > "$OUT/model.txt"
+    ceiling=$(sed -n 's/^kv ceiling gflops=\([0-9.]*\).*/\1/p' "$OUT/model.txt")
+fi
+# 64 completions (8 prompts x 8), random tokens: the cost does not depend on them
+"$PY" - "$OUT/update-batch.jsonl" <<'PY'
+import json, random, sys
+r = random.Random(1)
+with open(sys.argv[1], "w") as f:
+    for i in range(64):
+        rec = dict(id=f"p{i // 8}", prompt_tokens=[r.randrange(3, 49152) for _ in range(64)],
+                   completion_tokens=[r.randrange(3, 49152) for _ in range(128)],
+                   logprobs=[-r.uniform(0.1, 3) for _ in range(128)], temperature=1.0,
+                   finish_reason="length", reward=float(i % 2), advantage=(1.0 if i % 2 else -1.0))
+        f.write(json.dumps(rec) + "\n")
+PY
+params=134515008   # SmolLM2-135M (tied embeddings)
+tokens=$((64 * 192))
+echo "grpo-update, SmolLM2-135M, 64 x (64 + 128) tokens, sgemm ceiling ${ceiling} GFLOP/s (bench_model)"
+printf '  %-22s %9s %9s %8s %10s\n' mode seconds tokens/s ceiling "peak RSS"
+run() { # NAME FLOPS_PER_PARAM_TOKEN FLAGS...
+    name=$1 k=$2; shift 2
+    rm -rf "$OUT/update-ckpt"
+    /usr/bin/time -f '%e %M' -o "$OUT/update-time" bin/grpo-update --model "$MODEL" --in "$OUT/update-batch.jsonl" \
+        --out "$OUT/update-ckpt" --lr 1e-6 --beta 0 --metrics "$OUT/update-metrics.jsonl" "$@" 2>/dev/null
+    set -- $(cat "$OUT/update-time")
+    # the update itself (metrics "seconds": load and checkpoint writing excluded)
+    secs=$(tail -n 1 "$OUT/update-metrics.jsonl" | sed 's/.*"seconds":\([0-9.e+-]*\).*/\1/')
+    tps=$(echo "$tokens / $secs" | bc -l)
+    frac=$(echo "$k * $params * $tokens / $secs / ($ceiling * 1000000000) * 100" | bc -l)
+    printf '  %-22s %9.1f %9.1f %7.1f%% %7.0f MiB\n' "$name" "$secs" "$tps" "$frac" "$(($2 / 1024))"
+}
+run "full" 6
+run "full --recompute" 6 --recompute
+run "LoRA r=16" 4 --lora-r 16
+run "LoRA r=16 --recompute" 4 --lora-r 16 --recompute
+echo "goals: >= 50% of the sgemm ceiling; peak RSS <= 3072 MiB with --recompute"
+rm -rf "$OUT/update-ckpt"
