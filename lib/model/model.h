@@ -56,7 +56,9 @@ typedef struct {
 } model;
 
 /* Loads an HF directory (config.json, model.safetensors or a sharded
- * model.safetensors.index.json, generation_config.json) or a .gguf file.
+ * model.safetensors.index.json, generation_config.json), a PEFT adapter
+ * directory (its base, lora.h's lora_adapter_base_path, with the adapter
+ * merged in) or a .gguf file.
  * Errors: EX_NOINPUT missing, EX_DATAERR malformed or unsupported (naming the
  * architecture, dtype, quant type or tensor), EX_IOERR unreadable. On error
  * m holds nothing to free. */
