@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 
 void record_init(record *r) { memset(r, 0, sizeof *r); }
 
@@ -331,4 +332,34 @@ void record_serialize(const record *r, strbuf *out) {
     *p++ = '}';
     *p = 0;
     out->len = (size_t)(p - out->data);
+}
+
+int record_get_token_ids(const record *r, const char *key, int vocab, int32_t **ids, size_t *n, gerr *e) {
+    *ids = NULL;
+    *n = 0;
+    cJSON *arr = NULL;
+    int rc = record_get_json(r, key, true, &arr, e);
+    if (rc) return rc;
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(arr);
+        return record_field_error(r, key, "an array of token ids", e);
+    }
+    int count = cJSON_GetArraySize(arr);
+    int32_t *out = xmalloc((size_t)(count ? count : 1) * sizeof *out);
+    size_t k = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, arr) {
+        double v = cJSON_IsNumber(item) ? item->valuedouble : -1;
+        if (v < 0 || v >= vocab || v != (int32_t)v) {
+            cJSON_Delete(arr);
+            free(out);
+            return gerr_at(e, EX_DATAERR, r->file, r->line, "field \"%s\": element %zu: expected a token id in [0, %d)",
+                           key, k, vocab);
+        }
+        out[k++] = (int32_t)v;
+    }
+    cJSON_Delete(arr);
+    *ids = out;
+    *n = k;
+    return 0;
 }

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../util/err.h"
 #include "../util/strbuf.h"
@@ -52,6 +53,11 @@ int record_get_int(const record *r, const char *key, bool required, long long mi
                    long long *out, int *present, gerr *e);
 /* Parses one field with cJSON (NULL when absent). Caller frees with cJSON_Delete. */
 int record_get_json(const record *r, const char *key, bool required, cJSON **out, gerr *e);
+
+/* A JSON array of token ids in [0, vocab) into *ids (xmalloc'd, caller
+ * frees; NULL on error) and *n. Errors name the field and the element:
+ * FILE:LINE: field "key": element I: expected a token id in [0, V). */
+int record_get_token_ids(const record *r, const char *key, int vocab, int32_t **ids, size_t *n, gerr *e);
 
 /* Reports a field of the wrong kind: FILE:LINE: field "key": expected WHAT, got KIND. */
 int record_field_error(const record *r, const char *key, const char *expected, gerr *e);

@@ -86,27 +86,8 @@ static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
     p->n_tokens = 0;
     p->had_tokens = record_has(rec, "prompt_tokens");
     if (p->had_tokens) {
-        cJSON *arr = NULL;
-        int rc = record_get_json(rec, "prompt_tokens", true, &arr, e);
+        int rc = record_get_token_ids(rec, "prompt_tokens", vocab, &p->tokens, &p->n_tokens, e);
         if (rc) return rc;
-        if (!cJSON_IsArray(arr)) {
-            cJSON_Delete(arr);
-            return record_field_error(rec, "prompt_tokens", "an array of token ids", e);
-        }
-        int n = cJSON_GetArraySize(arr);
-        p->tokens = xmalloc((size_t)(n ? n : 1) * sizeof *p->tokens);
-        const cJSON *item;
-        cJSON_ArrayForEach(item, arr) {
-            double v = cJSON_IsNumber(item) ? item->valuedouble : -1;
-            if (v < 0 || v >= vocab || v != (int32_t)v) {
-                cJSON_Delete(arr);
-                return gerr_at(e, EX_DATAERR, rec->file, rec->line,
-                               "field \"prompt_tokens\": element %zu: expected a token id in [0, %d)", p->n_tokens,
-                               vocab);
-            }
-            p->tokens[p->n_tokens++] = (int32_t)v;
-        }
-        cJSON_Delete(arr);
     } else {
         if (!r->have_template) {
             int rc = model_text_template(&r->mt, r->o->chat_template, &r->tmpl, e);

@@ -24,6 +24,15 @@ static tile_bufs split_buf(float *buf, const model_config *cf, int max_len) {
     return b;
 }
 
+/* This OpenMP thread's share of the scratch. */
+static tile_bufs thread_bufs(float *buf, const model_config *cf, int max_len) {
+    int tid = 0;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+#endif
+    return split_buf(buf + (size_t)tid * attn_train_scratch(cf, max_len), cf, max_len);
+}
+
 /* Copies the G heads of group g of rows r0 .. r0+m-1 from x [R, nh*hd] into
  * t [m*G, hd] (row i*G + j is position i, head g*G + j), or back. */
 static void gather(float *t, const float *x, int r0, int m, int g, int G, int nh, int hd) {
@@ -45,18 +54,14 @@ static void tile_scores(float *s, const float *qt, const float *kb, int M, int T
 void attn_train_forward(float *out, float *lse, const float *q, const float *k, const float *v, int n_seqs,
                         const int *start, const model_config *cf, float *buf, int max_len) {
     const int nh = cf->n_heads, nkv = cf->n_kv_heads, hd = cf->head_dim, G = nh / nkv, kvd = nkv * hd;
-    const size_t stride = attn_train_scratch(cf, max_len);
 #pragma omp parallel
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        tile_bufs b = split_buf(buf + (size_t)tid * stride, cf, max_len);
+        tile_bufs b = thread_bufs(buf, cf, max_len);
 #pragma omp for schedule(dynamic, 1)
         for (int task = 0; task < n_seqs * nkv; task++) {
             int sq = task / nkv, g = task % nkv, r_base = start[sq], L = start[sq + 1] - r_base;
-            const float *kb = k + (size_t)r_base * kvd + (size_t)g * hd, *vb = v + (size_t)r_base * kvd + (size_t)g * hd;
+            size_t off = (size_t)r_base * kvd + (size_t)g * hd;
+            const float *kb = k + off, *vb = v + off;
             for (int i0 = 0; i0 < L; i0 += ATTN_TILE) {
                 int m = L - i0 < ATTN_TILE ? L - i0 : ATTN_TILE, M = m * G, T = i0 + m;
                 gather(b.qt, q, r_base + i0, m, g, G, nh, hd);
@@ -84,17 +89,12 @@ void attn_train_backward(float *dq, float *dk, float *dv, const float *dout, con
                          const float *q, const float *k, const float *v, int n_seqs, const int *start,
                          const model_config *cf, float *buf, int max_len) {
     const int nh = cf->n_heads, nkv = cf->n_kv_heads, hd = cf->head_dim, G = nh / nkv, kvd = nkv * hd;
-    const size_t stride = attn_train_scratch(cf, max_len);
     const float scale = (float)(1.0 / sqrt((double)hd));
     memset(dk, 0, (size_t)start[n_seqs] * kvd * sizeof *dk);
     memset(dv, 0, (size_t)start[n_seqs] * kvd * sizeof *dv);
 #pragma omp parallel
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        tile_bufs b = split_buf(buf + (size_t)tid * stride, cf, max_len);
+        tile_bufs b = thread_bufs(buf, cf, max_len);
 #pragma omp for schedule(dynamic, 1)
         for (int task = 0; task < n_seqs * nkv; task++) {
             int sq = task / nkv, g = task % nkv, r_base = start[sq], L = start[sq + 1] - r_base;

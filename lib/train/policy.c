@@ -18,9 +18,6 @@ static bool file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-/* The optimizer tensors: one per trained tensor, named as in the weights
- * file. Caller frees *out. */
-size_t policy_optim_tensors(const policy *p, optim_tensor **out);
 size_t policy_optim_tensors(const policy *p, optim_tensor **out) {
     size_t n;
     optim_tensor *t;

@@ -458,7 +458,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
     /* LM head, chunk by chunk: d logp_j / d z_v = (onehot - softmax) / T */
     memset(ac->dx, 0, (size_t)R * d * sizeof(float));
     float lse[TRAIN_HEAD_CHUNK];
-    float *dxraw = ac->dtmp; /* [n_t, d] may exceed R*d? n_t < R always */
+    float *dxraw = ac->dtmp; /* [n_t, d]: every target row is a batch row, so n_t < R */
     for (int j0 = 0; j0 < n_t; j0 += TRAIN_HEAD_CHUNK) {
         int n = n_t - j0 < TRAIN_HEAD_CHUNK ? n_t - j0 : TRAIN_HEAD_CHUNK;
         head_chunk(t, j0, n, temperature, NULL, NULL, lse);

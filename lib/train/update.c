@@ -150,6 +150,9 @@ int update_run(const update_opts *o, gerr *e) {
         ref_logp = xmalloc(sizeof(float) * (size_t)n_t);
         if (pol.has_lora) {
             logp_pass(&t, &b, o->micro_batch, temp, true, ref_logp);
+        } else if (!strcmp(pol.ref_path, o->model)) {
+            /* step 0 of a run: the reference is the policy as loaded, no second copy needed */
+            logp_pass(&t, &b, o->micro_batch, temp, false, ref_logp);
         } else {
             model ref_m;
             if ((rc = model_load(&ref_m, pol.ref_path, e))) goto out_train;

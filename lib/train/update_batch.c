@@ -13,33 +13,6 @@
 #include "../util/strbuf.h"
 #include "update.h"
 
-/* A JSON array of integers in [0, vocab) into ids (xmalloc'd). */
-static int get_tokens(const record *r, const char *key, int vocab, int32_t **ids, int *n, gerr *e) {
-    cJSON *a = NULL;
-    if (record_get_json(r, key, true, &a, e)) return e->code;
-    if (!cJSON_IsArray(a)) {
-        cJSON_Delete(a);
-        return record_field_error(r, key, "an array of token ids", e);
-    }
-    *n = cJSON_GetArraySize(a);
-    *ids = xmalloc(sizeof(int32_t) * (size_t)(*n ? *n : 1));
-    int i = 0;
-    for (const cJSON *v = a->child; v; v = v->next, i++) {
-        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-            v->valuedouble >= vocab) {
-            cJSON_Delete(a);
-            free(*ids);
-            *ids = NULL;
-            return gerr_at(e, EX_DATAERR, r->file, r->line,
-                           "field \"%s\": entry %d: expected a token id in [0, %d), got %s", key, i, vocab,
-                           cJSON_IsNumber(v) ? "a number outside" : "something else");
-        }
-        (*ids)[i] = (int32_t)v->valuedouble;
-    }
-    cJSON_Delete(a);
-    return 0;
-}
-
 static int get_logprobs(const record *r, int n, float *out, gerr *e) {
     cJSON *a = NULL;
     if (record_get_json(r, "logprobs", true, &a, e)) return e->code;
@@ -131,12 +104,14 @@ int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_tr
         if ((rc = record_parse(&r, ls, len, name, line, e))) break;
         long idx = b->n_records++;
         int32_t *prompt = NULL, *completion = NULL;
+        size_t np_z = 0, nc_z = 0;
         int np = 0, nc = 0, present = 0;
         double adv = 0, temp = 0, reward = 0;
         strbuf fin = {0}, id = {0};
-        if ((rc = get_tokens(&r, "prompt_tokens", vocab, &prompt, &np, e)) ||
-            (rc = get_tokens(&r, "completion_tokens", vocab, &completion, &nc, e)))
+        if ((rc = record_get_token_ids(&r, "prompt_tokens", vocab, &prompt, &np_z, e)) ||
+            (rc = record_get_token_ids(&r, "completion_tokens", vocab, &completion, &nc_z, e)))
             goto next;
+        np = (int)np_z, nc = (int)nc_z;
         if (np < 1) {
             rc = gerr_at(e, EX_DATAERR, name, line, "field \"prompt_tokens\": expected at least one token, got none");
             goto next;

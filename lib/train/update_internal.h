@@ -7,6 +7,7 @@
 #include "../model/model.h"
 #include "loss.h"
 #include "optim.h"
+#include "state.h"
 #include "trainer.h"
 #include "update.h"
 
@@ -36,6 +37,10 @@ void policy_free(policy *p);
 /* One optimizer step from the accumulated gradients of t: global norm,
  * clipping, the step at the schedule's learning rate. */
 int policy_step(policy *p, trainer *t, const update_config *c, double *grad_norm, double *lr, gerr *e);
+
+/* The optimizer state's tensors: one per trained tensor, named as in the
+ * weights file, pointing into p's moments. Caller frees *out and names. */
+size_t policy_optim_tensors(const policy *p, optim_tensor **out);
 
 /* Writes the next checkpoint to o->out, whole or not at all. */
 int policy_save(const policy *p, const update_opts *o, const update_config *c, const char *batch_sha256, gerr *e);

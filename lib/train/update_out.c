@@ -16,8 +16,6 @@
 #include "state.h"
 #include "update_internal.h"
 
-size_t policy_optim_tensors(const policy *p, optim_tensor **out);
-
 static void key(strbuf *b, const char *k) {
     if (b->len > 1) sb_putc(b, ',');
     sb_json_string(b, k, strlen(k));
