@@ -77,7 +77,8 @@ answer_source answer_extract(const char *s, size_t len, strbuf *out) {
         return ANSWER_FROM_TAG;
     }
     if (extract_boxed(s, len, out) == 1) return ANSWER_FROM_BOXED;
-    if (extract_after_hashes(s, len, out)) {
+    /* memmem first: extract_after_hashes compares at every byte */
+    if (memmem(s, len, "####", 4) && extract_after_hashes(s, len, out)) {
         const char *nl = memchr(out->data, '\n', out->len);
         if (nl) {
             out->len = (size_t)(nl - out->data);

@@ -49,13 +49,32 @@ int format_spec_parse(format_spec *f, const char *tags, const char *mode, gerr *
     return 0;
 }
 
-/* Where needle occurs in s: the first position, and whether exactly once. */
-static bool once(const char *s, size_t len, const char *needle, size_t n, size_t *at) {
-    const char *p = memmem(s, len, needle, n);
-    if (!p) return false;
-    *at = (size_t)(p - s);
-    size_t rest = *at + n;
-    return !memmem(s + rest, len - rest, needle, n);
+/* Every listed tag's markers counted in one pass over the '<' of s:
+ * n_open/n_close (stopping at 2) and the first position of each. */
+typedef struct {
+    size_t open[FORMAT_MAX_TAGS], close[FORMAT_MAX_TAGS];
+    unsigned char n_open[FORMAT_MAX_TAGS], n_close[FORMAT_MAX_TAGS];
+} tag_counts;
+
+static void count_tags(const format_spec *f, const char *s, size_t len, tag_counts *c) {
+    memset(c->n_open, 0, sizeof c->n_open);
+    memset(c->n_close, 0, sizeof c->n_close);
+    const char *p = s, *end = s + len;
+    while ((p = memchr(p, '<', (size_t)(end - p)))) {
+        size_t at = (size_t)(p - s), left = (size_t)(end - p);
+        bool closing = left > 1 && p[1] == '/';
+        for (size_t i = 0; i < f->n; i++) {
+            const format_tag *t = &f->tags[i];
+            const char *marker = closing ? t->close : t->open;
+            size_t n = closing ? t->close_len : t->open_len;
+            if (n > left || memcmp(p, marker, n)) continue;
+            unsigned char *count = closing ? &c->n_close[i] : &c->n_open[i];
+            if (*count == 0) (closing ? c->close : c->open)[i] = at;
+            if (*count < 2) (*count)++;
+            break; /* markers are distinct: at most one matches here */
+        }
+        p++;
+    }
 }
 
 static bool all_space(const char *s, size_t from, size_t to) {
@@ -65,13 +84,13 @@ static bool all_space(const char *s, size_t from, size_t to) {
 }
 
 double format_score(const format_spec *f, const char *s, size_t len) {
-    size_t open[FORMAT_MAX_TAGS], close[FORMAT_MAX_TAGS];
+    tag_counts c;
+    count_tags(f, s, len, &c);
+    const size_t *open = c.open, *close = c.close;
     size_t well_formed = 0;
     bool all = true;
     for (size_t i = 0; i < f->n; i++) {
-        const format_tag *t = &f->tags[i];
-        bool ok = once(s, len, t->open, t->open_len, &open[i]) && once(s, len, t->close, t->close_len, &close[i]) &&
-                  open[i] + t->open_len <= close[i];
+        bool ok = c.n_open[i] == 1 && c.n_close[i] == 1 && open[i] + f->tags[i].open_len <= close[i];
         if (ok) well_formed++;
         else all = false;
     }
