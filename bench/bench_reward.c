@@ -85,16 +85,9 @@ static void decode(slot *s, reward_item *it) {
 int main(int argc, char **argv) {
     size_t n = argc > 1 ? (size_t)atol(argv[1]) : 16384;
     double seconds = argc > 2 ? atof(argv[2]) : 2.0;
-    reward_params p;
-    memset(&p, 0, sizeof p);
-    p.answer_tol = 1e-6;
-    p.format_tags = "think,answer";
-    p.format_mode = "soft";
-    p.length_unit = "tokens";
-    p.length_max = 160;
+    reward_params p = reward_default_params();
+    p.length_max = 160; /* the ~145-token completions fall on the ramp */
     p.length_buffer = 32;
-    p.rep_ngram = 3;
-    p.rep_max_penalty = -1;
 
     reward_fn fns[3];
     memset(fns, 0, sizeof fns);

@@ -9,18 +9,7 @@
 #include "reward/reward.h"
 #include "reward/rules.h"
 
-/* Parameters as reward_default_params() sets them (registry.c is the lead's). */
-static reward_params defaults(void) {
-    reward_params p;
-    memset(&p, 0, sizeof p);
-    p.answer_tol = 1e-6;
-    p.format_tags = "think,answer";
-    p.format_mode = "soft";
-    p.length_unit = "tokens";
-    p.rep_ngram = 3;
-    p.rep_max_penalty = -1.0;
-    return p;
-}
+static reward_params defaults(void) { return reward_default_params(); }
 
 static double fmt(const char *tags, const char *mode, const char *s) {
     format_spec f;
@@ -373,7 +362,7 @@ static void test_other_records(void) {
     fn.close(fn.self);
     p.rep_max_penalty = 0.5;
     CHECK_EQ_INT(reward_open_repetition(&fn, &p, &e), EX_USAGE);
-    CHECK(strstr(e.msg, "--rep-max-penalty") != NULL);
+    CHECK(strstr(e.msg, "--rep-penalty") != NULL);
     p.rep_max_penalty = -1;
     p.rep_ngram = 0;
     CHECK_EQ_INT(reward_open_repetition(&fn, &p, &e), EX_USAGE);
