@@ -137,31 +137,23 @@ static bool factor(parser *p, rational *out) {
     return true;
 }
 
-static bool term(parser *p, rational *out) {
-    if (!factor(p, out)) return false;
+/* One precedence level: 0 = sums (+ -), 1 = products (* /), 2 = factors. */
+static bool level(parser *p, rational *out, int prec) {
+    if (prec == 2) return factor(p, out);
+    if (!level(p, out, prec + 1)) return false;
+    const char *ops = prec == 0 ? "+-" : "*/";
     for (;;) {
         skip_ws(p);
-        if (p->pos >= p->len || (p->s[p->pos] != '*' && p->s[p->pos] != '/')) return true;
-        bool divide = p->s[p->pos++] == '/';
+        if (p->pos >= p->len || (p->s[p->pos] != ops[0] && p->s[p->pos] != ops[1])) return true;
+        bool inverse = p->s[p->pos++] == ops[1]; /* '-' or '/' */
         rational rhs;
-        if (!factor(p, &rhs)) return false;
-        countdown_result r = mul(*out, rhs, divide, out);
+        if (!level(p, &rhs, prec + 1)) return false;
+        countdown_result r = prec == 0 ? add(*out, rhs, inverse, out) : mul(*out, rhs, inverse, out);
         if (r != COUNTDOWN_OK) return fail(p, r);
     }
 }
 
-static bool expr(parser *p, rational *out) {
-    if (!term(p, out)) return false;
-    for (;;) {
-        skip_ws(p);
-        if (p->pos >= p->len || (p->s[p->pos] != '+' && p->s[p->pos] != '-')) return true;
-        bool subtract = p->s[p->pos++] == '-';
-        rational rhs;
-        if (!term(p, &rhs)) return false;
-        countdown_result r = add(*out, rhs, subtract, out);
-        if (r != COUNTDOWN_OK) return fail(p, r);
-    }
-}
+static bool expr(parser *p, rational *out) { return level(p, out, 0); }
 
 static int cmp_ll(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;
