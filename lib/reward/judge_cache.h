@@ -64,7 +64,7 @@ int judge_cache_open(judge_cache **c, const char *path, judge_cache_mode mode, g
 /* 1 = hit (reply and score filled; reply replaced), 0 = miss, -1 = error.
  * Always a miss in refresh and off modes. */
 int judge_cache_get(judge_cache *c, const uint8_t key[32], strbuf *reply, double *score, gerr *e);
-/* Many lookups in one read transaction (one snapshot; several times faster
+/* Many lookups in one read transaction (one snapshot; about twice as fast
  * than one judge_cache_get per key): fill key, get hit, and, where hit,
  * reply (a strbuf the caller owns and frees) and score. 0 or an error code,
  * after which the hits are not to be trusted. Never a hit in refresh and
@@ -112,7 +112,9 @@ int judge_cache_cmd_export(const char *path, const char *out_path, gerr *e);
  * other fields are ignored. Where a key is already present the
  * entry with the later `created` (the newer answer) wins whole, and a tie
  * keeps the one present. Importing an export into a fresh file and
- * exporting again gives the same bytes. */
+ * exporting again gives the same bytes. The import holds the write lock
+ * throughout (other writers wait, up to 60 s). Specified, with the file and
+ * the other subcommands, in formats/judge-cache.md. */
 int judge_cache_cmd_import(const char *path, const char *in_path, gerr *e);
 /* Removes entries stored more than max_age_seconds ago (by `created`) and,
  * when model is not NULL, only those of that model; then compacts the file

@@ -117,28 +117,34 @@ int judge_cache_cmd_stats(const char *path_arg, FILE *out, gerr *e) {
 
 /* ---- export ----------------------------------------------------------------- */
 
+/* The export's fields, in the order of ANSWER_COLUMNS. */
+typedef enum { FIELD_TEXT, FIELD_NUMBER, FIELD_NUMBER_OR_NULL, FIELD_INT_OR_NULL } field_kind;
+static const struct {
+    const char *name;
+    field_kind kind;
+} export_fields[] = {
+    {"model", FIELD_TEXT},          {"request", FIELD_TEXT},       {"reply", FIELD_TEXT},
+    {"score", FIELD_NUMBER_OR_NULL}, {"prompt_tokens", FIELD_INT_OR_NULL}, {"completion_tokens", FIELD_INT_OR_NULL},
+    {"created", FIELD_NUMBER},       {"last_used", FIELD_NUMBER},
+};
+
 static int entry_json(sqlite3_stmt *st, const char *path, strbuf *b, gerr *e) {
     if (sqlite3_column_bytes(st, 0) != 32 || sqlite3_column_type(st, 0) != SQLITE_BLOB)
         return gerr_set(e, EX_DATAERR, "judge cache %s: an entry whose key is not 32 bytes", path);
     char hex[65];
     jc_key_hex(sqlite3_column_blob(st, 0), hex);
     sb_clear(b);
-    sb_printf(b, "{\"key\":\"%s\",\"model\":", hex);
-    put_text(b, st, 1);
-    sb_puts(b, ",\"request\":");
-    put_text(b, st, 2);
-    sb_puts(b, ",\"reply\":");
-    put_text(b, st, 3);
-    sb_puts(b, ",\"score\":");
-    put_number_or_null(b, st, 4);
-    sb_puts(b, ",\"prompt_tokens\":");
-    put_int_or_null(b, st, 5);
-    sb_puts(b, ",\"completion_tokens\":");
-    put_int_or_null(b, st, 6);
-    sb_puts(b, ",\"created\":");
-    sb_json_number(b, sqlite3_column_double(st, 7));
-    sb_puts(b, ",\"last_used\":");
-    sb_json_number(b, sqlite3_column_double(st, 8));
+    sb_printf(b, "{\"key\":\"%s\"", hex);
+    for (int i = 0; i < (int)(sizeof export_fields / sizeof export_fields[0]); i++) {
+        int col = i + 1;
+        sb_printf(b, ",\"%s\":", export_fields[i].name);
+        switch (export_fields[i].kind) {
+        case FIELD_TEXT: put_text(b, st, col); break;
+        case FIELD_NUMBER: sb_json_number(b, sqlite3_column_double(st, col)); break;
+        case FIELD_NUMBER_OR_NULL: put_number_or_null(b, st, col); break;
+        case FIELD_INT_OR_NULL: put_int_or_null(b, st, col); break;
+        }
+    }
     sb_putc(b, '}');
     return 0;
 }

@@ -248,19 +248,31 @@ static void test_merge(void) {
     snprintf(path, sizeof path, "%s", in_root("merge.sqlite"));
     strbuf reply = {0};
     TEST("import merges: the later `created` wins, an earlier one or a tie keeps what is there");
-    import_line(path, "first", 1700000000.5);
-    reply_of(path, KEY1, &reply);
-    CHECK_EQ_STR(reply.data, "first");
-    import_line(path, "newer", 1700000100.5);
-    reply_of(path, KEY1, &reply);
-    CHECK_EQ_STR(reply.data, "newer");
-    import_line(path, "older", 1600000000);
-    reply_of(path, KEY1, &reply);
-    CHECK_EQ_STR(reply.data, "newer");
-    import_line(path, "tie", 1700000100.5);
-    reply_of(path, KEY1, &reply);
-    CHECK_EQ_STR(reply.data, "newer");
+    const struct {
+        const char *reply;
+        double created;
+        const char *stored; /* after the import */
+    } steps[] = {{"first", 1700000000.5, "first"},
+                 {"newer", 1700000100.5, "newer"},
+                 {"older", 1600000000, "newer"},
+                 {"tie", 1700000100.5, "newer"}};
+    for (int i = 0; i < 4; i++) {
+        import_line(path, steps[i].reply, steps[i].created);
+        reply_of(path, KEY1, &reply);
+        CHECK_EQ_STR(reply.data, steps[i].stored);
+    }
     sb_free(&reply);
+}
+
+/* Prunes entries older than 500 s (of model, when not NULL), expecting `want`. */
+static void check_prune(const char *path, const char *model, const char *want) {
+    gerr e = {0};
+    char *out = NULL;
+    int rc;
+    CAPTURE(out, rc, judge_cache_cmd_prune(path, 500, model, f, &e));
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_STR(out, want);
+    free(out);
 }
 
 static void test_prune(void) {
@@ -280,32 +292,22 @@ static void test_prune(void) {
     }
     spit(in_root("prune.jsonl"), text);
     CHECK_EQ_INT(judge_cache_cmd_import(path, in_root("prune.jsonl"), &e), 0);
-    char *out = NULL;
-    int rc;
     strbuf reply = {0};
 
     TEST("prune by age and model removes only that model's old entries");
-    CAPTURE(out, rc, judge_cache_cmd_prune(path, 500, "a", f, &e));
-    CHECK_EQ_INT(rc, 0);
-    CHECK_EQ_STR(out, "{\"removed\":1,\"entries\":3}\n");
-    free(out);
+    check_prune(path, "a", "{\"removed\":1,\"entries\":3}\n");
     reply_of(path, "0000000000000000000000000000000000000000000000000000000000000000", &reply);
     CHECK_EQ_STR(reply.data, "");
     reply_of(path, "0000000000000000000000000000000000000000000000000000000000000001", &reply);
     CHECK_EQ_STR(reply.data, "r1");
 
     TEST("prune by age alone, then again removes nothing; the WAL is emptied");
-    CAPTURE(out, rc, judge_cache_cmd_prune(path, 500, NULL, f, &e));
-    CHECK_EQ_INT(rc, 0);
-    CHECK_EQ_STR(out, "{\"removed\":1,\"entries\":2}\n");
-    free(out);
+    check_prune(path, NULL, "{\"removed\":1,\"entries\":2}\n");
     reply_of(path, "0000000000000000000000000000000000000000000000000000000000000001", &reply);
     CHECK_EQ_STR(reply.data, "");
     reply_of(path, "0000000000000000000000000000000000000000000000000000000000000003", &reply);
     CHECK_EQ_STR(reply.data, "r3");
-    CAPTURE(out, rc, judge_cache_cmd_prune(path, 500, NULL, f, &e));
-    CHECK_EQ_STR(out, "{\"removed\":0,\"entries\":2}\n");
-    free(out);
+    check_prune(path, NULL, "{\"removed\":0,\"entries\":2}\n");
     char wal[600];
     snprintf(wal, sizeof wal, "%s-wal", path);
     size_t wal_len = 0;

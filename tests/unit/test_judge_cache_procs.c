@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -242,8 +243,61 @@ static void test_kill_9(void) {
     printf("# %d answers checked after kills\n", total);
 }
 
+/* Holds the write lock of path for `ms` milliseconds, after telling `tell`. */
+static _Noreturn void lock_holder(const char *path, int ms, int tell) {
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK || sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        _exit(1);
+    char locked = 1;
+    if (write(tell, &locked, 1) != 1) _exit(1);
+    usleep((useconds_t)ms * 1000);
+    _exit(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : 1);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_waits_for_a_lock(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s", in_root("locked.sqlite"));
+    gerr e = {0};
+    judge_cache *c = NULL;
+    TEST("a put waits while another process holds the write lock, then stores");
+    CHECK_EQ_INT(judge_cache_open(&c, path, JUDGE_CACHE_READWRITE, &e), 0);
+    int tell[2];
+    CHECK(pipe(tell) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(tell[0]);
+        lock_holder(path, 300, tell[1]);
+    }
+    close(tell[1]);
+    char locked = 0;
+    CHECK(read(tell[0], &locked, 1) == 1 && locked == 1);
+    close(tell[0]);
+    test_entry t;
+    make_entry(&t, "m", 1, "after the lock", 1, 1, 1);
+    double t0 = now_seconds();
+    CHECK_EQ_INT(judge_cache_put(c, &t.en, &e), 0);
+    double waited = now_seconds() - t0;
+    CHECK(waited > 0.2);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    strbuf reply = {0};
+    double score;
+    CHECK_EQ_INT(judge_cache_get(c, t.en.key, &reply, &score, &e), 1);
+    CHECK_EQ_STR(reply.data, "after the lock");
+    judge_cache_close(c);
+    sb_free(&reply);
+}
+
 int main(void) {
     if (!make_root()) return 1;
+    test_waits_for_a_lock();
     test_concurrent_writers();
     test_kill_9();
     remove_root();
