@@ -256,11 +256,7 @@ static int open_parts(judge *j, const reward_params *p, gerr *e) {
     judge_cache_mode mode;
     rc = judge_cache_parse_mode(p->judge_cache_mode ? p->judge_cache_mode : "readwrite", &mode, e);
     if (rc) return rc;
-    strbuf path = {0};
-    if (p->judge_cache) sb_puts(&path, p->judge_cache);
-    else judge_cache_default_path(&path);
-    rc = judge_cache_open(&j->cache, path.data, mode, e);
-    sb_free(&path);
+    rc = judge_cache_open(&j->cache, p->judge_cache, mode, e); /* NULL: the default path */
     if (rc) return rc;
 
     strbuf url = {0};
