@@ -240,6 +240,22 @@ static int check_params(const reward_params *p, gerr *e) {
     return 0;
 }
 
+/* The key from the environment, white space around it removed (a key read
+ * from a file often ends in a newline). NULL when unset or empty. */
+static int api_key_from_env(const char *var, char **key, gerr *e) {
+    *key = NULL;
+    const char *v = getenv(var);
+    if (!v) return 0;
+    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\r')) n--;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return gerr_set(e, EX_USAGE, "$%s: the API key holds a control character (a line break?)", var);
+    if (n) *key = xstrndup(v, n);
+    return 0;
+}
+
 static int open_parts(judge *j, const reward_params *p, gerr *e) {
     int rc = judge_template_load(&j->tpl, p->judge_template, e);
     if (rc) return rc;
@@ -262,9 +278,15 @@ static int open_parts(judge *j, const reward_params *p, gerr *e) {
     strbuf url = {0};
     judge_chat_url(p->judge_url, &url);
     const char *key_env = p->judge_key_env && *p->judge_key_env ? p->judge_key_env : "OPENAI_API_KEY";
+    char *key;
+    rc = api_key_from_env(key_env, &key, e);
+    if (rc) {
+        sb_free(&url);
+        return rc;
+    }
     judge_http_config hc = {
         .url = url.data,
-        .api_key = getenv(key_env),
+        .api_key = key,
         .concurrency = p->judge_concurrency,
         .timeout = p->judge_timeout,
         .retries = p->judge_retries,
@@ -276,6 +298,10 @@ static int open_parts(judge *j, const reward_params *p, gerr *e) {
     };
     rc = judge_http_open(&j->http, &hc, e);
     sb_free(&url);
+    if (key) {
+        memset(key, 0, strlen(key));
+        free(key);
+    }
     return rc;
 }
 

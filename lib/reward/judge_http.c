@@ -206,8 +206,8 @@ static int check_config(const judge_http_config *c, gerr *e) {
         return gerr_set(e, EX_USAGE, "--judge-concurrency: expected 1..4096, got %lld", c->concurrency);
     if (!(c->timeout > 0) || c->timeout > 86400)
         return gerr_set(e, EX_USAGE, "--judge-timeout: expected seconds in (0, 86400], got %g", c->timeout);
-    if (c->retries < 0 || c->retries > 100)
-        return gerr_set(e, EX_USAGE, "--judge-retries: expected 0..100, got %lld", c->retries);
+    if (c->retries < 0 || c->retries > 1000)
+        return gerr_set(e, EX_USAGE, "--judge-retries: expected 0..1000, got %lld", c->retries);
     if (!(c->rps >= 0) || !isfinite(c->rps))
         return gerr_set(e, EX_USAGE, "--judge-rps: expected a number >= 0 (0 = unlimited), got %g", c->rps);
     if (!(c->tpm >= 0) || !isfinite(c->tpm))
@@ -218,6 +218,9 @@ static int check_config(const judge_http_config *c, gerr *e) {
 int judge_http_open(judge_http **out, const judge_http_config *c, gerr *e) {
     int rc = check_config(c, e);
     if (rc) return rc;
+    /* a line break in the key would end the header and start another */
+    if (c->api_key && strpbrk(c->api_key, "\r\n"))
+        return gerr_set(e, EX_USAGE, "judge: the API key holds a line break");
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return gerr_set(e, EX_SOFTWARE, "judge: curl_global_init failed");
     judge_http *h = xcalloc(1, sizeof *h);

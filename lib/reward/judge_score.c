@@ -144,10 +144,11 @@ bool judge_parse_reply(const char *body, size_t len, strbuf *content, long long 
     const cJSON *first = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(first, "message");
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(msg, "content");
-    bool ok = cJSON_IsString(text);
+    bool ok = cJSON_IsObject(msg) && (!text || cJSON_IsNull(text) || cJSON_IsString(text));
     if (ok) {
         sb_clear(content);
-        sb_puts(content, text->valuestring);
+        if (cJSON_IsString(text)) sb_puts(content, text->valuestring);
+        else sb_append(content, "", 0);
         const cJSON *usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
         *prompt_tokens = usage_count(usage, "prompt_tokens");
         *completion_tokens = usage_count(usage, "completion_tokens");

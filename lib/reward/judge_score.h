@@ -34,10 +34,13 @@ bool judge_first_number(const char *text, size_t len, double *out);
 /* text[0..len) with white space around it is exactly one number. */
 bool judge_whole_number(const char *text, size_t len, double *out);
 
-/* A chat-completions reply body: content gets choices[0].message.content,
- * the token counts usage.prompt_tokens and usage.completion_tokens (-1 when
- * absent). false when the body is not JSON or has no such content string:
- * a malformed reply, retried like a failed request. */
+/* A chat-completions reply body: content gets choices[0].message.content
+ * ("" when it is null or absent, as when a reasoning model spends max_tokens
+ * before answering: a reply without a score, not a failure to retry), the
+ * token counts usage.prompt_tokens and usage.completion_tokens (-1 when
+ * absent). false when the body is not JSON, has no choices[0].message
+ * object, or a content that is neither a string nor null: a malformed
+ * reply, retried like a failed request. */
 bool judge_parse_reply(const char *body, size_t len, strbuf *content, long long *prompt_tokens,
                        long long *completion_tokens);
 

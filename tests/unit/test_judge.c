@@ -271,9 +271,21 @@ static void test_score(void) {
     CHECK_EQ_INT(pt, -1);
     CHECK_EQ_INT(ct, -1);
 
-    TEST("reply: not JSON, no choices, empty choices, no content string: malformed");
+    TEST("reply: a null or absent content is an empty reply (a reasoning model out of tokens), not a failure");
+    const char *empty[] = {"{\"choices\":[{\"message\":{\"content\":null,\"reasoning_content\":\"7\"}}]}",
+                           "{\"choices\":[{\"message\":{\"role\":\"assistant\"}}],\"usage\":{\"prompt_tokens\":3}}"};
+    for (size_t i = 0; i < 2; i++) {
+        sb_clear(&c);
+        sb_puts(&c, "stale");
+        CHECK(judge_parse_reply(empty[i], strlen(empty[i]), &c, &pt, &ct));
+        CHECK_EQ_STR(c.data, "");
+    }
+    CHECK_EQ_INT(pt, 3);
+
+    TEST("reply: not JSON, no choices, empty choices, no message, content of another type: malformed");
     const char *bad[] = {"", "{\"choices\": [", "<html>502</html>", "{\"object\":\"chat.completion\"}",
-                         "{\"choices\":[]}", "{\"choices\":[{\"message\":{\"content\":null}}]}",
+                         "{\"choices\":[]}", "{\"choices\":[{\"message\":{\"content\":7}}]}",
+                         "{\"choices\":[{\"text\":\"7\"}]}",
                          "{\"choices\":{\"message\":{\"content\":\"7\"}}}", "[1]"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(!judge_parse_reply(bad[i], strlen(bad[i]), &c, &pt, &ct));
     sb_free(&c);

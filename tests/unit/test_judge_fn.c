@@ -179,6 +179,17 @@ static void test_open_errors(const test_server *s) {
     p = params(s);
     p.judge_concurrency = 0;
     CHECK_EQ_INT(reward_open_judge(&fn, &p, &e), EX_USAGE);
+
+    TEST("judge: a key with a line break inside is a usage error that does not show it");
+    const char *saved = getenv("GRPO_TEST_JUDGE_KEY");
+    char *keep = saved ? xstrdup(saved) : NULL;
+    setenv("GRPO_TEST_JUDGE_KEY", "sk-first\nX-Injected: yes", 1);
+    p = params(s);
+    e = (gerr){0};
+    CHECK_EQ_INT(reward_open_judge(&fn, &p, &e), EX_USAGE);
+    CHECK_EQ_STR(e.msg, "$GRPO_TEST_JUDGE_KEY: the API key holds a control character (a line break?)");
+    if (keep) setenv("GRPO_TEST_JUDGE_KEY", keep, 1);
+    free(keep);
 }
 
 static void test_runs(const test_server *s) {
@@ -355,7 +366,7 @@ int main(void) {
     snprintf(tpl_path, sizeof tpl_path, "%s/judge.txt", dir);
     snprintf(cache_path, sizeof cache_path, "%s/cache/judge.sqlite", dir);
     write_file(tpl_path, TEMPLATE);
-    setenv("GRPO_TEST_JUDGE_KEY", KEY, 1);
+    setenv("GRPO_TEST_JUDGE_KEY", "  " KEY "\n", 1); /* sent trimmed, as a key read from a file */
     test_server s;
     if (!server_start(&s, NULL)) {
         TEST("judge: the test server starts");
