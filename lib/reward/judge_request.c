@@ -2,28 +2,17 @@
 
 #include <string.h>
 
+#include "../prep/prompt.h"
 #include "../util/sha256.h"
-
-static void put_message(strbuf *b, const char *role, const char *content, size_t len) {
-    sb_puts(b, "{\"role\":");
-    sb_json_string(b, role, strlen(role));
-    sb_puts(b, ",\"content\":");
-    sb_json_string(b, content, len);
-    sb_putc(b, '}');
-}
 
 void judge_request_build(const judge_request_params *p, const char *user, size_t user_len, strbuf *body,
                          strbuf *canonical, uint8_t key[32]) {
     sb_clear(body);
     sb_puts(body, "{\"model\":");
     sb_json_string(body, p->model, strlen(p->model));
-    sb_puts(body, ",\"messages\":[");
-    if (p->system) {
-        put_message(body, "system", p->system, strlen(p->system));
-        sb_putc(body, ',');
-    }
-    put_message(body, "user", user, user_len);
-    sb_puts(body, "],\"temperature\":");
+    sb_puts(body, ",\"messages\":");
+    prompt_messages(body, p->system, user, user_len); /* the same messages grpo-prep writes */
+    sb_puts(body, ",\"temperature\":");
     sb_json_number(body, p->temperature);
     sb_printf(body, ",\"max_tokens\":%lld", p->max_tokens);
     /* The canonical request is the body with the template's hash in place of the closing brace. */

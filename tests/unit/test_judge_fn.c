@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "io/mapped.h"
 #include "judge_server_fixture.h"
 #include "reward/reward.h"
 #include "util/sha256.h"
@@ -125,15 +126,10 @@ static int expected_score(const char *user) {
 }
 
 static bool file_contains(const char *path, const char *needle) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    strbuf b = {0};
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sb_append(&b, buf, n);
-    fclose(f);
-    bool found = b.len && memmem(b.data, b.len, needle, strlen(needle)) != NULL;
-    sb_free(&b);
+    size_t len;
+    char *text = read_whole_file(path, &len, NULL);
+    bool found = text && len && memmem(text, len, needle, strlen(needle)) != NULL;
+    free(text);
     return found;
 }
 

@@ -57,6 +57,19 @@ static void batch_init(batch *b, const char *const *users, size_t n) {
     sb_free(&canon);
 }
 
+/* n jobs whose user messages are fmt with the job's number (fmt takes one int). */
+static void batch_numbered(batch *b, size_t n, const char *fmt, int from) {
+    char(*texts)[48] = xcalloc(n, sizeof *texts);
+    const char **users = xcalloc(n, sizeof *users);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(texts[i], sizeof texts[i], fmt, from + (int)i);
+        users[i] = texts[i];
+    }
+    batch_init(b, users, n);
+    free(users);
+    free(texts);
+}
+
 static void batch_free(batch *b) {
     for (size_t i = 0; i < b->n; i++) {
         sb_free(&b->body[i]);
@@ -133,14 +146,8 @@ static void test_healthy(void) {
         return;
     }
     enum { N = 200 };
-    char texts[N][32];
-    const char *users[N];
-    for (int i = 0; i < N; i++) {
-        snprintf(texts[i], sizeof texts[i], "grade item %d", i * 7919);
-        users[i] = texts[i];
-    }
     batch b;
-    batch_init(&b, users, N);
+    batch_numbered(&b, N, "grade item %d", 0);
     strbuf url = {0};
     judge_http_config c = config(&s, &url);
     c.concurrency = 8;
@@ -151,7 +158,7 @@ static void test_healthy(void) {
     for (int i = 0; i < N; i++) {
         unanswered += b.answers[i] != 1;
         char want[8];
-        snprintf(want, sizeof want, "%d", expected_score(users[i]));
+        snprintf(want, sizeof want, "%d", expected_score(b.user[i].data));
         wrong += !b.content[i].data || strcmp(b.content[i].data, want) != 0;
     }
     CHECK_EQ_INT(unanswered, 0);
@@ -252,14 +259,16 @@ static void test_exhausted(void) {
         return;
     }
     enum { N = 41 };
-    char texts[N][32];
-    const char *users[N];
-    for (int i = 0; i < N; i++) {
-        snprintf(texts[i], sizeof texts[i], i ? "healthy %d" : "doomed [[500x*]]", i);
-        users[i] = texts[i];
-    }
     batch b;
-    batch_init(&b, users, N);
+    batch_numbered(&b, N, "healthy %d", 0);
+    /* the first job fails every attempt */
+    judge_request_params rp = {.model = "judge-test", .temperature = 0, .max_tokens = 4};
+    strbuf canon = {0};
+    uint8_t key[32];
+    judge_request_build(&rp, "doomed [[500x*]]", 16, &b.body[0], &canon, key);
+    b.jobs[0].body = b.body[0].data;
+    b.jobs[0].body_len = b.body[0].len;
+    sb_free(&canon);
     strbuf url = {0};
     judge_http_config c = config(&s, &url);
     c.retries = 2;
@@ -371,14 +380,8 @@ static void test_rate_limits(void) {
         return;
     }
     enum { N = 80 };
-    char texts[N][32];
-    const char *users[N];
-    for (int i = 0; i < N; i++) {
-        snprintf(texts[i], sizeof texts[i], "rate %d", i);
-        users[i] = texts[i];
-    }
     batch b;
-    batch_init(&b, users, N);
+    batch_numbered(&b, N, "rate %d", 0);
     strbuf url = {0};
     judge_http_config c = config(&s, &url);
     c.concurrency = 16;
@@ -396,14 +399,14 @@ static void test_rate_limits(void) {
     c.tpm = 12000;
     c.concurrency = 1;
     batch_free(&b);
-    batch_init(&b, users, 6);
+    batch_numbered(&b, 6, "tpm %d", 0);
     b.report_usage = false;
     t0 = seconds_now();
     CHECK_EQ_INT(run(&c, &b, NULL, &e), 0);
     double unknown = seconds_now() - t0;
     CHECK(unknown >= 1.95);
     batch_free(&b);
-    batch_init(&b, users + 6, 6);
+    batch_numbered(&b, 6, "tpm %d", 6);
     t0 = seconds_now();
     CHECK_EQ_INT(run(&c, &b, NULL, &e), 0);
     double known = seconds_now() - t0;
