@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
         {"--min-len", NULL, FLAG_INT, &p.length_min, "N", "completions shorter than N get -1 (0 = off)", 0, 1e12,
          NULL},
         {"--length-unit", NULL, FLAG_CHOICE, &p.length_unit, "tokens|chars",
-         "count completion_tokens, or the completion's characters", 0, 0, "tokens|chars"},
+         "count completion_tokens, or the completion's Unicode code points", 0, 0, "tokens|chars"},
         {"--rep-ngram", NULL, FLAG_INT, &p.rep_ngram, "N", "n-gram size of the repetition penalty", 1, 64, NULL},
         {"--rep-penalty", NULL, FLAG_DOUBLE, &p.rep_max_penalty, "X",
          "value of a completion that is one n-gram repeated (<= 0)", -1e9, 0, NULL},

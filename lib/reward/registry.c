@@ -31,6 +31,17 @@ reward_params reward_default_params(void) {
 }
 
 const reward_fn_def reward_fn_defs[] = {
+    {"answer", "1 when the final answer (last <answer>, \\boxed, ####, else last number) matches `answer` after "
+               "normalisation, or the countdown equation is right (`numbers`, `target`); null without a reference",
+     reward_open_answer},
+    {"format", "the tag layout of --format-tags: strict (tags only, white space between), soft (tags in order "
+               "anywhere) or partial (1/n per well-formed tag)",
+     reward_open_format},
+    {"length", "DAPO's soft overlong penalty: 0 up to --max-len minus --overlong-buffer, a ramp to -1 at --max-len, "
+               "-1 beyond; -1 below --min-len",
+     reward_open_length},
+    {"repetition", "n-gram repetition penalty over words: (1 - unique/total n-grams) * --rep-penalty",
+     reward_open_repetition},
     {"cmd", "an external program started once: records as JSONL on its stdin, one JSON answer line each "
             "({\"reward\": x} or {\"rewards\": {name: x, ...}}) on its stdout",
      reward_open_cmd},
