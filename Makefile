@@ -101,6 +101,10 @@ build/bench/bench_model: bench/bench_model.c build/libgrpo.a $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(DEFS) -Ilib $< build/libgrpo.a $(LDLIBS) -o $@
 
+build/bench/bench_judge_cache: bench/bench_judge_cache.c build/libgrpo.a $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(DEFS) -Ilib $< build/libgrpo.a $(LDLIBS) -o $@
+
 bench: deps
 	@$(MAKE) --no-print-directory all build/bench/bench_model venv models
 	@sh bench/stream.sh

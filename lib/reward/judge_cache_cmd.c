@@ -10,7 +10,7 @@
 #include "judge_cache.h"
 #include "judge_cache_db.h"
 
-#define ENTRY_COLUMNS "key, model, request, reply, score, prompt_tokens, completion_tokens, created, last_used, hits"
+#define ANSWER_COLUMNS "key, model, request, reply, score, prompt_tokens, completion_tokens, created, last_used"
 
 /* path, or the default path kept in *storage. */
 static const char *resolve_path(const char *path, strbuf *storage) {
@@ -57,8 +57,8 @@ static int gather_stats(sqlite3 *db, const char *path, strbuf *js, gerr *e) {
     if (jc_db_exec(db, "BEGIN", path, e)) return e->code;
     int err = jc_db_prepare(db,
                             "SELECT count(*), count(score), min(created), max(created), max(last_used),"
-                            " coalesce(sum(hits), 0), coalesce(sum(prompt_tokens), 0),"
-                            " coalesce(sum(completion_tokens), 0) FROM answers",
+                            " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0)"
+                            " FROM answers",
                             &totals, path, e);
     if (!err) err = jc_db_prepare(db, "SELECT model, count(*) FROM answers GROUP BY model ORDER BY model", &models,
                                   path, e);
@@ -81,9 +81,8 @@ static int gather_stats(sqlite3 *db, const char *path, strbuf *js, gerr *e) {
         put_number_or_null(js, totals, 3);
         sb_puts(js, ",\"last_used\":");
         put_number_or_null(js, totals, 4);
-        sb_printf(js, ",\"hits\":%lld,\"prompt_tokens\":%lld,\"completion_tokens\":%lld",
-                  (long long)sqlite3_column_int64(totals, 5), (long long)sqlite3_column_int64(totals, 6),
-                  (long long)sqlite3_column_int64(totals, 7));
+        sb_printf(js, ",\"prompt_tokens\":%lld,\"completion_tokens\":%lld",
+                  (long long)sqlite3_column_int64(totals, 5), (long long)sqlite3_column_int64(totals, 6));
     }
     sqlite3_finalize(totals);
     sqlite3_finalize(models);
@@ -103,7 +102,7 @@ int judge_cache_cmd_stats(const char *path_arg, FILE *out, gerr *e) {
         strbuf rest = {0};
         if (db) err = gather_stats(db, path, &rest, e);
         else sb_puts(&rest, ",\"entries\":0,\"models\":{},\"scored\":0,\"oldest\":null,\"newest\":null,"
-                            "\"last_used\":null,\"hits\":0,\"prompt_tokens\":0,\"completion_tokens\":0");
+                            "\"last_used\":null,\"prompt_tokens\":0,\"completion_tokens\":0");
         sb_printf(&js, ",\"bytes\":%lld,\"wal_bytes\":%lld", file_size(path, ""), file_size(path, "-wal"));
         sb_append(&js, rest.data, rest.len);
         sb_puts(&js, "}\n");
@@ -140,14 +139,14 @@ static int entry_json(sqlite3_stmt *st, const char *path, strbuf *b, gerr *e) {
     sb_json_number(b, sqlite3_column_double(st, 7));
     sb_puts(b, ",\"last_used\":");
     sb_json_number(b, sqlite3_column_double(st, 8));
-    sb_printf(b, ",\"hits\":%lld}", (long long)sqlite3_column_int64(st, 9));
+    sb_putc(b, '}');
     return 0;
 }
 
 static int export_rows(sqlite3 *db, const char *path, jsonl_writer *w, gerr *e) {
     sqlite3_stmt *st;
     if (jc_db_exec(db, "BEGIN", path, e)) return e->code;
-    if (jc_db_prepare(db, "SELECT " ENTRY_COLUMNS " FROM answers ORDER BY key", &st, path, e)) return e->code;
+    if (jc_db_prepare(db, "SELECT " ANSWER_COLUMNS " FROM answers ORDER BY key", &st, path, e)) return e->code;
     strbuf line = {0};
     int rc = SQLITE_DONE, err = 0;
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -182,7 +181,7 @@ typedef struct {
     unsigned char key[32];
     double score, created, last_used;
     int has_score;
-    long long prompt_tokens, completion_tokens, hits;
+    long long prompt_tokens, completion_tokens;
     int has_prompt_tokens, has_completion_tokens;
 } import_entry;
 
@@ -209,8 +208,6 @@ static int read_entry(const record *r, import_entry *en, gerr *e) {
                        en->created);
     if (record_get_number(r, "last_used", false, &en->last_used, &present, e)) return e->code;
     if (present != 2) en->last_used = en->created;
-    if (record_get_int(r, "hits", false, 0, LLONG_MAX, &en->hits, &present, e)) return e->code;
-    if (present != 2) en->hits = 0;
     return 0;
 }
 
@@ -227,17 +224,16 @@ static void bind_import_entry(sqlite3_stmt *st, const import_entry *en) {
     else sqlite3_bind_null(st, 7);
     sqlite3_bind_double(st, 8, en->created);
     sqlite3_bind_double(st, 9, en->last_used);
-    sqlite3_bind_int64(st, 10, en->hits);
 }
 
 static int import_lines(sqlite3 *db, const char *path, jsonl_reader *in, gerr *e) {
     sqlite3_stmt *st;
     if (jc_db_prepare(db,
-                      "INSERT INTO answers(" ENTRY_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                      "INSERT INTO answers(" ANSWER_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
                       " ON CONFLICT(key) DO UPDATE SET model = excluded.model, request = excluded.request,"
                       " reply = excluded.reply, score = excluded.score, prompt_tokens = excluded.prompt_tokens,"
                       " completion_tokens = excluded.completion_tokens, created = excluded.created,"
-                      " last_used = excluded.last_used, hits = excluded.hits"
+                      " last_used = excluded.last_used"
                       " WHERE excluded.created > answers.created",
                       &st, path, e))
         return e->code;
@@ -248,8 +244,10 @@ static int import_lines(sqlite3 *db, const char *path, jsonl_reader *in, gerr *e
     size_t len;
     int got = 0, err = 0;
     while (!err && (got = jsonl_next_line(in, &line, &len, e)) == 1) {
-        err = record_parse(&rec, line, len, in->name, in->line_no, e) || read_entry(&rec, &en, e) ? e->code : 0;
-        if (err) break;
+        if (record_parse(&rec, line, len, in->name, in->line_no, e) || read_entry(&rec, &en, e)) {
+            err = e->code;
+            break;
+        }
         bind_import_entry(st, &en);
         int rc = sqlite3_step(st);
         if (rc != SQLITE_DONE) err = jc_db_error(e, db, rc, path, "cannot store");

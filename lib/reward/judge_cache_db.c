@@ -9,18 +9,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCHEMA_SQL                                                                  \
-    "CREATE TABLE answers("                                                         \
-    " key BLOB PRIMARY KEY NOT NULL CHECK (typeof(key) = 'blob' AND length(key) = 32)," \
-    " model TEXT NOT NULL,"                                                         \
-    " request TEXT NOT NULL,"                                                       \
-    " reply TEXT NOT NULL,"                                                         \
-    " score REAL,"                                                                  \
-    " prompt_tokens INTEGER CHECK (prompt_tokens >= 0),"                            \
-    " completion_tokens INTEGER CHECK (completion_tokens >= 0),"                    \
-    " created REAL NOT NULL,"                                                       \
-    " last_used REAL NOT NULL,"                                                     \
-    " hits INTEGER NOT NULL DEFAULT 0 CHECK (hits >= 0));"
+/* The request is the longest column and the one lookups never read: it goes
+ * last, so a lookup reads the reply without walking the request's overflow
+ * pages. */
+#define SCHEMA_SQL                                                                       \
+    "CREATE TABLE answers("                                                              \
+    " key BLOB PRIMARY KEY NOT NULL CHECK (typeof(key) = 'blob' AND length(key) = 32),"  \
+    " score REAL,"                                                                       \
+    " reply TEXT NOT NULL,"                                                              \
+    " last_used REAL NOT NULL,"                                                          \
+    " model TEXT NOT NULL,"                                                              \
+    " prompt_tokens INTEGER CHECK (prompt_tokens >= 0),"                                 \
+    " completion_tokens INTEGER CHECK (completion_tokens >= 0),"                         \
+    " created REAL NOT NULL,"                                                            \
+    " request TEXT NOT NULL)"
 
 int jc_db_error(gerr *e, sqlite3 *db, int rc, const char *path, const char *what) {
     int code;
@@ -223,8 +225,11 @@ int jc_db_open(sqlite3 **out, const char *path, jc_open_how how, gerr *e) {
     }
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, JC_BUSY_TIMEOUT_MS);
+    char mmap_sql[64];
+    snprintf(mmap_sql, sizeof mmap_sql, "PRAGMA mmap_size=%lld", (long long)JC_MMAP_BYTES);
     bool empty = false;
-    int err = write ? open_for_write(db, path, e) : open_for_read(db, &empty, path, e);
+    int err = jc_db_exec(db, mmap_sql, path, e);
+    if (!err) err = write ? open_for_write(db, path, e) : open_for_read(db, &empty, path, e);
     if (err || empty) {
         sqlite3_close(db);
         return err;

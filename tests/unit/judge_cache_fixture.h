@@ -30,11 +30,11 @@ static inline int rm_entry(const char *path, const struct stat *st, int type, st
 
 static inline void remove_root(void) { nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* root/name, in one of four rotating buffers. */
+/* root/name, in one of 16 rotating buffers: copy what must live longer. */
 static inline const char *in_root(const char *name) {
-    static char buf[4][512];
+    static char buf[16][512];
     static int next;
-    char *p = buf[next++ & 3];
+    char *p = buf[next++ & 15];
     snprintf(p, 512, "%s/%s", root, name);
     return p;
 }
@@ -88,7 +88,7 @@ static inline long long column_of(const char *path, const unsigned char key[32],
     sqlite3 *db;
     long long v = -3;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return v;
-    char sql[128];
+    char sql[256];
     snprintf(sql, sizeof sql, "SELECT %s FROM answers WHERE key = ?1", column);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
@@ -99,6 +99,25 @@ static inline long long column_of(const char *path, const unsigned char key[32],
     }
     sqlite3_close(db);
     return v;
+}
+
+/* Sets an entry's last_used to `seconds` before its created, as if it had
+ * last been looked up that long ago; false when it did not. */
+static inline bool age_last_used(const char *path, const unsigned char key[32], double seconds) {
+    sqlite3 *db;
+    bool ok = false;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) return false;
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "UPDATE answers SET last_used = created - ?2 WHERE key = ?1", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_blob(st, 1, key, 32, SQLITE_STATIC);
+        sqlite3_bind_double(st, 2, seconds);
+        ok = sqlite3_step(st) == SQLITE_DONE && sqlite3_changes(db) == 1;
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return ok;
 }
 
 #endif

@@ -70,7 +70,7 @@ static void test_round_trip(void) {
     test_entry t1, t2, t3;
     make_entry(&t1, "judge-7b", 1, "Score: 0.75\n\"fine\" — ünïcödé", 0.75, 120, 9);
     make_entry(&t2, "judge-7b", 2, "no number here", NAN, -1, -1);
-    make_entry(&t3, "judge-7b", 3, "never stored", 1, 1, 1);
+    make_entry(&t3, "judge-7b", 3, "stored late", 1, 1, 1);
     strbuf reply = {0};
     double score = 0;
 
@@ -110,13 +110,30 @@ static void test_round_trip(void) {
     CHECK_EQ_STR(reply.data, "Score: 0.25");
     CHECK(score == 0.25);
 
-    TEST("hits are counted and written at close");
-    CHECK_EQ_INT(judge_cache_get(c, t2.en.key, &reply, &score, &e), 1);
+    TEST("a lookup leaves a day-fresh last_used alone");
     CHECK_EQ_INT(judge_cache_get(c, t2.en.key, &reply, &score, &e), 1);
     judge_cache_close(c);
-    CHECK_EQ_INT(column_of(path, t2.en.key, "hits"), 3);
-    CHECK_EQ_INT(column_of(path, t1.en.key, "hits"), 1); /* the overwrite started it again */
-    CHECK_EQ_INT(column_of(path, t2.en.key, "last_used > created"), 1);
+    CHECK_EQ_INT(column_of(path, t2.en.key, "last_used = created"), 1);
+
+    TEST("a lookup moves an older last_used to now: with the next put, or at close");
+    CHECK(age_last_used(path, t1.en.key, 2 * 86400.0));
+    CHECK(age_last_used(path, t2.en.key, 3 * 86400.0));
+    CHECK_EQ_INT(judge_cache_open(&c, path, JUDGE_CACHE_READONLY, &e), 0);
+    CHECK_EQ_INT(judge_cache_get(c, t1.en.key, &reply, &score, &e), 1);
+    judge_cache_close(c);
+    CHECK_EQ_INT(column_of(path, t1.en.key, "last_used = created - 2 * 86400"), 1); /* readonly writes nothing */
+    CHECK_EQ_INT(judge_cache_open(&c, path, JUDGE_CACHE_READWRITE, &e), 0);
+    CHECK_EQ_INT(judge_cache_get(c, t1.en.key, &reply, &score, &e), 1);
+    CHECK_EQ_INT(judge_cache_get(c, t2.en.key, &reply, &score, &e), 1);
+    CHECK_EQ_INT(column_of(path, t1.en.key, "last_used < created"), 1); /* not yet written */
+    CHECK_EQ_INT(judge_cache_put(c, &t3.en, &e), 0);
+    CHECK_EQ_INT(column_of(path, t1.en.key, "last_used >= created AND last_used > strftime('%s', 'now') - 600"), 1);
+    CHECK_EQ_INT(column_of(path, t2.en.key, "last_used >= created AND last_used > strftime('%s', 'now') - 600"), 1);
+    CHECK(age_last_used(path, t2.en.key, 3 * 86400.0));
+    CHECK_EQ_INT(judge_cache_get(c, t2.en.key, &reply, &score, &e), 1);
+    judge_cache_close(c);
+    CHECK_EQ_INT(column_of(path, t2.en.key, "last_used >= created AND last_used > strftime('%s', 'now') - 600"), 1);
+    CHECK_EQ_INT(column_of(path, t3.en.key, "last_used = created"), 1);
 
     TEST("put_many stores all in one go; the answers survive reopening");
     test_entry many[50];
@@ -140,6 +157,29 @@ static void test_round_trip(void) {
     CHECK_EQ_INT(judge_cache_get(c, t1.en.key, &reply, &score, &e), 1);
     CHECK_EQ_STR(reply.data, "Score: 0.25");
 
+    TEST("get_many: hits and misses in one go, replies and scores where hit");
+    test_entry unknown;
+    make_entry(&unknown, "judge-70b", 5000, "", 0, 0, 0);
+    judge_cache_lookup ls[4] = {0};
+    memcpy(ls[0].key, t2.en.key, 32);
+    memcpy(ls[1].key, unknown.en.key, 32);
+    memcpy(ls[2].key, ens[7].key, 32);
+    memcpy(ls[3].key, t1.en.key, 32);
+    ls[1].hit = true; /* to be cleared */
+    CHECK(age_last_used(path, ens[7].key, 2 * 86400.0));
+    CHECK_EQ_INT(judge_cache_get_many(c, ls, 4, &e), 0);
+    CHECK(ls[0].hit && !ls[1].hit && ls[2].hit && ls[3].hit);
+    CHECK_EQ_STR(ls[0].reply.data, "no number here");
+    CHECK(isnan(ls[0].score));
+    CHECK_EQ_STR(ls[2].reply.data, "reply 7");
+    CHECK(ls[2].score == 0.7);
+    CHECK_EQ_STR(ls[3].reply.data, "Score: 0.25");
+    CHECK_EQ_INT(judge_cache_get_many(c, ls, 0, &e), 0);
+    judge_cache_close(c);
+    CHECK_EQ_INT(column_of(path, ens[7].key, "last_used >= created"), 1); /* its stale date moved */
+    for (int i = 0; i < 4; i++) sb_free(&ls[i].reply);
+    CHECK_EQ_INT(judge_cache_open(&c, path, JUDGE_CACHE_READWRITE, &e), 0);
+
     TEST("an entry without a reply is refused and stores nothing of its batch");
     ens[0].reply = NULL;
     make_entry(&t3, "judge-70b", 999, "in the failed batch", 1, 1, 1);
@@ -162,8 +202,11 @@ static void test_modes(void) {
 
     TEST("readonly on a missing file: every lookup misses, nothing is created");
     const char *missing = in_root("ro-missing/judge.sqlite");
+    judge_cache_lookup one = {0};
+    memcpy(one.key, stored.en.key, 32);
     CHECK_EQ_INT(judge_cache_open(&c, missing, JUDGE_CACHE_READONLY, &e), 0);
     CHECK_EQ_INT(judge_cache_get(c, stored.en.key, &reply, &score, &e), 0);
+    CHECK(judge_cache_get_many(c, &one, 1, &e) == 0 && !one.hit);
     CHECK_EQ_INT(judge_cache_put(c, &stored.en, &e), 0);
     judge_cache_close(c);
     CHECK(!exists(missing));
@@ -178,11 +221,11 @@ static void test_modes(void) {
     CHECK_EQ_INT(judge_cache_open(&c, path, JUDGE_CACHE_READONLY, &e), 0);
     CHECK_EQ_INT(judge_cache_get(c, stored.en.key, &reply, &score, &e), 1);
     CHECK_EQ_STR(reply.data, "stored");
+    CHECK(judge_cache_get_many(c, &one, 1, &e) == 0 && one.hit && !strcmp(one.reply.data, "stored"));
     CHECK_EQ_INT(judge_cache_put(c, &fresh.en, &e), 0);
     CHECK_EQ_INT(judge_cache_get(c, fresh.en.key, &reply, &score, &e), 0);
     judge_cache_close(c);
     CHECK_EQ_INT(column_of(path, fresh.en.key, "1"), -2);
-    CHECK_EQ_INT(column_of(path, stored.en.key, "hits"), 0); /* readonly counts no hit */
 
     TEST("readonly on an empty file misses everything");
     spit(in_root("empty.sqlite"), "");
@@ -193,6 +236,7 @@ static void test_modes(void) {
     TEST("refresh never reads, and its put replaces");
     CHECK_EQ_INT(judge_cache_open(&c, path, JUDGE_CACHE_REFRESH, &e), 0);
     CHECK_EQ_INT(judge_cache_get(c, stored.en.key, &reply, &score, &e), 0);
+    CHECK(judge_cache_get_many(c, &one, 1, &e) == 0 && !one.hit);
     test_entry again = stored;
     again.en.request = again.request;
     again.en.reply = "bought again";
@@ -213,8 +257,10 @@ static void test_modes(void) {
     CHECK(!exists(in_root("off-dir")));
     CHECK_EQ_INT(judge_cache_open(&c, path, JUDGE_CACHE_OFF, &e), 0);
     CHECK_EQ_INT(judge_cache_get(c, stored.en.key, &reply, &score, &e), 0);
+    CHECK(judge_cache_get_many(c, &one, 1, &e) == 0 && !one.hit);
     judge_cache_close(c);
     sb_free(&reply);
+    sb_free(&one.reply);
 }
 
 /* Every way of opening fails with code and a one-line message naming path. */
