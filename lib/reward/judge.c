@@ -48,6 +48,7 @@ typedef struct {
     size_t n_slots;
     judge_http_job *jobs;
     size_t *job_group; /* job -> distinct request */
+    judge_cache_lookup *lookup; /* distinct request -> its cache lookup */
     strbuf user, reply;
 
     long long hits, misses, deduplicated, unparsed, prompt_tokens, completion_tokens;
@@ -78,6 +79,8 @@ static void reserve(judge *j, size_t n) {
     j->value = xrealloc(j->value, cap * sizeof *j->value);
     j->jobs = xrealloc(j->jobs, cap * sizeof *j->jobs);
     j->job_group = xrealloc(j->job_group, cap * sizeof *j->job_group);
+    j->lookup = xrealloc(j->lookup, cap * sizeof *j->lookup);
+    for (size_t i = j->cap; i < cap; i++) memset(&j->lookup[i], 0, sizeof j->lookup[i]);
     j->n_slots = 4 * cap;
     j->slots = xrealloc(j->slots, j->n_slots * sizeof *j->slots);
     j->cap = cap;
@@ -144,13 +147,15 @@ static int judge_score(void *self, const reward_item *items, size_t n, double *o
         if (!fold(j, i, &n_groups)) j->deduplicated++;
     }
 
+    for (size_t g = 0; g < n_groups; g++) memcpy(j->lookup[g].key, j->key[j->leader[g]], 32);
+    int rc = judge_cache_get_many(j->cache, j->lookup, n_groups, e);
+    if (rc) return rc;
     size_t n_jobs = 0;
     for (size_t g = 0; g < n_groups; g++) {
         size_t lead = j->leader[g];
-        int hit = judge_cache_get(j->cache, j->key[lead], &j->reply, &j->value[g], e);
-        if (hit < 0) return e->code ? e->code : EX_SOFTWARE;
-        if (hit) {
-            j->value[g] = judge_scorer_score(j->scorer, j->reply.data ? j->reply.data : "", j->reply.len);
+        const judge_cache_lookup *l = &j->lookup[g];
+        if (l->hit) {
+            j->value[g] = judge_scorer_score(j->scorer, l->reply.data ? l->reply.data : "", l->reply.len);
             continue;
         }
         j->value[g] = REWARD_NULL;
@@ -168,7 +173,7 @@ static int judge_score(void *self, const reward_item *items, size_t n, double *o
     /* which distinct requests came from the cache, before the misses are answered */
     bool *asked = xcalloc(n_groups ? n_groups : 1, sizeof *asked);
     for (size_t k = 0; k < n_jobs; k++) asked[j->job_group[k]] = true;
-    int rc = n_jobs ? judge_http_run(j->http, j->jobs, n_jobs, on_reply, j, e) : 0;
+    rc = n_jobs ? judge_http_run(j->http, j->jobs, n_jobs, on_reply, j, e) : 0;
     if (!rc) {
         for (size_t i = 0; i < n; i++) {
             out[i] = j->value[j->group[i]];
@@ -203,6 +208,7 @@ static void judge_close(void *self) {
     judge *j = self;
     if (!j) return;
     for (size_t i = 0; i < j->cap; i++) {
+        sb_free(&j->lookup[i].reply);
         sb_free(&j->body[i]);
         sb_free(&j->canonical[i]);
         sb_free(&j->label[i]);
@@ -217,6 +223,7 @@ static void judge_close(void *self) {
     free(j->slots);
     free(j->jobs);
     free(j->job_group);
+    free(j->lookup);
     sb_free(&j->user);
     sb_free(&j->reply);
     judge_http_close(j->http);
