@@ -1,7 +1,8 @@
 # grpo: build, set-up, test, bench.
 #   make            build every tool into bin/
 #   make test       install what is missing, build, run every suite
-#   make bench      stream throughput against zstd|jq; model throughput against sgemm and PyTorch
+#   make bench      stream throughput against zstd|jq; model throughput against sgemm and PyTorch;
+#                   the LLM judge's requests/s against the local test server
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
@@ -109,6 +110,7 @@ bench: deps
 	@sh bench/stream.sh
 	@sh bench/model.sh
 	@sh bench/update.sh
+	@sh bench/judge.sh
 
 clean:
 	rm -rf build $(TOOLS)
