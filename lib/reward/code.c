@@ -61,7 +61,7 @@ static const char harness[] =
 static const char *const python_args[] = {"-s", "-B", "-c", harness, NULL};
 static const char *const python_env[] = {"PYTHONHASHSEED=0", NULL};
 
-enum { NONCE_BYTES = 16, SETUP_ATTEMPTS = 3 };
+enum { NONCE_BYTES = 16 };
 
 typedef struct {
     sandbox sb;
@@ -188,7 +188,7 @@ static int code_score(void *self, const reward_item *items, size_t n, double *ou
             for (size_t k = 0; k < n_per_item; k++) {
                 const item_runs *ir = &per_item[k];
                 for (size_t r = ir->first; r < ir->first + ir->count; r++) {
-                    if (res[r].setup_failures < SETUP_ATTEMPTS) continue;
+                    if (res[r].setup_failures < SANDBOX_SETUP_ATTEMPTS) continue;
                     const record *rec = items[ir->item].rec;
                     char why[sizeof e->msg];
                     snprintf(why, sizeof why, "%s", e->msg);

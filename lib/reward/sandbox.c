@@ -140,7 +140,7 @@ int sandbox_open(sandbox *sb, const char *program, const char *const *args, cons
     gerr first = {0};
     for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
         unsigned ns = levels[i];
-        if (ns && !(ns & SANDBOX_NS_USER) && !sb->as_root) continue;
+        if ((ns && !(ns & SANDBOX_NS_USER) && !sb->as_root) || (ns & lim->avoid_ns)) continue;
         sandbox_result res;
         gerr le = {0};
         int rc = sandbox_batch(sb, ns, 1, input, input_len, 1, 1, &res, &le);

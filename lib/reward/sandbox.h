@@ -45,6 +45,7 @@ enum {
     SANDBOX_REPORT_CAP = 256,  /* bytes of fd 4 kept */
     SANDBOX_MAX_ARGS = 16,
     SANDBOX_MAX_ENV = 8,
+    SANDBOX_SETUP_ATTEMPTS = 5, /* tries per run to get through its set-up */
 };
 
 /* The isolation in use (bits). */
@@ -71,6 +72,7 @@ typedef struct {
     long long max_files;   /* RLIMIT_NOFILE (>= 8) */
     long long tmpfs_mb;    /* size of the working directory's tmpfs (mount namespace) */
     long long tmpfs_files; /* inodes of that tmpfs */
+    unsigned avoid_ns;     /* SANDBOX_NS_* never to use (the tests exercise the fallbacks with it) */
 } sandbox_limits;
 
 sandbox_limits sandbox_default_limits(void);
@@ -116,8 +118,9 @@ typedef struct {
  * at most `jobs` at once, each with its own directory and deadline, and
  * fills res[0..n-1] in input order: the results do not depend on `jobs`.
  * A run whose set-up fails (fork, mount, exec refused) is tried again, up to
- * three attempts; after that everything still running is killed and reaped
- * and the call fails with EX_TEMPFAIL. */
+ * SANDBOX_SETUP_ATTEMPTS times over 1.5 s; after that everything still
+ * running is killed and reaped and the call fails with EX_TEMPFAIL (or
+ * EX_UNAVAILABLE when the program cannot be executed at all). */
 int sandbox_run_batch(const sandbox *sb, const char *const *input, const size_t *input_len, size_t n, size_t jobs,
                       sandbox_result *res, gerr *e);
 

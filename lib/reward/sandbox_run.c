@@ -89,8 +89,10 @@ static int start_task(const sandbox *sb, unsigned ns, int attempts, const char *
     int rc = 0;
     for (int attempt = 0; attempt < attempts; attempt++) {
         if (attempt) {
-            /* Transient shortages (processes, memory) may clear as other runs end. */
-            struct timespec pause = {0, 50 * 1000 * 1000L * attempt};
+            /* Transient shortages (processes, memory) clear as other runs
+             * end: 0.1, 0.2, 0.4, 0.8 s. */
+            long ms = 100L << (attempt - 1);
+            struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
             nanosleep(&pause, NULL);
         }
         rc = sandbox_spawn(sb, ns, input[task], input_len[task], &s->proc, e);
@@ -169,7 +171,7 @@ out:
 
 int sandbox_run_batch(const sandbox *sb, const char *const *input, const size_t *input_len, size_t n, size_t jobs,
                       sandbox_result *res, gerr *e) {
-    return sandbox_batch(sb, sb->ns, 3, input, input_len, n, jobs, res, e);
+    return sandbox_batch(sb, sb->ns, SANDBOX_SETUP_ATTEMPTS, input, input_len, n, jobs, res, e);
 }
 
 bool sandbox_exited_ok(const sandbox_result *r) {

@@ -369,9 +369,11 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
     close_fd(&fail[0]);
     if (got == (ssize_t)sizeof f) {
         int step = f.step >= 0 && f.step <= STEP_EXEC ? f.step : STEP_EXEC;
+        /* EAGAIN at execve is the uid's process limit, which clears as runs end. */
         if (step == STEP_EXEC)
-            rc = gerr_set(e, EX_UNAVAILABLE, "cannot execute %s in the sandbox (as uid %u): %s", sb->program,
-                          (unsigned)sb->uid, strerror(f.err));
+            rc = gerr_set(e, f.err == EAGAIN ? EX_TEMPFAIL : EX_UNAVAILABLE,
+                          "cannot execute %s in the sandbox (as uid %u): %s", sb->program, (unsigned)sb->uid,
+                          strerror(f.err));
         else
             rc = gerr_set(e, EX_TEMPFAIL, "sandbox: %s: %s", step_names[step], strerror(f.err));
         goto fail;
