@@ -9,10 +9,11 @@
 #include "sandbox.h"
 
 typedef struct {
-    pid_t pid;       /* the program: PID 1 of its namespace when there is one; its own process group */
+    pid_t pid;       /* the program, or with a PID namespace its init (PID 1); leader of its own process group */
     int pidfd;       /* readable when it exits; -1 on kernels without pidfd_open (then polled) */
     int out_fd;      /* parent ends of the output and report pipes, non-blocking; -1 once closed */
     int report_fd;
+    int status_fd;   /* the program's wait status, from the init of its PID namespace */
     double start, deadline; /* monotonic seconds */
     char dir[PATH_MAX];
 } sandbox_proc;

@@ -64,6 +64,11 @@ static void finish(sandbox_proc *p, sandbox_result *r, bool at_deadline) {
     do got = waitpid(p->pid, &status, 0);
     while (got < 0 && errno == EINTR);
     r->status = got == p->pid ? status : (SIGKILL & 0x7f); /* lost (SIGCHLD ignored): counts as killed */
+    /* Under an init, the program's own status, when the init lived to send it. */
+    int program_status;
+    if (read(p->status_fd, &program_status, sizeof program_status) == (ssize_t)sizeof program_status)
+        r->status = program_status;
+    close(p->status_fd);
     r->seconds = sandbox_now() - p->start;
     r->timed_out = at_deadline || (WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGXCPU);
     /* Every writer is gone with a PID namespace; without one, a process
@@ -72,7 +77,7 @@ static void finish(sandbox_proc *p, sandbox_result *r, bool at_deadline) {
     if (p->out_fd >= 0) close(p->out_fd);
     if (p->report_fd >= 0) close(p->report_fd);
     if (p->pidfd >= 0) close(p->pidfd);
-    p->out_fd = p->report_fd = p->pidfd = -1;
+    p->out_fd = p->report_fd = p->pidfd = p->status_fd = -1;
     sandbox_remove_tree(p->dir);
     cleanup_unregister(p->dir);
     p->pid = -1;

@@ -41,7 +41,7 @@ struct mount_attr {
 /* The set-up steps of the child, in order; a failure reports its step. */
 enum {
     STEP_SYNC, STEP_SETSID, STEP_PRIVATE, STEP_READONLY, STEP_TMPFS, STEP_CHDIR, STEP_FDS,
-    STEP_RLIMIT, STEP_GROUPS, STEP_GID, STEP_UID, STEP_NO_NEW_PRIVS, STEP_PDEATHSIG, STEP_EXEC,
+    STEP_RLIMIT, STEP_GROUPS, STEP_GID, STEP_UID, STEP_NO_NEW_PRIVS, STEP_PDEATHSIG, STEP_INIT, STEP_EXEC,
 };
 static const char *const step_names[] = {
     [STEP_SYNC] = "waiting for the id maps",
@@ -57,6 +57,7 @@ static const char *const step_names[] = {
     [STEP_UID] = "setresuid",
     [STEP_NO_NEW_PRIVS] = "no_new_privs",
     [STEP_PDEATHSIG] = "parent-death signal",
+    [STEP_INIT] = "starting the program under the namespace's init",
     [STEP_EXEC] = "execve",
 };
 
@@ -64,9 +65,11 @@ typedef struct {
     int step, err;
 } child_failure;
 
-/* The descriptors the program gets, in the order they land on 0..5. */
-enum { FD_STDIN, FD_STDOUT, FD_STDERR, FD_INPUT, FD_REPORT, FD_FAILURE, N_CHILD_FDS };
-enum { FD_FLOOR = 10 }; /* parent-side copies sit at or above this, so dup2 onto 0..5 never clobbers one */
+/* The descriptors of the child, in the order they land on 0..6: the
+ * program keeps 0-4; 5 and 6 are close-on-exec (set-up failure, and the
+ * program's wait status from the namespace's init). */
+enum { FD_STDIN, FD_STDOUT, FD_STDERR, FD_INPUT, FD_REPORT, FD_FAILURE, FD_STATUS, N_CHILD_FDS };
+enum { FD_FLOOR = 10 }; /* parent-side copies sit at or above this, so dup2 onto 0..6 never clobbers one */
 enum { N_RLIMITS = 6 };
 
 typedef struct {
@@ -110,6 +113,30 @@ static int close_from(int lowest) {
     return 0;
 }
 
+/* With a PID namespace, PID 1 is this loop and the program its child, as
+ * bubblewrap and tini do: the kernel gives PID 1 no default signal actions
+ * (a program that kills or alarms itself would live on) and leaves it the
+ * orphans to reap. Returns in the program's process; the init reports the
+ * program's wait status on FD_STATUS and exits, which ends the namespace. */
+static void start_under_init(int fail_fd) {
+    long kid = syscall(SYS_clone, SIGCHLD, 0L, 0L, 0L, 0L);
+    if (kid < 0) child_fail(fail_fd, STEP_INIT);
+    if (kid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) child_fail(fail_fd, STEP_PDEATHSIG);
+        return;
+    }
+    for (int fd = 0; fd <= FD_FAILURE; fd++) close(fd); /* the program's ends alone decide EOF */
+    for (;;) {
+        int status;
+        pid_t w = waitpid(-1, &status, 0);
+        if (w == (pid_t)kid) {
+            ssize_t wr = write(FD_STATUS, &status, sizeof status);
+            _exit(wr == (ssize_t)sizeof status ? 0 : 127);
+        }
+        if (w < 0 && errno != EINTR) _exit(127);
+    }
+}
+
 static _Noreturn void child_main(child_plan *c) {
     int fail_fd = c->fds[FD_FAILURE];
     if (c->sync_fd >= 0) {
@@ -144,7 +171,8 @@ static _Noreturn void child_main(child_plan *c) {
     for (int t = 0; t < N_CHILD_FDS; t++)
         if (dup2(c->fds[t], t) < 0) child_fail(fail_fd, STEP_FDS);
     fail_fd = FD_FAILURE;
-    if (fcntl(fail_fd, F_SETFD, FD_CLOEXEC) < 0) child_fail(fail_fd, STEP_FDS);
+    if (fcntl(fail_fd, F_SETFD, FD_CLOEXEC) < 0 || fcntl(FD_STATUS, F_SETFD, FD_CLOEXEC) < 0)
+        child_fail(fail_fd, STEP_FDS);
     close_from(N_CHILD_FDS);
 
     /* Ignored signals and the signal mask survive execve: start clean. */
@@ -169,6 +197,7 @@ static _Noreturn void child_main(child_plan *c) {
     /* Outside a PID namespace the parent may already be gone (inside one
      * getppid is 0 whatever happens, and SIGKILL to PID 1 still ends all). */
     if (!(c->ns & SANDBOX_NS_PID) && getppid() != c->parent) _exit(127);
+    if (c->ns & SANDBOX_NS_PID) start_under_init(fail_fd);
 
     execve(c->program, c->argv, c->envp);
     child_fail(fail_fd, STEP_EXEC);
@@ -259,9 +288,9 @@ static void fill_rlimits(const sandbox *sb, child_plan *c) {
 int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t input_len, sandbox_proc *p, gerr *e) {
     memset(p, 0, sizeof *p);
     p->pid = -1;
-    p->pidfd = p->out_fd = p->report_fd = -1;
+    p->pidfd = p->out_fd = p->report_fd = p->status_fd = -1;
     int rc = 0;
-    int out[2] = {-1, -1}, report[2] = {-1, -1}, fail[2] = {-1, -1}, sync[2] = {-1, -1};
+    int out[2] = {-1, -1}, report[2] = {-1, -1}, fail[2] = {-1, -1}, sync[2] = {-1, -1}, status[2] = {-1, -1};
     int devnull = -1, in_fd = -1;
 
     if (snprintf(p->dir, sizeof p->dir, "%s/grpo-sandbox-XXXXXX", sb->tmp_root) >= (int)sizeof p->dir)
@@ -279,7 +308,7 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
     }
 
     bool userns = ns & SANDBOX_NS_USER;
-    if (pipe2(out, O_CLOEXEC) || pipe2(report, O_CLOEXEC) || pipe2(fail, O_CLOEXEC) ||
+    if (pipe2(out, O_CLOEXEC) || pipe2(report, O_CLOEXEC) || pipe2(fail, O_CLOEXEC) || pipe2(status, O_CLOEXEC) ||
         (userns && pipe2(sync, O_CLOEXEC)) || (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
         (in_fd = make_input_fd(input, input_len)) < 0) {
         rc = gerr_set(e, EX_TEMPFAIL, "sandbox: pipes and input: %s", strerror(errno));
@@ -290,8 +319,10 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
     in_fd = lift_fd(in_fd);
     report[1] = lift_fd(report[1]);
     fail[1] = lift_fd(fail[1]);
+    status[1] = lift_fd(status[1]);
     sync[0] = lift_fd(sync[0]);
-    if (devnull < 0 || out[1] < 0 || in_fd < 0 || report[1] < 0 || fail[1] < 0 || (userns && sync[0] < 0)) {
+    if (devnull < 0 || out[1] < 0 || in_fd < 0 || report[1] < 0 || fail[1] < 0 || status[1] < 0 ||
+        (userns && sync[0] < 0)) {
         rc = gerr_set(e, EX_TEMPFAIL, "sandbox: descriptors: %s", strerror(errno));
         goto fail;
     }
@@ -321,6 +352,7 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
     c.fds[FD_INPUT] = in_fd;
     c.fds[FD_REPORT] = report[1];
     c.fds[FD_FAILURE] = fail[1];
+    c.fds[FD_STATUS] = status[1];
     fill_rlimits(sb, &c);
     /* Root drops to nobody; an unprivileged caller keeps its ids. With a
      * user namespace whose setgroups was denied, the groups must stay. */
@@ -352,6 +384,7 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
     close_fd(&in_fd);
     close_fd(&report[1]);
     close_fd(&fail[1]);
+    close_fd(&status[1]);
     close_fd(&sync[0]);
     if (userns) {
         rc = write_id_maps(sb, p->pid, e);
@@ -392,9 +425,11 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
 #endif
     p->out_fd = out[0];
     p->report_fd = report[0];
-    if (fcntl(p->out_fd, F_SETFL, O_NONBLOCK) < 0 || fcntl(p->report_fd, F_SETFL, O_NONBLOCK) < 0) {
+    p->status_fd = status[0];
+    out[0] = report[0] = status[0] = -1;
+    if (fcntl(p->out_fd, F_SETFL, O_NONBLOCK) < 0 || fcntl(p->report_fd, F_SETFL, O_NONBLOCK) < 0 ||
+        fcntl(p->status_fd, F_SETFL, O_NONBLOCK) < 0) {
         rc = gerr_set(e, EX_TEMPFAIL, "sandbox: non-blocking pipes: %s", strerror(errno));
-        out[0] = report[0] = -1;
         goto fail;
     }
     return 0;
@@ -409,7 +444,9 @@ fail:
     close_fd(&p->pidfd);
     close_fd(&p->out_fd);
     close_fd(&p->report_fd);
-    int *fds[] = {&out[0], &out[1], &report[0], &report[1], &fail[0], &fail[1], &sync[0], &sync[1], &devnull, &in_fd};
+    close_fd(&p->status_fd);
+    int *fds[] = {&out[0],  &out[1],  &report[0], &report[1], &fail[0], &fail[1],
+                  &sync[0], &sync[1], &status[0], &status[1], &devnull, &in_fd};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) close_fd(fds[i]);
     sandbox_remove_tree(p->dir);
     cleanup_unregister(p->dir);
