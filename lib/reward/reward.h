@@ -34,6 +34,7 @@ typedef struct {
     size_t completion_len;  /* bytes */
     bool has_completion;    /* the record has a string `completion` */
     long long n_tokens;     /* elements of `completion_tokens`; -1 when absent */
+    bool last_of_input;     /* no record follows this one */
 } reward_item;
 
 /* Every function's parameters, one struct so that grpo-reward's flag table
@@ -65,6 +66,7 @@ typedef struct {
 
     /* cmd: an external reward program speaking JSONL on stdin/stdout */
     const char *cmd;
+    double cmd_timeout; /* seconds to wait for an answer before the program counts as silent */
 
     /* judge: an OpenAI-compatible chat-completions endpoint, answers cached */
     const char *judge_url;      /* base URL, requests go to {url}/chat/completions */
@@ -92,7 +94,23 @@ typedef struct {
 
 reward_params reward_default_params(void);
 
-/* An opened function. `score` fills out[0..n-1]; a record it cannot read is
+/* Named values, for functions whose answer per record is several entries
+ * of `rewards` (cmd's {"rewards": {...}}). */
+typedef struct {
+    char *name; /* decoded, NUL-terminated */
+    double value; /* finite or REWARD_NULL */
+} reward_entry;
+
+typedef struct {
+    reward_entry *v;
+    size_t n, cap;
+} reward_entries;
+
+void reward_entries_add(reward_entries *r, const char *name, size_t name_len, double value);
+void reward_entries_clear(reward_entries *r); /* keeps the buffers */
+void reward_entries_free(reward_entries *r);
+
+/* An opened function. `score` fills out[0..n-1] (they hold REWARD_NULL beforehand); a record it cannot read is
  * EX_DATAERR naming FILE:LINE and the field; an endpoint that still fails
  * after its retries is EX_TEMPFAIL, after everything already answered has
  * been saved. `stats` (optional) adds the function's counters to a JSON
@@ -102,7 +120,12 @@ typedef struct reward_fn {
     double weight;
     void *self;
     int (*score)(void *self, const reward_item *items, size_t n, double *out, gerr *e);
+    /* Instead of score, for several named values per record: appends them to out[i]. */
+    int (*score_named)(void *self, const reward_item *items, size_t n, reward_entries *out, gerr *e);
     void (*stats)(void *self, cJSON *obj);
+    /* Optional: called once after the last chunk, before the output is
+     * committed (a program that must exit cleanly, a final check). */
+    int (*finish)(void *self, gerr *e);
     void (*close)(void *self);
 } reward_fn;
 

@@ -122,19 +122,20 @@ static void describe_default(const flag_spec *f, char *buf, size_t n) {
     }
 }
 
+void flags_print_one(const flag_spec *f) {
+    char left[96], def[128];
+    if (f->short_name)
+        snprintf(left, sizeof left, "%s, %s%s%s", f->short_name, f->name, f->metavar ? " " : "",
+                 f->metavar ? f->metavar : "");
+    else
+        snprintf(left, sizeof left, "%s%s%s", f->name, f->metavar ? " " : "", f->metavar ? f->metavar : "");
+    describe_default(f, def, sizeof def);
+    printf("  %-28s %s (default: %s)\n", left, f->help, def);
+}
+
 static void print_help(const flag_parser *p) {
     printf("usage: %s\n\n%s\n\nflags:\n", p->usage, p->summary);
-    for (int i = 0; i < p->n_flags; i++) {
-        const flag_spec *f = &p->flags[i];
-        char left[96], def[128];
-        if (f->short_name)
-            snprintf(left, sizeof left, "%s, %s%s%s", f->short_name, f->name, f->metavar ? " " : "",
-                     f->metavar ? f->metavar : "");
-        else
-            snprintf(left, sizeof left, "%s%s%s", f->name, f->metavar ? " " : "", f->metavar ? f->metavar : "");
-        describe_default(f, def, sizeof def);
-        printf("  %-28s %s (default: %s)\n", left, f->help, def);
-    }
+    for (int i = 0; i < p->n_flags; i++) flags_print_one(&p->flags[i]);
     printf("  %-28s %s\n", "--help", "print this help and exit");
     printf("  %-28s %s\n", "--version", "print the version and exit");
     if (p->epilog) printf("\n%s\n", p->epilog);

@@ -56,6 +56,8 @@ typedef struct {
 /* Parses argv into the dests (which hold the defaults beforehand). Handles
  * --help and --version (print, exit 0). Exits 64 on a usage error. */
 void flags_parse(flag_parser *p, int argc, char **argv);
+/* Prints one flag's --help line (name, value, help, default) on stdout. */
+void flags_print_one(const flag_spec *f);
 /* Whether a flag was given on the command line (after flags_parse). */
 bool flags_given(const flag_parser *p, const char *name);
 

@@ -1,0 +1,296 @@
+/* The `cmd` reward: an external program, started once, that reads records
+ * as JSONL on its stdin and answers one JSON line per record on its stdout:
+ *
+ *   {"reward": x}                   one value, written as rewards.cmd
+ *   {"rewards": {"a": x, "b": y}}   several, each written under its own name
+ *
+ * x is a finite number or null. Records are written while answers are read
+ * (poll on both pipes), so a program that answers line by line never
+ * deadlocks against a full pipe. The program's stderr is ours. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/progress.h"
+#include "reward.h"
+
+typedef struct {
+    const char *cmd;
+    double timeout;
+    pid_t pid;
+    int to_fd, from_fd; /* -1 once closed */
+    strbuf pending;     /* bytes of the program's output not yet taken as answers */
+    strbuf out;         /* records waiting to be written */
+    long long answers;
+} cmd_fn;
+
+/* The command as messages show it: at most 60 bytes. */
+static int cmd_name_len(const cmd_fn *c) {
+    size_t n = strlen(c->cmd);
+    return (int)(n > 60 ? 60 : n);
+}
+
+static int exit_error(cmd_fn *c, const reward_item *it, gerr *e) {
+    int status = 0;
+    pid_t got;
+    do got = waitpid(c->pid, &status, 0);
+    while (got < 0 && errno == EINTR);
+    c->pid = -1;
+    char how[64];
+    if (got < 0) snprintf(how, sizeof how, "ended");
+    else if (WIFSIGNALED(status)) snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(status));
+    else snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+    if (it)
+        return gerr_at(e, EX_SOFTWARE, it->rec->file, it->rec->line,
+                       "cmd '%.*s' %s before answering this record (%lld answers given)", cmd_name_len(c), c->cmd,
+                       how, c->answers);
+    return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' %s", cmd_name_len(c), c->cmd, how);
+}
+
+/* Writes what the pipe takes without blocking. SIGPIPE is held back while
+ * writing, so a program that closed its stdin is an error, not our death. */
+static int write_some(cmd_fn *c, size_t *done, gerr *e) {
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    if (sigprocmask(SIG_BLOCK, &pipe_set, &old)) return gerr_set(e, EX_OSERR, "sigprocmask: %s", strerror(errno));
+    ssize_t n = write(c->to_fd, c->out.data + *done, c->out.len - *done);
+    int err = errno;
+    if (n < 0 && err == EPIPE) {
+        const struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) > 0) {
+        }
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (n >= 0) {
+        *done += (size_t)n;
+        return 0;
+    }
+    if (err == EAGAIN || err == EINTR) return 0;
+    if (err == EPIPE) { /* the program stopped reading: its answers (or exit) tell the rest */
+        close(c->to_fd);
+        c->to_fd = -1;
+        return 0;
+    }
+    return gerr_set(e, EX_IOERR, "cmd '%.*s': writing records: %s", cmd_name_len(c), c->cmd, strerror(err));
+}
+
+/* One answer line into out. */
+static int parse_answer(cmd_fn *c, const reward_item *it, const char *line, size_t len, reward_entries *out,
+                        gerr *e) {
+    cJSON *j = cJSON_ParseWithLength(line, len);
+    const cJSON *rewards = j ? cJSON_GetObjectItemCaseSensitive(j, "rewards") : NULL;
+    const cJSON *reward = j ? cJSON_GetObjectItemCaseSensitive(j, "reward") : NULL;
+    const char *why = NULL;
+    if (!cJSON_IsObject(j)) why = "a JSON object";
+    else if (rewards) {
+        const cJSON *v;
+        if (!cJSON_IsObject(rewards)) why = "\"rewards\" to be an object";
+        else cJSON_ArrayForEach(v, rewards) {
+            if (cJSON_IsNull(v)) reward_entries_add(out, v->string, strlen(v->string), REWARD_NULL);
+            else if (cJSON_IsNumber(v) && isfinite(v->valuedouble))
+                reward_entries_add(out, v->string, strlen(v->string), v->valuedouble);
+            else why = "every value of \"rewards\" to be a finite number or null";
+        }
+    } else if (cJSON_IsNull(reward)) reward_entries_add(out, "cmd", 3, REWARD_NULL);
+    else if (cJSON_IsNumber(reward) && isfinite(reward->valuedouble))
+        reward_entries_add(out, "cmd", 3, reward->valuedouble);
+    else why = "{\"reward\": number or null} or {\"rewards\": {name: number or null}}";
+    cJSON_Delete(j);
+    if (!why) return 0;
+    return gerr_at(e, EX_DATAERR, it->rec->file, it->rec->line, "cmd '%.*s': answer %lld: expected %s, got: %.*s",
+                   cmd_name_len(c), c->cmd, c->answers + 1, why, (int)(len > 80 ? 80 : len), line);
+}
+
+/* Moves the complete lines of c->pending into answers, up to `want`. */
+static int take_answers(cmd_fn *c, const reward_item *items, size_t want, size_t *got, reward_entries *out,
+                        gerr *e) {
+    if (!c->pending.len) return 0;
+    size_t start = 0;
+    while (*got < want) {
+        char *nl = memchr(c->pending.data + start, '\n', c->pending.len - start);
+        if (!nl) break;
+        size_t len = (size_t)(nl - (c->pending.data + start));
+        if (parse_answer(c, &items[*got], c->pending.data + start, len, &out[*got], e)) return -1;
+        c->answers++;
+        (*got)++;
+        start += len + 1;
+    }
+    memmove(c->pending.data, c->pending.data + start, c->pending.len - start);
+    c->pending.len -= start;
+    c->pending.data[c->pending.len] = 0;
+    return 0;
+}
+
+static int cmd_score(void *self, const reward_item *items, size_t n, reward_entries *out, gerr *e) {
+    cmd_fn *c = self;
+    if (c->pid < 0) return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' is not running", cmd_name_len(c), c->cmd);
+    sb_clear(&c->out);
+    for (size_t i = 0; i < n; i++) {
+        record_serialize(items[i].rec, &c->out);
+        sb_putc(&c->out, '\n');
+    }
+    size_t written = 0, got = 0;
+    double last_progress = now_seconds();
+    while (got < n) {
+        if (take_answers(c, items, n, &got, out, e)) return -1;
+        if (got == n) break;
+        struct pollfd pf[2] = {{.fd = c->from_fd, .events = POLLIN}, {.fd = -1}};
+        if (c->to_fd >= 0 && written < c->out.len) pf[1] = (struct pollfd){.fd = c->to_fd, .events = POLLOUT};
+        double left = c->timeout - (now_seconds() - last_progress);
+        if (left <= 0)
+            return gerr_at(e, EX_SOFTWARE, items[got].rec->file, items[got].rec->line,
+                           "cmd '%.*s' gave no answer for this record within %g s (--cmd-timeout; a program must "
+                           "flush each answer line: python3 -u, jq --unbuffered)",
+                           cmd_name_len(c),
+                           c->cmd, c->timeout);
+        int ready = poll(pf, 2, (int)(left * 1000) + 1);
+        if (ready < 0) {
+            if (errno == EINTR) continue;
+            return gerr_set(e, EX_OSERR, "poll: %s", strerror(errno));
+        }
+        if (pf[1].revents) {
+            if (write_some(c, &written, e)) return -1;
+            last_progress = now_seconds();
+            if (written == c->out.len && items[n - 1].last_of_input && c->to_fd >= 0) {
+                /* end of input now: a program that buffers its output flushes at exit */
+                close(c->to_fd);
+                c->to_fd = -1;
+            }
+        }
+        if (pf[0].revents) {
+            sb_reserve(&c->pending, 65536);
+            ssize_t r = read(c->from_fd, c->pending.data + c->pending.len, 65536);
+            if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (r < 0) return gerr_set(e, EX_IOERR, "cmd '%.*s': reading answers: %s", cmd_name_len(c), c->cmd,
+                                       strerror(errno));
+            if (r == 0) return exit_error(c, &items[got], e);
+            c->pending.len += (size_t)r;
+            c->pending.data[c->pending.len] = 0;
+            last_progress = now_seconds();
+        }
+    }
+    return 0;
+}
+
+/* After the last record: the program sees end of input and must exit 0
+ * without further answers. */
+static int cmd_finish(void *self, gerr *e) {
+    cmd_fn *c = self;
+    if (c->to_fd >= 0) close(c->to_fd);
+    c->to_fd = -1;
+    double deadline = now_seconds() + c->timeout;
+    for (;;) {
+        struct pollfd pf = {.fd = c->from_fd, .events = POLLIN};
+        double left = deadline - now_seconds();
+        if (left <= 0)
+            return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' did not exit within %g s of the end of its input",
+                            cmd_name_len(c), c->cmd, c->timeout);
+        int ready = poll(&pf, 1, (int)(left * 1000) + 1);
+        if (ready < 0 && errno != EINTR) return gerr_set(e, EX_OSERR, "poll: %s", strerror(errno));
+        if (ready <= 0) continue;
+        char buf[4096];
+        ssize_t r = read(c->from_fd, buf, sizeof buf);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r < 0) return gerr_set(e, EX_IOERR, "cmd '%.*s': %s", cmd_name_len(c), c->cmd, strerror(errno));
+        if (r == 0) break;
+        sb_append(&c->pending, buf, (size_t)r);
+    }
+    for (size_t i = 0; i < c->pending.len; i++)
+        if (c->pending.data[i] != '\n' && c->pending.data[i] != ' ' && c->pending.data[i] != '\r')
+            return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' gave more answers than there were records (%lld)",
+                            cmd_name_len(c), c->cmd, c->answers);
+    int status;
+    pid_t got;
+    do got = waitpid(c->pid, &status, 0);
+    while (got < 0 && errno == EINTR);
+    c->pid = -1;
+    if (got < 0) return gerr_set(e, EX_OSERR, "waitpid: %s", strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+    if (WIFSIGNALED(status))
+        return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' was killed by signal %d", cmd_name_len(c), c->cmd,
+                        WTERMSIG(status));
+    return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' exited with status %d", cmd_name_len(c), c->cmd,
+                    WEXITSTATUS(status));
+}
+
+static void cmd_stats(void *self, cJSON *obj) {
+    cmd_fn *c = self;
+    cJSON *o = cJSON_AddObjectToObject(obj, "cmd");
+    if (o) cJSON_AddNumberToObject(o, "answers", (double)c->answers);
+}
+
+static void cmd_close(void *self) {
+    cmd_fn *c = self;
+    if (!c) return;
+    if (c->to_fd >= 0) close(c->to_fd);
+    if (c->from_fd >= 0) close(c->from_fd);
+    if (c->pid > 0) { /* stopped early (an error elsewhere): do not leave it behind */
+        kill(c->pid, SIGTERM);
+        for (int i = 0; i < 100; i++) {
+            if (waitpid(c->pid, NULL, WNOHANG) != 0) {
+                c->pid = -1;
+                break;
+            }
+            nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        }
+        if (c->pid > 0) {
+            kill(c->pid, SIGKILL);
+            waitpid(c->pid, NULL, 0);
+        }
+    }
+    sb_free(&c->pending);
+    sb_free(&c->out);
+    free(c);
+}
+
+int reward_open_cmd(reward_fn *fn, const reward_params *p, gerr *e) {
+    if (!p->cmd || !*p->cmd) return gerr_set(e, EX_USAGE, "--fn cmd needs --cmd 'PROGRAM'");
+    int to[2], from[2];
+    if (pipe2(to, O_CLOEXEC)) return gerr_set(e, EX_OSERR, "pipe: %s", strerror(errno));
+    if (pipe2(from, O_CLOEXEC)) {
+        close(to[0]);
+        close(to[1]);
+        return gerr_set(e, EX_OSERR, "pipe: %s", strerror(errno));
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(to[0]), close(to[1]), close(from[0]), close(from[1]);
+        return gerr_set(e, EX_OSERR, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        if (dup2(to[0], 0) < 0 || dup2(from[1], 1) < 0) _exit(126);
+        closefrom(3);
+        execl("/bin/sh", "sh", "-c", p->cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    if (fcntl(to[1], F_SETFL, O_NONBLOCK)) {
+        close(to[1]), close(from[0]);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return gerr_set(e, EX_OSERR, "fcntl: %s", strerror(errno));
+    }
+    cmd_fn *c = xcalloc(1, sizeof *c);
+    c->cmd = p->cmd;
+    c->timeout = p->cmd_timeout > 0 ? p->cmd_timeout : 60;
+    c->pid = pid;
+    c->to_fd = to[1];
+    c->from_fd = from[0];
+    fn->self = c;
+    fn->score_named = cmd_score;
+    fn->finish = cmd_finish;
+    fn->stats = cmd_stats;
+    fn->close = cmd_close;
+    return 0;
+}

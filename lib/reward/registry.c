@@ -1,0 +1,55 @@
+/* The reward functions grpo-reward knows, and every parameter's default. */
+#include <string.h>
+
+#include "reward.h"
+
+reward_params reward_default_params(void) {
+    reward_params p;
+    memset(&p, 0, sizeof p);
+    p.answer_tol = 1e-6;
+    p.format_tags = "think,answer";
+    p.format_mode = "soft";
+    p.length_unit = "tokens";
+    p.rep_ngram = 3;
+    p.rep_max_penalty = -1.0;
+    p.code_python = "python3";
+    p.code_tests_field = "tests";
+    p.code_timeout = 10;
+    p.code_memory_mb = 1024;
+    p.jobs = 1;
+    p.cmd_timeout = 60;
+    p.judge_scale = 1.0;
+    p.judge_key_env = "OPENAI_API_KEY";
+    p.judge_cache_mode = "readwrite";
+    p.judge_concurrency = 16;
+    p.judge_timeout = 60;
+    p.judge_retries = 6;
+    p.judge_max_tokens = 16;
+    p.rm_batch = 16;
+    p.threads = 0;
+    return p;
+}
+
+const reward_fn_def reward_fn_defs[] = {
+    {"answer", "1 when the final answer (last <answer>, \\boxed, ####, else last number) matches `answer` after "
+               "normalisation, or the countdown equation is right (`numbers`, `target`); null without a reference",
+     reward_open_answer},
+    {"format", "the tag layout of --format-tags: strict (tags only, white space between), soft (tags in order "
+               "anywhere) or partial (1/n per well-formed tag)",
+     reward_open_format},
+    {"length", "DAPO's soft overlong penalty: 0 up to --max-len minus --overlong-buffer, a ramp to -1 at --max-len, "
+               "-1 beyond; -1 below --min-len",
+     reward_open_length},
+    {"repetition", "n-gram repetition penalty over words: (1 - unique/total n-grams) * --rep-penalty",
+     reward_open_repetition},
+    {"cmd", "an external program started once: records as JSONL on its stdin, one JSON answer line each "
+            "({\"reward\": x} or {\"rewards\": {name: x, ...}}) on its stdout",
+     reward_open_cmd},
+};
+const size_t reward_n_fn_defs = sizeof reward_fn_defs / sizeof reward_fn_defs[0];
+
+const reward_fn_def *reward_find_def(const char *name) {
+    for (size_t i = 0; i < reward_n_fn_defs; i++)
+        if (!strcmp(reward_fn_defs[i].name, name)) return &reward_fn_defs[i];
+    return NULL;
+}
