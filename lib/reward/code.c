@@ -229,8 +229,10 @@ done:
     return rc;
 }
 
-static void code_stats(void *self, cJSON *obj) {
+static void code_stats(void *self, cJSON *root) {
     const code_fn *c = self;
+    cJSON *obj = cJSON_AddObjectToObject(root, "code");
+    if (!obj) return;
     cJSON_AddNumberToObject(obj, "records", (double)c->records);
     cJSON_AddNumberToObject(obj, "not_applicable", (double)c->not_applicable);
     cJSON_AddNumberToObject(obj, "runs", (double)c->runs);
@@ -255,10 +257,10 @@ int reward_open_code(reward_fn *fn, const reward_params *p, gerr *e) {
         return gerr_set(e, EX_USAGE, "--code-tests-field: expected a field name, got nothing");
     if (!(p->code_timeout > 0 && p->code_timeout <= 86400))
         return gerr_set(e, EX_USAGE, "--code-timeout: expected seconds in (0, 86400], got %g", p->code_timeout);
-    if (p->code_memory_mb < 32 || p->code_memory_mb > (1LL << 30))
-        return gerr_set(e, EX_USAGE, "--code-memory-mb: expected at least 32, got %lld", p->code_memory_mb);
-    if (p->jobs < 1 || p->jobs > 4096)
-        return gerr_set(e, EX_USAGE, "-j: expected 1 to 4096 sandboxes at once, got %lld", p->jobs);
+    if (p->code_memory_mb < 16 || p->code_memory_mb > (1LL << 30))
+        return gerr_set(e, EX_USAGE, "--code-memory: expected at least 16 MB, got %lld", p->code_memory_mb);
+    if (p->jobs < 1 || p->jobs > 1024)
+        return gerr_set(e, EX_USAGE, "--jobs: expected 1 to 1024 sandboxes at once, got %lld", p->jobs);
 
     code_fn *c = xcalloc(1, sizeof *c);
     sandbox_limits lim = sandbox_default_limits();
