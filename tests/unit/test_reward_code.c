@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "proc_scan.h"
 #include "reward/code_extract.h"
 #include "reward/reward.h"
 #include "reward/sandbox.h"
@@ -24,12 +25,6 @@
 #define PYTHON "/usr/bin/python3"
 
 static char tmp_root[256];
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static reward_params params(double timeout, long long jobs) {
     reward_params p;
@@ -112,45 +107,6 @@ static double score1(reward_fn *fn, const char *completion_json, const char *tes
     if (rc) printf("#   score: %s\n", e.msg);
     free(l);
     return out;
-}
-
-static int count_processes(const char *what) {
-    DIR *d = opendir("/proc");
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *ent;
-    while ((ent = readdir(d))) {
-        if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
-        char path[300], buf[8192];
-        snprintf(path, sizeof path, "/proc/%s/cmdline", ent->d_name);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0) continue;
-        ssize_t got = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (got <= 0) continue;
-        for (ssize_t i = 0; i < got; i++)
-            if (!buf[i]) buf[i] = ' ';
-        buf[got] = 0;
-        if (strstr(buf, what) && !strstr(buf, "test_reward_code")) n++;
-    }
-    closedir(d);
-    return n;
-}
-
-static int count_run_dirs(void) {
-    DIR *d = opendir(tmp_root);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *ent;
-    while ((ent = readdir(d)))
-        if (!strncmp(ent->d_name, "grpo-sandbox-", 13)) n++;
-    closedir(d);
-    return n;
-}
-
-static bool exists(const char *path) {
-    struct stat st;
-    return lstat(path, &st) == 0;
 }
 
 /* ---- extraction ------------------------------------------------------------ */
@@ -288,37 +244,37 @@ static void test_containment(double timeout) {
     };
     double out[2];
     gerr e;
-    double t0 = now();
+    double t0 = mono_now();
     CHECK_EQ_INT(score(&fn, lines, 2, out, &e), 0);
-    double took = now() - t0;
+    double took = mono_now() - t0;
     CHECK_NEAR(out[0], 0.0, 0);
     CHECK_NEAR(out[1], 1.0, 0);
     CHECK(took < 2 * timeout + 2.0); /* two runs of the loop, one after the other (-j 1) */
     printf("#   two looping runs with a %.1fs deadline and one more run: %.2fs\n", timeout, took);
 
     TEST("a fork bomb scores 0 and leaves no process behind");
-    t0 = now();
+    t0 = mono_now();
     CHECK_NEAR(score1(&fn, "\"import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass\"",
                       "[\"pass\"]"),
                0.0, 0);
-    CHECK(now() - t0 < timeout + 1.5);
-    CHECK_EQ_INT(count_processes("_grpo_harness"), 0);
+    CHECK(mono_now() - t0 < timeout + 1.5);
+    CHECK_EQ_INT(proc_count("_grpo_harness", 0), 0);
 
     TEST("a process that leaves its session scores nothing and does not outlive the run");
     snprintf(buf, sizeof buf,
              "\"import subprocess\\nsubprocess.Popen(['/bin/sh', '-c', 'sleep 1000', '%s'], start_new_session=True)\"",
              marker);
     CHECK_NEAR(score1(&fn, buf, "[\"pass\"]"), 1.0, 0); /* the test itself passes... */
-    CHECK_EQ_INT(count_processes(marker), 0);           /* ...and its stray process is gone */
+    CHECK_EQ_INT(proc_count(marker, 0), 0);           /* ...and its stray process is gone */
 
     TEST("a memory hog scores 0; a modest allocation works");
-    t0 = now();
+    t0 = mono_now();
     CHECK_NEAR(score1(&fn, "\"x = bytearray(10 * 1024 ** 3)\"", "[\"pass\"]"), 0.0, 0);
     /* address space taken without touching it: the limit, not the clock, stops it */
     CHECK_NEAR(score1(&fn, "\"import mmap\\nmaps = []\\nwhile True:\\n    maps.append(mmap.mmap(-1, 100 * 1024 ** 2))\"",
                       "[\"pass\"]"),
                0.0, 0);
-    CHECK(now() - t0 < 2 * timeout + 1.5);
+    CHECK(mono_now() - t0 < 2 * timeout + 1.5);
     CHECK_NEAR(score1(&fn, "\"x = bytearray(200 * 1024 ** 2)\"", "[\"assert len(x) == 200 * 1024 ** 2\"]"), 1.0, 0);
 
     TEST("writes outside the run's directory fail and leave nothing; inside works");
@@ -330,8 +286,8 @@ static void test_containment(double timeout) {
     chmod(own_dir, 0777);
     snprintf(buf, sizeof buf, "[\"open('%s', 'w').write('x')\", \"open('%s', 'w').write('x')\"]", outside, own_file);
     CHECK_NEAR(score1(&fn, "\"\"", buf), 0.0, 0);
-    CHECK(!exists(outside));
-    CHECK(!exists(own_file));
+    CHECK(!path_exists(outside));
+    CHECK(!path_exists(own_file));
     CHECK_NEAR(score1(&fn, "\"open('here.txt', 'w').write('x')\"", "[\"assert open('here.txt').read() == 'x'\"]"), 1.0,
                0);
     rmdir(own_dir);
@@ -444,7 +400,7 @@ int main(void) {
     test_jobs();
     test_open_errors();
     TEST("no run directory is left");
-    CHECK_EQ_INT(count_run_dirs(), 0);
+    CHECK_EQ_INT(dir_count(tmp_root, "grpo-sandbox-"), 0);
     CHECK_EQ_INT(sandbox_remove_tree(tmp_root), 0);
     return check_done();
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "proc_scan.h"
 #include "reward/sandbox.h"
 #include "util/strbuf.h"
 
@@ -42,54 +43,6 @@ static sandbox_result run1(const sandbox *sb, const char *script) {
     return r;
 }
 
-/* Processes whose command line holds `what`. */
-static int count_processes(const char *what) {
-    DIR *d = opendir("/proc");
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *ent;
-    while ((ent = readdir(d))) {
-        if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
-        char path[300], buf[4096];
-        snprintf(path, sizeof path, "/proc/%s/cmdline", ent->d_name);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0) continue;
-        ssize_t got = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (got <= 0) continue;
-        for (ssize_t i = 0; i < got; i++)
-            if (!buf[i]) buf[i] = ' ';
-        buf[got] = 0;
-        if (strstr(buf, what)) n++;
-    }
-    closedir(d);
-    return n;
-}
-
-/* Processes (zombies too) whose real uid is uid. */
-static int count_uid_processes(unsigned uid) {
-    DIR *d = opendir("/proc");
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *ent;
-    while ((ent = readdir(d))) {
-        if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
-        char path[300], line[256];
-        snprintf(path, sizeof path, "/proc/%s/status", ent->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        unsigned real;
-        while (fgets(line, sizeof line, f))
-            if (sscanf(line, "Uid: %u", &real) == 1) {
-                n += real == uid;
-                break;
-            }
-        fclose(f);
-    }
-    closedir(d);
-    return n;
-}
-
 static int uid_baseline; /* processes of the runs' uid before any run */
 
 /* Without a user namespace, all runs share their uid's process limit, and
@@ -97,39 +50,17 @@ static int uid_baseline; /* processes of the runs' uid before any run */
  * for that, as a later run would have to (set-up retries cover it there). */
 static void settle(const sandbox *sb) {
     if (sb->ns & SANDBOX_NS_USER) return;
-    for (int i = 0; i < 60 && count_uid_processes(sb->uid) > uid_baseline; i++) usleep(50 * 1000);
+    for (int i = 0; i < 60 && proc_count(NULL, sb->uid) > uid_baseline; i++) usleep(50 * 1000);
 }
 
 /* Without a PID namespace, killed processes vanish a moment after the kill. */
 static int processes_left(const char *what) {
-    int n = count_processes(what);
+    int n = proc_count(what, 0);
     for (int i = 0; i < 40 && n > 0; i++) {
         usleep(50 * 1000);
-        n = count_processes(what);
+        n = proc_count(what, 0);
     }
     return n;
-}
-
-static int count_run_dirs(void) {
-    DIR *d = opendir(tmp_root);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *ent;
-    while ((ent = readdir(d)))
-        if (!strncmp(ent->d_name, "grpo-sandbox-", 13)) n++;
-    closedir(d);
-    return n;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static bool exists(const char *path) {
-    struct stat st;
-    return lstat(path, &st) == 0;
 }
 
 static void test_basics(const sandbox *sb) {
@@ -168,7 +99,7 @@ static void test_environment(const sandbox *sb) {
     unsetenv("GRPO_TEST_SECRET");
 
     TEST("HOME and TMPDIR are the run's own directory, its cwd, removed afterwards");
-    int before = count_run_dirs();
+    int before = dir_count(tmp_root, "grpo-sandbox-");
     r = run1(sb, "[ \"$HOME\" = \"$(pwd)\" ] && [ \"$TMPDIR\" = \"$HOME\" ] && echo hi > f && cat f >&4 && pwd >&4");
     CHECK(sandbox_exited_ok(&r));
     CHECK(!strncmp(r.report, "hi\n", 3));
@@ -176,8 +107,8 @@ static void test_environment(const sandbox *sb) {
     dir[strcspn(dir, "\n")] = 0;
     CHECK(!strncmp(dir, tmp_root, strlen(tmp_root)));
     CHECK(strstr(dir, "/grpo-sandbox-") != NULL);
-    CHECK(!exists(dir));
-    CHECK_EQ_INT(count_run_dirs(), before);
+    CHECK(!path_exists(dir));
+    CHECK_EQ_INT(dir_count(tmp_root, "grpo-sandbox-"), before);
 }
 
 static void test_identity_and_limits(const sandbox *sb) {
@@ -204,18 +135,18 @@ static void test_identity_and_limits(const sandbox *sb) {
 static void test_containment(const sandbox *sb, double timeout) {
     char script[512];
     TEST("an endless loop is killed at the deadline");
-    double t0 = now();
+    double t0 = mono_now();
     sandbox_result r = run1(sb, "while :; do :; done");
-    double took = now() - t0;
+    double took = mono_now() - t0;
     CHECK(r.timed_out);
     CHECK(!sandbox_exited_ok(&r));
     CHECK(took >= timeout && took < timeout + 1.5);
     printf("#   deadline %.1fs, the run took %.2fs\n", timeout, took);
 
     TEST("a fork bomb is contained and leaves no process behind");
-    t0 = now();
+    t0 = mono_now();
     r = run1(sb, "b() { b | b & }; b; sleep 5");
-    took = now() - t0;
+    took = mono_now() - t0;
     CHECK(r.timed_out);
     CHECK(took < timeout + 1.5);
     CHECK_EQ_INT(processes_left(marker), 0);
@@ -253,8 +184,8 @@ static void test_file_system(const sandbox *sb) {
         int a = -1, b = -1;
         CHECK_EQ_INT(sscanf(r.report, "%d %d", &a, &b), 2);
         CHECK(a > 0 && b > 0); /* both redirections failed */
-        CHECK(!exists(outside));
-        CHECK(!exists(own_file));
+        CHECK(!path_exists(outside));
+        CHECK(!path_exists(own_file));
     } else {
         printf("#   skipped: no mount namespace here (%s)\n", sb->missing);
     }
@@ -269,7 +200,7 @@ static void test_file_system(const sandbox *sb) {
         snprintf(script, sizeof script, "echo x > %s", own_file);
         sandbox_result r = run1(sb, script);
         CHECK(!sandbox_exited_ok(&r));
-        CHECK(!exists(own_file));
+        CHECK(!path_exists(own_file));
         unlink(own_file);
         rmdir(own_dir);
     } else {
@@ -345,8 +276,8 @@ static void test_remove_tree(void) {
     snprintf(p, sizeof p, "%s/link-file", root);
     CHECK(symlink(outside, p) == 0);
     CHECK_EQ_INT(sandbox_remove_tree(root), 0);
-    CHECK(!exists(root));
-    CHECK(exists(outside));
+    CHECK(!path_exists(root));
+    CHECK(path_exists(outside));
     unlink(outside);
     CHECK_EQ_INT(sandbox_remove_tree(root), 0); /* already gone: fine */
 }
@@ -394,7 +325,7 @@ int main(void) {
                sb.ns & SANDBOX_NS_PID ? "pid " : "", sb.ns & SANDBOX_NS_NET ? "net " : "",
                sb.ns & SANDBOX_NS_MOUNT ? "mount" : "", sb.missing[0] ? sb.missing : "nothing");
         if (level) CHECK_EQ_INT(sb.ns, 0);
-        uid_baseline = count_uid_processes(sb.uid);
+        uid_baseline = proc_count(NULL, sb.uid);
         test_basics(&sb);
         test_environment(&sb);
         test_identity_and_limits(&sb);
@@ -406,7 +337,7 @@ int main(void) {
     test_remove_tree();
     test_open_errors();
     TEST("no run directory is left");
-    CHECK_EQ_INT(count_run_dirs(), 0);
+    CHECK_EQ_INT(dir_count(tmp_root, "grpo-sandbox-"), 0);
     CHECK_EQ_INT(sandbox_remove_tree(tmp_root), 0);
     return check_done();
 }
