@@ -19,6 +19,18 @@
  * The working directory is made with mkdtemp under $TMPDIR (else /tmp) and
  * removed, with whatever is in it, when the run ends.
  *
+ * Why a user namespace even as root, and why uid 65534: RLIMIT_NPROC is not
+ * enforced for root, and for any other uid it counts every process of that
+ * uid on the machine, so runs as a shared "nobody" would eat one another's
+ * limit (a fork bomb in one run would make the next fail to start). The
+ * kernel counts processes per (user namespace, uid) and checks each level
+ * against its own limit, so in a fresh user namespace per run the limit
+ * bounds that run alone. The namespace maps only the run's uid and gid, so
+ * its files belong to nobody outside too, and nothing maps to root: the
+ * program's execve leaves it no capabilities (checked by the tests). Root's
+ * mapping is written by the parent, which has CAP_SETUID outside; an
+ * unprivileged parent may only map its own ids, and must deny setgroups.
+ *
  * Where the kernel refuses the namespaces (containers with seccomp filters,
  * user namespaces switched off), sandbox_open falls back to fewer of them and
  * says once on stderr which protections are missing (see
