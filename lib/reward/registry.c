@@ -45,6 +45,9 @@ const reward_fn_def reward_fn_defs[] = {
     {"cmd", "an external program started once: records as JSONL on its stdin, one JSON answer line each "
             "({\"reward\": x} or {\"rewards\": {name: x, ...}}) on its stdout",
      reward_open_cmd},
+    {"judge", "an LLM judge over an OpenAI-compatible chat-completions endpoint: a template filled from the "
+              "record, the score parsed from the reply, answers cached in SQLite across runs",
+     reward_open_judge},
 };
 const size_t reward_n_fn_defs = sizeof reward_fn_defs / sizeof reward_fn_defs[0];
 
