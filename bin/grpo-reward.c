@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "reward/judge_cache.h"
+#include "reward/sandbox.h"
 #include "reward/reward.h"
 #include "reward/stage.h"
 #include "util/err.h"
@@ -127,8 +128,8 @@ int main(int argc, char **argv) {
         {"--rep-ngram", NULL, FLAG_INT, &p.rep_ngram, "N", "n-gram size of the repetition penalty", 1, 64, NULL},
         {"--rep-penalty", NULL, FLAG_DOUBLE, &p.rep_max_penalty, "X",
          "value of a completion that is one n-gram repeated (<= 0)", -1e9, 0, NULL},
-        {"--code-python", NULL, FLAG_STRING, &p.code_python, "PATH", "the Python interpreter the tests run with", 0,
-         0, NULL},
+        {"--code-python", NULL, FLAG_STRING, &p.code_python, "PATH",
+         "the Python interpreter the tests run with (as an unprivileged user: not one under /root)", 0, 0, NULL},
         {"--code-tests-field", NULL, FLAG_STRING, &p.code_tests_field, "NAME",
          "the record field holding the tests (an array of Python snippets)", 0, 0, NULL},
         {"--code-timeout", NULL, FLAG_DOUBLE, &p.code_timeout, "S", "wall-clock seconds per test run", 0.01, 86400,
@@ -189,6 +190,7 @@ int main(int argc, char **argv) {
                   "--judge-retries the tool exits 75 and a rerun buys only what is missing. A status the\n"
                   "endpoint will not change its mind on (400, 401, 403, 404, ...) is exit 69. The API key is\n"
                   "never written to output, messages or the cache.\n"
+                  "code: " SANDBOX_DEGRADED_HELP "\n"
                   "\n"
                   "examples:\n"
                   "  grpo-reward --fn answer:1,format:0.2 --in rollouts.jsonl.zst --out scored.jsonl.zst\n"

@@ -12,7 +12,7 @@ reward_params reward_default_params(void) {
     p.length_unit = "tokens";
     p.rep_ngram = 3;
     p.rep_max_penalty = -1.0;
-    p.code_python = "python3";
+    p.code_python = "/usr/bin/python3"; /* the system interpreter: a per-user one (pyenv) is out of the sandbox user's reach */
     p.code_tests_field = "tests";
     p.code_timeout = 10;
     p.code_memory_mb = 1024;
@@ -42,6 +42,9 @@ const reward_fn_def reward_fn_defs[] = {
      reward_open_length},
     {"repetition", "n-gram repetition penalty over words: (1 - unique/total n-grams) * --rep-penalty",
      reward_open_repetition},
+    {"code", "the fraction of the record's tests (--code-tests-field) that pass when run after the completion's "
+             "code (last ```python block, else <answer>, else all) in a sandbox; null without tests",
+     reward_open_code},
     {"cmd", "an external program started once: records as JSONL on its stdin, one JSON answer line each "
             "({\"reward\": x} or {\"rewards\": {name: x, ...}}) on its stdout",
      reward_open_cmd},

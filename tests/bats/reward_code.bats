@@ -96,12 +96,25 @@ except OSError:
     took=$(echo "$(date +%s.%N) - $start" | bc)
     kill "$listener" 2> /dev/null || true
     wait "$listener" 2> /dev/null || true
-    [ "$(jq -r '"\(.id)=\(.rewards.code)"' out.jsonl | paste -sd ' ')" = \
-      "loop=0 forkbomb=0 memory=0 write=0 secret=0 network=0 exit=0 good=1" ]
-    jq -e '.code | .timeouts == 2 and .runs == 9 and .passed == 1' st.json
-    ! grep -q connected listener.out
-    [ ! -e open-dir/escaped ]
-    [ ! -e "$escape" ]
+    # where the kernel refuses a namespace, grpo-reward says so (--help) and that protection is absent
+    missing=$(jq -r '.code.isolation_missing' st.json)
+    expect="loop=0 forkbomb=0 memory=0 write=0 secret=0 network=0 exit=0 good=1" passed=1
+    if [[ $missing == *"network isolation"* ]]; then
+        echo "# no network namespace on this kernel: the connection is not contained" >&3
+        expect=${expect/network=0/network=1} passed=$((passed + 1))
+    else
+        ! grep -q connected listener.out
+    fi
+    if [[ $missing == *"read-only file system"* ]]; then
+        echo "# no mount namespace on this kernel: writes where nobody may write are not contained" >&3
+        expect=${expect/write=0/write=1} passed=$((passed + 2))
+        rm -f "$escape"
+    else
+        [ ! -e open-dir/escaped ]
+        [ ! -e "$escape" ]
+    fi
+    [ "$(jq -r '"\(.id)=\(.rewards.code)"' out.jsonl | paste -sd ' ')" = "$expect" ]
+    jq -e --argjson p "$passed" '.code | .timeouts == 2 and .runs == 9 and .passed == $p' st.json
     # two 1 s deadlines on two sandboxes at once, the rest quick
     [ "$(echo "$took < 6" | bc)" -eq 1 ]
     nothing_left
