@@ -34,6 +34,9 @@ const reward_fn_def reward_fn_defs[] = {
     {"cmd", "an external program started once: records as JSONL on its stdin, one JSON answer line each "
             "({\"reward\": x} or {\"rewards\": {name: x, ...}}) on its stdout",
      reward_open_cmd},
+    {"rm", "a reward model (--rm-model: an HF *ForSequenceClassification directory) scores the record's messages "
+           "with the completion as the assistant's turn, in its own chat template; its one logit at the last token",
+     reward_open_rm},
 };
 const size_t reward_n_fn_defs = sizeof reward_fn_defs / sizeof reward_fn_defs[0];
 
