@@ -23,8 +23,8 @@ Usage: .venv/bin/python tests/ref/rm_ref.py COMMAND ...
       token when config.json has no pad_token_id, else the rightmost token
       that is not pad (argmax of position * (id != pad)).
   compare SCORED REF TOL
-      rewards.rm of every record of SCORED (grpo-reward's output) against
-      REF; prints the max abs and rel error and exits 1 when the abs error
+      rewards.rm of every record of SCORED (grpo-reward's output, or one
+      number per line) against REF; prints the max abs and rel error and exits 1 when the abs error
       exceeds TOL.
 """
 import json
@@ -112,8 +112,8 @@ def score(d, records_path, out_path):
 
 
 def compare(scored, ref, tol):
-    with open(scored) as f:
-        ours = [json.loads(line)["rewards"]["rm"] for line in f]
+    with open(scored) as f:  # grpo-reward's records, or one number per line
+        ours = [v["rewards"]["rm"] if isinstance(v, dict) else float(v) for v in map(json.loads, f)]
     with open(ref) as f:
         want = [float(line) for line in f]
     if len(ours) != len(want):
