@@ -97,6 +97,20 @@ void kv_cache_copy_prefix(kv_cache *c, int dst_seq, int src_seq, int n_positions
 int kv_cache_grow(kv_cache *c, const model_config *cfg, int max_len, gerr *e);
 void kv_cache_free(kv_cache *c);
 
+/* ---- rows -------------------------------------------------------------------
+ * The per-row arguments of one forward call (model_forward's seq, pos,
+ * token, want), kept by a caller across calls and grown as needed. */
+typedef struct {
+    int *seq, *pos;
+    int32_t *tok;
+    bool *want;
+    size_t cap;
+} model_rows;
+
+/* Room for at least n rows (contents kept). */
+void model_rows_reserve(model_rows *r, size_t n);
+void model_rows_free(model_rows *r);
+
 /* ---- scratch ----------------------------------------------------------------
  * Activations of one forward call over at most max_rows rows, allocated once,
  * plus one attention tile per thread (up to max_len positions). */

@@ -40,11 +40,7 @@ typedef struct {
     kv_cache cache;
     model_scratch scratch;
     bool cache_ready, scratch_ready;
-    /* one forward call's rows */
-    int *row_seq, *row_pos;
-    int32_t *row_tok;
-    bool *row_want;
-    size_t rows_cap;
+    model_rows rows; /* one forward call's */
     float *hidden; /* [batch, dim] */
     rm_seq *seqs;  /* [batch] */
     long long sequences, tokens;
@@ -119,13 +115,7 @@ static int ensure_capacity(rm_fn *r, size_t rows, int len, gerr *e) {
         if ((rc = model_scratch_init(&r->scratch, cf, (int)(rows + rows / 4), r->cache.max_len, e))) return rc;
         r->scratch_ready = true;
     }
-    if (rows > r->rows_cap) {
-        r->rows_cap = rows + rows / 4;
-        r->row_seq = xrealloc(r->row_seq, r->rows_cap * sizeof *r->row_seq);
-        r->row_pos = xrealloc(r->row_pos, r->rows_cap * sizeof *r->row_pos);
-        r->row_tok = xrealloc(r->row_tok, r->rows_cap * sizeof *r->row_tok);
-        r->row_want = xrealloc(r->row_want, r->rows_cap * sizeof *r->row_want);
-    }
+    model_rows_reserve(&r->rows, (size_t)r->scratch.max_rows);
     return 0;
 }
 
@@ -143,12 +133,12 @@ static int score_group(rm_fn *r, int n, double *out, gerr *e) {
     size_t k = 0;
     for (int i = 0; i < n; i++)
         for (size_t t = 0; t < r->seqs[i].n; t++, k++) {
-            r->row_seq[k] = i;
-            r->row_pos[k] = (int)t;
-            r->row_tok[k] = r->seqs[i].ids[t];
-            r->row_want[k] = t + 1 == r->seqs[i].n;
+            r->rows.seq[k] = i;
+            r->rows.pos[k] = (int)t;
+            r->rows.tok[k] = r->seqs[i].ids[t];
+            r->rows.want[k] = t + 1 == r->seqs[i].n;
         }
-    int got = model_forward_hidden(&r->m, &r->cache, (int)rows, r->row_seq, r->row_pos, r->row_tok, r->row_want,
+    int got = model_forward_hidden(&r->m, &r->cache, (int)rows, r->rows.seq, r->rows.pos, r->rows.tok, r->rows.want,
                                    r->hidden, &r->scratch);
     if (got != n) return gerr_set(e, EX_SOFTWARE, "rm: %d hidden states for %d sequences", got, n);
     const int d = r->m.cfg.dim;
@@ -192,10 +182,7 @@ static void rm_close(void *self) {
         for (int i = 0; i < r->batch; i++) free(r->seqs[i].ids);
     free(r->seqs);
     free(r->hidden);
-    free(r->row_seq);
-    free(r->row_pos);
-    free(r->row_tok);
-    free(r->row_want);
+    model_rows_free(&r->rows);
     if (r->cache_ready) kv_cache_free(&r->cache);
     if (r->scratch_ready) model_scratch_free(&r->scratch);
     chat_template_free(&r->tmpl);

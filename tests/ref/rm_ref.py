@@ -127,27 +127,22 @@ def compare(scored, ref, tol):
     return 0 if abs_err <= tol else 1
 
 
-def main(argv):
-    if len(argv) < 2:
-        print(__doc__)
-        return 64
-    cmd, args = argv[1], argv[2:]
-    if cmd == "make":
-        opts = {}
-        for flag, key, conv in (("--labels", "labels", int), ("--label-key", "label_key", str),
-                                ("--pad", "pad", int), ("--seed", "seed", int)):
-            if flag in args:
-                opts[key] = conv(args[args.index(flag) + 1])
-        make(args[0], args[1], **opts)
-    elif cmd == "score":
-        score(args[0], args[1], args[2])
-    elif cmd == "compare":
-        return compare(args[0], args[1], float(args[2]))
-    else:
-        print(__doc__)
-        return 64
-    return 0
+def make_cmd(args):
+    opts = {}
+    for flag, key, conv in (("--labels", "labels", int), ("--label-key", "label_key", str),
+                            ("--pad", "pad", int), ("--seed", "seed", int)):
+        if flag in args:
+            opts[key] = conv(args[args.index(flag) + 1])
+    make(args[0], args[1], **opts)
 
+
+COMMANDS = {
+    "make": make_cmd,
+    "score": lambda a: score(a[0], a[1], a[2]),
+    "compare": lambda a: compare(a[0], a[1], float(a[2])),
+}
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]) or 0)
