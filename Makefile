@@ -1,7 +1,9 @@
 # grpo: build, set-up, test, bench.
 #   make            build every tool into bin/
 #   make test       install what is missing, build, run every suite
-#   make bench      stream throughput against zstd|jq; model throughput against sgemm and PyTorch
+#   make bench      stream throughput against zstd|jq; model throughput against sgemm and PyTorch;
+#                   rule rewards against a Python peer; the judge cache; the LLM judge's
+#                   requests/s against the local test server
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
@@ -96,15 +98,18 @@ test: deps
 fuzz-long: fuzz
 	@for f in $(FUZZ); do $$f -max_total_time=600 tests/fuzz/corpus/$$(basename $$f) || exit 1; done
 
-build/bench/bench_model: bench/bench_model.c build/libgrpo.a $(LIB_HDR)
+build/bench/%: bench/%.c build/libgrpo.a $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(DEFS) -Ilib $< build/libgrpo.a $(LDLIBS) -o $@
 
 bench: deps
-	@$(MAKE) --no-print-directory all build/bench/bench_model venv models
+	@$(MAKE) --no-print-directory all build/bench/bench_model build/bench/bench_reward build/bench/bench_judge_cache \
+		venv models
 	@sh bench/stream.sh
 	@sh bench/model.sh
 	@sh bench/update.sh
+	@sh bench/reward.sh
+	@sh bench/judge.sh
 
 clean:
 	rm -rf build $(TOOLS)

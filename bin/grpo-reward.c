@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "reward/judge_cache.h"
 #include "reward/reward.h"
 #include "reward/stage.h"
 #include "util/err.h"
@@ -17,7 +18,59 @@ static void print_list(const flag_spec *flags, const char *const *owner, int n_f
     }
 }
 
+/* grpo-reward cache stats|export|import|prune [flags] */
+static int cache_main(int argc, char **argv) {
+    const char *path = NULL, *in = "-", *out = "-", *model = NULL;
+    double max_age = -1;
+    const flag_spec flags[] = {
+        {"--judge-cache", NULL, FLAG_STRING, &path, "PATH", "the cache file (default $XDG_CACHE_HOME/grpo/judge.sqlite)",
+         0, 0, NULL},
+        {"--in", NULL, FLAG_STRING, &in, "F", "import: JSONL to merge (plain or zstd; - = stdin)", 0, 0, NULL},
+        {"--out", NULL, FLAG_STRING, &out, "F", "export: where the JSONL goes (- = stdout; F.zst compresses)", 0, 0,
+         NULL},
+        {"--max-age", NULL, FLAG_DOUBLE, &max_age, "SECONDS", "prune: remove entries stored more than SECONDS ago", 0,
+         0, NULL},
+        {"--model", NULL, FLAG_STRING, &model, "NAME", "prune: only entries of this judge model", 0, 0, NULL},
+    };
+    flag_parser fp = {
+        .usage = "grpo-reward cache stats|export|import|prune [--judge-cache PATH] [--in F] [--out F] "
+                 "[--max-age SECONDS [--model NAME]]",
+        .summary = "The judge cache (formats/judge-cache.md): stats prints one JSON object; export writes every\n"
+                   "entry as JSONL sorted by key; import merges such JSONL in one transaction (the newer answer\n"
+                   "wins); prune removes entries older than --max-age and compacts the file.",
+        .flags = flags,
+        .n_flags = (int)(sizeof flags / sizeof flags[0]),
+        .epilog = "example: grpo-reward cache export --judge-cache a.sqlite | grpo-reward cache import "
+                  "--judge-cache b.sqlite",
+    };
+    if (argc >= 2 && argv[1][0] == '-') flags_parse(&fp, argc, argv); /* --help, --version */
+    if (argc < 2 || argv[1][0] == '-')
+        die(EX_USAGE, "cache: expected stats, export, import or prune (see grpo-reward cache --help)");
+    const char *sub = argv[1];
+    flags_parse(&fp, argc - 1, argv + 1);
+    strbuf def = {0};
+    if (!path) {
+        judge_cache_default_path(&def);
+        path = def.data;
+    }
+    gerr e = {0};
+    int rc;
+    if (!strcmp(sub, "stats")) rc = judge_cache_cmd_stats(path, stdout, &e);
+    else if (!strcmp(sub, "export")) rc = judge_cache_cmd_export(path, out, &e);
+    else if (!strcmp(sub, "import")) rc = judge_cache_cmd_import(path, in, &e);
+    else if (!strcmp(sub, "prune")) {
+        if (!flags_given(&fp, "--max-age")) die(EX_USAGE, "cache prune needs --max-age SECONDS");
+        rc = judge_cache_cmd_prune(path, max_age, model, stdout, &e);
+    } else
+        die(EX_USAGE, "cache: expected stats, export, import or prune, got '%s'", sub);
+    sb_free(&def);
+    if (rc) die_err(&e);
+    if (fflush(stdout)) die(EX_IOERR, "<stdout>: write failed");
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "cache")) return cache_main(argc - 1, argv + 1);
     reward_params p = reward_default_params();
     reward_stage_options o = reward_stage_default_options();
     string_list fn_specs = {0};
@@ -70,7 +123,7 @@ int main(int argc, char **argv) {
         {"--min-len", NULL, FLAG_INT, &p.length_min, "N", "completions shorter than N get -1 (0 = off)", 0, 1e12,
          NULL},
         {"--length-unit", NULL, FLAG_CHOICE, &p.length_unit, "tokens|chars",
-         "count completion_tokens, or the completion's characters", 0, 0, "tokens|chars"},
+         "count completion_tokens, or the completion's Unicode code points", 0, 0, "tokens|chars"},
         {"--rep-ngram", NULL, FLAG_INT, &p.rep_ngram, "N", "n-gram size of the repetition penalty", 1, 64, NULL},
         {"--rep-penalty", NULL, FLAG_DOUBLE, &p.rep_max_penalty, "X",
          "value of a completion that is one n-gram repeated (<= 0)", -1e9, 0, NULL},
@@ -131,6 +184,11 @@ int main(int argc, char **argv) {
         .flags = flags,
         .n_flags = n_flags,
         .epilog = "Functions: answer, format, length, repetition, code, cmd, judge, rm (grpo-reward --list).\n"
+                  "The judge cache: grpo-reward cache stats|export|import|prune (grpo-reward cache --help).\n"
+                  "judge: answers are stored in the cache as they arrive; when a request still fails after\n"
+                  "--judge-retries the tool exits 75 and a rerun buys only what is missing. A status the\n"
+                  "endpoint will not change its mind on (400, 401, 403, 404, ...) is exit 69. The API key is\n"
+                  "never written to output, messages or the cache.\n"
                   "\n"
                   "examples:\n"
                   "  grpo-reward --fn answer:1,format:0.2 --in rollouts.jsonl.zst --out scored.jsonl.zst\n"

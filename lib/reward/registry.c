@@ -31,9 +31,23 @@ reward_params reward_default_params(void) {
 }
 
 const reward_fn_def reward_fn_defs[] = {
+    {"answer", "1 when the final answer (last <answer>, \\boxed, ####, else last number) matches `answer` after "
+               "normalisation, or the countdown equation is right (`numbers`, `target`); null without a reference",
+     reward_open_answer},
+    {"format", "the tag layout of --format-tags: strict (tags only, white space between), soft (tags in order "
+               "anywhere) or partial (1/n per well-formed tag)",
+     reward_open_format},
+    {"length", "DAPO's soft overlong penalty: 0 up to --max-len minus --overlong-buffer, a ramp to -1 at --max-len, "
+               "-1 beyond; -1 below --min-len",
+     reward_open_length},
+    {"repetition", "n-gram repetition penalty over words: (1 - unique/total n-grams) * --rep-penalty",
+     reward_open_repetition},
     {"cmd", "an external program started once: records as JSONL on its stdin, one JSON answer line each "
             "({\"reward\": x} or {\"rewards\": {name: x, ...}}) on its stdout",
      reward_open_cmd},
+    {"judge", "an LLM judge over an OpenAI-compatible chat-completions endpoint: a template filled from the "
+              "record, the score parsed from the reply, answers cached in SQLite across runs",
+     reward_open_judge},
     {"rm", "a reward model (--rm-model: an HF *ForSequenceClassification directory) scores the record's messages "
            "with the completion as the assistant's turn, in its own chat template; its one logit at the last token",
      reward_open_rm},

@@ -16,6 +16,7 @@ void sb_reserve(strbuf *b, size_t extra) {
     while (cap < need) cap *= 2;
     b->data = xrealloc(b->data, cap);
     b->cap = cap;
+    b->data[b->len] = 0; /* a fresh buffer is "" too */
 }
 
 void sb_append(strbuf *b, const void *data, size_t len) {

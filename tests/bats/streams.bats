@@ -12,6 +12,7 @@ good_input() {
         case $1 in
             grpo-advantage) printf '{"id":"g%d","reward":%d,"x":1e400}\n' $((i / 2)) $((i % 3)) ;;
             grpo-prep) printf '{"prompt":"What is %d+1?","answer":"%d","x":1e400}\n' "$i" $((i + 1)) ;;
+            grpo-reward) printf '{"id":"g%d","completion":"<answer>%d</answer>","answer":"%d","x":1e400}\n' $((i / 2)) "$i" $((i % 5)) ;;
         esac
     done > "$2"
 }
@@ -21,10 +22,11 @@ tool_cmd() {
     case $1 in
         grpo-advantage) echo "grpo-advantage" ;;
         grpo-prep) echo "grpo-prep --task jsonl" ;;
+        grpo-reward) echo "grpo-reward --fn length:0.5,format --length-unit chars --max-len 20 --quiet" ;;
     esac
 }
 
-TOOLS="grpo-prep grpo-advantage"
+TOOLS="grpo-prep grpo-advantage grpo-reward"
 
 @test "--help lists every flag with its default, --version prints the version" {
     for t in $TOOLS; do
@@ -104,10 +106,14 @@ TOOLS="grpo-prep grpo-advantage"
     grpo-advantage --in adv.jsonl --out adv.out
     [ "$(head -n 1 adv.out | wc -c)" -gt 100000000 ]
     head -n 1 adv.out | grep -q '"blob":"aaaa'
-    [ "$(head -n 1 adv.out | tail -c 20)" = 'aaaa","advantage":1' ] || head -n 1 adv.out | tail -c 40
+    # (1 - 0.5) / (std([1, 0]) + 1e-4)
+    [ "$(head -n 1 adv.out | tail -c 38)" = 'aaaa","advantage":0.7070067953266834}' ] || { head -n 1 adv.out | tail -c 40; false; }
     { printf '{"prompt":"'; cat big.txt; printf '","answer":"1"}\n'; } > prep.jsonl
     grpo-prep --task jsonl --in prep.jsonl --out prep.out.zst
     [ "$(zstd -dc prep.out.zst | wc -c)" -gt 100000000 ]
+    { printf '{"id":"g","completion":"'; cat big.txt; printf '"}\n'; } > rew.jsonl
+    grpo-reward --fn length --length-unit chars --max-len 10 --in rew.jsonl --out rew.out
+    [[ "$(tail -c 60 rew.out)" == *'aaaa","rewards":{"length":-1},"reward":-1}' ]] || { tail -c 60 rew.out; false; }
 }
 
 @test "unknown fields pass through byte for byte, in order" {

@@ -4,6 +4,7 @@
 #include "util/idhash.h"
 #include "util/rng.h"
 #include "util/sha256.h"
+#include "util/strbuf.h"
 
 static void sha_is(const char *msg, size_t len, const char *want) {
     unsigned char d[32];
@@ -14,6 +15,14 @@ static void sha_is(const char *msg, size_t len, const char *want) {
 }
 
 int main(void) {
+    TEST("a buffer given room is an empty string at once");
+    {
+        strbuf b = {0};
+        sb_reserve(&b, 0);
+        CHECK(b.data != NULL);
+        CHECK_EQ_STR(b.data, "");
+        sb_free(&b);
+    }
     TEST("sha256 FIPS 180-4 examples");
     sha_is("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     sha_is("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

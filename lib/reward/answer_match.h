@@ -1,0 +1,91 @@
+/* The `answer` reward's string work: pulling the final answer out of a
+ * completion, normalising it, and comparing it with the reference answer.
+ * Pure functions of strings, unit-tested without records.
+ *
+ * Extraction (answer_extract), first form present wins, wherever it stands:
+ *   1. the content of the last <answer>...</answer> pair (the last
+ *      "</answer>" and the last "<answer>" before it; tags are lower case
+ *      and exact). A \boxed{...} inside it is taken instead of the whole
+ *      content. An empty pair extracts "" (scored wrong, no fallback).
+ *   2. the content of the last \boxed{...} / \fbox{...} (nested braces,
+ *      prep's extract_boxed); an unclosed one is skipped.
+ *   3. the first line after the last "####" (prep's extract_after_hashes).
+ *   4. the last number: -?D+(,DDD)*(.D+)? where '-' counts only when no
+ *      letter or digit stands before it.
+ *
+ * Normalisation (answer_normalize), the same for the completion's answer
+ * and the reference:
+ *   - LaTeX: $ and \( \) \[ \] dropped; \text \textbf \textit \textrm
+ *     \mathrm \mathbf \mathit \mbox \boxed \fbox {X} -> X; \left \right
+ *     \displaystyle dropped; \dfrac \tfrac -> \frac; ^\circ ^{\circ} \circ
+ *     \degree and the degree sign dropped; \% -> %; \$ and the spacing
+ *     commands \, \! \; \: "\ " dropped; {,} -> ','; ~ and no-break spaces
+ *     -> space; U+2212 minus -> '-'.
+ *   - Then the text is a number when it is, as a whole (surrounding white
+ *     space and one trailing '.' aside):
+ *       [name =] [sign] [currency] VALUE [%|percent] [UNIT]
+ *     sign: '+' or '-' (either side of the currency sign $ EUR GBP JPY INR);
+ *     VALUE: D+ or D{1,3}(,DDD)+ (thousands separators must group by three:
+ *     "1,234" is 1234, "1,23" is no number), an optional .D+, or .D+ alone;
+ *     then an exponent (e/E[+-]D+, or "\times 10^{k}", "\cdot 10^k", "*10^k"),
+ *     or a fraction "/ DENOM" (D+ or D+.D+);
+ *     or \frac{A}{B} / \frac AB with A, B signed decimals (a zero
+ *     denominator is no number).
+ *     The percent sign and the word "percent" are dropped: "50%" is 50.
+ *     UNIT: trailing words of ASCII letters (with '.', '/', '^D' inside,
+ *     "sq. ft.", "km/h", "cm^2"); glued to the number it needs two letters
+ *     ("10kg", but "5x" and "3i" stay text); "i" and "pi" are never units;
+ *     a leading hundred/thousand/million/billion/trillion multiplies.
+ *     name: a leading identifier and '=' ("x = 5").
+ *   - Otherwise it is text, folded: ASCII case, all white space and one
+ *     trailing '.' removed, one pair of braces around the whole dropped.
+ *
+ * Comparison (answer_equal): two numbers are equal when
+ * |a-b| <= tol * max(1, |b|) (b the reference); anything else compares the
+ * folded text, so "(1, 2)" equals "(1,2)" and "5" never equals "5x". */
+#ifndef GRPO_REWARD_ANSWER_MATCH_H
+#define GRPO_REWARD_ANSWER_MATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../util/strbuf.h"
+
+typedef enum {
+    ANSWER_FROM_NONE,   /* nothing found: no tag, box, #### or number */
+    ANSWER_FROM_TAG,    /* <answer>...</answer> */
+    ANSWER_FROM_BOXED,  /* \boxed{...} */
+    ANSWER_FROM_HASHES, /* #### ... */
+    ANSWER_FROM_NUMBER, /* the last number */
+    ANSWER_N_SOURCES
+} answer_source;
+
+const char *answer_source_name(answer_source s);
+
+/* Extracts the final answer of a completion into out (replaced). */
+answer_source answer_extract(const char *s, size_t len, strbuf *out);
+
+/* The content of the last <answer>...</answer> (trimmed) into out; false
+ * when there is no closed pair. Shared with the countdown check. */
+bool answer_tag_content(const char *s, size_t len, strbuf *out);
+
+typedef struct {
+    bool is_number;
+    double value; /* when is_number */
+    strbuf text;  /* the folded text (always filled) */
+    strbuf clean; /* scratch: the text after the LaTeX clean-up */
+} answer_norm;
+
+void answer_norm_free(answer_norm *n);
+void answer_normalize(const char *s, size_t len, answer_norm *out);
+bool answer_norm_equal(const answer_norm *pred, const answer_norm *gold, double tol);
+
+/* Normalises both and compares: the whole check on two strings. */
+bool answer_equal(const char *pred, size_t pred_len, const char *gold, size_t gold_len, double tol);
+
+/* The LaTeX and Unicode clean-up alone (appended to out). */
+void answer_clean(const char *s, size_t len, strbuf *out);
+/* The number a cleaned text stands for, as described above. */
+bool answer_parse_number(const char *s, size_t len, double *out);
+
+#endif

@@ -1,0 +1,401 @@
+/* Normalising and comparing final answers (rules in answer_match.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "answer_match.h"
+
+enum { CLEAN_MAX_DEPTH = 16, NUMBER_MAX_CHARS = 400 };
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+static bool starts(const char *s, size_t len, size_t i, const char *lit) {
+    size_t n = strlen(lit);
+    return i + n <= len && !memcmp(s + i, lit, n);
+}
+
+/* ---- LaTeX and Unicode clean-up ------------------------------------------- */
+
+/* Commands whose braced argument stands for itself. */
+static const char *const WRAPPERS[] = {"text", "textbf", "textit", "textrm", "mathrm", "mathbf",
+                                       "mathit", "mbox",   "boxed",  "fbox",   NULL};
+/* Commands that are dropped. */
+static const char *const DROPPED[] = {"left", "right", "displaystyle", "circ", "degree", NULL};
+
+static bool in_list(const char *const *list, const char *name, size_t n) {
+    for (size_t i = 0; list[i]; i++)
+        if (strlen(list[i]) == n && !memcmp(list[i], name, n)) return true;
+    return false;
+}
+
+/* The index just past the '}' closing the group whose '{' is at s[i], or 0. */
+static size_t group_end(const char *s, size_t len, size_t i) {
+    int depth = 0;
+    for (size_t k = i; k < len; k++) {
+        if (s[k] == '\\') {
+            k++;
+            continue;
+        }
+        if (s[k] == '{') depth++;
+        if (s[k] == '}' && --depth == 0) return k + 1;
+    }
+    return 0;
+}
+
+/* "^\circ" or "^{\circ}" at s[i]: its length, else 0. */
+static size_t degree_mark(const char *s, size_t len, size_t i) {
+    if (starts(s, len, i, "^\\circ")) return 6;
+    if (starts(s, len, i, "^{\\circ}")) return 8;
+    return 0;
+}
+
+static void clean_into(const char *s, size_t len, strbuf *out, int depth) {
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = (unsigned char)s[i];
+        size_t skip;
+        if (c == '$') {
+            i++;
+        } else if (c == '\\') {
+            size_t k = i + 1;
+            while (k < len && is_alpha(s[k])) k++;
+            const char *name = s + i + 1;
+            size_t n = k - i - 1;
+            if (n == 0) { /* a one-character command */
+                if (i + 1 >= len) { /* a lone trailing backslash */
+                    sb_putc(out, '\\');
+                    i++;
+                    continue;
+                }
+                char ch = s[i + 1];
+                if (ch == '%') sb_putc(out, '%');
+                else if (ch == '\\') sb_putc(out, ' '); /* a line break */
+                else if (!strchr("()[]$,!;: ", ch)) sb_append(out, s + i, 2);
+                i += 2;
+                continue;
+            }
+            size_t arg = k;
+            while (arg < len && is_space(s[arg])) arg++;
+            size_t end;
+            if (in_list(WRAPPERS, name, n) && arg < len && s[arg] == '{' && depth < CLEAN_MAX_DEPTH &&
+                (end = group_end(s, len, arg))) {
+                clean_into(s + arg + 1, end - arg - 2, out, depth + 1);
+                i = end;
+                continue;
+            }
+            if (in_list(DROPPED, name, n)) {
+                i = k;
+                /* \left. and \right. are invisible delimiters */
+                bool delimiter = (n == 4 && !memcmp(name, "left", 4)) || (n == 5 && !memcmp(name, "right", 5));
+                if (delimiter && i < len && s[i] == '.') i++;
+                continue;
+            }
+            if ((n == 5 && (!memcmp(name, "dfrac", 5) || !memcmp(name, "tfrac", 5)))) sb_puts(out, "\\frac");
+            else if ((n == 4 && !memcmp(name, "quad", 4)) || (n == 5 && !memcmp(name, "qquad", 5))) sb_putc(out, ' ');
+            else sb_append(out, s + i, k - i);
+            i = k;
+        } else if ((skip = degree_mark(s, len, i))) {
+            i += skip;
+        } else if (c == '{' && starts(s, len, i, "{,}")) {
+            sb_putc(out, ',');
+            i += 3;
+        } else if (c == '~') {
+            sb_putc(out, ' ');
+            i++;
+        } else if (starts(s, len, i, "\xe2\x88\x92")) { /* U+2212 minus */
+            sb_putc(out, '-');
+            i += 3;
+        } else if (starts(s, len, i, "\xc2\xb0")) { /* degree sign */
+            i += 2;
+        } else if (starts(s, len, i, "\xc2\xa0")) { /* no-break space */
+            sb_putc(out, ' ');
+            i += 2;
+        } else if (starts(s, len, i, "\xe2\x80\x89") || starts(s, len, i, "\xe2\x80\xaf")) { /* thin spaces */
+            sb_putc(out, ' ');
+            i += 3;
+        } else if (starts(s, len, i, "\xc3\x97")) { /* multiplication sign */
+            sb_puts(out, "\\times");
+            i += 2;
+        } else {
+            sb_putc(out, (char)c);
+            i++;
+        }
+    }
+}
+
+void answer_clean(const char *s, size_t len, strbuf *out) {
+    clean_into(s, len, out, 0);
+    sb_append(out, "", 0); /* data never NULL */
+}
+
+/* ---- numbers -------------------------------------------------------------- */
+
+typedef struct {
+    const char *s;
+    size_t len, i;
+} cursor;
+
+static void skip_spaces(cursor *c) {
+    while (c->i < c->len && is_space(c->s[c->i])) c->i++;
+}
+
+static bool take(cursor *c, const char *lit) {
+    if (!starts(c->s, c->len, c->i, lit)) return false;
+    c->i += strlen(lit);
+    return true;
+}
+
+static bool take_currency(cursor *c) {
+    static const char *const SIGNS[] = {"\xe2\x82\xac", "\xc2\xa3", "\xc2\xa5", "\xe2\x82\xb9", NULL};
+    for (size_t k = 0; SIGNS[k]; k++)
+        if (take(c, SIGNS[k])) {
+            skip_spaces(c);
+            return true;
+        }
+    return false;
+}
+
+/* Appends c's digits, '.' and exponent to buf (commas dropped). */
+typedef struct {
+    char text[NUMBER_MAX_CHARS + 1];
+    size_t n;
+    bool overflow;
+} digits;
+
+static void dput(digits *d, char ch) {
+    if (d->n < NUMBER_MAX_CHARS) d->text[d->n++] = ch;
+    else d->overflow = true;
+}
+
+static double dvalue(digits *d) {
+    d->text[d->n] = 0;
+    return d->overflow ? NAN : strtod(d->text, NULL);
+}
+
+/* D+ | D{1,3}(,DDD)+, then an optional .D+; or .D+ alone. */
+static bool take_decimal(cursor *c, digits *d) {
+    size_t start = c->i, run = 0;
+    while (c->i < c->len && is_digit(c->s[c->i])) dput(d, c->s[c->i++]), run++;
+    if (run > 0 && run <= 3) {
+        while (c->i + 3 < c->len && c->s[c->i] == ',' && is_digit(c->s[c->i + 1]) &&
+               is_digit(c->s[c->i + 2]) && is_digit(c->s[c->i + 3]) &&
+               (c->i + 4 >= c->len || !is_digit(c->s[c->i + 4]))) {
+            for (int k = 1; k <= 3; k++) dput(d, c->s[c->i + (size_t)k]);
+            c->i += 4;
+        }
+    }
+    if (c->i + 1 < c->len && c->s[c->i] == '.' && is_digit(c->s[c->i + 1])) {
+        dput(d, c->s[c->i++]);
+        while (c->i < c->len && is_digit(c->s[c->i])) dput(d, c->s[c->i++]);
+    }
+    return c->i > start;
+}
+
+/* e/E[+-]D+, or "\times 10^{k}" / "\cdot 10^k" / "*10^k"; appends "eK". */
+static bool take_exponent(cursor *c, digits *d) {
+    cursor save = *c;
+    size_t n0 = d->n;
+    bool ok = false;
+    if (c->i < c->len && (c->s[c->i] == 'e' || c->s[c->i] == 'E')) {
+        c->i++;
+        dput(d, 'e');
+        if (c->i < c->len && (c->s[c->i] == '+' || c->s[c->i] == '-')) dput(d, c->s[c->i++]);
+        size_t k = c->i;
+        while (c->i < c->len && is_digit(c->s[c->i])) dput(d, c->s[c->i++]);
+        ok = c->i > k;
+    } else {
+        skip_spaces(c);
+        if (take(c, "\\times") || take(c, "\\cdot") || take(c, "*")) {
+            skip_spaces(c);
+            if (take(c, "10^")) {
+                bool braced = take(c, "{");
+                dput(d, 'e');
+                if (c->i < c->len && (c->s[c->i] == '+' || c->s[c->i] == '-')) dput(d, c->s[c->i++]);
+                size_t k = c->i;
+                while (c->i < c->len && is_digit(c->s[c->i])) dput(d, c->s[c->i++]);
+                ok = c->i > k && (!braced || take(c, "}"));
+            }
+        }
+    }
+    if (!ok) *c = save, d->n = n0;
+    return ok;
+}
+
+/* A signed decimal, alone in s (a \frac argument). */
+static bool signed_decimal(const char *s, size_t len, double *out) {
+    cursor c = {s, len, 0};
+    digits d = {0};
+    skip_spaces(&c);
+    if (c.i < len && (s[c.i] == '-' || s[c.i] == '+')) dput(&d, s[c.i++]);
+    if (!take_decimal(&c, &d)) return false;
+    skip_spaces(&c);
+    *out = dvalue(&d);
+    return c.i == len && isfinite(*out);
+}
+
+/* One \frac argument: {text} or a single character. */
+static bool frac_arg(cursor *c, double *out) {
+    skip_spaces(c);
+    if (c->i >= c->len) return false;
+    if (c->s[c->i] == '{') {
+        size_t end = group_end(c->s, c->len, c->i);
+        if (!end) return false;
+        bool ok = signed_decimal(c->s + c->i + 1, end - c->i - 2, out);
+        c->i = end;
+        return ok;
+    }
+    if (!is_digit(c->s[c->i])) return false;
+    *out = c->s[c->i++] - '0';
+    return true;
+}
+
+/* A scale word: its factor, else 0. */
+static double scale_of(const char *w, size_t n) {
+    static const struct {
+        const char *word;
+        double factor;
+    } SCALES[] = {{"hundred", 1e2}, {"thousand", 1e3}, {"million", 1e6}, {"billion", 1e9}, {"trillion", 1e12}};
+    for (size_t k = 0; k < sizeof SCALES / sizeof SCALES[0]; k++)
+        if (strlen(SCALES[k].word) == n && !strncasecmp(SCALES[k].word, w, n)) return SCALES[k].factor;
+    return 0;
+}
+
+/* The rest of c as unit words; multiplies *v by a leading scale word. */
+static bool take_unit(cursor *c, double *v) {
+    size_t before = c->i;
+    skip_spaces(c);
+    bool spaced = c->i > before;
+    size_t start = c->i;
+    if (start >= c->len || !is_alpha(c->s[start])) return false;
+    size_t first_end = start;
+    while (first_end < c->len && is_alpha(c->s[first_end])) first_end++;
+    size_t first_len = first_end - start;
+    if (!spaced && first_len < 2) return false;
+    /* 3i and 2 pi are numbers of another kind, not 3 and 2 */
+    if ((first_len == 1 && lower(c->s[start]) == 'i') || (first_len == 2 && !strncasecmp(c->s + start, "pi", 2)))
+        return false;
+    for (size_t k = start; k < c->len; k++) {
+        char ch = c->s[k];
+        bool ok = is_alpha(ch) || is_space(ch) || ch == '.' || ch == '/' ||
+                  (ch == '^' && k + 1 < c->len && is_digit(c->s[k + 1])) || (is_digit(ch) && k > 0 && c->s[k - 1] == '^');
+        if (!ok) return false;
+    }
+    double f = scale_of(c->s + start, first_len);
+    if (f > 0) *v *= f;
+    c->i = c->len;
+    return true;
+}
+
+bool answer_parse_number(const char *s, size_t len, double *out) {
+    while (len && is_space(s[len - 1])) len--;
+    if (len && s[len - 1] == '.') len--;
+    cursor c = {s, len, 0};
+    skip_spaces(&c);
+    /* "x = 5" */
+    if (c.i < len && is_alpha(s[c.i])) {
+        size_t k = c.i;
+        while (k < len && (is_alpha(s[k]) || is_digit(s[k]) || s[k] == '_')) k++;
+        cursor after = {s, len, k};
+        skip_spaces(&after);
+        if (after.i < len && s[after.i] == '=') {
+            c.i = after.i + 1;
+            skip_spaces(&c);
+        }
+    }
+    double sign = 1;
+    bool currency = take_currency(&c);
+    if (c.i < len && (s[c.i] == '+' || s[c.i] == '-')) {
+        sign = s[c.i] == '-' ? -1 : 1;
+        c.i++;
+        skip_spaces(&c);
+    }
+    if (!currency) take_currency(&c);
+    double v;
+    if (take(&c, "\\frac")) {
+        double num, den;
+        if (!frac_arg(&c, &num) || !frac_arg(&c, &den) || den == 0) return false;
+        v = num / den;
+    } else {
+        digits d = {0};
+        if (!take_decimal(&c, &d)) return false;
+        bool exponent = take_exponent(&c, &d);
+        v = dvalue(&d);
+        cursor save = c;
+        skip_spaces(&c);
+        if (!exponent && take(&c, "/")) {
+            skip_spaces(&c);
+            digits dd = {0};
+            size_t k = c.i;
+            while (c.i < len && is_digit(s[c.i])) dput(&dd, s[c.i++]);
+            if (c.i == k) return false;
+            if (c.i + 1 < len && s[c.i] == '.' && is_digit(s[c.i + 1])) {
+                dput(&dd, s[c.i++]);
+                while (c.i < len && is_digit(s[c.i])) dput(&dd, s[c.i++]);
+            }
+            double den = dvalue(&dd);
+            if (den == 0) return false;
+            v /= den;
+        } else {
+            c = save;
+        }
+    }
+    take_currency(&c);
+    cursor save = c;
+    skip_spaces(&c);
+    bool percent = take(&c, "%") || (take(&c, "percent") && (c.i == len || !is_alpha(s[c.i])));
+    if (!percent) c = save;
+    take_unit(&c, &v);
+    skip_spaces(&c);
+    if (c.i != len || !isfinite(v)) return false;
+    *out = sign * v;
+    return true;
+}
+
+/* ---- text and comparison -------------------------------------------------- */
+
+static void fold(const char *s, size_t len, strbuf *out) {
+    sb_clear(out);
+    for (size_t i = 0; i < len; i++)
+        if (!is_space(s[i])) sb_putc(out, lower(s[i]));
+    if (out->len && out->data[out->len - 1] == '.') out->data[--out->len] = 0;
+    if (out->len >= 2 && out->data[0] == '{' && group_end(out->data, out->len, 0) == out->len) {
+        memmove(out->data, out->data + 1, out->len - 2);
+        out->len -= 2;
+        out->data[out->len] = 0;
+    }
+    sb_append(out, "", 0); /* data never NULL */
+}
+
+void answer_norm_free(answer_norm *n) {
+    sb_free(&n->text);
+    sb_free(&n->clean);
+}
+
+void answer_normalize(const char *s, size_t len, answer_norm *out) {
+    sb_clear(&out->clean);
+    answer_clean(s, len, &out->clean);
+    out->is_number = answer_parse_number(out->clean.data, out->clean.len, &out->value);
+    fold(out->clean.data, out->clean.len, &out->text);
+}
+
+bool answer_norm_equal(const answer_norm *pred, const answer_norm *gold, double tol) {
+    if (pred->is_number && gold->is_number) {
+        double scale = fabs(gold->value) > 1 ? fabs(gold->value) : 1;
+        return fabs(pred->value - gold->value) <= tol * scale;
+    }
+    return pred->text.len == gold->text.len && !memcmp(pred->text.data, gold->text.data, pred->text.len);
+}
+
+bool answer_equal(const char *pred, size_t pred_len, const char *gold, size_t gold_len, double tol) {
+    answer_norm a = {0}, b = {0};
+    answer_normalize(pred, pred_len, &a);
+    answer_normalize(gold, gold_len, &b);
+    bool eq = answer_norm_equal(&a, &b, tol);
+    answer_norm_free(&a);
+    answer_norm_free(&b);
+    return eq;
+}

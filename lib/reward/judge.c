@@ -1,0 +1,329 @@
+/* The `judge` reward: an LLM judge over HTTP, its answers cached.
+ *
+ * A chunk of records is scored in four steps: render every record's request
+ * (so a record the template cannot use stops the chunk before anything is
+ * bought); fold identical requests together (in-flight de-duplication: one
+ * lookup and at most one request per distinct cache key in the chunk); look
+ * each distinct request up in the cache; send the misses, storing each
+ * answer in the cache the moment it arrives. When a request fails for good
+ * the chunk fails (EX_TEMPFAIL) with every answer received so far stored,
+ * so a rerun buys only the rest.
+ *
+ * The score of a cached answer is parsed again from its stored reply, so a
+ * changed --judge-regex or --judge-scale applies without buying it again. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <time.h>
+
+#include "judge_cache.h"
+#include "judge_http.h"
+#include "judge_request.h"
+#include "judge_score.h"
+#include "judge_template.h"
+#include "reward.h"
+
+/* Backoff of a retry: full jitter up to min(30 s, 0.5 s * 2^(retry-1)). */
+#define BACKOFF_BASE 0.5
+#define BACKOFF_CAP 30.0
+#define RETRY_AFTER_CAP 300.0
+
+typedef struct {
+    judge_template *tpl;
+    judge_request_params req;
+    char *model, *system;
+    judge_scorer *scorer;
+    judge_cache *cache;
+    judge_http *http;
+
+    /* per chunk, kept between chunks */
+    size_t cap;
+    strbuf *body, *canonical, *label; /* per record */
+    uint8_t (*key)[32];
+    size_t *group;    /* record -> its distinct request */
+    size_t *leader;   /* distinct request -> the first record that made it */
+    double *value;    /* distinct request -> its score */
+    size_t *slots;    /* open-addressing table of distinct requests, SIZE_MAX = empty */
+    size_t n_slots;
+    judge_http_job *jobs;
+    size_t *job_group; /* job -> distinct request */
+    judge_cache_lookup *lookup; /* distinct request -> its cache lookup */
+    strbuf user, reply;
+
+    long long hits, misses, deduplicated, unparsed, prompt_tokens, completion_tokens;
+    double seconds;
+} judge;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void reserve(judge *j, size_t n) {
+    if (n <= j->cap) return;
+    size_t cap = j->cap ? j->cap : 64;
+    while (cap < n) cap *= 2;
+    j->body = xrealloc(j->body, cap * sizeof *j->body);
+    j->canonical = xrealloc(j->canonical, cap * sizeof *j->canonical);
+    j->label = xrealloc(j->label, cap * sizeof *j->label);
+    for (size_t i = j->cap; i < cap; i++) {
+        memset(&j->body[i], 0, sizeof j->body[i]);
+        memset(&j->canonical[i], 0, sizeof j->canonical[i]);
+        memset(&j->label[i], 0, sizeof j->label[i]);
+    }
+    j->key = xrealloc(j->key, cap * sizeof *j->key);
+    j->group = xrealloc(j->group, cap * sizeof *j->group);
+    j->leader = xrealloc(j->leader, cap * sizeof *j->leader);
+    j->value = xrealloc(j->value, cap * sizeof *j->value);
+    j->jobs = xrealloc(j->jobs, cap * sizeof *j->jobs);
+    j->job_group = xrealloc(j->job_group, cap * sizeof *j->job_group);
+    j->lookup = xrealloc(j->lookup, cap * sizeof *j->lookup);
+    for (size_t i = j->cap; i < cap; i++) memset(&j->lookup[i], 0, sizeof j->lookup[i]);
+    j->n_slots = 4 * cap;
+    j->slots = xrealloc(j->slots, j->n_slots * sizeof *j->slots);
+    j->cap = cap;
+}
+
+/* Folds record i into the distinct request with its key (a new one when
+ * none); returns true when it is new. */
+static bool fold(judge *j, size_t i, size_t *n_groups) {
+    uint64_t h;
+    memcpy(&h, j->key[i], sizeof h);
+    size_t mask = j->n_slots - 1;
+    for (size_t s = (size_t)h & mask;; s = (s + 1) & mask) {
+        size_t g = j->slots[s];
+        if (g == SIZE_MAX) {
+            g = (*n_groups)++;
+            j->slots[s] = g;
+            j->leader[g] = i;
+            j->group[i] = g;
+            return true;
+        }
+        if (!memcmp(j->key[j->leader[g]], j->key[i], 32)) {
+            j->group[i] = g;
+            return false;
+        }
+    }
+}
+
+static int on_reply(void *ctx, size_t job, const char *body, size_t len, double *tokens_used, gerr *e) {
+    judge *j = ctx;
+    long long pt, ct;
+    if (!judge_parse_reply(body, len, &j->reply, &pt, &ct)) return JUDGE_REPLY_MALFORMED;
+    size_t g = j->job_group[job], lead = j->leader[g];
+    double score = judge_scorer_score(j->scorer, j->reply.data, j->reply.len);
+    judge_cache_entry entry = {
+        .model = j->model,
+        .request = j->canonical[lead].data,
+        .reply = j->reply.data,
+        .score = score,
+        .prompt_tokens = pt,
+        .completion_tokens = ct,
+    };
+    memcpy(entry.key, j->key[lead], 32);
+    int rc = judge_cache_put(j->cache, &entry, e);
+    if (rc) return rc;
+    j->value[g] = score;
+    if (pt > 0) j->prompt_tokens += pt;
+    if (ct > 0) j->completion_tokens += ct;
+    *tokens_used = pt >= 0 && ct >= 0 ? (double)(pt + ct) : -1;
+    return JUDGE_REPLY_OK;
+}
+
+static int judge_score(void *self, const reward_item *items, size_t n, double *out, gerr *e) {
+    judge *j = self;
+    double t0 = now_seconds();
+    reserve(j, n);
+    for (size_t s = 0; s < j->n_slots; s++) j->slots[s] = SIZE_MAX;
+
+    size_t n_groups = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = judge_template_render(j->tpl, &items[i], &j->user, e);
+        if (rc) return rc;
+        judge_request_build(&j->req, j->user.data ? j->user.data : "", j->user.len, &j->body[i], &j->canonical[i],
+                            j->key[i]);
+        if (!fold(j, i, &n_groups)) j->deduplicated++;
+    }
+
+    for (size_t g = 0; g < n_groups; g++) memcpy(j->lookup[g].key, j->key[j->leader[g]], 32);
+    int rc = judge_cache_get_many(j->cache, j->lookup, n_groups, e);
+    if (rc) return rc;
+    size_t n_jobs = 0;
+    for (size_t g = 0; g < n_groups; g++) {
+        size_t lead = j->leader[g];
+        const judge_cache_lookup *l = &j->lookup[g];
+        if (l->hit) {
+            j->value[g] = judge_scorer_score(j->scorer, l->reply.data ? l->reply.data : "", l->reply.len);
+            continue;
+        }
+        j->value[g] = REWARD_NULL;
+        const record *r = items[lead].rec;
+        sb_clear(&j->label[lead]);
+        sb_printf(&j->label[lead], "%s:%ld", r->file ? r->file : "-", r->line);
+        j->jobs[n_jobs] = (judge_http_job){
+            .body = j->body[lead].data,
+            .body_len = j->body[lead].len,
+            .tokens = judge_request_token_estimate(j->body[lead].len, j->req.max_tokens),
+            .label = j->label[lead].data,
+        };
+        j->job_group[n_jobs++] = g;
+    }
+    /* which distinct requests came from the cache, before the misses are answered */
+    bool *asked = xcalloc(n_groups ? n_groups : 1, sizeof *asked);
+    for (size_t k = 0; k < n_jobs; k++) asked[j->job_group[k]] = true;
+    rc = n_jobs ? judge_http_run(j->http, j->jobs, n_jobs, on_reply, j, e) : 0;
+    if (!rc) {
+        for (size_t i = 0; i < n; i++) {
+            out[i] = j->value[j->group[i]];
+            if (asked[j->group[i]]) j->misses++;
+            else j->hits++;
+            if (reward_is_null(out[i])) j->unparsed++;
+        }
+    }
+    free(asked);
+    j->seconds += now_seconds() - t0;
+    return rc;
+}
+
+static void judge_stats(void *self, cJSON *obj) {
+    judge *j = self;
+    const judge_http_stats *hs = judge_http_get_stats(j->http);
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "hits", (double)j->hits);
+    cJSON_AddNumberToObject(s, "misses", (double)j->misses);
+    cJSON_AddNumberToObject(s, "deduplicated", (double)j->deduplicated);
+    cJSON_AddNumberToObject(s, "requests", (double)hs->requests);
+    cJSON_AddNumberToObject(s, "retries", (double)hs->retries);
+    cJSON_AddNumberToObject(s, "failures", (double)hs->failures);
+    cJSON_AddNumberToObject(s, "unparsed", (double)j->unparsed);
+    cJSON_AddNumberToObject(s, "prompt_tokens", (double)j->prompt_tokens);
+    cJSON_AddNumberToObject(s, "completion_tokens", (double)j->completion_tokens);
+    cJSON_AddNumberToObject(s, "seconds", round(j->seconds * 1000.0) / 1000.0);
+    cJSON_AddItemToObject(obj, "judge", s);
+}
+
+static void judge_close(void *self) {
+    judge *j = self;
+    if (!j) return;
+    for (size_t i = 0; i < j->cap; i++) {
+        sb_free(&j->lookup[i].reply);
+        sb_free(&j->body[i]);
+        sb_free(&j->canonical[i]);
+        sb_free(&j->label[i]);
+    }
+    free(j->body);
+    free(j->canonical);
+    free(j->label);
+    free(j->key);
+    free(j->group);
+    free(j->leader);
+    free(j->value);
+    free(j->slots);
+    free(j->jobs);
+    free(j->job_group);
+    free(j->lookup);
+    sb_free(&j->user);
+    sb_free(&j->reply);
+    judge_http_close(j->http);
+    if (j->cache) judge_cache_close(j->cache);
+    judge_scorer_free(j->scorer);
+    judge_template_free(j->tpl);
+    free(j->model);
+    free(j->system);
+    free(j);
+}
+
+static int check_params(const reward_params *p, gerr *e) {
+    if (!p->judge_url || !*p->judge_url) return gerr_set(e, EX_USAGE, "--fn judge needs --judge-url");
+    if (!p->judge_model || !*p->judge_model) return gerr_set(e, EX_USAGE, "--fn judge needs --judge-model");
+    if (!p->judge_template || !*p->judge_template)
+        return gerr_set(e, EX_USAGE, "--fn judge needs --judge-template");
+    if (!isfinite(p->judge_temperature) || p->judge_temperature < 0)
+        return gerr_set(e, EX_USAGE, "--judge-temperature: expected a number >= 0, got %g", p->judge_temperature);
+    if (p->judge_max_tokens < 1)
+        return gerr_set(e, EX_USAGE, "--judge-max-tokens: expected an integer >= 1, got %lld", p->judge_max_tokens);
+    return 0;
+}
+
+/* The key from the environment, white space around it removed (a key read
+ * from a file often ends in a newline). NULL when unset or empty. */
+static int api_key_from_env(const char *var, char **key, gerr *e) {
+    *key = NULL;
+    const char *v = getenv(var);
+    if (!v) return 0;
+    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\r')) n--;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return gerr_set(e, EX_USAGE, "$%s: the API key holds a control character (a line break?)", var);
+    if (n) *key = xstrndup(v, n);
+    return 0;
+}
+
+static int open_parts(judge *j, const reward_params *p, gerr *e) {
+    int rc = judge_template_load(&j->tpl, p->judge_template, e);
+    if (rc) return rc;
+    rc = judge_scorer_open(&j->scorer, p->judge_regex, p->judge_scale, e);
+    if (rc) return rc;
+    j->model = xstrdup(p->judge_model);
+    j->system = p->judge_system ? xstrdup(p->judge_system) : NULL;
+    j->req = (judge_request_params){.model = j->model,
+                                    .system = j->system,
+                                    .temperature = p->judge_temperature,
+                                    .max_tokens = p->judge_max_tokens};
+    memcpy(j->req.template_sha256, judge_template_sha256(j->tpl), 32);
+
+    judge_cache_mode mode;
+    rc = judge_cache_parse_mode(p->judge_cache_mode ? p->judge_cache_mode : "readwrite", &mode, e);
+    if (rc) return rc;
+    rc = judge_cache_open(&j->cache, p->judge_cache, mode, e); /* NULL: the default path */
+    if (rc) return rc;
+
+    strbuf url = {0};
+    judge_chat_url(p->judge_url, &url);
+    const char *key_env = p->judge_key_env && *p->judge_key_env ? p->judge_key_env : "OPENAI_API_KEY";
+    char *key;
+    rc = api_key_from_env(key_env, &key, e);
+    if (rc) {
+        sb_free(&url);
+        return rc;
+    }
+    judge_http_config hc = {
+        .url = url.data,
+        .api_key = key,
+        .concurrency = p->judge_concurrency,
+        .timeout = p->judge_timeout,
+        .retries = p->judge_retries,
+        .rps = p->judge_rps,
+        .tpm = p->judge_tpm,
+        .backoff_base = BACKOFF_BASE,
+        .backoff_cap = BACKOFF_CAP,
+        .retry_after_cap = RETRY_AFTER_CAP,
+    };
+    rc = judge_http_open(&j->http, &hc, e);
+    sb_free(&url);
+    if (key) {
+        memset(key, 0, strlen(key));
+        free(key);
+    }
+    return rc;
+}
+
+int reward_open_judge(reward_fn *fn, const reward_params *p, gerr *e) {
+    int rc = check_params(p, e);
+    if (rc) return rc;
+    judge *j = xcalloc(1, sizeof *j);
+    rc = open_parts(j, p, e);
+    if (rc) {
+        judge_close(j);
+        return rc;
+    }
+    fn->self = j;
+    fn->score = judge_score;
+    fn->stats = judge_stats;
+    fn->close = judge_close;
+    return 0;
+}
