@@ -109,6 +109,36 @@ static int read_rope_scaling(model_config *c, const cJSON *rs, const char *name,
     return 0;
 }
 
+/* arch is the family's class ("Llama" + "ForCausalLM" or "ForSequenceClassification")
+ * or its model_type (a causal LM). */
+static bool arch_is(const char *arch, const char *family, const char *model_type, bool *seq_cls) {
+    size_t n = strlen(family);
+    *seq_cls = false;
+    if (!strcmp(arch, model_type)) return true;
+    if (strncmp(arch, family, n)) return false;
+    if (!strcmp(arch + n, "ForCausalLM")) return true;
+    if (strcmp(arch + n, "ForSequenceClassification")) return false;
+    *seq_cls = true;
+    return true;
+}
+
+/* num_labels as transformers' PretrainedConfig settles it: id2label's size
+ * when the map is there (it wins over a disagreeing num_labels), else
+ * num_labels; neither leaves 0 for the loader to take from score.weight. */
+static int read_classifier(model_config *c, const cJSON *root, const char *name, gerr *e) {
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "id2label");
+    int rc;
+    if (cJSON_IsObject(map) && cJSON_GetArraySize(map) > 0) c->num_labels = cJSON_GetArraySize(map);
+    else if ((rc = get_int(root, "num_labels", 0, 1, &c->num_labels, name, e))) return rc;
+    const cJSON *pad = cJSON_GetObjectItemCaseSensitive(root, "pad_token_id");
+    long long x;
+    if (!pad || cJSON_IsNull(pad)) return 0;
+    if (!json_int(pad, 0, INT32_MAX, &x))
+        return gerr_set(e, EX_DATAERR, "%s: key \"pad_token_id\": expected a token id or null", name);
+    c->pad_id = (int32_t)x;
+    return 0;
+}
+
 static int parse_root(model_config *c, const cJSON *root, const char *name, gerr *e) {
     if (!cJSON_IsObject(root)) return gerr_set(e, EX_DATAERR, "%s: expected a JSON object", name);
     /* architectures[0] names the class; model_type when it is absent. */
@@ -120,20 +150,22 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
     else if (cJSON_IsString(mt))
         arch = mt->valuestring;
     if (!arch) return gerr_set(e, EX_DATAERR, "%s: no \"architectures\" or \"model_type\"", name);
+    snprintf(c->architecture, sizeof c->architecture, "%s", arch);
     bool mistral = false;
     long long def_max_pos = 2048;
-    if (!strcmp(arch, "LlamaForCausalLM") || !strcmp(arch, "llama")) {
+    if (arch_is(arch, "Llama", "llama", &c->seq_cls)) {
         c->arch = ARCH_LLAMA;
-    } else if (!strcmp(arch, "MistralForCausalLM") || !strcmp(arch, "mistral")) {
+    } else if (arch_is(arch, "Mistral", "mistral", &c->seq_cls)) {
         c->arch = ARCH_LLAMA, mistral = true, def_max_pos = 4096 * 32;
-    } else if (!strcmp(arch, "Qwen2ForCausalLM") || !strcmp(arch, "qwen2")) {
+    } else if (arch_is(arch, "Qwen2", "qwen2", &c->seq_cls)) {
         c->arch = ARCH_QWEN2, c->qkv_bias = true, def_max_pos = 32768;
-    } else if (!strcmp(arch, "Qwen3ForCausalLM") || !strcmp(arch, "qwen3")) {
+    } else if (arch_is(arch, "Qwen3", "qwen3", &c->seq_cls)) {
         c->arch = ARCH_QWEN3, c->qk_norm = true, def_max_pos = 32768;
     } else {
         return gerr_set(e, EX_DATAERR, "%s: unsupported architecture \"%s\"", name, arch);
     }
     int rc;
+    if (c->seq_cls && (rc = read_classifier(c, root, name, e))) return rc;
     if ((rc = get_int(root, "hidden_size", -1, 1, &c->dim, name, e)) ||
         (rc = get_int(root, "intermediate_size", -1, 1, &c->hidden_dim, name, e)) ||
         (rc = get_int(root, "num_hidden_layers", -1, 1, &c->n_layers, name, e)) ||
@@ -195,6 +227,7 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
 static void config_defaults(model_config *c) {
     memset(c, 0, sizeof *c);
     c->bos_id = -1;
+    c->pad_id = -1;
 }
 
 int config_parse_hf(model_config *c, const char *json, const char *name, gerr *e) {
@@ -257,6 +290,7 @@ int config_load_gguf(model_config *c, const gguf_file *f, gerr *e) {
     if (s.len >= sizeof arch) s.len = sizeof arch - 1;
     memcpy(arch, s.ptr, s.len);
     arch[s.len] = 0;
+    snprintf(c->architecture, sizeof c->architecture, "%s", arch);
     if (!strcmp(arch, "llama")) c->arch = ARCH_LLAMA;
     else if (!strcmp(arch, "qwen2")) c->arch = ARCH_QWEN2, c->qkv_bias = true;
     else if (!strcmp(arch, "qwen3")) c->arch = ARCH_QWEN3, c->qk_norm = true;

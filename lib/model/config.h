@@ -4,7 +4,11 @@
  * Supported: llama (Llama 2/3.x incl. rope_scaling "llama3", SmolLM/SmolLM2,
  * Mistral without a sliding window), qwen2 (q/k/v bias), qwen3 (per-head
  * q/k RMSNorm, head_dim from the config). Anything else is EX_DATAERR naming
- * what is unsupported. */
+ * what is unsupported.
+ *
+ * Each family as a causal LM (*ForCausalLM: the LM head) or as a sequence
+ * classifier (*ForSequenceClassification, reward models: the same decoder
+ * and a `score` head of num_labels rows, no LM head). */
 #ifndef GRPO_MODEL_CONFIG_H
 #define GRPO_MODEL_CONFIG_H
 
@@ -40,6 +44,11 @@ typedef struct {
     int32_t bos_id; /* -1 when unknown */
     int32_t eos_ids[MODEL_MAX_EOS];
     int n_eos;
+    /* sequence classifiers */
+    bool seq_cls;
+    int num_labels; /* id2label's size, else num_labels; 0 = not said (the loader takes score.weight's rows) */
+    int32_t pad_id; /* pad_token_id, -1 when none: the classifier reads the last token that is not pad */
+    char architecture[64]; /* as the source names it ("Qwen2ForSequenceClassification", GGUF's "qwen2") */
 } model_config;
 
 /* "llama", "qwen2", "qwen3". */

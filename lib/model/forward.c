@@ -3,7 +3,8 @@
  * Per layer, as HF's LlamaDecoderLayer / Qwen2 / Qwen3:
  *   xn = RMSNorm(x); q,k,v = xn Wq^T (+bq), ...; [qwen3] q,k = RMSNorm per head;
  *   RoPE(q, k); cache k,v; att = softmax(q k^T / sqrt(hd)) v  (GQA);
- *   x += att Wo^T; xn = RMSNorm(x); x += (silu(xn Wg^T) * xn Wu^T) Wd^T.
+ *   x += att Wo^T; xn = RMSNorm(x); x += (silu(xn Wg^T) * xn Wu^T) Wd^T;
+ * then the final RMSNorm (model_forward_hidden), and the LM head (model_forward).
  * Every matrix product is one sgemm over all rows. Scratch buffers are reused
  * from layer to layer; a training forward will keep them per layer instead. */
 #include <assert.h>
@@ -141,15 +142,15 @@ static void residual_add(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, const int *pos,
-                   const int32_t *token, const bool *want_logits, float *logits, model_scratch *s) {
+int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq, const int *pos,
+                         const int32_t *token, const bool *want, float *hidden, model_scratch *s) {
     const model_config *cf = &m->cfg;
     const model_params *w = &m->w;
     int R = n_rows, d = cf->dim, hd = cf->head_dim, nh = cf->n_heads, nkv = cf->n_kv_heads;
     int qd = nh * hd, kvd = nkv * hd, hid = cf->hidden_dim;
     float eps = cf->norm_eps;
     assert(R >= 0 && R <= s->max_rows && c->kv_dim == kvd && c->n_layers == cf->n_layers);
-    if (R == 0) return;
+    if (R == 0) return 0;
 
     for (int r = 0; r < R; r++) {
         assert(token[r] >= 0 && token[r] < cf->vocab_size);
@@ -185,12 +186,17 @@ void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, cons
         residual_add(s->x, s->proj, (size_t)R * d);
     }
 
-    /* Final norm and LM head only for the rows that want logits. */
+    /* The final norm only for the rows wanted. */
     int n_want = 0;
     for (int r = 0; r < R; r++)
-        if (!want_logits || want_logits[r])
-            memcpy(s->xn + (size_t)n_want++ * d, s->x + (size_t)r * d, (size_t)d * sizeof(float));
-    if (!n_want) return;
-    rmsnorm_forward(s->xn, NULL, s->xn, w->out_norm, n_want, d, eps);
-    matmul_forward(logits, s->xn, w->lm_head, NULL, n_want, d, cf->vocab_size);
+        if (!want || want[r]) memcpy(hidden + (size_t)n_want++ * d, s->x + (size_t)r * d, (size_t)d * sizeof(float));
+    if (n_want) rmsnorm_forward(hidden, NULL, hidden, w->out_norm, n_want, d, eps);
+    return n_want;
+}
+
+void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, const int *pos,
+                   const int32_t *token, const bool *want_logits, float *logits, model_scratch *s) {
+    assert(m->w.lm_head);
+    int n = model_forward_hidden(m, c, n_rows, seq, pos, token, want_logits, s->xn, s);
+    if (n) matmul_forward(logits, s->xn, m->w.lm_head, NULL, n, m->cfg.dim, m->cfg.vocab_size);
 }

@@ -1,5 +1,5 @@
-/* The per-run state of the forward pass: the KV cache and the scratch
- * activations, each allocated once. */
+/* The per-run state of the forward pass: the KV cache, the scratch
+ * activations and the rows' arguments, each allocated once. */
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -63,6 +63,23 @@ void kv_cache_free(kv_cache *c) {
     free(c->k);
     free(c->v);
     memset(c, 0, sizeof *c);
+}
+
+void model_rows_reserve(model_rows *r, size_t n) {
+    if (n <= r->cap) return;
+    r->cap = n;
+    r->seq = xrealloc(r->seq, n * sizeof *r->seq);
+    r->pos = xrealloc(r->pos, n * sizeof *r->pos);
+    r->tok = xrealloc(r->tok, n * sizeof *r->tok);
+    r->want = xrealloc(r->want, n * sizeof *r->want);
+}
+
+void model_rows_free(model_rows *r) {
+    free(r->seq);
+    free(r->pos);
+    free(r->tok);
+    free(r->want);
+    memset(r, 0, sizeof *r);
 }
 
 static size_t attn_stride(const model_config *cfg, int max_len) {

@@ -101,10 +101,20 @@ static int load_tensors(model *m, const shard_set *s, const char *dir, gerr *e) 
     return rc;
 }
 
+/* A classifier whose config says no label count has as many as score.weight has rows. */
+static int labels_from_score(model *m, const shard_set *s, const char *dir, gerr *e) {
+    const st_file *f = NULL;
+    const st_tensor *t = find(s, "score.weight", &f);
+    if (!t) return gerr_set(e, EX_DATAERR, "%s: tensor score.weight is missing", dir);
+    if (t->ndim != 2 || t->shape[0] < 1 || t->shape[0] > 1 << 20)
+        return gerr_set(e, EX_DATAERR, "%s: tensor score.weight: expected [num_labels, %d]", f->name, m->cfg.dim);
+    m->cfg.num_labels = (int)t->shape[0];
+    return 0;
+}
+
 int model_load_hf(model *m, const char *dir, gerr *e) {
     int rc = config_load_hf(&m->cfg, dir, e);
     if (rc) return rc;
-    if ((rc = model_alloc(m, e))) return rc;
     shard_set *s = xcalloc(1, sizeof *s);
     char index_path[4096];
     snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
@@ -114,6 +124,8 @@ int model_load_hf(model *m, const char *dir, gerr *e) {
     else if (e2.code != EX_NOINPUT) rc = gerr_set(e, e2.code, "%s", e2.msg);
     else rc = shard_open(s, dir, "model.safetensors", e);
     free(index);
+    if (!rc && m->cfg.seq_cls && m->cfg.num_labels == 0) rc = labels_from_score(m, s, dir, e);
+    if (!rc) rc = model_alloc(m, e);
     if (!rc) rc = load_tensors(m, s, dir, e);
     shards_close(s);
     free(s);

@@ -10,7 +10,7 @@
 
 static const char *const param_names[MODEL_N_PARAMS] = {
     "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
-    "ffn_norm", "w_gate", "w_up", "w_down", "out_norm", "lm_head"};
+    "ffn_norm", "w_gate", "w_up", "w_down", "out_norm", "lm_head", "score"};
 
 const char *model_param_name(int i) {
     return i >= 0 && i < MODEL_N_PARAMS ? param_names[i] : "?";
@@ -36,10 +36,13 @@ static void param_sizes(const model_config *c, size_t s[MODEL_N_PARAMS]) {
     s[P_W_UP] = L * h * d;
     s[P_W_DOWN] = L * d * h;
     s[P_OUT_NORM] = d;
-    s[P_LM_HEAD] = c->tied_embeddings ? 0 : V * d;
+    s[P_LM_HEAD] = c->tied_embeddings || c->seq_cls ? 0 : V * d;
+    s[P_SCORE] = c->seq_cls ? (size_t)c->num_labels * d : 0;
 }
 
 int model_alloc(model *m, gerr *e) {
+    if (m->cfg.seq_cls && m->cfg.num_labels <= 0)
+        return gerr_set(e, EX_DATAERR, "%s: the number of labels is not known", m->cfg.architecture);
     param_sizes(&m->cfg, m->param_sizes);
     m->n_params = 0;
     for (int i = 0; i < MODEL_N_PARAMS; i++) m->n_params += m->param_sizes[i];
@@ -52,7 +55,7 @@ int model_alloc(model *m, gerr *e) {
         m->w.t[i] = m->param_sizes[i] ? p : NULL;
         p += m->param_sizes[i];
     }
-    if (m->cfg.tied_embeddings) m->w.lm_head = m->w.tok_embd;
+    if (m->cfg.tied_embeddings && !m->cfg.seq_cls) m->w.lm_head = m->w.tok_embd;
     model_init_rope(m);
     return 0;
 }
@@ -73,13 +76,37 @@ static int load_merged_adapter(model *m, const char *path, gerr *e) {
     return 0;
 }
 
-int model_load(model *m, const char *path, gerr *e) {
+/* Either kind of model; the callers check the kind they want. */
+static int load_any(model *m, const char *path, gerr *e) {
     memset(m, 0, sizeof *m);
     struct stat st;
     if (stat(path, &st)) return gerr_set(e, EX_NOINPUT, "%s: no such file or directory", path);
     if (S_ISDIR(st.st_mode) && lora_is_adapter_dir(path)) return load_merged_adapter(m, path, e);
     int rc = S_ISDIR(st.st_mode) ? model_load_hf(m, path, e) : model_load_gguf(m, path, e);
     if (rc) model_free(m);
+    return rc;
+}
+
+int model_load(model *m, const char *path, gerr *e) {
+    int rc = load_any(m, path, e);
+    if (rc || !m->cfg.seq_cls) return rc;
+    rc = gerr_set(e, EX_DATAERR, "%s: architecture \"%s\" is a sequence classifier (a reward model), not a causal LM",
+                  path, m->cfg.architecture);
+    model_free(m);
+    return rc;
+}
+
+int model_load_classifier(model *m, const char *path, gerr *e) {
+    memset(m, 0, sizeof *m);
+    if (lora_is_adapter_dir(path))
+        return gerr_set(e, EX_DATAERR, "%s: an adapter directory; a reward model must be a full checkpoint", path);
+    int rc = load_any(m, path, e);
+    if (rc || m->cfg.seq_cls) return rc;
+    rc = gerr_set(e, EX_DATAERR,
+                  "%s: architecture \"%s\" is not a sequence classifier (a reward model is a "
+                  "LlamaForSequenceClassification, Qwen2ForSequenceClassification or Qwen3ForSequenceClassification)",
+                  path, m->cfg.architecture);
+    model_free(m);
     return rc;
 }
 
@@ -109,6 +136,7 @@ static const struct {
     [P_W_DOWN] = {"model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight"},
     [P_OUT_NORM] = {"model.norm.weight", "output_norm.weight"},
     [P_LM_HEAD] = {"lm_head.weight", "output.weight"},
+    [P_SCORE] = {"score.weight", "cls.output.weight"},
 };
 
 size_t model_tensor_list(const model *m, model_tensor_ref *out) {
@@ -120,11 +148,11 @@ size_t model_tensor_list(const model *m, model_tensor_ref *out) {
         [P_WV] = {kvd, d}, [P_BQ] = {qd, 0}, [P_BK] = {kvd, 0}, [P_BV] = {kvd, 0},
         [P_Q_NORM] = {hd, 0}, [P_K_NORM] = {hd, 0}, [P_WO] = {d, qd}, [P_FFN_NORM] = {d, 0},
         [P_W_GATE] = {h, d}, [P_W_UP] = {h, d}, [P_W_DOWN] = {d, h}, [P_OUT_NORM] = {d, 0},
-        [P_LM_HEAD] = {V, d}};
+        [P_LM_HEAD] = {V, d}, [P_SCORE] = {c->num_labels, d}};
     size_t n = 0;
     for (int p = 0; p < MODEL_N_PARAMS; p++) {
         if (!m->param_sizes[p]) continue;
-        bool global = p == P_TOK_EMBD || p == P_OUT_NORM || p == P_LM_HEAD;
+        bool global = p == P_TOK_EMBD || p == P_OUT_NORM || p == P_LM_HEAD || p == P_SCORE;
         int n_layers = global ? 1 : c->n_layers;
         size_t per = m->param_sizes[p] / (size_t)n_layers;
         for (int l = 0; l < n_layers; l++, n++) {

@@ -18,7 +18,7 @@
 /* Parameter tensors, in the order they sit in the buffer. */
 enum {
     P_TOK_EMBD, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_BQ, P_BK, P_BV, P_Q_NORM, P_K_NORM, P_WO,
-    P_FFN_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_OUT_NORM, P_LM_HEAD, MODEL_N_PARAMS
+    P_FFN_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_OUT_NORM, P_LM_HEAD, P_SCORE, MODEL_N_PARAMS
 };
 
 /* L = n_layers, q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
@@ -41,7 +41,8 @@ typedef union {
         float *w_up;       /* [L, hidden, dim] */
         float *w_down;     /* [L, dim, hidden] */
         float *out_norm;   /* [dim] */
-        float *lm_head;    /* [vocab, dim]; points at tok_embd when tied */
+        float *lm_head;    /* [vocab, dim]; points at tok_embd when tied; NULL in a classifier */
+        float *score;      /* [num_labels, dim]; classifiers only */
     };
     float *t[MODEL_N_PARAMS];
 } model_params;
@@ -55,14 +56,19 @@ typedef struct {
     float inv_freq[512]; /* RoPE frequencies [head_dim/2], scaling applied */
 } model;
 
-/* Loads an HF directory (config.json, model.safetensors or a sharded
- * model.safetensors.index.json, generation_config.json), a PEFT adapter
- * directory (its base, lora.h's lora_adapter_base_path, with the adapter
- * merged in) or a .gguf file.
+/* Loads a causal LM: an HF directory (config.json, model.safetensors or a
+ * sharded model.safetensors.index.json, generation_config.json), a PEFT
+ * adapter directory (its base, lora.h's lora_adapter_base_path, with the
+ * adapter merged in) or a .gguf file.
  * Errors: EX_NOINPUT missing, EX_DATAERR malformed or unsupported (naming the
- * architecture, dtype, quant type or tensor), EX_IOERR unreadable. On error
- * m holds nothing to free. */
+ * architecture, dtype, quant type or tensor; a sequence classifier is one),
+ * EX_IOERR unreadable. On error m holds nothing to free. */
 int model_load(model *m, const char *path, gerr *e);
+/* Loads a sequence classifier (a reward model): an HF directory of a
+ * *ForSequenceClassification, with score.weight and no lm_head. Anything
+ * else (a causal LM, a GGUF file, an adapter) is EX_DATAERR naming its
+ * architecture. */
+int model_load_classifier(model *m, const char *path, gerr *e);
 void model_free(model *m);
 
 /* Sizes every parameter tensor from m->cfg and allocates the one buffer
@@ -90,6 +96,20 @@ void kv_cache_copy_prefix(kv_cache *c, int dst_seq, int src_seq, int n_positions
  * (no-op when already that long). On error c is unchanged. */
 int kv_cache_grow(kv_cache *c, const model_config *cfg, int max_len, gerr *e);
 void kv_cache_free(kv_cache *c);
+
+/* ---- rows -------------------------------------------------------------------
+ * The per-row arguments of one forward call (model_forward's seq, pos,
+ * token, want), kept by a caller across calls and grown as needed. */
+typedef struct {
+    int *seq, *pos;
+    int32_t *tok;
+    bool *want;
+    size_t cap;
+} model_rows;
+
+/* Room for at least n rows (contents kept). */
+void model_rows_reserve(model_rows *r, size_t n);
+void model_rows_free(model_rows *r);
 
 /* ---- scratch ----------------------------------------------------------------
  * Activations of one forward call over at most max_rows rows, allocated once,
@@ -129,9 +149,16 @@ void model_scratch_free(model_scratch *s);
  * For the rows with want_logits[i] (all rows when want_logits is NULL),
  * logits[vocab] are written one after the other in row order.
  * Preconditions (asserted): 0 <= token < vocab, 0 <= seq < c->n_seqs,
- * 0 <= pos < min(c->max_len, s->max_len). */
+ * 0 <= pos < min(c->max_len, s->max_len); the model has an LM head. */
 void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, const int *pos,
                    const int32_t *token, const bool *want_logits, float *logits, model_scratch *s);
+/* The decoder without a head, as model_forward: for the rows with want[i]
+ * (all when NULL) the final-normed hidden state, hidden[dim] one after the
+ * other in row order (what a head multiplies: model_forward is this and the
+ * LM head, a classifier's value is this and score). hidden may be s->xn.
+ * Returns the number of rows written. */
+int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq, const int *pos,
+                         const int32_t *token, const bool *want, float *hidden, model_scratch *s);
 
 /* ---- tensor names -------------------------------------------------------------
  * Every tensor of the model with its Hugging Face and GGUF names, its HF

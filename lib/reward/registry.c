@@ -51,6 +51,9 @@ const reward_fn_def reward_fn_defs[] = {
     {"judge", "an LLM judge over an OpenAI-compatible chat-completions endpoint: a template filled from the "
               "record, the score parsed from the reply, answers cached in SQLite across runs",
      reward_open_judge},
+    {"rm", "a reward model (--rm-model: an HF *ForSequenceClassification directory) scores the record's messages "
+           "with the completion as the assistant's turn, in its own chat template; its one logit at the last token",
+     reward_open_rm},
 };
 const size_t reward_n_fn_defs = sizeof reward_fn_defs / sizeof reward_fn_defs[0];
 

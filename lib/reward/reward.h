@@ -90,6 +90,7 @@ typedef struct {
     const char *rm_model;
     long long rm_batch;
     long long threads;
+    const char *rm_chat_template; /* "auto" (the reward model's own; NULL = auto) | "chatml" | "llama3" | "raw" */
 } reward_params;
 
 reward_params reward_default_params(void);

@@ -58,23 +58,10 @@ typedef struct {
     int fifo_cap, fifo_head, n_fifo;
     prompt_slot **spare; /* finished prompt slots kept for reuse */
     int n_spare;
-    /* one forward call's rows */
-    int *row_seq, *row_pos;
-    int32_t *row_tok;
-    bool *row_want;
-    int rows_cap;
+    model_rows rows; /* one forward call's */
     long long tokens_made, skipped;
     gerr first_skip;
 } rollout;
-
-static void ensure_rows(rollout *r, int n) {
-    if (n <= r->rows_cap) return;
-    r->rows_cap = n;
-    r->row_seq = xrealloc(r->row_seq, (size_t)n * sizeof *r->row_seq);
-    r->row_pos = xrealloc(r->row_pos, (size_t)n * sizeof *r->row_pos);
-    r->row_tok = xrealloc(r->row_tok, (size_t)n * sizeof *r->row_tok);
-    r->row_want = xrealloc(r->row_want, (size_t)n * sizeof *r->row_want);
-}
 
 /* The prompt's token ids: its prompt_tokens, or its messages rendered with
  * the chat template and encoded. */
@@ -173,7 +160,7 @@ static int ensure_capacity(rollout *r, int len, gerr *e) {
         if (rc) return rc;
         r->scratch_ready = true;
     }
-    ensure_rows(r, rows);
+    model_rows_reserve(&r->rows, (size_t)rows);
     return 0;
 }
 
@@ -247,12 +234,12 @@ static int admit(rollout *r, prompt_slot *p, gerr *e) {
     for (int i = 0, k = 0; i < r->n_slots && k < K; i++)
         if (!r->slot_seq[i]) slots[k++] = i;
     for (int i = 0; i < len; i++) {
-        r->row_seq[i] = slots[0];
-        r->row_pos[i] = i;
-        r->row_tok[i] = p->tokens[i];
-        r->row_want[i] = i == len - 1;
+        r->rows.seq[i] = slots[0];
+        r->rows.pos[i] = i;
+        r->rows.tok[i] = p->tokens[i];
+        r->rows.want[i] = i == len - 1;
     }
-    model_forward(&r->m, &r->cache, len, r->row_seq, r->row_pos, r->row_tok, r->row_want, r->logits, &r->scratch);
+    model_forward(&r->m, &r->cache, len, r->rows.seq, r->rows.pos, r->rows.tok, r->rows.want, r->logits, &r->scratch);
     fifo_push(r, p);
     p->n_done = 0;
     for (int k = 0; k < K; k++) {
@@ -271,14 +258,14 @@ static void decode_step(rollout *r) {
     for (int i = 0; i < r->n_slots; i++) {
         rollout_seq *s = r->slot_seq[i];
         if (!s) continue;
-        r->row_seq[rows] = i;
-        r->row_pos[rows] = s->pos - 1;
-        r->row_tok[rows] = s->tokens[s->n - 1];
+        r->rows.seq[rows] = i;
+        r->rows.pos[rows] = s->pos - 1;
+        r->rows.tok[rows] = s->tokens[s->n - 1];
         rows++;
     }
     if (!rows) return;
-    model_forward(&r->m, &r->cache, rows, r->row_seq, r->row_pos, r->row_tok, NULL, r->logits, &r->scratch);
-    for (int j = 0; j < rows; j++) advance(r, r->row_seq[j], r->logits + (size_t)j * r->m.cfg.vocab_size);
+    model_forward(&r->m, &r->cache, rows, r->rows.seq, r->rows.pos, r->rows.tok, NULL, r->logits, &r->scratch);
+    for (int j = 0; j < rows; j++) advance(r, r->rows.seq[j], r->logits + (size_t)j * r->m.cfg.vocab_size);
 }
 
 /* Writes the prompts at the front whose samples are all done, in input order. */
@@ -338,10 +325,7 @@ static void teardown(rollout *r) {
     free(r->slot_seq);
     free(r->slot_prompt);
     free(r->logits);
-    free(r->row_seq);
-    free(r->row_pos);
-    free(r->row_tok);
-    free(r->row_want);
+    model_rows_free(&r->rows);
     free(r->policy);
     if (r->smp.prob) sampler_free(&r->smp);
     if (r->cache_ready) kv_cache_free(&r->cache);

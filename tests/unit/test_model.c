@@ -356,6 +356,55 @@ static void test_config(void) {
     CHECK(strstr(e.msg, "hidden_size") != NULL);
 }
 
+static void test_config_classifier(void) {
+    model_config c;
+    gerr e = {0};
+    const char *fmt = "{\"architectures\": [\"%s\"], \"hidden_size\": 64, \"intermediate_size\": 96,"
+                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100%s}";
+    char buf[1024];
+    TEST("config.json: *ForSequenceClassification is the family's decoder with a score head");
+    const char *classes[] = {"LlamaForSequenceClassification", "MistralForSequenceClassification",
+                             "Qwen2ForSequenceClassification", "Qwen3ForSequenceClassification"};
+    const model_arch archs[] = {ARCH_LLAMA, ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3};
+    for (int i = 0; i < 4; i++) {
+        snprintf(buf, sizeof buf, fmt, classes[i], ", \"num_labels\": 1");
+        CHECK_EQ_INT(parse(&c, buf, &e), 0);
+        CHECK(c.seq_cls && c.arch == archs[i] && c.num_labels == 1 && c.pad_id == -1);
+        CHECK_EQ_STR(c.architecture, classes[i]);
+    }
+    CHECK(c.qk_norm);
+    snprintf(buf, sizeof buf, fmt, "Qwen2ForCausalLM", ", \"num_labels\": 3, \"pad_token_id\": 7");
+    CHECK_EQ_INT(parse(&c, buf, &e), 0);
+    CHECK(!c.seq_cls && c.num_labels == 0 && c.pad_id == -1 && c.qkv_bias);
+    CHECK_EQ_STR(c.architecture, "Qwen2ForCausalLM");
+
+    TEST("config.json: num_labels from id2label (winning, as in transformers), num_labels, or left to the weights");
+    snprintf(buf, sizeof buf, fmt, "LlamaForSequenceClassification",
+             ", \"num_labels\": 5, \"id2label\": {\"0\": \"bad\", \"1\": \"good\"}, \"pad_token_id\": 9");
+    CHECK_EQ_INT(parse(&c, buf, &e), 0);
+    CHECK_EQ_INT(c.num_labels, 2);
+    CHECK_EQ_INT(c.pad_id, 9);
+    snprintf(buf, sizeof buf, fmt, "LlamaForSequenceClassification", ", \"num_labels\": 4, \"pad_token_id\": null");
+    CHECK_EQ_INT(parse(&c, buf, &e), 0);
+    CHECK(c.num_labels == 4 && c.pad_id == -1);
+    snprintf(buf, sizeof buf, fmt, "Qwen3ForSequenceClassification", "");
+    CHECK_EQ_INT(parse(&c, buf, &e), 0);
+    CHECK(c.seq_cls && c.num_labels == 0);
+
+    TEST("config.json: other heads, bad num_labels and pad_token_id are data errors naming them");
+    snprintf(buf, sizeof buf, fmt, "LlamaForTokenClassification", "");
+    CHECK_EQ_INT(parse(&c, buf, &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "unsupported architecture \"LlamaForTokenClassification\"") != NULL);
+    snprintf(buf, sizeof buf, fmt, "Qwen2MoeForSequenceClassification", "");
+    CHECK_EQ_INT(parse(&c, buf, &e), EX_DATAERR);
+    snprintf(buf, sizeof buf, fmt, "LlamaForSequenceClassification", ", \"num_labels\": 0");
+    CHECK_EQ_INT(parse(&c, buf, &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "num_labels") != NULL);
+    snprintf(buf, sizeof buf, fmt, "LlamaForSequenceClassification", ", \"pad_token_id\": -1");
+    CHECK_EQ_INT(parse(&c, buf, &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "pad_token_id") != NULL);
+}
+
 static void test_config_dir(void) {
     TEST("config_load_hf: generation_config.json's eos list replaces config.json's");
     char dir[] = "/tmp/grpo-test-model-XXXXXX", path[256];
@@ -398,14 +447,26 @@ static void test_config_dir(void) {
     CHECK_EQ_INT(model_load(&m, "/nonexistent/model.gguf", &e), EX_NOINPUT);
 }
 
+static void fill_random(model *m, uint64_t st) {
+    for (size_t i = 0; i < m->n_params; i++) { /* xorshift: uniform in [-0.5, 0.5) */
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        m->params_memory[i] = (float)((st >> 11) * 0x1.0p-53 - 0.5);
+    }
+}
+
+static model_config tiny_config(model_arch arch, bool tied) {
+    return (model_config){.arch = arch, .dim = 32, .hidden_dim = 48, .n_layers = 2, .n_heads = 4,
+                          .n_kv_heads = 2, .head_dim = arch == ARCH_QWEN3 ? 12 : 8, .vocab_size = 50,
+                          .max_seq_len = 64, .rope_theta = 10000, .norm_eps = 1e-5f, .tied_embeddings = tied,
+                          .qkv_bias = arch == ARCH_QWEN2, .qk_norm = arch == ARCH_QWEN3, .bos_id = -1,
+                          .pad_id = -1};
+}
+
 /* A tiny random model built in memory: the three cache paths must agree. */
 static void test_forward_paths(model_arch arch, bool tied) {
     model m;
     memset(&m, 0, sizeof m);
-    m.cfg = (model_config){.arch = arch, .dim = 32, .hidden_dim = 48, .n_layers = 2, .n_heads = 4,
-                           .n_kv_heads = 2, .head_dim = arch == ARCH_QWEN3 ? 12 : 8, .vocab_size = 50,
-                           .max_seq_len = 64, .rope_theta = 10000, .norm_eps = 1e-5f, .tied_embeddings = tied,
-                           .qkv_bias = arch == ARCH_QWEN2, .qk_norm = arch == ARCH_QWEN3, .bos_id = -1};
+    m.cfg = tiny_config(arch, tied);
     gerr e = {0};
     static char names[3][64]; /* TEST keeps the pointer until the next test */
     char *name = names[arch];
@@ -416,11 +477,7 @@ static void test_forward_paths(model_arch arch, bool tied) {
         CHECK(0);
         return;
     }
-    uint64_t st = 88172645463325252ULL + arch;
-    for (size_t i = 0; i < m.n_params; i++) { /* xorshift: uniform in [-0.5, 0.5) */
-        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-        m.params_memory[i] = (float)((st >> 11) * 0x1.0p-53 - 0.5);
-    }
+    fill_random(&m, 88172645463325252ULL + arch);
     int32_t tok[13];
     for (int i = 0; i < 13; i++) tok[i] = (i * 17 + 3) % 50;
     float *out = malloc(13 * 50 * sizeof *out);
@@ -433,6 +490,99 @@ static void test_forward_paths(model_arch arch, bool tied) {
     for (int i = 0; i < 13 * 50; i++) finite = finite && isfinite(out[i]);
     CHECK(finite);
     free(out);
+    model_free(&m);
+}
+
+/* model_forward is model_forward_hidden and the LM head: the hidden states of
+ * the wanted rows, multiplied by lm_head here in double, give its logits. */
+static void test_forward_hidden(void) {
+    TEST("model_forward_hidden: the wanted rows' final-normed states; times lm_head they are model_forward's logits");
+    model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = tiny_config(ARCH_QWEN2, false);
+    gerr e = {0};
+    if (model_alloc(&m, &e)) {
+        CHECK(0);
+        return;
+    }
+    fill_random(&m, 0x9E3779B97F4A7C15ULL);
+    enum { T = 11, V = 50, D = 32 };
+    int32_t tok[2 * T];
+    int seq[2 * T], pos[2 * T];
+    bool want[2 * T];
+    for (int i = 0; i < 2 * T; i++) /* two sequences packed in one call, as the rm reward does */
+        tok[i] = (i * 13 + 5) % V, seq[i] = i / T, pos[i] = i % T, want[i] = i % 3 == 1;
+    kv_cache c;
+    model_scratch s;
+    CHECK_EQ_INT(kv_cache_init(&c, &m.cfg, 2, T, &e), 0);
+    CHECK_EQ_INT(model_scratch_init(&s, &m.cfg, 2 * T, T, &e), 0);
+    float logits[2 * T * V], hidden[2 * T * D], all[2 * T * D];
+    model_forward(&m, &c, 2 * T, seq, pos, tok, want, logits, &s);
+    int n = model_forward_hidden(&m, &c, 2 * T, seq, pos, tok, want, hidden, &s);
+    CHECK_EQ_INT(n, 7);
+    CHECK_EQ_INT(model_forward_hidden(&m, &c, 2 * T, seq, pos, tok, NULL, all, &s), 2 * T);
+    double worst = 0, rms_err = 0, biggest = 0;
+    for (int r = 0, k = 0; r < 2 * T; r++) {
+        if (!want[r]) continue;
+        /* the wanted rows come in row order, equal to the same rows of the all-rows call */
+        rms_err = fmax(rms_err, max_abs_diff(hidden + (size_t)k * D, all + (size_t)r * D, D));
+        /* RMSNorm with weight out_norm: mean((h / w)^2) is 1 (up to eps) */
+        double ms = 0;
+        for (int j = 0; j < D; j++) ms += pow(hidden[k * D + j] / m.w.out_norm[j], 2);
+        CHECK_NEAR(ms / D, 1.0, 1e-3);
+        for (int v = 0; v < V; v++) {
+            double dot = 0;
+            for (int j = 0; j < D; j++) dot += (double)hidden[k * D + j] * m.w.lm_head[(size_t)v * D + j];
+            worst = fmax(worst, fabs(dot - logits[k * V + v]));
+            biggest = fmax(biggest, fabs(dot));
+        }
+        k++;
+    }
+    CHECK(rms_err == 0);
+    CHECK(worst <= 1e-5);
+    CHECK(biggest > 0.1); /* not a test on zeros */
+    model_scratch_free(&s);
+    kv_cache_free(&c);
+    model_free(&m);
+}
+
+static void test_classifier_layout(void) {
+    TEST("a classifier's buffer: score [num_labels, dim] and no LM head, even with tied embeddings");
+    model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = tiny_config(ARCH_LLAMA, true);
+    m.cfg.seq_cls = true;
+    gerr e = {0};
+    CHECK_EQ_INT(model_alloc(&m, &e), EX_DATAERR); /* num_labels unknown */
+    m.cfg.num_labels = 3;
+    if (model_alloc(&m, &e)) {
+        CHECK(0);
+        return;
+    }
+    CHECK(m.w.lm_head == NULL && m.w.score != NULL);
+    CHECK_EQ_INT((int)m.param_sizes[P_SCORE], 3 * 32);
+    CHECK_EQ_INT((int)m.param_sizes[P_LM_HEAD], 0);
+    CHECK(m.w.score + 3 * 32 == m.params_memory + m.n_params); /* last in the one buffer */
+    size_t n = model_tensor_list(&m, NULL);
+    model_tensor_ref *refs = calloc(n, sizeof *refs);
+    CHECK(refs != NULL);
+    model_tensor_list(&m, refs);
+    int n_score = 0, n_head = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(refs[i].hf, "score.weight")) {
+            n_score++;
+            CHECK(refs[i].rows == 3 && refs[i].cols == 32 && refs[i].dst == m.w.score && refs[i].layer == -1);
+        }
+        n_head += !strcmp(refs[i].hf, "lm_head.weight");
+    }
+    CHECK(n_score == 1 && n_head == 0);
+    free(refs);
+    model_free(&m);
+
+    TEST("a causal LM's buffer has no score tensor");
+    m.cfg = tiny_config(ARCH_LLAMA, false);
+    CHECK_EQ_INT(model_alloc(&m, &e), 0);
+    CHECK(m.w.score == NULL && m.param_sizes[P_SCORE] == 0 && m.w.lm_head != NULL);
     model_free(&m);
 }
 
@@ -473,10 +623,13 @@ int main(void) {
     test_ops();
     test_permute();
     test_config();
+    test_config_classifier();
     test_config_dir();
     test_forward_paths(ARCH_LLAMA, false);
     test_forward_paths(ARCH_QWEN2, true);
     test_forward_paths(ARCH_QWEN3, false);
     test_kv_grow();
+    test_forward_hidden();
+    test_classifier_layout();
     return check_done();
 }

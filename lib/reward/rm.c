@@ -1,0 +1,240 @@
+/* The `rm` reward: a reward model, a Hugging Face sequence classifier
+ * (LlamaForSequenceClassification, Qwen2ForSequenceClassification,
+ * Qwen3ForSequenceClassification) run on the CPU by lib/model.
+ *
+ * What it scores, as TRL and transformers do for a reward model: the
+ * record's `messages` with the completion appended as the assistant's turn,
+ * rendered with the REWARD MODEL's chat template (no generation prompt) and
+ * encoded with the reward model's tokenizer (special tokens in the text
+ * matched, none added: apply_chat_template(tokenize=True)). The value is the
+ * score head applied to the final-normed hidden state of the last token that
+ * is not the config's pad_token_id (the last token when there is none), as
+ * transformers' *ForSequenceClassification reads it. Only num_labels 1 is
+ * taken: a head of several labels has no single reward.
+ *
+ * rm_batch sequences go through the model in one forward call, packed
+ * without padding (each its own KV-cache slot), so memory grows with
+ * rm_batch times their length. A conversation longer than the model's
+ * context is an error naming the record, never silently cut. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../chat/chat.h"
+#include "../model/blas.h"
+#include "../model/model.h"
+#include "../tok/model_text.h"
+#include "../util/progress.h"
+#include "reward.h"
+
+typedef struct {
+    int32_t *ids;
+    size_t n;
+} rm_seq;
+
+typedef struct {
+    const char *path;
+    model m;
+    model_text mt;
+    chat_template tmpl;
+    int batch;
+    kv_cache cache;
+    model_scratch scratch;
+    bool cache_ready, scratch_ready;
+    model_rows rows; /* one forward call's */
+    float *hidden; /* [batch, dim] */
+    rm_seq *seqs;  /* [batch] */
+    long long sequences, tokens;
+    double seconds;
+} rm_fn;
+
+/* The token ids the reward model reads for one record. */
+static int tokens_of(const rm_fn *r, const reward_item *it, rm_seq *out, gerr *e) {
+    const record *rec = it->rec;
+    out->n = 0;
+    cJSON *messages = NULL;
+    int rc = record_get_json(rec, "messages", false, &messages, e);
+    if (rc) return rc;
+    if (!cJSON_IsArray(messages)) {
+        cJSON_Delete(messages);
+        return record_field_error(rec, "messages", "an array of {role, content} messages", e);
+    }
+    if (memchr(it->completion, 0, it->completion_len)) {
+        cJSON_Delete(messages);
+        return gerr_at(e, EX_DATAERR, rec->file, rec->line,
+                       "field \"completion\": contains a NUL character, which a chat template cannot carry");
+    }
+    char *content = xstrndup(it->completion, it->completion_len);
+    cJSON *turn = cJSON_CreateObject();
+    if (!turn || !cJSON_AddStringToObject(turn, "role", "assistant") ||
+        !cJSON_AddStringToObject(turn, "content", content) || !cJSON_AddItemToArray(messages, turn))
+        die(EX_SOFTWARE, "out of memory");
+    free(content);
+    strbuf text = {0};
+    rc = chat_render(&r->tmpl, messages, false, &text, e);
+    cJSON_Delete(messages);
+    if (rc) {
+        sb_free(&text);
+        return gerr_at(e, rc, rec->file, rec->line, "%s", e->msg);
+    }
+    free(out->ids);
+    out->ids = NULL;
+    rc = tok_encode(r->mt.tok, text.data ? text.data : "", text.len, true, &out->ids, &out->n, e);
+    sb_free(&text);
+    if (rc) return gerr_at(e, rc, rec->file, rec->line, "field \"messages\": %s", e->msg);
+    /* the hidden state at position i depends on tokens 0..i only, so reading
+     * the last non-pad token is reading the sequence without its trailing pads
+     * (all pads: transformers reads position 0) */
+    while (out->n > 1 && out->ids[out->n - 1] == r->m.cfg.pad_id) out->n--;
+    if (out->n == 0)
+        return gerr_at(e, EX_DATAERR, rec->file, rec->line,
+                       "field \"completion\": the conversation and completion render to no tokens");
+    if (out->n > (size_t)r->m.cfg.max_seq_len)
+        return gerr_at(e, EX_DATAERR, rec->file, rec->line,
+                       "field \"completion\": the conversation with this completion is %zu tokens, longer than the "
+                       "reward model's context of %d",
+                       out->n, r->m.cfg.max_seq_len);
+    return 0;
+}
+
+/* Room for `rows` rows of sequences up to `len` tokens: the cache and the
+ * scratch are remade larger (with headroom, so that growing stays rare). */
+static int ensure_capacity(rm_fn *r, size_t rows, int len, gerr *e) {
+    const model_config *cf = &r->m.cfg;
+    int rc;
+    if (!r->cache_ready || r->cache.max_len < len) {
+        int cap = len + len / 4 < cf->max_seq_len ? len + len / 4 : cf->max_seq_len;
+        if (r->cache_ready) kv_cache_free(&r->cache);
+        r->cache_ready = false;
+        if ((rc = kv_cache_init(&r->cache, cf, r->batch, cap, e))) return rc;
+        r->cache_ready = true;
+    }
+    if (!r->scratch_ready || (size_t)r->scratch.max_rows < rows || r->scratch.max_len < r->cache.max_len) {
+        if (rows > (1u << 30)) return gerr_set(e, EX_USAGE, "--rm-batch: %zu tokens in one forward call", rows);
+        if (r->scratch_ready) model_scratch_free(&r->scratch);
+        r->scratch_ready = false;
+        if ((rc = model_scratch_init(&r->scratch, cf, (int)(rows + rows / 4), r->cache.max_len, e))) return rc;
+        r->scratch_ready = true;
+    }
+    model_rows_reserve(&r->rows, (size_t)r->scratch.max_rows);
+    return 0;
+}
+
+/* The n sequences in r->seqs, packed into one forward call; out[i] = the
+ * score of sequence i, the head's dot product summed in double. */
+static int score_group(rm_fn *r, int n, double *out, gerr *e) {
+    size_t rows = 0;
+    int longest = 0;
+    for (int i = 0; i < n; i++) {
+        rows += r->seqs[i].n;
+        if ((int)r->seqs[i].n > longest) longest = (int)r->seqs[i].n;
+    }
+    int rc = ensure_capacity(r, rows, longest, e);
+    if (rc) return rc;
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t t = 0; t < r->seqs[i].n; t++, k++) {
+            r->rows.seq[k] = i;
+            r->rows.pos[k] = (int)t;
+            r->rows.tok[k] = r->seqs[i].ids[t];
+            r->rows.want[k] = t + 1 == r->seqs[i].n;
+        }
+    int got = model_forward_hidden(&r->m, &r->cache, (int)rows, r->rows.seq, r->rows.pos, r->rows.tok, r->rows.want,
+                                   r->hidden, &r->scratch);
+    if (got != n) return gerr_set(e, EX_SOFTWARE, "rm: %d hidden states for %d sequences", got, n);
+    const int d = r->m.cfg.dim;
+    for (int i = 0; i < n; i++) {
+        const float *h = r->hidden + (size_t)i * d;
+        double v = 0;
+        for (int j = 0; j < d; j++) v += (double)h[j] * r->m.w.score[j];
+        out[i] = v;
+    }
+    r->sequences += n;
+    r->tokens += (long long)rows;
+    return 0;
+}
+
+static int rm_score(void *self, const reward_item *items, size_t n, double *out, gerr *e) {
+    rm_fn *r = self;
+    double t0 = now_seconds();
+    int rc = 0;
+    for (size_t i0 = 0; i0 < n && !rc; i0 += (size_t)r->batch) {
+        int m = n - i0 < (size_t)r->batch ? (int)(n - i0) : r->batch;
+        for (int j = 0; j < m && !rc; j++) rc = tokens_of(r, &items[i0 + j], &r->seqs[j], e);
+        if (!rc) rc = score_group(r, m, out + i0, e);
+    }
+    r->seconds += now_seconds() - t0;
+    return rc;
+}
+
+static void rm_stats(void *self, cJSON *obj) {
+    rm_fn *r = self;
+    cJSON *o = cJSON_AddObjectToObject(obj, "rm");
+    if (!o) return;
+    cJSON_AddNumberToObject(o, "sequences", (double)r->sequences);
+    cJSON_AddNumberToObject(o, "tokens", (double)r->tokens);
+    cJSON_AddNumberToObject(o, "seconds", r->seconds);
+}
+
+static void rm_close(void *self) {
+    rm_fn *r = self;
+    if (!r) return;
+    if (r->seqs)
+        for (int i = 0; i < r->batch; i++) free(r->seqs[i].ids);
+    free(r->seqs);
+    free(r->hidden);
+    model_rows_free(&r->rows);
+    if (r->cache_ready) kv_cache_free(&r->cache);
+    if (r->scratch_ready) model_scratch_free(&r->scratch);
+    chat_template_free(&r->tmpl);
+    model_text_free(&r->mt);
+    model_free(&r->m);
+    free(r);
+}
+
+/* The reward model's chat template; its absence or an unknown one names
+ * grpo-reward's flag rather than the other tools'. */
+static int open_template(rm_fn *r, const char *choice, gerr *e) {
+    if (!choice) choice = "auto";
+    int rc = model_text_template(&r->mt, choice, &r->tmpl, e);
+    if (!rc || strcmp(choice, "auto")) return rc;
+    return gerr_set(e, rc, "%s: the reward model's chat template is %s; choose one with --rm-chat-template "
+                           "chatml|llama3|raw",
+                    r->mt.template_source, r->mt.chat_template ? "not recognised (neither ChatML nor Llama 3)"
+                                                               : "missing");
+}
+
+static int open_model(rm_fn *r, const reward_params *p, gerr *e) {
+    int rc = model_load_classifier(&r->m, r->path, e);
+    if (rc) return rc;
+    if (r->m.cfg.num_labels != 1)
+        return gerr_set(e, EX_DATAERR, "%s: num_labels is %d; --fn rm reads a reward model with one label (one score)",
+                        r->path, r->m.cfg.num_labels);
+    if ((rc = model_text_load(r->path, &r->mt, e))) return rc;
+    if (tok_vocab_size(r->mt.tok) > (size_t)r->m.cfg.vocab_size)
+        return gerr_set(e, EX_DATAERR, "%s: the tokenizer has %zu tokens but the model only %d embeddings", r->path,
+                        tok_vocab_size(r->mt.tok), r->m.cfg.vocab_size);
+    return open_template(r, p->rm_chat_template, e);
+}
+
+int reward_open_rm(reward_fn *fn, const reward_params *p, gerr *e) {
+    if (!p->rm_model || !*p->rm_model)
+        return gerr_set(e, EX_USAGE, "--fn rm needs --rm-model M (a reward model's Hugging Face directory)");
+    if (p->rm_batch < 1 || p->rm_batch > 4096)
+        return gerr_set(e, EX_USAGE, "--rm-batch: expected 1 to 4096, got %lld", p->rm_batch);
+    if (p->threads > 0) blas_set_threads((int)p->threads);
+    rm_fn *r = xcalloc(1, sizeof *r);
+    r->path = p->rm_model;
+    r->batch = (int)p->rm_batch;
+    int rc = open_model(r, p, e);
+    if (rc) {
+        rm_close(r);
+        return rc;
+    }
+    r->seqs = xcalloc((size_t)r->batch, sizeof *r->seqs);
+    r->hidden = xmalloc((size_t)r->batch * (size_t)r->m.cfg.dim * sizeof *r->hidden);
+    fn->self = r;
+    fn->score = rm_score;
+    fn->stats = rm_stats;
+    fn->close = rm_close;
+    return 0;
+}
