@@ -6,6 +6,7 @@
 #include "reward/sandbox.h"
 #include "reward/reward.h"
 #include "reward/stage.h"
+#include "model/blas.h"
 #include "util/err.h"
 #include "util/flags.h"
 
@@ -72,6 +73,7 @@ static int cache_main(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "cache")) return cache_main(argc - 1, argv + 1);
+    blas_ensure_fast_kernels(argv); /* the reward model's matrix products */
     reward_params p = reward_default_params();
     reward_stage_options o = reward_stage_default_options();
     string_list fn_specs = {0};
@@ -89,7 +91,7 @@ int main(int argc, char **argv) {
         "cmd", "cmd",
         "judge", "judge", "judge", "judge", "judge", "judge", "judge", "judge", "judge", "judge", "judge",
         "judge", "judge", "judge", "judge", "judge",
-        "rm", "rm",
+        "rm", "rm", "rm",
     };
     const flag_spec flags[] = {
         {"--fn", NULL, FLAG_LIST, &fn_specs, "NAME[:W],...",
@@ -172,6 +174,9 @@ int main(int argc, char **argv) {
          "reward model: HF directory of a LlamaForSequenceClassification / Qwen2ForSequenceClassification", 0, 0,
          NULL},
         {"--rm-batch", NULL, FLAG_INT, &p.rm_batch, "N", "sequences the reward model scores at once", 1, 4096, NULL},
+        {"--rm-chat-template", NULL, FLAG_CHOICE, &p.rm_chat_template, "auto|chatml|llama3|raw",
+         "chat template the reward model's text is rendered with (auto: the reward model's own)", 0, 0,
+         "auto|chatml|llama3|raw"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     _Static_assert(sizeof owner / sizeof owner[0] == sizeof flags / sizeof flags[0], "one owner per flag");

@@ -26,6 +26,7 @@ reward_params reward_default_params(void) {
     p.judge_retries = 6;
     p.judge_max_tokens = 16;
     p.rm_batch = 16;
+    p.rm_chat_template = "auto";
     p.threads = 0;
     return p;
 }
