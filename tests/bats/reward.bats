@@ -152,3 +152,21 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     sleep 0.2
     ! pgrep -f 'sleep 987654'
 }
+
+@test "cmd with a Python reward program, next to a built-in function" {
+    rollouts in.jsonl 6
+    cat > my_reward.py <<'PY'
+import json, sys
+for line in sys.stdin:
+    rec = json.loads(line)
+    words = len(rec["completion"].split())
+    print(json.dumps({"rewards": {"words": words, "short": 1.0 if words < 4 else None}}), flush=True)
+PY
+    grpo-reward --fn length:0.5,cmd:2 --length-unit chars --max-len 8 --cmd "/usr/bin/python3 my_reward.py" \
+        --in in.jsonl --out out.jsonl --quiet
+    jq -e -s 'all(.[]; (.completion | split(" ") | map(select(. != "")) | length) as $w
+        | .rewards.words == $w
+        and .rewards.short == (if $w < 4 then 1 else null end)
+        and (.rewards | keys_unsorted) == ["length", "words", "short"]
+        and .reward == 0.5 * .rewards.length + 2 * ($w + (if $w < 4 then 1 else 0 end)))' out.jsonl
+}
