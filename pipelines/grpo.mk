@@ -1,0 +1,329 @@
+# pipelines/grpo.mk: a whole GRPO run as make targets.
+#
+#   make -f pipelines/grpo.mk RUN=runs/x            train (the default goal: run)
+#   make -f pipelines/grpo.mk RUN=runs/x eval       held-out evaluation (see EVAL_EVERY)
+#   make -f pipelines/grpo.mk RUN=runs/x export     the final checkpoint for other tools
+#
+# RUN/config.mk holds the run's settings (make assignments of the variables
+# below); variables on the command line override it. pipelines/README.md says
+# the same in more words, with the Slurm recipe.
+#
+# Files (NNNN: four digits; step N trains checkpoint N into checkpoint N+1):
+#   RUN/prompts.jsonl                  the prompt set (PROMPTS decompressed, or grpo-prep PREP_FLAGS)
+#   RUN/steps/NNNN/prompts.jsonl       records N*P .. N*P+P-1 of the set, wrapping around
+#   RUN/steps/NNNN/rollouts.jsonl.zst  K completions per prompt from checkpoint N
+#   RUN/steps/NNNN/scored.jsonl.zst    the reward stage (grpo-reward REWARD_FLAGS, or REWARD)
+#   RUN/steps/NNNN/batch.jsonl.zst     grpo-advantage; its --stats in stats.json
+#   RUN/steps/NNNN/metrics.jsonl       grpo-update's metrics line(s) for this step
+#   RUN/steps/NNNN/*.seconds, *.log    each stage's wall time and stderr
+#   RUN/ckpt/NNNN/                     checkpoint N (N >= 1; checkpoint 0 is MODEL itself)
+#   RUN/eval/NNNN.json                 $(GRPO_EVAL)'s line for checkpoint N
+#   RUN/metrics.jsonl                  every step's metrics and eval line, in step order
+#   RUN/settings/*                     each stage's settings; rewritten only when they change,
+#                                      so a change re-runs that stage and what follows it
+#   RUN/export/                        grpo-export's output (make export)
+#
+# Variables (default in brackets):
+#   RUN               the run directory (required)
+#   MODEL             the initial policy: HF directory, checkpoint or .gguf
+#                     [$(GRPO_ROOT)/models/SmolLM2-135M-Instruct.Q4_1.gguf]
+#   PROMPTS           a prompt file (JSONL, plain or .zst), prepared once, e.g. by grpo-prep [none]
+#   TASK              grpo-prep's task when PROMPTS is empty [arith]
+#   PREP_N            prompts grpo-prep makes when PROMPTS is empty [1000]
+#   PREP_FLAGS        grpo-prep's flags when PROMPTS is empty
+#                     [--task $(TASK) --n $(PREP_N) --split train --seed 1]
+#   STEPS             GRPO steps [10]
+#   PROMPTS_PER_STEP  prompts per step, P (at most the size of the set) [8]
+#   K                 completions per prompt [8]
+#   MAX_NEW_TOKENS    most tokens per completion [128]
+#   TEMPERATURE       sampling temperature [1]
+#   TOP_P, TOP_K, MIN_P  sampling filters [1, 0, 0]
+#   ROLLOUT_FLAGS     more grpo-rollout flags (--stop, --batch, --threads, ...) [none]
+#   SEED              step N samples with seed SHA-256("SEED/N") (56 bits); grpo-update --seed [1]
+#   REWARD_FLAGS      grpo-reward's flags, judge settings included [--fn answer,format:0.2]
+#   REWARD            a command replacing the whole reward stage: rollout records on stdin,
+#                     scored records on stdout (python3 my_reward.py; jq -c '...') [none]
+#   ADVANTAGE_FLAGS   grpo-advantage's flags (--scale, --baseline, --drop-flat) [none]
+#   UPDATE_FLAGS      grpo-update's flags (--lr, --loss, --beta, --lora-r, ...) [--lr 1e-5 --beta 0.04]
+#   EVAL_EVERY        evaluate checkpoint 0, every N-th and the last during the run; 0 = only
+#                     with make eval (checkpoint 0 and the last) [0]
+#   EVAL_PROMPTS      held-out prompt file; empty: grpo-prep EVAL_PREP_FLAGS [none]
+#   EVAL_N            held-out prompts grpo-prep makes [100]
+#   EVAL_PREP_FLAGS   [--task $(TASK) --n $(EVAL_N) --split test --seed 1]
+#   EVAL_K            samples per held-out prompt [1]
+#   EVAL_TEMPERATURE  [0] (greedy)
+#   EVAL_MAX_NEW_TOKENS  [$(MAX_NEW_TOKENS)]
+#   EVAL_REWARD_FLAGS the evaluation's grpo-reward flags [$(REWARD_FLAGS)]
+#   EVAL_FLAGS        more flags of the evaluation script [none]
+#   GRPO_EVAL         the evaluation script [$(GRPO_ROOT)/scripts/grpo-eval]
+#   KEEP              keep only the last N checkpoints (0 = all) [0]
+#   KEEP_RECORDS      0: delete a step's rollouts, scored and batch files once its
+#                     checkpoint is written [1]
+#   SHARDS            rollout and reward run as N shards (make -j), merged in prompt order [1]
+#   STEP              the step of the shard-I-of-N targets (Slurm) [none]
+#   EXPORT_FORMAT     grpo-export formats for make export: hf, peft, gguf (several allowed) [hf]
+#   EXPORT_DTYPE      grpo-export --dtype [auto]
+#   GRPO_BIN          where the grpo tools are [$(GRPO_ROOT)/bin]
+#   PROGRESS          1: a progress line per step (and per evaluation) on stderr [1]
+#   V                 1: echo every command [0]
+
+GRPO_ROOT := $(patsubst %/,%,$(dir $(abspath $(dir $(lastword $(MAKEFILE_LIST))))))
+GRPO_MK_DIR := $(GRPO_ROOT)/pipelines
+
+ifeq ($(strip $(RUN)),)
+$(error RUN is not set: make -f pipelines/grpo.mk RUN=runs/NAME)
+endif
+override RUN := $(patsubst %/,%,$(RUN))
+-include $(RUN)/config.mk
+
+MODEL ?= $(GRPO_ROOT)/models/SmolLM2-135M-Instruct.Q4_1.gguf
+PROMPTS ?=
+TASK ?= arith
+PREP_N ?= 1000
+PREP_FLAGS ?= --task $(TASK) --n $(PREP_N) --split train --seed 1
+STEPS ?= 10
+PROMPTS_PER_STEP ?= 8
+K ?= 8
+MAX_NEW_TOKENS ?= 128
+TEMPERATURE ?= 1
+TOP_P ?= 1
+TOP_K ?= 0
+MIN_P ?= 0
+ROLLOUT_FLAGS ?=
+SEED ?= 1
+REWARD_FLAGS ?= --fn answer,format:0.2
+REWARD ?=
+ADVANTAGE_FLAGS ?=
+UPDATE_FLAGS ?= --lr 1e-5 --beta 0.04
+EVAL_EVERY ?= 0
+EVAL_PROMPTS ?=
+EVAL_N ?= 100
+EVAL_PREP_FLAGS ?= --task $(TASK) --n $(EVAL_N) --split test --seed 1
+EVAL_K ?= 1
+EVAL_TEMPERATURE ?= 0
+EVAL_MAX_NEW_TOKENS ?= $(MAX_NEW_TOKENS)
+EVAL_REWARD_FLAGS ?= $(REWARD_FLAGS)
+EVAL_FLAGS ?=
+GRPO_EVAL ?= $(GRPO_ROOT)/scripts/grpo-eval
+KEEP ?= 0
+KEEP_RECORDS ?= 1
+SHARDS ?= 1
+STEP ?=
+EXPORT_FORMAT ?= hf
+EXPORT_DTYPE ?= auto
+GRPO_BIN ?= $(GRPO_ROOT)/bin
+PROGRESS ?= 1
+V ?= 0
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DELETE_ON_ERROR:
+.SUFFIXES:
+ifeq ($(.DEFAULT_GOAL),)
+.DEFAULT_GOAL := run
+endif
+Q := $(if $(filter 1,$(V)),,@)
+
+S := $(RUN)/settings
+STEP_IDS := $(shell awk 'BEGIN { for (i = 0; i < $(STEPS) + 0; i++) printf "%04d ", i }')
+LAST := $(shell awk 'BEGIN { printf "%04d", $(STEPS) + 0 }')
+# checkpoints evaluated: 0, every EVAL_EVERY-th, the last
+EVAL_IDS := $(sort $(shell awk 'BEGIN { e = $(EVAL_EVERY) + 0; printf "0000 %04d ", $(STEPS) + 0; \
+    if (e > 0) for (i = e; i < $(STEPS) + 0; i += e) printf "%04d ", i }'))
+SHARD_IDS := $(shell awk 'BEGIN { for (i = 0; i < $(SHARDS) + 0; i++) printf "%d ", i }')
+SHARD_OF = $(1)-of-$(SHARDS)
+
+# sq: one shell word, single-quoted
+sq = '$(subst ','\'',$(1))'
+
+# ---- settings stamps: each file holds a stage's settings and is rewritten only
+# when they change, so its mtime re-runs that stage and everything after it.
+MAKE_PID := $(shell echo $$PPID)
+$(shell mkdir -p $(RUN)/settings)
+define setting
+$(file >$(S)/.$(1).new.$(MAKE_PID),$(2))$(shell cmp -s $(S)/.$(1).new.$(MAKE_PID) $(S)/$(1) \
+    && rm -f $(S)/.$(1).new.$(MAKE_PID) || mv -f $(S)/.$(1).new.$(MAKE_PID) $(S)/$(1))
+endef
+ROLLOUT_ARGS = -k $(K) --max-new-tokens $(MAX_NEW_TOKENS) --temperature $(TEMPERATURE) \
+    --top-p $(TOP_P) --top-k $(TOP_K) --min-p $(MIN_P) $(ROLLOUT_FLAGS)
+EVAL_ARGS = --k $(EVAL_K) --temperature $(EVAL_TEMPERATURE) --max-new-tokens $(EVAL_MAX_NEW_TOKENS) \
+    --reward $(call sq,$(EVAL_REWARD_FLAGS)) $(EVAL_FLAGS)
+REWARD_STAGE = $(if $(strip $(REWARD)),REWARD $(REWARD),grpo-reward $(REWARD_FLAGS))
+$(call setting,model,$(MODEL))
+$(call setting,prompts,$(if $(strip $(PROMPTS)),$(abspath $(PROMPTS)),grpo-prep $(PREP_FLAGS)))
+$(call setting,slice,$(PROMPTS_PER_STEP))
+$(call setting,rollout,$(ROLLOUT_ARGS) seed $(SEED))
+$(call setting,reward,$(REWARD_STAGE))
+$(call setting,advantage,$(ADVANTAGE_FLAGS))
+$(call setting,update,--seed $(SEED) $(UPDATE_FLAGS))
+$(call setting,eval-prompts,$(if $(strip $(EVAL_PROMPTS)),$(abspath $(EVAL_PROMPTS)),grpo-prep $(EVAL_PREP_FLAGS)))
+$(call setting,eval,$(GRPO_EVAL) $(EVAL_ARGS))
+$(call setting,export,$(EXPORT_DTYPE))
+
+# ---- recipe pieces -------------------------------------------------------------
+# $(call logged,LOG): stderr to LOG, shown when the command fails
+logged = 2> $(1) || { s=$$?; cat $(1) >&2; exit $$s; }
+# $(call seconds,FILE): the wall time since t0 into FILE
+seconds = awk -v a="$$t0" -v b="$$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }' > $(1).tmp && mv $(1).tmp $(1)
+# step N's rollout seed
+step_seed = $$(( 0x$$(printf '%s/%s' $(call sq,$(SEED)) $(1) | sha256sum | cut -c1-14) ))
+# the model of step N: MODEL for step 0, else checkpoint N
+model_of = $(if $(filter 0000,$(1)),$(MODEL),$(RUN)/ckpt/$(1))
+model_dep = $(if $(filter 0000,$(1)),$(S)/model,$(RUN)/ckpt/$(1)/grpo/state.json)
+PRUNE = $(GRPO_MK_DIR)/prune.sh $(RUN) $(KEEP) $(KEEP_RECORDS) '$(EVAL_RUN_IDS)'
+# checkpoints whose evaluation the run makes (prune keeps them until it is done)
+EVAL_RUN_IDS := $(if $(filter-out 0,$(EVAL_EVERY)),$(EVAL_IDS))
+
+# $(call rollout_cmd,STEP,SHARD-ARGS,LOG): grpo-rollout of step N into $@
+define rollout_cmd
+rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; \
+$$(GRPO_BIN)/grpo-rollout --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)/prompts.jsonl --out $$@ \
+    $$(ROLLOUT_ARGS) --seed $$(call step_seed,$(1)) --policy ckpt/$(1) $(2) $$(call logged,$(3).log); \
+$$(call seconds,$(3).seconds)
+endef
+
+# $(call reward_cmd,IN,LOG): the reward stage from IN into $@: REWARD, else grpo-reward
+ifneq ($(strip $(REWARD)),)
+define reward_cmd
+t0=$$$$EPOCHREALTIME; \
+zstd -dc $(1) | { $$(REWARD); } | zstd -q -c > $$@.tmp $$(call logged,$(2).log); mv $$@.tmp $$@; \
+$$(call seconds,$(2).seconds)
+endef
+else
+define reward_cmd
+rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; \
+$$(GRPO_BIN)/grpo-reward $$(REWARD_FLAGS) --in $(1) --out $$@ $$(call logged,$(2).log); \
+$$(call seconds,$(2).seconds)
+endef
+endif
+
+# ---- one step's rules: $(1) step N, $(2) checkpoint N+1 -----------------------------
+define step_rules
+$(RUN)/steps/$(1)/prompts.jsonl: $(RUN)/prompts.jsonl $(S)/slice
+	$$(Q)mkdir -p $$(@D); n=$$$$(awk 'END { print NR }' $$<); \
+	[ "$$(PROMPTS_PER_STEP)" -le "$$$$n" ] || { echo "grpo.mk: PROMPTS_PER_STEP=$$(PROMPTS_PER_STEP) is more than the $$$$n prompts of $$<" >&2; exit 64; }; \
+	awk -v s=$$$$(( 10#$(1) * $$(PROMPTS_PER_STEP) % n )) -v p=$$(PROMPTS_PER_STEP) -v n=$$$$n \
+	    '{ i = (NR - 1 - s + n) % n; if (i < p) line[i] = $$$$0 } END { for (i = 0; i < p; i++) print line[i] }' \
+	    $$< > $$@.tmp && mv $$@.tmp $$@
+
+ifeq ($(SHARDS),1)
+$(RUN)/steps/$(1)/rollouts.jsonl.zst: $(call model_dep,$(1)) $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
+	$$(Q)$(call rollout_cmd,$(1),,$(RUN)/steps/$(1)/rollout)
+
+$(RUN)/steps/$(1)/scored.jsonl.zst: $(RUN)/steps/$(1)/rollouts.jsonl.zst $(S)/reward
+	$$(Q)$(call reward_cmd,$$<,$(RUN)/steps/$(1)/reward)
+else
+$(RUN)/steps/$(1)/rollouts.jsonl.zst: $(foreach i,$(SHARD_IDS),$(RUN)/steps/$(1)/rollouts.$(call SHARD_OF,$(i)).jsonl.zst)
+	$$(Q)$(GRPO_MK_DIR)/merge.sh $(RUN)/steps/$(1)/prompts.jsonl $$@ $$^
+
+$(RUN)/steps/$(1)/scored.jsonl.zst: $(foreach i,$(SHARD_IDS),$(RUN)/steps/$(1)/scored.$(call SHARD_OF,$(i)).jsonl.zst) \
+        $(RUN)/steps/$(1)/rollouts.jsonl.zst
+	$$(Q)$(GRPO_MK_DIR)/merge.sh $(RUN)/steps/$(1)/prompts.jsonl $$@ $$(filter %-of-$(SHARDS).jsonl.zst,$$^)
+endif
+
+$(RUN)/steps/$(1)/batch.jsonl.zst $(RUN)/steps/$(1)/stats.json &: $(RUN)/steps/$(1)/scored.jsonl.zst $(S)/advantage
+	$$(Q)rm -f $$(@D)/.batch.jsonl.zst.tmp-* $$(@D)/.stats.json.tmp-*; t0=$$$$EPOCHREALTIME; \
+	$$(GRPO_BIN)/grpo-advantage $$(ADVANTAGE_FLAGS) --in $$< --out $(RUN)/steps/$(1)/batch.jsonl.zst \
+	    --stats $(RUN)/steps/$(1)/stats.json $$(call logged,$(RUN)/steps/$(1)/advantage.log); \
+	$$(call seconds,$(RUN)/steps/$(1)/advantage.seconds)
+
+$(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps/$(1)/batch.jsonl.zst \
+        $(call model_dep,$(1)) $(S)/update | $(if $(filter $(1),$(EVAL_RUN_IDS)),$(RUN)/eval/$(1).json)
+	$$(Q)mkdir -p $(RUN)/ckpt; rm -rf $(RUN)/ckpt/.$(2).tmp-* $(RUN)/ckpt/.$(2).old-*; \
+	rm -f $(RUN)/steps/$(1)/metrics.part; t0=$$$$EPOCHREALTIME; \
+	$$(GRPO_BIN)/grpo-update --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)/batch.jsonl.zst \
+	    --out $(RUN)/ckpt/$(2) --metrics $(RUN)/steps/$(1)/metrics.part --seed $$(SEED) $$(UPDATE_FLAGS) \
+	    $$(call logged,$(RUN)/steps/$(1)/update.log); \
+	$$(call seconds,$(RUN)/steps/$(1)/update.seconds); \
+	mv $(RUN)/steps/$(1)/metrics.part $(RUN)/steps/$(1)/metrics.jsonl; \
+	$$(if $$(filter 1,$$(PROGRESS)),$$(call progress_line,$(1)) >&2;) \
+	$$(PRUNE)
+
+.PHONY: step-$(1)
+step-$(1): $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl
+endef
+
+# ---- shard I of step N (SHARDS > 1): $(1) step, $(2) shard ---------------------------
+define shard_rules
+$(RUN)/steps/$(1)/rollouts.$(call SHARD_OF,$(2)).jsonl.zst: $(call model_dep,$(1)) $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
+	$$(Q)$(call rollout_cmd,$(1),--shard $(2)/$(SHARDS),$(RUN)/steps/$(1)/rollout.$(call SHARD_OF,$(2)))
+
+$(RUN)/steps/$(1)/scored.$(call SHARD_OF,$(2)).jsonl.zst: $(RUN)/steps/$(1)/rollouts.$(call SHARD_OF,$(2)).jsonl.zst $(S)/reward
+	$$(Q)$(call reward_cmd,$$<,$(RUN)/steps/$(1)/reward.$(call SHARD_OF,$(2)))
+endef
+
+# the progress line of step N (scripts/progress.jq)
+progress_line = jq -n -r -f $(GRPO_ROOT)/scripts/progress.jq --argjson total $(STEPS) \
+    --slurpfile m $(RUN)/steps/$(1)/metrics.jsonl --slurpfile s $(RUN)/steps/$(1)/stats.json \
+    --argjson seconds "$$(cat $(RUN)/steps/$(1)/*.seconds | awk '{ s += $$1 } END { printf "%.3f", s }')"
+
+STEP_PAIRS := $(shell awk 'BEGIN { for (i = 0; i < $(STEPS) + 0; i++) printf "%04d:%04d ", i, i + 1 }')
+$(foreach p,$(STEP_PAIRS),$(eval $(call step_rules,$(word 1,$(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))))))
+ifneq ($(SHARDS),1)
+$(foreach n,$(STEP_IDS),$(foreach i,$(SHARD_IDS),$(eval $(call shard_rules,$(n),$(i)))))
+endif
+
+# ---- the prompt sets ---------------------------------------------------------------
+$(RUN)/prompts.jsonl: $(S)/prompts $(if $(strip $(PROMPTS)),$(PROMPTS))
+	$(Q)$(if $(strip $(PROMPTS)),zstd -dcf $(PROMPTS) > $@.tmp && mv $@.tmp $@, \
+	    rm -f $(@D)/.$(@F).tmp-*; $(GRPO_BIN)/grpo-prep $(PREP_FLAGS) --out $@)
+
+$(RUN)/heldout.jsonl: $(S)/eval-prompts $(if $(strip $(EVAL_PROMPTS)),$(EVAL_PROMPTS))
+	$(Q)$(if $(strip $(EVAL_PROMPTS)),zstd -dcf $(EVAL_PROMPTS) > $@.tmp && mv $@.tmp $@, \
+	    rm -f $(@D)/.$(@F).tmp-*; $(GRPO_BIN)/grpo-prep $(EVAL_PREP_FLAGS) --out $@)
+
+# ---- evaluation ------------------------------------------------------------------
+define eval_rule
+$(RUN)/eval/$(1).json: $(call model_dep,$(1)) $(RUN)/heldout.jsonl $(S)/eval
+	$$(Q)mkdir -p $$(@D); \
+	$$(GRPO_EVAL) --model $$(call model_of,$(1)) --in $(RUN)/heldout.jsonl --out $$@.tmp --step $$$$(( 10#$(1) )) \
+	    $$(EVAL_ARGS) $$(call logged,$(RUN)/eval/$(1).log); \
+	mv $$@.tmp $$@; \
+	$$(if $$(filter 1,$$(PROGRESS)),jq -r -f $(GRPO_ROOT)/scripts/progress.jq --argjson total $$(STEPS) $$@ >&2;) \
+	$$(PRUNE)
+endef
+$(foreach n,$(EVAL_IDS),$(eval $(call eval_rule,$(n))))
+
+# ---- metrics.jsonl: for N = 0 .. STEPS: the metrics of the step that made checkpoint
+# N, then checkpoint N's evaluation (those of the run, and any made by make eval)
+EVAL_IN_METRICS := $(sort $(EVAL_RUN_IDS) $(filter $(EVAL_IDS),$(patsubst $(RUN)/eval/%.json,%,$(wildcard $(RUN)/eval/*.json))))
+METRICS_PARTS := $(foreach p,$(STEP_PAIRS),$(RUN)/steps/$(word 1,$(subst :, ,$(p)))/metrics.jsonl \
+    $(if $(filter $(word 2,$(subst :, ,$(p))),$(EVAL_IN_METRICS)),$(RUN)/eval/$(word 2,$(subst :, ,$(p))).json))
+METRICS_PARTS := $(if $(filter 0000,$(EVAL_IN_METRICS)),$(RUN)/eval/0000.json) $(METRICS_PARTS)
+
+$(RUN)/metrics.jsonl: $(METRICS_PARTS)
+	$(Q)cat $^ > $@.tmp && mv $@.tmp $@
+
+# ---- export --------------------------------------------------------------------
+export_out = $(RUN)/export/$(if $(filter gguf,$(1)),model.gguf,$(1))
+export_file = $(if $(filter gguf,$(1)),$(RUN)/export/model.gguf,$(RUN)/export/$(1)/$(if $(filter peft,$(1)),adapter_config.json,config.json))
+define export_rule
+$(call export_file,$(1)): $(RUN)/ckpt/$(LAST)/grpo/state.json $(S)/export
+	$$(Q)mkdir -p $(RUN)/export; rm -rf $(RUN)/export/.$(notdir $(call export_out,$(1))).tmp-*; \
+	$$(GRPO_BIN)/grpo-export --model $(RUN)/ckpt/$(LAST) --format $(1) --dtype $$(EXPORT_DTYPE) --out $(call export_out,$(1))
+endef
+$(foreach f,$(EXPORT_FORMAT),$(eval $(call export_rule,$(f))))
+EXPORTS := $(foreach f,$(EXPORT_FORMAT),$(call export_file,$(f)))
+
+# ---- goals -----------------------------------------------------------------------
+.PHONY: run prompts eval metrics export prune
+run: $(if $(STEP_IDS),$(RUN)/ckpt/$(LAST)/grpo/state.json) $(RUN)/metrics.jsonl \
+    $(foreach n,$(EVAL_RUN_IDS),$(RUN)/eval/$(n).json)
+prompts: $(foreach n,$(STEP_IDS),$(RUN)/steps/$(n)/prompts.jsonl)
+eval: $(foreach n,$(if $(EVAL_RUN_IDS),$(EVAL_RUN_IDS),0000 $(LAST)),$(RUN)/eval/$(n).json)
+metrics: $(RUN)/metrics.jsonl
+export: $(EXPORTS)
+prune:
+	$(Q)$(PRUNE)
+
+# Slurm: shard-I-of-N makes shard I of step STEP (its rollouts and scored records)
+ifneq ($(strip $(STEP)),)
+STEP_ID := $(shell awk 'BEGIN { printf "%04d", $(STEP) + 0 }')
+.PHONY: $(foreach i,$(SHARD_IDS),shard-$(call SHARD_OF,$(i)))
+$(foreach i,$(SHARD_IDS),$(eval shard-$(call SHARD_OF,$(i)): $(RUN)/steps/$(STEP_ID)/scored.$(call SHARD_OF,$(i)).jsonl.zst))
+endif
+
+# records and checkpoints may be deleted (KEEP, KEEP_RECORDS) without being remade
+.SECONDARY: $(foreach n,$(STEP_IDS),$(foreach f,rollouts scored batch,$(RUN)/steps/$(n)/$(f).jsonl.zst) \
+    $(foreach i,$(if $(filter-out 1,$(SHARDS)),$(SHARD_IDS)),$(foreach f,rollouts scored,$(RUN)/steps/$(n)/$(f).$(call SHARD_OF,$(i)).jsonl.zst))) \
+    $(foreach p,$(STEP_PAIRS),$(RUN)/ckpt/$(word 2,$(subst :, ,$(p)))/grpo/state.json)

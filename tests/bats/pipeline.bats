@@ -1,0 +1,308 @@
+#!/usr/bin/env bats
+# pipelines/grpo.mk (make-driven GRPO runs), pipelines/step.sh (one step as a
+# pipe) and pipelines/merge.sh, on a tiny random llama with a 97-token
+# tokenizer: the whole loop, reruns, kill -9 and resume, a swapped reward
+# stage, settings changes, shards, retention, the evaluation hook.
+load helpers
+
+setup_file() {
+    export TINY="$BATS_FILE_TMPDIR/tiny"
+    [ -x "$GRPO_PY" ] || return 0
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$TINY"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$TINY"
+    # a stand-in for scripts/grpo-eval (same interface), for these tests only:
+    # greedy completions of the held-out prompts, scored by grpo-reward
+    export EVAL_STANDIN="$BATS_FILE_TMPDIR/eval-standin"
+    cat > "$EVAL_STANDIN" <<'EOF'
+#!/bin/bash
+set -euo pipefail
+k=1 t=0 n=16 reward='--fn answer'
+while [ $# -gt 0 ]; do
+    case $1 in
+        --model) model=$2 ;; --in) in=$2 ;; --out) out=$2 ;; --step) step=$2 ;;
+        --k) k=$2 ;; --temperature) t=$2 ;; --max-new-tokens) n=$2 ;; --reward) reward=$2 ;;
+        *) echo "eval-standin: unknown $1" >&2; exit 64 ;;
+    esac
+    shift 2
+done
+echo "$model" >> "$(dirname "$out")/models-evaluated"
+# shellcheck disable=SC2086
+grpo-rollout --model "$model" --in "$in" -k "$k" --temperature "$t" --max-new-tokens "$n" --threads 1 2>/dev/null \
+    | grpo-reward $reward --quiet \
+    | jq -s -c --argjson step "$step" --argjson k "$k" '{kind: "eval", step: $step,
+        "eval/accuracy": (map(.rewards.answer // 0) | add / length), "eval/reward": (map(.reward) | add / length),
+        "eval/completion_length": (map(.completion_tokens | length) | add / length), "eval/prompts": (length / $k), "eval/k": $k}' \
+    > "$out"
+EOF
+    chmod +x "$EVAL_STANDIN"
+}
+
+needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
+
+# mk RUN ARGS...: make -f pipelines/grpo.mk RUN=RUN ARGS...
+mk() { local run=$1; shift; make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN="$run" "$@"; }
+
+# config RUN [LINES...]: a 3-step run on the tiny model: 20 arith prompts, 8 per step, 4
+# completions of at most 12 tokens, rewards that vary between completions
+config() {
+    mkdir -p "$1"
+    {
+        echo "MODEL = $TINY"
+        echo "PREP_FLAGS = --task arith --n 20 --split train --seed 1 --chat-template raw --word-problems 0 --model $TINY"
+        echo "STEPS = 3"
+        echo "PROMPTS_PER_STEP = 8"
+        echo "K = 4"
+        echo "MAX_NEW_TOKENS = 12"
+        echo "ROLLOUT_FLAGS = --threads 1"
+        echo "REWARD_FLAGS = --fn answer,length:0.5 --max-len 12 --overlong-buffer 10 --quiet"
+        echo "UPDATE_FLAGS = --lr 1e-3 --beta 0.04 --threads 1"
+        echo "SEED = 3"
+        shift
+        for l in "$@"; do echo "$l"; done
+    } > "$1/config.mk"
+}
+
+# untimed FILE: metrics lines without the wall-clock fields
+untimed() { jq -c 'del(.seconds, .tokens_per_second)' "$1"; }
+
+# mtimes DIR: every file under DIR with its mtime, sorted
+mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
+
+@test "RUN is required; PROMPTS_PER_STEP beyond the prompt set is an error" {
+    run make -f "$GRPO_ROOT/pipelines/grpo.mk"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"RUN is not set"* ]]
+    needs_tiny
+    config r "PROMPTS_PER_STEP = 21"
+    run mk r
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"PROMPTS_PER_STEP=21 is more than the 20 prompts"* ]]
+    [ ! -e r/steps/0000/prompts.jsonl ]
+}
+
+@test "the whole loop through make: prep, 3 steps, export; a rerun does nothing" {
+    needs_tiny
+    config r
+    run mk r
+    [ "$status" -eq 0 ]
+    echo "$output"
+    # one progress line per step on stderr
+    [ "$(printf '%s\n' "$output" | grep -c '^step [123]/3  reward -\?[0-9.]*  acc [0-9.]*  kl [0-9.]*  len [0-9.]*  tok/s [0-9]*  [0-9.]* s$')" -eq 3 ]
+    [ "$(wc -l < r/prompts.jsonl)" -eq 20 ]
+    for n in 0000 0001 0002; do
+        for f in prompts.jsonl rollouts.jsonl.zst scored.jsonl.zst batch.jsonl.zst stats.json metrics.jsonl; do
+            [ -s "r/steps/$n/$f" ] || { echo "missing $n/$f"; false; }
+        done
+        # step N's rollouts are from checkpoint N
+        [ "$(zstd -dc "r/steps/$n/rollouts.jsonl.zst" | jq -r .policy | sort -u)" = "ckpt/$n" ]
+        [ "$(zstd -dc "r/steps/$n/rollouts.jsonl.zst" | wc -l)" -eq 32 ]
+    done
+    # the slices: records 0-7, 8-15, then 16-19 and 0-3 (wrapping around)
+    cmp r/steps/0000/prompts.jsonl <(sed -n 1,8p r/prompts.jsonl)
+    cmp r/steps/0001/prompts.jsonl <(sed -n 9,16p r/prompts.jsonl)
+    cmp r/steps/0002/prompts.jsonl <(sed -n 17,20p r/prompts.jsonl; sed -n 1,4p r/prompts.jsonl)
+    # each step samples with its own seed: the same prompt gets other completions
+    [ "$(zstd -dc r/steps/0000/rollouts.jsonl.zst | head -n 4 | jq -c .completion_tokens)" != \
+      "$(zstd -dc r/steps/0002/rollouts.jsonl.zst | sed -n 17,20p | jq -c .completion_tokens)" ]
+    # the checkpoints chain: 1 from MODEL, 2 from 1, 3 from 2, each on its step's batch
+    jq -e --arg m "$TINY" '.step == 1 and .parent == $m and .flags.ref == $m' r/ckpt/0001/grpo/state.json
+    jq -e '.step == 3 and .parent == "r/ckpt/0002" and .rng.seed == 3' r/ckpt/0003/grpo/state.json
+    [ "$(jq -r .batch_sha256 r/ckpt/0003/grpo/state.json)" = "$(zstd -dc r/steps/0002/batch.jsonl.zst | sha256sum | cut -c1-64)" ]
+    # metrics.jsonl: the steps' lines in order, each once
+    [ "$(jq -c .step r/metrics.jsonl | tr '\n' ' ')" = "1 2 3 " ]
+    cat r/steps/000[012]/metrics.jsonl | cmp - r/metrics.jsonl
+    # nothing to do on a rerun, no file touched
+    touch r/marker
+    run mk r
+    [ "$status" -eq 0 ]
+    [ "$output" = "make: Nothing to be done for 'run'." ]
+    mk r -q
+    [ -z "$(find r -newer r/marker -type f)" ]
+    # export the final checkpoint as a Hugging Face directory the rollout loads
+    run mk r export
+    [ "$status" -eq 0 ]
+    [ -s r/export/hf/config.json ] && [ -s r/export/hf/model.safetensors ] && [ ! -e r/export/hf/grpo ]
+    echo '{"id":"x","prompt_tokens":[59,76,69]}' | grpo-rollout --model r/export/hf -k 2 --max-new-tokens 4 > x.jsonl
+    [ "$(wc -l < x.jsonl)" -eq 2 ]
+    mk r -q export
+}
+
+@test "a settings change re-runs its stage and what follows, nothing before it" {
+    needs_tiny
+    config r
+    mk r 2>/dev/null
+    cp r/ckpt/0003/model.safetensors first.safetensors
+    sleep 0.01
+    touch r/marker
+    # new update flags: the updates again, the rollouts from checkpoint 1 on (new policies)
+    mk r UPDATE_FLAGS='--lr 2e-3 --beta 0.04 --threads 1' 2>/dev/null
+    [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ] && [ ! r/steps/0000/batch.jsonl.zst -nt r/marker ]
+    [ r/ckpt/0001/grpo/state.json -nt r/marker ] && [ r/steps/0001/rollouts.jsonl.zst -nt r/marker ]
+    jq -e '.flags.lr == 0.002' r/ckpt/0003/grpo/state.json
+    mk r -q UPDATE_FLAGS='--lr 2e-3 --beta 0.04 --threads 1'
+    # back to the config: the same bytes as before (same settings, deterministic tools)
+    ! cmp -s first.safetensors r/ckpt/0003/model.safetensors
+    mk r 2>/dev/null
+    jq -e '.flags.lr == 0.001' r/ckpt/0003/grpo/state.json
+    cmp first.safetensors r/ckpt/0003/model.safetensors
+    # the prompt slicing: a new P re-slices and re-runs everything
+    touch r/marker
+    mk r PROMPTS_PER_STEP=4 2>/dev/null
+    [ "$(wc -l < r/steps/0002/prompts.jsonl)" -eq 4 ] && [ r/steps/0000/rollouts.jsonl.zst -nt r/marker ]
+    [ ! r/prompts.jsonl -nt r/marker ]
+}
+
+@test "kill -9 anywhere, then make again: the same checkpoint and metrics as an uninterrupted run" {
+    needs_tiny
+    mkdir want got
+    config want/r
+    (cd want && mk r 2>/dev/null)
+    config got/r
+    cd got
+    for i in 1 2 3 4 5 6 7 8; do
+        setsid make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r > /dev/null 2>&1 &
+        pid=$!
+        sleep "0.$((RANDOM % 10))$((RANDOM % 10))"
+        kill -9 -- "-$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        # whatever exists is whole: every finished checkpoint is a checkpoint
+        for s in r/ckpt/*/grpo/state.json; do [ ! -e "$s" ] || jq -e .step "$s" > /dev/null; done
+    done
+    mk r 2>/dev/null
+    cd ..
+    diff -r want/r/ckpt/0003 got/r/ckpt/0003
+    diff <(untimed want/r/metrics.jsonl) <(untimed got/r/metrics.jsonl)
+    for n in 0000 0001 0002; do cmp want/r/steps/$n/batch.jsonl.zst got/r/steps/$n/batch.jsonl.zst; done
+    # no temporary is left next to a finished output, and a rerun has nothing to do
+    [ -z "$(find got/r/steps got/r/ckpt -name '*.tmp*' -o -name '*.part' -o -name '*.del')" ]
+    (cd got && mk r -q)
+}
+
+@test "REWARD replaces the reward stage; changing it re-runs reward onward but not the rollout" {
+    needs_tiny
+    config r
+    # a jq program: 1 per digit in the completion
+    mk r REWARD='jq -c ". + {rewards: {digits: (.completion | [scan(\"[0-9]\")] | length)}} | .reward = .rewards.digits"' 2>/dev/null
+    zstd -dc r/steps/0001/scored.jsonl.zst | jq -e -s 'all(.reward == (.completion | [scan("[0-9]")] | length))'
+    jq -e 'has("rewards/digits/mean")' r/steps/0001/stats.json
+    zstd -dc r/steps/0001/rollouts.jsonl.zst > rollouts1.jsonl
+    sleep 0.01
+    touch r/marker
+    mk r REWARD='jq -c ". + {reward: (.completion | length)}"' 2>/dev/null
+    # step 0's rollouts (from MODEL) are kept; its scores, batch and every checkpoint are new
+    [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ]
+    [ r/steps/0000/scored.jsonl.zst -nt r/marker ] && [ r/steps/0000/batch.jsonl.zst -nt r/marker ]
+    [ r/ckpt/0001/grpo/state.json -nt r/marker ] && [ r/metrics.jsonl -nt r/marker ]
+    zstd -dc r/steps/0000/scored.jsonl.zst | jq -e -s 'all(.reward == (.completion | length))'
+    # the same REWARD again: nothing to do
+    mk r -q REWARD='jq -c ". + {reward: (.completion | length)}"'
+    # back to grpo-reward: the reward stage runs again, the rollouts of step 0 stay
+    touch r/marker
+    mk r 2>/dev/null
+    [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ] && [ r/steps/0000/scored.jsonl.zst -nt r/marker ]
+    zstd -dc r/steps/0000/scored.jsonl.zst | jq -e -s 'all(has("rewards") and (.rewards | has("answer")))'
+}
+
+@test "SHARDS=2 with make -j2: the same records and checkpoints as one shard; Slurm-style shard targets too" {
+    needs_tiny
+    config one "ROLLOUT_FLAGS = --threads 1 --batch 4"
+    config two "ROLLOUT_FLAGS = --threads 1 --batch 4"
+    config slurm "ROLLOUT_FLAGS = --threads 1 --batch 4"
+    mk one 2>/dev/null
+    mk two SHARDS=2 -j2 2>/dev/null
+    [ -s two/steps/0000/rollouts.0-of-2.jsonl.zst ] && [ -s two/steps/0000/scored.1-of-2.jsonl.zst ]
+    # both shards hold records: the split is real
+    [ "$(zstd -dc two/steps/0000/rollouts.0-of-2.jsonl.zst | wc -l)" -gt 0 ]
+    [ "$(zstd -dc two/steps/0000/rollouts.1-of-2.jsonl.zst | wc -l)" -gt 0 ]
+    for n in 0000 0001 0002; do
+        cmp <(zstd -dc one/steps/$n/rollouts.jsonl.zst) <(zstd -dc two/steps/$n/rollouts.jsonl.zst)
+        cmp <(zstd -dc one/steps/$n/scored.jsonl.zst) <(zstd -dc two/steps/$n/scored.jsonl.zst)
+        cmp one/steps/$n/batch.jsonl.zst two/steps/$n/batch.jsonl.zst
+    done
+    for f in model.safetensors grpo/optimizer.safetensors; do cmp one/ckpt/0003/$f two/ckpt/0003/$f; done
+    diff <(untimed one/metrics.jsonl) <(untimed two/metrics.jsonl)
+    # one array task per shard, then the step's merge and update, step by step
+    mk slurm SHARDS=2 prompts
+    for n in 0 1 2; do
+        for i in 0 1; do mk slurm SHARDS=2 STEP=$n shard-$i-of-2 2>/dev/null; done
+        [ ! -e slurm/steps/000$n/scored.jsonl.zst ]
+        mk slurm SHARDS=2 step-000$n 2>/dev/null
+    done
+    mk slurm SHARDS=2 2>/dev/null
+    cmp one/ckpt/0003/model.safetensors slurm/ckpt/0003/model.safetensors
+    cmp one/steps/0002/batch.jsonl.zst slurm/steps/0002/batch.jsonl.zst
+}
+
+@test "merge.sh: shard records back in the order of the prompts; foreign ids and blank lines are errors" {
+    printf '{"id":"b"}\n{"id":"a"}\n{"id":"c"}\n' > order.jsonl
+    printf '{"id":"b","s":0, "x":1e400}\n{"id":"b","s":1}\n{"id":"c","s":0}\n' > s0.jsonl
+    printf '{"id":"a","s":0}\n{"id":"a","s":1}\n' | zstd -q > s1.jsonl.zst
+    "$GRPO_ROOT/pipelines/merge.sh" order.jsonl out.jsonl.zst s0.jsonl s1.jsonl.zst
+    [ "$(zstd -dc out.jsonl.zst)" = "$(printf '%s\n' '{"id":"b","s":0, "x":1e400}' '{"id":"b","s":1}' \
+        '{"id":"a","s":0}' '{"id":"a","s":1}' '{"id":"c","s":0}')" ]
+    printf '{"id":"z"}\n' > bad.jsonl
+    run "$GRPO_ROOT/pipelines/merge.sh" order.jsonl o.jsonl s0.jsonl bad.jsonl
+    [ "$status" -eq 65 ]; [[ "$output" == *'id "z" is not in order.jsonl'* ]]
+    printf '{"id":"a"}\n\n{"id":"a"}\n' > blank.jsonl
+    run "$GRPO_ROOT/pipelines/merge.sh" order.jsonl o.jsonl blank.jsonl
+    [ "$status" -eq 65 ]
+    [ ! -e o.jsonl ]
+}
+
+@test "KEEP=1 keeps the last checkpoint only and make does not remake the others; KEEP_RECORDS=0" {
+    needs_tiny
+    config r "KEEP = 1" "KEEP_RECORDS = 0"
+    mk r 2>/dev/null
+    [ "$(cd r/ckpt && echo *)" = "0003" ]
+    [ -z "$(ls -A r/ckpt | grep -v '^0003$')" ]
+    for n in 0000 0001 0002; do
+        [ ! -e r/steps/$n/rollouts.jsonl.zst ] && [ ! -e r/steps/$n/batch.jsonl.zst ]
+        [ -s r/steps/$n/metrics.jsonl ] && [ -s r/steps/$n/prompts.jsonl ] && [ -s r/steps/$n/stats.json ]
+    done
+    run mk r
+    [ "$status" -eq 0 ]; [ "$output" = "make: Nothing to be done for 'run'." ]
+    # one more step continues from the kept checkpoint, then drops it
+    mk r STEPS=4 2>/dev/null
+    [ "$(cd r/ckpt && echo *)" = "0004" ]
+    jq -e '.step == 4 and .parent == "r/ckpt/0003"' r/ckpt/0004/grpo/state.json
+    [ "$(jq -c .step r/metrics.jsonl | tr '\n' ' ')" = "1 2 3 4 " ]
+    mk r -q STEPS=4
+}
+
+@test "EVAL_EVERY: checkpoint 0, every N-th and the last evaluated in turn, the lines in metrics.jsonl" {
+    needs_tiny
+    config r "EVAL_EVERY = 2" "EVAL_PREP_FLAGS = --task arith --n 6 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY" \
+        "GRPO_EVAL = $EVAL_STANDIN" "KEEP = 1"
+    run mk r
+    [ "$status" -eq 0 ]
+    echo "$output"
+    [ "$(printf '%s\n' "$output" | grep -c '^eval [023]/3  accuracy [0-9.]*  reward -\?[0-9.]*  len [0-9.]*$')" -eq 3 ]
+    [ "$(cat r/eval/models-evaluated | tr '\n' ' ')" = "$TINY r/ckpt/0002 r/ckpt/0003 " ]
+    jq -e '.kind == "eval" and .step == 2 and ."eval/prompts" == 6' r/eval/0002.json
+    # the evaluation of checkpoint 2 came before step 3 trained on
+    [ r/ckpt/0003/grpo/state.json -nt r/eval/0002.json ]
+    # kept until evaluated, then deleted like the others
+    [ "$(cd r/ckpt && echo *)" = "0003" ]
+    [ "$(jq -c '[.kind // "train", .step]' r/metrics.jsonl | tr -d '\n')" = \
+        '["eval",0]["train",1]["train",2]["eval",2]["train",3]["eval",3]' ]
+    mk r -q
+    # make eval with EVAL_EVERY=0 evaluates checkpoint 0 and the last only, already done
+    mk r -q eval EVAL_EVERY=0
+}
+
+@test "step.sh: one GRPO step as a pipe, the reward swapped for jq; a failing stage leaves no checkpoint" {
+    needs_tiny
+    "$GRPO_ROOT/bin/grpo-prep" --task arith --n 8 --seed 1 --chat-template raw --word-problems 0 --model "$TINY" --out p.jsonl
+    export K=4 MAX_NEW_TOKENS=12 SEED=5 ROLLOUT_FLAGS='--threads 1' UPDATE_FLAGS='--lr 1e-3 --threads 1'
+    REWARD='jq -c ". + {reward: (.completion | length)}"' METRICS=m.jsonl "$GRPO_ROOT/pipelines/step.sh" "$TINY" p.jsonl c1
+    jq -e '.step == 1' c1/grpo/state.json
+    # the same stages through files: the same batch, so the same checkpoint
+    grpo-rollout --model "$TINY" --in p.jsonl -k 4 --max-new-tokens 12 --temperature 1 --seed 5 --threads 1 \
+        | jq -c '. + {reward: (.completion | length)}' | grpo-advantage --out b.jsonl
+    [ "$(jq -r .batch_sha256 c1/grpo/state.json)" = "$(sha256sum < b.jsonl | cut -c1-64)" ]
+    [ "$(jq .reward m.jsonl)" = "$(jq -s 'map(.reward) | add / length' b.jsonl)" ]
+    run env REWARD='jq -c "error(\"bad record\")"' "$GRPO_ROOT/pipelines/step.sh" "$TINY" p.jsonl c2
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"step.sh: a stage of the pipe failed"* ]]
+    [ ! -e c2 ] && [ ! -e c2.part ]
+}
