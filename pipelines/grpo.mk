@@ -138,12 +138,12 @@ sq = '$(subst ','\'',$(1))'
 
 # ---- settings stamps: each file holds a stage's settings and is rewritten only
 # when they change, so its mtime re-runs that stage and everything after it.
-MAKE_PID := $(shell echo $$PPID)
 $(shell mkdir -p $(RUN)/settings)
-define setting
-$(file >$(S)/.$(1).new.$(MAKE_PID),$(2))$(shell cmp -s $(S)/.$(1).new.$(MAKE_PID) $(S)/$(1) \
-    && rm -f $(S)/.$(1).new.$(MAKE_PID) || mv -f $(S)/.$(1).new.$(MAKE_PID) $(S)/$(1))
-endef
+streq = $(and $(findstring x$(1),x$(2)),$(findstring x$(2),x$(1)))
+# $(call setting,NAME,VALUE): RUN/settings/NAME holds VALUE. Written only when it
+# differs; a write cut short by a kill differs from every value, so it is
+# written again at the next run (which re-runs the stage, as it had to anyway).
+setting = $(if $(and $(wildcard $(S)/$(1)),$(call streq,$(file <$(S)/$(1)),$(2))),,$(file >$(S)/$(1),$(2)))
 ROLLOUT_ARGS = -k $(K) --max-new-tokens $(MAX_NEW_TOKENS) --temperature $(TEMPERATURE) \
     --top-p $(TOP_P) --top-k $(TOP_K) --min-p $(MIN_P) $(ROLLOUT_FLAGS)
 EVAL_ARGS = --k $(EVAL_K) --temperature $(EVAL_TEMPERATURE) --max-new-tokens $(EVAL_MAX_NEW_TOKENS) \
@@ -163,8 +163,8 @@ $(call setting,export,$(EXPORT_DTYPE))
 # ---- recipe pieces -------------------------------------------------------------
 # $(call logged,LOG): stderr to LOG, shown when the command fails
 logged = 2> $(1) || { s=$$?; cat $(1) >&2; exit $$s; }
-# $(call seconds,FILE): the wall time since t0 into FILE
-seconds = awk -v a="$$t0" -v b="$$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }' > $(1).tmp && mv $(1).tmp $(1)
+# $(call seconds,FILE): the wall time since t0 into FILE (a log, as the stage's stderr)
+seconds = awk -v a="$$t0" -v b="$$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }' > $(1)
 # step N's rollout seed
 step_seed = $$(( 0x$$(printf '%s/%s' $(call sq,$(SEED)) $(1) | sha256sum | cut -c1-14) ))
 # the model of step N: MODEL for step 0, else checkpoint N
@@ -228,7 +228,7 @@ $(RUN)/steps/$(1)/batch.jsonl.zst $(RUN)/steps/$(1)/stats.json &: $(RUN)/steps/$
 	$$(call seconds,$(RUN)/steps/$(1)/advantage.seconds)
 
 $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps/$(1)/batch.jsonl.zst \
-        $(call model_dep,$(1)) $(S)/update | $(if $(filter $(1),$(EVAL_RUN_IDS)),$(RUN)/eval/$(1).json)
+        $(RUN)/steps/$(1)/stats.json $(call model_dep,$(1)) $(S)/update | $(if $(filter $(1),$(EVAL_RUN_IDS)),$(RUN)/eval/$(1).json)
 	$$(Q)mkdir -p $(RUN)/ckpt; rm -rf $(RUN)/ckpt/.$(2).tmp-* $(RUN)/ckpt/.$(2).old-*; \
 	rm -f $(RUN)/steps/$(1)/metrics.part; t0=$$$$EPOCHREALTIME; \
 	$$(GRPO_BIN)/grpo-update --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)/batch.jsonl.zst \
@@ -236,7 +236,7 @@ $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps
 	    $$(call logged,$(RUN)/steps/$(1)/update.log); \
 	$$(call seconds,$(RUN)/steps/$(1)/update.seconds); \
 	mv $(RUN)/steps/$(1)/metrics.part $(RUN)/steps/$(1)/metrics.jsonl; \
-	$$(if $$(filter 1,$$(PROGRESS)),$$(call progress_line,$(1)) >&2;) \
+	$$(if $$(filter 1,$$(PROGRESS)),{ $$(call progress_line,$(1)) || true; } >&2;) \
 	$$(PRUNE)
 
 .PHONY: step-$(1)
@@ -253,7 +253,7 @@ $(RUN)/steps/$(1)/scored.$(call SHARD_OF,$(2)).jsonl.zst: $(RUN)/steps/$(1)/roll
 endef
 
 # the progress line of step N (scripts/progress.jq)
-progress_line = jq -n -r -f $(GRPO_ROOT)/scripts/progress.jq --argjson total $(STEPS) \
+progress_line = jq -n -r -f $(GRPO_ROOT)/scripts/progress.jq --argjson step $$(( 10\#$(1) + 1 )) --argjson total $(STEPS) \
     --slurpfile m $(RUN)/steps/$(1)/metrics.jsonl --slurpfile s $(RUN)/steps/$(1)/stats.json \
     --argjson seconds "$$(cat $(RUN)/steps/$(1)/*.seconds | awk '{ s += $$1 } END { printf "%.3f", s }')"
 
@@ -279,7 +279,7 @@ $(RUN)/eval/$(1).json: $(call model_dep,$(1)) $(RUN)/heldout.jsonl $(S)/eval
 	$$(GRPO_EVAL) --model $$(call model_of,$(1)) --in $(RUN)/heldout.jsonl --out $$@.tmp --step $$$$(( 10#$(1) )) \
 	    $$(EVAL_ARGS) $$(call logged,$(RUN)/eval/$(1).log); \
 	mv $$@.tmp $$@; \
-	$$(if $$(filter 1,$$(PROGRESS)),jq -r -f $(GRPO_ROOT)/scripts/progress.jq --argjson total $$(STEPS) $$@ >&2;) \
+	$$(if $$(filter 1,$$(PROGRESS)),{ jq -r -f $(GRPO_ROOT)/scripts/progress.jq --argjson total $$(STEPS) $$@ || true; } >&2;) \
 	$$(PRUNE)
 endef
 $(foreach n,$(EVAL_IDS),$(eval $(call eval_rule,$(n))))
@@ -291,8 +291,9 @@ METRICS_PARTS := $(foreach p,$(STEP_PAIRS),$(RUN)/steps/$(word 1,$(subst :, ,$(p
     $(if $(filter $(word 2,$(subst :, ,$(p))),$(EVAL_IN_METRICS)),$(RUN)/eval/$(word 2,$(subst :, ,$(p))).json))
 METRICS_PARTS := $(if $(filter 0000,$(EVAL_IN_METRICS)),$(RUN)/eval/0000.json) $(METRICS_PARTS)
 
-$(RUN)/metrics.jsonl: $(METRICS_PARTS)
-	$(Q)cat $^ > $@.tmp && mv $@.tmp $@
+$(call setting,metrics,$(METRICS_PARTS))
+$(RUN)/metrics.jsonl: $(METRICS_PARTS) $(S)/metrics
+	$(Q)cat $(METRICS_PARTS) < /dev/null > $@.tmp && mv $@.tmp $@
 
 # ---- export --------------------------------------------------------------------
 export_out = $(RUN)/export/$(if $(filter gguf,$(1)),model.gguf,$(1))

@@ -1,5 +1,5 @@
 # One progress line of a grpo.mk run, for stderr.
-#   a step:  jq -n -r -f progress.jq --argjson total STEPS --slurpfile m steps/N/metrics.jsonl
+#   a step:  jq -n -r -f progress.jq --argjson step N+1 --argjson total STEPS --slurpfile m steps/N/metrics.jsonl
 #                 --slurpfile s steps/N/stats.json --argjson seconds SECONDS
 #            step 3/10  reward 0.412  acc 0.375  kl 0.0123  len 24.1  tok/s 512  12.3 s
 #   an eval: jq -r -f progress.jq --argjson total STEPS eval/N.json
@@ -20,7 +20,7 @@ $ARGS.named as $a
   | join("  ")
 else
   ($a.m | last) as $l | ($a.s | first) as $st
-  | [ "step \($l.step)/\($a.total)",
+  | [ "step \($a.step // $l.step)/\($a.total)",
       field("reward"; ($st.reward_mean // $l.reward) | num(3)),
       field("acc"; $st["rewards/answer/mean"] | num(3)),
       field("kl"; $l.kl | num(4)),

@@ -108,6 +108,10 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     jq -e --arg m "$TINY" '.step == 1 and .parent == $m and .flags.ref == $m' r/ckpt/0001/grpo/state.json
     jq -e '.step == 3 and .parent == "r/ckpt/0002" and .rng.seed == 3' r/ckpt/0003/grpo/state.json
     [ "$(jq -r .batch_sha256 r/ckpt/0003/grpo/state.json)" = "$(zstd -dc r/steps/0002/batch.jsonl.zst | sha256sum | cut -c1-64)" ]
+    # the progress line again from the files, as pipelines/README.md shows
+    [ "$(jq -n -r -f "$GRPO_ROOT/scripts/progress.jq" --argjson step 3 --argjson total 3 --slurpfile m r/steps/0002/metrics.jsonl \
+        --slurpfile s r/steps/0002/stats.json --argjson seconds null)" = \
+      "$(printf '%s\n' "$output" | grep '^step 3/3' | sed 's/  [0-9.]* s$//')" ]
     # metrics.jsonl: the steps' lines in order, each once
     [ "$(jq -c .step r/metrics.jsonl | tr '\n' ' ')" = "1 2 3 " ]
     cat r/steps/000[012]/metrics.jsonl | cmp - r/metrics.jsonl
@@ -158,23 +162,29 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     config want/r
     (cd want && mk r 2>/dev/null)
     config got/r
+    # a metrics line a killed update left behind is not kept: each step's file is written anew
+    mkdir -p got/r/steps/0000
+    echo '{"step":99}' > got/r/steps/0000/metrics.part
     cd got
     for i in 1 2 3 4 5 6 7 8; do
         setsid make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r > /dev/null 2>&1 &
         pid=$!
-        sleep "0.$((RANDOM % 10))$((RANDOM % 10))"
+        sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
         kill -9 -- "-$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
         # whatever exists is whole: every finished checkpoint is a checkpoint
         for s in r/ckpt/*/grpo/state.json; do [ ! -e "$s" ] || jq -e .step "$s" > /dev/null; done
     done
-    mk r 2>/dev/null
+    run mk r
+    echo "$output"
+    [ "$status" -eq 0 ]
     cd ..
     diff -r want/r/ckpt/0003 got/r/ckpt/0003
     diff <(untimed want/r/metrics.jsonl) <(untimed got/r/metrics.jsonl)
     for n in 0000 0001 0002; do cmp want/r/steps/$n/batch.jsonl.zst got/r/steps/$n/batch.jsonl.zst; done
     # no temporary is left next to a finished output, and a rerun has nothing to do
-    [ -z "$(find got/r/steps got/r/ckpt -name '*.tmp*' -o -name '*.part' -o -name '*.del')" ]
+    left=$(find got/r -name '*.tmp*' -o -name '*.part' -o -name '*.del' -o -name '.*.new.*'); echo "left: $left"
+    [ -z "$left" ]
     (cd got && mk r -q)
 }
 
@@ -234,12 +244,12 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
 }
 
 @test "merge.sh: shard records back in the order of the prompts; foreign ids and blank lines are errors" {
-    printf '{"id":"b"}\n{"id":"a"}\n{"id":"c"}\n' > order.jsonl
-    printf '{"id":"b","s":0, "x":1e400}\n{"id":"b","s":1}\n{"id":"c","s":0}\n' > s0.jsonl
-    printf '{"id":"a","s":0}\n{"id":"a","s":1}\n' | zstd -q > s1.jsonl.zst
+    printf '{"id":"%s"}\n' b a c f e d > order.jsonl
+    printf '{"id":"b","s":0, "x":1e400}\n{"id":"b","s":1}\n{"id":"c","s":0}\n{"id":"e","s":0}\n' > s0.jsonl
+    printf '{"id":"a","s":0}\n{"id":"a","s":1}\n{"id":"f"}\n{"id":"d"}\n' | zstd -q > s1.jsonl.zst
     "$GRPO_ROOT/pipelines/merge.sh" order.jsonl out.jsonl.zst s0.jsonl s1.jsonl.zst
     [ "$(zstd -dc out.jsonl.zst)" = "$(printf '%s\n' '{"id":"b","s":0, "x":1e400}' '{"id":"b","s":1}' \
-        '{"id":"a","s":0}' '{"id":"a","s":1}' '{"id":"c","s":0}')" ]
+        '{"id":"a","s":0}' '{"id":"a","s":1}' '{"id":"c","s":0}' '{"id":"f"}' '{"id":"e","s":0}' '{"id":"d"}')" ]
     printf '{"id":"z"}\n' > bad.jsonl
     run "$GRPO_ROOT/pipelines/merge.sh" order.jsonl o.jsonl s0.jsonl bad.jsonl
     [ "$status" -eq 65 ]; [[ "$output" == *'id "z" is not in order.jsonl'* ]]
@@ -301,6 +311,16 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
         | jq -c '. + {reward: (.completion | length)}' | grpo-advantage --out b.jsonl
     [ "$(jq -r .batch_sha256 c1/grpo/state.json)" = "$(sha256sum < b.jsonl | cut -c1-64)" ]
     [ "$(jq .reward m.jsonl)" = "$(jq -s 'map(.reward) | add / length' b.jsonl)" ]
+    # the pipes of pipelines/README.md
+    grpo-rollout --model "$TINY" --in p.jsonl -k 4 --max-new-tokens 12 --seed 1 \
+        | grpo-reward --fn answer,format:0.2 \
+        | grpo-advantage \
+        | grpo-update --model "$TINY" --in - --out ckpt-1 --lr 1e-5 --metrics metrics.jsonl
+    jq -e '.step == 1 and .tokens > 0' metrics.jsonl
+    grpo-rollout --model "$TINY" --in p.jsonl -k 4 --max-new-tokens 12 --seed 1 \
+        | jq -c '. + {reward: (if .completion | test("<answer>") then 1 else 0 end)}' \
+        | grpo-advantage | grpo-update --model "$TINY" --in - --out ckpt-2 --lr 1e-5
+    jq -e '.step == 1' ckpt-2/grpo/state.json
     run env REWARD='jq -c "error(\"bad record\")"' "$GRPO_ROOT/pipelines/step.sh" "$TINY" p.jsonl c2
     [ "$status" -ne 0 ]
     [[ "$output" == *"step.sh: a stage of the pipe failed"* ]]
