@@ -186,7 +186,7 @@ endef
 ifneq ($(strip $(REWARD)),)
 define reward_cmd
 t0=$$$$EPOCHREALTIME; \
-zstd -dc $(1) | { $$(REWARD); } | zstd -q -c > $$@.tmp $$(call logged,$(2).log); mv $$@.tmp $$@; \
+{ zstd -dc $(1) | { $$(REWARD); } | zstd -q -c > $$@.tmp; } $$(call logged,$(2).log); mv $$@.tmp $$@; \
 $$(call seconds,$(2).seconds)
 endef
 else

@@ -37,3 +37,11 @@ no_temp_left() {
     left=$(find "${1:-.}" -maxdepth 1 -name '.*.tmp-*' | head -n 5)
     if [ -n "$left" ]; then echo "temporaries left: $left"; return 1; fi
 }
+
+# make_tiny_llama DIR: a tiny random llama (2 layers, width 64) with a 97-token
+# tokenizer and a ChatML template in DIR; does nothing without the test venv.
+make_tiny_llama() {
+    [ -x "$GRPO_PY" ] || return 0
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$1"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$1"
+}

@@ -7,9 +7,7 @@ load helpers
 
 setup_file() {
     export TINY="$BATS_FILE_TMPDIR/tiny"
-    [ -x "$GRPO_PY" ] || return 0
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$TINY"
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$TINY"
+    make_tiny_llama "$TINY"
     # a stand-in for scripts/grpo-eval (same interface), for these tests only:
     # greedy completions of the held-out prompts, scored by grpo-reward
     export EVAL_STANDIN="$BATS_FILE_TMPDIR/eval-standin"
@@ -211,6 +209,12 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     mk r 2>/dev/null
     [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ] && [ r/steps/0000/scored.jsonl.zst -nt r/marker ]
     zstd -dc r/steps/0000/scored.jsonl.zst | jq -e -s 'all(has("rewards") and (.rewards | has("answer")))'
+    # a failing REWARD: its stderr is shown, make stops, and the stage is still to do
+    run mk r REWARD='jq -c "error(\"no reward for you\")"'
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"no reward for you"* ]]
+    run mk r -q REWARD='jq -c "error(\"no reward for you\")"'
+    [ "$status" -eq 1 ]
 }
 
 @test "SHARDS=2 with make -j2: the same records and checkpoints as one shard; Slurm-style shard targets too" {
