@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the scripts in scripts/ (sourced, bash): errors, input checks and
 # reading JSONL that may be zstd-compressed. The caller sets PROG first.
 
@@ -11,7 +12,7 @@ die() {
 need_file() {
     [ "$1" = - ] && return 0
     [ -e "$1" ] || die 66 "$1: no such file"
-    [ -f "$1" ] && [ -r "$1" ] || die 66 "$1: not a readable file"
+    { [ -f "$1" ] && [ -r "$1" ]; } || die 66 "$1: not a readable file"
 }
 
 # cat_jsonl PATH: the file's lines, decompressed when it is zstd (plain passes
