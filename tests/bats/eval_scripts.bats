@@ -35,16 +35,21 @@ recompute() {
 import json, math, sys
 line = json.load(open(sys.argv[1]))
 recs = [json.loads(l) for l in open(sys.argv[2])]
+ids = {r["id"] for r in recs}
+# samples without a reference (rewards.answer null) are out of accuracy and pass@k
 groups = {}
 for r in recs:
-    groups.setdefault(r["id"], []).append(r["rewards"]["answer"])
-acc = [r["rewards"]["answer"] for r in recs]
+    if r["rewards"]["answer"] is not None:
+        groups.setdefault(r["id"], []).append(r["rewards"]["answer"])
+acc = [r["rewards"]["answer"] for r in recs if r["rewards"]["answer"] is not None]
+rew = [r["reward"] for r in recs if r["reward"] is not None]
+mean = lambda xs: sum(xs) / len(xs) if xs else None
 want = {
-    "eval/accuracy": sum(acc) / len(acc),
-    "eval/reward": sum(r["reward"] for r in recs) / len(recs),
+    "eval/accuracy": mean(acc),
+    "eval/reward": mean(rew),
     "eval/completion_length": sum(len(r["completion_tokens"]) for r in recs) / len(recs),
     "eval/clipped_ratio": sum(r["finish_reason"] == "length" for r in recs) / len(recs),
-    "eval/prompts": len(groups),
+    "eval/prompts": len(ids),
 }
 for key in line:
     if key.startswith("eval/pass@"):
@@ -53,12 +58,15 @@ for key in line:
         for g in groups.values():
             n, c = len(g), sum(1 for a in g if a == 1)
             est.append(1.0 if n - c < j else 1 - math.comb(n - c, j) / math.comb(n, j))
-        want[key] = sum(est) / len(est)
+        want[key] = mean(est)
 for key, v in want.items():
-    assert abs(line[key] - v) <= 1e-12 * max(1, abs(v)), (key, line[key], v)
+    if v is None:
+        assert line[key] is None, (key, line[key])
+    else:
+        assert abs(line[key] - v) <= 1e-12 * max(1, abs(v)), (key, line[key], v)
 k = line["eval/k"]
 assert all(len(g) == k for g in groups.values()), "every prompt has k samples"
-assert len(recs) == k * len(groups)
+assert len(recs) == k * len(ids)
 PY
 }
 
@@ -124,6 +132,22 @@ PY
         --reward '--fn=answer:2' --samples w.jsonl
     [ "$(jq -c '.rewards | keys_unsorted' w.jsonl | sort -u)" = '["answer"]' ]
     jq -e '.["eval/reward"] == 2 * .["eval/accuracy"] and .["eval/accuracy"] > 0' w.json
+}
+
+@test "grpo-eval: prompts without a reference are left out of accuracy and pass@k; none at all gives null" {
+    needs_tiny
+    for i in 0 1 2; do echo "{\"id\":\"q$i\",\"prompt\":\"n$i\"}"; done |
+        grpo-prep --task jsonl --format plain --model "$TINY" --out free.jsonl
+    "$S/grpo-eval" --model "$TINY" --in free.jsonl --out n.json --step 0 --k 2 --max-new-tokens 4 --samples n.jsonl
+    jq -e '.["eval/accuracy"] == null and .["eval/pass@1"] == null and .["eval/pass@2"] == null
+           and .["eval/reward"] == null and .["eval/prompts"] == 3 and .["eval/completion_length"] > 0' n.json
+    recompute n.json n.jsonl
+    # mixed: 20 prompts with answers, 3 without
+    cat "$(DIGITS)" free.jsonl > mixed.jsonl
+    "$S/grpo-eval" --model "$TINY" --in mixed.jsonl --out m.json --step 0 --k 4 --max-new-tokens 6 --samples m.jsonl
+    jq -e '.["eval/prompts"] == 23 and .["eval/accuracy"] > 0' m.json
+    [ "$(jq -s '[.[] | select(.rewards.answer == null)] | length' m.jsonl)" -eq 12 ]
+    recompute m.json m.jsonl
 }
 
 @test "grpo-eval: --out - prints the line; --samples F.zst is compressed; --rollout flags reach grpo-rollout" {
