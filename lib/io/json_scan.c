@@ -156,9 +156,13 @@ size_t json_scan_value(const char *s, size_t len, size_t i, json_scan_error *err
         }
         if (c == '"')
             i = scan_string(s, len, i, err);
-        else if (c == '-' || (c >= '0' && c <= '9'))
+        else if (c == '-' || (c >= '0' && c <= '9')) {
             i = scan_number(s, len, i, err);
-        else
+            /* token ids and logprobs: a run of numbers inside an array, without the state machine */
+            while (i && depth > 0 && stack[depth - 1] == '[' && i + 1 < len && s[i] == ',' &&
+                   (s[i + 1] == '-' || (s[i + 1] >= '0' && s[i + 1] <= '9')))
+                i = scan_number(s, len, i + 1, err);
+        } else
             i = scan_literal(s, len, i, err);
         if (!i) return 0;
         if (depth == 0) return i;

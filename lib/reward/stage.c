@@ -172,8 +172,8 @@ static void chunk_free(chunk *c) {
     free(c->named);
 }
 
-/* Elements of a token-id array, counted from its raw text. */
-static long long count_array_elements(const char *raw, size_t len) {
+/* Elements of an array that holds strings or nested values. */
+static long long count_nested_elements(const char *raw, size_t len) {
     long long n = 0;
     int depth = 0;
     bool in_string = false, any = false;
@@ -192,6 +192,23 @@ static long long count_array_elements(const char *raw, size_t len) {
             any = true;
     }
     return any ? n + 1 : 0;
+}
+
+/* Elements of a token-id array, counted from its raw text (which passed the
+ * scanner). Flat arrays of numbers are counted by their commas alone. */
+static long long count_array_elements(const char *raw, size_t len) {
+    long long commas = 0;
+    bool flat = true, any = false;
+    for (size_t i = 1; i + 1 < len; i++) {
+        char ch = raw[i];
+        if (ch == ',') commas++;
+        else if (ch == '"' || ch == '[' || ch == '{') {
+            flat = false;
+            break;
+        } else if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') any = true;
+    }
+    if (flat) return any ? commas + 1 : 0;
+    return count_nested_elements(raw, len);
 }
 
 /* Decodes what every function reads into the slot's item. */

@@ -170,3 +170,20 @@ PY
         and (.rewards | keys_unsorted) == ["length", "words", "short"]
         and .reward == 0.5 * .rewards.length + 2 * ($w + (if $w < 4 then 1 else 0 end)))' out.jsonl
 }
+
+@test "completion_tokens are counted whatever their spacing; a non-array is exit 65" {
+    printf '%s\n' '{"id":"a","completion":"","completion_tokens":[]}' '{"id":"b","completion":"","completion_tokens":[ ]}' \
+        '{"id":"c","completion":"","completion_tokens":[7]}' '{"id":"d","completion":"","completion_tokens":[ 1 , 2 ,3 ]}' \
+        '{"id":"e","completion":"","completion_tokens":["a,b",[1,2],{"x":[3,4]}]}' '{"id":"f","completion":""}' > in.jsonl
+    # the length reward is -1 exactly where the count exceeds --max-len (f has no tokens: 65 below)
+    head -n 5 in.jsonl > five.jsonl
+    for max in 0 1 2 3; do
+        grpo-reward --fn length --max-len $((max + 1000)) --min-len $((max + 1)) --in five.jsonl --quiet | jq -c .rewards.length | paste -sd ' ' > got-$max
+    done
+    [ "$(cat got-0)" = "-1 -1 0 0 0" ]
+    [ "$(cat got-1)" = "-1 -1 -1 0 0" ]
+    [ "$(cat got-2)" = "-1 -1 -1 0 0" ]
+    [ "$(cat got-3)" = "-1 -1 -1 -1 -1" ]
+    run -65 grpo-reward --fn length --max-len 5 --in in.jsonl
+    assert_one_line_error grpo-reward 'in.jsonl:6: .*"completion_tokens"'
+}
