@@ -51,9 +51,10 @@
 #   EVAL_N            held-out prompts grpo-prep makes [100]
 #   EVAL_PREP_FLAGS   [--task $(TASK) --n $(EVAL_N) --split test --seed 1]
 #   EVAL_K            samples per held-out prompt [1]
-#   EVAL_TEMPERATURE  [0] (greedy)
+#   EVAL_TEMPERATURE  the samples' temperature; empty: grpo-eval's (0 for one sample, else 1) [none]
 #   EVAL_MAX_NEW_TOKENS  [$(MAX_NEW_TOKENS)]
 #   EVAL_REWARD_FLAGS the evaluation's grpo-reward flags [$(REWARD_FLAGS)]
+#   EVAL_ROLLOUT_FLAGS  more grpo-rollout flags for the evaluation (--stop ...; not --threads) [none]
 #   EVAL_FLAGS        more flags of the evaluation script [none]
 #   GRPO_EVAL         the evaluation script [$(GRPO_ROOT)/scripts/grpo-eval]
 #   KEEP              keep only the last N checkpoints (0 = all) [0]
@@ -100,9 +101,10 @@ EVAL_PROMPTS ?=
 EVAL_N ?= 100
 EVAL_PREP_FLAGS ?= --task $(TASK) --n $(EVAL_N) --split test --seed 1
 EVAL_K ?= 1
-EVAL_TEMPERATURE ?= 0
+EVAL_TEMPERATURE ?=
 EVAL_MAX_NEW_TOKENS ?= $(MAX_NEW_TOKENS)
 EVAL_REWARD_FLAGS ?= $(REWARD_FLAGS)
+EVAL_ROLLOUT_FLAGS ?=
 EVAL_FLAGS ?=
 GRPO_EVAL ?= $(GRPO_ROOT)/scripts/grpo-eval
 KEEP ?= 0
@@ -146,8 +148,9 @@ streq = $(and $(findstring x$(1),x$(2)),$(findstring x$(2),x$(1)))
 setting = $(if $(and $(wildcard $(S)/$(1)),$(call streq,$(file <$(S)/$(1)),$(2))),,$(file >$(S)/$(1),$(2)))
 ROLLOUT_ARGS = -k $(K) --max-new-tokens $(MAX_NEW_TOKENS) --temperature $(TEMPERATURE) \
     --top-p $(TOP_P) --top-k $(TOP_K) --min-p $(MIN_P) $(ROLLOUT_FLAGS)
-EVAL_ARGS = --k $(EVAL_K) --temperature $(EVAL_TEMPERATURE) --max-new-tokens $(EVAL_MAX_NEW_TOKENS) \
-    --reward $(call sq,$(EVAL_REWARD_FLAGS)) $(EVAL_FLAGS)
+EVAL_ARGS = --k $(EVAL_K) $(if $(strip $(EVAL_TEMPERATURE)),--temperature $(EVAL_TEMPERATURE)) \
+    --max-new-tokens $(EVAL_MAX_NEW_TOKENS) --reward $(call sq,$(EVAL_REWARD_FLAGS)) \
+    $(if $(strip $(EVAL_ROLLOUT_FLAGS)),--rollout $(call sq,$(EVAL_ROLLOUT_FLAGS))) --seed $(SEED) $(EVAL_FLAGS)
 REWARD_STAGE = $(if $(strip $(REWARD)),REWARD $(REWARD),grpo-reward $(REWARD_FLAGS))
 $(call setting,model,$(MODEL))
 $(call setting,prompts,$(if $(strip $(PROMPTS)),$(abspath $(PROMPTS)),grpo-prep $(PREP_FLAGS)))
@@ -253,7 +256,7 @@ $(RUN)/steps/$(1)/scored.$(call SHARD_OF,$(2)).jsonl.zst: $(RUN)/steps/$(1)/roll
 endef
 
 # the progress line of step N (scripts/progress.jq)
-progress_line = jq -n -r -f $(GRPO_ROOT)/scripts/progress.jq --argjson step $$(( 10\#$(1) + 1 )) --argjson total $(STEPS) \
+progress_line = jq -n -r -L $(GRPO_ROOT)/scripts/lib -f $(GRPO_ROOT)/scripts/progress.jq --argjson step $$(( 10\#$(1) + 1 )) --argjson total $(STEPS) \
     --slurpfile m $(RUN)/steps/$(1)/metrics.jsonl --slurpfile s $(RUN)/steps/$(1)/stats.json \
     --argjson seconds "$$(cat $(RUN)/steps/$(1)/*.seconds | awk '{ s += $$1 } END { printf "%.3f", s }')"
 
@@ -279,7 +282,7 @@ $(RUN)/eval/$(1).json: $(call model_dep,$(1)) $(RUN)/heldout.jsonl $(S)/eval
 	$$(GRPO_EVAL) --model $$(call model_of,$(1)) --in $(RUN)/heldout.jsonl --out $$@.tmp --step $$$$(( 10#$(1) )) \
 	    $$(EVAL_ARGS) $$(call logged,$(RUN)/eval/$(1).log); \
 	mv $$@.tmp $$@; \
-	$$(if $$(filter 1,$$(PROGRESS)),{ jq -r -f $(GRPO_ROOT)/scripts/progress.jq --argjson total $$(STEPS) $$@ || true; } >&2;) \
+	$$(if $$(filter 1,$$(PROGRESS)),{ jq -r -L $(GRPO_ROOT)/scripts/lib -f $(GRPO_ROOT)/scripts/progress.jq --argjson total $$(STEPS) $$@ || true; } >&2;) \
 	$$(PRUNE)
 endef
 $(foreach n,$(EVAL_IDS),$(eval $(call eval_rule,$(n))))

@@ -8,31 +8,6 @@ load helpers
 setup_file() {
     export TINY="$BATS_FILE_TMPDIR/tiny"
     make_tiny_llama "$TINY"
-    # a stand-in for scripts/grpo-eval (same interface), for these tests only:
-    # greedy completions of the held-out prompts, scored by grpo-reward
-    export EVAL_STANDIN="$BATS_FILE_TMPDIR/eval-standin"
-    cat > "$EVAL_STANDIN" <<'EOF'
-#!/bin/bash
-set -euo pipefail
-k=1 t=0 n=16 reward='--fn answer'
-while [ $# -gt 0 ]; do
-    case $1 in
-        --model) model=$2 ;; --in) in=$2 ;; --out) out=$2 ;; --step) step=$2 ;;
-        --k) k=$2 ;; --temperature) t=$2 ;; --max-new-tokens) n=$2 ;; --reward) reward=$2 ;;
-        *) echo "eval-standin: unknown $1" >&2; exit 64 ;;
-    esac
-    shift 2
-done
-echo "$model" >> "$(dirname "$out")/models-evaluated"
-# shellcheck disable=SC2086
-grpo-rollout --model "$model" --in "$in" -k "$k" --temperature "$t" --max-new-tokens "$n" --threads 1 2>/dev/null \
-    | grpo-reward $reward --quiet \
-    | jq -s -c --argjson step "$step" --argjson k "$k" '{kind: "eval", step: $step,
-        "eval/accuracy": (map(.rewards.answer // 0) | add / length), "eval/reward": (map(.reward) | add / length),
-        "eval/completion_length": (map(.completion_tokens | length) | add / length), "eval/prompts": (length / $k), "eval/k": $k}' \
-    > "$out"
-EOF
-    chmod +x "$EVAL_STANDIN"
 }
 
 needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
@@ -107,7 +82,7 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     jq -e '.step == 3 and .parent == "r/ckpt/0002" and .rng.seed == 3' r/ckpt/0003/grpo/state.json
     [ "$(jq -r .batch_sha256 r/ckpt/0003/grpo/state.json)" = "$(zstd -dc r/steps/0002/batch.jsonl.zst | sha256sum | cut -c1-64)" ]
     # the progress line again from the files, as pipelines/README.md shows
-    [ "$(jq -n -r -f "$GRPO_ROOT/scripts/progress.jq" --argjson step 3 --argjson total 3 --slurpfile m r/steps/0002/metrics.jsonl \
+    [ "$(jq -n -r -L "$GRPO_ROOT/scripts/lib" -f "$GRPO_ROOT/scripts/progress.jq" --argjson step 3 --argjson total 3 --slurpfile m r/steps/0002/metrics.jsonl \
         --slurpfile s r/steps/0002/stats.json --argjson seconds null)" = \
       "$(printf '%s\n' "$output" | grep '^step 3/3' | sed 's/  [0-9.]* s$//')" ]
     # metrics.jsonl: the steps' lines in order, each once
@@ -285,22 +260,29 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
 
 @test "EVAL_EVERY: checkpoint 0, every N-th and the last evaluated in turn, the lines in metrics.jsonl" {
     needs_tiny
-    config r "EVAL_EVERY = 2" "EVAL_PREP_FLAGS = --task arith --n 6 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY" \
-        "GRPO_EVAL = $EVAL_STANDIN" "KEEP = 1"
+    config r "EVAL_EVERY = 2" "EVAL_FLAGS = --threads 1" "KEEP = 1" \
+        "EVAL_PREP_FLAGS = --task arith --n 6 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY"
     run mk r
     [ "$status" -eq 0 ]
     echo "$output"
-    [ "$(printf '%s\n' "$output" | grep -c '^eval [023]/3  accuracy [0-9.]*  reward -\?[0-9.]*  len [0-9.]*$')" -eq 3 ]
-    [ "$(cat r/eval/models-evaluated | tr '\n' ' ')" = "$TINY r/ckpt/0002 r/ckpt/0003 " ]
-    jq -e '.kind == "eval" and .step == 2 and ."eval/prompts" == 6' r/eval/0002.json
-    # the evaluation of checkpoint 2 came before step 3 trained on
+    [ "$(printf '%s\n' "$output" | grep -c '^eval [023]/3  accuracy [0-9.]*  pass@1 [0-9.]*  reward -\?[0-9.]*  len [0-9.]*$')" -eq 3 ]
+    [ "$(cd r/eval && echo *.json)" = "0000.json 0002.json 0003.json" ]
+    jq -e '.kind == "eval" and .step == 2 and ."eval/prompts" == 6 and ."eval/k" == 1' r/eval/0002.json
+    # scripts/grpo-eval on the model itself gives the same line (but for its seconds)
+    eval_args=(--in r/heldout.jsonl --k 1 --max-new-tokens 12 --seed 3 --threads 1
+        --reward '--fn answer,length:0.5 --max-len 12 --overlong-buffer 10 --quiet')
+    "$GRPO_ROOT/scripts/grpo-eval" --model "$TINY" --step 0 --out e0.json "${eval_args[@]}"
+    "$GRPO_ROOT/scripts/grpo-eval" --model r/ckpt/0003 --step 3 --out e3.json "${eval_args[@]}"
+    diff <(jq -c 'del(."eval/seconds")' e0.json) <(jq -c 'del(."eval/seconds")' r/eval/0000.json)
+    diff <(jq -c 'del(."eval/seconds")' e3.json) <(jq -c 'del(."eval/seconds")' r/eval/0003.json)
+    # the evaluation of checkpoint 2 came before step 3 trained on from it
     [ r/ckpt/0003/grpo/state.json -nt r/eval/0002.json ]
     # kept until evaluated, then deleted like the others
     [ "$(cd r/ckpt && echo *)" = "0003" ]
     [ "$(jq -c '[.kind // "train", .step]' r/metrics.jsonl | tr -d '\n')" = \
         '["eval",0]["train",1]["train",2]["eval",2]["train",3]["eval",3]' ]
     mk r -q
-    # make eval with EVAL_EVERY=0 evaluates checkpoint 0 and the last only, already done
+    # make eval with EVAL_EVERY=0 evaluates checkpoint 0 and the last only, both done
     mk r -q eval EVAL_EVERY=0
 }
 
