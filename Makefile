@@ -1,6 +1,7 @@
 # grpo: build, set-up, test, bench.
 #   make            build every tool into bin/
 #   make test       install what is missing, build, run every suite
+#   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic; QUICK=1 in about 3 minutes
 #   make bench      stream throughput against zstd|jq; model throughput against sgemm and PyTorch;
 #                   rule rewards against a Python peer; the judge cache; the LLM judge's
 #                   requests/s against the local test server
@@ -35,7 +36,7 @@ OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
 OBJ_ASAN := $(patsubst %.c,build/asan/%.o,$(LIB_SRC))
 ASAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps venv models test unit unit-asan bats fuzz fuzz-short fuzz-long bench clean
+.PHONY: all deps venv models demo test unit unit-asan bats fuzz fuzz-short fuzz-long bench clean
 all: $(TOOLS)
 
 build/obj/%.o: %.c $(LIB_HDR)
@@ -84,6 +85,12 @@ models: venv
 	@sh scripts/setup/venv.sh .venv
 	@touch $@
 venv: .venv/.ok
+
+# ---- the demo: GRPO on SmolLM2 through pipelines/grpo.mk (scripts/demo.sh) ----
+# make demo [QUICK=1] [SEED=N]
+demo: deps
+	@$(MAKE) --no-print-directory all models
+	@QUICK='$(QUICK)' SEED='$(or $(SEED),1)' sh scripts/demo.sh
 
 # ---- tests -------------------------------------------------------------------
 unit: $(UNIT)

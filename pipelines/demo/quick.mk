@@ -1,0 +1,7 @@
+# make demo QUICK=1: the same mechanics in about 3 minutes (too short to learn much).
+include $(GRPO_ROOT)/pipelines/demo/config.mk
+EVAL_PREP_FLAGS = --task arith --n 16 --split test --seed 7 $(OPS_FLAGS)
+STEPS = 3
+PROMPTS_PER_STEP = 4
+MAX_NEW_TOKENS = 24
+EVAL_EVERY = 3
