@@ -4,6 +4,9 @@
 # tokenizer: the whole loop, reruns, kill -9 and resume, a swapped reward
 # stage, settings changes, shards, retention, the evaluation hook.
 load helpers
+# Every make here is a fresh one: `make test` runs these tests inside make, whose
+# MAKEFLAGS and MAKELEVEL would otherwise change what the pipeline's make does.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 
 setup_file() {
     export TINY="$BATS_FILE_TMPDIR/tiny"
