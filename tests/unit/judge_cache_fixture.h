@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/mapped.h"
 #include "reward/judge_cache.h"
 #include "util/sha256.h"
 
@@ -44,17 +45,10 @@ static inline bool exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+/* The file's bytes (NUL-terminated, caller frees), NULL when unreadable. */
 static inline char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    strbuf b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) sb_append(&b, chunk, n);
-    fclose(f);
-    if (!b.data) sb_puts(&b, "");
-    *len = b.len;
-    return b.data;
+    gerr e = {0};
+    return read_whole_file(path, len, &e);
 }
 
 static inline void spit(const char *path, const char *text) {
