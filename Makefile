@@ -1,7 +1,7 @@
 # grpo: build, set-up, test, bench.
 #   make            build every tool into bin/
 #   make test       install what is missing, build, run every suite
-#   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic; QUICK=1 in about 3 minutes
+#   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
 #   make bench      stream throughput against zstd|jq; model throughput against sgemm and PyTorch;
 #                   rule rewards against a Python peer; the judge cache; the LLM judge's
 #                   requests/s against the local test server
