@@ -237,6 +237,15 @@ int record_get_json(const record *r, const char *key, bool required, cJSON **out
     return 0;
 }
 
+int record_get_messages(const record *r, cJSON **out, gerr *e) {
+    int rc = record_get_json(r, "messages", false, out, e);
+    if (rc) return rc;
+    if (cJSON_IsArray(*out)) return 0;
+    cJSON_Delete(*out);
+    *out = NULL;
+    return record_field_error(r, "messages", "an array of {role, content} messages", e);
+}
+
 void record_set_raw(record *r, const char *key, const char *raw, size_t raw_len) {
     rec_field *f = find_mut(r, key);
     if (!f) {

@@ -54,6 +54,11 @@ int record_get_int(const record *r, const char *key, bool required, long long mi
 /* Parses one field with cJSON (NULL when absent). Caller frees with cJSON_Delete. */
 int record_get_json(const record *r, const char *key, bool required, cJSON **out, gerr *e);
 
+/* The chat `messages` as a cJSON array (caller frees with cJSON_Delete).
+ * Absent or not an array: FILE:LINE: field "messages": expected an array of
+ * {role, content} messages, got KIND. */
+int record_get_messages(const record *r, cJSON **out, gerr *e);
+
 /* A JSON array of token ids in [0, vocab) into *ids (xmalloc'd, caller
  * frees; NULL on error) and *n. Errors name the field and the element:
  * FILE:LINE: field "key": element I: expected a token id in [0, V). */

@@ -6,27 +6,6 @@
 
 #include "stage.h"
 
-void reward_entries_add(reward_entries *r, const char *name, size_t name_len, double value) {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 4;
-        r->v = xrealloc(r->v, cap * sizeof *r->v);
-        for (size_t i = r->cap; i < cap; i++) r->v[i].name = NULL;
-        r->cap = cap;
-    }
-    reward_entry *en = &r->v[r->n++];
-    free(en->name);
-    en->name = xstrndup(name, name_len);
-    en->value = value;
-}
-
-void reward_entries_clear(reward_entries *r) { r->n = 0; }
-
-void reward_entries_free(reward_entries *r) {
-    for (size_t i = 0; i < r->cap; i++) free(r->v[i].name);
-    free(r->v);
-    memset(r, 0, sizeof *r);
-}
-
 /* One "NAME[:WEIGHT]" of a spec. */
 static int parse_one(const char *s, size_t len, char *name, size_t name_cap, double *weight, gerr *e) {
     const char *colon = memchr(s, ':', len);

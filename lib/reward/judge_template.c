@@ -142,12 +142,8 @@ static int put_prompt(const judge_template *t, const part *p, const record *r, s
         return 0;
     }
     cJSON *msgs = NULL;
-    int rc = record_get_json(r, "messages", true, &msgs, e);
+    int rc = record_get_messages(r, &msgs, e);
     if (rc) return rc;
-    if (!cJSON_IsArray(msgs)) {
-        cJSON_Delete(msgs);
-        return record_field_error(r, "messages", "an array of {role, content} messages", e);
-    }
     const cJSON *user = NULL, *m;
     cJSON_ArrayForEach(m, msgs) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");

@@ -52,12 +52,8 @@ static int tokens_of(const rm_fn *r, const reward_item *it, rm_seq *out, gerr *e
     const record *rec = it->rec;
     out->n = 0;
     cJSON *messages = NULL;
-    int rc = record_get_json(rec, "messages", false, &messages, e);
+    int rc = record_get_messages(rec, &messages, e);
     if (rc) return rc;
-    if (!cJSON_IsArray(messages)) {
-        cJSON_Delete(messages);
-        return record_field_error(rec, "messages", "an array of {role, content} messages", e);
-    }
     if (memchr(it->completion, 0, it->completion_len)) {
         cJSON_Delete(messages);
         return gerr_at(e, EX_DATAERR, rec->file, rec->line,

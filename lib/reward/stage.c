@@ -20,6 +20,29 @@ reward_stage_options reward_stage_default_options(void) {
     return o;
 }
 
+/* ---- named values (cmd's several rewards per record) ----------------------- */
+
+void reward_entries_add(reward_entries *r, const char *name, size_t name_len, double value) {
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 4;
+        r->v = xrealloc(r->v, cap * sizeof *r->v);
+        for (size_t i = r->cap; i < cap; i++) r->v[i].name = NULL;
+        r->cap = cap;
+    }
+    reward_entry *en = &r->v[r->n++];
+    free(en->name);
+    en->name = xstrndup(name, name_len);
+    en->value = value;
+}
+
+void reward_entries_clear(reward_entries *r) { r->n = 0; }
+
+void reward_entries_free(reward_entries *r) {
+    for (size_t i = 0; i < r->cap; i++) free(r->v[i].name);
+    free(r->v);
+    memset(r, 0, sizeof *r);
+}
+
 /* ---- statistics by reward name -------------------------------------------- */
 
 typedef struct {

@@ -196,6 +196,25 @@ int main(void) {
         sb_free(&b);
     }
 
+    TEST("messages: an array is returned; absent or another kind names the field");
+    {
+        record r;
+        record_init(&r);
+        gerr e = {0};
+        cJSON *m = NULL;
+        CHECK(parse(&r, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &e) == 0);
+        CHECK(record_get_messages(&r, &m, &e) == 0);
+        CHECK(cJSON_IsArray(m) && cJSON_GetArraySize(m) == 1);
+        cJSON_Delete(m);
+        CHECK(parse(&r, "{\"messages\":\"hi\"}", &e) == 0);
+        CHECK_EQ_INT(record_get_messages(&r, &m, &e), EX_DATAERR);
+        CHECK(m == NULL);
+        CHECK(strstr(e.msg, "in.jsonl:7: field \"messages\": expected an array of {role, content} messages") != NULL);
+        CHECK(parse(&r, "{\"id\":\"x\"}", &e) == 0);
+        CHECK_EQ_INT(record_get_messages(&r, &m, &e), EX_DATAERR);
+        CHECK(strstr(e.msg, "field \"messages\"") != NULL);
+        record_free(&r);
+    }
     TEST("token id arrays are written as JSON arrays");
     {
         strbuf b = {0};
