@@ -14,7 +14,8 @@
 #   RUN/steps/NNNN/rollouts.jsonl.zst  K completions per prompt from checkpoint N
 #   RUN/steps/NNNN/scored.jsonl.zst    the reward stage (grpo-reward REWARD_FLAGS, or REWARD)
 #   RUN/steps/NNNN/batch.jsonl.zst     grpo-advantage; its --stats in stats.json
-#   RUN/steps/NNNN/metrics.jsonl       grpo-update's metrics line(s) for this step
+#   RUN/steps/NNNN/metrics.jsonl       grpo-update's metrics line(s) for this step, with the reward
+#                                      stage's per-function means from stats.json (rewards/NAME/mean, /std)
 #   RUN/steps/NNNN/*.seconds, *.log    each stage's wall time and stderr
 #   RUN/ckpt/NNNN/                     checkpoint N (N >= 1; checkpoint 0 is MODEL itself)
 #   RUN/eval/NNNN.json                 $(GRPO_EVAL)'s line for checkpoint N
@@ -238,7 +239,9 @@ $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps
 	    --out $(RUN)/ckpt/$(2) --metrics $(RUN)/steps/$(1)/metrics.part --seed $$(SEED) $$(UPDATE_FLAGS) \
 	    $$(call logged,$(RUN)/steps/$(1)/update.log); \
 	$$(call seconds,$(RUN)/steps/$(1)/update.seconds); \
-	mv $(RUN)/steps/$(1)/metrics.part $(RUN)/steps/$(1)/metrics.jsonl; \
+	jq -c --slurpfile s $(RUN)/steps/$(1)/stats.json '. + ($$$$s[0] | with_entries(select(.key | startswith("rewards/"))))' \
+	    $(RUN)/steps/$(1)/metrics.part > $(RUN)/steps/$(1)/metrics.jsonl.tmp; \
+	mv $(RUN)/steps/$(1)/metrics.jsonl.tmp $(RUN)/steps/$(1)/metrics.jsonl; rm -f $(RUN)/steps/$(1)/metrics.part; \
 	$$(if $$(filter 1,$$(PROGRESS)),{ $$(call progress_line,$(1)) || true; } >&2;) \
 	$$(PRUNE)
 

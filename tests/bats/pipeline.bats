@@ -91,6 +91,13 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     # metrics.jsonl: the steps' lines in order, each once
     [ "$(jq -c .step r/metrics.jsonl | tr '\n' ' ')" = "1 2 3 " ]
     cat r/steps/000[012]/metrics.jsonl | cmp - r/metrics.jsonl
+    # each step's line: grpo-update's, with the reward stage's per-function means (batch accuracy)
+    for n in 0000 0001 0002; do
+        jq -e --slurpfile s "r/steps/$n/stats.json" '(.["rewards/answer/mean"] | type == "number")
+            and .["rewards/answer/mean"] == $s[0]["rewards/answer/mean"]
+            and .["rewards/length/std"] == $s[0]["rewards/length/std"]
+            and (.loss | type == "number") and ((.reward - $s[0].reward_mean) | fabs) < 1e-9' "r/steps/$n/metrics.jsonl"
+    done
     # nothing to do on a rerun, no file touched
     touch r/marker
     run mk r
