@@ -90,7 +90,7 @@ venv: .venv/.ok
 # make demo [QUICK=1] [SEED=N]
 demo: deps
 	@$(MAKE) --no-print-directory all models
-	@QUICK='$(QUICK)' SEED='$(or $(SEED),1)' sh scripts/demo.sh
+	@QUICK='$(QUICK)' SEED='$(or $(SEED),1)' bash scripts/demo.sh
 
 # ---- tests -------------------------------------------------------------------
 unit: $(UNIT)

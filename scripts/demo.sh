@@ -1,25 +1,36 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # make demo [QUICK=1] [SEED=N] [DEMO_RUN=DIR]: a whole GRPO run on SmolLM2-135M-Instruct
 # through pipelines/grpo.mk, then held-out accuracy before -> after, the
 # exported HF directory and GGUF, and a PNG of reward, accuracy and KL per step.
-set -eu
+# On a terminal a progress bar (scripts/grpo-progress) sits under the step lines.
+# DEMO_CONFIG=FILE runs another make fragment's settings the same way (the tests do).
+set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 QUICK=${QUICK:-}
 SEED=${SEED:-1}
 if [ -n "$QUICK" ]; then CONF=quick; else CONF=config; fi
+# DEMO_CONFIG: another make fragment in place of pipelines/demo/CONF.mk (the tests' tiny model)
+CONFIG=${DEMO_CONFIG:-$ROOT/pipelines/demo/$CONF.mk}
+[ -f "$CONFIG" ] || { echo "demo: $CONFIG: no such file" >&2; exit 66; }
 RUN=${DEMO_RUN:-runs/demo-$CONF-seed$SEED}
 mkdir -p "$RUN"
 # the run's settings: the demo's, kept in step with pipelines/demo/ (make re-runs what they change)
 {
-    echo "include $ROOT/pipelines/demo/$CONF.mk"
+    echo "include $CONFIG"
     echo "SEED = $SEED"
 } > "$RUN/config.mk.tmp"
 if cmp -s "$RUN/config.mk.tmp" "$RUN/config.mk"; then rm -f "$RUN/config.mk.tmp"; else mv "$RUN/config.mk.tmp" "$RUN/config.mk"; fi
 
-echo "grpo demo: $RUN ($(sed -n 's/^STEPS = //p' "pipelines/demo/$CONF.mk" | tail -n 1) steps; interrupt and rerun to resume)" >&2
+steps=$(make --no-print-directory -s -f pipelines/grpo.mk RUN="$RUN" GRPO_ROOT="$ROOT" \
+    --eval='demo-steps: ; @echo $(STEPS)' demo-steps)
+echo "grpo demo: $RUN ($steps steps; interrupt and rerun to resume)" >&2
 start=$(date +%s)
-make --no-print-directory -f pipelines/grpo.mk RUN="$RUN" GRPO_ROOT="$ROOT" run eval export
+train=(make --no-print-directory -f pipelines/grpo.mk RUN="$RUN" GRPO_ROOT="$ROOT" run eval export)
+# make's lines on stderr, less its "Nothing to be done" for goals the run already made;
+# on a terminal, a progress bar under them
+if [ -t 2 ]; then show=(scripts/grpo-progress --steps "$steps" "$RUN"); else show=(cat); fi
+"${train[@]}" 2>&1 | sed -u "/^make: Nothing to be done for '/d" | "${show[@]}" >&2
 # a second pass takes in the evaluations the first one made (metrics.jsonl lists them)
 make --no-print-directory -f pipelines/grpo.mk RUN="$RUN" GRPO_ROOT="$ROOT" metrics > /dev/null
 seconds=$(($(date +%s) - start))

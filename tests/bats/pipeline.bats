@@ -322,3 +322,59 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     [[ "$output" == *"step.sh: a stage of the pipe failed"* ]]
     [ ! -e c2 ] && [ ! -e c2.part ]
 }
+
+@test "scripts/demo.sh (make demo) on the tiny model: before -> after, the exports, the plot; a progress bar on a terminal" {
+    needs_tiny
+    config cfg "EVAL_EVERY = 3" "EVAL_FLAGS = --threads 1" "EXPORT_FORMAT = hf gguf" \
+        "EVAL_PREP_FLAGS = --task arith --n 6 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY"
+    mv cfg/config.mk tiny.mk
+    # not a terminal: the step lines as they are, then the summary
+    run env DEMO_CONFIG="$PWD/tiny.mk" DEMO_RUN="$PWD/d" SEED=3 bash "$GRPO_ROOT/scripts/demo.sh"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c '^step [123]/3  reward')" -eq 3 ]
+    [[ "$output" != *$'\r'* ]]
+    before=$(jq -r 'select(.kind == "eval" and .step == 0) | ."eval/accuracy"' d/metrics.jsonl)
+    after=$(jq -r 'select(.kind == "eval" and .step == 3) | ."eval/accuracy"' d/metrics.jsonl)
+    [[ "$output" == *"held-out accuracy (greedy): $before -> $after"* ]]
+    [[ "$output" == *"exported: $PWD/d/export/hf"* ]] && [[ "$output" == *"exported: $PWD/d/export/model.gguf"* ]]
+    [ -s d/export/hf/config.json ] && [ -s d/export/model.gguf ]
+    [ "$(head -c 8 d/curves.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]
+    # the step lines carry the batch accuracy that the plot draws
+    jq -se 'map(select(.kind == null) | .["rewards/answer/mean"] | type == "number") | length == 3 and all' d/metrics.jsonl
+    [[ "$output" != *"Nothing to be done"* ]]
+    # on a terminal (script(1) gives it one), a fresh run draws the bar under the lines
+    command -v script > /dev/null || skip "no script(1)"
+    DEMO_CONFIG="$PWD/tiny.mk" DEMO_RUN="$PWD/t" SEED=3 script -qec "bash $GRPO_ROOT/scripts/demo.sh" /dev/null > tty.out
+    grep -aq $'\r\033\[K\[#*\.*\] [0-3]/3  step [1-3]: \(rollout\|reward\|advantage\|update\)' tty.out
+    grep -aq $'\r\033\[K\[#\{24\}\] 3/3  ' tty.out
+    grep -aq 'held-out accuracy (greedy): ' tty.out
+    # the same run: the same checkpoint
+    cmp d/ckpt/0003/model.safetensors t/ckpt/0003/model.safetensors
+}
+
+@test "scripts/grpo-progress: lines pass through; --bar adds the bar from the run's files; usage errors" {
+    mkdir -p r/steps/0000 r/steps/0001 r/eval
+    echo '{"step":1}' > r/steps/0000/metrics.jsonl
+    echo 20.5 > r/steps/0000/rollout.seconds; echo 10 > r/steps/0000/update.seconds
+    touch r/steps/0001/rollouts.jsonl.zst
+    run bash -c "printf 'one\ntwo\n' | '$GRPO_ROOT/scripts/grpo-progress' --steps 4 r 2>&1"
+    [ "$status" -eq 0 ]; [ "$output" = $'one\ntwo' ]
+    # one step of 4 done in 30 s: the bar a quarter full, step 2 at its reward stage, 90 s to go;
+    # a line cut short by the end of the input still shown
+    run bash -c "{ echo one; printf 'last'; } | '$GRPO_ROOT/scripts/grpo-progress' --bar --steps 4 r 2>&1"
+    [ "$status" -eq 0 ]
+    [[ "$output" == $'\r\033[K[######..................] 1/4  step 2: reward  0s, about 1m30s left\r\033[Kone\n'* ]]
+    [[ "$output" == *$'\r\033[Klast' ]]
+    # an evaluation whose line is not written yet is what runs
+    touch r/eval/0001.log
+    run bash -c "echo x | '$GRPO_ROOT/scripts/grpo-progress' --bar --steps 4 r 2>&1"
+    [[ "$output" == *"1/4  evaluating checkpoint 1  "* ]]
+    run "$GRPO_ROOT/scripts/grpo-progress" r
+    [ "$status" -eq 64 ]; [[ "$output" == *"--steps must be a positive integer"* ]]
+    run "$GRPO_ROOT/scripts/grpo-progress" --steps 2
+    [ "$status" -eq 64 ]; [[ "$output" == *"expected the run directory"* ]]
+    run "$GRPO_ROOT/scripts/grpo-progress" --steps 2 --color r
+    [ "$status" -eq 64 ]; [[ "$output" == *"unknown flag '--color'"* ]]
+    "$GRPO_ROOT/scripts/grpo-progress" --help | grep -q '^usage: make -f pipelines/grpo.mk'
+}
