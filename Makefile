@@ -2,9 +2,9 @@
 #   make            build every tool into bin/
 #   make test       install what is missing, build, run every suite
 #   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
-#   make bench      stream throughput against zstd|jq; model throughput against sgemm and PyTorch;
-#                   rule rewards against a Python peer; the judge cache; the LLM judge's
-#                   requests/s against the local test server
+#   make bench      stream throughput against zstd|jq; model throughput and one update step
+#                   against sgemm and PyTorch; rule rewards against a Python peer; the judge
+#                   cache; the LLM judge's requests/s against the local test server
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:

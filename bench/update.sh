@@ -5,7 +5,11 @@
 # ceiling measured by bench_model in the same run (FLOPs = 6 x parameters x
 # tokens for full fine-tuning, 4 x for LoRA, as the issue counts them), and
 # peak RSS. Goals: >= 50% of the ceiling; <= 3 GB peak RSS with --recompute.
+# First the peer, bench/update_peer.py (the same step in PyTorch eager on the
+# same batch and threads), so each row also shows its tokens/s and ours / its.
 # No assertions: a benchmark prints.
+#   sh bench/update.sh [MODEL.gguf]   (BENCH_PEER=0 skips PyTorch;
+#                                      BENCH_PEER_TRIALS=N: its best of N, default 2)
 set -eu
 cd "$(dirname "$0")/.."
 MODEL=${1:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -33,10 +37,29 @@ with open(sys.argv[1], "w") as f:
                    finish_reason="length", reward=float(i % 2), advantage=(1.0 if i % 2 else -1.0))
         f.write(json.dumps(rec) + "\n")
 PY
+# the peer (it prints its own table; kv lines name the modes as the rows below)
+peer=""
+if [ "${BENCH_PEER:-1}" != 0 ] && "$PY" -c 'import torch' 2>/dev/null; then
+    # the OpenMP OpenBLAS for Debian's torch, as bench/model.sh explains
+    BLAS_OMP=/usr/lib/$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/openblas-openmp
+    LD_LIBRARY_PATH="$BLAS_OMP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$PY" bench/update_peer.py --batch "$OUT/update-batch.jsonl" --threads "$(nproc)" \
+        --trials "${BENCH_PEER_TRIALS:-2}" > "$OUT/update-torch.txt"
+    echo "PyTorch peer (bench/update_peer.py):"
+    grep -v '^kv ' "$OUT/update-torch.txt"
+    echo
+    peer=1
+else
+    echo "peer: skipped (BENCH_PEER=0, or no PyTorch in $PY)"
+fi
 params=134515008   # SmolLM2-135M (tied embeddings)
 tokens=$((64 * 192))
 echo "grpo-update, SmolLM2-135M, 64 x (64 + 128) tokens, sgemm ceiling ${ceiling} GFLOP/s (bench_model)"
-printf '  %-22s %9s %9s %8s %10s\n' mode seconds tokens/s ceiling "peak RSS"
+if [ -n "$peer" ]; then
+    printf '  %-22s %9s %9s %8s %10s %9s %8s\n' mode seconds tokens/s ceiling "peak RSS" PyTorch "ours/PT"
+else
+    printf '  %-22s %9s %9s %8s %10s\n' mode seconds tokens/s ceiling "peak RSS"
+fi
 run() { # NAME FLOPS_PER_PARAM_TOKEN FLAGS...
     name=$1 k=$2; shift 2
     rm -rf "$OUT/update-ckpt"
@@ -47,7 +70,13 @@ run() { # NAME FLOPS_PER_PARAM_TOKEN FLAGS...
     secs=$(tail -n 1 "$OUT/update-metrics.jsonl" | sed 's/.*"seconds":\([0-9.e+-]*\).*/\1/')
     tps=$(echo "$tokens / $secs" | bc -l)
     frac=$(echo "$k * $params * $tokens / $secs / ($ceiling * 1000000000) * 100" | bc -l)
-    printf '  %-22s %9.1f %9.1f %7.1f%% %7.0f MiB\n' "$name" "$secs" "$tps" "$frac" "$(($2 / 1024))"
+    printf '  %-22s %9.1f %9.1f %7.1f%% %6.0f MiB' "$name" "$secs" "$tps" "$frac" "$(($2 / 1024))"
+    ptps=""
+    [ -z "$peer" ] || ptps=$(sed -n "s/^kv $name tok_s=\([0-9.]*\).*/\1/p" "$OUT/update-torch.txt")
+    if [ -n "$ptps" ]; then
+        printf ' %9.1f %7.2fx' "$ptps" "$(echo "$tps / $ptps" | bc -l)"
+    fi
+    echo
 }
 run "full" 6
 run "full --recompute" 6 --recompute
