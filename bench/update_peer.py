@@ -65,9 +65,9 @@ import time
 import torch
 from torch.utils.checkpoint import checkpoint
 
-# SmolLM2-135M (config.json): tied embeddings, no biases.
-DIM, HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 576, 1536, 30, 9, 3, 64, 49152
-THETA, EPS = 100000.0, 1e-5
+import torch_peer  # the forward peer: SmolLM2-135M's shapes, RMSNorm and RoPE
+from torch_peer import DIM, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, LAYERS, THETA, VOCAB
+
 QD, KVD, GRP = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM, HEADS // KV_HEADS
 TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 TARGET_SHAPES = {"q": (DIM, QD), "k": (DIM, KVD), "v": (DIM, KVD), "o": (QD, DIM),
@@ -126,7 +126,9 @@ def micro_batches(recs, budget):
     return out
 
 
-class Llama:
+class Llama(torch_peer.Llama):
+    """The forward peer's model with trainable weights (or a LoRA adapter)."""
+
     def __init__(self, n_layers, lora_r, lora_alpha, seed=0):
         g = torch.Generator().manual_seed(seed)
         full = lora_r == 0
@@ -159,16 +161,6 @@ class Llama:
         if self.lora:
             return [m for ad in self.lora for ab in ad.values() for m in ab]
         return [self.embd, self.out_norm] + [p for lay in self.layers for p in lay.values()]
-
-    @staticmethod
-    def rmsnorm(x, w):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
-
-    @staticmethod
-    def rope(x, cos, sin):  # x [B, H, T, hd], rotate-half
-        h = x.shape[-1] // 2
-        x1, x2 = x[..., :h], x[..., h:]
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1)
 
     def delta(self, li, x, *targets):
         """scale * x A^T B^T of each target, concatenated (LoRA), or None."""
