@@ -66,7 +66,7 @@ run() { # NAME FLOPS_PER_PARAM_TOKEN FLAGS...
     /usr/bin/time -f '%e %M' -o "$OUT/update-time" bin/grpo-update --model "$MODEL" --in "$OUT/update-batch.jsonl" \
         --out "$OUT/update-ckpt" --lr 1e-6 --beta 0 --metrics "$OUT/update-metrics.jsonl" "$@" 2>/dev/null
     set -- $(cat "$OUT/update-time")
-    # the update itself (metrics "seconds": load and checkpoint writing excluded)
+    # metrics "seconds": the update with model load and batch read (well under a second), checkpoint writing excluded
     secs=$(tail -n 1 "$OUT/update-metrics.jsonl" | sed 's/.*"seconds":\([0-9.e+-]*\).*/\1/')
     tps=$(echo "$tokens / $secs" | bc -l)
     frac=$(echo "$k * $params * $tokens / $secs / ($ceiling * 1000000000) * 100" | bc -l)
