@@ -275,6 +275,7 @@ start_judge() {
 }
 
 @test "README.md: the quick start and every tool's example run as written" {
+    local n
     needs_tiny
     # fixtures
     gsm8k_lines 5 > gsm8k-train.jsonl
@@ -307,7 +308,9 @@ start_judge() {
     [ -z "$(zstd -dc prompts.jsonl.zst | jq -r .id | sort | comm -12 - <(jq -r .id heldout.jsonl | sort))" ]
     [ "$(jq -r .answer gsm8k.jsonl | tr '\n' ' ')" = "3 6 9 12 15 " ]
     jq -e -s 'length == 64 and all(.prompt_tokens | length > 200)' prompts.jsonl
-    [ "$(jq -s 'length' part-2.jsonl)" -gt 0 ] && [ "$(jq -s 'length' part-2.jsonl)" -lt 40 ]
+    n=$(jq -s 'length' part-2.jsonl)
+    [ "$n" -gt 0 ]
+    [ "$n" -lt 40 ]
     # 8 completions of each prompt, scored, advantaged, trained on twice, exported
     [ "$(zstd -dc rollouts.jsonl.zst | wc -l)" -eq 512 ]
     zstd -dc scored.jsonl.zst | jq -e -s 'length == 512 and all(.rewards | has("answer") and has("format"))'
@@ -318,23 +321,35 @@ start_judge() {
     [ "$(curl -s "${URL%/v1}/stats" | jq .requests)" -eq 16 ]
     jq -e --arg p "$HOME/.cache/grpo/judge.sqlite" '.path == $p and .entries == 16' < <(grep '^{"path":' readme.log)
     jq -e '.records == 512 and .groups == 64' stats.json
-    [ "$(zstd -dc batch.jsonl.zst | wc -l)" -eq 512 ] && [ -s batch.jsonl ]
+    [ "$(zstd -dc batch.jsonl.zst | wc -l)" -eq 512 ]
+    [ -s batch.jsonl ]
     jq -e '.step == 1 and .flags.lora_r == 16' ckpt-1/grpo/state.json
     jq -e '.step == 2' ckpt-2/grpo/state.json
     [ "$(jq -c .step metrics.jsonl | tr '\n' ' ')" = "1 2 " ]
-    [ -s smollm2-grpo/config.json ] && [ -s smollm2-grpo/model.safetensors ]
+    [ -s smollm2-grpo/config.json ]
+    [ -s smollm2-grpo/model.safetensors ]
     [ -s smollm2-grpo-adapter/adapter_config.json ]
     [ "$(head -c 4 smollm2-grpo.gguf)" = GGUF ]
 }
 
-@test "make demo QUICK=1 and SEED=2 reach scripts/demo.sh, which picks the quick settings and the run directory" {
-    # make demo itself runs SmolLM2 for minutes: make -n shows what it would run
+@test "make demo QUICK=1 and SEED=2 reach scripts/demo.sh; both demo settings are runs grpo.mk reads" {
+    # make demo runs SmolLM2 for minutes: make -n shows what it would run
     run make --no-print-directory -n -C "$GRPO_ROOT" demo QUICK=1 SEED=2
     [ "$status" -eq 0 ]
     [[ "$output" == *"QUICK='1' SEED='2' bash scripts/demo.sh"* ]]
     run make --no-print-directory -n -C "$GRPO_ROOT" demo
+    [ "$status" -eq 0 ]
     [[ "$output" == *"QUICK='' SEED='1' bash scripts/demo.sh"* ]]
-    [ -s "$GRPO_ROOT/pipelines/demo/quick.mk" ] && [ -s "$GRPO_ROOT/pipelines/demo/config.mk" ]
+    # the run directories scripts/demo.sh makes of them, read by grpo.mk as it does
+    local conf
+    for conf in config quick; do
+        mkdir "demo-$conf-seed2"
+        printf 'include %s\nSEED = 2\n' "$GRPO_ROOT/pipelines/demo/$conf.mk" > "demo-$conf-seed2/config.mk"
+        run make --no-print-directory -s -f "$GRPO_ROOT/pipelines/grpo.mk" RUN="demo-$conf-seed2" \
+            --eval='show: ; @echo $(STEPS) $(SEED) $(MODEL)' show
+        [ "$status" -eq 0 ]
+        [[ "$output" =~ ^[1-9][0-9]*\ 2\ $GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf$ ]]
+    done
 }
 
 @test "pipelines/README.md: a make-driven run, its progress line, a swapped reward stage, shards, export, the pipes" {
@@ -379,7 +394,8 @@ CONF
     [ "$(jq -c '[.kind // "train", .step]' runs/arith/metrics.jsonl | tr -d '\n')" = \
         '["eval",0]["train",1]["train",2]["train",3]["eval",3]' ]
     jq -e '."eval/prompts" == 100' runs/arith/eval/0003.json
-    [ -s runs/arith/export/hf/config.json ] && [ -s runs/arith/export/hf/model.safetensors ]
+    [ -s runs/arith/export/hf/config.json ]
+    [ -s runs/arith/export/hf/model.safetensors ]
     # its step and eval lines as the README shows them
     examples_match pipelines/README.md 'One line per step goes to stderr' readme.log
     # the progress line again, from step 3's files
@@ -388,7 +404,8 @@ CONF
     grep -qx "make: Nothing to be done for 'run'." readme.log
     # runs/x: the Slurm preamble made the prompt slices, export made both formats
     [ -s runs/x/steps/0001/prompts.jsonl ]
-    [ -s runs/x/export/hf/config.json ] && [ "$(head -c 4 runs/x/export/model.gguf)" = GGUF ]
+    [ -s runs/x/export/hf/config.json ]
+    [ "$(head -c 4 runs/x/export/model.gguf)" = GGUF ]
     # step.sh's checkpoint, with the jq reward
     jq -e '.step == 1 and .parent == "ckpt-0"' ckpt-1/grpo/state.json
 }
@@ -397,8 +414,10 @@ CONF
     needs_tiny
     repo_links
     # runs/arith (LoRA) and runs/full (full fine-tuning): 3 steps of the tiny model, evaluations at 0, 2, 3
-    local r
+    local r lora
     for r in arith full; do
+        lora=""
+        [ "$r" = full ] || lora="--lora-r 16"
         mkdir -p runs/$r
         cat > runs/$r/config.mk <<CONF
 MODEL = $TINY
@@ -408,7 +427,7 @@ PROMPTS_PER_STEP = 4
 K = 4
 MAX_NEW_TOKENS = 12
 REWARD_FLAGS = --fn answer,format:0.2 --quiet
-UPDATE_FLAGS = --lr 1e-3 --beta 0.04 $([ $r = arith ] && echo --lora-r 16)
+UPDATE_FLAGS = --lr 1e-3 --beta 0.04 $lora
 EVAL_EVERY = 2
 EVAL_PREP_FLAGS = --task arith --n 6 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY
 CONF
@@ -441,7 +460,9 @@ CONF
     like_example "$(example_after scripts/README.md 'every `rewards` entry' | grep '^== ')" readme.log
     [ "$(grep -c '^== runs/arith/steps/0002/scored.jsonl.zst: ' readme.log)" -eq 2 ]
     grep -q '^== runs/arith/steps/0000/scored.jsonl.zst: ' readme.log
-    grep -q '^user: ' readme.log && grep -q '^rewards: ' readme.log && grep -q '^sample 0: ' readme.log
+    grep -q '^user: ' readme.log
+    grep -q '^rewards: ' readme.log
+    grep -q '^sample 0: ' readme.log
 }
 
 @test "formats/README.md: the shard of an id, as grpo-prep --shard computes it" {
@@ -459,7 +480,8 @@ CONF
         f=${f#"$GRPO_ROOT/"}
         [ -n "$(commands "$f")" ] || continue
         [[ " ${READMES[*]} " == *" $f "* ]] || { echo "$f has sh blocks but no test in readme.bats runs them"; false; }
-    done < <(find "$GRPO_ROOT" -name README.md -not -path '*/.venv/*' -not -path '*/node_modules/*' -not -path '*/build/*' -not -path '*/runs/*')
+    done < <(find "$GRPO_ROOT" \( -name .git -o -name .venv -o -name build -o -name runs -o -name models \) -prune \
+        -o -name README.md -print)
     for f in "${READMES[@]}"; do
         grep -qF "@test \"$f: " "$BATS_TEST_FILENAME"
     done
