@@ -261,6 +261,24 @@ gsm8k_lines() {
     done
 }
 
+# tiny_config RUN N STEPS [LINES...]: RUN/config.mk, a small grpo.mk run of the
+# tiny model: N short arith prompts (no system message), 4 a step, 4 completions
+# of at most 12 tokens each, then LINES
+tiny_config() {
+    local run=$1 n=$2 steps=$3
+    shift 3
+    mkdir -p "$run"
+    {
+        echo "MODEL = $TINY"
+        echo "PREP_FLAGS = --task arith --n $n --split train --seed 1 --chat-template raw --word-problems 0 --model $TINY"
+        echo "STEPS = $steps"
+        echo "PROMPTS_PER_STEP = 4"
+        echo "K = 4"
+        echo "MAX_NEW_TOKENS = 12"
+        printf '%s\n' "$@"
+    } > "$run/config.mk"
+}
+
 # start_judge: the fake judge on a free port; sets URL
 start_judge() {
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$PWD/port" > /dev/null 2> server.err 3>&- &
@@ -357,16 +375,7 @@ start_judge() {
     repo_links
     write_my_reward
     # runs/x: a small run of the tiny model (the README leaves its settings open)
-    mkdir -p runs/x
-    cat > runs/x/config.mk <<CONF
-MODEL = $TINY
-PREP_FLAGS = --task arith --n 8 --split train --seed 1 --chat-template raw --word-problems 0 --model $TINY
-STEPS = 2
-PROMPTS_PER_STEP = 4
-K = 4
-MAX_NEW_TOKENS = 12
-UPDATE_FLAGS = --lr 1e-3
-CONF
+    tiny_config runs/x 8 2 'UPDATE_FLAGS = --lr 1e-3'
     # the pipes' checkpoint 0 and prompts
     cp -r "$TINY" ckpt-0
     grpo-prep --task arith --n 8 --seed 1 --chat-template raw --word-problems 0 --model "$TINY" --out prompts.jsonl
@@ -418,19 +427,9 @@ CONF
     for r in arith full; do
         lora=""
         [ "$r" = full ] || lora="--lora-r 16"
-        mkdir -p runs/$r
-        cat > runs/$r/config.mk <<CONF
-MODEL = $TINY
-PREP_FLAGS = --task arith --n 16 --split train --seed 1 --chat-template raw --word-problems 0 --model $TINY
-STEPS = 3
-PROMPTS_PER_STEP = 4
-K = 4
-MAX_NEW_TOKENS = 12
-REWARD_FLAGS = --fn answer,format:0.2 --quiet
-UPDATE_FLAGS = --lr 1e-3 --beta 0.04 $lora
-EVAL_EVERY = 2
-EVAL_PREP_FLAGS = --task arith --n 6 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY
-CONF
+        tiny_config runs/$r 16 3 'REWARD_FLAGS = --fn answer,format:0.2 --quiet' \
+            "UPDATE_FLAGS = --lr 1e-3 --beta 0.04 $lora" 'EVAL_EVERY = 2' \
+            "EVAL_PREP_FLAGS = --task arith --n 6 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY"
         make --no-print-directory -f pipelines/grpo.mk RUN=runs/$r 2> /dev/null
     done
     ln -s arith runs/lora
