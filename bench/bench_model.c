@@ -250,6 +250,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
         return rc;
     }
+    /* packed weights, as grpo-rollout runs them (packing counted in the load time) */
+    if ((rc = model_pack_for_inference(&m, &e))) {
+        fprintf(stderr, "bench_model: %s\n", e.msg);
+        model_free(&m);
+        return rc;
+    }
     double load_s = now() - t0;
     const model_config *cf = &m.cfg;
     int qd = cf->n_heads * cf->head_dim, kvd = cf->n_kv_heads * cf->head_dim;
@@ -298,7 +304,8 @@ int main(int argc, char **argv) {
            cf->hidden_dim, cf->n_layers, cf->n_heads, cf->n_kv_heads, cf->head_dim, cf->vocab_size);
     printf("  matmul weights per token: %.1f M + LM head %.1f M = %.1f MB of fp32\n", f.matmul_params / 1e6,
            f.head_params / 1e6, weight_bytes / 1e6);
-    printf("  load %.2f s, peak RSS %.0f MiB\n\n", load_s, rss / 1024.0);
+    printf("  load %.2f s (weights %s), peak RSS %.0f MiB\n\n", load_s,
+           m.packed ? "packed once for the AVX-512 kernel" : "row-major, OpenBLAS packs per call", rss / 1024.0);
     /* OpenBLAS 0.3.21 takes some newer Xeons (in VMs) for a Prescott and
      * runs its SSE3 kernels: say so, it moves every number here ~3x. */
     const char *core = openblas_get_corename();

@@ -17,6 +17,7 @@
 
 #include "model.h"
 #include "ops.h"
+#include "packed.h"
 
 static inline float *kv_at(const kv_cache *c, float *base, int seq, int layer, int pos) {
     return base + (((size_t)seq * c->n_layers + layer) * c->max_len + pos) * c->kv_dim;
@@ -137,6 +138,15 @@ static void attention_forward(float *out, const float *q, const kv_cache *c, int
     }
 }
 
+/* out = in W^T (+ bias) with one of the model's layer matrices, packed or row-major. */
+static void linear(const model *m, float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
+                   int out_dim) {
+    if (m->packed)
+        packed_matmul(out, in, w, bias, n, in_dim, out_dim);
+    else
+        matmul_forward(out, in, w, bias, n, in_dim, out_dim);
+}
+
 static void residual_add(float *x, const float *y, size_t n) {
 #pragma omp parallel for schedule(static) if (n > 4096)
     for (size_t i = 0; i < n; i++) x[i] += y[i];
@@ -163,9 +173,9 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
     for (int l = 0; l < cf->n_layers; l++) {
         /* attention block */
         rmsnorm_forward(s->xn, NULL, s->x, w->attn_norm + (size_t)l * d, R, d, eps);
-        matmul_forward(s->q, s->xn, w->wq + (size_t)l * qd * d, w->bq ? w->bq + (size_t)l * qd : NULL, R, d, qd);
-        matmul_forward(s->k, s->xn, w->wk + (size_t)l * kvd * d, w->bk ? w->bk + (size_t)l * kvd : NULL, R, d, kvd);
-        matmul_forward(s->v, s->xn, w->wv + (size_t)l * kvd * d, w->bv ? w->bv + (size_t)l * kvd : NULL, R, d, kvd);
+        linear(m, s->q, s->xn, w->wq + (size_t)l * qd * d, w->bq ? w->bq + (size_t)l * qd : NULL, R, d, qd);
+        linear(m, s->k, s->xn, w->wk + (size_t)l * kvd * d, w->bk ? w->bk + (size_t)l * kvd : NULL, R, d, kvd);
+        linear(m, s->v, s->xn, w->wv + (size_t)l * kvd * d, w->bv ? w->bv + (size_t)l * kvd : NULL, R, d, kvd);
         if (cf->qk_norm) { /* qwen3: RMSNorm over each head, before RoPE */
             rmsnorm_forward(s->q, NULL, s->q, w->q_norm + (size_t)l * hd, R * nh, hd, eps);
             rmsnorm_forward(s->k, NULL, s->k, w->k_norm + (size_t)l * hd, R * nkv, hd, eps);
@@ -174,15 +184,15 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
         rope_forward(s->k, s->cos_t, s->sin_t, R, nkv, hd);
         kv_store(c, l, R, seq, pos, s->k, s->v);
         attention_forward(s->xn, s->q, c, l, R, seq, pos, cf, s);
-        matmul_forward(s->proj, s->xn, w->wo + (size_t)l * d * qd, NULL, R, qd, d);
+        linear(m, s->proj, s->xn, w->wo + (size_t)l * d * qd, NULL, R, qd, d);
         residual_add(s->x, s->proj, (size_t)R * d);
 
         /* MLP block */
         rmsnorm_forward(s->xn, NULL, s->x, w->ffn_norm + (size_t)l * d, R, d, eps);
-        matmul_forward(s->gate, s->xn, w->w_gate + (size_t)l * hid * d, NULL, R, d, hid);
-        matmul_forward(s->up, s->xn, w->w_up + (size_t)l * hid * d, NULL, R, d, hid);
+        linear(m, s->gate, s->xn, w->w_gate + (size_t)l * hid * d, NULL, R, d, hid);
+        linear(m, s->up, s->xn, w->w_up + (size_t)l * hid * d, NULL, R, d, hid);
         swiglu_forward(s->gate, s->gate, s->up, (size_t)R * hid);
-        matmul_forward(s->proj, s->gate, w->w_down + (size_t)l * d * hid, NULL, R, hid, d);
+        linear(m, s->proj, s->gate, w->w_down + (size_t)l * d * hid, NULL, R, hid, d);
         residual_add(s->x, s->proj, (size_t)R * d);
     }
 
@@ -198,5 +208,9 @@ void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, cons
                    const int32_t *token, const bool *want_logits, float *logits, model_scratch *s) {
     assert(m->w.lm_head);
     int n = model_forward_hidden(m, c, n_rows, seq, pos, token, want_logits, s->xn, s);
-    if (n) matmul_forward(logits, s->xn, m->w.lm_head, NULL, n, m->cfg.dim, m->cfg.vocab_size);
+    if (!n) return;
+    if (m->head_packed)
+        packed_matmul(logits, s->xn, m->head_packed, NULL, n, m->cfg.dim, m->cfg.vocab_size);
+    else
+        matmul_forward(logits, s->xn, m->w.lm_head, NULL, n, m->cfg.dim, m->cfg.vocab_size);
 }

@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sysexits.h>
 
 #include "lora.h"
 #include "ops.h"
+#include "packed.h"
 
 static const char *const param_names[MODEL_N_PARAMS] = {
     "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
@@ -112,7 +114,49 @@ int model_load_classifier(model *m, const char *path, gerr *e) {
 
 void model_free(model *m) {
     free(m->params_memory);
+    free(m->head_packed_own);
     memset(m, 0, sizeof *m);
+}
+
+int model_pack_for_inference(model *m, gerr *e) {
+    const model_config *c = &m->cfg;
+    if (m->packed || !packed_supported()) return 0;
+    int d = c->dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim, hid = c->hidden_dim;
+    /* (param, rows, cols) of each layer's matrices */
+    const int mats[][3] = {{P_WQ, qd, d}, {P_WK, kvd, d}, {P_WV, kvd, d}, {P_WO, d, qd},
+                           {P_W_GATE, hid, d}, {P_W_UP, hid, d}, {P_W_DOWN, d, hid}};
+    size_t n_mats = sizeof mats / sizeof mats[0], biggest = 0;
+    for (size_t i = 0; i < n_mats; i++) {
+        if (mats[i][1] % PACKED_NR) return 0; /* in place needs whole panels */
+        size_t n = (size_t)mats[i][1] * mats[i][2];
+        biggest = n > biggest ? n : biggest;
+    }
+    bool head_in_place = m->w.lm_head && m->w.lm_head != m->w.tok_embd && c->vocab_size % PACKED_NR == 0;
+    size_t head_n = (size_t)c->vocab_size * d;
+    float *tmp = malloc(sizeof(float) * (head_in_place && head_n > biggest ? head_n : biggest));
+    float *head = m->w.lm_head && !head_in_place ? malloc(sizeof(float) * packed_floats(c->vocab_size, d)) : NULL;
+    if (!tmp || (m->w.lm_head && !head_in_place && !head)) {
+        free(tmp), free(head);
+        return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        for (size_t i = 0; i < n_mats; i++) {
+            size_t n = (size_t)mats[i][1] * mats[i][2];
+            float *w = m->w.t[mats[i][0]] + (size_t)l * n;
+            memcpy(tmp, w, n * sizeof *w);
+            packed_pack(w, tmp, mats[i][1], mats[i][2]);
+        }
+    if (head_in_place) {
+        memcpy(tmp, m->w.lm_head, head_n * sizeof *tmp);
+        packed_pack(m->w.lm_head, tmp, c->vocab_size, d);
+        m->head_packed = m->w.lm_head;
+    } else if (head) {
+        packed_pack(head, m->w.lm_head, c->vocab_size, d);
+        m->head_packed = m->head_packed_own = head;
+    }
+    free(tmp);
+    m->packed = true;
+    return 0;
 }
 
 /* HF and GGUF names of each parameter; per-layer ones take the layer number. */

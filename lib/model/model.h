@@ -54,6 +54,12 @@ typedef struct {
     size_t n_params;                    /* floats in params_memory */
     float *params_memory;
     float inv_freq[512]; /* RoPE frequencies [head_dim/2], scaling applied */
+    /* model_pack_for_inference: the layer matrices (wq .. w_down) are
+     * packed.h panels in place, and head_packed the LM head's panels (in
+     * lm_head's own place, or head_packed_own when tied to the embeddings). */
+    bool packed;
+    const float *head_packed;
+    float *head_packed_own;
 } model;
 
 /* Loads a causal LM: an HF directory (config.json, model.safetensors or a
@@ -70,6 +76,16 @@ int model_load(model *m, const char *path, gerr *e);
  * architecture. */
 int model_load_classifier(model *m, const char *path, gerr *e);
 void model_free(model *m);
+
+/* For a model that only runs model_forward / model_forward_hidden (rollout,
+ * a reward model): rewrites the layer matrices in place in the packed.h
+ * panel layout, and packs the LM head (a copy when tied), so no matmul of the
+ * forward repacks weights. Does nothing (returns 0) when the CPU lacks the
+ * packed kernel or a matrix's row count is not a whole number of panels.
+ * Afterwards m->w's layer matrices are not row-major: training, export and
+ * LoRA merging must not use such a model. EX_SOFTWARE when memory is short
+ * (the model is then unchanged). */
+int model_pack_for_inference(model *m, gerr *e);
 
 /* Sizes every parameter tensor from m->cfg and allocates the one buffer
  * (zeroed), pointing m->w into it. For loaders and tests. */

@@ -205,6 +205,7 @@ static int open_model(rm_fn *r, const reward_params *p, gerr *e) {
     if (r->m.cfg.num_labels != 1)
         return gerr_set(e, EX_DATAERR, "%s: num_labels is %d; --fn rm reads a reward model with one label (one score)",
                         r->path, r->m.cfg.num_labels);
+    if ((rc = model_pack_for_inference(&r->m, e))) return rc;
     if ((rc = model_text_load(r->path, &r->mt, e))) return rc;
     if (tok_vocab_size(r->mt.tok) > (size_t)r->m.cfg.vocab_size)
         return gerr_set(e, EX_DATAERR, "%s: the tokenizer has %zu tokens but the model only %d embeddings", r->path,

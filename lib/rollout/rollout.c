@@ -292,7 +292,8 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     if (o->threads > 0) blas_set_threads((int)o->threads);
     int rc = model_text_load(o->model, &r->mt, e);
     if (rc) return rc;
-    if ((rc = model_load(&r->m, o->model, e))) {
+    if ((rc = model_load(&r->m, o->model, e)) || (rc = model_pack_for_inference(&r->m, e))) {
+        model_free(&r->m);
         model_text_free(&r->mt);
         return rc;
     }

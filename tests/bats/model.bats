@@ -59,6 +59,12 @@ run_model() {
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare ours.f32 ref.f64 1e-3
     echo "$output"
     [ "$status" -eq 0 ]
+    # the same with the weights packed as grpo-rollout packs them (on a CPU with AVX-512)
+    GRPO_MODEL_PACK=1 run_model "$SMOL" toks.txt packed.f32
+    if grep -q avx512f /proc/cpuinfo; then [[ "$output" == *"weights packed"* ]]; fi
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare packed.f32 ref.f64 1e-3
+    echo "$output"
+    [ "$status" -eq 0 ]
 }
 
 @test "an HF directory with a missing tensor is a data error naming it" {

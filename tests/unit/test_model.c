@@ -141,6 +141,12 @@ static int driver(const char *path, const char *tokens_path, const char *out_pat
         fprintf(stderr, "test_model: %s\n", e.msg);
         return e.code;
     }
+    /* GRPO_MODEL_PACK=1: the weights packed as grpo-rollout runs them */
+    const char *pack = getenv("GRPO_MODEL_PACK");
+    if (pack && *pack == '1' && model_pack_for_inference(&m, &e)) {
+        fprintf(stderr, "test_model: %s\n", e.msg);
+        return e.code;
+    }
     FILE *f = fopen(tokens_path, "r");
     if (!f) {
         fprintf(stderr, "test_model: %s: %s\n", tokens_path, strerror(errno));
@@ -155,9 +161,9 @@ static int driver(const char *path, const char *tokens_path, const char *out_pat
             fprintf(stderr, "test_model: token %d out of range\n", tok[i]);
             return EX_DATAERR;
         }
-    printf("# %s: %s, %d layers, dim %d, %d/%d heads of %d, vocab %d, %zu parameters, %d tokens\n", path,
+    printf("# %s: %s, %d layers, dim %d, %d/%d heads of %d, vocab %d, %zu parameters, %d tokens, weights %s\n", path,
            model_arch_name(m.cfg.arch), m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads,
-           m.cfg.head_dim, m.cfg.vocab_size, m.n_params, T);
+           m.cfg.head_dim, m.cfg.vocab_size, m.n_params, T, m.packed ? "packed" : "row-major");
     float *out = malloc((size_t)T * m.cfg.vocab_size * sizeof *out);
     paths_result res;
     if (!out || T < 2 || run_paths(&m, tok, T, out, &res, &e)) {

@@ -1,0 +1,106 @@
+#include "packed.h"
+
+#include <assert.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define PACKED_X86 1
+#else
+#define PACKED_X86 0
+#endif
+
+/* Rows per task: a chunk of x (64 rows x K) and one panel stay in L2 while
+ * the kernel walks the chunk's row blocks. */
+enum { ROW_CHUNK = 64 };
+
+bool packed_supported(void) {
+#if PACKED_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
+size_t packed_floats(int n, int k) { return (size_t)((n + PACKED_NR - 1) / PACKED_NR) * PACKED_NR * (size_t)k; }
+
+void packed_pack(float *dst, const float *w, int n, int k) {
+    int panels = (n + PACKED_NR - 1) / PACKED_NR;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < panels; p++) {
+        float *panel = dst + (size_t)p * k * PACKED_NR;
+        for (int j = 0; j < PACKED_NR; j++) {
+            int col = p * PACKED_NR + j;
+            const float *row = w + (size_t)col * k;
+            if (col < n)
+                for (int i = 0; i < k; i++) panel[(size_t)i * PACKED_NR + j] = row[i];
+            else
+                for (int i = 0; i < k; i++) panel[(size_t)i * PACKED_NR + j] = 0.0f;
+        }
+    }
+}
+
+#if PACKED_X86
+/* out[mr, nr] (row stride ldo) = x[mr, k] (row stride k) @ panel (+ bias),
+ * mr <= 8, nr <= 32. Sixteen accumulators: 8 rows x two 16-float halves. */
+__attribute__((target("avx512f"))) static void kernel_8x32(float *out, int ldo, const float *x, int k,
+                                                           const float *panel, const float *bias, int mr, int nr) {
+    const float *x0 = x, *x1 = x + (mr > 1 ? (size_t)k : 0), *x2 = x + (mr > 2 ? 2 * (size_t)k : 0);
+    const float *x3 = x + (mr > 3 ? 3 * (size_t)k : 0), *x4 = x + (mr > 4 ? 4 * (size_t)k : 0);
+    const float *x5 = x + (mr > 5 ? 5 * (size_t)k : 0), *x6 = x + (mr > 6 ? 6 * (size_t)k : 0);
+    const float *x7 = x + (mr > 7 ? 7 * (size_t)k : 0); /* rows past mr repeat row 0, never stored */
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+    for (int i = 0; i < k; i++) {
+        __m512 b0 = _mm512_loadu_ps(panel + (size_t)i * PACKED_NR), b1 = _mm512_loadu_ps(panel + (size_t)i * PACKED_NR + 16);
+        __m512 a = _mm512_set1_ps(x0[i]);
+        c00 = _mm512_fmadd_ps(a, b0, c00), c01 = _mm512_fmadd_ps(a, b1, c01);
+        a = _mm512_set1_ps(x1[i]);
+        c10 = _mm512_fmadd_ps(a, b0, c10), c11 = _mm512_fmadd_ps(a, b1, c11);
+        a = _mm512_set1_ps(x2[i]);
+        c20 = _mm512_fmadd_ps(a, b0, c20), c21 = _mm512_fmadd_ps(a, b1, c21);
+        a = _mm512_set1_ps(x3[i]);
+        c30 = _mm512_fmadd_ps(a, b0, c30), c31 = _mm512_fmadd_ps(a, b1, c31);
+        a = _mm512_set1_ps(x4[i]);
+        c40 = _mm512_fmadd_ps(a, b0, c40), c41 = _mm512_fmadd_ps(a, b1, c41);
+        a = _mm512_set1_ps(x5[i]);
+        c50 = _mm512_fmadd_ps(a, b0, c50), c51 = _mm512_fmadd_ps(a, b1, c51);
+        a = _mm512_set1_ps(x6[i]);
+        c60 = _mm512_fmadd_ps(a, b0, c60), c61 = _mm512_fmadd_ps(a, b1, c61);
+        a = _mm512_set1_ps(x7[i]);
+        c70 = _mm512_fmadd_ps(a, b0, c70), c71 = _mm512_fmadd_ps(a, b1, c71);
+    }
+    __m512 acc[PACKED_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                                {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
+    __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+    __m512 bias0 = _mm512_setzero_ps(), bias1 = bias0;
+    if (bias) bias0 = _mm512_maskz_loadu_ps(m0, bias), bias1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+    for (int r = 0; r < mr; r++) {
+        _mm512_mask_storeu_ps(out + (size_t)r * ldo, m0, _mm512_add_ps(acc[r][0], bias0));
+        _mm512_mask_storeu_ps(out + (size_t)r * ldo + 16, m1, _mm512_add_ps(acc[r][1], bias1));
+    }
+}
+#endif
+
+void packed_matmul(float *out, const float *in, const float *w_packed, const float *bias, int m, int k, int n) {
+#if PACKED_X86
+    if (m <= 0) return;
+    int panels = (n + PACKED_NR - 1) / PACKED_NR, chunks = (m + ROW_CHUNK - 1) / ROW_CHUNK;
+    /* task = chunk * panels + panel: each thread takes a run of panels of one chunk */
+#pragma omp parallel for schedule(static)
+    for (int task = 0; task < chunks * panels; task++) {
+        int p = task % panels, r_end = (task / panels + 1) * ROW_CHUNK;
+        int col = p * PACKED_NR, nr = n - col < PACKED_NR ? n - col : PACKED_NR;
+        const float *panel = w_packed + (size_t)p * k * PACKED_NR;
+        if (r_end > m) r_end = m;
+        for (int r = task / panels * ROW_CHUNK; r < r_end; r += PACKED_MR)
+            kernel_8x32(out + (size_t)r * n + col, n, in + (size_t)r * k, k, panel, bias ? bias + col : NULL,
+                        r_end - r < PACKED_MR ? r_end - r : PACKED_MR, nr);
+    }
+#else
+    (void)out, (void)in, (void)w_packed, (void)bias, (void)m, (void)k, (void)n;
+    assert(!"packed_matmul without packed_supported()");
+#endif
+}

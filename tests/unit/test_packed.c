@@ -1,0 +1,146 @@
+/* lib/model/packed.c against a float64 reference, and a packed model's
+ * forward against the same model row-major. Skipped (reported) on a CPU
+ * without AVX-512, where nothing is packed. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/model.h"
+#include "model/packed.h"
+
+static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+static float uniform(void) { /* xorshift: [-0.5, 0.5) */
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 11) * 0x1.0p-53 - 0.5);
+}
+
+/* out = in W^T (+ bias) through the panels, against float64 sums of the same
+ * floats: shapes with partial row blocks (m not a multiple of 8, of the
+ * 64-row chunk), partial panels (n not a multiple of 32) and odd k. */
+static void test_matmul(void) {
+    TEST("packed_matmul equals a float64 sum for every shape class (partial rows, partial panels, bias)");
+    const int shapes[][3] = {{1, 32, 1}, {7, 50, 17}, {8, 96, 64}, {9, 33, 5}, {64, 192, 576}, {130, 70, 31}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        float *x = malloc(sizeof(float) * (size_t)m * k), *w = malloc(sizeof(float) * (size_t)n * k);
+        float *bias = malloc(sizeof(float) * (size_t)n), *p = malloc(sizeof(float) * packed_floats(n, k));
+        float *out = malloc(sizeof(float) * (size_t)m * n);
+        CHECK(x && w && bias && p && out);
+        if (!x || !w || !bias || !p || !out) return;
+        for (size_t i = 0; i < (size_t)m * k; i++) x[i] = uniform();
+        for (size_t i = 0; i < (size_t)n * k; i++) w[i] = uniform();
+        for (int i = 0; i < n; i++) bias[i] = uniform();
+        CHECK_EQ_INT(packed_floats(n, k), (size_t)((n + 31) / 32) * 32 * k);
+        packed_pack(p, w, n, k);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            /* a canary past the output must stay */
+            memset(out, 0x7f, sizeof(float) * (size_t)m * n);
+            packed_matmul(out, x, p, with_bias ? bias : NULL, m, k, n);
+            double worst = 0;
+            for (int r = 0; r < m; r++)
+                for (int c = 0; c < n; c++) {
+                    double ref = with_bias ? bias[c] : 0;
+                    for (int i = 0; i < k; i++) ref += (double)x[(size_t)r * k + i] * w[(size_t)c * k + i];
+                    worst = fmax(worst, fabs(ref - out[(size_t)r * n + c]));
+                }
+            /* fp32 sums of k products of numbers below 0.5: a few ulps of sqrt(k)/4 */
+            if (!(worst <= 2e-6 * (1 + k / 16.0))) printf("#   %dx%dx%d bias %d: worst %.3g\n", m, n, k, with_bias, worst);
+            CHECK(worst <= 2e-6 * (1 + k / 16.0));
+        }
+        free(x), free(w), free(bias), free(p), free(out);
+    }
+}
+
+static void fill(model *m, uint64_t seed) {
+    rng_state = seed;
+    for (size_t i = 0; i < m->n_params; i++) m->params_memory[i] = uniform();
+}
+
+/* Two copies of one random model, one packed: the same logits for a prefill
+ * and a decode step. Dimensions are whole panels (32), so everything packs;
+ * tied, the head is a packed copy and the embeddings stay row-major. */
+static void test_model_packed(bool tied) {
+    TEST(tied ? "a packed model (tied head: packed copy) gives the row-major model's logits"
+              : "a packed model (untied head packed in place) gives the row-major model's logits");
+    model_config cfg = {.arch = ARCH_LLAMA, .dim = 32, .hidden_dim = 64, .n_layers = 2, .n_heads = 2,
+                        .n_kv_heads = 2, .head_dim = 16, .vocab_size = 96, .max_seq_len = 64, .rope_theta = 10000,
+                        .norm_eps = 1e-5f, .tied_embeddings = tied, .bos_id = -1, .pad_id = -1};
+    model a, b;
+    memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
+    a.cfg = b.cfg = cfg;
+    gerr e = {0};
+    if (model_alloc(&a, &e) || model_alloc(&b, &e)) {
+        CHECK(0);
+        return;
+    }
+    model_init_rope(&a), model_init_rope(&b);
+    fill(&a, 77), fill(&b, 77);
+    CHECK_EQ_INT(model_pack_for_inference(&b, &e), 0);
+    CHECK(b.packed);
+    CHECK(b.head_packed != NULL);
+    CHECK(tied ? b.head_packed == b.head_packed_own : b.head_packed == b.w.lm_head);
+    CHECK_EQ_INT(model_pack_for_inference(&b, &e), 0); /* a second call changes nothing */
+    /* what stays row-major stays: the embeddings and the norms */
+    CHECK(memcmp(a.w.tok_embd, b.w.tok_embd, sizeof(float) * 96 * 32) == 0);
+    CHECK(memcmp(a.w.attn_norm, b.w.attn_norm, sizeof(float) * 2 * 32) == 0);
+    enum { T = 9, V = 96 };
+    int32_t tok[T + 1];
+    int seq[T + 1], pos[T + 1];
+    for (int i = 0; i <= T; i++) tok[i] = (i * 29 + 7) % V, seq[i] = 0, pos[i] = i;
+    float la[T * V], lb[T * V], da[V], db[V];
+    model *ms[2] = {&a, &b};
+    float *pre[2] = {la, lb}, *dec[2] = {da, db};
+    for (int j = 0; j < 2; j++) {
+        kv_cache c;
+        model_scratch s;
+        CHECK_EQ_INT(kv_cache_init(&c, &cfg, 1, T + 1, &e), 0);
+        CHECK_EQ_INT(model_scratch_init(&s, &cfg, T, T + 1, &e), 0);
+        model_forward(ms[j], &c, T, seq, pos, tok, NULL, pre[j], &s);
+        model_forward(ms[j], &c, 1, seq + T, pos + T, tok + T, NULL, dec[j], &s); /* one decode row */
+        model_scratch_free(&s);
+        kv_cache_free(&c);
+    }
+    double worst = 0, biggest = 0;
+    for (int i = 0; i < T * V; i++) worst = fmax(worst, fabs(la[i] - lb[i])), biggest = fmax(biggest, fabs(la[i]));
+    for (int i = 0; i < V; i++) worst = fmax(worst, fabs(da[i] - db[i]));
+    printf("#   max abs diff %.3g of logits up to %.3g\n", worst, biggest);
+    CHECK(worst <= 1e-5 * fmax(1, biggest)); /* summation order only */
+    CHECK(biggest > 0.1);
+    model_free(&a), model_free(&b);
+}
+
+/* A matrix that is not whole panels: nothing is packed, the model unchanged. */
+static void test_model_not_packed(void) {
+    TEST("a model whose matrices are not whole panels is left row-major");
+    model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = (model_config){.arch = ARCH_LLAMA, .dim = 32, .hidden_dim = 48, .n_layers = 1, .n_heads = 2,
+                           .n_kv_heads = 2, .head_dim = 16, .vocab_size = 64, .max_seq_len = 16,
+                           .rope_theta = 10000, .norm_eps = 1e-5f, .bos_id = -1, .pad_id = -1};
+    gerr e = {0};
+    if (model_alloc(&m, &e)) {
+        CHECK(0);
+        return;
+    }
+    fill(&m, 5);
+    float first = m.w.wq[1];
+    CHECK_EQ_INT(model_pack_for_inference(&m, &e), 0);
+    CHECK(!m.packed);
+    CHECK(m.head_packed == NULL);
+    CHECK(m.w.wq[1] == first);
+    model_free(&m);
+}
+
+int main(void) {
+    if (!packed_supported()) {
+        printf("ok 1 - # SKIP no AVX-512 on this CPU: weights stay row-major (OpenBLAS)\n1..1\n");
+        return 0;
+    }
+    test_matmul();
+    test_model_packed(false);
+    test_model_packed(true);
+    test_model_not_packed();
+    return check_done();
+}
