@@ -6,6 +6,8 @@
 #                   against sgemm and PyTorch; rule rewards against a Python peer; the judge
 #                   cache; the LLM judge's requests/s against the local test server
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
+#   make llama-cpp  llama.cpp's library (pinned, from PyPI) and tests/llama/llama_ids, which
+#                   loads our GGUF exports in llama.cpp (tests/bats/llama_cpp.bats)
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
 .SUFFIXES:
@@ -36,7 +38,7 @@ OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
 OBJ_ASAN := $(patsubst %.c,build/asan/%.o,$(LIB_SRC))
 ASAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps venv models demo test unit unit-asan bats fuzz fuzz-short fuzz-long bench clean
+.PHONY: all deps venv models llama-cpp demo test unit unit-asan bats fuzz fuzz-short fuzz-long bench clean
 all: $(TOOLS)
 
 build/obj/%.o: %.c $(LIB_HDR)
@@ -86,6 +88,19 @@ models: venv
 	@touch $@
 venv: .venv/.ok
 
+# llama.cpp (the copy vendored by the llama-cpp-python sdist, pinned by sha256
+# in the script), CPU only, static, no network at build time; built once.
+LLAMA := build/llama.cpp
+LLAMA_LIBS := $(LLAMA)/cmake/src/libllama.a $(LLAMA)/cmake/ggml/src/libggml.a \
+	$(LLAMA)/cmake/ggml/src/libggml-cpu.a $(LLAMA)/cmake/ggml/src/libggml-base.a
+$(LLAMA)/.built: scripts/setup/llama_cpp.sh | .venv/.ok
+	@sh scripts/setup/llama_cpp.sh $(LLAMA)
+	@touch $@
+$(LLAMA)/llama_ids: tests/llama/llama_ids.c $(LLAMA)/.built
+	$(CC) $(WARN) $(CFLAGS) -I$(LLAMA)/src/include -I$(LLAMA)/src/ggml/include $< $(LLAMA_LIBS) \
+		-lstdc++ -lm -lpthread -o $@.tmp && mv $@.tmp $@
+llama-cpp: $(LLAMA)/llama_ids
+
 # ---- the demo: GRPO on SmolLM2 through pipelines/grpo.mk (scripts/demo.sh) ----
 # make demo [QUICK=1] [SEED=N]
 demo: deps
@@ -99,7 +114,7 @@ fuzz: $(FUZZ)
 
 # The one test command: every suite, then one line "N passed, N failed".
 test: deps
-	@$(MAKE) --no-print-directory all unit unit-asan fuzz venv models
+	@$(MAKE) --no-print-directory all unit unit-asan fuzz venv models llama-cpp
 	@sh tests/run-suites.sh
 
 fuzz-long: fuzz
