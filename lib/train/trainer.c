@@ -19,6 +19,7 @@
 
 #include "../model/ops.h"
 #include "../util/rng.h"
+#include "../util/vecmath.h"
 #include "attn_train.h"
 #include "train_ops.h"
 
@@ -391,8 +392,42 @@ static void batch_setup(trainer *t, const train_batch *b) {
     rope_cos_sin(ac->cos_t, ac->sin_t, m->inv_freq, m->cfg.head_dim / 2, ac->row_pos, R);
 }
 
+/* One row of logits z[V]: divided by the temperature in place; returns the
+ * log-sum-exp, and in *mean_z the mean of z under softmax(z) (entropy is
+ * lse - mean_z). */
+VECTOR_CLONES static double row_logsumexp(float *z, int V, float inv_t, double *mean_z) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int v = 0; v < V; v++) {
+        z[v] *= inv_t;
+        mx = z[v] > mx ? z[v] : mx;
+    }
+    /* float sums over blocks (they vectorize), added up in double */
+    double sum = 0, sz = 0;
+    for (int v0 = 0; v0 < V; v0 += 256) {
+        int v1 = V - v0 < 256 ? V : v0 + 256;
+        float bs = 0, bz = 0;
+#pragma omp simd reduction(+ : bs, bz)
+        for (int v = v0; v < v1; v++) {
+            float e = vec_expf(z[v] - mx);
+            bs += e;
+            bz += e * z[v];
+        }
+        sum += bs, sz += bz;
+    }
+    *mean_z = sz / sum;
+    return mx + log(sum);
+}
+
+/* d logp / d z of one row, times g: z[v] becomes -g softmax(z)_v (the
+ * target's +g is added by the caller). */
+VECTOR_CLONES static void row_softmax_grad(float *z, int V, float g, float lse) {
+#pragma omp simd
+    for (int v = 0; v < V; v++) z[v] = -g * vec_expf(z[v] - lse);
+}
+
 /* Logits / temperature of one chunk of targets into ac->logits, then each
- * row turned into probabilities; returns nothing, fills logp/entropy. */
+ * row's log-sum-exp: fills logp, entropy and lse_out where given. */
 static void head_chunk(const trainer *t, int j0, int n, float temperature, float *logp, float *entropy, float *lse_out) {
     const model *m = t->m;
     const trainer_acts *ac = t->acts;
@@ -401,20 +436,10 @@ static void head_chunk(const trainer *t, int j0, int n, float temperature, float
     float inv_t = 1.0f / temperature;
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < n; j++) {
-        float *z = ac->logits + (size_t)j * V, mx = -INFINITY;
-        for (int v = 0; v < V; v++) {
-            z[v] *= inv_t;
-            mx = z[v] > mx ? z[v] : mx;
-        }
-        double sum = 0, sz = 0;
-        for (int v = 0; v < V; v++) {
-            double e = exp((double)(z[v] - mx));
-            sum += e;
-            sz += e * z[v];
-        }
-        double lse = mx + log(sum);
+        float *z = ac->logits + (size_t)j * V;
+        double mean_z, lse = row_logsumexp(z, V, inv_t, &mean_z);
         if (logp) logp[j0 + j] = (float)(z[ac->target_tok[j0 + j]] - lse);
-        if (entropy) entropy[j0 + j] = (float)(lse - sz / sum);
+        if (entropy) entropy[j0 + j] = (float)(lse - mean_z);
         if (lse_out) lse_out[j] = (float)lse;
     }
 }
@@ -465,7 +490,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
 #pragma omp parallel for schedule(static)
         for (int j = 0; j < n; j++) {
             float *z = ac->logits + (size_t)j * V, gj = dlogp[j0 + j] * inv_t;
-            for (int v = 0; v < V; v++) z[v] = -gj * expf(z[v] - lse[j]);
+            row_softmax_grad(z, V, gj, lse[j]);
             z[ac->target_tok[j0 + j]] += gj;
         }
         matmul_backward(ac->dxf, full ? t->g.lm_head : NULL, NULL, ac->logits, ac->xf + (size_t)j0 * d, m->w.lm_head,

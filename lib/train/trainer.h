@@ -23,7 +23,7 @@
 #include "../model/model.h"
 #include "../util/err.h"
 
-enum { TRAIN_HEAD_CHUNK = 64 };
+enum { TRAIN_HEAD_CHUNK = 256 };
 
 typedef enum {
     TRAINER_FULL,  /* every parameter gets a gradient */

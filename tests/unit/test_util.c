@@ -5,6 +5,7 @@
 #include "util/rng.h"
 #include "util/sha256.h"
 #include "util/strbuf.h"
+#include "util/vecmath.h"
 
 static void sha_is(const char *msg, size_t len, const char *want) {
     unsigned char d[32];
@@ -22,6 +23,20 @@ int main(void) {
         CHECK(b.data != NULL);
         CHECK_EQ_STR(b.data, "");
         sb_free(&b);
+    }
+    TEST("vec_expf: within 2 ulp of exp over [-87, 88] (float64 reference); clamped outside");
+    {
+        double worst = 0;
+        for (double x = -87.0; x <= 88.0; x += 1e-3) {
+            float xf = (float)x;
+            double want = exp((double)xf);
+            worst = fmax(worst, fabs(vec_expf(xf) - want) / want);
+        }
+        printf("#   max relative error %.3g\n", worst);
+        CHECK(worst < 2 * 0x1.0p-23); /* 2 ulp of a float in [1, 2) */
+        CHECK(vec_expf(0.0f) == 1.0f);
+        CHECK(vec_expf(-1000.0f) > 0 && vec_expf(-1000.0f) < 1.2e-38f);
+        CHECK(vec_expf(1000.0f) > 1.6e38f && isfinite(vec_expf(1000.0f)));
     }
     TEST("sha256 FIPS 180-4 examples");
     sha_is("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
