@@ -1,5 +1,7 @@
 #include "ops.h"
 
+#include "../util/vecmath.h"
+
 #include "blas.h"
 
 #include <cblas.h>
@@ -101,23 +103,43 @@ void rope_forward(float *x, const float *cos_t, const float *sin_t, int n, int n
     }
 }
 
-void softmax_inplace(float *x, int n) {
+VECTOR_CLONES void softmax_inplace(float *x, int n) {
     float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
     for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    /* float sums over blocks (they vectorize), added up in double */
     double sum = 0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
+    for (int i0 = 0; i0 < n; i0 += 256) {
+        int i1 = n - i0 < 256 ? n : i0 + 256;
+        float block = 0;
+#pragma omp simd reduction(+ : block)
+        for (int i = i0; i < i1; i++) {
+            x[i] = vec_expf(x[i] - mx);
+            block += x[i];
+        }
+        sum += block;
     }
     float inv = (float)(1.0 / sum);
+#pragma omp simd
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-void swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 4096)
+/* silu(gate) * up over one span */
+VECTOR_CLONES static void swiglu_span(float *out, const float *gate, const float *up, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+        out[i] = g / (1.0f + vec_expf(-g)) * up[i];
+    }
+}
+
+void swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+    enum { SPAN = 4096 };
+    size_t spans = (n + SPAN - 1) / SPAN;
+#pragma omp parallel for schedule(static) if (spans > 1)
+    for (size_t b = 0; b < spans; b++) {
+        size_t i0 = b * SPAN, len = n - i0 < SPAN ? n - i0 : SPAN;
+        swiglu_span(out + i0, gate + i0, up + i0, len);
     }
 }
 

@@ -1,5 +1,7 @@
 #include "train_ops.h"
 
+#include "../util/vecmath.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -61,11 +63,23 @@ void rope_backward(float *dx, const float *cos_t, const float *sin_t, int n, int
     }
 }
 
-void swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 4096)
+/* The backward of silu(g) * u over one span */
+VECTOR_CLONES static void swiglu_backward_span(float *dg, float *du, const float *dh, const float *g, const float *u,
+                                               size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        float x = g[i], sig = 1.0f / (1.0f + expf(-x)), silu = x * sig, d = dh[i];
+        float x = g[i], sig = 1.0f / (1.0f + vec_expf(-x)), silu = x * sig, d = dh[i];
         du[i] = d * silu;
         dg[i] = d * u[i] * sig * (1.0f + x * (1.0f - sig));
+    }
+}
+
+void swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n) {
+    enum { SPAN = 4096 };
+    size_t spans = (n + SPAN - 1) / SPAN;
+#pragma omp parallel for schedule(static) if (spans > 1)
+    for (size_t b = 0; b < spans; b++) {
+        size_t i0 = b * SPAN, len = n - i0 < SPAN ? n - i0 : SPAN;
+        swiglu_backward_span(dg + i0, du + i0, dh + i0, g + i0, u + i0, len);
     }
 }
