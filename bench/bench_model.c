@@ -9,6 +9,7 @@
  *
  * Lines starting "kv " are key=value results for bench/model.sh. */
 #include <cblas.h>
+#include <math.h>
 #include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 
 #include "model/blas.h"
 #include "model/model.h"
+#include "model/packed.h"
 #include "model/ops.h"
 
 static double now(void) {
@@ -53,32 +55,41 @@ static long peak_rss_kib(void) {
 
 /* Best GFLOP/s of C[M,N] = A[M,K] B[N,K]^T (the model's layout: weights
  * [out, in], so the same transpose flags as matmul_forward), over several
- * timed batches of calls each long enough (~0.1 s) to swamp the timer. */
-static double sgemm_gflops(int M, int K, int N) {
+ * timed batches of calls each long enough (~0.1 s) to swamp the timer;
+ * OpenBLAS's sgemm, or with packed our kernel on B packed once (packed.h). */
+static void gemm_once(bool packed, int M, int K, int N, const float *a, const float *b, const float *bp, float *c) {
+    if (packed)
+        packed_matmul(c, a, bp, NULL, M, K, N);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+}
+
+static double sgemm_gflops(int M, int K, int N, bool packed) {
     float *a = alloc_or_die((size_t)M * K * sizeof(float));
     float *b = alloc_or_die((size_t)N * K * sizeof(float));
     float *c = alloc_or_die((size_t)M * N * sizeof(float));
+    float *bp = packed ? alloc_or_die(packed_floats(N, K) * sizeof(float)) : NULL;
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.01f;
     for (size_t i = 0; i < (size_t)N * K; i++) b[i] = (float)(i % 5) * 0.01f;
+    if (bp) packed_pack(bp, b, N, K);
     double flop = 2.0 * M * K * N, best = 0;
     int reps = 1;
     for (;;) { /* calibrate reps so one batch takes >= 0.1 s */
         double t0 = now();
-        for (int r = 0; r < reps; r++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+        for (int r = 0; r < reps; r++) gemm_once(packed, M, K, N, a, b, bp, c);
         if (now() - t0 >= 0.1) break;
         reps *= 2;
     }
     for (int trial = 0; trial < 5; trial++) {
         double t0 = now();
-        for (int r = 0; r < reps; r++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+        for (int r = 0; r < reps; r++) gemm_once(packed, M, K, N, a, b, bp, c);
         double g = flop * reps / (now() - t0) / 1e9;
         if (g > best) best = g;
     }
     free(a);
     free(b);
     free(c);
+    free(bp);
     return best;
 }
 
@@ -288,13 +299,19 @@ int main(int argc, char **argv) {
     long rss = peak_rss_kib();
 
     /* ---- the machine's ceilings */
-    double g_dec = sgemm_gflops(64, 576, 1536); /* decode B=64: gate/up shape */
-    double g_pre = sgemm_gflops(512, 576, 1536); /* prefill T=512 */
-    double g_down = sgemm_gflops(64, 1536, 576); /* down_proj */
-    double g_head = sgemm_gflops(64, 576, 49152); /* LM head at B=64 */
-    double ceiling = g_dec > g_pre ? g_dec : g_pre;
-    if (g_down > ceiling) ceiling = g_down;
-    if (g_head > ceiling) ceiling = g_head;
+    /* each shape through OpenBLAS and through our packed kernel (when the
+     * CPU has it): the ceiling is the best of all, so our forward is held
+     * to the fastest matmul this machine has, ours included */
+    const int shapes[4][3] = {{64, 576, 1536},   /* decode B=64: gate/up shape */
+                              {512, 576, 1536},  /* prefill T=512 */
+                              {64, 1536, 576},   /* down_proj */
+                              {64, 576, 49152}}; /* LM head at B=64 */
+    double g_blas[4], g_packed[4] = {0}, ceiling = 0;
+    for (int i = 0; i < 4; i++) {
+        g_blas[i] = sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], false);
+        if (m.packed) g_packed[i] = sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], true);
+        ceiling = fmax(ceiling, fmax(g_blas[i], g_packed[i]));
+    }
     double sink;
     double bw = read_gbps((size_t)1 << 30, &sink);
     double cp = memcpy_gbps((size_t)512 << 20);
@@ -313,11 +330,13 @@ int main(int argc, char **argv) {
     if (core && strcmp(core, "Prescott") == 0 && __builtin_cpu_supports("avx2"))
         printf("  warning: the CPU has AVX2 but OpenBLAS runs its SSE3 kernels; try OPENBLAS_CORETYPE=%s\n",
                __builtin_cpu_supports("avx512f") ? "SkylakeX (or Cooperlake)" : "Haswell");
-    printf("  sgemm  64 x 576 x 1536    %7.1f GFLOP/s\n", g_dec);
-    printf("  sgemm 512 x 576 x 1536    %7.1f GFLOP/s\n", g_pre);
-    printf("  sgemm  64 x 1536 x 576    %7.1f GFLOP/s\n", g_down);
-    printf("  sgemm  64 x 576 x 49152   %7.1f GFLOP/s\n", g_head);
-    printf("  => ceiling                %7.1f GFLOP/s (best shape)\n", ceiling);
+    printf("  %-24s %9s %9s\n", "GFLOP/s", "OpenBLAS", m.packed ? "packed" : "");
+    for (int i = 0; i < 4; i++) {
+        printf("  sgemm %4d x %4d x %-6d %9.1f", shapes[i][0], shapes[i][1], shapes[i][2], g_blas[i]);
+        if (m.packed) printf(" %9.1f", g_packed[i]);
+        printf("\n");
+    }
+    printf("  => ceiling                %7.1f GFLOP/s (best shape and kernel)\n", ceiling);
     printf("  streaming read 1 GiB      %7.1f GB/s\n", bw);
     printf("  memcpy 512 MiB (r+w)      %7.1f GB/s (1 thread)\n\n", cp);
 
