@@ -46,33 +46,21 @@ void packed_pack(float *dst, const float *w, int n, int k) {
  * mr <= 8, nr <= 32. Sixteen accumulators: 8 rows x two 16-float halves. */
 __attribute__((target("avx512f"))) static void kernel_8x32(float *out, int ldo, const float *x, int k,
                                                            const float *panel, const float *bias, int mr, int nr) {
-    const float *x0 = x, *x1 = x + (mr > 1 ? (size_t)k : 0), *x2 = x + (mr > 2 ? 2 * (size_t)k : 0);
-    const float *x3 = x + (mr > 3 ? 3 * (size_t)k : 0), *x4 = x + (mr > 4 ? 4 * (size_t)k : 0);
-    const float *x5 = x + (mr > 5 ? 5 * (size_t)k : 0), *x6 = x + (mr > 6 ? 6 * (size_t)k : 0);
-    const float *x7 = x + (mr > 7 ? 7 * (size_t)k : 0); /* rows past mr repeat row 0, never stored */
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+    const float *xr[PACKED_MR]; /* rows past mr repeat row 0, never stored */
+    for (int r = 0; r < PACKED_MR; r++) xr[r] = x + (r < mr ? (size_t)r * k : 0);
+    /* sixteen accumulators: fully unrolled, the compiler keeps them in registers */
+    __m512 acc[PACKED_MR][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < PACKED_MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int i = 0; i < k; i++) {
         __m512 b0 = _mm512_loadu_ps(panel + (size_t)i * PACKED_NR), b1 = _mm512_loadu_ps(panel + (size_t)i * PACKED_NR + 16);
-        __m512 a = _mm512_set1_ps(x0[i]);
-        c00 = _mm512_fmadd_ps(a, b0, c00), c01 = _mm512_fmadd_ps(a, b1, c01);
-        a = _mm512_set1_ps(x1[i]);
-        c10 = _mm512_fmadd_ps(a, b0, c10), c11 = _mm512_fmadd_ps(a, b1, c11);
-        a = _mm512_set1_ps(x2[i]);
-        c20 = _mm512_fmadd_ps(a, b0, c20), c21 = _mm512_fmadd_ps(a, b1, c21);
-        a = _mm512_set1_ps(x3[i]);
-        c30 = _mm512_fmadd_ps(a, b0, c30), c31 = _mm512_fmadd_ps(a, b1, c31);
-        a = _mm512_set1_ps(x4[i]);
-        c40 = _mm512_fmadd_ps(a, b0, c40), c41 = _mm512_fmadd_ps(a, b1, c41);
-        a = _mm512_set1_ps(x5[i]);
-        c50 = _mm512_fmadd_ps(a, b0, c50), c51 = _mm512_fmadd_ps(a, b1, c51);
-        a = _mm512_set1_ps(x6[i]);
-        c60 = _mm512_fmadd_ps(a, b0, c60), c61 = _mm512_fmadd_ps(a, b1, c61);
-        a = _mm512_set1_ps(x7[i]);
-        c70 = _mm512_fmadd_ps(a, b0, c70), c71 = _mm512_fmadd_ps(a, b1, c71);
+#pragma GCC unroll 8
+        for (int r = 0; r < PACKED_MR; r++) {
+            __m512 a = _mm512_set1_ps(xr[r][i]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
     }
-    __m512 acc[PACKED_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
-                                {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
     __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
     __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
     __m512 bias0 = _mm512_setzero_ps(), bias1 = bias0;
