@@ -78,16 +78,21 @@ static int parse_pretok(const cJSON *o, pretok *p, const char *name, gerr *e) {
     return gerr_set(e, EX_DATAERR, "%s: pre_tokenizer type \"%s\" is not supported", name, type);
 }
 
-/* normalizer and decoder: only what leaves byte-level BPE unchanged */
-static int check_normalizer(const cJSON *o, const char *name, gerr *e) {
+/* normalizer: none, NFC (Qwen2's), or a Sequence of those; *nfc says whether
+ * text is NFC-normalized before byte-level BPE */
+static int parse_normalizer(const cJSON *o, const char *name, bool *nfc, gerr *e) {
     if (!o || cJSON_IsNull(o)) return 0;
     const char *type = type_of(o);
     if (type && !strcmp(type, "Sequence")) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "normalizers"), *it;
-        cJSON_ArrayForEach(it, list) if (check_normalizer(it, name, e)) return e->code;
+        cJSON_ArrayForEach(it, list) if (parse_normalizer(it, name, nfc, e)) return e->code;
         return 0;
     }
-    return gerr_set(e, EX_DATAERR, "%s: normalizer type \"%s\" is not supported", name, type ? type : "(none)");
+    if (type && !strcmp(type, "NFC")) {
+        *nfc = true;
+        return 0;
+    }
+    return gerr_set(e, EX_DATAERR, "%s: normalizer type \"%s\" is not supported (NFC is)", name, type ? type : "(none)");
 }
 
 static int check_decoder(const cJSON *o, const char *name, gerr *e) {
@@ -190,7 +195,8 @@ static int build(const cJSON *root, const char *name, tokenizer **out, gerr *e) 
     if (!cJSON_IsObject(vocab)) return gerr_set(e, EX_DATAERR, "%s: model.vocab must be an object", name);
     if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added))
         return gerr_set(e, EX_DATAERR, "%s: added_tokens must be an array", name);
-    if (check_normalizer(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), name, e) ||
+    bool nfc = false;
+    if (parse_normalizer(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), name, &nfc, e) ||
         check_decoder(cJSON_GetObjectItemCaseSensitive(root, "decoder"), name, e))
         return e->code;
 
@@ -209,6 +215,7 @@ static int build(const cJSON *root, const char *name, tokenizer **out, gerr *e) 
         if (id->valuedouble > max_id) max_id = id->valuedouble;
     }
     tokenizer *t = tok_alloc((size_t)(max_id + 1));
+    t->nfc = nfc;
     cJSON_ArrayForEach(it, vocab) if (tok_set_vocab(t, (int32_t)it->valuedouble, it->string, strlen(it->string), e)) {
         err_prefix(e, name);
         goto fail;

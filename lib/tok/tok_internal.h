@@ -81,6 +81,7 @@ struct tokenizer {
     bool ignore_merges;
     int32_t unk_id; /* -1: unknown characters are dropped, as HF without unk_token */
     bool fuse_unk;
+    bool nfc; /* the normalizer: text between non-normalized added tokens is NFC-normalized */
 
     added_tok *added;
     size_t n_added;

@@ -8,7 +8,7 @@ Builds, from the real SmolLM2 GGUF, a `tokenizers.Tokenizer` equal to
 SmolLM2's tokenizer.json (BPE + Sequence[Digits(individual), ByteLevel],
 ByteLevel decoder, the 17 control tokens as special added tokens), and
 variants around the same vocab with the GPT-2, Llama-3 and Qwen2
-pre-tokenizers (plus ignore_merges, add_prefix_space and non-special
+pre-tokenizers (Qwen2 also after its NFC normalizer; plus ignore_merges, add_prefix_space and non-special
 added tokens with lstrip/rstrip). Each is saved as a tokenizer.json and
 the C driver (test_tokenizer in driver mode) encodes a corpus with it;
 ids must match exactly. Decoding is checked on the corpus (round trip)
@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 from gguf import GGUFReader
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, Regex
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, Regex
 
 ROOT = os.environ.get("GRPO_ROOT") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("GRPO_TOK_TEST_BIN") or os.path.join(ROOT, "build", "tests", "test_tokenizer")
@@ -83,6 +83,12 @@ def variants(tokens, merges, types):
             [pre_tokenizers.Split(Regex(rx), behavior="isolated", invert=False),
              bl(add_prefix_space=False, trim_offsets=False, use_regex=False)]),
             ignore_merges=(name == "llama3"))
+    # Qwen2's tokenizer.json as published: the same pre-tokenizer after an NFC normalizer
+    nfc = build(tokens, merges, types, pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(QWEN2_RE), behavior="isolated", invert=False),
+         bl(add_prefix_space=False, trim_offsets=False, use_regex=False)]))
+    nfc.normalizer = normalizers.NFC()
+    yield "qwen2-nfc", nfc
     # the less common knobs: prefix space, digit runs, non-special added tokens
     yield "misc", build(tokens, merges, types, pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=False), bl(add_prefix_space=True, use_regex=True)]),
@@ -105,6 +111,8 @@ FIXED = [
     "café naïve résumé Straße ßſ ÆØÅ æøå Ελληνικά Русский текст",
     "日本語のテキスト、中文文本，한국어 텍스트", "😀😃😄 👍🏽 👨‍👩‍👧‍👦 🇫🇷 ❤️",
     "العربية نص مرحبا بالعالم", "e\u0301 a\u0300 o\u0308 n\u0303 combining \u0301\u0302\u0303",
+    "NFC: e\u0301t\u00e9 A\u030a \u212b \u1100\u1161\u11a8 \ufb01 q\u0307\u0323 \u0344 \u2126",
+    "<|im_start|>e\u0301<|im_end|>\u0301 cafe\u0301<|endoftext|>\u0301",
     "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>",
     "<|endoftext|><|endoftext|>x<|im_end|>  <|im_start|> <|im_start|<|im_end|>>",
     "<tool> call <tool>  [[x]]y Hello HelloHello world Hello",

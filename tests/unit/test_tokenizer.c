@@ -426,8 +426,8 @@ int main(void) {
         j = tiny_json(PRE_GPT2, "[\"a b c\"]");
         CHECK_EQ_INT(load_error(j, "merge 0"), EX_DATAERR);
         free(j);
-        CHECK_EQ_INT(load_error("{\"normalizer\":{\"type\":\"NFC\"},\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}",
-                                "normalizer type \"NFC\""),
+        CHECK_EQ_INT(load_error("{\"normalizer\":{\"type\":\"NFKC\"},\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}",
+                                "normalizer type \"NFKC\" is not supported (NFC is)"),
                      EX_DATAERR);
         CHECK_EQ_INT(load_error("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", "model type \"WordPiece\""),
                      EX_DATAERR);
