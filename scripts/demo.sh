@@ -30,7 +30,7 @@ train=(make --no-print-directory -f pipelines/grpo.mk RUN="$RUN" GRPO_ROOT="$ROO
 # make's lines on stderr, less its "Nothing to be done" for goals the run already made;
 # on a terminal, a progress bar under them
 if [ -t 2 ]; then show=(scripts/grpo-progress --steps "$steps" "$RUN"); else show=(cat); fi
-"${train[@]}" 2>&1 | sed -u "/^make: Nothing to be done for '/d" | "${show[@]}" >&2
+"${train[@]}" 2>&1 | sed -u "/^make\(\[[0-9]*\]\)\{0,1\}: Nothing to be done for '/d" | "${show[@]}" >&2
 # a second pass takes in the evaluations the first one made (metrics.jsonl lists them)
 make --no-print-directory -f pipelines/grpo.mk RUN="$RUN" GRPO_ROOT="$ROOT" metrics > /dev/null
 seconds=$(($(date +%s) - start))
