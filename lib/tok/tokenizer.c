@@ -248,11 +248,12 @@ static int32_t match_at(const tokenizer *t, int pass, const char *s, size_t len,
 
 static int encode_pass(enc *c, const char *s, size_t len, int pass, gerr *e);
 
-/* Pass 1 and what follows on the normalized text (HF normalizes each gap
+/* Text that pass `pass` left between its matches goes on to the next pass;
+ * between pass 0 and pass 1 the normalizer runs (HF normalizes each gap
  * between non-normalized added tokens on its own, then matches the
  * normalized added tokens in it). */
-static int encode_normalized(enc *c, const char *s, size_t len, gerr *e) {
-    if (!c->t->nfc) return encode_pass(c, s, len, 1, e);
+static int encode_gap(enc *c, const char *s, size_t len, int pass, gerr *e) {
+    if (pass != 0 || !c->t->nfc) return encode_pass(c, s, len, pass + 1, e);
     utf8proc_uint8_t *nfc = NULL;
     utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &nfc,
                                       UTF8PROC_STABLE | UTF8PROC_COMPOSE);
@@ -268,8 +269,7 @@ static int encode_normalized(enc *c, const char *s, size_t len, gerr *e) {
 static int encode_pass(enc *c, const char *s, size_t len, int pass, gerr *e) {
     const tokenizer *t = c->t;
     if (pass == 2) return pretok_run(&t->pre, c->pw, s, len, on_word, c, e);
-    if (pass == 0 && t->first_start[0][256] == 0) return encode_normalized(c, s, len, e);
-    if (t->first_start[pass][256] == 0) return encode_pass(c, s, len, pass + 1, e);
+    if (t->first_start[pass][256] == 0) return encode_gap(c, s, len, pass, e);
     size_t done = 0, i = 0;
     while (i < len) {
         int32_t k = match_at(t, pass, s, len, i);
@@ -291,9 +291,7 @@ static int encode_pass(enc *c, const char *s, size_t len, int pass, gerr *e) {
             ms = ns > done ? ns : done;
         }
         if (a->rstrip) me += space_prefix_len(s + me, len - me);
-        if (done < ms && (pass == 0 ? encode_normalized(c, s + done, ms - done, e)
-                                    : encode_pass(c, s + done, ms - done, 2, e)))
-            return e->code;
+        if (done < ms && encode_gap(c, s + done, ms - done, pass, e)) return e->code;
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 64;
             c->ids = xrealloc(c->ids, c->cap * sizeof *c->ids);
@@ -301,7 +299,7 @@ static int encode_pass(enc *c, const char *s, size_t len, int pass, gerr *e) {
         c->ids[c->n++] = a->id;
         done = i = me;
     }
-    if (done < len) return pass == 0 ? encode_normalized(c, s + done, len - done, e) : encode_pass(c, s + done, len - done, 2, e);
+    if (done < len) return encode_gap(c, s + done, len - done, pass, e);
     return 0;
 }
 
