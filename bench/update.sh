@@ -21,13 +21,10 @@ if [ ! -f "$MODEL" ]; then
     echo "bench/update.sh: $MODEL missing (make models); skipped" >&2
     exit 0
 fi
-ceiling=$(sed -n 's/^kv ceiling gflops=\([0-9.]*\).*/\1/p' "$OUT/model.txt" 2>/dev/null || true)
-sgemm=$(sed -n 's/^kv ceiling .*sgemm=\([0-9.]*\).*/\1/p' "$OUT/model.txt" 2>/dev/null || true)
-if [ -z "$ceiling" ] || [ -z "$sgemm" ]; then
-    build/bench/bench_model "$MODEL" > "$OUT/model.txt"
-    ceiling=$(sed -n 's/^kv ceiling gflops=\([0-9.]*\).*/\1/p' "$OUT/model.txt")
-    sgemm=$(sed -n 's/^kv ceiling .*sgemm=\([0-9.]*\).*/\1/p' "$OUT/model.txt")
-fi
+# the ceilings of bench/model.sh's run, or of a run made now when it left none
+grep -qs '^kv ceiling .*sgemm=' "$OUT/model.txt" || build/bench/bench_model "$MODEL" > "$OUT/model.txt"
+ceiling=$(sed -n 's/^kv ceiling gflops=\([0-9.]*\).*/\1/p' "$OUT/model.txt")
+sgemm=$(sed -n 's/^kv ceiling .*sgemm=\([0-9.]*\).*/\1/p' "$OUT/model.txt")
 # 64 completions (8 prompts x 8), random tokens: the cost does not depend on them
 "$PY" - "$OUT/update-batch.jsonl" <<'PY'
 import json, random, sys
