@@ -306,11 +306,12 @@ int main(int argc, char **argv) {
                               {512, 576, 1536},  /* prefill T=512 */
                               {64, 1536, 576},   /* down_proj */
                               {64, 576, 49152}}; /* LM head at B=64 */
-    double g_blas[4], g_packed[4] = {0}, ceiling = 0;
+    double g_blas[4], g_packed[4] = {0}, ceiling = 0, sgemm_best = 0;
     for (int i = 0; i < 4; i++) {
         g_blas[i] = sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], false);
         if (m.packed) g_packed[i] = sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], true);
-        ceiling = fmax(ceiling, fmax(g_blas[i], g_packed[i]));
+        sgemm_best = fmax(sgemm_best, g_blas[i]);
+        ceiling = fmax(ceiling, fmax(sgemm_best, g_packed[i]));
     }
     double sink;
     double bw = read_gbps((size_t)1 << 30, &sink);
@@ -359,8 +360,6 @@ int main(int argc, char **argv) {
 
     /* machine-readable lines for bench/model.sh */
     for (int i = 0; i < 5; i++) printf("kv %s tok_s=%.3f\n", res[i].name, res[i].tok_s);
-    double sgemm_best = 0;
-    for (int i = 0; i < 4; i++) sgemm_best = fmax(sgemm_best, g_blas[i]);
     printf("kv ceiling gflops=%.3f sgemm=%.3f bw=%.3f\n", ceiling, sgemm_best, bw);
     model_free(&m);
     return 0;
