@@ -118,6 +118,12 @@ void model_free(model *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* W [n, k] (n whole panels) rewritten as packed.h panels in its own place, through tmp. */
+static void pack_in_place(float *w, float *tmp, int n, int k) {
+    memcpy(tmp, w, (size_t)n * k * sizeof *w);
+    packed_pack(w, tmp, n, k);
+}
+
 int model_pack_for_inference(model *m, gerr *e) {
     const model_config *c = &m->cfg;
     if (m->packed || !packed_supported()) return 0;
@@ -132,25 +138,21 @@ int model_pack_for_inference(model *m, gerr *e) {
         biggest = n > biggest ? n : biggest;
     }
     bool head_in_place = m->w.lm_head && m->w.lm_head != m->w.tok_embd && c->vocab_size % PACKED_NR == 0;
+    bool head_copy = m->w.lm_head && !head_in_place;
     size_t head_n = (size_t)c->vocab_size * d;
     float *tmp = malloc(sizeof(float) * (head_in_place && head_n > biggest ? head_n : biggest));
-    float *head = m->w.lm_head && !head_in_place ? malloc(sizeof(float) * packed_floats(c->vocab_size, d)) : NULL;
-    if (!tmp || (m->w.lm_head && !head_in_place && !head)) {
+    float *head = head_copy ? malloc(sizeof(float) * packed_floats(c->vocab_size, d)) : NULL;
+    if (!tmp || (head_copy && !head)) {
         free(tmp), free(head);
         return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
     }
     for (int l = 0; l < c->n_layers; l++)
-        for (size_t i = 0; i < n_mats; i++) {
-            size_t n = (size_t)mats[i][1] * mats[i][2];
-            float *w = m->w.t[mats[i][0]] + (size_t)l * n;
-            memcpy(tmp, w, n * sizeof *w);
-            packed_pack(w, tmp, mats[i][1], mats[i][2]);
-        }
+        for (size_t i = 0; i < n_mats; i++)
+            pack_in_place(m->w.t[mats[i][0]] + (size_t)l * mats[i][1] * mats[i][2], tmp, mats[i][1], mats[i][2]);
     if (head_in_place) {
-        memcpy(tmp, m->w.lm_head, head_n * sizeof *tmp);
-        packed_pack(m->w.lm_head, tmp, c->vocab_size, d);
+        pack_in_place(m->w.lm_head, tmp, c->vocab_size, d);
         m->head_packed = m->w.lm_head;
-    } else if (head) {
+    } else if (head_copy) {
         packed_pack(head, m->w.lm_head, c->vocab_size, d);
         m->head_packed = m->head_packed_own = head;
     }
