@@ -128,6 +128,9 @@ endif
 Q := $(if $(filter 1,$(V)),,@)
 
 S := $(RUN)/settings
+# A checkpoint prune.sh renamed to .NNNN.del and was killed before removing: the
+# step that pruned is finished, so no recipe would run again to remove it.
+$(if $(wildcard $(RUN)/ckpt/.[0-9]*.del),$(shell rm -rf $(RUN)/ckpt/.[0-9]*.del))
 STEP_IDS := $(shell awk 'BEGIN { for (i = 0; i < $(STEPS) + 0; i++) printf "%04d ", i }')
 LAST := $(shell awk 'BEGIN { printf "%04d", $(STEPS) + 0 }')
 # checkpoints evaluated: 0, every EVAL_EVERY-th, the last
@@ -169,6 +172,8 @@ $(call setting,export,$(EXPORT_DTYPE))
 logged = 2> $(1) || { s=$$?; cat $(1) >&2; exit $$s; }
 # $(call seconds,FILE): the wall time since t0 into FILE (a log, as the stage's stderr)
 seconds = awk -v a="$$t0" -v b="$$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }' > $(1)
+# a recipe that writes $@.tmp and renames it: the .tmp goes when the recipe fails
+discard_tmp = trap 'rm -f $@.tmp' EXIT;
 # step N's rollout seed
 step_seed = $$(( 0x$$(printf '%s/%s' $(call sq,$(SEED)) $(1) | sha256sum | cut -c1-14) ))
 # the model of step N: MODEL for step 0, else checkpoint N
@@ -189,7 +194,7 @@ endef
 # $(call reward_cmd,IN,LOG): the reward stage from IN into $@: REWARD, else grpo-reward
 ifneq ($(strip $(REWARD)),)
 define reward_cmd
-t0=$$$$EPOCHREALTIME; \
+$$(discard_tmp) t0=$$$$EPOCHREALTIME; \
 { zstd -dc $(1) | { $$(REWARD); } | zstd -q -c > $$@.tmp; } $$(call logged,$(2).log); mv $$@.tmp $$@; \
 $$(call seconds,$(2).seconds)
 endef
@@ -204,7 +209,7 @@ endif
 # ---- one step's rules: $(1) step N, $(2) checkpoint N+1 -----------------------------
 define step_rules
 $(RUN)/steps/$(1)/prompts.jsonl: $(RUN)/prompts.jsonl $(S)/slice
-	$$(Q)mkdir -p $$(@D); n=$$$$(awk 'END { print NR }' $$<); \
+	$$(Q)$$(discard_tmp) mkdir -p $$(@D); n=$$$$(awk 'END { print NR }' $$<); \
 	[ "$$(PROMPTS_PER_STEP)" -le "$$$$n" ] || { echo "grpo.mk: PROMPTS_PER_STEP=$$(PROMPTS_PER_STEP) is more than the $$$$n prompts of $$<" >&2; exit 64; }; \
 	awk -v s=$$$$(( 10#$(1) * $$(PROMPTS_PER_STEP) % n )) -v p=$$(PROMPTS_PER_STEP) -v n=$$$$n \
 	    '{ i = (NR - 1 - s + n) % n; if (i < p) line[i] = $$$$0 } END { for (i = 0; i < p; i++) print line[i] }' \
@@ -233,7 +238,8 @@ $(RUN)/steps/$(1)/batch.jsonl.zst $(RUN)/steps/$(1)/stats.json &: $(RUN)/steps/$
 
 $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps/$(1)/batch.jsonl.zst \
         $(RUN)/steps/$(1)/stats.json $(call model_dep,$(1)) $(S)/update | $(if $(filter $(1),$(EVAL_RUN_IDS)),$(RUN)/eval/$(1).json)
-	$$(Q)mkdir -p $(RUN)/ckpt; rm -rf $(RUN)/ckpt/.$(2).tmp-* $(RUN)/ckpt/.$(2).old-*; \
+	$$(Q)trap 'rm -f $(RUN)/steps/$(1)/metrics.jsonl.tmp' EXIT; \
+	mkdir -p $(RUN)/ckpt; rm -rf $(RUN)/ckpt/.$(2).tmp-* $(RUN)/ckpt/.$(2).old-*; \
 	rm -f $(RUN)/steps/$(1)/metrics.part; t0=$$$$EPOCHREALTIME; \
 	$$(GRPO_BIN)/grpo-update --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)/batch.jsonl.zst \
 	    --out $(RUN)/ckpt/$(2) --metrics $(RUN)/steps/$(1)/metrics.part --seed $$(SEED) $$(UPDATE_FLAGS) \
@@ -241,7 +247,7 @@ $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps
 	$$(call seconds,$(RUN)/steps/$(1)/update.seconds); \
 	jq -c --slurpfile s $(RUN)/steps/$(1)/stats.json '. + ($$$$s[0] | with_entries(select(.key | startswith("rewards/"))))' \
 	    $(RUN)/steps/$(1)/metrics.part > $(RUN)/steps/$(1)/metrics.jsonl.tmp; \
-	mv $(RUN)/steps/$(1)/metrics.jsonl.tmp $(RUN)/steps/$(1)/metrics.jsonl; rm -f $(RUN)/steps/$(1)/metrics.part; \
+	rm -f $(RUN)/steps/$(1)/metrics.part; mv $(RUN)/steps/$(1)/metrics.jsonl.tmp $(RUN)/steps/$(1)/metrics.jsonl; \
 	$$(if $$(filter 1,$$(PROGRESS)),{ $$(call progress_line,$(1)) || true; } >&2;) \
 	$$(PRUNE)
 
@@ -271,20 +277,19 @@ endif
 
 # ---- the prompt sets ---------------------------------------------------------------
 $(RUN)/prompts.jsonl: $(S)/prompts $(if $(strip $(PROMPTS)),$(PROMPTS))
-	$(Q)$(if $(strip $(PROMPTS)),zstd -dcf $(PROMPTS) > $@.tmp && mv $@.tmp $@, \
+	$(Q)$(if $(strip $(PROMPTS)),$(discard_tmp) zstd -dcf $(PROMPTS) > $@.tmp && mv $@.tmp $@, \
 	    rm -f $(@D)/.$(@F).tmp-*; $(GRPO_BIN)/grpo-prep $(PREP_FLAGS) --out $@)
 
 $(RUN)/heldout.jsonl: $(S)/eval-prompts $(if $(strip $(EVAL_PROMPTS)),$(EVAL_PROMPTS))
-	$(Q)$(if $(strip $(EVAL_PROMPTS)),zstd -dcf $(EVAL_PROMPTS) > $@.tmp && mv $@.tmp $@, \
+	$(Q)$(if $(strip $(EVAL_PROMPTS)),$(discard_tmp) zstd -dcf $(EVAL_PROMPTS) > $@.tmp && mv $@.tmp $@, \
 	    rm -f $(@D)/.$(@F).tmp-*; $(GRPO_BIN)/grpo-prep $(EVAL_PREP_FLAGS) --out $@)
 
 # ---- evaluation ------------------------------------------------------------------
 define eval_rule
 $(RUN)/eval/$(1).json: $(call model_dep,$(1)) $(RUN)/heldout.jsonl $(S)/eval
-	$$(Q)mkdir -p $$(@D); \
-	$$(GRPO_EVAL) --model $$(call model_of,$(1)) --in $(RUN)/heldout.jsonl --out $$@.tmp --step $$$$(( 10#$(1) )) \
+	$$(Q)mkdir -p $$(@D); rm -f $$(@D)/.$$(@F).tmp-*; \
+	$$(GRPO_EVAL) --model $$(call model_of,$(1)) --in $(RUN)/heldout.jsonl --out $$@ --step $$$$(( 10#$(1) )) \
 	    $$(EVAL_ARGS) $$(call logged,$(RUN)/eval/$(1).log); \
-	mv $$@.tmp $$@; \
 	$$(if $$(filter 1,$$(PROGRESS)),{ jq -r -L $(GRPO_ROOT)/scripts/lib -f $(GRPO_ROOT)/scripts/progress.jq --argjson total $$(STEPS) $$@ || true; } >&2;) \
 	$$(PRUNE)
 endef
@@ -299,7 +304,7 @@ METRICS_PARTS := $(if $(filter 0000,$(EVAL_IN_METRICS)),$(RUN)/eval/0000.json) $
 
 $(call setting,metrics,$(METRICS_PARTS))
 $(RUN)/metrics.jsonl: $(METRICS_PARTS) $(S)/metrics
-	$(Q)cat $(METRICS_PARTS) < /dev/null > $@.tmp && mv $@.tmp $@
+	$(Q)$(discard_tmp) cat $(METRICS_PARTS) < /dev/null > $@.tmp && mv $@.tmp $@
 
 # ---- export --------------------------------------------------------------------
 export_out = $(RUN)/export/$(if $(filter gguf,$(1)),model.gguf,$(1))

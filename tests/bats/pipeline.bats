@@ -39,7 +39,7 @@ config() {
 }
 
 # untimed FILE: metrics lines without the wall-clock fields
-untimed() { jq -c 'del(.seconds, .tokens_per_second)' "$1"; }
+untimed() { jq -c 'del(.seconds, .tokens_per_second, ."eval/seconds")' "$1"; }
 
 # mtimes DIR: every file under DIR with its mtime, sorted
 mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
@@ -171,6 +171,42 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     (cd got && mk r -q)
 }
 
+@test "kill -9 before each rm, mv and jq of a run, then make again: the same result and nothing left over" {
+    needs_tiny
+    # Every recipe must make its output appear last, so a kill between any two of
+    # its commands leaves either nothing that looks finished or a finished output
+    # with no temporaries beside it. Shims for rm, mv and jq count the calls of a
+    # make and kill make's whole process group (setsid) before the N-th; each N
+    # of a whole 2-step run is tried from scratch, then resumed.
+    mkdir shim
+    for c in rm mv jq; do
+        printf '#!/bin/bash\nn=$(( $(< "$KILL_COUNT") + 1 )); echo "$n" > "$KILL_COUNT"\n[ "$n" -ne "$KILL_AT" ] || kill -9 0\nexec %s "$@"\n' \
+            "$(command -v $c)" > shim/$c
+        chmod +x shim/$c
+    done
+    export KILL_COUNT=$PWD/count
+    # retention and evaluation too: their recipes rename and remove as well
+    settings=("STEPS = 2" "KEEP = 1" "EVAL_EVERY = 2" "EVAL_FLAGS = --threads 1"
+        "EVAL_PREP_FLAGS = --task arith --n 4 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY")
+    counted() { echo 0 > "$KILL_COUNT"; (cd "$1" && KILL_AT=$2 PATH="$PWD/../shim:$PATH" setsid make --no-print-directory \
+        -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r > /dev/null 2>&1); }
+    config want/r "${settings[@]}"
+    counted want 0
+    calls=$(< "$KILL_COUNT")
+    echo "calls: $calls"
+    [ "$calls" -gt 20 ]
+    for ((i = 1; i <= calls; i++)); do
+        rm -rf got && config got/r "${settings[@]}"
+        run counted got "$i"
+        [ "$status" -eq 137 ] || { echo "call $i: not killed ($status)"; false; }
+        (cd got && mk r > /dev/null 2>&1) || { echo "call $i: the rerun failed"; false; }
+        diff -r want/r/ckpt/0002 got/r/ckpt/0002 || { echo "call $i: checkpoint differs"; false; }
+        diff <(untimed want/r/metrics.jsonl) <(untimed got/r/metrics.jsonl) || { echo "call $i: metrics differ"; false; }
+        left=$(find got/r -name '*.tmp*' -o -name '*.part' -o -name '*.del' -o -name '.*.new.*')
+        [ -z "$left" ] || { echo "call $i: left $left"; false; }
+    done
+}
+
 @test "REWARD replaces the reward stage; changing it re-runs reward onward but not the rollout" {
     needs_tiny
     config r
@@ -195,11 +231,15 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ] && [ r/steps/0000/scored.jsonl.zst -nt r/marker ]
     zstd -dc r/steps/0000/scored.jsonl.zst | jq -e -s 'all(has("rewards") and (.rewards | has("answer")))'
     # a failing REWARD: its stderr is shown, make stops, and the stage is still to do
+    cp r/steps/0000/scored.jsonl.zst scored0.jsonl.zst
     run mk r REWARD='jq -c "error(\"no reward for you\")"'
     [ "$status" -eq 2 ]
     [[ "$output" == *"no reward for you"* ]]
     run mk r -q REWARD='jq -c "error(\"no reward for you\")"'
     [ "$status" -eq 1 ]
+    # the previous scores are left as they were (make knows them stale), no .tmp beside them
+    cmp scored0.jsonl.zst r/steps/0000/scored.jsonl.zst
+    [ ! -e r/steps/0000/scored.jsonl.zst.tmp ]
 }
 
 @test "SHARDS=2 with make -j2: the same records and checkpoints as one shard; Slurm-style shard targets too" {
