@@ -6,7 +6,10 @@
  *
  * x is a finite number or null. Records are written while answers are read
  * (poll on both pipes), so a program that answers line by line never
- * deadlocks against a full pipe. The program's stderr is ours. */
+ * deadlocks against a full pipe. The program's stderr is ours. It runs in a
+ * process group of its own: when the run fails, times out or is interrupted,
+ * the whole group is killed, so nothing the program started (sh -c's
+ * children, a pipeline) is left running or holding our stderr open. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -19,13 +22,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../util/cleanup.h"
 #include "../util/progress.h"
 #include "reward.h"
 
 typedef struct {
     const char *cmd;
     double timeout;
-    pid_t pid;
+    pid_t pid;  /* the program, -1 once reaped */
+    pid_t pgid; /* its process group, 0 once it finished cleanly */
     int to_fd, from_fd; /* -1 once closed */
     strbuf pending;     /* bytes of the program's output not yet taken as answers */
     strbuf out;         /* records waiting to be written */
@@ -214,7 +219,12 @@ static int cmd_finish(void *self, gerr *e) {
     while (got < 0 && errno == EINTR);
     c->pid = -1;
     if (got < 0) return gerr_set(e, EX_OSERR, "waitpid: %s", strerror(errno));
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        /* what it left running in the background is its own business */
+        cleanup_unregister_group(c->pgid);
+        c->pgid = 0;
+        return 0;
+    }
     if (WIFSIGNALED(status))
         return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' was killed by signal %d", cmd_name_len(c), c->cmd,
                         WTERMSIG(status));
@@ -233,20 +243,18 @@ static void cmd_close(void *self) {
     if (!c) return;
     if (c->to_fd >= 0) close(c->to_fd);
     if (c->from_fd >= 0) close(c->from_fd);
-    if (c->pid > 0) { /* stopped early (an error elsewhere): do not leave it behind */
-        kill(c->pid, SIGTERM);
-        for (int i = 0; i < 100; i++) {
-            if (waitpid(c->pid, NULL, WNOHANG) != 0) {
-                c->pid = -1;
-                break;
-            }
-            nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-        }
-        if (c->pid > 0) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, NULL, 0);
-        }
+    /* stopped early (an error, a timeout): SIGTERM to the whole group, a second
+     * for the program to end, then SIGKILL to whatever of the group is left */
+    if (c->pgid > 0) kill(-c->pgid, SIGTERM);
+    for (int i = 0; c->pid > 0 && i < 100; i++) {
+        if (waitpid(c->pid, NULL, WNOHANG) != 0) c->pid = -1;
+        else nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     }
+    if (c->pgid > 0) {
+        kill(-c->pgid, SIGKILL);
+        cleanup_unregister_group(c->pgid);
+    }
+    if (c->pid > 0) waitpid(c->pid, NULL, 0);
     sb_free(&c->pending);
     sb_free(&c->out);
     free(c);
@@ -268,23 +276,35 @@ int reward_open_cmd(reward_fn *fn, const reward_params *p, gerr *e) {
         return gerr_set(e, EX_OSERR, "fork: %s", strerror(errno));
     }
     if (pid == 0) {
-        if (dup2(to[0], 0) < 0 || dup2(from[1], 1) < 0) _exit(126);
+        if (setpgid(0, 0) < 0 || dup2(to[0], 0) < 0 || dup2(from[1], 1) < 0) _exit(126);
         closefrom(3);
         execl("/bin/sh", "sh", "-c", p->cmd, (char *)NULL);
         _exit(127);
     }
     close(to[0]);
     close(from[1]);
-    if (fcntl(to[1], F_SETFL, O_NONBLOCK)) {
+    /* also from this side, so the group exists before any kill of it; EACCES
+     * means the child has already exec'd, after making the group itself */
+    if (setpgid(pid, pid) < 0 && errno != EACCES) {
+        int err = errno;
         close(to[1]), close(from[0]);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        return gerr_set(e, EX_OSERR, "fcntl: %s", strerror(errno));
+        return gerr_set(e, EX_OSERR, "setpgid: %s", strerror(err));
+    }
+    if (!cleanup_register_group(pid) || fcntl(to[1], F_SETFL, O_NONBLOCK)) {
+        int err = errno;
+        close(to[1]), close(from[0]);
+        kill(-pid, SIGKILL);
+        cleanup_unregister_group(pid);
+        waitpid(pid, NULL, 0);
+        return gerr_set(e, EX_OSERR, "cmd: %s", strerror(err));
     }
     cmd_fn *c = xcalloc(1, sizeof *c);
     c->cmd = p->cmd;
     c->timeout = p->cmd_timeout > 0 ? p->cmd_timeout : 60;
     c->pid = pid;
+    c->pgid = pid;
     c->to_fd = to[1];
     c->from_fd = from[0];
     fn->self = c;

@@ -7,13 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { MAX_PENDING = 64, MAX_PATH_LEN = 4096 };
+enum { MAX_PENDING = 64, MAX_PATH_LEN = 4096, MAX_GROUPS = 16 };
 
 static struct {
     volatile sig_atomic_t used;
     bool is_dir;
     char path[MAX_PATH_LEN];
 } pending[MAX_PENDING];
+static volatile sig_atomic_t groups[MAX_GROUPS]; /* 0 = free slot */
 static bool handlers_installed;
 
 /* Removes a directory tree without allocating (it may run in a signal handler). */
@@ -46,6 +47,10 @@ void cleanup_run(void) {
         else
             unlink(pending[i].path);
         pending[i].used = 0;
+    }
+    for (int i = 0; i < MAX_GROUPS; i++) {
+        if (groups[i] > 0) kill(-(pid_t)groups[i], SIGKILL);
+        groups[i] = 0;
     }
 }
 
@@ -84,4 +89,19 @@ bool cleanup_register(const char *path, bool is_dir) {
 void cleanup_unregister(const char *path) {
     for (int i = 0; i < MAX_PENDING; i++)
         if (pending[i].used && !strcmp(pending[i].path, path)) pending[i].used = 0;
+}
+
+bool cleanup_register_group(pid_t pgid) {
+    cleanup_install_handlers();
+    for (int i = 0; i < MAX_GROUPS; i++) {
+        if (groups[i]) continue;
+        groups[i] = (sig_atomic_t)pgid;
+        return true;
+    }
+    return false;
+}
+
+void cleanup_unregister_group(pid_t pgid) {
+    for (int i = 0; i < MAX_GROUPS; i++)
+        if (groups[i] == (sig_atomic_t)pgid) groups[i] = 0;
 }

@@ -126,8 +126,13 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     assert_one_line_error grpo-reward "in.jsonl:1: cmd 'exit 3' exited with status 3 before answering this record"
     run -70 grpo-reward --fn cmd --cmd "head -n 1 | jq -c '{reward:1}'; kill -9 \$\$" --in in.jsonl --out out.jsonl
     assert_one_line_error grpo-reward "in.jsonl:2: cmd .* was killed by signal 9 before answering this record \(1 answers given\)"
-    run -70 grpo-reward --fn cmd --cmd "sleep 30" --cmd-timeout 0.3 --in in.jsonl --out out.jsonl
-    assert_one_line_error grpo-reward "in.jsonl:1: cmd 'sleep 30' gave no answer for this record within 0.3 s"
+    # sh -c runs sleep as its child: the timeout kills the program's whole process group
+    # (else the sleep would hold bats' stderr pipe open for its 30 s)
+    SECONDS=0
+    run -70 grpo-reward --fn cmd --cmd "sleep 30; true" --cmd-timeout 0.3 --in in.jsonl --out out.jsonl
+    assert_one_line_error grpo-reward "in.jsonl:1: cmd 'sleep 30; true' gave no answer for this record within 0.3 s"
+    [ "$SECONDS" -lt 10 ]
+    ! pgrep -f 'sleep 30' || false
     run -65 grpo-reward --fn cmd --cmd "jq --unbuffered -c '{score: 1}'" --in in.jsonl --out out.jsonl
     assert_one_line_error grpo-reward 'in.jsonl:1: cmd .*: answer 1: expected \{"reward": number or null\}'
     run -65 grpo-reward --fn cmd --cmd "jq --unbuffered -c '{reward: \"1\"}'" --in in.jsonl --out out.jsonl
@@ -151,6 +156,20 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     assert_one_line_error grpo-reward 'in.jsonl:4: field "completion_tokens": expected an array of token ids'
     sleep 0.2
     ! pgrep -f 'sleep 987654'
+}
+
+@test "grpo-reward stopped by a signal takes the program and all it started down with it" {
+    rollouts in.jsonl 3
+    grpo-reward --fn cmd --cmd "sleep 987651 | sleep 987652" --in in.jsonl --out out.jsonl 3>&- &
+    pid=$!
+    for ((i = 0; i < 100; i++)); do pgrep -f 'sleep 987652' > /dev/null && break; sleep 0.05; done
+    pgrep -f 'sleep 987651' && pgrep -f 'sleep 987652'
+    kill -TERM "$pid"
+    wait "$pid" || true
+    sleep 0.2
+    ! pgrep -f 'sleep 98765[12]' || false
+    [ ! -e out.jsonl ]
+    no_temp_left .
 }
 
 @test "cmd with a Python reward program, next to a built-in function" {

@@ -6,15 +6,15 @@
 load helpers
 
 # good_input TOOL FILE N: N valid records for TOOL (groups of 2 for advantage).
+# (awk: a bash loop runs under bats' per-command trap, 20000 lines took seconds)
 good_input() {
-    local i
-    for ((i = 0; i < $3; i++)); do
-        case $1 in
-            grpo-advantage) printf '{"id":"g%d","reward":%d,"x":1e400}\n' $((i / 2)) $((i % 3)) ;;
-            grpo-prep) printf '{"prompt":"What is %d+1?","answer":"%d","x":1e400}\n' "$i" $((i + 1)) ;;
-            grpo-reward) printf '{"id":"g%d","completion":"<answer>%d</answer>","answer":"%d","x":1e400}\n' $((i / 2)) "$i" $((i % 5)) ;;
-        esac
-    done > "$2"
+    awk -v tool="$1" -v n="$3" 'BEGIN {
+        for (i = 0; i < n; i++) {
+            if (tool == "grpo-advantage") printf "{\"id\":\"g%d\",\"reward\":%d,\"x\":1e400}\n", int(i / 2), i % 3
+            else if (tool == "grpo-prep") printf "{\"prompt\":\"What is %d+1?\",\"answer\":\"%d\",\"x\":1e400}\n", i, i + 1
+            else if (tool == "grpo-reward") printf "{\"id\":\"g%d\",\"completion\":\"<answer>%d</answer>\",\"answer\":\"%d\",\"x\":1e400}\n", int(i / 2), i, i % 5
+        }
+    }' > "$2"
 }
 
 # run_tool TOOL ARGS...: the tool with the flags its input needs.

@@ -1,11 +1,62 @@
 /* SHA-256, id hashes and the Philox RNG against published or independently
- * computed values (Python's hashlib for the id hashes and RNG keys). */
+ * computed values (Python's hashlib for the id hashes and RNG keys); vec_expf;
+ * the process groups of util/cleanup. */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "check.h"
+#include "util/cleanup.h"
 #include "util/idhash.h"
 #include "util/rng.h"
 #include "util/sha256.h"
 #include "util/strbuf.h"
 #include "util/vecmath.h"
+
+/* A child leading a process group of its own, with a grandchild in it; both sleep. */
+static pid_t sleeping_group(pid_t *grandchild_out) {
+    int fds[2];
+    if (pipe(fds)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        pid_t g = fork();
+        if (g == 0) {
+            pause();
+            _exit(0);
+        }
+        if (write(fds[1], &g, sizeof g) != (ssize_t)sizeof g) _exit(1);
+        pause();
+        _exit(0);
+    }
+    setpgid(pid, pid);
+    close(fds[1]);
+    if (read(fds[0], grandchild_out, sizeof *grandchild_out) != (ssize_t)sizeof *grandchild_out) *grandchild_out = -1;
+    close(fds[0]);
+    return pid;
+}
+
+/* Gone or a zombie (nobody may reap an orphan in a container without an init). */
+static bool dead(pid_t pid) {
+    if (kill(pid, 0) < 0) return true;
+    char path[64], state = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return true;
+    if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1) state = 0;
+    fclose(f);
+    return state == 'Z' || state == 'X';
+}
+
+static bool gone_within_a_second(pid_t pid) {
+    for (int i = 0; i < 100; i++) {
+        if (dead(pid)) return true;
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
 
 static void sha_is(const char *msg, size_t len, const char *want) {
     unsigned char d[32];
@@ -124,6 +175,31 @@ int main(void) {
         }
         CHECK_NEAR(sum / 100000, 0.5, 0.01);
         for (int k = 0; k < 10; k++) CHECK(buckets[k] > 9500 && buckets[k] < 10500);
+    }
+    TEST("cleanup_run kills a registered process group, leader and the rest; an unregistered one lives");
+    {
+        pid_t g1, g2;
+        pid_t a = sleeping_group(&g1), b = sleeping_group(&g2);
+        CHECK(a > 0 && b > 0 && g1 > 0 && g2 > 0);
+        CHECK(cleanup_register_group(a) && cleanup_register_group(b));
+        cleanup_unregister_group(b);
+        cleanup_run();
+        bool killed = gone_within_a_second(a) && gone_within_a_second(g1);
+        CHECK(killed);
+        if (!killed) kill(-a, SIGKILL); /* never wait on a sleeper */
+        int st = 0;
+        CHECK_EQ_INT(waitpid(a, &st, 0), a);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        CHECK(!dead(b) && !dead(g2));
+        kill(-b, SIGKILL);
+        waitpid(b, NULL, 0);
+        TEST("the group table has room for 16; the 17th is refused");
+        int n = 0;
+        while (n < 20 && cleanup_register_group(100000 + n)) n++;
+        CHECK_EQ_INT(n, 16);
+        for (int i = 0; i < n; i++) cleanup_unregister_group(100000 + i);
+        CHECK(cleanup_register_group(100000));
+        cleanup_unregister_group(100000);
     }
     return check_done();
 }
