@@ -11,7 +11,9 @@ int main(int argc, char **argv) {
     update_opts_default(&o);
     const flag_spec flags[] = {
         {"--model", NULL, FLAG_STRING, &o.model, "M", "policy: HF directory, our checkpoint, or .gguf (required)", 0, 0, NULL},
-        {"--out", NULL, FLAG_STRING, &o.out, "DIR", "the next checkpoint, written whole or not at all (required)", 0, 0, NULL},
+        {"--out", NULL, FLAG_STRING, &o.out, "DIR",
+         "the next checkpoint, written whole or not at all; may be --model, unless that is the KL reference "
+         "(required)", 0, 0, NULL},
         {"--in", NULL, FLAG_STRING, &o.in, "F", "advantaged records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL},
         {"--ref", NULL, FLAG_STRING, &o.ref, "M",
          "reference for the KL term (default: the run's initial model; with LoRA the base, adapter off)", 0, 0, NULL},

@@ -18,6 +18,12 @@ static bool file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+/* Both exist and are the same file or directory (however spelled). */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 size_t policy_optim_tensors(const policy *p, optim_tensor **out) {
     size_t n;
     optim_tensor *t;
@@ -118,6 +124,15 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, gerr *e
             policy_free(p);
             return gerr_set(e, EX_USAGE, "--ref: with LoRA the reference is the base model with the adapter off");
         }
+    }
+    /* an update in place would silently move the KL anchor to each new step */
+    if (c->loss.beta > 0 && same_file(p->ref_path, o->out)) {
+        rc = gerr_set(e, EX_USAGE,
+                      "--out %s is the KL reference of --beta %g: the update would replace it; write the checkpoint "
+                      "elsewhere, or give --ref a copy of the initial model",
+                      o->out, c->loss.beta);
+        policy_free(p);
+        return rc;
     }
     p->params = p->has_lora ? p->l.memory : p->m.params_memory;
     p->n_trained = p->has_lora ? p->l.n_params : p->m.n_params;

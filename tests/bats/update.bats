@@ -53,6 +53,29 @@ ref() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" "$@"; }
     [ ! -e c ]
 }
 
+@test "an update in place with --beta > 0 would replace its own KL reference: 64, the checkpoint untouched" {
+    needs_tiny
+    cp -r "$TINY" m
+    # step 0: the reference is --model itself
+    run grpo-update --model m --in "$(B)" --out ./m/ --beta 0.04
+    [ "$status" -eq 64 ]
+    assert_one_line_error grpo-update "--out ./m/ is the KL reference of --beta 0.04"
+    diff -r "$TINY" m
+    # a later step: the reference the state names
+    grpo-update --model m --in "$(B)" --out c1 --beta 0.04 2> /dev/null
+    run grpo-update --model c1 --in "$(B)" --out m --beta 0.04
+    [ "$status" -eq 64 ]
+    diff -r "$TINY" m
+    # in place is fine without the KL term, with an explicit other --ref, and with LoRA
+    grpo-update --model c1 --in "$(B)" --out c1 --beta 0 2> /dev/null
+    jq -e '.step == 2' c1/grpo/state.json
+    grpo-update --model c1 --in "$(B)" --out c1 --beta 0.04 --ref "$TINY" 2> /dev/null
+    grpo-update --model m --in "$(B)" --out a --lora-r 4 2> /dev/null
+    grpo-update --model a --in "$(B)" --out a --beta 0.04 2> /dev/null
+    jq -e '.step == 2' a/grpo/state.json
+    no_temp_left .
+}
+
 @test "missing model or batch: 66, nothing written" {
     needs_tiny
     run grpo-update --model nope --in "$(B)" --out c
