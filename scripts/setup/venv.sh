@@ -1,13 +1,36 @@
 #!/bin/sh
-# Test-only Python: a venv made from Debian's interpreter (the only one that
+# Test-only Python: venvs made from Debian's interpreter (the only one that
 # can import Debian's torch), with the independent readers from PyPI.
+#   VENV        tokenizers, safetensors, gguf, jinja2 (the parity checks)
+#   VENV-peft   transformers and peft, to load our PEFT adapters as PEFT does
+#               (tests/ref/peft_logits.py). Apart because transformers pins
+#               a tokenizers older than the parity checks' one. peft goes in
+#               without its dependencies: it asks for torch >= 1.13.0, which
+#               Debian's 1.13.0a0 is not to pip, and pip would fetch a 5 GB
+#               CUDA torch; the rest of what it needs is listed here.
 set -eu
 VENV=${1:-.venv}
 PY_PKGS='tokenizers==0.22.1 safetensors==0.6.2 gguf==0.17.1 jinja2==3.1.4 numpy<2'
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch, tokenizers, safetensors, gguf, jinja2, numpy' 2>/dev/null; then
-    exit 0
+PEFT_PKGS='transformers==4.46.3 accelerate==0.34.2 safetensors==0.6.2 numpy<2 pyyaml psutil tqdm'
+PEFT_NODEPS='peft==0.13.2'
+PIP="-m pip install -q --disable-pip-version-check"
+
+if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch, tokenizers, safetensors, gguf, jinja2, numpy' 2>/dev/null; }; then
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+    # shellcheck disable=SC2086
+    "$VENV/bin/python" $PIP $PY_PKGS
+    "$VENV/bin/python" -c 'import torch, tokenizers, safetensors, gguf, jinja2, numpy'
 fi
-/usr/bin/python3 -m venv --system-site-packages "$VENV"
-# shellcheck disable=SC2086
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check $PY_PKGS
-"$VENV/bin/python" -c 'import torch, tokenizers, safetensors, gguf, jinja2, numpy'
+
+P="$VENV-peft"
+if ! { [ -x "$P/bin/python" ] && "$P/bin/python" -c 'import torch, transformers, peft' 2>/dev/null; }; then
+    /usr/bin/python3 -m venv --system-site-packages "$P"
+    # shellcheck disable=SC2086
+    "$P/bin/python" $PIP $PEFT_PKGS
+    # shellcheck disable=SC2086
+    "$P/bin/python" $PIP --no-deps $PEFT_NODEPS
+    "$P/bin/python" -c 'import torch, transformers, peft'
+    # Debian's torch, not one from PyPI
+    "$P/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__file__.startswith("/usr/lib/python3/") else 1)' \
+        || { echo "grpo: $P: torch does not come from Debian" >&2; exit 1; }
+fi

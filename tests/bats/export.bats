@@ -9,7 +9,7 @@ load helpers
 setup_file() {
     export TINY="$BATS_FILE_TMPDIR/tiny" SMOL="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     export LOGITS_BIN="$GRPO_ROOT/build/tests/test_model" HF_BIN="$GRPO_ROOT/build/tests/test_hf_dir"
-    export GRPO_HF_TEST_BIN="$HF_BIN"
+    export GRPO_HF_TEST_BIN="$HF_BIN" GRPO_PEFT_PY="${GRPO_PEFT_PY:-$GRPO_ROOT/.venv-peft/bin/python}"
     [ -x "$GRPO_PY" ] || return 0
     # a tiny llama with a tokenizer: a complete Hugging Face directory
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$TINY"
@@ -140,6 +140,32 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
     grpo-export --model ad --format peft --dtype bf16 --out peft16
     check peft peft16 "$TINY" bf16
     no_temp_left .
+}
+
+@test "peft: the PEFT package puts our adapter on the base and gives our logits; its merge gives our merged export" {
+    needs_tiny
+    [ -x "$GRPO_PEFT_PY" ] || skip "no PEFT venv (make venv)"
+    "$HF_BIN" --make-adapter "$TINY" ad 4 q,k,v,o,gate,up,down 16
+    # rsLoRA scales by alpha/sqrt(r): a second adapter, every other target, r 8
+    "$HF_BIN" --make-adapter "$TINY" rs 8 q,v,down 8
+    jq '.use_rslora = true' rs/adapter_config.json > c.json && mv c.json rs/adapter_config.json
+    for a in ad rs; do
+        grpo-export --model $a --format peft --out $a.peft
+        run "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/peft_logits.py" "$TINY" $a.peft "$TINY/tokens.txt" $a.peft.f32
+        echo "$output"
+        [ "$status" -eq 0 ]
+        # PEFT read every adapter tensor (A and B of each target in 2 layers)
+        n=$(jq '.target_modules | length' $a.peft/adapter_config.json)
+        [[ "$output" == *"peft: lora tensors $((n * 2 * 2))"* ]]
+        logits $a $a.f32
+        grpo-export --model $a --format hf --dtype f32 --out $a.merged
+        logits $a.merged $a.merged.f32
+        # 1e-4: fp32 sums in other orders over 2 layers (measured about 2e-6)
+        close $a.peft.f32 $a.f32 1e-4
+        close $a.peft.f32.merged $a.merged.f32 1e-4
+        # and the adapter did something: the base alone is far from it
+        ! close $a.peft.f32.base $a.f32 0.05 || false
+    done
 }
 
 @test "hf from an adapter checkpoint: LoRA merged, logits equal the reference merge; rollout takes it" {

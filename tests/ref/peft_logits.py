@@ -1,0 +1,48 @@
+"""The PEFT package's own reading of an adapter directory (tests/bats/export.bats).
+
+    peft_logits.py BASE ADAPTER TOKENS OUT
+
+Loads BASE (a Hugging Face directory) with transformers, puts ADAPTER on it
+with peft.PeftModel.from_pretrained, and writes the logits at every position
+of TOKENS (whitespace-separated ids) as raw float32 [T, vocab] to OUT, the
+layout of build/tests/test_model's driver mode. Also OUT.base (the base
+alone) and OUT.merged (after merge_and_unload), so a test can see the
+adapter took effect and that PEFT's merge agrees. Prints what PEFT read.
+Runs in .venv-peft (scripts/setup/venv.sh): transformers and peft pin a
+tokenizers that the main test venv's parity checks cannot share.
+"""
+import sys
+
+import numpy as np
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+
+
+def run(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].numpy().astype("<f4")
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit("usage: peft_logits.py BASE ADAPTER TOKENS OUT")
+    base_dir, adapter_dir, tokens, out = sys.argv[1:]
+    with open(tokens) as f:
+        ids = [int(t) for t in f.read().split()]
+    base = AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32).eval()
+    run(base, ids).tofile(out + ".base")
+    model = PeftModel.from_pretrained(base, adapter_dir).eval()
+    cfg = model.peft_config["default"]
+    print("peft: r", cfg.r, "alpha", cfg.lora_alpha, "rslora", cfg.use_rslora,
+          "targets", ",".join(sorted(cfg.target_modules)))
+    # every adapter tensor of the file must have found its module: PEFT warns
+    # and drops unknown keys, so count the LoRA modules it built and loaded
+    loaded = [n for n, _ in model.named_parameters() if "lora_" in n]
+    print("peft: lora tensors", len(loaded))
+    run(model, ids).tofile(out)
+    run(model.merge_and_unload(), ids).tofile(out + ".merged")
+
+
+if __name__ == "__main__":
+    main()
