@@ -3,7 +3,7 @@
 # can import Debian's torch), with the independent readers from PyPI.
 #   VENV        tokenizers, safetensors, gguf, jinja2 (the parity checks)
 #   VENV-peft   transformers and peft, to load our PEFT adapters as PEFT does
-#               (tests/ref/peft_logits.py). Apart because transformers pins
+#               (tests/ref/transformers_logits.py). Apart because transformers pins
 #               a tokenizers older than the parity checks' one. peft goes in
 #               without its dependencies: it asks for torch >= 1.13.0, which
 #               Debian's 1.13.0a0 is not to pip, and pip would fetch a 5 GB
@@ -11,7 +11,7 @@
 set -eu
 VENV=${1:-.venv}
 PY_PKGS='tokenizers==0.22.1 safetensors==0.6.2 gguf==0.17.1 jinja2==3.1.4 numpy<2'
-PEFT_PKGS='transformers==4.46.3 accelerate==0.34.2 safetensors==0.6.2 numpy<2 pyyaml psutil tqdm'
+PEFT_PKGS='transformers==4.46.3 accelerate==0.34.2 safetensors==0.6.2 jinja2==3.1.4 numpy<2 pyyaml psutil tqdm'
 PEFT_NODEPS='peft==0.13.2'
 PIP="-m pip install -q --disable-pip-version-check"
 
@@ -23,13 +23,15 @@ if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch, tokeniz
 fi
 
 P="$VENV-peft"
-if ! { [ -x "$P/bin/python" ] && "$P/bin/python" -c 'import torch, transformers, peft' 2>/dev/null; }; then
+PEFT_CHECK='import torch, transformers, peft, jinja2
+assert (transformers.__version__, peft.__version__, jinja2.__version__) == ("4.46.3", "0.13.2", "3.1.4")'
+if ! { [ -x "$P/bin/python" ] && "$P/bin/python" -c "$PEFT_CHECK" 2>/dev/null; }; then
     /usr/bin/python3 -m venv --system-site-packages "$P"
     # shellcheck disable=SC2086
     "$P/bin/python" $PIP $PEFT_PKGS
     # shellcheck disable=SC2086
     "$P/bin/python" $PIP --no-deps $PEFT_NODEPS
-    "$P/bin/python" -c 'import torch, transformers, peft'
+    "$P/bin/python" -c "$PEFT_CHECK"
     # Debian's torch, not one from PyPI
     "$P/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__file__.startswith("/usr/lib/python3/") else 1)' \
         || { echo "grpo: $P: torch does not come from Debian" >&2; exit 1; }

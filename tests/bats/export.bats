@@ -122,6 +122,35 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
            and .bos_token_id == 1 and .eos_token_id == 2' bf16/config.json
 }
 
+@test "transformers loads our hf exports with our logits (tiny llama, qwen2; SmolLM2 from its GGUF) and renders our prompts" {
+    needs_tiny
+    needs_smol
+    [ -x "$GRPO_PEFT_PY" ] || skip "no transformers venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen2 q2
+    for m in "$TINY" q2; do
+        rm -rf hf && grpo-export --model "$m" --format hf --dtype f32 --out hf
+        "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/transformers_logits.py" hf - "$m/tokens.txt" tf.f32
+        logits "$m" ours.f32 "$m/tokens.txt"
+        close tf.f32 ours.f32 1e-4
+    done
+    jq -e '.architectures == ["Qwen2ForCausalLM"]' hf/config.json
+    echo "1 4093 198 1780 314 216 34 27 34 47 2 198 1 520 9531 198" > toks.txt
+    rm -rf hf && grpo-export --model "$SMOL" --format hf --dtype f32 --out hf
+    "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/transformers_logits.py" hf - toks.txt tf.f32
+    logits "$SMOL" ours.f32 toks.txt
+    # 1e-3 as model.bats allows 30 fp32 layers (measured 5.6e-5 on logits up to 36)
+    close tf.f32 ours.f32 1e-3
+    # the chat template and tokenizer built from GGUF metadata, through AutoTokenizer
+    printf '%s\n' '{"messages":[{"role":"user","content":"What is 2+3?"}]}' \
+        '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Name a colour. 日本語 ok?"}]}' \
+        '{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello!"},{"role":"user","content":"  spaces\n\ttabs"}]}' \
+        > msgs.jsonl
+    "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/transformers_logits.py" --chat hf msgs.jsonl > tf_ids.jsonl
+    grpo-prep --task jsonl --model hf --in msgs.jsonl | jq -c .prompt_tokens > our_ids.jsonl
+    [ "$(wc -l < our_ids.jsonl)" -eq 3 ]
+    diff tf_ids.jsonl our_ids.jsonl
+}
+
 @test "tokenizer.json built from GGUF metadata: HF tokenizers gives our ids (smollm, gpt-2, llama-bpe, qwen2)" {
     needs_tiny
     needs_smol
@@ -151,7 +180,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
     jq '.use_rslora = true' rs/adapter_config.json > c.json && mv c.json rs/adapter_config.json
     for a in ad rs; do
         grpo-export --model $a --format peft --out $a.peft
-        run "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/peft_logits.py" "$TINY" $a.peft "$TINY/tokens.txt" $a.peft.f32
+        run "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/transformers_logits.py" "$TINY" $a.peft "$TINY/tokens.txt" $a.peft.f32
         echo "$output"
         [ "$status" -eq 0 ]
         # PEFT read every adapter tensor (A and B of each target in 2 layers)

@@ -1,8 +1,9 @@
-"""The PEFT package's own reading of an adapter directory (tests/bats/export.bats).
+"""transformers' and the PEFT package's own reading of our exports (tests/bats/export.bats).
 
-    peft_logits.py BASE ADAPTER TOKENS OUT
+    transformers_logits.py BASE ADAPTER TOKENS OUT
 
-Loads BASE (a Hugging Face directory) with transformers, puts ADAPTER on it
+Loads BASE (a Hugging Face directory) with transformers; ADAPTER - stops
+there and writes BASE's logits to OUT. Otherwise it puts ADAPTER on it
 with peft.PeftModel.from_pretrained, and writes the logits at every position
 of TOKENS (whitespace-separated ids) as raw float32 [T, vocab] to OUT, the
 layout of build/tests/test_model's driver mode. Also OUT.base (the base
@@ -11,12 +12,13 @@ adapter took effect and that PEFT's merge agrees. Prints what PEFT read.
 Runs in .venv-peft (scripts/setup/venv.sh): transformers and peft pin a
 tokenizers that the main test venv's parity checks cannot share.
 """
+import json
 import sys
 
 import numpy as np
 import torch
 from peft import PeftModel
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
 def run(model, ids):
@@ -24,13 +26,27 @@ def run(model, ids):
         return model(torch.tensor([ids])).logits[0].numpy().astype("<f4")
 
 
+def chat(model_dir, messages_file):
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    with open(messages_file) as f:
+        for line in f:
+            ids = tok.apply_chat_template(json.loads(line)["messages"], add_generation_prompt=True)
+            print(json.dumps(ids, separators=(",", ":")))
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--chat":
+        chat(sys.argv[2], sys.argv[3])
+        return
     if len(sys.argv) != 5:
-        sys.exit("usage: peft_logits.py BASE ADAPTER TOKENS OUT")
+        sys.exit("usage: transformers_logits.py BASE ADAPTER TOKENS OUT | --chat DIR MESSAGES.jsonl")
     base_dir, adapter_dir, tokens, out = sys.argv[1:]
     with open(tokens) as f:
         ids = [int(t) for t in f.read().split()]
     base = AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32).eval()
+    if adapter_dir == "-":
+        run(base, ids).tofile(out)
+        return
     run(base, ids).tofile(out + ".base")
     model = PeftModel.from_pretrained(base, adapter_dir).eval()
     cfg = model.peft_config["default"]
