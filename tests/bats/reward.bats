@@ -127,12 +127,12 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     run -70 grpo-reward --fn cmd --cmd "head -n 1 | jq -c '{reward:1}'; kill -9 \$\$" --in in.jsonl --out out.jsonl
     assert_one_line_error grpo-reward "in.jsonl:2: cmd .* was killed by signal 9 before answering this record \(1 answers given\)"
     # sh -c runs sleep as its child: the timeout kills the program's whole process group
-    # (else the sleep would hold bats' stderr pipe open for its 30 s)
+    # (else the sleep would hold bats' stderr pipe open for as long as it sleeps)
     SECONDS=0
-    run -70 grpo-reward --fn cmd --cmd "sleep 30; true" --cmd-timeout 0.3 --in in.jsonl --out out.jsonl
-    assert_one_line_error grpo-reward "in.jsonl:1: cmd 'sleep 30; true' gave no answer for this record within 0.3 s"
+    run -70 grpo-reward --fn cmd --cmd "sleep 987650; true" --cmd-timeout 0.3 --in in.jsonl --out out.jsonl
+    assert_one_line_error grpo-reward "in.jsonl:1: cmd 'sleep 987650; true' gave no answer for this record within 0.3 s"
     [ "$SECONDS" -lt 10 ]
-    ! pgrep -f 'sleep 30' || false
+    ! pgrep -f 'sleep 987650' || false
     run -65 grpo-reward --fn cmd --cmd "jq --unbuffered -c '{score: 1}'" --in in.jsonl --out out.jsonl
     assert_one_line_error grpo-reward 'in.jsonl:1: cmd .*: answer 1: expected \{"reward": number or null\}'
     run -65 grpo-reward --fn cmd --cmd "jq --unbuffered -c '{reward: \"1\"}'" --in in.jsonl --out out.jsonl
