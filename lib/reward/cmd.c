@@ -283,22 +283,20 @@ int reward_open_cmd(reward_fn *fn, const reward_params *p, gerr *e) {
     }
     close(to[0]);
     close(from[1]);
-    /* also from this side, so the group exists before any kill of it; EACCES
-     * means the child has already exec'd, after making the group itself */
-    if (setpgid(pid, pid) < 0 && errno != EACCES) {
-        int err = errno;
-        close(to[1]), close(from[0]);
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return gerr_set(e, EX_OSERR, "setpgid: %s", strerror(err));
-    }
-    if (!cleanup_register_group(pid) || fcntl(to[1], F_SETFL, O_NONBLOCK)) {
+    /* setpgid also from this side, so the group exists before any kill of it;
+     * EACCES means the child has already exec'd, after making the group itself */
+    const char *failed = NULL;
+    if (setpgid(pid, pid) < 0 && errno != EACCES) failed = "setpgid";
+    else if (!cleanup_register_group(pid)) failed = "registering its process group", errno = ENOSPC;
+    else if (fcntl(to[1], F_SETFL, O_NONBLOCK)) failed = "fcntl";
+    if (failed) {
         int err = errno;
         close(to[1]), close(from[0]);
         kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
         cleanup_unregister_group(pid);
         waitpid(pid, NULL, 0);
-        return gerr_set(e, EX_OSERR, "cmd: %s", strerror(err));
+        return gerr_set(e, EX_OSERR, "cmd: %s: %s", failed, strerror(err));
     }
     cmd_fn *c = xcalloc(1, sizeof *c);
     c->cmd = p->cmd;

@@ -15,16 +15,18 @@ PEFT_PKGS='transformers==4.46.3 accelerate==0.34.2 safetensors==0.6.2 jinja2==3.
 PEFT_NODEPS='peft==0.13.2'
 PIP="-m pip install -q --disable-pip-version-check"
 
-if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch, tokenizers, safetensors, gguf, jinja2, numpy' 2>/dev/null; }; then
+MAIN_CHECK='import torch, tokenizers, safetensors, gguf, jinja2, numpy'
+if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$MAIN_CHECK" 2>/dev/null; }; then
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
     # shellcheck disable=SC2086
     "$VENV/bin/python" $PIP $PY_PKGS
-    "$VENV/bin/python" -c 'import torch, tokenizers, safetensors, gguf, jinja2, numpy'
+    "$VENV/bin/python" -c "$MAIN_CHECK"
 fi
 
 P="$VENV-peft"
 PEFT_CHECK='import torch, transformers, peft, jinja2
-assert (transformers.__version__, peft.__version__, jinja2.__version__) == ("4.46.3", "0.13.2", "3.1.4")'
+assert (transformers.__version__, peft.__version__, jinja2.__version__) == ("4.46.3", "0.13.2", "3.1.4")
+assert torch.__file__.startswith("/usr/lib/python3/"), "torch does not come from Debian"'
 if ! { [ -x "$P/bin/python" ] && "$P/bin/python" -c "$PEFT_CHECK" 2>/dev/null; }; then
     /usr/bin/python3 -m venv --system-site-packages "$P"
     # shellcheck disable=SC2086
@@ -32,7 +34,4 @@ if ! { [ -x "$P/bin/python" ] && "$P/bin/python" -c "$PEFT_CHECK" 2>/dev/null; }
     # shellcheck disable=SC2086
     "$P/bin/python" $PIP --no-deps $PEFT_NODEPS
     "$P/bin/python" -c "$PEFT_CHECK"
-    # Debian's torch, not one from PyPI
-    "$P/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__file__.startswith("/usr/lib/python3/") else 1)' \
-        || { echo "grpo: $P: torch does not come from Debian" >&2; exit 1; }
 fi

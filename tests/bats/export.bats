@@ -21,6 +21,7 @@ needs_tiny() {
     [ -x "$HF_BIN" ] && [ -x "$LOGITS_BIN" ] || skip "unit tests not built (make unit)"
 }
 needs_smol() { [ -f "$SMOL" ] || skip "no model (make models)"; }
+needs_peft() { [ -x "$GRPO_PEFT_PY" ] || skip "no transformers/PEFT venv (make venv)"; }
 
 # logits DIR OUT [TOKENS]: our logits of the model at DIR for TOKENS (default the tiny ones).
 logits() {
@@ -100,7 +101,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
 @test "hf from the SmolLM2 GGUF: weights are gguf-py's, f32 logits bit-identical, bf16 close, config reads back" {
     needs_tiny
     needs_smol
-    echo "1 4093 198 1780 314 216 34 27 34 47 2 198 1 520 9531 198" > toks.txt
+    smol_tokens toks.txt
     grpo-export --model "$SMOL" --format hf --dtype f32 --out f32
     check gguf-dir f32 "$SMOL" f32
     logits "$SMOL" gguf.f32 toks.txt
@@ -125,7 +126,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
 @test "transformers loads our hf exports with our logits (tiny llama, qwen2; SmolLM2 from its GGUF) and renders our prompts" {
     needs_tiny
     needs_smol
-    [ -x "$GRPO_PEFT_PY" ] || skip "no transformers venv (make venv)"
+    needs_peft
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen2 q2
     for m in "$TINY" q2; do
         rm -rf hf && grpo-export --model "$m" --format hf --dtype f32 --out hf
@@ -134,7 +135,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
         close tf.f32 ours.f32 1e-4
     done
     jq -e '.architectures == ["Qwen2ForCausalLM"]' hf/config.json
-    echo "1 4093 198 1780 314 216 34 27 34 47 2 198 1 520 9531 198" > toks.txt
+    smol_tokens toks.txt
     rm -rf hf && grpo-export --model "$SMOL" --format hf --dtype f32 --out hf
     "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/transformers_logits.py" hf - toks.txt tf.f32
     logits "$SMOL" ours.f32 toks.txt
@@ -173,7 +174,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
 
 @test "peft: the PEFT package puts our adapter on the base and gives our logits; its merge gives our merged export" {
     needs_tiny
-    [ -x "$GRPO_PEFT_PY" ] || skip "no PEFT venv (make venv)"
+    needs_peft
     "$HF_BIN" --make-adapter "$TINY" ad 4 q,k,v,o,gate,up,down 16
     # rsLoRA scales by alpha/sqrt(r): a second adapter, every other target, r 8
     "$HF_BIN" --make-adapter "$TINY" rs 8 q,v,down 8

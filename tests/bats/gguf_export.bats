@@ -71,7 +71,7 @@ logits() {
     run "$BIN" --export "$SMOL" smol.f32.gguf f32
     echo "$output"
     [ "$status" -eq 0 ]
-    echo "1 4093 198 1780 314 216 34 27 34 47 2 198 1 520 9531 198" > toks.txt
+    smol_tokens toks.txt
     logits "$SMOL" toks.txt src.f32
     logits smol.f32.gguf toks.txt out.f32
     cmp src.f32 out.f32

@@ -38,6 +38,10 @@ no_temp_left() {
     if [ -n "$left" ]; then echo "temporaries left: $left"; return 1; fi
 }
 
+# smol_tokens FILE: SmolLM2 ids of a ChatML-shaped prompt,
+# <|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n
+smol_tokens() { echo "1 4093 198 1780 314 216 34 27 34 47 2 198 1 520 9531 198" > "$1"; }
+
 # make_tiny_llama DIR: a tiny random llama (2 layers, width 64) with a 97-token
 # tokenizer and a ChatML template in DIR; does nothing without the test venv.
 make_tiny_llama() {

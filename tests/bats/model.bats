@@ -49,8 +49,7 @@ run_model() {
 @test "SmolLM2 GGUF logits match PyTorch on gguf-py-dequantized weights" {
     [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
     [ -f "$SMOL" ] || skip "no model (make models)"
-    # ChatML-shaped ids: <|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant
-    echo "1 4093 198 1780 314 216 34 27 34 47 2 198 1 520 9531 198" > toks.txt
+    smol_tokens toks.txt
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" gguf-logits "$SMOL" toks.txt ref.f64
     echo "$output"
     [ "$status" -eq 0 ]
