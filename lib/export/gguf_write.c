@@ -16,10 +16,10 @@
 
 #include "../io/outstream.h"
 #include "../model/ops.h"
-#include "../model/quant.h"
-#include "gguf_meta.h"
-#include "gguf_quant.h"
-#include "gguf_tokmeta.h"
+#include "../formats/quant.h"
+#include "../formats/gguf_meta.h"
+#include "../formats/gguf_quant.h"
+#include "../formats/gguf_tokmeta.h"
 
 enum { ALIGN = 32, BLOCK_FLOATS = 1 << 18 /* rows converted per write: about 1 MiB of floats */ };
 

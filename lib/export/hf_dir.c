@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 
 #include "../io/ckptdir.h"
-#include "../io/safetensors.h"
+#include "../formats/safetensors.h"
 #include "../model/lora.h"
 #include "../util/half.h"
 #include "../util/strbuf.h"

@@ -13,7 +13,7 @@
 
 #include <stdbool.h>
 
-#include "../model/gguf.h"
+#include "../formats/gguf.h"
 #include "../model/model.h"
 #include "../util/err.h"
 #include "../util/strbuf.h"

@@ -10,7 +10,7 @@
 
 #include "../io/mapped.h"
 #include "../io/outstream.h"
-#include "../model/gguf.h"
+#include "../formats/gguf.h"
 #include "../tok/tokenizer.h"
 #include "hf_dir.h"
 

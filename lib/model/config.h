@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "../util/err.h"
-#include "gguf.h"
+#include "../formats/gguf.h"
 
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } model_arch;
 

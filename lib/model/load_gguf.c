@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "../formats/gguf.h"
 #include "model.h"
 #include "ops.h"
 

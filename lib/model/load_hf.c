@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/safetensors.h"
+#include "../formats/safetensors.h"
 #include "model.h"
 #include "../io/mapped.h"
 

@@ -71,7 +71,7 @@ void lora_merge(model *m, const lora *l);
  * A PEFT adapter directory holds adapter_model.safetensors (the factors under
  * lora_tensor_list's names) and adapter_config.json (PEFT's LoraConfig). Its
  * base model is base_model_name_or_path, resolved by lora_adapter_base_path. */
-#include "../io/safetensors.h"
+#include "../formats/safetensors.h"
 
 /* Writes DIR/adapter_model.safetensors (F32, metadata {"format": "pt"},
  * tensors sorted by name) and DIR/adapter_config.json as PEFT's

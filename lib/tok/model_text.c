@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "../io/mapped.h"
-#include "../model/gguf.h"
+#include "../formats/gguf.h"
 
 static void add_eos(model_text *mt, int64_t id) {
     if (id < 0 || id > INT32_MAX) return;

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../io/safetensors.h"
+#include "../formats/safetensors.h"
 #include "../util/err.h"
 #include "optim.h"
 

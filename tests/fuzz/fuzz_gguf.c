@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
-#include "model/quant.h"
+#include "formats/gguf.h"
+#include "formats/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

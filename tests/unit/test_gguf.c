@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "model/gguf.h"
-#include "model/quant.h"
+#include "formats/gguf.h"
+#include "formats/quant.h"
 #include "util/half.h"
 
 /* ---- helpers ------------------------------------------------------------- */

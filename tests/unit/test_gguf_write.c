@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "export/gguf_quant.h"
+#include "formats/gguf_quant.h"
 #include "export/gguf_write.h"
 #include "io/mapped.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model.h"
 #include "tok/model_text.h"
 #include "util/half.h"

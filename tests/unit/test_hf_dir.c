@@ -31,7 +31,7 @@
 #include "export/hf_dir.h"
 #include "io/mapped.h"
 #include "io/outstream.h"
-#include "io/safetensors.h"
+#include "formats/safetensors.h"
 #include "model/lora.h"
 #include "model/ops.h"
 #include "tok/model_text.h"

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "io/safetensors.h"
+#include "formats/safetensors.h"
 #include "util/half.h"
 
 /* ---- helpers ------------------------------------------------------------- */

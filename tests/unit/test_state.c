@@ -19,7 +19,7 @@
 #include "check.h"
 #include "io/mapped.h"
 #include "io/outstream.h"
-#include "io/safetensors.h"
+#include "formats/safetensors.h"
 #include "train/state.h"
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {

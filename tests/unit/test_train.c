@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "io/safetensors.h"
+#include "formats/safetensors.h"
 #include "model/lora.h"
 #include "model/model.h"
 #include "train/loss.h"

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/gguf.h"
+#include "gguf.h"
 #include "../util/strbuf.h"
 
 typedef struct {

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/quant.h"
+#include "quant.h"
 
 enum { Q8_0_BLOCK = 32, Q8_0_BYTES = 34 };
 

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "../io/mapped.h"
-#include "../model/gguf.h"
+#include "gguf.h"
 
 /* llama.cpp's token types (gguf-py TokenType). */
 enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5 };

@@ -2,7 +2,7 @@
  * before a tensor pointer is handed out. The writer is in safetensors_write.c. */
 #include "safetensors.h"
 
-#include "mapped.h"
+#include "../io/mapped.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../util/strbuf.h"
-#include "outstream.h"
+#include "../io/outstream.h"
 
 /* Offsets and dims are read back as JSON doubles: keep them exact. */
 #define ST_MAX_JSON_INT ((uint64_t)1 << 53)
