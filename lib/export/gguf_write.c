@@ -3,7 +3,7 @@
  * offsets planned up front, then each tensor's data converted a block of
  * rows at a time, so memory stays at one block however large the model.
  *
- * Layout (lib/model/gguf.h): "GGUF", u32 3, u64 tensor count, u64 KV count,
+ * Layout (lib/formats/gguf.h): "GGUF", u32 3, u64 tensor count, u64 KV count,
  * KVs, tensor infos (name, n_dims, dims innermost first, ggml type, offset
  * in the data section), zero padding to ALIGN, the data section with every
  * tensor starting at a multiple of ALIGN. */

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format_err.h"
 #include "quant.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -42,16 +42,6 @@ typedef struct {
     gerr *e;
 } cursor;
 
-static int bad(cursor *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int bad(cursor *c, const char *fmt, ...) {
-    char body[sizeof c->e->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
-    va_end(ap);
-    return gerr_set(c->e, EX_DATAERR, "%s: %s", c->name, body);
-}
-
 static size_t left(const cursor *c) { return c->len - c->pos; }
 
 static uint64_t le(const unsigned char *p, int n) {
@@ -64,7 +54,7 @@ static uint64_t le(const unsigned char *p, int n) {
 static int take(cursor *c, int n, uint64_t *v, const char *what) {
     *v = 0;
     if (left(c) < (size_t)n)
-        return bad(c, "truncated: %s at byte %zu needs %d bytes, the file has %zu", what, c->pos, n,
+        return FORMAT_BAD(c, "truncated: %s at byte %zu needs %d bytes, the file has %zu", what, c->pos, n,
                    c->len);
     *v = le(c->b + c->pos, n);
     c->pos += (size_t)n;
@@ -83,7 +73,7 @@ static int take_str(cursor *c, gguf_str *s, const char *what) {
     int rc = take(c, 8, &n, what);
     if (rc) return rc;
     if (n > left(c))
-        return bad(c, "%s: string length %llu at byte %zu runs past the end of the file (%zu bytes)",
+        return FORMAT_BAD(c, "%s: string length %llu at byte %zu runs past the end of the file (%zu bytes)",
                    what, (unsigned long long)n, c->pos - 8, c->len);
     s->ptr = (const char *)c->b + c->pos;
     s->len = (size_t)n;
@@ -97,7 +87,7 @@ static int take_name(cursor *c, char **out, const char *what) {
     int rc = take_str(c, &s, what);
     if (rc) return rc;
     if (memchr(s.ptr, 0, s.len))
-        return bad(c, "%s \"%.*s\" contains a NUL byte", what, (int)(s.len < 200 ? s.len : 200), s.ptr);
+        return FORMAT_BAD(c, "%s \"%.*s\" contains a NUL byte", what, (int)(s.len < 200 ? s.len : 200), s.ptr);
     *out = xstrndup(s.ptr, s.len);
     return 0;
 }
@@ -113,7 +103,7 @@ static int parse_value(cursor *c, gguf_type t, int depth, gguf_value *v, const c
     if (v) *v = (gguf_value){.type = t, .data = c->b + c->pos, .base = c->b};
     if (type_sizes[t]) {
         if (left(c) < type_sizes[t])
-            return bad(c, "truncated: key \"%.200s\": %s value at byte %zu needs %zu bytes", key,
+            return FORMAT_BAD(c, "truncated: key \"%.200s\": %s value at byte %zu needs %zu bytes", key,
                        type_names[t], c->pos, type_sizes[t]);
         c->pos += type_sizes[t];
         return 0;
@@ -123,16 +113,16 @@ static int parse_value(cursor *c, gguf_type t, int depth, gguf_value *v, const c
         return take_str(c, &s, "string value");
     }
     if (depth >= GGUF_MAX_DEPTH)
-        return bad(c, "key \"%.200s\": arrays nested deeper than %d levels", key, GGUF_MAX_DEPTH);
+        return FORMAT_BAD(c, "key \"%.200s\": arrays nested deeper than %d levels", key, GGUF_MAX_DEPTH);
     uint32_t et = 0;
     uint64_t count = 0;
     int rc = take_u32(c, &et, "array element type");
     if (!rc) rc = take(c, 8, &count, "array count");
     if (rc) return rc;
     if (et >= GGUF_NTYPES)
-        return bad(c, "key \"%.200s\": unknown array element value type %u", key, et);
+        return FORMAT_BAD(c, "key \"%.200s\": unknown array element value type %u", key, et);
     if (count > left(c) / min_size((gguf_type)et))
-        return bad(c,
+        return FORMAT_BAD(c,
                    "key \"%.200s\": array count %llu of %s at byte %zu needs more than the %zu bytes "
                    "left in the file",
                    key, (unsigned long long)count, type_names[et], c->pos - 8, left(c));
@@ -155,15 +145,14 @@ static int parse_value(cursor *c, gguf_type t, int depth, gguf_value *v, const c
     return 0;
 }
 
-/* Size of an already checked value at p, for walking nested arrays. */
-static size_t value_size(gguf_type t, const unsigned char *p) {
+size_t gguf_value_bytes(gguf_type t, const unsigned char *p) {
     if (type_sizes[t]) return type_sizes[t];
     if (t == GGUF_STRING) return 8 + (size_t)le(p, 8);
     gguf_type et = (gguf_type)le(p, 4);
     uint64_t count = le(p + 4, 8);
     size_t n = 12;
     if (type_sizes[et]) return n + (size_t)count * type_sizes[et];
-    for (uint64_t i = 0; i < count; i++) n += value_size(et, p + n);
+    for (uint64_t i = 0; i < count; i++) n += gguf_value_bytes(et, p + n);
     return n;
 }
 
@@ -191,7 +180,7 @@ static size_t *sorted_index(size_t n, int (*cmp)(const void *, const void *, voi
 static int parse_kvs(cursor *c, gguf_file *f, uint64_t n) {
     /* Each KV takes at least 13 bytes: bound n before allocating. */
     if (n > left(c) / 13)
-        return bad(c, "truncated or corrupt: metadata count %llu is more than the %zu bytes left can hold",
+        return FORMAT_BAD(c, "truncated or corrupt: metadata count %llu is more than the %zu bytes left can hold",
                    (unsigned long long)n, left(c));
     f->kvs = xcalloc(n ? n : 1, sizeof *f->kvs);
     while (f->n_kv < n) {
@@ -204,14 +193,14 @@ static int parse_kvs(cursor *c, gguf_file *f, uint64_t n) {
         uint32_t t;
         rc = take_u32(c, &t, "value type");
         if (rc) return rc;
-        if (t >= GGUF_NTYPES) return bad(c, "key \"%.200s\": unknown value type %u", key, t);
+        if (t >= GGUF_NTYPES) return FORMAT_BAD(c, "key \"%.200s\": unknown value type %u", key, t);
         rc = parse_value(c, (gguf_type)t, 0, &kv->v, key);
         if (rc) return rc;
     }
     f->kv_by_key = sorted_index(f->n_kv, cmp_kv, f->kvs);
     for (size_t i = 1; i < f->n_kv; i++)
         if (!strcmp(f->kvs[f->kv_by_key[i]].key, f->kvs[f->kv_by_key[i - 1]].key))
-            return bad(c, "duplicate metadata key \"%.200s\"", f->kvs[f->kv_by_key[i]].key);
+            return FORMAT_BAD(c, "duplicate metadata key \"%.200s\"", f->kvs[f->kv_by_key[i]].key);
     return 0;
 }
 
@@ -221,10 +210,10 @@ static int parse_alignment(cursor *c, gguf_file *f) {
     if (!kv) return 0;
     uint64_t a;
     if (!gguf_value_u64(&kv->v, &a))
-        return bad(c, "key \"general.alignment\": expected an integer, got %s",
+        return FORMAT_BAD(c, "key \"general.alignment\": expected an integer, got %s",
                    type_names[kv->v.type]);
     if (a == 0 || (a & (a - 1)) || a > (1u << 30))
-        return bad(c, "key \"general.alignment\": alignment %llu is not a power of two up to 2^30",
+        return FORMAT_BAD(c, "key \"general.alignment\": alignment %llu is not a power of two up to 2^30",
                    (unsigned long long)a);
     f->alignment = a;
     return 0;
@@ -239,7 +228,7 @@ static int parse_tensor_info(cursor *c, gguf_file *f, gguf_tensor *t) {
     rc = take_u32(c, &n_dims, "tensor n_dims");
     if (rc) return rc;
     if (n_dims > GGUF_MAX_DIMS)
-        return bad(c, "tensor '%.200s': n_dims %u is more than %d", name, n_dims, GGUF_MAX_DIMS);
+        return FORMAT_BAD(c, "tensor '%.200s': n_dims %u is more than %d", name, n_dims, GGUF_MAX_DIMS);
     t->n_dims = (int)n_dims;
     t->numel = 1;
     for (int i = 0; i < GGUF_MAX_DIMS; i++) {
@@ -249,24 +238,24 @@ static int parse_tensor_info(cursor *c, gguf_file *f, gguf_tensor *t) {
         if (rc) return rc;
         if (t->dims[i] > (uint64_t)INT64_MAX || __builtin_mul_overflow(t->numel, t->dims[i], &t->numel) ||
             t->numel > (uint64_t)INT64_MAX)
-            return bad(c, "tensor '%.200s': dimensions overflow", name);
+            return FORMAT_BAD(c, "tensor '%.200s': dimensions overflow", name);
     }
     rc = take_u32(c, &t->type, "tensor type");
     if (!rc) rc = take(c, 8, &t->offset, "tensor offset");
     if (rc) return rc;
     const char *tn = quant_type_name(t->type);
-    if (!tn) return bad(c, "tensor '%.200s': unknown tensor type %u", name, t->type);
+    if (!tn) return FORMAT_BAD(c, "tensor '%.200s': unknown tensor type %u", name, t->type);
     size_t block = quant_block_size(t->type);
     if (t->dims[0] % block)
-        return bad(c, "tensor '%.200s': first dimension %llu is not a multiple of %s's block size %zu",
+        return FORMAT_BAD(c, "tensor '%.200s': first dimension %llu is not a multiple of %s's block size %zu",
                    name, (unsigned long long)t->dims[0], tn, block);
     uint64_t rows = t->numel / (t->dims[0] ? t->dims[0] : 1);
     if (__builtin_mul_overflow((uint64_t)(t->dims[0] / block), (uint64_t)quant_type_size(t->type),
                                &t->nbytes) ||
         __builtin_mul_overflow(t->nbytes, t->dims[0] ? rows : 0, &t->nbytes))
-        return bad(c, "tensor '%.200s': byte size overflows", name);
+        return FORMAT_BAD(c, "tensor '%.200s': byte size overflows", name);
     if (t->offset % f->alignment)
-        return bad(c, "tensor '%.200s': offset %llu is misaligned (alignment %llu)", name,
+        return FORMAT_BAD(c, "tensor '%.200s': offset %llu is misaligned (alignment %llu)", name,
                    (unsigned long long)t->offset, (unsigned long long)f->alignment);
     return 0;
 }
@@ -274,7 +263,7 @@ static int parse_tensor_info(cursor *c, gguf_file *f, gguf_tensor *t) {
 static int parse_tensors(cursor *c, gguf_file *f, uint64_t n) {
     /* Each tensor info takes at least 24 bytes (empty name, 0 dims). */
     if (n > left(c) / 24)
-        return bad(c, "truncated or corrupt: tensor count %llu is more than the %zu bytes left can hold",
+        return FORMAT_BAD(c, "truncated or corrupt: tensor count %llu is more than the %zu bytes left can hold",
                    (unsigned long long)n, left(c));
     f->tensors = xcalloc(n ? n : 1, sizeof *f->tensors);
     for (; f->n_tensors < n; f->n_tensors++) {
@@ -292,7 +281,7 @@ static int parse_tensors(cursor *c, gguf_file *f, uint64_t n) {
         uint64_t begin, end;
         if (__builtin_add_overflow(f->data_offset, t->offset, &begin) ||
             __builtin_add_overflow(begin, t->nbytes, &end) || end > c->len)
-            return bad(c,
+            return FORMAT_BAD(c,
                        "tensor '%.200s': data (offset %llu, %llu bytes) runs past the end of the file "
                        "(%zu bytes, data section at %llu)",
                        t->name, (unsigned long long)t->offset, (unsigned long long)t->nbytes, c->len,
@@ -302,22 +291,22 @@ static int parse_tensors(cursor *c, gguf_file *f, uint64_t n) {
     f->tensor_by_name = sorted_index(f->n_tensors, cmp_tensor, f->tensors);
     for (size_t i = 1; i < f->n_tensors; i++)
         if (!strcmp(f->tensors[f->tensor_by_name[i]].name, f->tensors[f->tensor_by_name[i - 1]].name))
-            return bad(c, "duplicate tensor name '%.200s'", f->tensors[f->tensor_by_name[i]].name);
+            return FORMAT_BAD(c, "duplicate tensor name '%.200s'", f->tensors[f->tensor_by_name[i]].name);
     return 0;
 }
 
 static int parse(cursor *c, gguf_file *f) {
     if (c->len < 4)
-        return bad(c, "truncated: %zu bytes, too short for the GGUF magic", c->len);
+        return FORMAT_BAD(c, "truncated: %zu bytes, too short for the GGUF magic", c->len);
     if (memcmp(c->b, "GGUF", 4))
-        return bad(c, "bad magic 0x%02x%02x%02x%02x: not a GGUF file", c->b[0], c->b[1], c->b[2],
+        return FORMAT_BAD(c, "bad magic 0x%02x%02x%02x%02x: not a GGUF file", c->b[0], c->b[1], c->b[2],
                    c->b[3]);
     c->pos = 4;
     uint64_t n_tensors = 0, n_kv = 0;
     int rc = take_u32(c, &f->version, "version");
     if (rc) return rc;
     if (f->version != 2 && f->version != 3)
-        return bad(c, "GGUF version %u is not supported (versions 2 and 3 are)%s", f->version,
+        return FORMAT_BAD(c, "GGUF version %u is not supported (versions 2 and 3 are)%s", f->version,
                    f->version > 0xFFFF ? "; a big-endian file?" : "");
     rc = take(c, 8, &n_tensors, "tensor count");
     if (!rc) rc = take(c, 8, &n_kv, "metadata count");
@@ -510,7 +499,7 @@ gguf_value gguf_array_at(const gguf_value *arr, uint64_t i) {
         v.data = arr->base + arr->offs[i];
     } else {
         const unsigned char *p = arr->data;
-        for (uint64_t k = 0; k < i; k++) p += value_size(arr->elem_type, p);
+        for (uint64_t k = 0; k < i; k++) p += gguf_value_bytes(arr->elem_type, p);
         v.data = p;
     }
     if (v.type == GGUF_ARRAY) {

@@ -107,6 +107,10 @@ bool gguf_value_f64(const gguf_value *v, double *out);
 bool gguf_value_f32(const gguf_value *v, float *out);
 bool gguf_value_bool(const gguf_value *v, bool *out);
 bool gguf_value_str(const gguf_value *v, gguf_str *out);
+/* Encoded size of the value of type t at p, as gguf_open checked it: a
+ * string with its u64 length, an array with its element type, count and
+ * every element (nested arrays walked). p points into an opened file. */
+size_t gguf_value_bytes(gguf_type t, const unsigned char *p);
 /* Element i (< count) of an array value. */
 gguf_value gguf_array_at(const gguf_value *arr, uint64_t i);
 /* Shortcuts for arrays of strings and numbers; the element type must match

@@ -66,35 +66,15 @@ void gmeta_arr_i32(gguf_meta *m, const char *key, const int32_t *v, size_t n) {
     for (size_t i = 0; i < n; i++) gmeta_le32(&m->b, (uint32_t)v[i]);
 }
 
-static uint64_t rd_le(const unsigned char *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
-/* Encoded size of a value of type t at p (strings and arrays with their
- * headers). The reader checked every length when it opened the file. */
-static size_t value_bytes(gguf_type t, const unsigned char *p) {
-    static const size_t fixed[GGUF_NTYPES] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    if (fixed[t]) return fixed[t];
-    if (t == GGUF_STRING) return 8 + (size_t)rd_le(p, 8);
-    gguf_type et = (gguf_type)rd_le(p, 4);
-    uint64_t count = rd_le(p + 4, 8);
-    size_t n = 12;
-    if (fixed[et]) return n + (size_t)count * fixed[et];
-    for (uint64_t i = 0; i < count; i++) n += value_bytes(et, p + n);
-    return n;
-}
-
 void gmeta_copy(gguf_meta *m, const char *key, const gguf_value *v) {
     key_type(m, key, v->type);
     if (v->type != GGUF_ARRAY) {
-        sb_append(&m->b, v->data, value_bytes(v->type, v->data));
+        sb_append(&m->b, v->data, gguf_value_bytes(v->type, v->data));
         return;
     }
     /* an array's data points past its header (element type, count) */
     const unsigned char *hdr = v->data - 12;
-    sb_append(&m->b, hdr, value_bytes(GGUF_ARRAY, hdr));
+    sb_append(&m->b, hdr, gguf_value_bytes(GGUF_ARRAY, hdr));
 }
 
 void gmeta_free(gguf_meta *m) {

@@ -1,6 +1,6 @@
 /* GGUF metadata (the key/value section) built in memory for the writer.
  *
- * Each call appends one complete KV in the file's encoding (lib/model/gguf.h:
+ * Each call appends one complete KV in the file's encoding (gguf.h:
  * string key, u32 value type, value; little-endian) and counts it, so the
  * header can be written as count + bytes once everything is known. Keys are
  * not checked for duplicates: the writer owns the key set. */

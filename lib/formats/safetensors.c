@@ -6,7 +6,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <fcntl.h>
 #include <float.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "../util/half.h"
+#include "format_err.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader assumes a little-endian host"
@@ -87,16 +87,6 @@ typedef struct {
     gerr *e;
 } parse_ctx;
 
-static int bad(parse_ctx *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int bad(parse_ctx *p, const char *fmt, ...) {
-    char body[sizeof p->e->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
-    va_end(ap);
-    return gerr_set(p->e, EX_DATAERR, "%s: %s", p->name, body);
-}
-
 /* A JSON number that is an integer in [0, 2^53]. */
 static bool json_uint(const cJSON *v, uint64_t *out) {
     if (!cJSON_IsNumber(v)) return false;
@@ -126,11 +116,11 @@ static const char *json_got(const cJSON *v, char *buf, size_t size) {
 
 static int parse_shape(parse_ctx *p, const char *tname, const cJSON *shape, st_tensor *t) {
     if (!cJSON_IsArray(shape))
-        return bad(p, "tensor '%.200s': shape is %s, expected an array of integers", tname,
+        return FORMAT_BAD(p, "tensor '%.200s': shape is %s, expected an array of integers", tname,
                    json_kind(shape));
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > ST_MAX_DIMS)
-        return bad(p, "tensor '%.200s': shape has %d dims, at most %d supported", tname, ndim,
+        return FORMAT_BAD(p, "tensor '%.200s': shape has %d dims, at most %d supported", tname, ndim,
                    ST_MAX_DIMS);
     t->ndim = ndim;
     uint64_t numel = 1;
@@ -139,13 +129,13 @@ static int parse_shape(parse_ctx *p, const char *tname, const cJSON *shape, st_t
         uint64_t dim;
         if (!json_uint(d, &dim)) {
             char got[32];
-            return bad(p, "tensor '%.200s': shape[%d] is %s, expected a non-negative integer up to 2^53",
+            return FORMAT_BAD(p, "tensor '%.200s': shape[%d] is %s, expected a non-negative integer up to 2^53",
                        tname, i, json_got(d, got, sizeof got));
         }
         t->shape[i] = (int64_t)dim;
         /* Any product past the data section is an error below; stop overflow here. */
         if (__builtin_mul_overflow(numel, dim, &numel) || numel > (uint64_t)INT64_MAX)
-            return bad(p, "tensor '%.200s': shape product overflows", tname);
+            return FORMAT_BAD(p, "tensor '%.200s': shape product overflows", tname);
     }
     t->numel = (int64_t)numel;
     return 0;
@@ -154,26 +144,26 @@ static int parse_shape(parse_ctx *p, const char *tname, const cJSON *shape, st_t
 static int parse_offsets(parse_ctx *p, const char *tname, const cJSON *offs, uint64_t *begin,
                          uint64_t *end) {
     if (!cJSON_IsArray(offs))
-        return bad(p, "tensor '%.200s': data_offsets is %s, expected an array of 2 integers", tname,
+        return FORMAT_BAD(p, "tensor '%.200s': data_offsets is %s, expected an array of 2 integers", tname,
                    json_kind(offs));
     int n = cJSON_GetArraySize(offs);
     if (n != 2)
-        return bad(p, "tensor '%.200s': data_offsets has %d entries, expected 2 integers", tname, n);
+        return FORMAT_BAD(p, "tensor '%.200s': data_offsets has %d entries, expected 2 integers", tname, n);
     for (int i = 0; i < 2; i++) {
         const cJSON *v = i ? offs->child->next : offs->child;
         if (!json_uint(v, i ? end : begin)) {
             char got[32];
-            return bad(p,
+            return FORMAT_BAD(p,
                        "tensor '%.200s': data_offsets[%d] is %s, expected a non-negative integer "
                        "up to 2^53",
                        tname, i, json_got(v, got, sizeof got));
         }
     }
     if (*begin > *end)
-        return bad(p, "tensor '%.200s': data_offsets [%llu, %llu] begin after end", tname,
+        return FORMAT_BAD(p, "tensor '%.200s': data_offsets [%llu, %llu] begin after end", tname,
                    (unsigned long long)*begin, (unsigned long long)*end);
     if (*end > p->data_len)
-        return bad(p, "tensor '%.200s': data_offsets end %llu beyond the data section (%llu bytes)",
+        return FORMAT_BAD(p, "tensor '%.200s': data_offsets end %llu beyond the data section (%llu bytes)",
                    tname, (unsigned long long)*end, (unsigned long long)p->data_len);
     return 0;
 }
@@ -183,7 +173,7 @@ static int parse_tensor(parse_ctx *p, const cJSON *entry, st_tensor *t, uint64_t
                         uint64_t *end) {
     const char *tname = entry->string;
     if (!cJSON_IsObject(entry))
-        return bad(p, "tensor '%.200s': entry is %s, expected an object", tname, json_kind(entry));
+        return FORMAT_BAD(p, "tensor '%.200s': entry is %s, expected an object", tname, json_kind(entry));
     const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
     for (const cJSON *field = entry->child; field; field = field->next) {
         const cJSON **slot = !strcmp(field->string, "dtype")          ? &dtype
@@ -191,16 +181,16 @@ static int parse_tensor(parse_ctx *p, const cJSON *entry, st_tensor *t, uint64_t
                              : !strcmp(field->string, "data_offsets") ? &offs
                                                                       : NULL;
         if (!slot) continue; /* unknown fields are ignored, as the reference does */
-        if (*slot) return bad(p, "tensor '%.200s': duplicate field '%s'", tname, field->string);
+        if (*slot) return FORMAT_BAD(p, "tensor '%.200s': duplicate field '%s'", tname, field->string);
         *slot = field;
     }
-    if (!dtype) return bad(p, "tensor '%.200s': missing field 'dtype'", tname);
-    if (!shape) return bad(p, "tensor '%.200s': missing field 'shape'", tname);
-    if (!offs) return bad(p, "tensor '%.200s': missing field 'data_offsets'", tname);
+    if (!dtype) return FORMAT_BAD(p, "tensor '%.200s': missing field 'dtype'", tname);
+    if (!shape) return FORMAT_BAD(p, "tensor '%.200s': missing field 'shape'", tname);
+    if (!offs) return FORMAT_BAD(p, "tensor '%.200s': missing field 'data_offsets'", tname);
     if (!cJSON_IsString(dtype))
-        return bad(p, "tensor '%.200s': dtype is %s, expected a string", tname, json_kind(dtype));
+        return FORMAT_BAD(p, "tensor '%.200s': dtype is %s, expected a string", tname, json_kind(dtype));
     if (!st_dtype_parse(dtype->valuestring, &t->dtype))
-        return bad(p,
+        return FORMAT_BAD(p,
                    "tensor '%.200s': unsupported dtype '%.40s' (expected F32, F16, BF16, F64, I32, "
                    "I64 or U8)",
                    tname, dtype->valuestring);
@@ -210,7 +200,7 @@ static int parse_tensor(parse_ctx *p, const cJSON *entry, st_tensor *t, uint64_t
     uint64_t want;
     if (__builtin_mul_overflow((uint64_t)t->numel, (uint64_t)st_dtype_size(t->dtype), &want) ||
         want != *end - *begin)
-        return bad(p,
+        return FORMAT_BAD(p,
                    "tensor '%.200s': data_offsets span %llu bytes, shape x dtype size needs "
                    "%lld x %zu",
                    tname, (unsigned long long)(*end - *begin), (long long)t->numel,
@@ -224,11 +214,11 @@ static int parse_tensor(parse_ctx *p, const cJSON *entry, st_tensor *t, uint64_t
 static int parse_metadata(parse_ctx *p, st_file *f, const cJSON *meta) {
     if (cJSON_IsNull(meta)) return 0; /* the reference reads null as "no metadata" */
     if (!cJSON_IsObject(meta))
-        return bad(p, "__metadata__ is %s, expected an object of strings", json_kind(meta));
+        return FORMAT_BAD(p, "__metadata__ is %s, expected an object of strings", json_kind(meta));
     size_t n = 0;
     for (const cJSON *kv = meta->child; kv; kv = kv->next) {
         if (!cJSON_IsString(kv))
-            return bad(p, "__metadata__ '%.200s' is %s, expected a string", kv->string,
+            return FORMAT_BAD(p, "__metadata__ '%.200s' is %s, expected a string", kv->string,
                        json_kind(kv));
         n++;
     }
@@ -257,11 +247,11 @@ static int check_unique(parse_ctx *p, st_file *f) {
     const char *dup = find_duplicate(names, f->n_tensors);
     int rc = 0;
     if (dup) {
-        rc = bad(p, "duplicate tensor name '%.200s'", dup);
+        rc = FORMAT_BAD(p, "duplicate tensor name '%.200s'", dup);
     } else {
         for (size_t i = 0; i < f->n_meta; i++) names[i] = f->meta[i].key;
         dup = find_duplicate(names, f->n_meta);
-        if (dup) rc = bad(p, "duplicate __metadata__ key '%.200s'", dup);
+        if (dup) rc = FORMAT_BAD(p, "duplicate __metadata__ key '%.200s'", dup);
     }
     free(names);
     return rc;
@@ -288,17 +278,17 @@ static int check_layout(parse_ctx *p, st_file *f, extent *ext) {
     for (size_t i = 0; i < f->n_tensors; i++) {
         const char *name = f->tensors[ext[i].index].name;
         if (ext[i].begin < pos)
-            return bad(p, "tensor '%.200s' at [%llu, %llu] overlaps tensor '%.200s' ending at %llu",
+            return FORMAT_BAD(p, "tensor '%.200s' at [%llu, %llu] overlaps tensor '%.200s' ending at %llu",
                        name, (unsigned long long)ext[i].begin, (unsigned long long)ext[i].end,
                        prev, (unsigned long long)pos);
         if (ext[i].begin > pos)
-            return bad(p, "gap of %llu unindexed bytes in the data section before tensor '%.200s'",
+            return FORMAT_BAD(p, "gap of %llu unindexed bytes in the data section before tensor '%.200s'",
                        (unsigned long long)(ext[i].begin - pos), name);
         pos = ext[i].end;
         prev = name;
     }
     if (pos != p->data_len)
-        return bad(p, "data section has %llu trailing bytes after the last tensor",
+        return FORMAT_BAD(p, "data section has %llu trailing bytes after the last tensor",
                    (unsigned long long)(p->data_len - pos));
     return 0;
 }
@@ -315,7 +305,7 @@ static int parse_entries(parse_ctx *p, st_file *f, const cJSON *root) {
         if (strcmp(it->string, "__metadata__")) {
             n++;
         } else {
-            if (meta) return bad(p, "duplicate key '__metadata__'");
+            if (meta) return FORMAT_BAD(p, "duplicate key '__metadata__'");
             meta = it;
         }
     }
@@ -347,34 +337,34 @@ static bool json_space(unsigned char c) { return c == ' ' || c == '\t' || c == '
 static int parse_header(parse_ctx *p, st_file *f, const unsigned char *h, size_t n) {
     size_t bad_at;
     if (!st_utf8_valid(h, n, &bad_at))
-        return bad(p, "header is not valid UTF-8 (at header byte %zu)", bad_at);
+        return FORMAT_BAD(p, "header is not valid UTF-8 (at header byte %zu)", bad_at);
     /* JSON allows no raw control characters; cJSON would accept some. */
     for (size_t i = 0; i < n; i++)
         if (h[i] < 0x20 && !json_space(h[i]))
-            return bad(p, "header is not valid JSON: control byte 0x%02x at header byte %zu", h[i],
+            return FORMAT_BAD(p, "header is not valid JSON: control byte 0x%02x at header byte %zu", h[i],
                        i);
     /* cJSON turns \u0000 into a NUL that silently cuts a C string short: a
      * name or value would read as another one. */
     for (size_t i = 0; i + 1 < n; i++) {
         if (h[i] != '\\') continue;
         if (h[i + 1] == 'u' && n - i >= 6 && !memcmp(h + i + 2, "0000", 4))
-            return bad(p, "header holds \\u0000 at header byte %zu: names cannot contain NUL", i);
+            return FORMAT_BAD(p, "header holds \\u0000 at header byte %zu: names cannot contain NUL", i);
         i++; /* skip the escaped character, so \\u0000 is not taken for \u0000 */
     }
     if (h[0] != '{')
-        return bad(p, "header is not a JSON object (expected '{' at header byte 0, got 0x%02x)",
+        return FORMAT_BAD(p, "header is not a JSON object (expected '{' at header byte 0, got 0x%02x)",
                    h[0]);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts((const char *)h, n, &end, 0);
     if (!root) {
         size_t at = end ? (size_t)((const unsigned char *)end - h) : 0;
-        return bad(p, "header is not valid JSON (near header byte %zu)", at);
+        return FORMAT_BAD(p, "header is not valid JSON (near header byte %zu)", at);
     }
     f->json = root;
     for (size_t i = (size_t)((const unsigned char *)end - h); i < n; i++)
         if (!json_space(h[i]))
-            return bad(p, "header has bytes after the JSON object (at header byte %zu)", i);
-    if (!cJSON_IsObject(root)) return bad(p, "header is not a JSON object");
+            return FORMAT_BAD(p, "header has bytes after the JSON object (at header byte %zu)", i);
+    if (!cJSON_IsObject(root)) return FORMAT_BAD(p, "header is not a JSON object");
     return parse_entries(p, f, root);
 }
 
@@ -385,25 +375,25 @@ int st_open_memory(st_file *f, const void *data, size_t len, const char *name, g
     f->len = len;
     parse_ctx p = {.name = f->name, .e = e};
     gerr local;
-    if (!e) p.e = &local; /* bad() needs somewhere to write */
+    if (!e) p.e = &local; /* FORMAT_BAD needs somewhere to write */
     int rc;
     if (len < 8) {
-        rc = bad(&p, "file is %zu bytes, shorter than the 8-byte header length", len);
+        rc = FORMAT_BAD(&p, "file is %zu bytes, shorter than the 8-byte header length", len);
         goto fail;
     }
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | f->bytes[i];
     if (n == 0) {
-        rc = bad(&p, "header length is 0");
+        rc = FORMAT_BAD(&p, "header length is 0");
         goto fail;
     }
     if (n > len - 8) {
-        rc = bad(&p, "header length %llu runs past the end of the file (%zu bytes)",
+        rc = FORMAT_BAD(&p, "header length %llu runs past the end of the file (%zu bytes)",
                  (unsigned long long)n, len);
         goto fail;
     }
     if (n > ST_MAX_HEADER_BYTES) {
-        rc = bad(&p, "header length %llu exceeds the limit of %llu bytes", (unsigned long long)n,
+        rc = FORMAT_BAD(&p, "header length %llu exceeds the limit of %llu bytes", (unsigned long long)n,
                  (unsigned long long)ST_MAX_HEADER_BYTES);
         goto fail;
     }
