@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "ckpt/load.h"
 #include "model/blas.h"
 #include "model/model.h"
 #include "model/packed.h"

@@ -2,7 +2,7 @@
  * or a GGUF file. Flags here; the work is in lib/export. */
 #include <string.h>
 
-#include "export/hf_dir.h"
+#include "export/export.h"
 #include "model/blas.h"
 #include "util/err.h"
 #include "util/flags.h"

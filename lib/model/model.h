@@ -62,19 +62,6 @@ typedef struct {
     float *head_packed_own;
 } model;
 
-/* Loads a causal LM: an HF directory (config.json, model.safetensors or a
- * sharded model.safetensors.index.json, generation_config.json), a PEFT
- * adapter directory (its base, lora.h's lora_adapter_base_path, with the
- * adapter merged in) or a .gguf file.
- * Errors: EX_NOINPUT missing, EX_DATAERR malformed or unsupported (naming the
- * architecture, dtype, quant type or tensor; a sequence classifier is one),
- * EX_IOERR unreadable. On error m holds nothing to free. */
-int model_load(model *m, const char *path, gerr *e);
-/* Loads a sequence classifier (a reward model): an HF directory of a
- * *ForSequenceClassification, with score.weight and no lm_head. Anything
- * else (a causal LM, a GGUF file, an adapter) is EX_DATAERR naming its
- * architecture. */
-int model_load_classifier(model *m, const char *path, gerr *e);
 void model_free(model *m);
 
 /* For a model that only runs model_forward / model_forward_hidden (rollout,
@@ -193,10 +180,8 @@ typedef struct {
  * model_alloc first. */
 size_t model_tensor_list(const model *m, model_tensor_ref *out);
 
-/* ---- internal to the loaders ------------------------------------------------ */
-int model_load_hf(model *m, const char *dir, gerr *e);
-int model_load_gguf(model *m, const char *path, gerr *e);
-/* Computes m->inv_freq from m->cfg (GGUF rope_freqs factors may refine it). */
+/* Computes m->inv_freq from m->cfg (for the loaders of lib/ckpt/load.h;
+ * GGUF rope_freqs factors may refine it). */
 void model_init_rope(model *m);
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../chat/chat.h"
+#include "../ckpt/load.h"
 #include "../model/blas.h"
 #include "../model/model.h"
 #include "../tok/model_text.h"

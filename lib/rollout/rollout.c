@@ -7,6 +7,7 @@
 
 #include "../chat/chat.h"
 #include "../io/jsonl.h"
+#include "../ckpt/load.h"
 #include "../model/blas.h"
 #include "../model/model.h"
 #include "../tok/model_text.h"

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sysexits.h>
 
+#include "../ckpt/load.h"
 #include "../io/mapped.h"
 #include "../util/strbuf.h"
 #include "state.h"

@@ -13,6 +13,7 @@
 #include <sysexits.h>
 #include <time.h>
 
+#include "../ckpt/load.h"
 #include "../model/blas.h"
 #include "../model/lora.h"
 #include "../model/model.h"

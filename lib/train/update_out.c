@@ -10,7 +10,8 @@
 #include <sysexits.h>
 #include <unistd.h>
 
-#include "../export/hf_dir.h"
+#include "../ckpt/adapter_dir.h"
+#include "../ckpt/hf_dir.h"
 #include "../io/ckptdir.h"
 #include "../util/strbuf.h"
 #include "state.h"

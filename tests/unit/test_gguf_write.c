@@ -24,7 +24,8 @@
 
 #include "check.h"
 #include "formats/gguf_quant.h"
-#include "export/gguf_write.h"
+#include "ckpt/load.h"
+#include "export/export.h"
 #include "io/mapped.h"
 #include "formats/gguf.h"
 #include "model/model.h"

@@ -28,7 +28,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "export/hf_dir.h"
+#include "ckpt/adapter_dir.h"
+#include "ckpt/hf_dir.h"
+#include "ckpt/load.h"
 #include "io/mapped.h"
 #include "io/outstream.h"
 #include "formats/safetensors.h"

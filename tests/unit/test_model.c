@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ckpt/load.h"
 #include "model/model.h"
 #include "model/ops.h"
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ckpt/load.h"
 #include "formats/safetensors.h"
 #include "model/lora.h"
 #include "model/model.h"

@@ -1,6 +1,6 @@
-/* LoRA adapter directories in PEFT's layout: adapter_model.safetensors and
- * adapter_config.json, written and read back, and the base model an adapter
- * names. */
+/* LoRA adapter directories in PEFT's layout (see adapter_dir.h):
+ * adapter_model.safetensors and adapter_config.json, written and read back,
+ * and the base model an adapter names. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
@@ -15,7 +15,7 @@
 #include "../io/outstream.h"
 #include "../util/half.h"
 #include "../util/strbuf.h"
-#include "lora.h"
+#include "adapter_dir.h"
 
 static const char ADAPTER_CONFIG[] = "adapter_config.json";
 static const char ADAPTER_WEIGHTS[] = "adapter_model.safetensors";
@@ -344,23 +344,4 @@ int lora_adapter_base_path(const char *dir, char **path, gerr *e) {
     free(cfg_path);
     free(c.base);
     return rc;
-}
-
-int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter, gerr *e) {
-    memset(l, 0, sizeof *l);
-    *has_adapter = false;
-    if (!lora_is_adapter_dir(path)) return model_load(base, path, e);
-    memset(base, 0, sizeof *base);
-    char *base_path;
-    int rc = lora_adapter_base_path(path, &base_path, e);
-    if (rc) return rc;
-    rc = model_load(base, base_path, e);
-    free(base_path);
-    if (rc) return rc;
-    if ((rc = lora_load(l, &base->cfg, path, e))) {
-        model_free(base);
-        return rc;
-    }
-    *has_adapter = true;
-    return 0;
 }

@@ -1,8 +1,9 @@
-/* The Hugging Face side of a checkpoint or export directory: config.json,
- * the text files (tokenizer.json, tokenizer_config.json,
- * generation_config.json) and model.safetensors, each written atomically
- * (temporary name, fsync, rename), and the whole directory built with
- * lib/io/ckptdir.h. grpo-export and grpo-update write through these.
+/* Writing a Hugging Face checkpoint directory: config.json, the text files
+ * (tokenizer.json, tokenizer_config.json, generation_config.json) and
+ * model.safetensors, each written atomically (temporary name, fsync,
+ * rename), and the whole directory built with lib/io/ckptdir.h.
+ * grpo-update (its checkpoints) and grpo-export (--format hf) write through
+ * these.
  *
  * source is where the model came from: a Hugging Face directory, one of our
  * checkpoints, or a .gguf file. A directory that lacks a file but holds an
@@ -51,26 +52,6 @@ int hf_write_weights(const char *out_path, const model *m, export_dtype dtype, g
  * files, model.safetensors) built under a temporary name and swapped into
  * out_dir (lib/io/ckptdir.h): on any failure out_dir is left as it was. */
 int hf_export_dir(const char *out_dir, const model *m, const char *source, export_dtype dtype, gerr *e);
-
-/* ---- grpo-export --------------------------------------------------------------- */
-
-typedef enum { EXPORT_HF, EXPORT_PEFT, EXPORT_GGUF } export_format;
-
-typedef struct {
-    const char *model;  /* --model */
-    const char *out;    /* --out */
-    export_format format;
-    export_dtype dtype;
-} export_opts;
-
-/* "hf" | "peft" | "gguf" (EX_USAGE otherwise). */
-int export_format_parse(const char *s, export_format *f, gerr *e);
-/* The default --dtype of a format: bf16 for hf, f32 for peft, f16 for gguf. */
-export_dtype export_default_dtype(export_format f);
-/* Loads o->model and writes o->out. hf and gguf: the weights with any LoRA
- * adapter merged. peft: the adapter alone (EX_DATAERR when the model has
- * none). q8_0 is EX_USAGE for hf and peft. */
-int export_run(const export_opts *o, gerr *e);
 
 /* ---- internal to hf_*.c ---------------------------------------------------------- */
 

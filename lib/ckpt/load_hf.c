@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "../formats/safetensors.h"
-#include "model.h"
+#include "../model/model.h"
+#include "load.h"
 #include "../io/mapped.h"
 
 enum { MAX_SHARDS = 256 };

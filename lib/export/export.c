@@ -1,12 +1,14 @@
-/* grpo-export's work: load the checkpoint, write the format asked for. */
+/* grpo-export's work: load the checkpoint, write the format asked for
+ * (hf through lib/ckpt/hf_dir.h, gguf through gguf_export.c, peft here). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../ckpt/adapter_dir.h"
+#include "../ckpt/hf_dir.h"
+#include "../ckpt/load.h"
 #include "../io/ckptdir.h"
-#include "../model/lora.h"
-#include "gguf_write.h"
-#include "hf_dir.h"
+#include "export.h"
 
 int export_format_parse(const char *s, export_format *f, gerr *e) {
     static const char *const names[] = {[EXPORT_HF] = "hf", [EXPORT_PEFT] = "peft", [EXPORT_GGUF] = "gguf"};

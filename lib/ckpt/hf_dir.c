@@ -6,7 +6,7 @@
 
 #include "../io/ckptdir.h"
 #include "../formats/safetensors.h"
-#include "../model/lora.h"
+#include "adapter_dir.h"
 #include "../util/half.h"
 #include "../util/strbuf.h"
 #include "hf_dir.h"

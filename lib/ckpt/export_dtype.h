@@ -1,4 +1,5 @@
-/* The element types an export writes (grpo-export --dtype). */
+/* The element types a written model takes: hf_dir.h's weights (grpo-update
+ * writes f32) and grpo-export --dtype. */
 #ifndef GRPO_EXPORT_DTYPE_H
 #define GRPO_EXPORT_DTYPE_H
 

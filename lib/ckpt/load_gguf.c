@@ -11,8 +11,9 @@
 #include <string.h>
 
 #include "../formats/gguf.h"
-#include "model.h"
-#include "ops.h"
+#include "../model/model.h"
+#include "load.h"
+#include "../model/ops.h"
 
 static int load_one(model *m, const gguf_file *f, const model_tensor_ref *r, float **tmp, size_t *tmp_cap,
                     gerr *e) {

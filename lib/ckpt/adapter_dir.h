@@ -1,0 +1,43 @@
+/* PEFT adapter directories: adapter_model.safetensors (the factors under
+ * lora_tensor_list's names) and adapter_config.json (PEFT's LoraConfig),
+ * written and read back, and the base model an adapter names
+ * (base_model_name_or_path, resolved by lora_adapter_base_path). Putting an
+ * adapter on its base is load.h's model_load_adapter. */
+#ifndef GRPO_ADAPTER_DIR_H
+#define GRPO_ADAPTER_DIR_H
+
+#include <stdbool.h>
+
+#include "../formats/safetensors.h"
+#include "../model/lora.h"
+#include "../util/err.h"
+
+/* Writes DIR/adapter_model.safetensors (F32, metadata {"format": "pt"},
+ * tensors sorted by name) and DIR/adapter_config.json as PEFT's
+ * LoraConfig.save_pretrained writes it (sorted keys, 2-space indent,
+ * base_model_name_or_path = l->base), each atomically. DIR must exist. */
+int lora_save(const lora *l, const char *dir, gerr *e);
+/* The same with the factors in dtype (ST_F32, ST_F16 or ST_BF16). */
+int lora_save_dtype(const lora *l, const char *dir, st_dtype dtype, gerr *e);
+
+/* Reads an adapter directory written by lora_save or PEFT for a model of
+ * shape cfg into l (allocated here; l->base = base_model_name_or_path).
+ * EX_NOINPUT when a file is missing; EX_DATAERR naming the file and what is
+ * wrong: a missing, extra or mis-shaped tensor; a target module we cannot
+ * adapt; a feature we do not support (use_dora, bias other than "none",
+ * modules_to_save, layers_to_transform, rank/alpha patterns, fan_in_fan_out,
+ * regex target_modules other than "all-linear"). On error l holds nothing. */
+int lora_load(lora *l, const model_config *cfg, const char *dir, gerr *e);
+
+/* True when path is a directory with adapter_config.json and without full
+ * weights (model.safetensors or model.safetensors.index.json). */
+bool lora_is_adapter_dir(const char *path);
+
+/* The base model of adapter directory dir: base_model_name_or_path of its
+ * adapter_config.json, taken as given when absolute or when it exists
+ * relative to the current directory, else relative to dir. EX_NOINPUT when
+ * neither exists, EX_DATAERR when the key is missing or names dir itself.
+ * *path is xmalloc'd. */
+int lora_adapter_base_path(const char *dir, char **path, gerr *e);
+
+#endif

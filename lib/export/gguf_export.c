@@ -1,0 +1,195 @@
+/* grpo-export's GGUF: a model as a GGUF v3 file that llama.cpp loads,
+ * written by lib/formats/gguf_write.h. This file adds what is the model's:
+ * general.* and the architecture's keys as llama.cpp reads them, the
+ * tokenizer's keys (gguf_tokmeta.h), the tensor plan in llama.cpp's order
+ * with each tensor's type, RoPE scaling as rope_freqs.weight, and Q/K rows
+ * permuted into GGUF's interleaved order as they are written. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../formats/gguf_meta.h"
+#include "../formats/gguf_quant.h"
+#include "../formats/gguf_tokmeta.h"
+#include "../formats/gguf_write.h"
+#include "../formats/quant.h"
+#include "../model/ops.h"
+#include "export.h"
+
+enum { ALIGN = GGUF_WRITE_ALIGN, BLOCK_FLOATS = 1 << 18 /* rows converted per write: about 1 MiB of floats */ };
+
+/* llama.cpp's LLAMA_FTYPE numbers (general.file_type). */
+static uint32_t file_type(export_dtype d) {
+    switch (d) {
+    case EXPORT_F32: return 0;
+    case EXPORT_F16: return 1;
+    case EXPORT_Q8_0: return 7;
+    case EXPORT_BF16: return 32;
+    }
+    return 0;
+}
+
+static uint32_t ggml_type(export_dtype d) {
+    switch (d) {
+    case EXPORT_F32: return GGML_TYPE_F32;
+    case EXPORT_F16: return GGML_TYPE_F16;
+    case EXPORT_Q8_0: return GGML_TYPE_Q8_0;
+    case EXPORT_BF16: return GGML_TYPE_BF16;
+    }
+    return GGML_TYPE_F32;
+}
+
+/* Where a tensor's rows come from. */
+typedef struct {
+    const float *src;
+    int perm_heads; /* > 0: Q/K rows go out in llama.cpp's interleaved order */
+} plan_src;
+
+/* ---- rope_freqs ------------------------------------------------------------------ */
+
+/* llama.cpp keeps llama3 RoPE scaling as per-frequency divisors
+ * (rope_freqs.weight) and our loader divides the unscaled frequencies by
+ * them, so each factor is the float that gives back m->inv_freq exactly
+ * under that float division (base / inv, nudged by an ulp where rounding
+ * misses). Returns false when the frequencies are the unscaled ones.
+ * (A rope_theta that float32 cannot hold also gets factors, near 1, so the
+ * round trip stays exact.) */
+static bool rope_factors(const model *m, float *factors) {
+    model_config c = m->cfg;
+    c.rope_llama3 = false;
+    c.rope_theta = (float)c.rope_theta; /* what the loader reads back from rope.freq_base */
+    float base[512];
+    rope_inv_freq(base, &c);
+    int half = c.head_dim / 2;
+    bool scaled = false;
+    for (int i = 0; i < half; i++) scaled = scaled || base[i] != m->inv_freq[i];
+    if (!scaled) return false;
+    for (int i = 0; i < half; i++) {
+        float want = m->inv_freq[i], f = base[i] / want;
+        for (int k = 0; k < 8 && base[i] / f != want; k++) f = nextafterf(f, base[i] / f > want ? INFINITY : 0);
+        factors[i] = f;
+    }
+    return true;
+}
+
+/* ---- metadata ----------------------------------------------------------------------- */
+
+static void arch_meta(gguf_meta *meta, const model *m, const char *name, export_dtype dtype) {
+    const model_config *c = &m->cfg;
+    const char *arch = model_arch_name(c->arch);
+    char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    gmeta_str(meta, "general.architecture", arch, strlen(arch));
+    gmeta_str(meta, "general.name", name, strlen(name));
+    gmeta_u32(meta, "general.file_type", file_type(dtype));
+    gmeta_u32(meta, "general.quantization_version", 2); /* GGML_QNT_VERSION */
+    gmeta_u32(meta, "general.alignment", ALIGN);
+    gmeta_u32(meta, KEY("vocab_size"), (uint32_t)c->vocab_size);
+    gmeta_u32(meta, KEY("context_length"), (uint32_t)c->max_seq_len);
+    gmeta_u32(meta, KEY("embedding_length"), (uint32_t)c->dim);
+    gmeta_u32(meta, KEY("block_count"), (uint32_t)c->n_layers);
+    gmeta_u32(meta, KEY("feed_forward_length"), (uint32_t)c->hidden_dim);
+    gmeta_u32(meta, KEY("attention.head_count"), (uint32_t)c->n_heads);
+    gmeta_u32(meta, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    gmeta_u32(meta, KEY("attention.key_length"), (uint32_t)c->head_dim);
+    gmeta_u32(meta, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    gmeta_u32(meta, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
+    gmeta_f32(meta, KEY("rope.freq_base"), (float)c->rope_theta);
+    gmeta_f32(meta, KEY("attention.layer_norm_rms_epsilon"), c->norm_eps);
+#undef KEY
+}
+
+/* ---- the tensor plan ------------------------------------------------------------------ */
+
+typedef struct {
+    gguf_wtensor *t;
+    plan_src *src;
+    size_t n;
+    int head_dim;
+} plan;
+
+static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, const float *src, int perm,
+                     export_dtype dtype) {
+    gguf_wtensor *t = &p->t[p->n];
+    p->src[p->n++] = (plan_src){.src = src, .perm_heads = perm};
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows;
+    t->cols = cols;
+    /* vectors (norms, biases, rope factors) stay F32, as llama.cpp keeps
+     * them; Q8_0 needs rows of whole 32-value blocks, else F16 (what
+     * convert_hf_to_gguf.py falls back to) */
+    t->type = cols ? ggml_type(dtype) : GGML_TYPE_F32;
+    if (t->type == GGML_TYPE_Q8_0 && cols % Q8_0_BLOCK) t->type = GGML_TYPE_F16;
+    /* one head at a time when rows are permuted, else about BLOCK_FLOATS
+     * values (at least one row) */
+    size_t c = (size_t)(cols ? cols : 1);
+    t->chunk_rows = perm ? (size_t)p->head_dim : BLOCK_FLOATS / c ? BLOCK_FLOATS / c : 1;
+}
+
+/* Tensors in llama.cpp's usual order: token_embd, rope_freqs, each block's
+ * tensors, output_norm, output (at most refs + 1). */
+static void make_plan(const model *m, const model_tensor_ref *refs, size_t n_refs, const float *factors,
+                      export_dtype dtype, plan *p) {
+    bool llama = m->cfg.arch == ARCH_LLAMA;
+    for (size_t i = 0; i < n_refs; i++)
+        if (refs[i].param == P_TOK_EMBD) plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].dst, 0, dtype);
+    if (factors) plan_add(p, "rope_freqs.weight", m->cfg.head_dim / 2, 0, factors, 0, dtype);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (size_t i = 0; i < n_refs; i++)
+            if (refs[i].layer == l)
+                /* llama.cpp permutes Q/K for the llama architecture only (the
+                 * loader undoes exactly that) */
+                plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].dst, llama ? refs[i].perm_heads : 0,
+                         dtype);
+    for (int q = P_OUT_NORM; q <= P_LM_HEAD; q++)
+        for (size_t i = 0; i < n_refs; i++)
+            if (refs[i].param == q) plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].dst, 0, dtype);
+}
+
+/* gguf_write's source: rows straight from the model, Q/K ones (a chunk is
+ * one head) permuted into tmp. A bias is permuted like a weight with one
+ * column. */
+static const float *plan_rows(void *ctx, size_t i, size_t row, size_t n, float *tmp) {
+    const plan *p = ctx;
+    const gguf_wtensor *t = &p->t[i];
+    size_t cols = (size_t)(t->cols ? t->cols : 1);
+    const float *src = p->src[i].src + row * cols;
+    (void)n;
+    if (!p->src[i].perm_heads) return src;
+    qk_permute(tmp, src, 1, p->head_dim, cols);
+    return tmp;
+}
+
+int gguf_export(const char *out_path, const model *m, const char *source, export_dtype dtype, gerr *e) {
+    if (!out_path || !m || !m->params_memory)
+        return gerr_set(e, EX_SOFTWARE, "gguf_export: no output path or no model");
+    if ((unsigned)dtype > EXPORT_Q8_0) return gerr_set(e, EX_USAGE, "gguf_export: unknown dtype %d", (int)dtype);
+    gguf_meta tok = {0}, meta = {0};
+    char *name = NULL;
+    int rc = gguf_tok_meta(&tok, &name, source, m->cfg.vocab_size, e);
+    if (rc) {
+        gmeta_free(&tok);
+        return rc;
+    }
+    arch_meta(&meta, m, name, dtype);
+    free(name);
+    sb_append(&meta.b, tok.b.data, tok.b.len);
+    meta.n += tok.n;
+    gmeta_free(&tok);
+
+    size_t n_refs = model_tensor_list(m, NULL);
+    model_tensor_ref *refs = xcalloc(n_refs, sizeof *refs);
+    model_tensor_list(m, refs);
+    float factors[512];
+    bool scaled = rope_factors(m, factors);
+    plan p = {.t = xcalloc(n_refs + 1, sizeof *p.t), .src = xcalloc(n_refs + 1, sizeof *p.src),
+              .head_dim = m->cfg.head_dim};
+    make_plan(m, refs, n_refs, scaled ? factors : NULL, dtype, &p);
+    rc = gguf_write(out_path, &meta, p.t, p.n, plan_rows, &p, e);
+    gmeta_free(&meta);
+    free(p.t);
+    free(p.src);
+    free(refs);
+    return rc;
+}
