@@ -237,7 +237,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
 
 @test "gguf: a merged adapter checkpoint as GGUF loads back with the same logits (smoke)" {
     needs_tiny
-    grep -q 'gguf_export(' "$GRPO_ROOT/lib/export/gguf_write.c" 2>/dev/null || skip "gguf_export is not implemented yet"
+    grep -q 'gguf_export(' "$GRPO_ROOT/lib/export/gguf_export.c" 2>/dev/null || skip "gguf_export is not implemented yet"
     "$HF_BIN" --make-adapter "$TINY" ad
     run grpo-export --model ad --format gguf --dtype f32 --out m.gguf
     echo "$output"

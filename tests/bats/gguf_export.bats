@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The GGUF writer (lib/export/gguf_write.c) through the export driver of
+# The GGUF export (lib/export/gguf_export.c over lib/formats/gguf_write.c) through the export driver of
 # build/tests/test_gguf_write (until bin/grpo-export exists), checked with
 # gguf-py (tests/ref/check_gguf_export.py: keys, types, tokenizer arrays,
 # tensor order and shapes, data equal to gguf-py's own quantize) and by

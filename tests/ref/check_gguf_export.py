@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent checks of our GGUF writer (lib/export) with gguf-py, llama.cpp's
+"""Independent checks of our GGUF writer (lib/formats, lib/export) with gguf-py, llama.cpp's
 own Python reader and quantizer.
 
 Usage: .venv/bin/python tests/ref/check_gguf_export.py COMMAND ...

@@ -1,4 +1,5 @@
-/* The GGUF writer (lib/export): the Q8_0 quantizer on hand-worked blocks;
+/* The GGUF writer (lib/formats/gguf_write.c, gguf_quant.c, gguf_tokmeta.c)
+ * and grpo-export's GGUF (lib/export/gguf_export.c): the Q8_0 quantizer on hand-worked blocks;
  * tiny random llama (llama3 RoPE), qwen2 (tied, biases) and qwen3 (q/k
  * norms, a Q8_0 fallback) models exported in every dtype and loaded back
  * with model_load (F32 bit for bit, F16/BF16 exactly their rounding, Q8_0

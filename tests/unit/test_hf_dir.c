@@ -1,5 +1,5 @@
-/* Unit tests of the Hugging Face export side (lib/export/hf_*.c) and of LoRA
- * adapter directories (lib/model/lora_io.c): config.json generated for every
+/* Unit tests of the Hugging Face directory writer (lib/ckpt/hf_*.c) and of
+ * LoRA adapter directories (lib/ckpt/adapter_dir.c, lib/ckpt/load.c): config.json generated for every
  * architecture reads back to the same model_config (llama3 RoPE scaling,
  * qwen3 head_dim, several eos ids, RoPE factors recovered from a GGUF's
  * rope_freqs); config.json copied with only torch_dtype changed, in the
@@ -57,15 +57,22 @@ static int rm_entry(const char *p, const struct stat *st, int type, struct FTW *
     return remove(p);
 }
 
+/* A step the current test needs failed: the test fails, with the reason
+ * (never an early return that leaves it "ok"). */
+static void setup_failed(const gerr *e) {
+    printf("#   setup failed: %s\n", e->msg);
+    check_current_failed = 1;
+}
+
 static void put_text(const char *path, const char *text) {
     gerr e = {0};
-    if (write_file_atomic(path, text, strlen(text), &e)) printf("#   %s\n", e.msg);
+    if (write_file_atomic(path, text, strlen(text), &e)) setup_failed(&e);
 }
 
 static char *get_text(const char *path) {
     gerr e = {0};
     char *t = read_whole_file(path, NULL, &e);
-    if (!t) printf("#   %s\n", e.msg);
+    if (!t) setup_failed(&e);
     return t;
 }
 
@@ -108,7 +115,7 @@ static bool tiny_model(model *m, const model_config *c, uint64_t seed) {
     m->cfg = *c;
     gerr e = {0};
     if (model_alloc(m, &e)) {
-        printf("#   %s\n", e.msg);
+        setup_failed(&e);
         return false;
     }
     fill(m->params_memory, m->n_params, seed, 0.3);
@@ -253,7 +260,8 @@ static void check_weights(const model *m, export_dtype dt, const char *name) {
     if (rc) printf("#   %s\n", e.msg);
     CHECK_EQ_INT(rc, 0);
     st_file f;
-    if (rc || st_open(&f, at(name), &e)) return;
+    if (rc) return;
+    if (st_open(&f, at(name), &e)) return setup_failed(&e);
     size_t n = model_tensor_list(m, NULL);
     model_tensor_ref *refs = calloc(n, sizeof *refs);
     model_tensor_list(m, refs);
@@ -323,7 +331,7 @@ static const char WANT_ADAPTER_CONFIG[] =
 static bool make_lora(lora *l, const model_config *c, unsigned targets, const char *base, bool rslora) {
     gerr e = {0};
     if (lora_alloc(l, c, 4, 8, rslora, 0.05, targets, base, &e)) {
-        printf("#   %s\n", e.msg);
+        setup_failed(&e);
         return false;
     }
     lora_init(l, 5);
@@ -338,7 +346,7 @@ static void test_peft_names(void) {
     tiny_cfg(&c, ARCH_QWEN3, false);
     lora l;
     gerr e = {0};
-    if (lora_alloc(&l, &c, 4, 8, false, 0, (1u << LORA_N_TARGETS) - 1, NULL, &e)) return;
+    if (lora_alloc(&l, &c, 4, 8, false, 0, (1u << LORA_N_TARGETS) - 1, NULL, &e)) return setup_failed(&e);
     size_t n = lora_tensor_list(&l, NULL);
     CHECK_EQ_INT(n, 2 * LORA_N_TARGETS * c.n_layers);
     lora_tensor_ref *r = calloc(n, sizeof *r);
@@ -387,6 +395,8 @@ static void test_lora_round_trip(void) {
         CHECK_EQ_STR(st_meta_get(&f, "format"), "pt");
         CHECK(f.tensors[0].dtype == ST_F32);
         st_close(&f);
+    } else {
+        setup_failed(&e);
     }
     lora_free(&l);
 
@@ -478,7 +488,7 @@ static void test_adapter_dirs(void) {
     if (!tiny_model(&m, &c, 31)) return;
     write_base(&m, "base");
     lora l;
-    if (!make_lora(&l, &c, (1u << LORA_N_TARGETS) - 1, "../base", false)) return;
+    if (!make_lora(&l, &c, (1u << LORA_N_TARGETS) - 1, "../base", false)) return model_free(&m);
     mkdir(at("ad3"), 0755);
     gerr e = {0};
     CHECK_EQ_INT(lora_save(&l, at("ad3"), &e), 0);
@@ -536,7 +546,9 @@ static void test_adapter_dirs(void) {
     CHECK_EQ_STR(bp, abs_base);
     free(bp);
     char cwd[512];
-    if (getcwd(cwd, sizeof cwd) && chdir(root) == 0) {
+    bool moved = getcwd(cwd, sizeof cwd) && chdir(root) == 0;
+    CHECK(moved); /* the relative-base case needs the test directory as cwd */
+    if (moved) {
         rewrite("ad4/adapter_config.json", abs_base, "base");
         CHECK_EQ_INT(lora_adapter_base_path("ad4", &bp, &e), 0);
         CHECK_EQ_STR(bp, "base");
