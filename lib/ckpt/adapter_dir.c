@@ -13,7 +13,6 @@
 
 #include "../io/mapped.h"
 #include "../io/outstream.h"
-#include "../util/half.h"
 #include "../util/strbuf.h"
 #include "adapter_dir.h"
 
@@ -79,28 +78,17 @@ int lora_save_dtype(const lora *l, const char *dir, st_dtype dtype, gerr *e) {
     lora_tensor_ref *refs = xcalloc(n ? n : 1, sizeof *refs);
     lora_tensor_list(l, refs);
     qsort(refs, n, sizeof *refs, cmp_ref_name);
-    uint16_t *half = dtype == ST_F32 ? NULL : xmalloc((l->n_params ? l->n_params : 1) * sizeof *half);
     st_writer w;
     st_writer_init(&w);
     int rc = st_writer_set_meta(&w, "format", "pt", e);
-    size_t off = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         const lora_tensor_ref *r = &refs[i];
-        size_t numel = (size_t)(r->rows * r->cols);
-        const void *data = r->data;
-        if (half) {
-            if (dtype == ST_F16) f32_to_f16_array(r->data, half + off, numel);
-            else f32_to_bf16_array(r->data, half + off, numel);
-            data = half + off;
-            off += numel;
-        }
         int64_t shape[2] = {r->rows, r->cols};
-        rc = st_writer_add(&w, r->name, dtype, 2, shape, data, e);
+        rc = st_writer_add_f32(&w, r->name, dtype, 2, shape, r->data, e);
     }
     char *path = join(dir, ADAPTER_WEIGHTS);
     if (!rc) rc = st_write(&w, path, e);
     st_writer_free(&w);
-    free(half);
     free(refs);
     free(path);
     if (rc) return rc;

@@ -7,7 +7,6 @@
 #include "../io/ckptdir.h"
 #include "../formats/safetensors.h"
 #include "adapter_dir.h"
-#include "../util/half.h"
 #include "../util/strbuf.h"
 #include "hf_dir.h"
 
@@ -56,28 +55,16 @@ int hf_write_weights(const char *out_path, const model *m, export_dtype dtype, g
     model_tensor_list(m, refs);
     qsort(refs, n, sizeof *refs, cmp_ref); /* the order the safetensors package writes */
     st_dtype sd = dtype == EXPORT_F32 ? ST_F32 : dtype == EXPORT_F16 ? ST_F16 : ST_BF16;
-    /* the halves of every tensor at once: st_write wants all data alive */
-    uint16_t *half = sd == ST_F32 ? NULL : xmalloc(m->n_params * sizeof *half);
     st_writer w;
     st_writer_init(&w);
     int rc = st_writer_set_meta(&w, "format", "pt", e);
-    size_t off = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         const model_tensor_ref *r = &refs[i];
-        size_t numel = (size_t)r->rows * (size_t)(r->cols ? r->cols : 1);
-        const void *data = r->dst;
-        if (half) {
-            if (sd == ST_F16) f32_to_f16_array(r->dst, half + off, numel);
-            else f32_to_bf16_array(r->dst, half + off, numel);
-            data = half + off;
-            off += numel;
-        }
         int64_t shape[2] = {r->rows, r->cols};
-        rc = st_writer_add(&w, r->hf, sd, r->cols ? 2 : 1, shape, data, e);
+        rc = st_writer_add_f32(&w, r->hf, sd, r->cols ? 2 : 1, shape, r->dst, e);
     }
     if (!rc) rc = st_write(&w, out_path, e);
     st_writer_free(&w);
-    free(half);
     free(refs);
     return rc;
 }

@@ -92,6 +92,7 @@ typedef struct {
     int64_t shape[ST_MAX_DIMS];
     const void *data;
     size_t nbytes;
+    void *owned; /* data converted by st_writer_add_f32, freed with the writer */
 } st_wtensor;
 
 typedef struct {
@@ -108,6 +109,12 @@ void st_writer_init(st_writer *w);
  * "__metadata__"), EX_SOFTWARE for a bad dtype, ndim, shape or NULL data. */
 int st_writer_add(st_writer *w, const char *name, st_dtype dtype, int ndim, const int64_t *shape,
                   const void *data, gerr *e);
+/* The same from float32 data written as dtype: ST_F32 as it is (kept by
+ * pointer, as st_writer_add), ST_F16 or ST_BF16 converted now (round to
+ * nearest even, lib/util/half.h) into a copy the writer owns. Another dtype
+ * is EX_SOFTWARE. */
+int st_writer_add_f32(st_writer *w, const char *name, st_dtype dtype, int ndim, const int64_t *shape,
+                      const float *data, gerr *e);
 /* Sets a __metadata__ entry (a second call with the same key replaces it).
  * EX_DATAERR when key or value is not UTF-8. */
 int st_writer_set_meta(st_writer *w, const char *key, const char *value, gerr *e);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/half.h"
 #include "../util/strbuf.h"
 #include "../io/outstream.h"
 
@@ -16,7 +17,10 @@
 void st_writer_init(st_writer *w) { memset(w, 0, sizeof *w); }
 
 void st_writer_free(st_writer *w) {
-    for (size_t i = 0; i < w->n_tensors; i++) free(w->tensors[i].name);
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        free(w->tensors[i].name);
+        free(w->tensors[i].owned);
+    }
     for (size_t i = 0; i < w->n_meta; i++) {
         free(w->meta_keys[i]);
         free(w->meta_values[i]);
@@ -94,6 +98,23 @@ int st_writer_add(st_writer *w, const char *name, st_dtype dtype, int ndim, cons
     t->data = data;
     t->nbytes = (size_t)nbytes;
     *slot = w->n_tensors;
+    return 0;
+}
+
+int st_writer_add_f32(st_writer *w, const char *name, st_dtype dtype, int ndim, const int64_t *shape,
+                      const float *data, gerr *e) {
+    if (dtype != ST_F32 && dtype != ST_F16 && dtype != ST_BF16)
+        return gerr_set(e, EX_SOFTWARE, "tensor '%.200s': float32 data cannot be written as %s", name,
+                        st_dtype_name(dtype) ? st_dtype_name(dtype) : "an unknown dtype");
+    /* checked and added with the float32 data; the halves replace it below */
+    int rc = st_writer_add(w, name, dtype, ndim, shape, data, e);
+    if (rc || dtype == ST_F32) return rc;
+    st_wtensor *t = &w->tensors[w->n_tensors - 1];
+    size_t numel = t->nbytes / 2;
+    uint16_t *half = xmalloc(numel ? t->nbytes : 1);
+    if (dtype == ST_F16) f32_to_f16_array(data, half, numel);
+    else f32_to_bf16_array(data, half, numel);
+    t->data = t->owned = half;
     return 0;
 }
 
