@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "../chat/chat.h"
-#include "../model/blas.h"
+#include "../ops/blas.h"
 #include "../model/model.h"
 #include "../tok/model_text.h"
 #include "../util/progress.h"

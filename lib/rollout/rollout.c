@@ -7,7 +7,7 @@
 
 #include "../chat/chat.h"
 #include "../io/jsonl.h"
-#include "../model/blas.h"
+#include "../ops/blas.h"
 #include "../model/model.h"
 #include "../tok/model_text.h"
 #include "../util/progress.h"

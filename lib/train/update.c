@@ -13,7 +13,7 @@
 #include <sysexits.h>
 #include <time.h>
 
-#include "../model/blas.h"
+#include "../ops/blas.h"
 #include "../model/lora.h"
 #include "../model/model.h"
 #include "../util/strbuf.h"
