@@ -1,10 +1,8 @@
-/* The training forward and backward, layer by layer (trainer.h).
- *
- * Per layer, as in lib/model/forward.c, keeping what the backward needs:
- *   xn1 = RMSNorm(x_in); q,k,v = linear(xn1) [+ q/k norm] + RoPE;
- *   att = attention(q, k, v); x_mid = x_in + linear_o(att);
- *   xn2 = RMSNorm(x_mid); x_out = x_mid + linear_down(silu(gate) * up).
- * layer_backward walks the same steps in reverse. */
+/* The training driver (trainer.h): the batch's rows, embeddings and RoPE
+ * tables, lib/model/layer.c's layer_forward over every layer with its
+ * activations kept (or recomputed), the LM head's log-softmax in chunks, and
+ * layer_backward in reverse. The layer and the ops are the ones rollout
+ * runs; only what is kept differs. */
 #include "trainer.h"
 
 #include <assert.h>
