@@ -79,6 +79,8 @@ typedef struct {
     float *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
 } layer_params;
 layer_params model_layer(const model_params *p, const model_config *c, int layer);
+/* One per-layer tensor (P_ATTN_NORM .. P_W_DOWN) of one layer. */
+float *model_layer_tensor(const model *m, int param, int layer);
 
 /* x_out[R, dim] from x_in[R, dim] (x_out may be x_in). */
 void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, float *x_out);

@@ -24,15 +24,6 @@ void sampler_free(sampler *s) {
     s->z = NULL;
 }
 
-double token_logprob(const float *logits, int vocab, double t, int32_t token) {
-    double max = -INFINITY;
-    for (int i = 0; i < vocab; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = 0;
-    for (int i = 0; i < vocab; i++) sum += exp(((double)logits[i] - max) / t);
-    return ((double)logits[token] - max) / t - log(sum);
-}
-
 /* Orders candidate ids by probability, highest first; ties by the lower id so
  * the order (and so the draw) never depends on the sort's internals. */
 static int by_prob_desc(const void *a, const void *b, void *ctx) {

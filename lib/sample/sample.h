@@ -43,7 +43,4 @@ void sampler_free(sampler *s);
  * as described above. Consumes exactly one uniform draw from rng (none when greedy). */
 int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rng_stream *rng, float *logprob);
 
-/* log softmax(logits / t)[token] in double, for checks and for the update. */
-double token_logprob(const float *logits, int vocab, double t, int32_t token);
-
 #endif
