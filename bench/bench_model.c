@@ -20,10 +20,10 @@
 #include <time.h>
 
 #include "ckpt/load.h"
-#include "model/blas.h"
+#include "ops/blas.h"
 #include "model/model.h"
-#include "model/packed.h"
-#include "model/ops.h"
+#include "ops/packed.h"
+#include "ops/ops.h"
 
 static double now(void) {
     struct timespec t;

@@ -6,7 +6,7 @@
 #include "reward/sandbox.h"
 #include "reward/reward.h"
 #include "reward/stage.h"
-#include "model/blas.h"
+#include "ops/blas.h"
 #include "util/err.h"
 #include "util/flags.h"
 

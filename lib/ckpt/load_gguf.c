@@ -12,8 +12,8 @@
 
 #include "../formats/gguf.h"
 #include "../model/model.h"
+#include "../ops/ops.h"
 #include "load.h"
-#include "../model/ops.h"
 
 static int load_one(model *m, const gguf_file *f, const model_tensor_ref *r, float **tmp, size_t *tmp_cap,
                     gerr *e) {

@@ -14,7 +14,7 @@
 #include "../formats/gguf_tokmeta.h"
 #include "../formats/gguf_write.h"
 #include "../formats/quant.h"
-#include "../model/ops.h"
+#include "../ops/ops.h"
 #include "export.h"
 
 enum { ALIGN = GGUF_WRITE_ALIGN, BLOCK_FLOATS = 1 << 18 /* rows converted per write: about 1 MiB of floats */ };

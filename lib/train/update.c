@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "../ckpt/load.h"
-#include "../model/blas.h"
+#include "../ops/blas.h"
 #include "../model/lora.h"
 #include "../model/model.h"
 #include "../util/strbuf.h"

@@ -1,0 +1,72 @@
+/* Matrix products: OpenBLAS's sgemm, and the packed kernel for weights
+ * packed once for inference (packed.c). */
+#include "ops.h"
+
+#include <cblas.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "blas.h"
+#include "packed.h"
+
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+          float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, C, ldc);
+}
+
+void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
+                    int out_dim) {
+    if (n <= 0) return;
+    if (blas_shares_openmp()) { /* OpenBLAS parallelizes on our pool */
+        if (bias)
+            for (int r = 0; r < n; r++) memcpy(out + (size_t)r * out_dim, bias, (size_t)out_dim * sizeof *out);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out_dim, in_dim, 1.0f, in, in_dim, w, in_dim,
+                    bias ? 1.0f : 0.0f, out, out_dim);
+        return;
+    }
+    /* Each OpenMP thread takes a band of output columns and calls the
+     * single-threaded sgemm on it. */
+#pragma omp parallel
+    {
+        int tid = 0, nt = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num(), nt = omp_get_num_threads();
+#endif
+        int band = ((out_dim + nt - 1) / nt + 15) / 16 * 16; /* whole SIMD panels */
+        int lo = tid * band, hi = lo + band < out_dim ? lo + band : out_dim;
+        if (hi > lo) {
+            if (bias)
+                for (int r = 0; r < n; r++)
+                    memcpy(out + (size_t)r * out_dim + lo, bias + lo, (size_t)(hi - lo) * sizeof *out);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, hi - lo, in_dim, 1.0f, in, in_dim,
+                        w + (size_t)lo * in_dim, in_dim, bias ? 1.0f : 0.0f, out + lo, out_dim);
+        }
+    }
+}
+
+void matmul_forward_packed(float *out, const float *in, const float *w_packed, const float *bias, int n, int in_dim,
+                           int out_dim) {
+    packed_matmul(out, in, w_packed, bias, n, in_dim, out_dim);
+}
+
+void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,
+                     int in_dim, int out_dim, bool accumulate) {
+    if (n <= 0) return;
+    if (din)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in_dim, out_dim, 1.0f, dout, out_dim, w, in_dim,
+                    accumulate ? 1.0f : 0.0f, din, in_dim);
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_dim, in_dim, n, 1.0f, dout, out_dim, in, in_dim,
+                    1.0f, dw, in_dim);
+    if (db) {
+#pragma omp parallel for schedule(static) if ((size_t)n * out_dim > 65536)
+        for (int o = 0; o < out_dim; o++) {
+            double acc = 0;
+            for (int r = 0; r < n; r++) acc += dout[(size_t)r * out_dim + o];
+            db[o] += (float)acc;
+        }
+    }
+}
