@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
-#include <time.h>
 
+#include "../util/clock.h"
 #include "judge_cache.h"
 #include "judge_http.h"
 #include "judge_request.h"
@@ -54,12 +54,6 @@ typedef struct {
     long long hits, misses, deduplicated, unparsed, prompt_tokens, completion_tokens;
     double seconds;
 } judge;
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void reserve(judge *j, size_t n) {
     if (n <= j->cap) return;

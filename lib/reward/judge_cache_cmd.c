@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "../io/jsonl.h"
+#include "../util/clock.h"
 #include "judge_cache.h"
 #include "judge_cache_db.h"
 
@@ -329,7 +330,7 @@ int judge_cache_cmd_prune(const char *path_arg, double max_age_seconds, const ch
     int err = jc_db_open(&db, path, JC_OPEN_WRITE_EXISTING, e);
     long long removed = 0, left = 0;
     if (!err) {
-        err = delete_old(db, path, jc_now() - max_age_seconds, model, &removed, &left, e);
+        err = delete_old(db, path, wall_seconds() - max_age_seconds, model, &removed, &left, e);
         /* give the freed pages back to the file system, and empty the -wal
          * file; a reader still in it only keeps the WAL from shrinking */
         if (!err && removed) err = jc_db_exec(db, "VACUUM", path, e);

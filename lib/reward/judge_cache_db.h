@@ -66,9 +66,6 @@ int jc_db_error(gerr *e, sqlite3 *db, int rc, const char *path, const char *what
 int jc_db_exec(sqlite3 *db, const char *sql, const char *path, gerr *e);
 int jc_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, const char *path, gerr *e);
 
-/* Seconds since the epoch, with a fraction. */
-double jc_now(void);
-
 /* 64 lower-case hex digits and a NUL. */
 void jc_key_hex(const unsigned char key[32], char hex[65]);
 /* Parses 64 hex digits (either case); false on anything else. */

@@ -23,7 +23,7 @@
 #include "../model/blas.h"
 #include "../model/model.h"
 #include "../tok/model_text.h"
-#include "../util/progress.h"
+#include "../util/clock.h"
 #include "reward.h"
 
 typedef struct {

@@ -29,6 +29,4 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
 int sandbox_batch(const sandbox *sb, unsigned ns, int attempts, const char *const *input, const size_t *input_len,
                   size_t n, size_t jobs, sandbox_result *res, gerr *e);
 
-double sandbox_now(void);
-
 #endif

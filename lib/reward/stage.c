@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../io/jsonl.h"
+#include "../util/clock.h"
 #include "../util/progress.h"
 
 reward_stage_options reward_stage_default_options(void) {

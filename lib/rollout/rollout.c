@@ -10,6 +10,7 @@
 #include "../model/blas.h"
 #include "../model/model.h"
 #include "../tok/model_text.h"
+#include "../util/clock.h"
 #include "../util/progress.h"
 #include "seqs.h"
 

@@ -135,18 +135,18 @@ static void test_identity_and_limits(const sandbox *sb) {
 static void test_containment(const sandbox *sb, double timeout) {
     char script[512];
     TEST("an endless loop is killed at the deadline");
-    double t0 = mono_now();
+    double t0 = now_seconds();
     sandbox_result r = run1(sb, "while :; do :; done");
-    double took = mono_now() - t0;
+    double took = now_seconds() - t0;
     CHECK(r.timed_out);
     CHECK(!sandbox_exited_ok(&r));
     CHECK(took >= timeout && took < timeout + 1.5);
     printf("#   deadline %.1fs, the run took %.2fs\n", timeout, took);
 
     TEST("a fork bomb is contained and leaves no process behind");
-    t0 = mono_now();
+    t0 = now_seconds();
     r = run1(sb, "b() { b | b & }; b; sleep 5");
-    took = mono_now() - t0;
+    took = now_seconds() - t0;
     CHECK(r.timed_out);
     CHECK(took < timeout + 1.5);
     CHECK_EQ_INT(processes_left(marker), 0);
