@@ -214,7 +214,7 @@ static int account_group(stage *s, adv_stats *st, gerr *e) {
     st->null_rewards += (long long)(g->n - gs.n_valid);
     st->group_std_sum += gs.std;
     for (size_t i = 0; i < g->n; i++)
-        if (g->valid[i]) adv_moments_add(&st->reward, g->r[i]);
+        if (g->valid[i]) welford_push(&st->reward, g->r[i]);
     if (gs.flat) st->groups_flat++;
     if (gs.flat && s->o->drop_flat) st->groups_dropped++;
     else st->records_written += (long long)g->n;

@@ -49,16 +49,6 @@ adv_group_stats adv_group_advantages(const double *r, const bool *valid, size_t 
 /* Unbiased (n-1) standard deviation of v[0..n-1], two-pass; 0 when n < 2. */
 double adv_std(const double *v, size_t n);
 
-/* Welford running mean and variance, for statistics over a stream. */
-typedef struct {
-    long long n;
-    double mean, m2;
-} adv_moments;
-
-void adv_moments_add(adv_moments *m, double x);
-/* Unbiased variance's square root; NaN when fewer than two values. */
-double adv_moments_std(const adv_moments *m);
-
 /* ---- the stage (advantage.c) ----------------------------------------------- */
 
 typedef struct {

@@ -11,6 +11,7 @@
 #include "../io/jsonl.h"
 #include "../util/clock.h"
 #include "../util/progress.h"
+#include "../util/stats.h"
 
 reward_stage_options reward_stage_default_options(void) {
     reward_stage_options o;
@@ -47,8 +48,9 @@ void reward_entries_free(reward_entries *r) {
 /* ---- statistics by reward name -------------------------------------------- */
 
 typedef struct {
-    long long n, nulls;
-    double mean, m2, min, max;
+    welford w;
+    long long nulls;
+    double min, max;
 } moments;
 
 static void moments_add(moments *m, double x) {
@@ -56,18 +58,15 @@ static void moments_add(moments *m, double x) {
         m->nulls++;
         return;
     }
-    m->n++;
-    double d = x - m->mean;
-    m->mean += d / (double)m->n;
-    m->m2 += d * (x - m->mean);
-    if (m->n == 1 || x < m->min) m->min = x;
-    if (m->n == 1 || x > m->max) m->max = x;
+    welford_push(&m->w, x);
+    if (m->w.n == 1 || x < m->min) m->min = x;
+    if (m->w.n == 1 || x > m->max) m->max = x;
 }
 
 static void moments_json(const moments *m, cJSON *obj) {
-    if (m->n) {
-        cJSON_AddNumberToObject(obj, "mean", m->mean);
-        if (m->n > 1) cJSON_AddNumberToObject(obj, "std", sqrt(m->m2 / (double)(m->n - 1)));
+    if (m->w.n) {
+        cJSON_AddNumberToObject(obj, "mean", welford_mean(&m->w));
+        if (m->w.n > 1) cJSON_AddNumberToObject(obj, "std", welford_std(&m->w));
         else cJSON_AddNullToObject(obj, "std");
         cJSON_AddNumberToObject(obj, "min", m->min);
         cJSON_AddNumberToObject(obj, "max", m->max);
@@ -77,7 +76,7 @@ static void moments_json(const moments *m, cJSON *obj) {
         cJSON_AddNullToObject(obj, "min");
         cJSON_AddNullToObject(obj, "max");
     }
-    cJSON_AddNumberToObject(obj, "count", (double)m->n);
+    cJSON_AddNumberToObject(obj, "count", (double)m->w.n);
     cJSON_AddNumberToObject(obj, "null", (double)m->nulls);
 }
 
