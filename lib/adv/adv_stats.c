@@ -65,8 +65,7 @@ int adv_stats_read_rewards(adv_stats *s, const record *r, gerr *e) {
 
 static void put_number(strbuf *b, const char *key, double v) {
     sb_printf(b, ",\"%s\":", key);
-    if (isfinite(v)) sb_json_number(b, v);
-    else sb_puts(b, "null"); /* undefined (no values): null, never a made-up 0 */
+    sb_json_number(b, v); /* undefined (no values, NaN): null, never a made-up 0 */
 }
 
 static int by_name(const void *a, const void *b) {
@@ -99,9 +98,7 @@ void adv_stats_to_json(const adv_stats *s, strbuf *out) {
             sb_putc(out, ',');
             sb_json_string(out, key.data, key.len);
             sb_putc(out, ':');
-            double v = which ? welford_std(&f->m) : welford_mean(&f->m);
-            if (isfinite(v)) sb_json_number(out, v);
-            else sb_puts(out, "null");
+            sb_json_number(out, which ? welford_std(&f->m) : welford_mean(&f->m));
         }
     }
     sb_free(&key);
