@@ -115,9 +115,10 @@ static void stats_free(stage_stats *s) {
     free(s->v);
 }
 
+/* NULL when out of memory. */
 static cJSON *stats_json(const stage_stats *s, reward_fn *fns, size_t n_fns, double seconds) {
     cJSON *root = cJSON_CreateObject();
-    if (!root) die(EX_SOFTWARE, "out of memory");
+    if (!root) return NULL;
     cJSON_AddNumberToObject(root, "records", (double)s->records);
     cJSON_AddNumberToObject(root, "seconds", seconds);
     cJSON *reward = cJSON_AddObjectToObject(root, "reward");
@@ -425,11 +426,18 @@ int reward_stage_run(const reward_stage_options *o, reward_fn *fns, size_t n_fns
     progress_finish(&pg);
 
     summary = stats_json(&st, fns, n_fns, now_seconds() - started);
+    if (!summary) {
+        gerr_set(e, EX_SOFTWARE, "out of memory");
+        goto out;
+    }
     w_open = false;
     if (jsonl_writer_commit(&w, e)) goto out;
     if (stats_open) {
         char *text = cJSON_PrintUnformatted(summary);
-        if (!text) die(EX_SOFTWARE, "out of memory");
+        if (!text) {
+            gerr_set(e, EX_SOFTWARE, "out of memory");
+            goto out;
+        }
         int wrc = outstream_write(&stats_out, text, strlen(text), e);
         if (!wrc) wrc = outstream_write(&stats_out, "\n", 1, e);
         cJSON_free(text);
