@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "reward/judge_cache.h"
-#include "reward/sandbox.h"
+#include "judge/cache.h"
+#include "sandbox/sandbox.h"
 #include "reward/reward.h"
 #include "reward/stage.h"
 #include "model/blas.h"

@@ -17,11 +17,11 @@
 #include <sysexits.h>
 #include <time.h>
 
-#include "judge_cache.h"
-#include "judge_http.h"
-#include "judge_request.h"
-#include "judge_score.h"
-#include "judge_template.h"
+#include "../judge/cache.h"
+#include "../judge/http.h"
+#include "../judge/request.h"
+#include "../judge/score.h"
+#include "../judge/template.h"
 #include "reward.h"
 
 /* Backoff of a retry: full jitter up to min(30 s, 0.5 s * 2^(retry-1)). */
@@ -140,7 +140,9 @@ static int judge_score(void *self, const reward_item *items, size_t n, double *o
 
     size_t n_groups = 0;
     for (size_t i = 0; i < n; i++) {
-        int rc = judge_template_render(j->tpl, &items[i], &j->user, e);
+        const reward_item *it = &items[i];
+        int rc = judge_template_render(j->tpl, it->rec, it->has_completion ? it->completion : NULL, it->completion_len,
+                                       &j->user, e);
         if (rc) return rc;
         judge_request_build(&j->req, j->user.data ? j->user.data : "", j->user.len, &j->body[i], &j->canonical[i],
                             j->key[i]);

@@ -20,7 +20,7 @@
 #include "proc_scan.h"
 #include "reward/code_extract.h"
 #include "reward/reward.h"
-#include "reward/sandbox.h"
+#include "sandbox/sandbox.h"
 
 #define PYTHON "/usr/bin/python3"
 

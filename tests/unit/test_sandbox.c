@@ -15,7 +15,7 @@
 
 #include "check.h"
 #include "proc_scan.h"
-#include "reward/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "util/strbuf.h"
 
 static char marker[64]; /* in every run's argv ($0), to find its processes */
