@@ -81,8 +81,10 @@ static int cache_main(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "cache")) return cache_main(argc - 1, argv + 1);
     blas_ensure_fast_kernels(argv); /* the reward model's matrix products */
-    reward_params p = reward_default_params();
-    reward_stage_options o = reward_stage_default_options();
+    reward_params p;
+    reward_params_default(&p);
+    reward_stage_opts o;
+    reward_stage_opts_default(&o);
     string_list fn_specs = {0};
     long long chunk = (long long)o.chunk;
     bool list = false;
