@@ -1,4 +1,5 @@
-/* The `judge` reward: an LLM judge over HTTP, its answers cached.
+/* The `judge` reward: an LLM judge over HTTP, its answers cached (the client,
+ * template, scorer and cache are lib/judge; this file drives them per chunk).
  *
  * A chunk of records is scored in four steps: render every record's request
  * (so a record the template cannot use stops the chunk before anything is
