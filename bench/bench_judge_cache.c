@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "reward/judge_cache.h"
+#include "judge/cache.h"
 #include "util/rng.h"
 #include "util/sha256.h"
 
