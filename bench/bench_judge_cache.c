@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "reward/judge_cache.h"
+#include "judge/cache.h"
 #include "util/clock.h"
 #include "util/rng.h"
 #include "util/sha256.h"

@@ -18,10 +18,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "model/blas.h"
+#include "ops/blas.h"
 #include "model/model.h"
-#include "model/packed.h"
-#include "model/ops.h"
+#include "ops/packed.h"
+#include "ops/ops.h"
 #include "util/clock.h"
 
 static void *alloc_or_die(size_t n) {

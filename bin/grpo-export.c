@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "export/hf_dir.h"
-#include "model/blas.h"
+#include "ops/blas.h"
 #include "util/err.h"
 #include "util/flags.h"
 

@@ -1,6 +1,6 @@
 /* grpo-rollout: prompt records in, K sampled completions per prompt out.
  * Flags here; the work is in lib/rollout. */
-#include "model/blas.h"
+#include "ops/blas.h"
 #include "rollout/rollout.h"
 #include "util/err.h"
 #include "util/flags.h"

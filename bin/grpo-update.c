@@ -1,6 +1,6 @@
 /* grpo-update: a policy checkpoint and a batch of advantaged records in, the
  * next checkpoint out. Flags here; the work is in lib/train. */
-#include "model/blas.h"
+#include "ops/blas.h"
 #include "train/update.h"
 #include "util/err.h"
 #include "util/flags.h"

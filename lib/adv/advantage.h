@@ -61,10 +61,10 @@ typedef struct {
     bool allow_partial; /* accept 1-record groups and groups split across the stream */
     bool progress;      /* force progress on stderr even when it is not a terminal */
     shard_spec shard;   /* only groups whose id falls in this shard are written */
-} adv_options;
+} adv_opts;
 
 /* Defaults: stdin to stdout, --scale group, --baseline mean, every shard. */
-adv_options adv_default_options(void);
+void adv_opts_default(adv_opts *o);
 
 /* "group|batch|none" and "mean|loo"; EX_USAGE on anything else. */
 int adv_parse_scale(const char *s, adv_scale *out, gerr *e);
@@ -72,6 +72,6 @@ int adv_parse_baseline(const char *s, adv_baseline *out, gerr *e);
 
 /* Runs the stage. On failure no output or statistics file is left behind
  * (stdout excepted) and e says why (sysexits code). */
-int adv_run(const adv_options *o, gerr *e);
+int adv_run(const adv_opts *o, gerr *e);
 
 #endif

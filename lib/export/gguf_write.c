@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "../io/outstream.h"
-#include "../model/ops.h"
+#include "../ops/ops.h"
 #include "../model/quant.h"
 #include "gguf_meta.h"
 #include "gguf_quant.h"

@@ -9,7 +9,7 @@
 #include "../io/json_scan.h"
 #include "../io/mapped.h"
 #include "../io/outstream.h"
-#include "../model/ops.h"
+#include "../ops/ops.h"
 #include "hf_dir.h"
 
 /* ---- editing a config.json in place ---------------------------------------------- */

@@ -6,9 +6,8 @@
 #include <omp.h>
 #endif
 
+#include "../ops/blas.h"
 #include "model.h"
-#include "blas.h"
-#include "ops.h"
 
 size_t kv_cache_bytes(const model_config *cfg, int n_seqs, int max_len) {
     return 2 * (size_t)n_seqs * (size_t)cfg->n_layers * (size_t)max_len * (size_t)cfg->n_kv_heads *
@@ -82,11 +81,6 @@ void model_rows_free(model_rows *r) {
     memset(r, 0, sizeof *r);
 }
 
-static size_t attn_stride(const model_config *cfg, int max_len) {
-    size_t m = (size_t)ATT_ROWS * (size_t)(cfg->n_heads / cfg->n_kv_heads);
-    return m * (2 * (size_t)cfg->head_dim + (size_t)max_len);
-}
-
 int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, int max_len, gerr *e) {
     memset(s, 0, sizeof *s);
     if (max_rows <= 0 || max_len <= 0)
@@ -98,35 +92,38 @@ int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, 
 #endif
     size_t R = (size_t)max_rows, qd = (size_t)cfg->n_heads * cfg->head_dim;
     size_t kvd = (size_t)cfg->n_kv_heads * cfg->head_dim, d = (size_t)cfg->dim;
+    size_t ws_stride = attn_workspace_floats(cfg, max_len);
     size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * (size_t)cfg->hidden_dim,
                       R * (size_t)cfg->hidden_dim, R * d, R * (size_t)(cfg->head_dim / 2),
-                      R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * attn_stride(cfg, max_len)};
-    float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->gate, &s->up, &s->proj, &s->cos_t, &s->sin_t,
-                      &s->attn};
+                      R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * ws_stride};
+    float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->gate, &s->up, &s->x_mid, &s->cos_t, &s->sin_t,
+                      &s->ws.buf};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += sizes[i];
     s->mem = malloc(total * sizeof(float));
-    if (!s->mem) return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB of scratch", total * sizeof(float) >> 20);
+    s->ws.tasks = malloc(R * (size_t)cfg->n_kv_heads * 3 * sizeof *s->ws.tasks);
+    s->row_kv = malloc(R * sizeof *s->row_kv);
+    s->pick = malloc(R * sizeof *s->pick);
+    if (!s->mem || !s->ws.tasks || !s->row_kv || !s->pick) {
+        model_scratch_free(s);
+        return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB of scratch", total * sizeof(float) >> 20);
+    }
     float *p = s->mem;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         *ptrs[i] = p;
         p += sizes[i];
     }
-    s->att_tasks = malloc((size_t)max_rows * (size_t)cfg->n_kv_heads * 3 * sizeof *s->att_tasks);
-    if (!s->att_tasks) {
-        free(s->mem);
-        s->mem = NULL;
-        return gerr_set(e, EX_SOFTWARE, "cannot allocate the attention task list");
-    }
-    s->attn_stride = attn_stride(cfg, max_len);
+    s->ws.stride = ws_stride;
+    s->ws.n_threads = n_threads;
     s->max_rows = max_rows;
     s->max_len = max_len;
-    s->n_threads = n_threads;
     return 0;
 }
 
 void model_scratch_free(model_scratch *s) {
     free(s->mem);
-    free(s->att_tasks);
+    free(s->ws.tasks);
+    free(s->row_kv);
+    free(s->pick);
     memset(s, 0, sizeof *s);
 }

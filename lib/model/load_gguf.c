@@ -12,7 +12,7 @@
 
 #include "gguf.h"
 #include "model.h"
-#include "ops.h"
+#include "../ops/ops.h"
 
 static int load_one(model *m, const gguf_file *f, const model_tensor_ref *r, float **tmp, size_t *tmp_cap,
                     gerr *e) {

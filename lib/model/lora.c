@@ -1,14 +1,15 @@
 /* LoRA factors: shapes, PEFT names, initialisation, merging. */
 #include "lora.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
+#include "../ops/ops.h"
 #include "../util/rng.h"
+#include "layer.h"
 
 static const struct {
     const char *short_name, *module, *block;
@@ -99,7 +100,7 @@ void lora_init(lora *l, uint64_t seed) {
         for (int layer = 0; layer < l->n_layers; layer++) {
             rng_stream rs;
             rng_init(&rs, seed, "lora-init", 9, (uint64_t)layer * LORA_N_TARGETS + t);
-            float *a = l->a[t] + (size_t)layer * per_layer;
+            float *a = lora_a_at(l, t, layer);
             for (size_t i = 0; i < per_layer; i++) a[i] = (float)((2 * rng_uniform(&rs) - 1) * bound);
         }
         memset(l->b[t], 0, (size_t)l->n_layers * l->out_dim[t] * l->r * sizeof(float));
@@ -125,8 +126,7 @@ size_t lora_tensor_list(const lora *l, lora_tensor_ref *out) {
                 r->target = t, r->layer = layer, r->is_b = is_b;
                 r->rows = is_b ? l->out_dim[t] : l->r;
                 r->cols = is_b ? l->r : l->in_dim[t];
-                r->data = is_b ? l->b[t] + (size_t)layer * l->out_dim[t] * l->r
-                               : l->a[t] + (size_t)layer * l->r * l->in_dim[t];
+                r->data = is_b ? lora_b_at(l, t, layer) : lora_a_at(l, t, layer);
             }
         }
     return n;
@@ -136,10 +136,9 @@ void lora_merge(model *m, const lora *l) {
     for (int t = 0; t < LORA_N_TARGETS; t++) {
         if (!l->a[t]) continue;
         int in = l->in_dim[t], out = l->out_dim[t], r = l->r;
-        float *w = m->w.t[targets_info[t].param];
-        for (int layer = 0; layer < l->n_layers; layer++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, out, in, r, l->scale,
-                        l->b[t] + (size_t)layer * out * r, r, l->a[t] + (size_t)layer * r * in, in, 1.0f,
-                        w + (size_t)layer * out * in, in);
+        for (int layer = 0; layer < l->n_layers; layer++) {
+            float *w = model_layer_tensor(m, targets_info[t].param, layer);
+            gemm(false, false, out, in, r, l->scale, lora_b_at(l, t, layer), r, lora_a_at(l, t, layer), in, 1.0f, w, in);
+        }
     }
 }

@@ -34,6 +34,14 @@ typedef struct {
     char *base; /* base_model_name_or_path: the model the adapter sits on */
 } lora;
 
+/* Layer `layer`'s factors of target t: A [r, in] and B [out, r]. */
+static inline float *lora_a_at(const lora *l, int t, int layer) {
+    return l->a[t] + (size_t)layer * l->r * l->in_dim[t];
+}
+static inline float *lora_b_at(const lora *l, int t, int layer) {
+    return l->b[t] + (size_t)layer * l->out_dim[t] * l->r;
+}
+
 /* "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj". */
 const char *lora_target_module(int t);
 /* The weight a target adapts (P_WQ ...). */

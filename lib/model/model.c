@@ -7,8 +7,8 @@
 #include <sysexits.h>
 
 #include "lora.h"
-#include "ops.h"
-#include "packed.h"
+#include "../ops/ops.h"
+#include "../ops/packed.h"
 
 static const char *const param_names[MODEL_N_PARAMS] = {
     "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",

@@ -1,7 +1,8 @@
-/* A Llama-family decoder on the CPU, in the spirit of llm.c's train_gpt2.c:
- * one struct per model, every parameter in ONE float buffer with a struct
- * of pointers into it, scratch activations in one buffer, the forward built
- * from the ops of ops.h so a backward can sit beside each.
+/* A Llama-family decoder, in the spirit of llm.c's train_gpt2.c: one struct
+ * per model, every parameter in ONE float buffer with a struct of pointers
+ * into it (model_layer in layer.h views one layer), scratch activations in
+ * one buffer. The layer is written once (layer.c) on the ops of a backend
+ * (lib/ops/backend.h); rollout, the reward model and training all run it.
  *
  * Internal layout is Hugging Face's: W is [out, in] row-major, Q/K rows in
  * rotate-half order (GGUF's interleaved order is undone on load). */
@@ -12,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../ops/backend.h"
 #include "../util/err.h"
 #include "config.h"
 
@@ -128,33 +130,30 @@ void model_rows_reserve(model_rows *r, size_t n);
 void model_rows_free(model_rows *r);
 
 /* ---- scratch ----------------------------------------------------------------
- * Activations of one forward call over at most max_rows rows, allocated once,
- * plus one attention tile per thread (up to max_len positions). */
+ * Activations of one forward call over at most max_rows rows, allocated once
+ * and reused by every layer (layer.h's layer_acts pointed into them), plus
+ * the attention workspace (up to max_len positions). */
 typedef struct {
-    int max_rows, max_len, n_threads;
+    int max_rows, max_len;
     float *mem;
     float *x;      /* [R, dim]     residual stream */
     float *xn;     /* [R, max(dim, q_dim)] normed input / attention output */
     float *q;      /* [R, q_dim] */
     float *k, *v;  /* [R, kv_dim] */
-    float *gate;   /* [R, hidden] */
+    float *gate;   /* [R, hidden]  also silu(gate) * up */
     float *up;     /* [R, hidden] */
-    float *proj;   /* [R, dim]     o_proj / down_proj output */
+    float *x_mid;  /* [R, dim]     the residual between the two blocks */
     float *cos_t, *sin_t; /* [R, head_dim/2] */
-    /* attention tiles, per thread: Q [ATT_ROWS*G, hd], scores [ATT_ROWS*G, max_len],
-     * out [ATT_ROWS*G, hd] with G = n_heads / n_kv_heads */
-    float *attn;
-    size_t attn_stride; /* floats per thread */
-    int *att_tasks;     /* [max_rows * n_kv_heads, 3] */
+    size_t *row_kv;       /* [R] each row's place in the KV cache */
+    int32_t *pick;        /* [R] the rows the final norm reads */
+    attn_workspace ws;
 } model_scratch;
-
-/* Rows of one sequence at consecutive positions are attended to in tiles of
- * this many rows (two sgemm per tile and KV head) when there are at least
- * ATT_MIN_ROWS of them; other rows go one by one. */
-enum { ATT_ROWS = 32, ATT_MIN_ROWS = 8 };
 
 int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, int max_len, gerr *e);
 void model_scratch_free(model_scratch *s);
+
+/* The backend the model's weights live on and its ops run on. */
+const backend *model_backend(const model *m);
 
 /* Forward over n_rows rows (n_rows <= s->max_rows): row i is token[i] of
  * sequence seq[i] at position pos[i]. Every row's K and V are written into

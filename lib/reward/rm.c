@@ -12,7 +12,8 @@
  * transformers' *ForSequenceClassification reads it. Only num_labels 1 is
  * taken: a head of several labels has no single reward.
  *
- * rm_batch sequences go through the model in one forward call, packed
+ * The model runs through lib/runner (as rollout's does): rm_batch sequences
+ * go through the model in one forward call, packed
  * without padding (each its own KV-cache slot), so memory grows with
  * rm_batch times their length. A conversation longer than the model's
  * context is an error naming the record, never silently cut. */
@@ -20,9 +21,8 @@
 #include <string.h>
 
 #include "../chat/chat.h"
-#include "../model/blas.h"
-#include "../model/model.h"
-#include "../tok/model_text.h"
+#include "../ops/blas.h"
+#include "../runner/runner.h"
 #include "../util/clock.h"
 #include "reward.h"
 
@@ -33,14 +33,9 @@ typedef struct {
 
 typedef struct {
     const char *path;
-    model m;
-    model_text mt;
+    model_runner run;
     chat_template tmpl;
     int batch;
-    kv_cache cache;
-    model_scratch scratch;
-    bool cache_ready, scratch_ready;
-    model_rows rows; /* one forward call's */
     float *hidden; /* [batch, dim] */
     rm_seq *seqs;  /* [batch] */
     long long sequences, tokens;
@@ -76,44 +71,21 @@ static int tokens_of(const rm_fn *r, const reward_item *it, rm_seq *out, gerr *e
     }
     free(out->ids);
     out->ids = NULL;
-    rc = tok_encode(r->mt.tok, text.data ? text.data : "", text.len, true, &out->ids, &out->n, e);
+    rc = tok_encode(r->run.mt.tok, text.data ? text.data : "", text.len, true, &out->ids, &out->n, e);
     sb_free(&text);
     if (rc) return gerr_at(e, rc, rec->file, rec->line, "field \"messages\": %s", e->msg);
     /* the hidden state at position i depends on tokens 0..i only, so reading
      * the last non-pad token is reading the sequence without its trailing pads
      * (all pads: transformers reads position 0) */
-    while (out->n > 1 && out->ids[out->n - 1] == r->m.cfg.pad_id) out->n--;
+    while (out->n > 1 && out->ids[out->n - 1] == r->run.m.cfg.pad_id) out->n--;
     if (out->n == 0)
         return gerr_at(e, EX_DATAERR, rec->file, rec->line,
                        "field \"completion\": the conversation and completion render to no tokens");
-    if (out->n > (size_t)r->m.cfg.max_seq_len)
+    if (out->n > (size_t)r->run.m.cfg.max_seq_len)
         return gerr_at(e, EX_DATAERR, rec->file, rec->line,
                        "field \"completion\": the conversation with this completion is %zu tokens, longer than the "
                        "reward model's context of %d",
-                       out->n, r->m.cfg.max_seq_len);
-    return 0;
-}
-
-/* Room for `rows` rows of sequences up to `len` tokens: the cache and the
- * scratch are remade larger (with headroom, so that growing stays rare). */
-static int ensure_capacity(rm_fn *r, size_t rows, int len, gerr *e) {
-    const model_config *cf = &r->m.cfg;
-    int rc;
-    if (!r->cache_ready || r->cache.max_len < len) {
-        int cap = len + len / 4 < cf->max_seq_len ? len + len / 4 : cf->max_seq_len;
-        if (r->cache_ready) kv_cache_free(&r->cache);
-        r->cache_ready = false;
-        if ((rc = kv_cache_init(&r->cache, cf, r->batch, cap, e))) return rc;
-        r->cache_ready = true;
-    }
-    if (!r->scratch_ready || (size_t)r->scratch.max_rows < rows || r->scratch.max_len < r->cache.max_len) {
-        if (rows > (1u << 30)) return gerr_set(e, EX_USAGE, "--rm-batch: %zu tokens in one forward call", rows);
-        if (r->scratch_ready) model_scratch_free(&r->scratch);
-        r->scratch_ready = false;
-        if ((rc = model_scratch_init(&r->scratch, cf, (int)(rows + rows / 4), r->cache.max_len, e))) return rc;
-        r->scratch_ready = true;
-    }
-    model_rows_reserve(&r->rows, (size_t)r->scratch.max_rows);
+                       out->n, r->run.m.cfg.max_seq_len);
     return 0;
 }
 
@@ -126,24 +98,25 @@ static int score_group(rm_fn *r, int n, double *out, gerr *e) {
         rows += r->seqs[i].n;
         if ((int)r->seqs[i].n > longest) longest = (int)r->seqs[i].n;
     }
-    int rc = ensure_capacity(r, rows, longest, e);
+    if (rows > (1u << 30)) return gerr_set(e, EX_USAGE, "--rm-batch: %zu tokens in one forward call", rows);
+    int rc = runner_reserve(&r->run, r->batch, longest, rows, e);
     if (rc) return rc;
     size_t k = 0;
     for (int i = 0; i < n; i++)
         for (size_t t = 0; t < r->seqs[i].n; t++, k++) {
-            r->rows.seq[k] = i;
-            r->rows.pos[k] = (int)t;
-            r->rows.tok[k] = r->seqs[i].ids[t];
-            r->rows.want[k] = t + 1 == r->seqs[i].n;
+            r->run.rows.seq[k] = i;
+            r->run.rows.pos[k] = (int)t;
+            r->run.rows.tok[k] = r->seqs[i].ids[t];
+            r->run.rows.want[k] = t + 1 == r->seqs[i].n;
         }
-    int got = model_forward_hidden(&r->m, &r->cache, (int)rows, r->rows.seq, r->rows.pos, r->rows.tok, r->rows.want,
-                                   r->hidden, &r->scratch);
+    int got = model_forward_hidden(&r->run.m, &r->run.cache, (int)rows, r->run.rows.seq, r->run.rows.pos, r->run.rows.tok, r->run.rows.want,
+                                   r->hidden, &r->run.scratch);
     if (got != n) return gerr_set(e, EX_SOFTWARE, "rm: %d hidden states for %d sequences", got, n);
-    const int d = r->m.cfg.dim;
+    const int d = r->run.m.cfg.dim;
     for (int i = 0; i < n; i++) {
         const float *h = r->hidden + (size_t)i * d;
         double v = 0;
-        for (int j = 0; j < d; j++) v += (double)h[j] * r->m.w.score[j];
+        for (int j = 0; j < d; j++) v += (double)h[j] * r->run.m.w.score[j];
         out[i] = v;
     }
     r->sequences += n;
@@ -180,12 +153,8 @@ static void rm_close(void *self) {
         for (int i = 0; i < r->batch; i++) free(r->seqs[i].ids);
     free(r->seqs);
     free(r->hidden);
-    model_rows_free(&r->rows);
-    if (r->cache_ready) kv_cache_free(&r->cache);
-    if (r->scratch_ready) model_scratch_free(&r->scratch);
     chat_template_free(&r->tmpl);
-    model_text_free(&r->mt);
-    model_free(&r->m);
+    runner_close(&r->run);
     free(r);
 }
 
@@ -193,25 +162,20 @@ static void rm_close(void *self) {
  * grpo-reward's flag rather than the other tools'. */
 static int open_template(rm_fn *r, const char *choice, gerr *e) {
     if (!choice) choice = "auto";
-    int rc = model_text_template(&r->mt, choice, &r->tmpl, e);
+    int rc = model_text_template(&r->run.mt, choice, &r->tmpl, e);
     if (!rc || strcmp(choice, "auto")) return rc;
     return gerr_set(e, rc, "%s: the reward model's chat template is %s; choose one with --rm-chat-template "
                            "chatml|llama3|raw",
-                    r->mt.template_source, r->mt.chat_template ? "not recognised (neither ChatML nor Llama 3)"
+                    r->run.mt.template_source, r->run.mt.chat_template ? "not recognised (neither ChatML nor Llama 3)"
                                                                : "missing");
 }
 
 static int open_model(rm_fn *r, const reward_params *p, gerr *e) {
-    int rc = model_load_classifier(&r->m, r->path, e);
+    int rc = runner_open(&r->run, r->path, true, e);
     if (rc) return rc;
-    if (r->m.cfg.num_labels != 1)
+    if (r->run.m.cfg.num_labels != 1)
         return gerr_set(e, EX_DATAERR, "%s: num_labels is %d; --fn rm reads a reward model with one label (one score)",
-                        r->path, r->m.cfg.num_labels);
-    if ((rc = model_pack_for_inference(&r->m, e))) return rc;
-    if ((rc = model_text_load(r->path, &r->mt, e))) return rc;
-    if (tok_vocab_size(r->mt.tok) > (size_t)r->m.cfg.vocab_size)
-        return gerr_set(e, EX_DATAERR, "%s: the tokenizer has %zu tokens but the model only %d embeddings", r->path,
-                        tok_vocab_size(r->mt.tok), r->m.cfg.vocab_size);
+                        r->path, r->run.m.cfg.num_labels);
     return open_template(r, p->rm_chat_template, e);
 }
 
@@ -230,7 +194,7 @@ int reward_open_rm(reward_fn *fn, const reward_params *p, gerr *e) {
         return rc;
     }
     r->seqs = xcalloc((size_t)r->batch, sizeof *r->seqs);
-    r->hidden = xmalloc((size_t)r->batch * (size_t)r->m.cfg.dim * sizeof *r->hidden);
+    r->hidden = xmalloc((size_t)r->batch * (size_t)r->run.m.cfg.dim * sizeof *r->hidden);
     fn->self = r;
     fn->score = rm_score;
     fn->stats = rm_stats;

@@ -13,13 +13,11 @@
 #include "../util/progress.h"
 #include "../util/stats.h"
 
-reward_stage_options reward_stage_default_options(void) {
-    reward_stage_options o;
-    memset(&o, 0, sizeof o);
-    o.shard.index = 0;
-    o.shard.count = 1;
-    o.chunk = 512;
-    return o;
+void reward_stage_opts_default(reward_stage_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->shard.index = 0;
+    o->shard.count = 1;
+    o->chunk = 512;
 }
 
 /* ---- named values (cmd's several rewards per record) ----------------------- */
@@ -344,7 +342,7 @@ out:
 /* ---- the stage ------------------------------------------------------------ */
 
 /* Reads the next record of the shard into sl: 1 = read, 0 = end of input. */
-static int read_one(jsonl_reader *rd, slot *sl, const reward_stage_options *o, progress *pg, long long *read,
+static int read_one(jsonl_reader *rd, slot *sl, const reward_stage_opts *o, progress *pg, long long *read,
                     gerr *e) {
     for (;;) {
         int got = jsonl_next(rd, &sl->rec, e);
@@ -361,7 +359,7 @@ static int read_one(jsonl_reader *rd, slot *sl, const reward_stage_options *o, p
  * read ahead (into the spare slot c->s[cap]), so the chunk knows whether
  * input follows it: its last item says so (a program fed by cmd gets end of
  * input with the last record, and buffered output still arrives). */
-static int read_chunk(jsonl_reader *rd, chunk *c, const reward_stage_options *o, progress *pg, long long *read,
+static int read_chunk(jsonl_reader *rd, chunk *c, const reward_stage_opts *o, progress *pg, long long *read,
                       gerr *e) {
     c->n = 0;
     if (c->carried) {
@@ -393,7 +391,7 @@ static int read_chunk(jsonl_reader *rd, chunk *c, const reward_stage_options *o,
     return c->n > 0;
 }
 
-int reward_stage_run(const reward_stage_options *o, reward_fn *fns, size_t n_fns, gerr *e) {
+int reward_stage_run(const reward_stage_opts *o, reward_fn *fns, size_t n_fns, gerr *e) {
     jsonl_reader rd;
     jsonl_writer w;
     outstream stats_out;

@@ -7,9 +7,8 @@
 
 #include "../chat/chat.h"
 #include "../io/jsonl.h"
-#include "../model/blas.h"
-#include "../model/model.h"
-#include "../tok/model_text.h"
+#include "../ops/blas.h"
+#include "../runner/runner.h"
 #include "../util/clock.h"
 #include "../util/progress.h"
 #include "seqs.h"
@@ -39,15 +38,11 @@ typedef struct {
 
 typedef struct {
     const rollout_opts *o;
-    model m;
-    model_text mt;
+    model_runner run;
     bool have_template;
     chat_template tmpl;
     sample_params sp;
     char *policy;
-    kv_cache cache;
-    model_scratch scratch;
-    bool cache_ready, scratch_ready;
     sampler smp;
     float *logits; /* [n_slots, vocab] */
     int n_slots;   /* sequences decoded together (KV cache slots) */
@@ -59,7 +54,6 @@ typedef struct {
     int fifo_cap, fifo_head, n_fifo;
     prompt_slot **spare; /* finished prompt slots kept for reuse */
     int n_spare;
-    model_rows rows; /* one forward call's */
     long long tokens_made, skipped;
     gerr first_skip;
 } rollout;
@@ -68,7 +62,7 @@ typedef struct {
  * the chat template and encoded. */
 static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
     const record *rec = &p->rec;
-    int vocab = r->m.cfg.vocab_size;
+    int vocab = r->run.m.cfg.vocab_size;
     free(p->tokens);
     p->tokens = NULL;
     p->n_tokens = 0;
@@ -78,19 +72,19 @@ static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
         if (rc) return rc;
     } else {
         if (!r->have_template) {
-            int rc = model_text_template(&r->mt, r->o->chat_template, &r->tmpl, e);
+            int rc = model_text_template(&r->run.mt, r->o->chat_template, &r->tmpl, e);
             if (rc) return rc;
             r->have_template = true;
         }
-        int rc = model_text_prompt_tokens(&r->mt, &r->tmpl, rec, &p->tokens, &p->n_tokens, e);
+        int rc = model_text_prompt_tokens(&r->run.mt, &r->tmpl, rec, &p->tokens, &p->n_tokens, e);
         if (rc) return rc;
     }
     if (p->n_tokens == 0)
         return gerr_at(e, EX_DATAERR, rec->file, rec->line, "field \"prompt_tokens\": the prompt has no tokens");
-    if ((int)p->n_tokens >= r->m.cfg.max_seq_len)
+    if ((int)p->n_tokens >= r->run.m.cfg.max_seq_len)
         return gerr_at(e, EX_DATAERR, rec->file, rec->line,
                        "field \"prompt_tokens\": %zu tokens leave no room in the model's context of %d", p->n_tokens,
-                       r->m.cfg.max_seq_len);
+                       r->run.m.cfg.max_seq_len);
     return 0;
 }
 
@@ -138,31 +132,10 @@ static char *policy_name(const rollout_opts *o) {
     return name;
 }
 
-/* Room for a prompt of len tokens plus its completions in every slot: the
- * KV cache grows (keeping what is cached) and the scratch is remade. */
+/* Room for a prompt of len tokens plus its completions in every slot. */
 static int ensure_capacity(rollout *r, int len, gerr *e) {
-    int need = len + (int)r->o->max_new_tokens;
-    if (need > r->m.cfg.max_seq_len) need = r->m.cfg.max_seq_len;
-    if (!r->cache_ready) {
-        int rc = kv_cache_init(&r->cache, &r->m.cfg, r->n_slots, need, e);
-        if (rc) return rc;
-        r->cache_ready = true;
-    } else if (need > r->cache.max_len) {
-        int grown = need + need / 4; /* leave headroom so growing stays rare */
-        if (grown > r->m.cfg.max_seq_len) grown = r->m.cfg.max_seq_len;
-        int rc = kv_cache_grow(&r->cache, &r->m.cfg, grown, e);
-        if (rc) return rc;
-    }
     int rows = r->n_slots > len ? r->n_slots : len;
-    if (!r->scratch_ready || r->scratch.max_rows < rows || r->scratch.max_len < r->cache.max_len) {
-        if (r->scratch_ready) model_scratch_free(&r->scratch);
-        r->scratch_ready = false;
-        int rc = model_scratch_init(&r->scratch, &r->m.cfg, rows, r->cache.max_len, e);
-        if (rc) return rc;
-        r->scratch_ready = true;
-    }
-    model_rows_reserve(&r->rows, (size_t)rows);
-    return 0;
+    return runner_reserve(&r->run, r->n_slots, len + (int)r->o->max_new_tokens, (size_t)rows, e);
 }
 
 static int free_slots(const rollout *r) {
@@ -214,10 +187,10 @@ static void fifo_push(rollout *r, prompt_slot *p) {
 /* Takes the sample's token after logits and frees its slot when it ends. */
 static void advance(rollout *r, int slot, const float *logits) {
     rollout_seq *s = r->slot_seq[slot];
-    int limit = r->cache.max_len < r->m.cfg.max_seq_len ? r->cache.max_len : r->m.cfg.max_seq_len;
+    int limit = r->run.cache.max_len < r->run.m.cfg.max_seq_len ? r->run.cache.max_len : r->run.m.cfg.max_seq_len;
     float lp;
     int32_t t = sample_token(&r->smp, logits, &r->sp, &s->rng, &lp);
-    seq_push(s, &r->mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, limit);
+    seq_push(s, &r->run.mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, limit);
     r->tokens_made++;
     if (s->finish != FINISH_NONE) {
         r->slot_seq[slot] = NULL;
@@ -235,17 +208,17 @@ static int admit(rollout *r, prompt_slot *p, gerr *e) {
     for (int i = 0, k = 0; i < r->n_slots && k < K; i++)
         if (!r->slot_seq[i]) slots[k++] = i;
     for (int i = 0; i < len; i++) {
-        r->rows.seq[i] = slots[0];
-        r->rows.pos[i] = i;
-        r->rows.tok[i] = p->tokens[i];
-        r->rows.want[i] = i == len - 1;
+        r->run.rows.seq[i] = slots[0];
+        r->run.rows.pos[i] = i;
+        r->run.rows.tok[i] = p->tokens[i];
+        r->run.rows.want[i] = i == len - 1;
     }
-    model_forward(&r->m, &r->cache, len, r->rows.seq, r->rows.pos, r->rows.tok, r->rows.want, r->logits, &r->scratch);
+    model_forward(&r->run.m, &r->run.cache, len, r->run.rows.seq, r->run.rows.pos, r->run.rows.tok, r->run.rows.want, r->logits, &r->run.scratch);
     fifo_push(r, p);
     p->n_done = 0;
     for (int k = 0; k < K; k++) {
-        if (k) kv_cache_copy_prefix(&r->cache, slots[k], slots[0], len);
-        seq_start(&p->samples[k], r->mt.tok, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len);
+        if (k) kv_cache_copy_prefix(&r->run.cache, slots[k], slots[0], len);
+        seq_start(&p->samples[k], r->run.mt.tok, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len);
         r->slot_seq[slots[k]] = &p->samples[k];
         r->slot_prompt[slots[k]] = p;
         advance(r, slots[k], r->logits);
@@ -259,14 +232,14 @@ static void decode_step(rollout *r) {
     for (int i = 0; i < r->n_slots; i++) {
         rollout_seq *s = r->slot_seq[i];
         if (!s) continue;
-        r->rows.seq[rows] = i;
-        r->rows.pos[rows] = s->pos - 1;
-        r->rows.tok[rows] = s->tokens[s->n - 1];
+        r->run.rows.seq[rows] = i;
+        r->run.rows.pos[rows] = s->pos - 1;
+        r->run.rows.tok[rows] = s->tokens[s->n - 1];
         rows++;
     }
     if (!rows) return;
-    model_forward(&r->m, &r->cache, rows, r->rows.seq, r->rows.pos, r->rows.tok, NULL, r->logits, &r->scratch);
-    for (int j = 0; j < rows; j++) advance(r, r->rows.seq[j], r->logits + (size_t)j * r->m.cfg.vocab_size);
+    model_forward(&r->run.m, &r->run.cache, rows, r->run.rows.seq, r->run.rows.pos, r->run.rows.tok, NULL, r->logits, &r->run.scratch);
+    for (int j = 0; j < rows; j++) advance(r, r->run.rows.seq[j], r->logits + (size_t)j * r->run.m.cfg.vocab_size);
 }
 
 /* Writes the prompts at the front whose samples are all done, in input order. */
@@ -291,31 +264,19 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     if (strcmp(o->device, "cpu"))
         return gerr_set(e, EX_USAGE, "--device %s: this build has the CPU path only", o->device);
     if (o->threads > 0) blas_set_threads((int)o->threads);
-    int rc = model_text_load(o->model, &r->mt, e);
+    int rc = runner_open(&r->run, o->model, false, e);
     if (rc) return rc;
-    if ((rc = model_load(&r->m, o->model, e)) || (rc = model_pack_for_inference(&r->m, e))) {
-        model_free(&r->m);
-        model_text_free(&r->mt);
-        return rc;
-    }
-    if ((int)tok_vocab_size(r->mt.tok) > r->m.cfg.vocab_size) {
-        rc = gerr_set(e, EX_DATAERR, "%s: the tokenizer has %zu tokens but the model only %d embeddings", o->model,
-                      tok_vocab_size(r->mt.tok), r->m.cfg.vocab_size);
-        model_free(&r->m);
-        model_text_free(&r->mt);
-        return rc;
-    }
     r->sp = o->sampling;
-    if (r->sp.temperature < 0) r->sp.temperature = r->mt.temperature >= 0 ? r->mt.temperature : 1.0;
-    if (!o->top_p_given && r->mt.top_p > 0 && r->mt.top_p <= 1) r->sp.top_p = r->mt.top_p;
-    if (!o->top_k_given && r->mt.top_k > 0) r->sp.top_k = r->mt.top_k;
+    if (r->sp.temperature < 0) r->sp.temperature = r->run.mt.temperature >= 0 ? r->run.mt.temperature : 1.0;
+    if (!o->top_p_given && r->run.mt.top_p > 0 && r->run.mt.top_p <= 1) r->sp.top_p = r->run.mt.top_p;
+    if (!o->top_k_given && r->run.mt.top_k > 0) r->sp.top_k = r->run.mt.top_k;
     r->policy = policy_name(o);
     r->n_slots = o->batch > o->k ? (int)o->batch : (int)o->k; /* a prompt's K samples start together */
     r->slot_seq = xcalloc((size_t)r->n_slots, sizeof *r->slot_seq);
     r->slot_prompt = xcalloc((size_t)r->n_slots, sizeof *r->slot_prompt);
     r->spare = xcalloc((size_t)r->n_slots + 1, sizeof *r->spare);
-    r->logits = xmalloc((size_t)r->n_slots * (size_t)r->m.cfg.vocab_size * sizeof *r->logits);
-    sampler_init(&r->smp, r->m.cfg.vocab_size);
+    r->logits = xmalloc((size_t)r->n_slots * (size_t)r->run.m.cfg.vocab_size * sizeof *r->logits);
+    sampler_init(&r->smp, r->run.m.cfg.vocab_size);
     return 0;
 }
 
@@ -327,14 +288,10 @@ static void teardown(rollout *r) {
     free(r->slot_seq);
     free(r->slot_prompt);
     free(r->logits);
-    model_rows_free(&r->rows);
     free(r->policy);
     if (r->smp.prob) sampler_free(&r->smp);
-    if (r->cache_ready) kv_cache_free(&r->cache);
-    if (r->scratch_ready) model_scratch_free(&r->scratch);
     if (r->have_template) chat_template_free(&r->tmpl);
-    model_free(&r->m);
-    model_text_free(&r->mt);
+    runner_close(&r->run);
 }
 
 /* Reads the next prompt of this shard into p. 1 = got one, 0 = input done,
@@ -400,8 +357,8 @@ int rollout_run(const rollout_opts *o, gerr *e) {
                 "grpo-rollout: %lld prompts, %lld tokens in %.1f s (%.1f tokens/s); KV cache %.1f MiB (%d sequences x "
                 "%d positions); BLAS kernels %s\n",
                 prompts, r.tokens_made, secs, secs > 0 ? (double)r.tokens_made / secs : 0,
-                r.cache_ready ? (double)kv_cache_bytes(&r.m.cfg, r.n_slots, r.cache.max_len) / (1 << 20) : 0.0,
-                r.n_slots, r.cache_ready ? r.cache.max_len : 0, blas_core_name());
+                r.run.cache_ready ? (double)kv_cache_bytes(&r.run.m.cfg, r.n_slots, r.run.cache.max_len) / (1 << 20) : 0.0,
+                r.n_slots, r.run.cache_ready ? r.run.cache.max_len : 0, blas_core_name());
     }
     if (r.skipped)
         warn("skipped %lld bad records (--skip-bad); the first: %s", r.skipped, r.first_skip.msg);

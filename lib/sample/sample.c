@@ -3,29 +3,25 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "../ops/ops.h"
 #include "../util/err.h"
 
 void sampler_init(sampler *s, int vocab) {
     s->vocab = vocab;
     s->prob = xmalloc((size_t)vocab * sizeof *s->prob);
     s->idx = xmalloc((size_t)vocab * sizeof *s->idx);
+    s->z = xmalloc((size_t)vocab * sizeof *s->z);
 }
 
 void sampler_free(sampler *s) {
     free(s->prob);
     free(s->idx);
+    free(s->z);
     s->prob = NULL;
     s->idx = NULL;
-}
-
-double token_logprob(const float *logits, int vocab, double t, int32_t token) {
-    double max = -INFINITY;
-    for (int i = 0; i < vocab; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = 0;
-    for (int i = 0; i < vocab; i++) sum += exp(((double)logits[i] - max) / t);
-    return ((double)logits[token] - max) / t - log(sum);
+    s->z = NULL;
 }
 
 /* Orders candidate ids by probability, highest first; ties by the lower id so
@@ -46,18 +42,21 @@ static int32_t argmax(const float *logits, int vocab) {
 
 int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rng_stream *rng, float *logprob) {
     const int vocab = s->vocab;
-    if (p->temperature <= 0) {
+    /* z = logits / T and its log-sum-exp by the LM head's own log-softmax
+     * (lib/ops/softmax.c), so the log-probability recorded here is computed
+     * as training computes it */
+    const bool greedy = p->temperature <= 0;
+    memcpy(s->z, logits, (size_t)vocab * sizeof *s->z);
+    double lse = logsumexp_row(s->z, vocab, greedy ? 1.0f : (float)(1.0 / p->temperature), NULL);
+    if (greedy) {
         int32_t tok = argmax(logits, vocab);
-        *logprob = (float)token_logprob(logits, vocab, 1.0, tok);
+        *logprob = (float)(s->z[tok] - lse);
         return tok;
     }
-    /* full softmax(logits / T) in double: its value at the chosen token is the logprob */
-    double max = -INFINITY;
-    for (int i = 0; i < vocab; i++)
-        if (logits[i] > max) max = logits[i];
+    /* the full distribution in double, normalised, for the draw */
     double sum = 0;
     for (int i = 0; i < vocab; i++) {
-        s->prob[i] = exp(((double)logits[i] - max) / p->temperature);
+        s->prob[i] = exp((double)s->z[i] - lse);
         sum += s->prob[i];
     }
     for (int i = 0; i < vocab; i++) s->prob[i] /= sum;
@@ -76,7 +75,7 @@ int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rn
         }
     } else {
         /* min-p needs only the maximum; apply it first to shrink the sort */
-        double pmax = exp(0.0) / sum; /* the top token's probability */
+        double pmax = s->prob[argmax(logits, vocab)]; /* the top token's probability */
         double floor_p = p->min_p > 0 ? p->min_p * pmax : 0;
         int n = 0;
         for (int i = 0; i < vocab; i++)
@@ -105,6 +104,6 @@ int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rn
             }
         }
     }
-    *logprob = (float)log(s->prob[chosen]);
+    *logprob = (float)(s->z[chosen] - lse);
     return chosen;
 }

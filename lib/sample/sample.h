@@ -8,7 +8,9 @@
  *
  * The log-probability returned is that of the chosen token under
  * softmax(logits / temperature) over the WHOLE vocabulary, before any
- * truncation: the policy whose ratio GRPO's update takes.
+ * truncation: the policy whose ratio GRPO's update takes. It is computed by
+ * the same log-softmax the training forward runs (logsumexp_row, fp32 with
+ * double block sums), so rollout and update log-probs share one definition.
  * Temperature 0 is greedy (ties to the lowest id); its log-probability is
  * then taken under softmax(logits), temperature 1. */
 #ifndef GRPO_SAMPLE_H
@@ -31,6 +33,7 @@ typedef struct {
     int vocab;
     double *prob; /* [vocab] */
     int32_t *idx; /* [vocab] candidate ids */
+    float *z;     /* [vocab] logits / temperature */
 } sampler;
 
 void sampler_init(sampler *s, int vocab);
@@ -39,8 +42,5 @@ void sampler_free(sampler *s);
 /* Draws one token from logits[0..vocab-1]; *logprob gets its log-probability
  * as described above. Consumes exactly one uniform draw from rng (none when greedy). */
 int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rng_stream *rng, float *logprob);
-
-/* log softmax(logits / t)[token] in double, for checks and for the update. */
-double token_logprob(const float *logits, int vocab, double t, int32_t token);
 
 #endif

@@ -107,47 +107,27 @@ double optim_lr_multiplier(const optim_config *c, long step) {
 
 double optim_lr_at(const optim_config *c, long step) { return c->lr * optim_lr_multiplier(c, step); }
 
-/* torch.optim.AdamW's single-tensor step: float32 element arithmetic with
- * the step constants computed in double and rounded once, as torch does
- * when it applies Python floats to float tensors. */
-static void adamw_step(const optim_config *c, long t, double lr, float *param, const float *grad, float *m, float *v,
-                       size_t n, bool decay) {
-    const bool wd = decay && c->weight_decay != 0;
-    const float keep = (float)(1.0 - lr * c->weight_decay);
-    const float b1 = (float)c->beta1, a1 = (float)(1.0 - c->beta1);
-    const float b2 = (float)c->beta2, a2 = (float)(1.0 - c->beta2);
-    const float neg_step = (float)-(lr / (1.0 - pow(c->beta1, (double)t)));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)t));
-    const float eps = (float)c->eps;
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float p = param[i], g = grad[i];
-        if (wd) p *= keep;
-        float mi = m[i] * b1 + a1 * g;
-        float vi = v[i] * b2 + a2 * g * g;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        m[i] = mi;
-        v[i] = vi;
-        param[i] = p + neg_step * mi / denom;
+void optim_step(const backend *be, const optim_config *c, long t, double lr, float *param, const float *grad,
+                float *m, float *v, size_t n, bool decay) {
+    /* decoupled weight decay: p *= 1 - lr wd; the constants are computed in
+     * double and rounded once, as torch does when it applies Python floats
+     * to float tensors */
+    const float keep = decay && c->weight_decay != 0 ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
+    if (c->kind == OPTIM_SGD) {
+        be->sgd_update(keep, (float)-lr, param, grad, n);
+        return;
     }
-}
-
-static void sgd_step(const optim_config *c, double lr, float *param, const float *grad, size_t n, bool decay) {
-    const bool wd = decay && c->weight_decay != 0;
-    const float keep = (float)(1.0 - lr * c->weight_decay);
-    const float neg_lr = (float)-lr;
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float p = param[i];
-        if (wd) p *= keep;
-        param[i] = p + neg_lr * grad[i];
-    }
-}
-
-void optim_step(const optim_config *c, long t, double lr, float *param, const float *grad, float *m, float *v,
-                size_t n, bool decay) {
-    if (c->kind == OPTIM_ADAMW) adamw_step(c, t, lr, param, grad, m, v, n, decay);
-    else sgd_step(c, lr, param, grad, n, decay);
+    const adamw_consts k = {
+        .keep = keep,
+        .beta1 = (float)c->beta1,
+        .one_minus_beta1 = (float)(1.0 - c->beta1),
+        .beta2 = (float)c->beta2,
+        .one_minus_beta2 = (float)(1.0 - c->beta2),
+        .neg_step = (float)-(lr / (1.0 - pow(c->beta1, (double)t))),
+        .bias2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)t)),
+        .eps = (float)c->eps,
+    };
+    be->adamw_update(&k, param, grad, m, v, n);
 }
 
 double grad_global_norm(const float *const *grads, const size_t *sizes, int n) {

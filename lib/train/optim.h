@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../ops/backend.h"
 #include "../util/err.h"
 
 typedef enum { OPTIM_ADAMW, OPTIM_SGD } optim_kind;
@@ -63,9 +64,10 @@ double optim_lr_at(const optim_config *c, long step);
  * number for AdamW's bias correction (1 on the first step); lr: this step's
  * learning rate (optim_lr_at). m and v: AdamW's exp_avg and exp_avg_sq,
  * zero before the first step; unused (may be NULL) with SGD. decay: apply
- * weight decay to this tensor (2-D weight matrices; not norms or biases). */
-void optim_step(const optim_config *c, long t, double lr, float *param, const float *grad, float *m, float *v,
-                size_t n, bool decay);
+ * weight decay to this tensor (2-D weight matrices; not norms or biases).
+ * The update runs on be (where param lives). */
+void optim_step(const backend *be, const optim_config *c, long t, double lr, float *param, const float *grad,
+                float *m, float *v, size_t n, bool decay);
 
 /* The L2 norm of n gradient arrays taken together, summed in double. */
 double grad_global_norm(const float *const *grads, const size_t *sizes, int n);

@@ -180,16 +180,18 @@ int policy_step(policy *p, trainer *t, const update_config *c, double *grad_norm
     grad_scale(&g_mut, &p->n_trained, 1, scale);
     *lr = optim_lr_at(&c->optim, p->step);
     long step_t = (long)p->step + 1;
+    const backend *be = model_backend(t->m);
     if (p->has_lora) {
         /* every factor is a matrix: all decay */
-        optim_step(&c->optim, step_t, *lr, p->params, t->grad, p->exp_avg, p->exp_avg_sq, p->n_trained, true);
+        optim_step(be, &c->optim, step_t, *lr, p->params, t->grad, p->exp_avg, p->exp_avg_sq, p->n_trained, true);
     } else {
         size_t off = 0;
         for (int i = 0; i < MODEL_N_PARAMS; i++) {
             size_t n = p->m.param_sizes[i];
             if (n)
-                optim_step(&c->optim, step_t, *lr, p->params + off, t->grad + off, p->exp_avg ? p->exp_avg + off : NULL,
-                           p->exp_avg_sq ? p->exp_avg_sq + off : NULL, n, decays(i));
+                optim_step(be, &c->optim, step_t, *lr, p->params + off, t->grad + off,
+                           p->exp_avg ? p->exp_avg + off : NULL, p->exp_avg_sq ? p->exp_avg_sq + off : NULL, n,
+                           decays(i));
             off += n;
         }
     }

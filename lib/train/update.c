@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <sysexits.h>
 
-#include "../model/blas.h"
+#include "../ops/blas.h"
 #include "../model/lora.h"
 #include "../model/model.h"
 #include "../util/clock.h"

@@ -211,7 +211,8 @@ int main(void) {
         CHECK(adv_parse_baseline("mean", &b, &e) == 0 && b == ADV_BASELINE_MEAN);
         CHECK_EQ_INT(adv_parse_scale("std", &s, &e), EX_USAGE);
         CHECK_EQ_INT(adv_parse_baseline("median", &b, &e), EX_USAGE);
-        adv_options o = adv_default_options();
+        adv_opts o;
+        adv_opts_default(&o);
         CHECK(o.scale == ADV_SCALE_GROUP && o.baseline == ADV_BASELINE_MEAN && o.shard.count == 1);
         CHECK(!o.drop_flat && !o.allow_partial && !o.stats);
     }

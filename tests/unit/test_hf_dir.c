@@ -33,7 +33,7 @@
 #include "io/outstream.h"
 #include "io/safetensors.h"
 #include "model/lora.h"
-#include "model/ops.h"
+#include "ops/ops.h"
 #include "tok/model_text.h"
 #include "util/half.h"
 #include "util/rng.h"

@@ -14,9 +14,9 @@
 
 #include "check.h"
 #include "judge_server_fixture.h"
-#include "reward/judge_http.h"
-#include "reward/judge_request.h"
-#include "reward/judge_score.h"
+#include "judge/http.h"
+#include "judge/request.h"
+#include "judge/score.h"
 #include "util/sha256.h"
 
 #define KEY "sk-test-KEY123"

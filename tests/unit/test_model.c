@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "model/model.h"
-#include "model/ops.h"
+#include "ops/ops.h"
 #include "util/clock.h"
 
 /* ---- the forward paths, shared by the unit test and the driver --------------- */
@@ -121,7 +121,7 @@ static int bench(const model *m, const int32_t *tok, int T, gerr *e) {
     }
     double decode = (double)B * STEPS / (now_seconds() - t0);
     printf("# bench: prefill %d tokens: %.1f tokens/s; decode batch %d: %.1f tokens/s (%d threads)\n", PREFILL,
-           prefill, B, decode, s.n_threads);
+           prefill, B, decode, s.ws.n_threads);
     free(lg);
     model_scratch_free(&s);
     kv_cache_free(&c);
@@ -237,13 +237,14 @@ static void test_ops(void) {
     CHECK_NEAR(y[0], 1 * r, 1e-6);
     CHECK_NEAR(y[3], 8 * r, 1e-6);
 
-    TEST("softmax: known values, no overflow on large inputs");
+    TEST("softmax: known values and log-sum-exp, no overflow on large inputs");
     float sm[3] = {1, 2, 3}, big[2] = {1000, 1001};
-    softmax_inplace(sm, 3);
+    float lse = softmax_row(sm, 3);
     double z = exp(1) + exp(2) + exp(3);
+    CHECK_NEAR(lse, log(z), 1e-6);
     CHECK_NEAR(sm[0], exp(1) / z, 1e-7);
     CHECK_NEAR(sm[2], exp(3) / z, 1e-7);
-    softmax_inplace(big, 2);
+    CHECK_NEAR(softmax_row(big, 2), 1001 + log(1 + exp(-1.0)), 1e-4);
     CHECK_NEAR(big[1], 1 / (1 + exp(-1.0)), 1e-7);
 
     TEST("SwiGLU: silu(g) * u");

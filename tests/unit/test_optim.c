@@ -90,7 +90,7 @@ static int driver_step(const cJSON *cs, strbuf *o) {
     for (const cJSON *g = grads->child, *lr = lrs->child; g && !rc; g = g->next, lr = lr->next, t++) {
         float *gv = floats(g, &ng);
         if (!gv || ng != n) rc = fail("gradient of the wrong size");
-        else optim_step(&c, t, cJSON_GetNumberValue(lr), p, gv, m, v, n, decay);
+        else optim_step(backend_cpu(), &c, t, cJSON_GetNumberValue(lr), p, gv, m, v, n, decay);
         free(gv);
     }
     sb_puts(o, "{\"param\":");
@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
             for (long t = 1; t <= 3; t++) {
                 double lr = c.lr * (1 + 0.5 * t); /* a different lr each step */
                 for (int i = 0; i < N; i++) gd[i] = g[i] = (float)((next_unit(&seed) - 0.5) * 0.02);
-                optim_step(&c, t, lr, p, g, m, v, N, decay);
+                optim_step(backend_cpu(), &c, t, lr, p, g, m, v, N, decay);
                 ref_adamw(&c, t, lr, pd, gd, md, vd, N, decay);
             }
             for (int i = 0; i < N; i++) {
@@ -312,7 +312,7 @@ int main(int argc, char **argv) {
         /* first step from zero moments moves each weight by lr * g / (|g| + eps) */
         float p[2] = {0.5f, -0.25f}, m[2] = {0}, v[2] = {0}, g[2] = {0.01f, -0.3f};
         c.weight_decay = 0;
-        optim_step(&c, 1, 1e-3, p, g, m, v, 2, true);
+        optim_step(backend_cpu(), &c, 1, 1e-3, p, g, m, v, 2, true);
         CHECK_NEAR(p[0], 0.5 - 1e-3 * 0.01 / (0.01 + 1e-8), 1e-7);
         CHECK_NEAR(p[1], -0.25 + 1e-3, 1e-7);
     }
@@ -323,12 +323,12 @@ int main(int argc, char **argv) {
         c.kind = OPTIM_SGD;
         c.weight_decay = 0.5;
         float p[3] = {1, -2, 0.5f}, g[3] = {0.25f, 1, -4};
-        optim_step(&c, 7, 0.1, p, g, NULL, NULL, 3, true);
+        optim_step(backend_cpu(), &c, 7, 0.1, p, g, NULL, NULL, 3, true);
         CHECK_NEAR(p[0], 1 * 0.95 - 0.025, 1e-7);
         CHECK_NEAR(p[1], -2 * 0.95 - 0.1, 1e-7);
         CHECK_NEAR(p[2], 0.5 * 0.95 + 0.4, 1e-7);
         float q[1] = {1}, h[1] = {1};
-        optim_step(&c, 1, 0.1, q, h, NULL, NULL, 1, false); /* not a decayed tensor */
+        optim_step(backend_cpu(), &c, 1, 0.1, q, h, NULL, NULL, 1, false); /* not a decayed tensor */
         CHECK_NEAR(q[0], 0.9, 1e-7);
     }
 
@@ -387,9 +387,9 @@ int main(int argc, char **argv) {
         c.weight_decay = 0.01;
         int threads = omp_get_max_threads();
         omp_set_num_threads(1);
-        optim_step(&c, 2, 1e-4, p1, g, m1, v1, N, true);
+        optim_step(backend_cpu(), &c, 2, 1e-4, p1, g, m1, v1, N, true);
         omp_set_num_threads(threads > 1 ? threads : 3);
-        optim_step(&c, 2, 1e-4, p2, g, m2, v2, N, true);
+        optim_step(backend_cpu(), &c, 2, 1e-4, p2, g, m2, v2, N, true);
         omp_set_num_threads(threads);
         CHECK(!memcmp(p1, p2, N * sizeof *p1) && !memcmp(m1, m2, N * sizeof *m1) && !memcmp(v1, v2, N * sizeof *v1));
         free(p1);

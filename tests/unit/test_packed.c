@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "model/model.h"
-#include "model/packed.h"
+#include "ops/packed.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
 static float uniform(void) { /* xorshift: [-0.5, 0.5) */

@@ -20,7 +20,7 @@
 #include "proc_scan.h"
 #include "reward/code_extract.h"
 #include "reward/reward.h"
-#include "reward/sandbox.h"
+#include "sandbox/sandbox.h"
 
 #define PYTHON "/usr/bin/python3"
 
@@ -41,6 +41,7 @@ static int open_fn(reward_fn *fn, const reward_params *p) {
     gerr e = {0};
     int rc = reward_open_code(fn, p, &e);
     if (rc) printf("#   open: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0); /* make test installs python3, and the sandbox falls back without namespaces */
     return rc;
 }
 
@@ -221,7 +222,7 @@ static void test_tests_field(reward_fn *fn) {
     reward_params p = params(5, 1);
     p.code_tests_field = "checks";
     reward_fn other;
-    CHECK_EQ_INT(open_fn(&other, &p), 0);
+    if (open_fn(&other, &p)) return;
     const char *l[] = {"{\"completion\":\"s = 'a\\\\tb'\",\"checks\":[\"assert s == 'a\\\\tb' and len(s) == 3\", "
                        "\"assert '\\u00e9' == '\\\\xe9'\"],\"tests\":[\"assert False\"]}"};
     CHECK_EQ_INT(score(&other, l, 1, out, &e), 0);

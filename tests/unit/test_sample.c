@@ -1,10 +1,23 @@
 /* The sampler: log-probabilities against a float64 softmax, the filters'
  * effect on what can be drawn, empirical frequencies against the truncated
  * distribution, and independence from anything but the keyed stream. */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
+#include "ops/ops.h"
 #include "sample/sample.h"
+
+/* The float64 reference: log softmax(logits / t)[token]. */
+static double token_logprob(const float *logits, int vocab, double t, int32_t token) {
+    double max = -INFINITY;
+    for (int i = 0; i < vocab; i++)
+        if (logits[i] > max) max = logits[i];
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp(((double)logits[i] - max) / t);
+    return ((double)logits[token] - max) / t - log(sum);
+}
 
 enum { V = 50 };
 
@@ -90,13 +103,22 @@ static void frequencies_match(const sample_params *p, uint64_t seed) {
 }
 
 int main(void) {
-    TEST("token_logprob equals a float64 log-softmax");
+    TEST("the sampled token's logprob is the training head's, bit for bit, and a float64 log-softmax's to 1e-6");
     {
-        float l[V];
+        float l[V], z[V], head_lp;
         random_logits(l, V, 1);
-        double sum = 0;
-        for (int i = 0; i < V; i++) sum += exp(l[i] / 0.7);
-        CHECK_NEAR(token_logprob(l, V, 0.7, 13), l[13] / 0.7 - log(sum), 1e-12);
+        sampler s;
+        sampler_init(&s, V);
+        sample_params p = {0.7, 0, 1, 0};
+        rng_stream r;
+        rng_init(&r, 5, "x", 1, 0);
+        float lp;
+        int32_t tok = sample_token(&s, l, &p, &r, &lp);
+        memcpy(z, l, sizeof z);
+        head_logsoftmax(z, 1, V, (float)(1.0 / 0.7), &tok, &head_lp, NULL, NULL);
+        CHECK(lp == head_lp);
+        CHECK_NEAR(lp, token_logprob(l, V, 0.7, tok), 1e-6);
+        sampler_free(&s);
     }
 
     TEST("greedy picks the argmax, lowest id on ties, logprob at temperature 1");

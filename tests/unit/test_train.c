@@ -13,6 +13,7 @@
  * gradient (HF or PEFT names, prefixed "grad.") plus the LoRA factors used. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,42 @@ static void test_infer_matches_kv_forward(void) {
 
 /* ---- driver mode --------------------------------------------------------------- */
 
+/* The attention workspace is sized for the thread pool at trainer_init; a
+ * larger pool afterwards (a caller changing --threads, a library setting
+ * OMP_NUM_THREADS) must not let more threads into it (ASan catches an
+ * overflow). The results equal a trainer made with the larger pool. */
+static void test_threads_grow_after_init(void) {
+    TEST("a thread pool grown after trainer_init stays inside the attention workspace");
+    model m;
+    if (tiny_model(&m, ARCH_QWEN3, false)) {
+        CHECK(0);
+        return;
+    }
+    tiny_batch tb;
+    make_batch(&tb, 0, N_SEQS, m.cfg.vocab_size);
+    int before = omp_get_max_threads();
+    gerr e = {0};
+    trainer small, big;
+    omp_set_num_threads(1);
+    CHECK(trainer_init(&small, &m, NULL, TRAINER_FULL, false, 64, 32, 64, &e) == 0);
+    omp_set_num_threads(4);
+    CHECK(trainer_init(&big, &m, NULL, TRAINER_FULL, false, 64, 32, 64, &e) == 0);
+    trainer_zero_grad(&small);
+    trainer_zero_grad(&big);
+    double a = linear_loss(&small, &tb.b, 0.8f, true, 0), b = linear_loss(&big, &tb.b, 0.8f, true, 0);
+    CHECK_NEAR(a, b, 1e-5 * fabs(b) + 1e-6);
+    double worst = 0;
+    for (size_t i = 0; i < small.n_grad; i++) {
+        double d = fabs((double)small.grad[i] - big.grad[i]);
+        worst = d > worst ? d : worst;
+    }
+    CHECK(worst < 1e-5);
+    omp_set_num_threads(before);
+    trainer_free(&small);
+    trainer_free(&big);
+    model_free(&m);
+}
+
 static double num(const cJSON *o, const char *k, double dflt) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
@@ -394,5 +431,6 @@ int main(int argc, char **argv) {
     test_micro_batches_and_recompute();
     test_lora();
     test_infer_matches_kv_forward();
+    test_threads_grow_after_init();
     return check_done();
 }

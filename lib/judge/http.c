@@ -1,4 +1,4 @@
-#include "judge_http.h"
+#include "http.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -15,7 +15,7 @@
 #include "../util/clock.h"
 #include "../util/rng.h"
 #include "../util/strbuf.h"
-#include "judge_request.h"
+#include "request.h"
 
 #ifndef GRPO_VERSION
 #define GRPO_VERSION "0"

@@ -3,7 +3,7 @@
  * as the poll timeout; a run that exits or reaches its deadline is killed
  * (its whole PID namespace, else its process group), reaped, and its
  * directory removed before its slot takes the next input. */
-#include "sandbox_impl.h"
+#include "impl.h"
 
 #include <errno.h>
 #include <math.h>

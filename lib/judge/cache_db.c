@@ -1,5 +1,5 @@
 /* Opening the judge cache's SQLite file and creating its schema. */
-#include "judge_cache_db.h"
+#include "cache_db.h"
 
 #include <errno.h>
 #include <stdio.h>

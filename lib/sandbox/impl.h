@@ -1,5 +1,5 @@
 /* Inside the sandbox: one run's processes as the parent tracks them.
- * sandbox_spawn.c starts a run, sandbox_run.c waits for runs and collects
+ * spawn.c starts a run, run.c waits for runs and collects
  * their results, sandbox.c picks the isolation level. */
 #ifndef GRPO_SANDBOX_IMPL_H
 #define GRPO_SANDBOX_IMPL_H

@@ -1,5 +1,5 @@
 /* The judge cache: lookups and stores against one SQLite file (see
- * judge_cache_db.h for the file, its durability and its errors).
+ * cache_db.h for the file, its durability and its errors).
  *
  * A hit moves the entry's `last_used` forward, but only once it is more
  * than JC_LAST_USED_RESOLUTION old: writing on every lookup would cost a
@@ -7,7 +7,7 @@
  * touch wait in memory and are written in one transaction every TOUCH_BATCH
  * keys, with the next put, and at close; a kill loses at most those dates,
  * never an answer. */
-#include "judge_cache.h"
+#include "cache.h"
 
 #include <math.h>
 #include <pwd.h>
@@ -18,7 +18,7 @@
 #include <sqlite3.h>
 
 #include "../util/clock.h"
-#include "judge_cache_db.h"
+#include "cache_db.h"
 
 #define TOUCH_BATCH 1024
 

@@ -6,7 +6,7 @@
  * Between clone and execve the child may only make system calls (the
  * parent can have other threads, whose locks the child inherits held), so
  * everything it needs is laid out beforehand in a child_plan. */
-#include "sandbox_impl.h"
+#include "impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

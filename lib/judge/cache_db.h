@@ -1,6 +1,6 @@
 /* The judge cache's SQLite file: opening, schema, errors. Shared by the
- * cache itself (judge_cache.c) and the `grpo-reward cache` subcommands
- * (judge_cache_cmd.c); not part of the public interface.
+ * cache itself (cache.c) and the `grpo-reward cache` subcommands
+ * (cache_cmd.c); not part of the public interface.
  *
  * The file: journal_mode=WAL, synchronous=NORMAL, application_id 'grpj',
  * user_version JC_SCHEMA_VERSION, one table:

@@ -1,5 +1,5 @@
 /* `grpo-reward cache stats|export|import|prune`: looking after the judge
- * cache file from the command line (formats in judge_cache.h). */
+ * cache file from the command line (formats in cache.h). */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -8,8 +8,8 @@
 
 #include "../io/jsonl.h"
 #include "../util/clock.h"
-#include "judge_cache.h"
-#include "judge_cache_db.h"
+#include "cache.h"
+#include "cache_db.h"
 
 #define ANSWER_COLUMNS "key, model, request, reply, score, prompt_tokens, completion_tokens, created, last_used"
 

@@ -1,0 +1,184 @@
+/* The decoder layer, forward and backward (layer.h). */
+#include "layer.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "../util/rng.h"
+
+layer_params model_layer(const model_params *p, const model_config *c, int l) {
+    size_t d = c->dim, hd = c->head_dim, qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
+    size_t hid = c->hidden_dim;
+#define AT(name, size) (p->name ? p->name + (size_t)l * (size) : NULL)
+    return (layer_params){
+        .attn_norm = AT(attn_norm, d),
+        .wq = AT(wq, qd * d),
+        .wk = AT(wk, kvd * d),
+        .wv = AT(wv, kvd * d),
+        .bq = AT(bq, qd),
+        .bk = AT(bk, kvd),
+        .bv = AT(bv, kvd),
+        .q_norm = AT(q_norm, hd),
+        .k_norm = AT(k_norm, hd),
+        .wo = AT(wo, d * qd),
+        .ffn_norm = AT(ffn_norm, d),
+        .w_gate = AT(w_gate, hid * d),
+        .w_up = AT(w_up, hid * d),
+        .w_down = AT(w_down, d * hid),
+    };
+#undef AT
+}
+
+float *model_layer_tensor(const model *m, int param, int layer) {
+    return m->w.t[param] + (size_t)layer * (m->param_sizes[param] / (size_t)m->cfg.n_layers);
+}
+
+void kv_cache_row_offsets(const kv_cache *c, const int *seq, int n, size_t *row_kv) {
+    for (int r = 0; r < n; r++) row_kv[r] = (size_t)seq[r] * c->n_layers * c->max_len * c->kv_dim;
+}
+
+kv_view kv_cache_view(const kv_cache *c, int layer, const size_t *row_kv) {
+    size_t at = (size_t)layer * c->max_len * c->kv_dim;
+    return (kv_view){c->k + at, c->v + at, row_kv, c->kv_dim};
+}
+
+/* ---- linear layers, with an optional LoRA adapter ------------------------------ */
+
+static bool adapted(const layer_pass *p, int target) { return p->lora.on && p->lora.l && p->lora.l->a[target]; }
+
+/* x[R, n] with this pass's dropout mask of (layer, target) applied, in the
+ * scratch buffer. */
+static const float *dropped(const layer_pass *p, const float *x, int n, int target) {
+    const layer_lora *lo = &p->lora;
+    rng_stream rs;
+    rng_init(&rs, lo->seed, "lora-dropout", 12, (lo->pass * 4096 + (uint64_t)p->layer) * LORA_N_TARGETS + target);
+    memcpy(lo->xdrop, x, (size_t)p->n_rows * n * sizeof *x);
+    p->be->dropout_rows(lo->xdrop, p->n_rows, n, lo->row_key, p->pos, rs.key, lo->dropout);
+    return lo->xdrop;
+}
+
+/* out = in W^T (+ bias) (+ scale * dropout(in) A^T B^T, keeping u = dropout(in) A^T). */
+static void linear_forward(const layer_pass *p, float *out, const float *in, const float *w, const float *bias,
+                           int in_dim, int out_dim, int target, float *u) {
+    const backend *be = p->be;
+    if (p->m->packed)
+        be->matmul_forward_packed(out, in, w, bias, p->n_rows, in_dim, out_dim);
+    else
+        be->matmul_forward(out, in, w, bias, p->n_rows, in_dim, out_dim);
+    if (!adapted(p, target)) return;
+    const lora *l = p->lora.l;
+    const float *a = l->a[target] + (size_t)p->layer * l->r * in_dim;
+    const float *bm = l->b[target] + (size_t)p->layer * out_dim * l->r;
+    const float *xd = p->lora.dropout > 0 ? dropped(p, in, in_dim, target) : in;
+    be->gemm(false, true, p->n_rows, l->r, in_dim, 1.0f, xd, in_dim, a, in_dim, 0.0f, u, l->r);
+    be->gemm(false, true, p->n_rows, out_dim, l->r, l->scale, u, l->r, bm, l->r, 1.0f, out, out_dim);
+}
+
+/* The backward of linear_forward: din (written, or accumulated), and the
+ * gradients of whatever trains (W and bias in full fine-tuning, A and B with
+ * LoRA). */
+static void linear_backward(const layer_pass *p, float *din, const float *dout, const float *in, const float *w,
+                            int in_dim, int out_dim, int target, const float *u, float *dw, float *db, bool accumulate,
+                            float *du) {
+    const backend *be = p->be;
+    be->matmul_backward(din, dw, db, dout, in, w, p->n_rows, in_dim, out_dim, accumulate);
+    if (!adapted(p, target)) return;
+    const layer_lora *lo = &p->lora;
+    const lora *l = lo->l;
+    int r = l->r, R = p->n_rows;
+    size_t ao = (size_t)p->layer * r * in_dim, bo = (size_t)p->layer * out_dim * r;
+    be->gemm(false, false, R, r, out_dim, l->scale, dout, out_dim, l->b[target] + bo, r, 0.0f, du, r);
+    if (lo->grad_a && lo->grad_b) {
+        be->gemm(true, false, out_dim, r, R, l->scale, dout, out_dim, u, r, 1.0f, lo->grad_b[target] + bo, r);
+        const float *xd = lo->dropout > 0 ? dropped(p, in, in_dim, target) : in;
+        be->gemm(true, false, r, in_dim, R, 1.0f, du, r, xd, in_dim, 1.0f, lo->grad_a[target] + ao, in_dim);
+    }
+    if (!din) return;
+    if (lo->dropout > 0) {
+        /* d(dropout(x))/dx is the same mask: apply it to du A, then add */
+        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, l->a[target] + ao, in_dim, 0.0f, lo->xdrop, in_dim);
+        rng_stream rs;
+        rng_init(&rs, lo->seed, "lora-dropout", 12, (lo->pass * 4096 + (uint64_t)p->layer) * LORA_N_TARGETS + target);
+        be->dropout_rows(lo->xdrop, R, in_dim, lo->row_key, p->pos, rs.key, lo->dropout);
+        be->add_inplace(din, lo->xdrop, (size_t)R * in_dim);
+    } else {
+        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, l->a[target] + ao, in_dim, 1.0f, din, in_dim);
+    }
+}
+
+/* ---- the layer ------------------------------------------------------------------ */
+
+void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, float *x_out) {
+    const backend *be = p->be;
+    const model_config *c = &p->m->cfg;
+    const layer_params w = model_layer(&p->m->w, c, p->layer);
+    int R = p->n_rows, d = c->dim, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qd = nh * hd, kvd = nkv * hd, hid = c->hidden_dim;
+    float eps = c->norm_eps;
+
+    /* attention block */
+    be->rmsnorm_forward(a->xn1, a->rstd1, x_in, w.attn_norm, R, d, eps);
+    float *q = a->q_raw ? a->q_raw : a->q, *k = a->k_raw ? a->k_raw : a->k;
+    linear_forward(p, q, a->xn1, w.wq, w.bq, d, qd, LORA_Q, a->u[LORA_Q]);
+    linear_forward(p, k, a->xn1, w.wk, w.bk, d, kvd, LORA_K, a->u[LORA_K]);
+    linear_forward(p, a->v, a->xn1, w.wv, w.bv, d, kvd, LORA_V, a->u[LORA_V]);
+    if (c->qk_norm) { /* qwen3: RMSNorm over each head, before RoPE */
+        be->rmsnorm_forward(a->q, a->q_rstd, q, w.q_norm, R * nh, hd, eps);
+        be->rmsnorm_forward(a->k, a->k_rstd, k, w.k_norm, R * nkv, hd, eps);
+    }
+    be->rope_forward(a->q, p->cos_t, p->sin_t, R, nh, hd);
+    be->rope_forward(a->k, p->cos_t, p->sin_t, R, nkv, hd);
+    kv_view kv = p->kv;
+    if (kv.k)
+        be->kv_write(&kv, a->k, a->v, p->pos, R);
+    else
+        kv.k = a->k, kv.v = a->v, kv.kv_dim = kvd;
+    be->attention_forward(a->att, a->lse, a->q, &kv, p->pos, R, c, p->ws);
+    linear_forward(p, a->x_mid, a->att, w.wo, NULL, qd, d, LORA_O, a->u[LORA_O]);
+    be->add_inplace(a->x_mid, x_in, (size_t)R * d);
+
+    /* MLP block */
+    be->rmsnorm_forward(a->xn2, a->rstd2, a->x_mid, w.ffn_norm, R, d, eps);
+    linear_forward(p, a->gate, a->xn2, w.w_gate, NULL, d, hid, LORA_GATE, a->u[LORA_GATE]);
+    linear_forward(p, a->up, a->xn2, w.w_up, NULL, d, hid, LORA_UP, a->u[LORA_UP]);
+    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * hid);
+    linear_forward(p, x_out, a->h, w.w_down, NULL, hid, d, LORA_DOWN, a->u[LORA_DOWN]);
+    be->add_inplace(x_out, a->x_mid, (size_t)R * d);
+}
+
+void layer_backward(const layer_pass *p, const layer_acts *a, const float *x_in, const layer_grad_scratch *s) {
+    const backend *be = p->be;
+    const model_config *c = &p->m->cfg;
+    const layer_params w = model_layer(&p->m->w, c, p->layer);
+    const layer_params none = {0};
+    const layer_params g = p->grad ? model_layer(p->grad, c, p->layer) : none;
+    int R = p->n_rows, d = c->dim, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qd = nh * hd, kvd = nkv * hd, hid = c->hidden_dim;
+
+    /* MLP block */
+    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * hid);
+    linear_backward(p, s->dgate, s->dx, a->h, w.w_down, hid, d, LORA_DOWN, a->u[LORA_DOWN], g.w_down, NULL, false,
+                    s->du);
+    be->swiglu_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * hid);
+    linear_backward(p, s->dxn, s->dgate, a->xn2, w.w_gate, d, hid, LORA_GATE, a->u[LORA_GATE], g.w_gate, NULL, false,
+                    s->du);
+    linear_backward(p, s->dxn, s->dup, a->xn2, w.w_up, d, hid, LORA_UP, a->u[LORA_UP], g.w_up, NULL, true, s->du);
+    be->rmsnorm_backward(s->dtmp, g.ffn_norm, s->dxn, a->x_mid, w.ffn_norm, a->rstd2, R, d);
+    be->add_inplace(s->dx, s->dtmp, (size_t)R * d);
+
+    /* attention block */
+    linear_backward(p, s->datt, s->dx, a->att, w.wo, qd, d, LORA_O, a->u[LORA_O], g.wo, NULL, false, s->du);
+    be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start, c,
+                           p->ws);
+    be->rope_backward(s->dq, p->cos_t, p->sin_t, R, nh, hd);
+    be->rope_backward(s->dk, p->cos_t, p->sin_t, R, nkv, hd);
+    if (c->qk_norm) {
+        be->rmsnorm_backward(s->dq, g.q_norm, s->dq, a->q_raw, w.q_norm, a->q_rstd, R * nh, hd);
+        be->rmsnorm_backward(s->dk, g.k_norm, s->dk, a->k_raw, w.k_norm, a->k_rstd, R * nkv, hd);
+    }
+    linear_backward(p, s->dxn, s->dq, a->xn1, w.wq, d, qd, LORA_Q, a->u[LORA_Q], g.wq, g.bq, false, s->du);
+    linear_backward(p, s->dxn, s->dk, a->xn1, w.wk, d, kvd, LORA_K, a->u[LORA_K], g.wk, g.bk, true, s->du);
+    linear_backward(p, s->dxn, s->dv, a->xn1, w.wv, d, kvd, LORA_V, a->u[LORA_V], g.wv, g.bv, true, s->du);
+    be->rmsnorm_backward(s->dtmp, g.attn_norm, s->dxn, x_in, w.attn_norm, a->rstd1, R, d);
+    be->add_inplace(s->dx, s->dtmp, (size_t)R * d);
+}

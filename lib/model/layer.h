@@ -1,0 +1,98 @@
+/* One decoder layer, written once: rollout (with a KV cache, packed
+ * weights), the reward model, and training (LoRA, saved activations, the
+ * backward) all run layer_forward, and training runs layer_backward beside it.
+ *
+ * Per layer, as HF's LlamaDecoderLayer / Qwen2 / Qwen3:
+ *   xn1 = RMSNorm(x_in); q,k,v = linear(xn1) (+bias); [qwen3] q,k = RMSNorm per head;
+ *   RoPE(q, k); [cache] store k,v; att = softmax(q k^T / sqrt(hd)) v  (GQA);
+ *   x_mid = x_in + linear_o(att);
+ *   xn2 = RMSNorm(x_mid); x_out = x_mid + linear_down(silu(linear_gate(xn2)) * linear_up(xn2)).
+ * where linear(x) = x W^T (+ scale * dropout(x) A^T B^T with a LoRA adapter).
+ * Every op goes through the pass's backend (lib/ops/backend.h). */
+#ifndef GRPO_MODEL_LAYER_H
+#define GRPO_MODEL_LAYER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../ops/backend.h"
+#include "lora.h"
+#include "model.h"
+
+/* What one layer computes (and, in training, keeps for its backward). A
+ * forward-only pass may point several of these at one buffer: xn1 and xn2,
+ * att and xn1, h and gate. Pointers left NULL mean "not kept": rstd1,
+ * rstd2, lse; q_raw/k_raw (q and k are then normed in place); u[t] (no LoRA
+ * on target t). */
+typedef struct {
+    float *xn1, *rstd1;
+    float *q_raw, *k_raw, *q_rstd, *k_rstd;
+    float *q, *k, *v, *att, *lse;
+    float *x_mid, *xn2, *rstd2;
+    float *gate, *up, *h;
+    float *u[LORA_N_TARGETS]; /* dropout(x) A^T, [R, r] */
+} layer_acts;
+
+/* The backward's scratch, shared by every layer. */
+typedef struct {
+    float *dx;   /* [R, dim]: d(loss)/d(x_out) in, d(loss)/d(x_in) out */
+    float *dtmp; /* [R, dim] */
+    float *dxn;  /* [R, max(dim, q_dim)] */
+    float *dq, *dk, *dv, *datt, *dgate, *dup;
+    float *du; /* [R, lora r] */
+} layer_grad_scratch;
+
+/* LoRA on a pass: the adapter, whether it applies, its dropout (masks keyed
+ * by (seed, pass, layer, target, row key, position)) and, when it trains,
+ * the gradients of its factors. */
+typedef struct {
+    const lora *l; /* NULL: no adapter */
+    bool on;
+    double dropout; /* 0: none */
+    uint64_t seed, pass;
+    const uint64_t *row_key; /* [R] */
+    float *xdrop;            /* [R, max in_dim] scratch when dropout > 0 */
+    float *const *grad_a, *const *grad_b; /* [LORA_N_TARGETS] or NULL: frozen */
+} layer_lora;
+
+typedef struct {
+    const backend *be;
+    const model *m;
+    int layer, n_rows;
+    const int *pos;             /* [R] position of each row */
+    const float *cos_t, *sin_t; /* [R, head_dim/2] */
+    /* Where attention reads K and V. With a cache the layer first writes its
+     * rows' K and V there (kv_cache_view); otherwise kv.k/kv.v are NULL and
+     * the rows attend to their own K and V (a training batch, kv.row_kv
+     * locating each row's sequence). */
+    kv_view kv;
+    attn_workspace *ws;
+    layer_lora lora;
+    /* backward only */
+    int n_seqs;
+    const int *start;
+    model_params *grad; /* full fine-tuning's gradients, or NULL */
+} layer_pass;
+
+/* The layer's weights (or gradients: any model_params) as a view. */
+typedef struct {
+    float *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+} layer_params;
+layer_params model_layer(const model_params *p, const model_config *c, int layer);
+/* One per-layer tensor (P_ATTN_NORM .. P_W_DOWN) of one layer. */
+float *model_layer_tensor(const model *m, int param, int layer);
+
+/* x_out[R, dim] from x_in[R, dim] (x_out may be x_in). */
+void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, float *x_out);
+/* After layer_forward of the same rows with activations kept in a: reads
+ * s->dx = d(loss)/d(x_out), leaves d(loss)/d(x_in) there and adds weight
+ * gradients (p->grad, p->lora.grad_a/b). h must hold swiglu(gate, up)
+ * or be a scratch buffer it may overwrite (it is recomputed). */
+void layer_backward(const layer_pass *p, const layer_acts *a, const float *x_in, const layer_grad_scratch *s);
+
+/* The kv_view of one layer of a cache, for rows of sequences seq[R]:
+ * row_kv[R] is filled here (kv_cache_row_offsets) and kept by the caller. */
+void kv_cache_row_offsets(const kv_cache *c, const int *seq, int n, size_t *row_kv);
+kv_view kv_cache_view(const kv_cache *c, int layer, const size_t *row_kv);
+
+#endif

@@ -1,0 +1,205 @@
+/* Causal grouped-query attention, forward and backward.
+ *
+ * The forward reads keys and values through a kv_view, so one code serves
+ * a KV cache (rollout: rows of many sequences at any positions) and a
+ * training batch (whole sequences, their own K/V). Rows of one sequence at
+ * consecutive positions (a prefill, a training sequence) go in tiles of up
+ * to ATT_TILE rows: for the G query heads sharing a KV head, the scores and
+ * the weighted sum are two sgemm ([m*G, hd] x K^T and [m*G, T] x V) with the
+ * causal mask applied between, so keys are read once per tile. Other rows (a
+ * decode step) go one by one. No [T x T] matrix outlives one tile.
+ *
+ * The backward keeps only the output and each row's log-sum-exp from the
+ * forward and recomputes the scores tile by tile (flash-attention's scheme). */
+#include "ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+size_t attn_workspace_floats(const model_config *cf, int max_len) {
+    size_t M = (size_t)ATT_TILE * (size_t)(cf->n_heads / cf->n_kv_heads);
+    return 4 * M * (size_t)cf->head_dim + 2 * M * (size_t)max_len;
+}
+
+typedef struct {
+    float *qt, *ot, *dot, *dqt, *s, *dp;
+} tile_bufs;
+
+/* This OpenMP thread's share of the workspace. */
+static tile_bufs thread_bufs(const attn_workspace *ws, const model_config *cf) {
+    int tid = 0;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+#endif
+    size_t M = (size_t)ATT_TILE * (size_t)(cf->n_heads / cf->n_kv_heads), hd = (size_t)cf->head_dim;
+    size_t max_len = (ws->stride - 4 * M * hd) / (2 * M);
+    tile_bufs b;
+    b.qt = ws->buf + (size_t)tid * ws->stride;
+    b.ot = b.qt + M * hd, b.dot = b.ot + M * hd, b.dqt = b.dot + M * hd;
+    b.s = b.dqt + M * hd, b.dp = b.s + M * max_len;
+    return b;
+}
+
+/* Copies the G heads of group g of rows r0 .. r0+m-1 from x [R, nh*hd] into
+ * t [m*G, hd] (row i*G + j is row r0+i, head g*G + j), or back. */
+static void gather(float *t, const float *x, int r0, int m, int g, int G, int nh, int hd) {
+    for (int i = 0; i < m; i++)
+        memcpy(t + (size_t)i * G * hd, x + ((size_t)(r0 + i) * nh + (size_t)g * G) * hd, (size_t)G * hd * sizeof *t);
+}
+static void scatter(float *x, const float *t, int r0, int m, int g, int G, int nh, int hd) {
+    for (int i = 0; i < m; i++)
+        memcpy(x + ((size_t)(r0 + i) * nh + (size_t)g * G) * hd, t + (size_t)i * G * hd, (size_t)G * hd * sizeof *t);
+}
+
+/* The tiles' products, always inside the parallel region (so OpenBLAS runs
+ * them on the calling thread). */
+static void tile_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, C, ldc);
+}
+
+static float attn_scale(int hd) { return (float)(1.0 / sqrt((double)hd)); }
+
+/* Rows r0 .. r0+m-1 (one sequence, consecutive positions) and KV head g. */
+static void attend_tile(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r0, int m,
+                        int g, const model_config *cf, const tile_bufs *b) {
+    const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads;
+    const int M = m * G, T = pos[r0 + m - 1] + 1;
+    gather(b->qt, q, r0, m, g, G, nh, hd);
+    const float *kb = kv->k + kv->row_kv[r0] + (size_t)g * hd, *vb = kv->v + kv->row_kv[r0] + (size_t)g * hd;
+    tile_gemm(false, true, M, T, hd, attn_scale(hd), b->qt, hd, kb, kv->kv_dim, 0.0f, b->s, T);
+    for (int i = 0; i < M; i++) {
+        int seen = pos[r0 + i / G] + 1; /* causal: keys 0 .. the row's own position */
+        float *row = b->s + (size_t)i * T;
+        float l = softmax_row(row, seen);
+        memset(row + seen, 0, (size_t)(T - seen) * sizeof *row);
+        if (lse) lse[(size_t)(r0 + i / G) * nh + (size_t)g * G + i % G] = l;
+    }
+    tile_gemm(false, false, M, hd, T, 1.0f, b->s, T, vb, kv->kv_dim, 0.0f, b->ot, hd);
+    scatter(out, b->ot, r0, m, g, G, nh, hd);
+}
+
+/* One row and the G heads sharing KV head g: each key and value is read once
+ * for the G heads. */
+static void attend_row(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r, int g,
+                       const model_config *cf, const tile_bufs *b) {
+    const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads, T = pos[r] + 1, kvd = kv->kv_dim;
+    const float scale = attn_scale(hd);
+    const float *qh = q + ((size_t)r * nh + (size_t)g * G) * hd;
+    const float *kb = kv->k + kv->row_kv[r] + (size_t)g * hd, *vb = kv->v + kv->row_kv[r] + (size_t)g * hd;
+    float *sc = b->s;
+    for (int t = 0; t < T; t++) {
+        const float *kt = kb + (size_t)t * kvd;
+        for (int j = 0; j < G; j++) {
+            const float *qv = qh + (size_t)j * hd;
+            float dot = 0;
+            /* without a reduction clause the compiler keeps this sum scalar */
+#pragma omp simd reduction(+ : dot)
+            for (int i = 0; i < hd; i++) dot += qv[i] * kt[i];
+            sc[(size_t)j * T + t] = dot * scale;
+        }
+    }
+    float *o = out + ((size_t)r * nh + (size_t)g * G) * hd;
+    memset(o, 0, (size_t)G * hd * sizeof *o);
+    for (int j = 0; j < G; j++) {
+        float l = softmax_row(sc + (size_t)j * T, T);
+        if (lse) lse[(size_t)r * nh + (size_t)g * G + j] = l;
+    }
+    for (int t = 0; t < T; t++) {
+        const float *vt = vb + (size_t)t * kvd;
+        for (int j = 0; j < G; j++) {
+            float p = sc[(size_t)j * T + t], *oj = o + (size_t)j * hd;
+#pragma omp simd
+            for (int i = 0; i < hd; i++) oj[i] += p * vt[i];
+        }
+    }
+}
+
+void attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
+                       const model_config *cf, attn_workspace *ws) {
+    const int nkv = cf->n_kv_heads;
+    int n_tasks = 0, *task = ws->tasks;
+    for (int r = 0; r < n;) {
+        int end = r + 1;
+        while (end < n && kv->row_kv[end] == kv->row_kv[r] && pos[end] == pos[end - 1] + 1) end++;
+        int tile = end - r >= ATT_MIN_ROWS ? ATT_TILE : 1;
+        for (int r0 = r; r0 < end; r0 += tile)
+            for (int g = 0; g < nkv; g++, n_tasks++) {
+                task[3 * n_tasks] = r0;
+                task[3 * n_tasks + 1] = end - r0 < tile ? end - r0 : tile;
+                task[3 * n_tasks + 2] = g;
+            }
+        r = end;
+    }
+#pragma omp parallel num_threads(ws->n_threads)
+    {
+        tile_bufs b = thread_bufs(ws, cf);
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < n_tasks; t++) {
+            int r0 = task[3 * t], m = task[3 * t + 1], g = task[3 * t + 2];
+            if (m == 1)
+                attend_row(out, lse, q, kv, pos, r0, g, cf, &b);
+            else
+                attend_tile(out, lse, q, kv, pos, r0, m, g, cf, &b);
+        }
+    }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                        const float *q, const float *k, const float *v, int n_seqs, const int *start,
+                        const model_config *cf, attn_workspace *ws) {
+    const int nh = cf->n_heads, nkv = cf->n_kv_heads, hd = cf->head_dim, G = nh / nkv, kvd = nkv * hd;
+    const float scale = attn_scale(hd);
+    memset(dk, 0, (size_t)start[n_seqs] * kvd * sizeof *dk);
+    memset(dv, 0, (size_t)start[n_seqs] * kvd * sizeof *dv);
+    /* one task per sequence and KV head: its tiles add into the same dk, dv */
+#pragma omp parallel num_threads(ws->n_threads)
+    {
+        tile_bufs b = thread_bufs(ws, cf);
+#pragma omp for schedule(dynamic, 1)
+        for (int task = 0; task < n_seqs * nkv; task++) {
+            int sq = task / nkv, g = task % nkv, r_base = start[sq], L = start[sq + 1] - r_base;
+            size_t off = (size_t)r_base * kvd + (size_t)g * hd;
+            const float *kb = k + off, *vb = v + off;
+            float *dkb = dk + off, *dvb = dv + off;
+            for (int i0 = 0; i0 < L; i0 += ATT_TILE) {
+                int m = L - i0 < ATT_TILE ? L - i0 : ATT_TILE, M = m * G, T = i0 + m;
+                gather(b.qt, q, r_base + i0, m, g, G, nh, hd);
+                gather(b.ot, out, r_base + i0, m, g, G, nh, hd);
+                gather(b.dot, dout, r_base + i0, m, g, G, nh, hd);
+                tile_gemm(false, true, M, T, hd, scale, b.qt, hd, kb, kvd, 0.0f, b.s, T);
+                tile_gemm(false, true, M, T, hd, 1.0f, b.dot, hd, vb, kvd, 0.0f, b.dp, T);
+                for (int row = 0; row < M; row++) {
+                    int seen = i0 + row / G + 1;
+                    float l = lse[(size_t)(r_base + i0 + row / G) * nh + (size_t)g * G + row % G];
+                    const float *o = b.ot + (size_t)row * hd, *dor = b.dot + (size_t)row * hd;
+                    double di = 0;
+                    for (int i = 0; i < hd; i++) di += (double)o[i] * dor[i];
+                    float *p = b.s + (size_t)row * T, *dp = b.dp + (size_t)row * T;
+                    softmax_recompute(p, seen, l);
+                    for (int t = 0; t < seen; t++) dp[t] = p[t] * (dp[t] - (float)di);
+                    memset(p + seen, 0, (size_t)(T - seen) * sizeof *p);
+                    memset(dp + seen, 0, (size_t)(T - seen) * sizeof *dp);
+                }
+                tile_gemm(false, false, M, hd, T, scale, b.dp, T, kb, kvd, 0.0f, b.dqt, hd);
+                scatter(dq, b.dqt, r_base + i0, m, g, G, nh, hd);
+                tile_gemm(true, false, T, hd, M, scale, b.dp, T, b.qt, hd, 1.0f, dkb, kvd);
+                tile_gemm(true, false, T, hd, M, 1.0f, b.s, T, b.dot, hd, 1.0f, dvb, kvd);
+            }
+        }
+    }
+}
+
+void kv_write(const kv_view *kv, const float *k, const float *v, const int *pos, int n) {
+    size_t bytes = (size_t)kv->kv_dim * sizeof(float);
+    for (int r = 0; r < n; r++) {
+        size_t at = kv->row_kv[r] + (size_t)pos[r] * kv->kv_dim;
+        memcpy(kv->k + at, k + (size_t)r * kv->kv_dim, bytes);
+        memcpy(kv->v + at, v + (size_t)r * kv->kv_dim, bytes);
+    }
+}

@@ -1,0 +1,65 @@
+/* The backend seam: every operation the transformer layer, the LM head and
+ * the optimizer run, as one table of functions. lib/model/layer.c,
+ * forward.c and lib/train call ops only through a backend, so a GPU backend
+ * implements this table (and the memory it works on) and nothing else: the
+ * layer's wiring is written once.
+ *
+ * Pointers passed to a backend's ops are in that backend's memory (host
+ * memory for the CPU). Index arrays (positions, tokens, row offsets) are
+ * host arrays; a device backend copies them as it needs.
+ * The semantics of each entry are those of the CPU function of the same
+ * name in ops.h. */
+#ifndef GRPO_BACKEND_H
+#define GRPO_BACKEND_H
+
+#include "ops.h"
+
+typedef struct backend {
+    const char *name;
+
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int n, int d, float eps);
+    void (*rmsnorm_backward)(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                             const float *rstd, int n, int d);
+
+    void (*gemm)(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc);
+    void (*matmul_forward)(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
+                           int out_dim);
+    void (*matmul_forward_packed)(float *out, const float *in, const float *w_packed, const float *bias, int n,
+                                  int in_dim, int out_dim);
+    void (*matmul_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                            int n, int in_dim, int out_dim, bool accumulate);
+
+    void (*rope_cos_sin)(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos, int n);
+    void (*rope_forward)(float *x, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim);
+    void (*rope_backward)(float *dx, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim);
+
+    void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
+    void (*swiglu_backward)(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n);
+
+    void (*kv_write)(const kv_view *kv, const float *k, const float *v, const int *pos, int n);
+    void (*attention_forward)(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
+                              const model_config *cf, attn_workspace *ws);
+    void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                               const float *lse, const float *q, const float *k, const float *v, int n_seqs,
+                               const int *start, const model_config *cf, attn_workspace *ws);
+
+    void (*head_logsoftmax)(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
+                            float *lse_out);
+    void (*head_logsoftmax_backward)(float *z, int n, int V, float inv_t, const int32_t *tok, const float *dlogp,
+                                     const float *lse);
+
+    void (*add_inplace)(float *x, const float *y, size_t n);
+    void (*gather_rows)(float *dst, const float *src, const int32_t *idx, int n, int d);
+    void (*scatter_add_rows)(float *dst, const float *src, const int32_t *idx, int n, int d);
+    void (*dropout_rows)(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
+                         const uint32_t stream_key[2], double p);
+
+    void (*adamw_update)(const adamw_consts *k, float *param, const float *grad, float *m, float *v, size_t n);
+    void (*sgd_update)(float keep, float neg_lr, float *param, const float *grad, size_t n);
+} backend;
+
+/* The CPU backend: ops.h's functions (OpenBLAS, OpenMP, the packed kernel). */
+const backend *backend_cpu(void);
+
+#endif

@@ -1,0 +1,179 @@
+/* The operations a transformer layer is built from, on the CPU: each op's
+ * forward beside its backward, one file per family (llm.c style):
+ *   norm.c       RMSNorm
+ *   matmul.c     y = x W^T (+ b) and general sgemm (packed.c: the packed kernel)
+ *   rope.c       rotary embeddings, GGUF's Q/K row order
+ *   swiglu.c     silu(gate) * up
+ *   softmax.c    softmax and log-sum-exp of rows: attention's and the LM head's
+ *   attention.c  causal grouped-query attention over a KV view
+ *   rows.c       residual adds, row gathers and scatters, LoRA dropout masks
+ *   optim_step.c the optimizer's elementwise update
+ * backend.h puts these behind one table; the layer (lib/model/layer.c) calls
+ * them only through it, so another backend implements the same list.
+ *
+ * Every op reads its inputs and writes a separate output unless it says it
+ * works in place; what a backward needs (RMSNorm's 1/rms, attention's
+ * log-sum-exp) is kept through an optional pointer. Gradients of weights are
+ * accumulated (+=) so micro-batches add up; gradients of activations are
+ * written (=) unless a function says it accumulates.
+ * Semantics are Hugging Face's (modeling_llama / qwen2 / qwen3) in fp32.
+ * Matrices are row-major; a weight W is [out, in] as in HF, so y = x W^T. */
+#ifndef GRPO_OPS_H
+#define GRPO_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/config.h"
+
+/* ---- RMSNorm (norm.c) -------------------------------------------------------- */
+/* out[n, d] = x * rsqrt(mean(x^2) + eps) * w, row by row. rstd[n] (optional)
+ * receives each row's 1/rms for the backward. out may alias x. */
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int n, int d, float eps);
+/* dx = rstd * (w*dy) - rstd^3/d * x * sum(w*dy*x); dw += sum_rows dy*x*rstd.
+ * dx may alias dy. dw may be NULL (frozen). */
+void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
+                      int n, int d);
+
+/* ---- matrix products (matmul.c) ---------------------------------------------- */
+/* C[M, N] = alpha op(A) op(B) + beta C, row-major, op = transpose when t*:
+ * fixed tiles of C, so the result does not depend on the thread count. */
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+          float beta, float *C, int ldc);
+/* out[n, out_dim] = in[n, in_dim] @ w[out_dim, in_dim]^T (+ bias[out_dim]):
+ * gemm over all rows at once. */
+void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
+                    int out_dim);
+/* The same with w packed by packed_pack (packed.h). */
+void matmul_forward_packed(float *out, const float *in, const float *w_packed, const float *bias, int n, int in_dim,
+                           int out_dim);
+/* din = dout W (accumulated when accumulate, else written; din NULL: not
+ * wanted); dw += dout^T in (NULL: frozen); db += column sums of dout. */
+void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,
+                     int in_dim, int out_dim, bool accumulate);
+
+/* ---- rotary embeddings (rope.c) ---------------------------------------------- */
+/* inv_freq[head_dim/2]: 1/theta^(2i/head_dim), computed in double and rounded
+ * to float (HF's float32 inv_freq), then llama3 scaling as HF's
+ * _compute_llama3_parameters when c asks for it. */
+void rope_inv_freq(float *inv_freq, const model_config *c);
+/* cos/sin[n, half] for positions pos[n]: the angle is the float32 product
+ * pos * inv_freq (as HF computes it), its cos and sin rounded to float. */
+void rope_cos_sin(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos, int n);
+/* Rotate-half RoPE in place over x[n, n_heads * head_dim], row r using
+ * cos/sin row r: for i < h = head_dim/2,
+ *   x'[i] = x[i] cos - x[i+h] sin,   x'[i+h] = x[i+h] cos + x[i] sin. */
+void rope_forward(float *x, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim);
+/* The inverse rotation: the gradient of rope_forward, in place. */
+void rope_backward(float *dx, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim);
+/* GGUF's llama-arch Q/K row order (llama.cpp's convert_hf_to_gguf.py
+ * permute: rows viewed as [n_head, 2, head_dim/2] are swapped to
+ * [n_head, head_dim/2, 2], so each rotated pair sits side by side).
+ * qk_permute maps HF rows to GGUF rows, qk_unpermute back; each row has
+ * n_cols values (1 for a bias). dst and src must not overlap. */
+void qk_permute(float *dst, const float *src, int n_head, int head_dim, size_t n_cols);
+void qk_unpermute(float *dst, const float *src, int n_head, int head_dim, size_t n_cols);
+
+/* ---- SwiGLU (swiglu.c) ------------------------------------------------------- */
+/* out[i] = silu(gate[i]) * up[i]; out may alias gate. */
+void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+/* dg = dh * u * silu'(g), du = dh * silu(g). dg may alias dh; du must not. */
+void swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n);
+
+/* ---- softmax and log-sum-exp (softmax.c) -------------------------------------
+ * One way to sum exponentials everywhere: vec_expf, float sums over blocks of
+ * 256 added up in double. */
+/* Softmax of x[n] in place (max shift); returns the log-sum-exp of x. */
+float softmax_row(float *x, int n);
+/* z[V] *= inv_t in place; returns log-sum-exp(z), and in *mean_z (when not
+ * NULL) the mean of z under softmax(z), so the entropy is lse - mean_z. */
+double logsumexp_row(float *z, int V, float inv_t, double *mean_z);
+/* p[n] = exp(s - lse) in place: a softmax row again from its scores and
+ * the log-sum-exp softmax_row returned (the attention backward). */
+void softmax_recompute(float *p, int n, float lse);
+/* The LM head's log-softmax over n rows of logits z[n, V] (scaled by inv_t
+ * in place): logp[j] = z[j][tok[j]] - lse, entropy[j], lse_out[j], each
+ * when not NULL. */
+void head_logsoftmax(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
+                     float *lse_out);
+/* Its backward: z[j] (the scaled logits of the forward, with lse[j]) becomes
+ * d(loss)/d(logits) for d(loss)/d(logp[j]) = dlogp[j]:
+ * (onehot(tok) - softmax) * dlogp / T. */
+void head_logsoftmax_backward(float *z, int n, int V, float inv_t, const int32_t *tok, const float *dlogp,
+                              const float *lse);
+
+/* ---- attention (attention.c) -------------------------------------------------- */
+/* Rows of one sequence at consecutive positions are attended to in tiles of
+ * this many rows (two sgemm per tile and KV head) when there are at least
+ * ATT_MIN_ROWS of them; other rows go one by one. */
+enum { ATT_TILE = 64, ATT_MIN_ROWS = 8 };
+
+/* The key/value head a query head reads under grouped-query attention (HF's
+ * repeat_kv): query heads g*G .. g*G+G-1, G = n_heads / n_kv_heads, share
+ * KV head g, and the attention ops run them together. */
+static inline int gqa_kv_head(int h, int n_heads, int n_kv_heads) { return h / (n_heads / n_kv_heads); }
+
+/* Where row r's keys and values are: position t of its sequence is at
+ * k + row_kv[r] + t * kv_dim (and likewise v). A KV cache and a training
+ * batch's own K/V both read this way. */
+typedef struct {
+    float *k, *v;
+    const size_t *row_kv;
+    int kv_dim;
+} kv_view;
+
+/* Per-thread scratch of the attention ops; n_threads is the pool they run on
+ * (the regions ask for exactly that many threads, so a larger pool later
+ * cannot outrun the buffers). */
+typedef struct {
+    float *buf;
+    size_t stride; /* floats per thread */
+    int n_threads;
+    int *tasks; /* [max_rows * n_kv_heads * 3] */
+} attn_workspace;
+
+/* Floats per thread for sequences up to max_len positions. */
+size_t attn_workspace_floats(const model_config *cf, int max_len);
+
+/* out[n, n_heads*hd]: row r (query q[r], position pos[r]) attends over
+ * positions 0..pos[r] of its sequence in kv. lse[n, n_heads] (optional)
+ * receives each row's log-sum-exp for the backward. */
+void attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
+                       const model_config *cf, attn_workspace *ws);
+/* The backward over a training batch: sequence s is rows start[s] ..
+ * start[s+1]-1 at positions 0, 1, ..., k/v [R, kv_dim] the batch's own.
+ * Writes dq, dk, dv from dout and the forward's q, k, v, out and lse,
+ * recomputing the scores tile by tile (flash-attention's scheme). */
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                        const float *q, const float *k, const float *v, int n_seqs, const int *start,
+                        const model_config *cf, attn_workspace *ws);
+/* Writes rows' K and V into the cache view (row r at position pos[r]). */
+void kv_write(const kv_view *kv, const float *k, const float *v, const int *pos, int n);
+
+/* ---- rows (rows.c) ----------------------------------------------------------- */
+/* x[n] += y[n]. */
+void add_inplace(float *x, const float *y, size_t n);
+/* dst[i] = src[idx[i]] for n rows of d (embedding lookup, picking rows). */
+void gather_rows(float *dst, const float *src, const int32_t *idx, int n, int d);
+/* dst[idx[i]] += src[i] (their backward). Rows of idx may repeat. */
+void scatter_add_rows(float *dst, const float *src, const int32_t *idx, int n, int d);
+/* Inverted dropout of x[n_rows, n] in place: element (r, c) is zeroed when
+ * Philox(counter {c/4, key[r] low, key[r] high, pos[r]}, stream_key) word
+ * c%4 is below p * 2^32, else scaled by 1/(1-p). The mask depends only on
+ * the keys, so a backward regenerates it. */
+void dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
+                  const uint32_t stream_key[2], double p);
+
+/* ---- the optimizer's update (optim_step.c) ------------------------------------ */
+/* torch.optim.AdamW's single-tensor step in float32 with the step constants
+ * computed by the caller in double and rounded once (optim.c). keep is
+ * 1 - lr * weight_decay, or 1 without decay. */
+typedef struct {
+    float keep, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step, bias2_sqrt, eps;
+} adamw_consts;
+void adamw_update(const adamw_consts *k, float *param, const float *grad, float *m, float *v, size_t n);
+/* p = p * keep - lr * g. */
+void sgd_update(float keep, float neg_lr, float *param, const float *grad, size_t n);
+
+#endif

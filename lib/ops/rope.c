@@ -1,0 +1,83 @@
+/* Rotary position embeddings (HF's rotate-half form), forward and backward,
+ * and GGUF's interleaved Q/K row order. */
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+void rope_inv_freq(float *inv_freq, const model_config *c) {
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++)
+        inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / c->head_dim));
+    if (!c->rope_llama3) return;
+    /* transformers' _compute_llama3_parameters: long wavelengths are slowed
+     * by factor, short ones kept, the band between interpolated. */
+    double factor = c->rope_factor, lo = c->rope_low_freq_factor, hi = c->rope_high_freq_factor;
+    double old_ctx = c->rope_original_max_pos;
+    double low_freq_wavelen = old_ctx / lo, high_freq_wavelen = old_ctx / hi;
+    for (int i = 0; i < half; i++) {
+        double f = inv_freq[i], wavelen = 2 * M_PI / f;
+        double g = wavelen > low_freq_wavelen ? f / factor : f;
+        if (!(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen)) {
+            double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            g = (1 - smooth) * g / factor + smooth * g;
+        }
+        inv_freq[i] = (float)g;
+    }
+}
+
+void rope_cos_sin(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos, int n) {
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < half; i++) {
+            float angle = (float)pos[r] * inv_freq[i]; /* float32 product, as HF */
+            cos_out[(size_t)r * half + i] = (float)cos((double)angle);
+            sin_out[(size_t)r * half + i] = (float)sin((double)angle);
+        }
+}
+
+/* Rotates each head's pairs (i, i + half) by the angle, or back by its
+ * negative (sign -1: the backward, the transpose of a rotation). */
+static void rotate(float *x, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim, float sign) {
+    int half = head_dim / 2;
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int r = 0; r < n; r++) {
+        const float *c = cos_t + (size_t)r * half, *s = sin_t + (size_t)r * half;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + ((size_t)r * n_heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half], sn = sign * s[i];
+                v[i] = a * c[i] - b * sn;
+                v[i + half] = b * c[i] + a * sn;
+            }
+        }
+    }
+}
+
+void rope_forward(float *x, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim) {
+    rotate(x, cos_t, sin_t, n, n_heads, head_dim, 1.0f);
+}
+
+void rope_backward(float *dx, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim) {
+    rotate(dx, cos_t, sin_t, n, n_heads, head_dim, -1.0f);
+}
+
+/* Row f = h*hd + j*half + i (HF) sits at g = h*hd + 2i + j (GGUF). */
+static void permute_rows(float *dst, const float *src, int n_head, int head_dim, size_t n_cols, bool to_gguf) {
+    int half = head_dim / 2;
+    for (int h = 0; h < n_head; h++)
+        for (int i = 0; i < half; i++)
+            for (int j = 0; j < 2; j++) {
+                size_t g = (size_t)h * head_dim + 2 * i + j, f = (size_t)h * head_dim + j * half + i;
+                size_t to = to_gguf ? g : f, from = to_gguf ? f : g;
+                memcpy(dst + to * n_cols, src + from * n_cols, n_cols * sizeof *dst);
+            }
+}
+
+void qk_permute(float *dst, const float *src, int n_head, int head_dim, size_t n_cols) {
+    permute_rows(dst, src, n_head, head_dim, n_cols, true);
+}
+
+void qk_unpermute(float *dst, const float *src, int n_head, int head_dim, size_t n_cols) {
+    permute_rows(dst, src, n_head, head_dim, n_cols, false);
+}

@@ -1,0 +1,43 @@
+/* SwiGLU: silu(gate) * up, forward and backward, over spans that vectorize
+ * (vec_expf, AVX-512/AVX2 clones). */
+#include "ops.h"
+
+#include "../util/vecmath.h"
+
+enum { SPAN = 4096 };
+
+VECTOR_CLONES static void swiglu_span(float *out, const float *gate, const float *up, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + vec_expf(-g)) * up[i];
+    }
+}
+
+void swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+    size_t spans = (n + SPAN - 1) / SPAN;
+#pragma omp parallel for schedule(static) if (spans > 1)
+    for (size_t b = 0; b < spans; b++) {
+        size_t i0 = b * SPAN, len = n - i0 < SPAN ? n - i0 : SPAN;
+        swiglu_span(out + i0, gate + i0, up + i0, len);
+    }
+}
+
+VECTOR_CLONES static void swiglu_backward_span(float *dg, float *du, const float *dh, const float *g, const float *u,
+                                               size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i], sig = 1.0f / (1.0f + vec_expf(-x)), silu = x * sig, d = dh[i];
+        du[i] = d * silu;
+        dg[i] = d * u[i] * sig * (1.0f + x * (1.0f - sig));
+    }
+}
+
+void swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n) {
+    size_t spans = (n + SPAN - 1) / SPAN;
+#pragma omp parallel for schedule(static) if (spans > 1)
+    for (size_t b = 0; b < spans; b++) {
+        size_t i0 = b * SPAN, len = n - i0 < SPAN ? n - i0 : SPAN;
+        swiglu_backward_span(dg + i0, du + i0, dh + i0, g + i0, u + i0, len);
+    }
+}

@@ -1,0 +1,60 @@
+#include "runner.h"
+
+#include <string.h>
+
+static void free_model(model_runner *r) {
+    model_free(&r->m);
+    model_text_free(&r->mt);
+}
+
+int runner_open(model_runner *r, const char *path, bool classifier, gerr *e) {
+    memset(r, 0, sizeof *r);
+    int rc;
+    if (classifier)
+        rc = model_load_classifier(&r->m, path, e);
+    else
+        rc = model_text_load(path, &r->mt, e);
+    if (!rc) rc = classifier ? model_text_load(path, &r->mt, e) : model_load(&r->m, path, e);
+    if (!rc) rc = model_pack_for_inference(&r->m, e);
+    if (!rc && tok_vocab_size(r->mt.tok) > (size_t)r->m.cfg.vocab_size)
+        rc = gerr_set(e, EX_DATAERR, "%s: the tokenizer has %zu tokens but the model only %d embeddings", path,
+                      tok_vocab_size(r->mt.tok), r->m.cfg.vocab_size);
+    if (rc) free_model(r);
+    return rc;
+}
+
+static int with_headroom(int n, int cap) {
+    long long grown = (long long)n + n / 4;
+    return grown < cap ? (int)grown : cap;
+}
+
+int runner_reserve(model_runner *r, int n_seqs, int max_len, size_t rows, gerr *e) {
+    const model_config *cf = &r->m.cfg;
+    int rc;
+    if (max_len > cf->max_seq_len) max_len = cf->max_seq_len;
+    if (!r->cache_ready) {
+        if ((rc = kv_cache_init(&r->cache, cf, n_seqs, max_len, e))) return rc;
+        r->cache_ready = true;
+    } else if (max_len > r->cache.max_len) {
+        if ((rc = kv_cache_grow(&r->cache, cf, with_headroom(max_len, cf->max_seq_len), e))) return rc;
+    }
+    if (rows > (size_t)1 << 30) return gerr_set(e, EX_USAGE, "%zu rows in one forward call", rows);
+    if (!r->scratch_ready || (size_t)r->scratch.max_rows < rows || r->scratch.max_len < r->cache.max_len) {
+        size_t have = r->scratch_ready ? (size_t)r->scratch.max_rows : 0;
+        int want = rows <= have ? (int)have : have ? with_headroom((int)rows, 1 << 30) : (int)rows;
+        if (r->scratch_ready) model_scratch_free(&r->scratch);
+        r->scratch_ready = false;
+        if ((rc = model_scratch_init(&r->scratch, cf, want, r->cache.max_len, e))) return rc;
+        r->scratch_ready = true;
+    }
+    model_rows_reserve(&r->rows, (size_t)r->scratch.max_rows);
+    return 0;
+}
+
+void runner_close(model_runner *r) {
+    model_rows_free(&r->rows);
+    if (r->cache_ready) kv_cache_free(&r->cache);
+    if (r->scratch_ready) model_scratch_free(&r->scratch);
+    free_model(r);
+    memset(r, 0, sizeof *r);
+}
