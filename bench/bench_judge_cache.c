@@ -13,29 +13,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "reward/judge_cache.h"
+#include "judge/cache.h"
+#include "util/clock.h"
 #include "util/rng.h"
 #include "util/sha256.h"
-
-static double clock_seconds(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static double seconds(void) { return clock_seconds(CLOCK_MONOTONIC); }
-/* CPU time of this process: on a machine other jobs share, the rate per
- * CPU second is what one core of its own would give. */
-static double cpu_seconds(void) { return clock_seconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 typedef struct {
     double wall, cpu; /* per second of each */
 } rate;
 
 static rate rate_of(double n, double wall0, double cpu0) {
-    rate r = {n / (seconds() - wall0), n / (cpu_seconds() - cpu0)};
+    rate r = {n / (now_seconds() - wall0), n / (cpu_seconds() - cpu0)};
     return r;
 }
 
@@ -82,7 +72,7 @@ static rate time_lookups(const char *path, judge_cache_mode mode, long first, lo
     judge_cache *c = NULL;
     if (judge_cache_open(&c, path, mode, &e)) fail(&e);
     long matched = 0;
-    double t0 = seconds(), c0 = cpu_seconds();
+    double t0 = now_seconds(), c0 = cpu_seconds();
     if (chunk <= 1) {
         for (long k = 0; k < count; k++) {
             int got = judge_cache_get(c, ls[k].key, &ls[k].reply, &ls[k].score, &e);
@@ -129,7 +119,7 @@ int main(int argc, char **argv) {
     enum { BATCH = 1000 };
     static char requests[BATCH][1600], replies[BATCH][420];
     static judge_cache_entry batch[BATCH];
-    double t0 = seconds(), c0 = cpu_seconds();
+    double t0 = now_seconds(), c0 = cpu_seconds();
     for (long i = 0; i < entries; i += BATCH) {
         long n = entries - i < BATCH ? entries - i : BATCH;
         for (long k = 0; k < n; k++)
@@ -140,7 +130,7 @@ int main(int argc, char **argv) {
 
     /* single puts: one commit each, as the judge stores answers */
     long singles = entries < 5000 ? entries : 5000;
-    t0 = seconds(), c0 = cpu_seconds();
+    t0 = now_seconds(), c0 = cpu_seconds();
     for (long i = 0; i < singles; i++) {
         make(entries + i, requests[0], sizeof requests[0], replies[0], sizeof replies[0], &batch[0]);
         if (judge_cache_put(c, &batch[0], &e)) fail(&e);

@@ -17,22 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "ckpt/load.h"
 #include "ops/blas.h"
 #include "model/model.h"
 #include "ops/packed.h"
 #include "ops/ops.h"
-
-static double now(void) {
-    struct timespec t;
-    if (clock_gettime(CLOCK_MONOTONIC, &t) != 0) {
-        perror("clock_gettime");
-        exit(EX_OSERR);
-    }
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "util/clock.h"
 
 static void *alloc_or_die(size_t n) {
     void *p = malloc(n);
@@ -76,15 +67,15 @@ static double sgemm_gflops(int M, int K, int N, bool packed) {
     double flop = 2.0 * M * K * N, best = 0;
     int reps = 1;
     for (;;) { /* calibrate reps so one batch takes >= 0.1 s */
-        double t0 = now();
+        double t0 = now_seconds();
         for (int r = 0; r < reps; r++) gemm_once(packed, M, K, N, a, b, bp, c);
-        if (now() - t0 >= 0.1) break;
+        if (now_seconds() - t0 >= 0.1) break;
         reps *= 2;
     }
     for (int trial = 0; trial < 5; trial++) {
-        double t0 = now();
+        double t0 = now_seconds();
         for (int r = 0; r < reps; r++) gemm_once(packed, M, K, N, a, b, bp, c);
-        double g = flop * reps / (now() - t0) / 1e9;
+        double g = flop * reps / (now_seconds() - t0) / 1e9;
         if (g > best) best = g;
     }
     free(a);
@@ -104,12 +95,12 @@ static double read_gbps(size_t bytes, double *sink) {
     for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 255); /* first touch on the reading thread */
     double best = 0, sum = 0;
     for (int trial = 0; trial < 5; trial++) {
-        double t0 = now(), s = 0;
+        double t0 = now_seconds(), s = 0;
         /* simd: lets the float sum be vectorised (no -ffast-math), so the
          * loop is bound by memory and not by one add's latency. */
 #pragma omp parallel for simd schedule(static) reduction(+ : s)
         for (size_t i = 0; i < n; i++) s += buf[i];
-        double g = (double)bytes / (now() - t0) / 1e9;
+        double g = (double)bytes / (now_seconds() - t0) / 1e9;
         sum += s;
         if (g > best) best = g;
     }
@@ -125,9 +116,9 @@ static double memcpy_gbps(size_t bytes) {
     memset(dst, 2, bytes);
     double best = 0;
     for (int trial = 0; trial < 5; trial++) {
-        double t0 = now();
+        double t0 = now_seconds();
         memcpy(dst, src, bytes);
-        double g = 2.0 * (double)bytes / (now() - t0) / 1e9;
+        double g = 2.0 * (double)bytes / (now_seconds() - t0) / 1e9;
         if (g > best) best = g;
     }
     if (dst[bytes - 1] != 1) fprintf(stderr, "bench_model: memcpy check failed\n");
@@ -179,9 +170,9 @@ static result bench_prefill(const model *m, const flop_model *f, int T, int tria
     }
     double best = 1e30;
     for (int t = 0; t < trials + 1; t++) { /* the first call warms caches and the thread pool */
-        double t0 = now();
+        double t0 = now_seconds();
         model_forward(m, &c, T, seq, pos, tok, want, logits, &s);
-        double dt = now() - t0;
+        double dt = now_seconds() - t0;
         if (t > 0 && dt < best) best = dt;
     }
     r.seconds = best;
@@ -220,7 +211,7 @@ static result bench_decode(const model *m, const flop_model *f, int B, int P, in
     for (int b = 1; b < B; b++) kv_cache_copy_prefix(&c, b, 0, P);
     double best = 1e30;
     for (int t = 0; t < trials + 1; t++) { /* trial 0 (2 steps) warms up; every trial rewrites positions P.. */
-        double t0 = now();
+        double t0 = now_seconds();
         for (int k = 0; k < (t ? steps : 2); k++) {
             for (int b = 0; b < B; b++) {
                 seq[b] = b, pos[b] = P + k;
@@ -228,7 +219,7 @@ static result bench_decode(const model *m, const flop_model *f, int B, int P, in
             }
             model_forward(m, &c, B, seq, pos, tok, NULL, logits, &s);
         }
-        double dt = now() - t0;
+        double dt = now_seconds() - t0;
         if (t > 0 && dt < best) best = dt;
     }
     r.seconds = best;
@@ -257,7 +248,7 @@ int main(int argc, char **argv) {
 
     /* ---- the model first, so peak RSS is the model's, not the ceiling buffers' */
     model m;
-    double t0 = now();
+    double t0 = now_seconds();
     if ((rc = model_load(&m, path, &e))) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
         return rc;
@@ -268,7 +259,7 @@ int main(int argc, char **argv) {
         model_free(&m);
         return rc;
     }
-    double load_s = now() - t0;
+    double load_s = now_seconds() - t0;
     const model_config *cf = &m.cfg;
     int qd = cf->n_heads * cf->head_dim, kvd = cf->n_kv_heads * cf->head_dim;
     flop_model f = {

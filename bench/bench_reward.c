@@ -12,16 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "io/record.h"
 #include "reward/reward.h"
-
-static double cpu_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "util/clock.h"
 
 static unsigned next_rand(unsigned *x) {
     *x = *x * 1103515245u + 12345u;
@@ -99,7 +93,8 @@ int main(int argc, char **argv) {
     }
     size_t n = argc > 1 ? (size_t)atol(argv[1]) : 16384;
     double seconds = argc > 2 ? atof(argv[2]) : 2.0;
-    reward_params p = reward_default_params();
+    reward_params p;
+    reward_params_default(&p);
     p.length_max = 160; /* the ~145-token completions fall on the ramp */
     p.length_buffer = 32;
 
@@ -125,13 +120,13 @@ int main(int argc, char **argv) {
     }
 
     /* 1: the functions alone */
-    double t0 = cpu_seconds(), t;
+    double t0 = thread_cpu_seconds(), t;
     size_t scored = 0;
     do {
         for (int k = 0; k < 3; k++)
             if (fns[k].score(fns[k].self, items, n, out + (size_t)k * n, &e)) die_err(&e);
         scored += n;
-        t = cpu_seconds() - t0;
+        t = thread_cpu_seconds() - t0;
     } while (t < seconds);
     double mean[3] = {0};
     for (int k = 0; k < 3; k++) {
@@ -143,7 +138,7 @@ int main(int argc, char **argv) {
            (double)scored / t, n, (double)bytes / (double)n, mean[0], mean[1], mean[2]);
 
     /* 2: with parsing and decoding each record */
-    t0 = cpu_seconds();
+    t0 = thread_cpu_seconds();
     scored = 0;
     do {
         for (size_t i = 0; i < n; i++) {
@@ -153,12 +148,12 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 3; k++)
             if (fns[k].score(fns[k].self, items, n, out + (size_t)k * n, &e)) die_err(&e);
         scored += n;
-        t = cpu_seconds() - t0;
+        t = thread_cpu_seconds() - t0;
     } while (t < seconds);
     double with_parse = (double)scored / t;
 
     /* 3: parsing and decoding alone: the ceiling of any per-record function */
-    t0 = cpu_seconds();
+    t0 = thread_cpu_seconds();
     scored = 0;
     do {
         for (size_t i = 0; i < n; i++) {
@@ -166,7 +161,7 @@ int main(int argc, char **argv) {
             decode(&slots[i], &items[i]);
         }
         scored += n;
-        t = cpu_seconds() - t0;
+        t = thread_cpu_seconds() - t0;
     } while (t < seconds);
     double parse_only = (double)scored / t;
     printf("answer+format+length, with record_parse: %.0f records/s (%.0f%% of record_parse alone, %.0f records/s)\n",

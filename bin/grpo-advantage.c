@@ -4,7 +4,8 @@
 #include "util/flags.h"
 
 int main(int argc, char **argv) {
-    adv_options o = adv_default_options();
+    adv_opts o;
+    adv_opts_default(&o);
     const char *in = "-", *out = "-", *stats = NULL, *scale = "group", *baseline = "mean";
     const flag_spec flags[] = {
         {"--in", NULL, FLAG_STRING, &in, "F", "scored records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL},

@@ -2,21 +2,28 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "reward/judge_cache.h"
-#include "reward/sandbox.h"
+#include "judge/cache.h"
+#include "sandbox/sandbox.h"
 #include "reward/reward.h"
 #include "reward/stage.h"
 #include "ops/blas.h"
 #include "util/err.h"
 #include "util/flags.h"
 
+/* A flag of grpo-reward's table and the reward function whose parameter it
+ * sets (NULL: a flag of the stage itself), so --list can group them. */
+typedef struct {
+    const char *fn;
+    flag_spec spec;
+} reward_flag;
+
 /* --list: each function, then the flags that set its parameters. */
-static void print_list(const flag_spec *flags, const char *const *owner, int n_flags) {
+static void print_list(const reward_flag *flags, int n_flags) {
     for (size_t k = 0; k < reward_n_fn_defs; k++) {
         const reward_fn_def *d = &reward_fn_defs[k];
         printf("%s\n    %s\n", d->name, d->summary);
         for (int i = 0; i < n_flags; i++)
-            if (owner[i] && !strcmp(owner[i], d->name)) flags_print_one(&flags[i]);
+            if (flags[i].fn && !strcmp(flags[i].fn, d->name)) flags_print_one(&flags[i].spec);
     }
 }
 
@@ -74,112 +81,152 @@ static int cache_main(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "cache")) return cache_main(argc - 1, argv + 1);
     blas_ensure_fast_kernels(argv); /* the reward model's matrix products */
-    reward_params p = reward_default_params();
-    reward_stage_options o = reward_stage_default_options();
+    reward_params p;
+    reward_params_default(&p);
+    reward_stage_opts o;
+    reward_stage_opts_default(&o);
     string_list fn_specs = {0};
     long long chunk = (long long)o.chunk;
     bool list = false;
     const char *in = "-", *out = "-";
-    /* owner[i]: the function flag i belongs to, for --list */
-    const char *const owner[] = {
-        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-        "answer",
-        "format", "format",
-        "length", "length", "length", "length",
-        "repetition", "repetition",
-        "code", "code", "code", "code", "code",
-        "cmd", "cmd",
-        "judge", "judge", "judge", "judge", "judge", "judge", "judge", "judge", "judge", "judge", "judge",
-        "judge", "judge", "judge", "judge", "judge",
-        "rm", "rm", "rm",
-    };
-    const flag_spec flags[] = {
-        {"--fn", NULL, FLAG_LIST, &fn_specs, "NAME[:W],...",
-         "reward functions and their weights (repeatable; --list shows them)", 0, 0, NULL},
-        {"--in", NULL, FLAG_STRING, &in, "F", "rollout records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL},
-        {"--out", NULL, FLAG_STRING, &out, "F", "scored records (- = stdout; F.zst is zstd-compressed)", 0, 0, NULL},
-        {"--list", NULL, FLAG_BOOL, &list, NULL, "list the reward functions and their parameters, then exit", 0, 0,
-         NULL},
-        {"--stats", NULL, FLAG_STRING, &o.stats, "F",
-         "write statistics (per reward: mean, std, nulls; per function: counters) as one JSON object to F", 0, 0,
-         NULL},
-        {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n", "score and write only the records whose id hashes into shard i "
-                                                        "of n", 0, 0, NULL},
-        {"--chunk", NULL, FLAG_INT, &chunk, "N",
-         "records scored together (code, judge and cmd overlap their work within a chunk)", 1, 1 << 20, NULL},
-        {"--threads", NULL, FLAG_INT, &p.threads, "N", "threads for the reward model (0 = all cores)", 0, 4096, NULL},
-        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "show progress on stderr even when it is not a terminal",
-         0, 0, NULL},
-        {"--quiet", NULL, FLAG_BOOL, &o.quiet, NULL, "no closing counter lines (judge, code, cmd) on stderr", 0, 0,
-         NULL},
+    /* Every flag with the function whose parameter it sets (NULL: the stage's own). */
+    const reward_flag rflags[] = {
+        {NULL,
+         {"--fn", NULL, FLAG_LIST, &fn_specs, "NAME[:W],...",
+          "reward functions and their weights (repeatable; --list shows them)", 0, 0, NULL}},
+        {NULL, {"--in", NULL, FLAG_STRING, &in, "F", "rollout records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL}},
+        {NULL,
+         {"--out", NULL, FLAG_STRING, &out, "F", "scored records (- = stdout; F.zst is zstd-compressed)", 0, 0, NULL}},
+        {NULL,
+         {"--list", NULL, FLAG_BOOL, &list, NULL, "list the reward functions and their parameters, then exit", 0, 0,
+          NULL}},
+        {NULL,
+         {"--stats", NULL, FLAG_STRING, &o.stats, "F",
+          "write statistics (per reward: mean, std, nulls; per function: counters) as one JSON object to F", 0, 0,
+          NULL}},
+        {NULL,
+         {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n",
+          "score and write only the records whose id hashes into shard i of n", 0, 0, NULL}},
+        {NULL,
+         {"--chunk", NULL, FLAG_INT, &chunk, "N",
+          "records scored together (code, judge and cmd overlap their work within a chunk)", 1, 1 << 20, NULL}},
+        {NULL,
+         {"--threads", NULL, FLAG_INT, &p.threads, "N", "threads for the reward model (0 = all cores)", 0, 4096, NULL}},
+        {NULL,
+         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "show progress on stderr even when it is not a terminal", 0,
+          0, NULL}},
+        {NULL,
+         {"--quiet", NULL, FLAG_BOOL, &o.quiet, NULL, "no closing counter lines (judge, code, cmd) on stderr", 0, 0,
+          NULL}},
 
-        {"--answer-tol", NULL, FLAG_DOUBLE, &p.answer_tol, "X",
-         "numbers a, b match when |a-b| <= X * max(1, |b|)", 0, 1, NULL},
-        {"--format-tags", NULL, FLAG_STRING, &p.format_tags, "LIST", "the tags, in the order they must appear", 0,
-         0, NULL},
-        {"--format-mode", NULL, FLAG_CHOICE, &p.format_mode, "strict|soft|partial",
-         "strict layout only, tags in order anywhere, or credit per well-formed tag", 0, 0, "strict|soft|partial"},
-        {"--max-len", NULL, FLAG_INT, &p.length_max, "N", "completions longer than N get -1 (0 = off)", 0, 1e12,
-         NULL},
-        {"--overlong-buffer", NULL, FLAG_INT, &p.length_buffer, "N",
-         "the penalty ramps from 0 to -1 over the last N before --max-len (DAPO)", 0, 1e12, NULL},
-        {"--min-len", NULL, FLAG_INT, &p.length_min, "N", "completions shorter than N get -1 (0 = off)", 0, 1e12,
-         NULL},
-        {"--length-unit", NULL, FLAG_CHOICE, &p.length_unit, "tokens|chars",
-         "count completion_tokens, or the completion's Unicode code points", 0, 0, "tokens|chars"},
-        {"--rep-ngram", NULL, FLAG_INT, &p.rep_ngram, "N", "n-gram size of the repetition penalty", 1, 64, NULL},
-        {"--rep-penalty", NULL, FLAG_DOUBLE, &p.rep_max_penalty, "X",
-         "value of a completion that is one n-gram repeated (<= 0)", -1e9, 0, NULL},
-        {"--code-python", NULL, FLAG_STRING, &p.code_python, "PATH",
-         "the Python interpreter the tests run with (as an unprivileged user: not one under /root)", 0, 0, NULL},
-        {"--code-tests-field", NULL, FLAG_STRING, &p.code_tests_field, "NAME",
-         "the record field holding the tests (an array of Python snippets)", 0, 0, NULL},
-        {"--code-timeout", NULL, FLAG_DOUBLE, &p.code_timeout, "S", "wall-clock seconds per test run", 0.01, 86400,
-         NULL},
-        {"--code-memory", NULL, FLAG_INT, &p.code_memory_mb, "MB", "address-space limit of a test run", 16,
-         1 << 20, NULL},
-        {"--jobs", "-j", FLAG_INT, &p.jobs, "N", "sandboxed test runs at once", 1, 1024, NULL},
-        {"--cmd", NULL, FLAG_STRING, &p.cmd, "'PROGRAM'", "the reward program, run with /bin/sh -c", 0, 0, NULL},
-        {"--cmd-timeout", NULL, FLAG_DOUBLE, &p.cmd_timeout, "S",
-         "seconds to wait for an answer before the program counts as silent", 0.01, 86400, NULL},
-        {"--judge-url", NULL, FLAG_STRING, &p.judge_url, "URL",
-         "OpenAI-compatible base URL (requests go to URL/chat/completions)", 0, 0, NULL},
-        {"--judge-model", NULL, FLAG_STRING, &p.judge_model, "NAME", "the judge model", 0, 0, NULL},
-        {"--judge-template", NULL, FLAG_STRING, &p.judge_template, "F",
-         "prompt template: {prompt}, {completion}, {answer}, {FIELD}; {{ }} are braces", 0, 0, NULL},
-        {"--judge-system", NULL, FLAG_STRING, &p.judge_system, "TEXT", "a system message for the judge", 0, 0, NULL},
-        {"--judge-regex", NULL, FLAG_STRING, &p.judge_regex, "RE",
-         "where the score is in the reply (first group; default: the first number)", 0, 0, NULL},
-        {"--judge-scale", NULL, FLAG_DOUBLE, &p.judge_scale, "X", "the parsed score is multiplied by X", 0, 0, NULL},
-        {"--judge-key-env", NULL, FLAG_STRING, &p.judge_key_env, "VAR",
-         "environment variable holding the API key (sent as a Bearer token, never logged or cached)", 0, 0, NULL},
-        {"--judge-cache", NULL, FLAG_STRING, &p.judge_cache, "PATH",
-         "SQLite cache of answers (default $XDG_CACHE_HOME/grpo/judge.sqlite)", 0, 0, NULL},
-        {"--judge-cache-mode", NULL, FLAG_CHOICE, &p.judge_cache_mode, "readwrite|readonly|refresh|off",
-         "use and fill the cache, only use it, only fill it, or neither", 0, 0, "readwrite|readonly|refresh|off"},
-        {"--judge-concurrency", NULL, FLAG_INT, &p.judge_concurrency, "N", "requests in flight at once", 1, 4096,
-         NULL},
-        {"--judge-timeout", NULL, FLAG_DOUBLE, &p.judge_timeout, "S", "seconds per request", 0.01, 86400, NULL},
-        {"--judge-retries", NULL, FLAG_INT, &p.judge_retries, "N",
-         "retries of a request (429, 5xx, timeouts, resets) before exit 75", 0, 1000, NULL},
-        {"--judge-rps", NULL, FLAG_DOUBLE, &p.judge_rps, "X", "at most X requests per second (0 = no limit)", 0, 1e9,
-         NULL},
-        {"--judge-tpm", NULL, FLAG_DOUBLE, &p.judge_tpm, "X", "at most X tokens per minute (0 = no limit)", 0, 1e12,
-         NULL},
-        {"--judge-max-tokens", NULL, FLAG_INT, &p.judge_max_tokens, "N", "max_tokens of each request", 1, 1 << 20,
-         NULL},
-        {"--judge-temperature", NULL, FLAG_DOUBLE, &p.judge_temperature, "T", "temperature of each request", 0, 2,
-         NULL},
-        {"--rm-model", NULL, FLAG_STRING, &p.rm_model, "M",
-         "reward model: HF directory of a LlamaForSequenceClassification / Qwen2ForSequenceClassification", 0, 0,
-         NULL},
-        {"--rm-batch", NULL, FLAG_INT, &p.rm_batch, "N", "sequences the reward model scores at once", 1, 4096, NULL},
-        {"--rm-chat-template", NULL, FLAG_CHOICE, &p.rm_chat_template, "auto|chatml|llama3|raw",
-         "chat template the reward model's text is rendered with (auto: the reward model's own)", 0, 0,
-         "auto|chatml|llama3|raw"},
+        {"answer",
+         {"--answer-tol", NULL, FLAG_DOUBLE, &p.answer_tol, "X", "numbers a, b match when |a-b| <= X * max(1, |b|)", 0,
+          1, NULL}},
+
+        {"format",
+         {"--format-tags", NULL, FLAG_STRING, &p.format_tags, "LIST", "the tags, in the order they must appear", 0, 0,
+          NULL}},
+        {"format",
+         {"--format-mode", NULL, FLAG_CHOICE, &p.format_mode, "strict|soft|partial",
+          "strict layout only, tags in order anywhere, or credit per well-formed tag", 0, 0, "strict|soft|partial"}},
+
+        {"length",
+         {"--max-len", NULL, FLAG_INT, &p.length_max, "N", "completions longer than N get -1 (0 = off)", 0, 1e12,
+          NULL}},
+        {"length",
+         {"--overlong-buffer", NULL, FLAG_INT, &p.length_buffer, "N",
+          "the penalty ramps from 0 to -1 over the last N before --max-len (DAPO)", 0, 1e12, NULL}},
+        {"length",
+         {"--min-len", NULL, FLAG_INT, &p.length_min, "N", "completions shorter than N get -1 (0 = off)", 0, 1e12,
+          NULL}},
+        {"length",
+         {"--length-unit", NULL, FLAG_CHOICE, &p.length_unit, "tokens|chars",
+          "count completion_tokens, or the completion's Unicode code points", 0, 0, "tokens|chars"}},
+
+        {"repetition",
+         {"--rep-ngram", NULL, FLAG_INT, &p.rep_ngram, "N", "n-gram size of the repetition penalty", 1, 64, NULL}},
+        {"repetition",
+         {"--rep-penalty", NULL, FLAG_DOUBLE, &p.rep_max_penalty, "X",
+          "value of a completion that is one n-gram repeated (<= 0)", -1e9, 0, NULL}},
+
+        {"code",
+         {"--code-python", NULL, FLAG_STRING, &p.code_python, "PATH",
+          "the Python interpreter the tests run with (as an unprivileged user: not one under /root)", 0, 0, NULL}},
+        {"code",
+         {"--code-tests-field", NULL, FLAG_STRING, &p.code_tests_field, "NAME",
+          "the record field holding the tests (an array of Python snippets)", 0, 0, NULL}},
+        {"code",
+         {"--code-timeout", NULL, FLAG_DOUBLE, &p.code_timeout, "S", "wall-clock seconds per test run", 0.01, 86400,
+          NULL}},
+        {"code",
+         {"--code-memory", NULL, FLAG_INT, &p.code_memory_mb, "MB", "address-space limit of a test run", 16, 1 << 20,
+          NULL}},
+        {"code", {"--jobs", "-j", FLAG_INT, &p.jobs, "N", "sandboxed test runs at once", 1, 1024, NULL}},
+
+        {"cmd",
+         {"--cmd", NULL, FLAG_STRING, &p.cmd, "'PROGRAM'", "the reward program, run with /bin/sh -c", 0, 0, NULL}},
+        {"cmd",
+         {"--cmd-timeout", NULL, FLAG_DOUBLE, &p.cmd_timeout, "S",
+          "seconds to wait for an answer before the program counts as silent", 0.01, 86400, NULL}},
+
+        {"judge",
+         {"--judge-url", NULL, FLAG_STRING, &p.judge_url, "URL",
+          "OpenAI-compatible base URL (requests go to URL/chat/completions)", 0, 0, NULL}},
+        {"judge", {"--judge-model", NULL, FLAG_STRING, &p.judge_model, "NAME", "the judge model", 0, 0, NULL}},
+        {"judge",
+         {"--judge-template", NULL, FLAG_STRING, &p.judge_template, "F",
+          "prompt template: {prompt}, {completion}, {answer}, {FIELD}; {{ }} are braces", 0, 0, NULL}},
+        {"judge",
+         {"--judge-system", NULL, FLAG_STRING, &p.judge_system, "TEXT", "a system message for the judge", 0, 0, NULL}},
+        {"judge",
+         {"--judge-regex", NULL, FLAG_STRING, &p.judge_regex, "RE",
+          "where the score is in the reply (first group; default: the first number)", 0, 0, NULL}},
+        {"judge",
+         {"--judge-scale", NULL, FLAG_DOUBLE, &p.judge_scale, "X", "the parsed score is multiplied by X", 0, 0, NULL}},
+        {"judge",
+         {"--judge-key-env", NULL, FLAG_STRING, &p.judge_key_env, "VAR",
+          "environment variable holding the API key (sent as a Bearer token, never logged or cached)", 0, 0, NULL}},
+        {"judge",
+         {"--judge-cache", NULL, FLAG_STRING, &p.judge_cache, "PATH",
+          "SQLite cache of answers (default $XDG_CACHE_HOME/grpo/judge.sqlite)", 0, 0, NULL}},
+        {"judge",
+         {"--judge-cache-mode", NULL, FLAG_CHOICE, &p.judge_cache_mode, "readwrite|readonly|refresh|off",
+          "use and fill the cache, only use it, only fill it, or neither", 0, 0, "readwrite|readonly|refresh|off"}},
+        {"judge",
+         {"--judge-concurrency", NULL, FLAG_INT, &p.judge_concurrency, "N", "requests in flight at once", 1, 4096,
+          NULL}},
+        {"judge",
+         {"--judge-timeout", NULL, FLAG_DOUBLE, &p.judge_timeout, "S", "seconds per request", 0.01, 86400, NULL}},
+        {"judge",
+         {"--judge-retries", NULL, FLAG_INT, &p.judge_retries, "N",
+          "retries of a request (429, 5xx, timeouts, resets) before exit 75", 0, 1000, NULL}},
+        {"judge",
+         {"--judge-rps", NULL, FLAG_DOUBLE, &p.judge_rps, "X", "at most X requests per second (0 = no limit)", 0, 1e9,
+          NULL}},
+        {"judge",
+         {"--judge-tpm", NULL, FLAG_DOUBLE, &p.judge_tpm, "X", "at most X tokens per minute (0 = no limit)", 0, 1e12,
+          NULL}},
+        {"judge",
+         {"--judge-max-tokens", NULL, FLAG_INT, &p.judge_max_tokens, "N", "max_tokens of each request", 1, 1 << 20,
+          NULL}},
+        {"judge",
+         {"--judge-temperature", NULL, FLAG_DOUBLE, &p.judge_temperature, "T", "temperature of each request", 0, 2,
+          NULL}},
+
+        {"rm",
+         {"--rm-model", NULL, FLAG_STRING, &p.rm_model, "M",
+          "reward model: HF directory of a LlamaForSequenceClassification / Qwen2ForSequenceClassification", 0, 0,
+          NULL}},
+        {"rm",
+         {"--rm-batch", NULL, FLAG_INT, &p.rm_batch, "N", "sequences the reward model scores at once", 1, 4096, NULL}},
+        {"rm",
+         {"--rm-chat-template", NULL, FLAG_CHOICE, &p.rm_chat_template, "auto|chatml|llama3|raw",
+          "chat template the reward model's text is rendered with (auto: the reward model's own)", 0, 0,
+          "auto|chatml|llama3|raw"}},
     };
-    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
-    _Static_assert(sizeof owner / sizeof owner[0] == sizeof flags / sizeof flags[0], "one owner per flag");
+    enum { N_FLAGS = sizeof rflags / sizeof rflags[0] };
+    flag_spec flags[N_FLAGS];
+    for (int i = 0; i < N_FLAGS; i++) flags[i] = rflags[i].spec;
     flag_parser fp = {
         .usage = "grpo-reward --fn NAME[:WEIGHT][,NAME[:WEIGHT]...] [--in F] [--out F] [--stats F] [--shard i/n] "
                  "[--list] [function flags]",
@@ -188,7 +235,7 @@ int main(int argc, char **argv) {
             "and `reward` is the weighted sum over the entries that are not null (null when none applies).\n"
             "Every other field is copied unchanged and in order; records keep their input order.",
         .flags = flags,
-        .n_flags = n_flags,
+        .n_flags = N_FLAGS,
         .epilog = "Functions: answer, format, length, repetition, code, cmd, judge, rm (grpo-reward --list).\n"
                   "The judge cache: grpo-reward cache stats|export|import|prune (grpo-reward cache --help).\n"
                   "judge: answers are stored in the cache as they arrive; when a request still fails after\n"
@@ -203,7 +250,7 @@ int main(int argc, char **argv) {
     };
     flags_parse(&fp, argc, argv);
     if (list) {
-        print_list(flags, owner, n_flags);
+        print_list(rflags, N_FLAGS);
         return 0;
     }
     o.in = in;

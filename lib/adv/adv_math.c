@@ -65,15 +65,3 @@ double adv_std(const double *v, size_t n) {
     for (size_t i = 0; i < n; i++) ss += (v[i] - mean) * (v[i] - mean);
     return sqrt(ss / (double)(n - 1));
 }
-
-void adv_moments_add(adv_moments *m, double x) {
-    m->n++;
-    double d = x - m->mean;
-    m->mean += d / (double)m->n;
-    m->m2 += d * (x - m->mean);
-}
-
-double adv_moments_std(const adv_moments *m) {
-    if (m->n < 2) return NAN;
-    return sqrt(m->m2 / (double)(m->n - 1));
-}

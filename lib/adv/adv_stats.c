@@ -57,7 +57,7 @@ int adv_stats_read_rewards(adv_stats *s, const record *r, gerr *e) {
                          "field \"rewards\": key \"%.200s\": expected a finite number", v->string ? v->string : "");
             break;
         }
-        if (s) adv_moments_add(&fn_stat(s, v->string ? v->string : "")->m, v->valuedouble);
+        if (s) welford_push(&fn_stat(s, v->string ? v->string : "")->m, v->valuedouble);
     }
     cJSON_Delete(obj);
     return rc;
@@ -65,8 +65,7 @@ int adv_stats_read_rewards(adv_stats *s, const record *r, gerr *e) {
 
 static void put_number(strbuf *b, const char *key, double v) {
     sb_printf(b, ",\"%s\":", key);
-    if (isfinite(v)) sb_json_number(b, v);
-    else sb_puts(b, "null"); /* undefined (no values): null, never a made-up 0 */
+    sb_json_number(b, v); /* undefined (no values, NaN): null, never a made-up 0 */
 }
 
 static int by_name(const void *a, const void *b) {
@@ -80,9 +79,9 @@ void adv_stats_to_json(const adv_stats *s, strbuf *out) {
     sb_printf(out, "{\"records\":%lld,\"groups\":%lld,\"groups_flat\":%lld,\"groups_dropped\":%lld,"
                    "\"null_rewards\":%lld,\"records_written\":%lld",
               s->records, s->groups, s->groups_flat, s->groups_dropped, s->null_rewards, s->records_written);
-    put_number(out, "reward_mean", s->reward.n ? s->reward.mean : NAN);
+    put_number(out, "reward_mean", welford_mean(&s->reward));
     put_number(out, "reward_std", s->groups ? s->group_std_sum / (double)s->groups : NAN);
-    put_number(out, "reward_std_batch", adv_moments_std(&s->reward));
+    put_number(out, "reward_std_batch", welford_std(&s->reward));
     put_number(out, "frac_reward_zero_std", s->groups ? (double)s->groups_flat / (double)s->groups : NAN);
     /* Sorted by name so the object does not depend on which record came first. */
     const adv_fn_stat **sorted = xmalloc((s->n_fns ? s->n_fns : 1) * sizeof *sorted);
@@ -99,9 +98,7 @@ void adv_stats_to_json(const adv_stats *s, strbuf *out) {
             sb_putc(out, ',');
             sb_json_string(out, key.data, key.len);
             sb_putc(out, ':');
-            double v = which ? adv_moments_std(&f->m) : f->m.mean;
-            if (isfinite(v)) sb_json_number(out, v);
-            else sb_puts(out, "null");
+            sb_json_number(out, which ? welford_std(&f->m) : welford_mean(&f->m));
         }
     }
     sb_free(&key);

@@ -4,17 +4,18 @@
 #define GRPO_ADV_STATS_H
 
 #include "../io/record.h"
+#include "../util/stats.h"
 #include "advantage.h"
 
 typedef struct {
     char *name; /* decoded reward-function name */
     size_t len;
-    adv_moments m; /* its non-null values */
+    welford m;     /* its non-null values */
 } adv_fn_stat;
 
 typedef struct {
     long long records, groups, groups_flat, groups_dropped, null_rewards, records_written;
-    adv_moments reward;   /* every non-null reward */
+    welford reward;       /* every non-null reward */
     double group_std_sum; /* sum of within-group stds, for reward_std */
     adv_fn_stat *fns;
     size_t n_fns, cap_fns;

@@ -22,13 +22,12 @@
 #include "../util/idset.h"
 #include "adv_stats.h"
 
-adv_options adv_default_options(void) {
-    adv_options o = {0};
-    o.scale = ADV_SCALE_GROUP;
-    o.baseline = ADV_BASELINE_MEAN;
-    o.shard.index = 0;
-    o.shard.count = 1;
-    return o;
+void adv_opts_default(adv_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->scale = ADV_SCALE_GROUP;
+    o->baseline = ADV_BASELINE_MEAN;
+    o->shard.index = 0;
+    o->shard.count = 1;
 }
 
 int adv_parse_scale(const char *s, adv_scale *out, gerr *e) {
@@ -112,7 +111,7 @@ static int id_text_len(const record *r, const char **text) {
 }
 
 typedef struct {
-    const adv_options *o;
+    const adv_opts *o;
     jsonl_reader rd;
     bool rd_open;
     group_buf g;
@@ -214,7 +213,7 @@ static int account_group(stage *s, adv_stats *st, gerr *e) {
     st->null_rewards += (long long)(g->n - gs.n_valid);
     st->group_std_sum += gs.std;
     for (size_t i = 0; i < g->n; i++)
-        if (g->valid[i]) adv_moments_add(&st->reward, g->r[i]);
+        if (g->valid[i]) welford_push(&st->reward, g->r[i]);
     if (gs.flat) st->groups_flat++;
     if (gs.flat && s->o->drop_flat) st->groups_dropped++;
     else st->records_written += (long long)g->n;
@@ -407,7 +406,7 @@ out:
 
 /* ---- the stage ------------------------------------------------------------ */
 
-int adv_run(const adv_options *o, gerr *e) {
+int adv_run(const adv_opts *o, gerr *e) {
     stage s;
     memset(&s, 0, sizeof s);
     s.o = o;

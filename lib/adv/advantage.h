@@ -49,16 +49,6 @@ adv_group_stats adv_group_advantages(const double *r, const bool *valid, size_t 
 /* Unbiased (n-1) standard deviation of v[0..n-1], two-pass; 0 when n < 2. */
 double adv_std(const double *v, size_t n);
 
-/* Welford running mean and variance, for statistics over a stream. */
-typedef struct {
-    long long n;
-    double mean, m2;
-} adv_moments;
-
-void adv_moments_add(adv_moments *m, double x);
-/* Unbiased variance's square root; NaN when fewer than two values. */
-double adv_moments_std(const adv_moments *m);
-
 /* ---- the stage (advantage.c) ----------------------------------------------- */
 
 typedef struct {
@@ -71,10 +61,10 @@ typedef struct {
     bool allow_partial; /* accept 1-record groups and groups split across the stream */
     bool progress;      /* force progress on stderr even when it is not a terminal */
     shard_spec shard;   /* only groups whose id falls in this shard are written */
-} adv_options;
+} adv_opts;
 
 /* Defaults: stdin to stdout, --scale group, --baseline mean, every shard. */
-adv_options adv_default_options(void);
+void adv_opts_default(adv_opts *o);
 
 /* "group|batch|none" and "mean|loo"; EX_USAGE on anything else. */
 int adv_parse_scale(const char *s, adv_scale *out, gerr *e);
@@ -82,6 +72,6 @@ int adv_parse_baseline(const char *s, adv_baseline *out, gerr *e);
 
 /* Runs the stage. On failure no output or statistics file is left behind
  * (stdout excepted) and e says why (sysexits code). */
-int adv_run(const adv_options *o, gerr *e);
+int adv_run(const adv_opts *o, gerr *e);
 
 #endif

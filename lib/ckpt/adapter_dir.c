@@ -36,12 +36,6 @@ static int cmp_ref_name(const void *a, const void *b) {
     return strcmp(((const lora_tensor_ref *)a)->name, ((const lora_tensor_ref *)b)->name);
 }
 
-/* A Python float as json.dumps prints it: 0.0, 0.05, 16.5, 1e-05. */
-static void py_float(strbuf *b, double v) {
-    if (v == floor(v) && fabs(v) < 1e16) sb_printf(b, "%.1f", v);
-    else sb_json_number(b, v);
-}
-
 static void config_json(const lora *l, strbuf *b) {
     sb_puts(b, "{\n  \"alpha_pattern\": {},\n  \"auto_mapping\": null,\n  \"base_model_name_or_path\": ");
     if (l->base) sb_json_string(b, l->base, strlen(l->base));
@@ -53,7 +47,7 @@ static void config_json(const lora *l, strbuf *b) {
     if (l->alpha == floor(l->alpha) && l->alpha < 1e15) sb_printf(b, "%.0f", l->alpha);
     else sb_json_number(b, l->alpha);
     sb_puts(b, ",\n  \"lora_dropout\": ");
-    py_float(b, l->dropout);
+    sb_json_pyfloat(b, l->dropout, false);
     sb_printf(b, ",\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n  \"r\": %d,\n"
                  "  \"rank_pattern\": {},\n  \"revision\": null,\n  \"target_modules\": [",
               l->r);

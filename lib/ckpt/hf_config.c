@@ -128,28 +128,6 @@ static int copy_config(const char *out_path, const char *source, const char *dty
 
 /* ---- generating one from a GGUF's hyper-parameters ----------------------------------- */
 
-/* A Python float as json.dumps writes it (1e-05, 100000.0, 0.02): the
- * shortest digits that read back (as a double rounded to float when
- * is_float), positional for exponents -4 .. 15 as repr() does. */
-static void py_number(strbuf *b, double v, bool is_float) {
-    char buf[48];
-    int prec = 1;
-    for (; prec < 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
-        double back = strtod(buf, NULL);
-        if (is_float ? (float)back == (float)v : back == v) break;
-    }
-    snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
-    int x = atoi(strchr(buf, 'e') + 1);
-    if (x >= -4 && x < 16) {
-        snprintf(buf, sizeof buf, "%.*f", prec - 1 - x > 1 ? prec - 1 - x : 1, v);
-    } else {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (!strpbrk(buf, ".e")) strcat(buf, ".0");
-    }
-    sb_puts(b, buf);
-}
-
 typedef struct {
     const char *key;
     strbuf val;
@@ -230,16 +208,16 @@ static int generate_config(const char *out_path, const model *m, const char *sou
     put_int(&es, "num_attention_heads", c.n_heads);
     put_int(&es, "num_hidden_layers", c.n_layers);
     put_int(&es, "num_key_value_heads", c.n_kv_heads);
-    py_number(put(&es, "rms_norm_eps"), c.norm_eps, true);
-    py_number(put(&es, "rope_theta"), c.rope_theta, false);
+    sb_json_pyfloat(put(&es, "rms_norm_eps"), c.norm_eps, true);
+    sb_json_pyfloat(put(&es, "rope_theta"), c.rope_theta, false);
     strbuf *rs = put(&es, "rope_scaling");
     if (c.rope_llama3) {
         sb_puts(rs, "{\n    \"factor\": ");
-        py_number(rs, c.rope_factor, false);
+        sb_json_pyfloat(rs, c.rope_factor, false);
         sb_puts(rs, ",\n    \"high_freq_factor\": ");
-        py_number(rs, c.rope_high_freq_factor, false);
+        sb_json_pyfloat(rs, c.rope_high_freq_factor, false);
         sb_puts(rs, ",\n    \"low_freq_factor\": ");
-        py_number(rs, c.rope_low_freq_factor, false);
+        sb_json_pyfloat(rs, c.rope_low_freq_factor, false);
         sb_printf(rs, ",\n    \"original_max_position_embeddings\": %d,\n    \"rope_type\": \"llama3\"\n  }",
                   c.rope_original_max_pos);
     } else {

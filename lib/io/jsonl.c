@@ -42,6 +42,7 @@ int jsonl_next_line(jsonl_reader *r, const char **line, size_t *len, gerr *e) {
             }
             r->chunk_pos = 0;
             r->chunk_len = (size_t)n;
+            if (r->hash) sha256_update(r->hash, r->chunk, r->chunk_len);
             if (n == 0) r->eof = true;
             continue;
         }

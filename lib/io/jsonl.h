@@ -4,6 +4,7 @@
 #ifndef GRPO_JSONL_H
 #define GRPO_JSONL_H
 
+#include "../util/sha256.h"
 #include "instream.h"
 #include "outstream.h"
 #include "record.h"
@@ -16,6 +17,7 @@ typedef struct {
     char *chunk;
     size_t chunk_len, chunk_pos;
     bool eof;
+    sha256_ctx *hash; /* when set, every byte read (decompressed) goes into it */
 } jsonl_reader;
 
 int jsonl_open(jsonl_reader *r, const char *path, gerr *e);

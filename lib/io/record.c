@@ -297,11 +297,12 @@ void record_set_int(record *r, const char *key, long long v) {
 
 void record_set_null(record *r, const char *key) { record_set_raw(r, key, "null", 4); }
 
-void record_set_json(record *r, const char *key, const cJSON *v) {
+int record_set_json(record *r, const char *key, const cJSON *v, gerr *e) {
     char *s = cJSON_PrintUnformatted(v);
-    if (!s) die(EX_SOFTWARE, "out of memory printing field \"%s\"", key);
+    if (!s) return gerr_set(e, EX_SOFTWARE, "out of memory printing field \"%s\"", key);
     record_set_raw(r, key, s, strlen(s));
     cJSON_free(s);
+    return 0;
 }
 
 void record_append_field(record *r, const rec_field *src) {

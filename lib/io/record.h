@@ -76,7 +76,8 @@ void record_set_string(record *r, const char *key, const char *s, size_t len);
 void record_set_number(record *r, const char *key, double v);
 void record_set_int(record *r, const char *key, long long v);
 void record_set_null(record *r, const char *key);
-void record_set_json(record *r, const char *key, const cJSON *v);
+/* EX_SOFTWARE when cJSON runs out of memory printing v. */
+int record_set_json(record *r, const char *key, const cJSON *v, gerr *e);
 /* Appends a field copied from another record (its raw key and value). */
 void record_append_field(record *r, const rec_field *f);
 void record_remove(record *r, const char *key);

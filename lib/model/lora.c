@@ -1,13 +1,13 @@
 /* LoRA factors: shapes, PEFT names, initialisation, merging. */
 #include "lora.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
+#include "../ops/ops.h"
 #include "../util/rng.h"
 #include "layer.h"
 
@@ -138,8 +138,7 @@ void lora_merge(model *m, const lora *l) {
         int in = l->in_dim[t], out = l->out_dim[t], r = l->r;
         for (int layer = 0; layer < l->n_layers; layer++) {
             float *w = model_layer_tensor(m, targets_info[t].param, layer);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, out, in, r, l->scale, lora_b_at(l, t, layer), r,
-                        lora_a_at(l, t, layer), in, 1.0f, w, in);
+            gemm(false, false, out, in, r, l->scale, lora_b_at(l, t, layer), r, lora_a_at(l, t, layer), in, 1.0f, w, in);
         }
     }
 }

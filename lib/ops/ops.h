@@ -37,11 +37,12 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
                       int n, int d);
 
 /* ---- matrix products (matmul.c) ---------------------------------------------- */
-/* C[M, N] = alpha op(A) op(B) + beta C, row-major, op = transpose when t*. */
+/* C[M, N] = alpha op(A) op(B) + beta C, row-major, op = transpose when t*:
+ * fixed tiles of C, so the result does not depend on the thread count. */
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc);
 /* out[n, out_dim] = in[n, in_dim] @ w[out_dim, in_dim]^T (+ bias[out_dim]):
- * sgemm over all rows at once. Call blas_setup_threads() first. */
+ * gemm over all rows at once. */
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
                     int out_dim);
 /* The same with w packed by packed_pack (packed.h). */

@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "extract.h"
+#include "../answer/extract.h"
 #include "prompt.h"
 
 static const char *task_label(prep_task t) {

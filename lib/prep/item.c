@@ -15,6 +15,8 @@ void prep_item_clear(prep_item *it) {
     for (int i = 0; i < it->n_extras; i++) sb_clear(&it->extra_raw[i]);
     it->n_extras = 0;
     it->n_consumed = 0;
+    it->overflow = NULL;
+    sb_clear(&it->spill);
 }
 
 void prep_item_free(prep_item *it) {
@@ -23,18 +25,26 @@ void prep_item_free(prep_item *it) {
     sb_free(&it->messages);
     sb_free(&it->answer);
     for (int i = 0; i < ITEM_MAX_EXTRAS; i++) sb_free(&it->extra_raw[i]);
+    sb_free(&it->spill);
     memset(it, 0, sizeof *it);
 }
 
 strbuf *prep_item_extra(prep_item *it, const char *key) {
-    if (it->n_extras == ITEM_MAX_EXTRAS) die(EX_SOFTWARE, "too many extra fields in a prompt record");
+    if (it->n_extras == ITEM_MAX_EXTRAS) {
+        it->overflow = "too many extra fields in a prompt record";
+        sb_clear(&it->spill);
+        return &it->spill;
+    }
     it->extra_key[it->n_extras] = key;
     sb_clear(&it->extra_raw[it->n_extras]);
     return &it->extra_raw[it->n_extras++];
 }
 
 void prep_item_consume(prep_item *it, const char *name) {
-    if (it->n_consumed == ITEM_MAX_CONSUMED) die(EX_SOFTWARE, "too many consumed fields in a prompt record");
+    if (it->n_consumed == ITEM_MAX_CONSUMED) {
+        it->overflow = "too many consumed fields in a prompt record";
+        return;
+    }
     it->consumed[it->n_consumed++] = name;
 }
 
@@ -72,6 +82,7 @@ static bool consumed(const prep_item *it, const rec_field *f) {
 }
 
 int prep_item_to_record(const prep_item *it, const record *in, record *out, gerr *e) {
+    if (it->overflow) return gerr_set(e, EX_SOFTWARE, "%s", it->overflow);
     record_reset(out, in ? in->file : NULL, in ? in->line : 0);
     strbuf raw = {0};
     sb_json_string(&raw, it->id.data ? it->id.data : "", it->id.len);

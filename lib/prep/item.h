@@ -27,13 +27,18 @@ typedef struct {
      * the pass-through rather than kept twice. */
     int n_consumed;
     const char *consumed[ITEM_MAX_CONSUMED];
+    /* A table above was full (a bug, not the data): what to say, and where
+     * the extra that found no room went. prep_item_to_record reports it. */
+    const char *overflow;
+    strbuf spill;
 } prep_item;
 
 void prep_item_init(prep_item *it);
 /* Empties it for the next record (keeps buffers). */
 void prep_item_clear(prep_item *it);
 void prep_item_free(prep_item *it);
-/* Returns the buffer for a new extra field `key` (a static string). */
+/* Returns the buffer for a new extra field `key` (a static string). When
+ * the table is full, a spare buffer, and prep_item_to_record fails. */
 strbuf *prep_item_extra(prep_item *it, const char *key);
 void prep_item_consume(prep_item *it, const char *name);
 
@@ -42,7 +47,7 @@ void prep_item_consume(prep_item *it, const char *name);
  * untouched. An input field named like one of prep's written fields is kept
  * under another name: "answer" -> "solution" (or "source_answer" when the
  * input has a "solution"), any other NAME -> "source_NAME". EX_DATAERR when
- * that name is taken too. */
+ * that name is taken too; EX_SOFTWARE when a table of the item overflowed. */
 int prep_item_to_record(const prep_item *it, const record *in, record *out, gerr *e);
 
 /* Whether field f's key, escapes decoded, equals name. */

@@ -1,5 +1,5 @@
 /* The `answer` reward: 1 when the completion's final answer matches the
- * record's reference `answer` (answer_match.h), or, for a countdown record,
+ * record's reference `answer` (lib/answer/match.h), or, for a countdown record,
  * when its equation is right (countdown_expr.h); 0 otherwise.
  *
  * Which check applies, per record:
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "answer_match.h"
+#include "../answer/match.h"
 #include "countdown_expr.h"
 #include "reward.h"
 

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "../util/cleanup.h"
-#include "../util/progress.h"
+#include "../util/clock.h"
 #include "reward.h"
 
 typedef struct {

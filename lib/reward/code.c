@@ -1,6 +1,6 @@
 /* The code reward: MBPP/HumanEval style. The program in the completion
  * (code_extract.h says which part) is run with each of the record's tests in
- * the sandbox (sandbox.h); the reward is the fraction of tests that pass.
+ * the sandbox (lib/sandbox); the reward is the fraction of tests that pass.
  *
  * One sandboxed process per test, not one per record: a test that hangs,
  * crashes the interpreter, exhausts memory or leaves state behind costs only
@@ -27,7 +27,7 @@
 
 #include "code_extract.h"
 #include "reward.h"
-#include "sandbox.h"
+#include "../sandbox/sandbox.h"
 
 /* Reads fd 3 (nonce, program length, program, test), runs the program then
  * the test in one fresh namespace, and reports the nonce on fd 4. The

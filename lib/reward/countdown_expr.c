@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../prep/extract.h"
-#include "answer_match.h"
+#include "../answer/extract.h"
+#include "../answer/match.h"
 #include "countdown_expr.h"
 
 static const char *const RESULT_NAMES[COUNTDOWN_N_RESULTS] = {

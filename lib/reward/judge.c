@@ -1,4 +1,5 @@
-/* The `judge` reward: an LLM judge over HTTP, its answers cached.
+/* The `judge` reward: an LLM judge over HTTP, its answers cached (the client,
+ * template, scorer and cache are lib/judge; this file drives them per chunk).
  *
  * A chunk of records is scored in four steps: render every record's request
  * (so a record the template cannot use stops the chunk before anything is
@@ -15,13 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
-#include <time.h>
 
-#include "judge_cache.h"
-#include "judge_http.h"
-#include "judge_request.h"
-#include "judge_score.h"
-#include "judge_template.h"
+#include "../judge/cache.h"
+#include "../judge/http.h"
+#include "../judge/request.h"
+#include "../judge/score.h"
+#include "../judge/template.h"
+#include "../util/clock.h"
 #include "reward.h"
 
 /* Backoff of a retry: full jitter up to min(30 s, 0.5 s * 2^(retry-1)). */
@@ -54,12 +55,6 @@ typedef struct {
     long long hits, misses, deduplicated, unparsed, prompt_tokens, completion_tokens;
     double seconds;
 } judge;
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void reserve(judge *j, size_t n) {
     if (n <= j->cap) return;
@@ -140,7 +135,9 @@ static int judge_score(void *self, const reward_item *items, size_t n, double *o
 
     size_t n_groups = 0;
     for (size_t i = 0; i < n; i++) {
-        int rc = judge_template_render(j->tpl, &items[i], &j->user, e);
+        const reward_item *it = &items[i];
+        int rc = judge_template_render(j->tpl, it->rec, it->has_completion ? it->completion : NULL, it->completion_len,
+                                       &j->user, e);
         if (rc) return rc;
         judge_request_build(&j->req, j->user.data ? j->user.data : "", j->user.len, &j->body[i], &j->canonical[i],
                             j->key[i]);

@@ -3,32 +3,30 @@
 
 #include "reward.h"
 
-reward_params reward_default_params(void) {
-    reward_params p;
-    memset(&p, 0, sizeof p);
-    p.answer_tol = 1e-6;
-    p.format_tags = "think,answer";
-    p.format_mode = "soft";
-    p.length_unit = "tokens";
-    p.rep_ngram = 3;
-    p.rep_max_penalty = -1.0;
-    p.code_python = "/usr/bin/python3"; /* the system interpreter: a per-user one (pyenv) is out of the sandbox user's reach */
-    p.code_tests_field = "tests";
-    p.code_timeout = 10;
-    p.code_memory_mb = 1024;
-    p.jobs = 1;
-    p.cmd_timeout = 60;
-    p.judge_scale = 1.0;
-    p.judge_key_env = "OPENAI_API_KEY";
-    p.judge_cache_mode = "readwrite";
-    p.judge_concurrency = 16;
-    p.judge_timeout = 60;
-    p.judge_retries = 6;
-    p.judge_max_tokens = 16;
-    p.rm_batch = 16;
-    p.rm_chat_template = "auto";
-    p.threads = 0;
-    return p;
+void reward_params_default(reward_params *p) {
+    memset(p, 0, sizeof *p);
+    p->answer_tol = 1e-6;
+    p->format_tags = "think,answer";
+    p->format_mode = "soft";
+    p->length_unit = "tokens";
+    p->rep_ngram = 3;
+    p->rep_max_penalty = -1.0;
+    p->code_python = "/usr/bin/python3"; /* the system interpreter: a per-user one (pyenv) is out of the sandbox user's reach */
+    p->code_tests_field = "tests";
+    p->code_timeout = 10;
+    p->code_memory_mb = 1024;
+    p->jobs = 1;
+    p->cmd_timeout = 60;
+    p->judge_scale = 1.0;
+    p->judge_key_env = "OPENAI_API_KEY";
+    p->judge_cache_mode = "readwrite";
+    p->judge_concurrency = 16;
+    p->judge_timeout = 60;
+    p->judge_retries = 6;
+    p->judge_max_tokens = 16;
+    p->rm_batch = 16;
+    p->rm_chat_template = "auto";
+    p->threads = 0;
 }
 
 const reward_fn_def reward_fn_defs[] = {

@@ -93,7 +93,7 @@ typedef struct {
     const char *rm_chat_template; /* "auto" (the reward model's own; NULL = auto) | "chatml" | "llama3" | "raw" */
 } reward_params;
 
-reward_params reward_default_params(void);
+void reward_params_default(reward_params *p);
 
 /* Named values, for functions whose answer per record is several entries
  * of `rewards` (cmd's {"rewards": {...}}). */

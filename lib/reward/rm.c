@@ -23,7 +23,7 @@
 #include "../chat/chat.h"
 #include "../ops/blas.h"
 #include "../runner/runner.h"
-#include "../util/progress.h"
+#include "../util/clock.h"
 #include "reward.h"
 
 typedef struct {
@@ -57,8 +57,10 @@ static int tokens_of(const rm_fn *r, const reward_item *it, rm_seq *out, gerr *e
     char *content = xstrndup(it->completion, it->completion_len);
     cJSON *turn = cJSON_CreateObject();
     if (!turn || !cJSON_AddStringToObject(turn, "role", "assistant") ||
-        !cJSON_AddStringToObject(turn, "content", content) || !cJSON_AddItemToArray(messages, turn))
-        die(EX_SOFTWARE, "out of memory");
+        !cJSON_AddStringToObject(turn, "content", content) || !cJSON_AddItemToArray(messages, turn)) {
+        cJSON_Delete(turn), cJSON_Delete(messages), free(content); /* turn is not in messages */
+        return gerr_set(e, EX_SOFTWARE, "out of memory");
+    }
     free(content);
     strbuf text = {0};
     rc = chat_render(&r->tmpl, messages, false, &text, e);

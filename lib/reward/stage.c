@@ -9,15 +9,15 @@
 #include <string.h>
 
 #include "../io/jsonl.h"
+#include "../util/clock.h"
 #include "../util/progress.h"
+#include "../util/stats.h"
 
-reward_stage_options reward_stage_default_options(void) {
-    reward_stage_options o;
-    memset(&o, 0, sizeof o);
-    o.shard.index = 0;
-    o.shard.count = 1;
-    o.chunk = 512;
-    return o;
+void reward_stage_opts_default(reward_stage_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->shard.index = 0;
+    o->shard.count = 1;
+    o->chunk = 512;
 }
 
 /* ---- named values (cmd's several rewards per record) ----------------------- */
@@ -46,8 +46,9 @@ void reward_entries_free(reward_entries *r) {
 /* ---- statistics by reward name -------------------------------------------- */
 
 typedef struct {
-    long long n, nulls;
-    double mean, m2, min, max;
+    welford w;
+    long long nulls;
+    double min, max;
 } moments;
 
 static void moments_add(moments *m, double x) {
@@ -55,18 +56,15 @@ static void moments_add(moments *m, double x) {
         m->nulls++;
         return;
     }
-    m->n++;
-    double d = x - m->mean;
-    m->mean += d / (double)m->n;
-    m->m2 += d * (x - m->mean);
-    if (m->n == 1 || x < m->min) m->min = x;
-    if (m->n == 1 || x > m->max) m->max = x;
+    welford_push(&m->w, x);
+    if (m->w.n == 1 || x < m->min) m->min = x;
+    if (m->w.n == 1 || x > m->max) m->max = x;
 }
 
 static void moments_json(const moments *m, cJSON *obj) {
-    if (m->n) {
-        cJSON_AddNumberToObject(obj, "mean", m->mean);
-        if (m->n > 1) cJSON_AddNumberToObject(obj, "std", sqrt(m->m2 / (double)(m->n - 1)));
+    if (m->w.n) {
+        cJSON_AddNumberToObject(obj, "mean", welford_mean(&m->w));
+        if (m->w.n > 1) cJSON_AddNumberToObject(obj, "std", welford_std(&m->w));
         else cJSON_AddNullToObject(obj, "std");
         cJSON_AddNumberToObject(obj, "min", m->min);
         cJSON_AddNumberToObject(obj, "max", m->max);
@@ -76,7 +74,7 @@ static void moments_json(const moments *m, cJSON *obj) {
         cJSON_AddNullToObject(obj, "min");
         cJSON_AddNullToObject(obj, "max");
     }
-    cJSON_AddNumberToObject(obj, "count", (double)m->n);
+    cJSON_AddNumberToObject(obj, "count", (double)m->w.n);
     cJSON_AddNumberToObject(obj, "null", (double)m->nulls);
 }
 
@@ -115,9 +113,10 @@ static void stats_free(stage_stats *s) {
     free(s->v);
 }
 
+/* NULL when out of memory. */
 static cJSON *stats_json(const stage_stats *s, reward_fn *fns, size_t n_fns, double seconds) {
     cJSON *root = cJSON_CreateObject();
-    if (!root) die(EX_SOFTWARE, "out of memory");
+    if (!root) return NULL;
     cJSON_AddNumberToObject(root, "records", (double)s->records);
     cJSON_AddNumberToObject(root, "seconds", seconds);
     cJSON *reward = cJSON_AddObjectToObject(root, "reward");
@@ -343,7 +342,7 @@ out:
 /* ---- the stage ------------------------------------------------------------ */
 
 /* Reads the next record of the shard into sl: 1 = read, 0 = end of input. */
-static int read_one(jsonl_reader *rd, slot *sl, const reward_stage_options *o, progress *pg, long long *read,
+static int read_one(jsonl_reader *rd, slot *sl, const reward_stage_opts *o, progress *pg, long long *read,
                     gerr *e) {
     for (;;) {
         int got = jsonl_next(rd, &sl->rec, e);
@@ -360,7 +359,7 @@ static int read_one(jsonl_reader *rd, slot *sl, const reward_stage_options *o, p
  * read ahead (into the spare slot c->s[cap]), so the chunk knows whether
  * input follows it: its last item says so (a program fed by cmd gets end of
  * input with the last record, and buffered output still arrives). */
-static int read_chunk(jsonl_reader *rd, chunk *c, const reward_stage_options *o, progress *pg, long long *read,
+static int read_chunk(jsonl_reader *rd, chunk *c, const reward_stage_opts *o, progress *pg, long long *read,
                       gerr *e) {
     c->n = 0;
     if (c->carried) {
@@ -392,7 +391,7 @@ static int read_chunk(jsonl_reader *rd, chunk *c, const reward_stage_options *o,
     return c->n > 0;
 }
 
-int reward_stage_run(const reward_stage_options *o, reward_fn *fns, size_t n_fns, gerr *e) {
+int reward_stage_run(const reward_stage_opts *o, reward_fn *fns, size_t n_fns, gerr *e) {
     jsonl_reader rd;
     jsonl_writer w;
     outstream stats_out;
@@ -425,11 +424,18 @@ int reward_stage_run(const reward_stage_options *o, reward_fn *fns, size_t n_fns
     progress_finish(&pg);
 
     summary = stats_json(&st, fns, n_fns, now_seconds() - started);
+    if (!summary) {
+        gerr_set(e, EX_SOFTWARE, "out of memory");
+        goto out;
+    }
     w_open = false;
     if (jsonl_writer_commit(&w, e)) goto out;
     if (stats_open) {
         char *text = cJSON_PrintUnformatted(summary);
-        if (!text) die(EX_SOFTWARE, "out of memory");
+        if (!text) {
+            gerr_set(e, EX_SOFTWARE, "out of memory");
+            goto out;
+        }
         int wrc = outstream_write(&stats_out, text, strlen(text), e);
         if (!wrc) wrc = outstream_write(&stats_out, "\n", 1, e);
         cJSON_free(text);

@@ -19,9 +19,10 @@ typedef struct {
     size_t chunk;      /* records scored together */
     bool progress;     /* force progress on stderr even when it is not a terminal */
     bool quiet;        /* no closing summary lines on stderr */
-} reward_stage_options;
+} reward_stage_opts;
 
-reward_stage_options reward_stage_default_options(void);
+/* Defaults: stdin to stdout, chunks of 512, every shard. */
+void reward_stage_opts_default(reward_stage_opts *o);
 
 /* Parses the --fn values ("NAME[:WEIGHT][,NAME[:WEIGHT]...]", repeatable)
  * and opens each function with p. Names must be known and appear once.
@@ -32,6 +33,6 @@ void reward_close_fns(reward_fn *fns, size_t n_fns);
 
 /* Runs the stage. On failure no output or statistics file is left behind
  * (stdout excepted) and e says why (sysexits code). */
-int reward_stage_run(const reward_stage_options *o, reward_fn *fns, size_t n_fns, gerr *e);
+int reward_stage_run(const reward_stage_opts *o, reward_fn *fns, size_t n_fns, gerr *e);
 
 #endif

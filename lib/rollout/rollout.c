@@ -9,6 +9,7 @@
 #include "../io/jsonl.h"
 #include "../ops/blas.h"
 #include "../runner/runner.h"
+#include "../util/clock.h"
 #include "../util/progress.h"
 #include "seqs.h"
 

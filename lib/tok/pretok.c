@@ -163,12 +163,16 @@ struct pretok_work {
     strbuf pfx[PRETOK_MAX_STEPS];
 };
 
-pretok_work *pretok_work_new(const pretok *p) {
+pretok_work *pretok_work_new(const pretok *p, gerr *e) {
     (void)p;
     pretok_work *w = xcalloc(1, sizeof *w);
     w->md = pcre2_match_data_create(1, NULL);
     w->mc = pcre2_match_context_create(NULL);
-    if (!w->md || !w->mc) die(EX_OSERR, "out of memory");
+    if (!w->md || !w->mc) {
+        pretok_work_free(w);
+        gerr_set(e, EX_OSERR, "out of memory");
+        return NULL;
+    }
     return w;
 }
 

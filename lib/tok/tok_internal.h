@@ -124,7 +124,8 @@ int tok_finish(tokenizer *t, gerr *e);
 /* pretok.c: runs the chain on one piece, calling fn for every pre-token. */
 typedef int (*pretok_fn)(void *ctx, const char *p, size_t len, gerr *e);
 typedef struct pretok_work pretok_work;
-pretok_work *pretok_work_new(const pretok *p);
+/* NULL when out of memory (e says so). */
+pretok_work *pretok_work_new(const pretok *p, gerr *e);
 void pretok_work_free(pretok_work *w);
 int pretok_run(const pretok *p, pretok_work *w, const char *s, size_t len, pretok_fn fn, void *ctx, gerr *e);
 

@@ -188,6 +188,7 @@ typedef struct {
     bool allow_special;
     bpe_work *bw;
     pretok_work *pw;
+    pcre2_match_data *md; /* for is_word_char */
     int32_t *ids;
     size_t n, cap;
 } enc;
@@ -199,12 +200,8 @@ static int on_word(void *ctx, const char *p, size_t len, gerr *e) {
     return 0;
 }
 
-static bool is_word_char(const tokenizer *t, const char *s, size_t len) {
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md) die(EX_OSERR, "out of memory");
-    int rc = pcre2_match(t->alnum, (PCRE2_SPTR)s, len, 0, PCRE2_NO_UTF_CHECK, md, NULL);
-    pcre2_match_data_free(md);
-    return rc > 0;
+static bool is_word_char(const enc *c, const char *s, size_t len) {
+    return pcre2_match(c->t->alnum, (PCRE2_SPTR)s, len, 0, PCRE2_NO_UTF_CHECK, c->md, NULL) > 0;
 }
 
 static size_t last_char_start(const char *s, size_t len) {
@@ -282,8 +279,8 @@ static int encode_pass(enc *c, const char *s, size_t len, int pass, gerr *e) {
         i = me; /* the matcher goes on after this match whether it is taken or not */
         if (a->special && !c->allow_special) continue;
         if (a->single_word) {
-            bool word_before = ms > 0 && is_word_char(t, s + last_char_start(s, ms), ms - last_char_start(s, ms));
-            bool word_after = me < len && is_word_char(t, s + me, len - me);
+            bool word_before = ms > 0 && is_word_char(c, s + last_char_start(s, ms), ms - last_char_start(s, ms));
+            bool word_after = me < len && is_word_char(c, s + me, len - me);
             if (word_before || word_after) continue;
         }
         if (a->lstrip) {
@@ -309,10 +306,15 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, bool allow_spec
     *n = 0;
     size_t bad = utf8_valid_prefix(text, len);
     if (bad != len) return gerr_set(e, EX_DATAERR, "text is not valid UTF-8 (byte %zu)", bad);
-    enc c = {.t = t, .allow_special = allow_special, .bw = bpe_work_new(), .pw = pretok_work_new(&t->pre)};
-    int rc = len ? encode_pass(&c, text, len, 0, e) : 0;
+    enc c = {.t = t, .allow_special = allow_special, .bw = bpe_work_new(), .pw = pretok_work_new(&t->pre, e)};
+    c.md = c.pw ? pcre2_match_data_create(1, NULL) : NULL;
+    int rc = !c.pw ? EX_OSERR /* e says so */
+           : !c.md ? gerr_set(e, EX_OSERR, "out of memory")
+           : len   ? encode_pass(&c, text, len, 0, e)
+                   : 0;
     bpe_work_free(c.bw);
     pretok_work_free(c.pw);
+    pcre2_match_data_free(c.md);
     if (rc) {
         free(c.ids);
         return rc;

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sysexits.h>
-#include <time.h>
 
 #include "../ckpt/load.h"
 #include "../ops/blas.h"
 #include "../model/lora.h"
 #include "../model/model.h"
+#include "../util/clock.h"
 #include "../util/strbuf.h"
 #include "state.h"
 #include "trainer.h"
@@ -34,12 +34,6 @@ void update_opts_default(update_opts *o) {
     o->micro_batch = 2048;
     o->lora_targets = "q,k,v,o,gate,up,down";
     o->device = "cpu";
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Consecutive sequences packed up to micro_batch tokens (at least one). */
@@ -101,7 +95,7 @@ static int check_opts(const update_opts *o, update_config *c, gerr *e) {
 }
 
 int update_run(const update_opts *o, gerr *e) {
-    double t_start = now_s();
+    double t_start = now_seconds();
     update_config cfg = {0};
     if (check_opts(o, &cfg, e)) return e->code;
     if (o->threads > 0) blas_set_threads((int)o->threads);
@@ -178,7 +172,7 @@ int update_run(const update_opts *o, gerr *e) {
 
     metrics_line *lines = xcalloc((size_t)o->iterations, sizeof *lines);
     for (long long it = 0; it < o->iterations; it++) {
-        double t0 = now_s();
+        double t0 = now_seconds();
         trainer_zero_grad(&t);
         t.dropout_pass = (uint64_t)(pol.next_index + it);
         loss_stats st = {0};
@@ -200,7 +194,7 @@ int update_run(const update_opts *o, gerr *e) {
         if ((rc = policy_step(&pol, &t, &cfg, &ml->grad_norm, &ml->lr, e))) goto out_lines;
         ml->step = pol.step;
         ml->loss = loss_stats_metrics(&st);
-        ml->seconds = now_s() - t0 + (it == 0 ? t0 - t_start : 0);
+        ml->seconds = now_seconds() - t0 + (it == 0 ? t0 - t_start : 0);
     }
     pol.next_index += o->iterations;
     if ((rc = policy_save(&pol, o, &cfg, b.sha256, e))) goto out_lines;
@@ -209,7 +203,7 @@ int update_run(const update_opts *o, gerr *e) {
     if (!rc)
         fprintf(stderr, "%s: step %lld: %d completions (%ld skipped without advantage, %ld masked), %d tokens, loss %.6g, %.1f s\n",
                 tool_name(), pol.step, b.n, b.n_no_advantage, b.n_masked, n_t, lines[o->iterations - 1].loss.loss,
-                now_s() - t_start);
+                now_seconds() - t_start);
 out_lines:
     free(lines);
 out_train:

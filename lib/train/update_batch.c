@@ -1,16 +1,19 @@
 /* Reading an advantaged batch for grpo-update: every record's prompt and
  * completion tokens, sampling log-probs and advantage, checked field by
  * field, plus the batch-level metrics TRL reports (reward, reward_std, ...).
- * The whole decompressed input is hashed (state.json's batch_sha256). */
+ * The whole decompressed input is hashed (state.json's batch_sha256).
+ * Records are read one by one; each sequence that takes part is pushed as
+ * one `seq`, and the batch's arrays are laid out from them at the end. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
-#include "../io/instream.h"
-#include "../io/record.h"
-#include "../util/sha256.h"
-#include "../util/strbuf.h"
+#include "../io/jsonl.h"
+#include "../util/idset.h"
+#include "../util/stats.h"
+#include "../util/vec.h"
 #include "update.h"
 
 static int get_logprobs(const record *r, int n, float *out, gerr *e) {
@@ -36,187 +39,184 @@ static int get_logprobs(const record *r, int n, float *out, gerr *e) {
     return 0;
 }
 
-/* Rewards grouped by id, for reward_std and frac_reward_zero_std (TRL: the
- * std of each prompt's K rewards, averaged over completions). */
+/* A sequence that takes part; its tokens and logprobs are in the reader's
+ * arrays, one after another in the order of the sequences. */
 typedef struct {
-    char *id;
-    double sum, sum_sq;
-    long n;
-} reward_group;
+    int n_prompt, n_completion;
+    double advantage;
+    uint64_t key; /* record number in the file */
+} seq;
 
-static int read_all(const char *path, strbuf *text, gerr *e) {
-    instream in;
-    if (instream_open(&in, path, e)) return e->code;
-    for (;;) {
-        sb_reserve(text, 1 << 16);
-        long got = instream_read(&in, text->data + text->len, text->cap - text->len - 1, e);
-        if (got < 0) {
-            instream_close(&in);
-            return e->code;
-        }
-        if (got == 0) break;
-        text->len += (size_t)got;
+typedef struct {
+    seq *seqs;
+    size_t n_seqs, cap_seqs;
+    int32_t *tokens; /* prompt + completion of each sequence */
+    size_t n_tokens, cap_tokens;
+    float *logp;     /* completion logprobs of each sequence */
+    size_t n_logp, cap_logp;
+    /* Rewards grouped by id, for reward_std and frac_reward_zero_std (TRL:
+     * the std of each prompt's K rewards, averaged over completions). */
+    idset group_ids; /* id -> group number */
+    welford *groups;
+    size_t n_groups, cap_groups;
+    double reward_sum;
+    long n_reward, sum_len, n_length;
+} reader;
+
+static void reader_free(reader *rd) {
+    free(rd->seqs), free(rd->tokens), free(rd->logp), free(rd->groups);
+    idset_free(&rd->group_ids);
+    memset(rd, 0, sizeof *rd);
+}
+
+static void add_reward(reader *rd, const strbuf *id, double reward) {
+    size_t g = idset_index(&rd->group_ids, id->data ? id->data : "", id->len);
+    if (g == rd->n_groups) {
+        rd->groups = vec_reserve(rd->groups, &rd->cap_groups, g + 1, sizeof *rd->groups);
+        rd->groups[rd->n_groups++] = (welford){0};
     }
-    instream_close(&in);
-    if (text->data) text->data[text->len] = 0;
-    return 0;
+    welford_push(&rd->groups[g], reward);
+    rd->reward_sum += reward, rd->n_reward++;
+}
+
+/* One record: checked whether or not it takes part, pushed when it does. */
+static int read_record(reader *rd, update_batch *b, const record *r, uint64_t key, int vocab, bool mask_truncated,
+                       gerr *e) {
+    int32_t *prompt = NULL, *completion = NULL;
+    size_t np = 0, nc = 0;
+    int rc, present = 0;
+    double adv = 0, temp = 0, reward = 0;
+    strbuf fin = {0}, id = {0};
+    if ((rc = record_get_token_ids(r, "prompt_tokens", vocab, &prompt, &np, e)) ||
+        (rc = record_get_token_ids(r, "completion_tokens", vocab, &completion, &nc, e)))
+        goto out;
+    if (np < 1) {
+        rc = gerr_at(e, EX_DATAERR, r->file, r->line, "field \"prompt_tokens\": expected at least one token, got none");
+        goto out;
+    }
+    if (rd->n_tokens + np + nc > INT_MAX) { /* the batch's offsets are ints */
+        rc = gerr_at(e, EX_DATAERR, r->file, r->line, "the batch holds more than %d tokens", INT_MAX);
+        goto out;
+    }
+    /* read in place after the last sequence's; kept only if this one takes part */
+    rd->logp = vec_reserve(rd->logp, &rd->cap_logp, rd->n_logp + nc, sizeof *rd->logp);
+    if ((rc = get_logprobs(r, (int)nc, rd->logp + rd->n_logp, e))) goto out;
+    if ((rc = record_get_number(r, "temperature", false, &temp, &present, e))) goto out;
+    if (present == 2) {
+        if (temp == 0) temp = 1; /* greedy samples carry logprobs under T = 1 */
+        if (b->temperature_seen && temp != b->temperature) {
+            rc = gerr_at(e, EX_DATAERR, r->file, r->line,
+                         "field \"temperature\": expected %g like the records before, got %g (one batch, one temperature)",
+                         b->temperature, temp);
+            goto out;
+        }
+        b->temperature = temp, b->temperature_seen = true;
+    }
+    if ((rc = record_get_string(r, "finish_reason", false, &fin, &present, e))) goto out;
+    bool truncated = present == 2 && !strcmp(fin.data, "length");
+    rd->sum_len += (long)nc, rd->n_length += truncated;
+    if ((rc = record_get_string(r, "id", false, &id, &present, e))) goto out;
+    if ((rc = record_get_number(r, "reward", false, &reward, &present, e))) goto out;
+    if (present == 2) {
+        add_reward(rd, &id, reward);
+        b->has_reward = true;
+    }
+    if ((rc = record_get_number(r, "advantage", false, &adv, &present, e))) goto out;
+    if (present != 2) {
+        b->n_no_advantage++;
+        goto out;
+    }
+    if (!isfinite(adv)) {
+        rc = gerr_at(e, EX_DATAERR, r->file, r->line, "field \"advantage\": expected a finite number");
+        goto out;
+    }
+    if (mask_truncated && truncated) {
+        b->n_masked++;
+        goto out;
+    }
+    /* a sequence that takes part */
+    rd->seqs = vec_reserve(rd->seqs, &rd->cap_seqs, rd->n_seqs + 1, sizeof *rd->seqs);
+    rd->seqs[rd->n_seqs++] = (seq){(int)np, (int)nc, adv, key};
+    rd->tokens = vec_reserve(rd->tokens, &rd->cap_tokens, rd->n_tokens + np + nc, sizeof *rd->tokens);
+    memcpy(rd->tokens + rd->n_tokens, prompt, sizeof(int32_t) * np);
+    memcpy(rd->tokens + rd->n_tokens + np, completion, sizeof(int32_t) * nc);
+    rd->n_tokens += np + nc;
+    rd->n_logp += nc;
+out:
+    free(prompt), free(completion);
+    sb_free(&fin), sb_free(&id);
+    return rc;
+}
+
+/* The batch's arrays from the sequences, and its metrics. */
+static void lay_out(update_batch *b, reader *rd) {
+    size_t n = rd->n_seqs;
+    b->n = (int)n;
+    b->start = xmalloc(sizeof(int) * (n + 1));
+    b->tgt_start = xmalloc(sizeof(int) * (n + 1));
+    b->n_prompt = xmalloc(sizeof(int) * (n ? n : 1));
+    b->advantage = xmalloc(sizeof(double) * (n ? n : 1));
+    b->key = xmalloc(sizeof(uint64_t) * (n ? n : 1));
+    b->start[0] = b->tgt_start[0] = 0;
+    for (size_t s = 0; s < n; s++) {
+        const seq *q = &rd->seqs[s];
+        int len = q->n_prompt + q->n_completion;
+        b->start[s + 1] = b->start[s] + len;
+        b->tgt_start[s + 1] = b->tgt_start[s] + q->n_completion;
+        b->n_prompt[s] = q->n_prompt;
+        b->advantage[s] = q->advantage;
+        b->key[s] = q->key;
+        b->max_len = len > b->max_len ? len : b->max_len;
+        b->max_completion = q->n_completion > b->max_completion ? q->n_completion : b->max_completion;
+    }
+    /* the arrays move to the batch (never NULL, as the trainer expects) */
+    b->tokens = vec_reserve(rd->tokens, &rd->cap_tokens, 1, sizeof *rd->tokens);
+    b->old_logp = vec_reserve(rd->logp, &rd->cap_logp, 1, sizeof *rd->logp);
+    rd->tokens = NULL, rd->logp = NULL;
+    b->total_tokens = (long)rd->n_tokens;
+    if (b->n_records) {
+        b->mean_length = (double)rd->sum_len / b->n_records;
+        b->clipped_ratio = (double)rd->n_length / b->n_records;
+    }
+    if (rd->n_reward) {
+        b->reward = rd->reward_sum / rd->n_reward;
+        double std_sum = 0;
+        long zero = 0;
+        for (size_t g = 0; g < rd->n_groups; g++) { /* each of a group's records counts its std once */
+            const welford *w = &rd->groups[g];
+            double sd = w->n > 1 ? welford_std(w) : 0;
+            std_sum += (double)w->n * sd;
+            zero += sd < 1e-8 ? (long)w->n : 0;
+        }
+        b->reward_std = std_sum / rd->n_reward;
+        b->frac_reward_zero_std = (double)zero / rd->n_reward;
+    }
 }
 
 int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, gerr *e) {
     memset(b, 0, sizeof *b);
-    const char *name = path && strcmp(path, "-") ? path : "<stdin>";
-    strbuf text = {0};
-    if (read_all(path, &text, e)) {
-        sb_free(&text);
-        return e->code;
-    }
-    unsigned char digest[32];
-    sha256(text.data ? text.data : "", text.len, digest);
-    sha256_hex(digest, 32, b->sha256);
-
-    size_t cap = 16, tok_cap = 1024, tgt_cap = 1024, n_groups = 0, group_cap = 16;
-    b->start = xmalloc(sizeof(int) * (cap + 1));
-    b->tgt_start = xmalloc(sizeof(int) * (cap + 1));
-    b->n_prompt = xmalloc(sizeof(int) * cap);
-    b->advantage = xmalloc(sizeof(double) * cap);
-    b->key = xmalloc(sizeof(uint64_t) * cap);
-    b->tokens = xmalloc(sizeof(int32_t) * tok_cap);
-    b->old_logp = xmalloc(sizeof(float) * tgt_cap);
-    b->start[0] = b->tgt_start[0] = 0;
-    reward_group *groups = xmalloc(sizeof *groups * group_cap);
-    long sum_len = 0, n_length = 0, n_reward = 0;
-    double reward_sum = 0;
-    double *rec_reward = NULL;
-    long *rec_group = NULL;
-    size_t rec_cap = 0;
+    jsonl_reader in;
+    if (jsonl_open(&in, path, e)) return e->code;
+    sha256_ctx hash;
+    sha256_init(&hash);
+    in.hash = &hash;
+    reader rd;
+    memset(&rd, 0, sizeof rd);
     record r;
     record_init(&r);
-    int rc = 0;
-    long line = 0;
-    for (size_t pos = 0; pos < text.len && !rc;) {
-        const char *ls = text.data + pos, *nl = memchr(ls, '\n', text.len - pos);
-        size_t len = nl ? (size_t)(nl - ls) : text.len - pos;
-        pos += len + (nl ? 1 : 0);
-        line++;
-        size_t k = 0;
-        while (k < len && (ls[k] == ' ' || ls[k] == '\t' || ls[k] == '\r')) k++;
-        if (k == len) continue;
-        if ((rc = record_parse(&r, ls, len, name, line, e))) break;
-        long idx = b->n_records++;
-        int32_t *prompt = NULL, *completion = NULL;
-        size_t np_z = 0, nc_z = 0;
-        int np = 0, nc = 0, present = 0;
-        double adv = 0, temp = 0, reward = 0;
-        strbuf fin = {0}, id = {0};
-        if ((rc = record_get_token_ids(&r, "prompt_tokens", vocab, &prompt, &np_z, e)) ||
-            (rc = record_get_token_ids(&r, "completion_tokens", vocab, &completion, &nc_z, e)))
-            goto next;
-        np = (int)np_z, nc = (int)nc_z;
-        if (np < 1) {
-            rc = gerr_at(e, EX_DATAERR, name, line, "field \"prompt_tokens\": expected at least one token, got none");
-            goto next;
-        }
-        if (b->tgt_start[b->n] + nc > (int)tgt_cap) {
-            while (b->tgt_start[b->n] + nc > (int)tgt_cap) tgt_cap *= 2;
-            b->old_logp = xrealloc(b->old_logp, sizeof(float) * tgt_cap);
-        }
-        if ((rc = get_logprobs(&r, nc, b->old_logp + b->tgt_start[b->n], e))) goto next;
-        if ((rc = record_get_number(&r, "temperature", false, &temp, &present, e))) goto next;
-        if (present == 2) {
-            if (temp == 0) temp = 1; /* greedy samples carry logprobs under T = 1 */
-            if (b->temperature_seen && temp != b->temperature) {
-                rc = gerr_at(e, EX_DATAERR, name, line,
-                             "field \"temperature\": expected %g like the records before, got %g (one batch, one temperature)",
-                             b->temperature, temp);
-                goto next;
-            }
-            b->temperature = temp, b->temperature_seen = true;
-        }
-        if ((rc = record_get_string(&r, "finish_reason", false, &fin, &present, e))) goto next;
-        bool truncated = present == 2 && !strcmp(fin.data, "length");
-        sum_len += nc, n_length += truncated;
-        if ((rc = record_get_string(&r, "id", false, &id, &present, e))) goto next;
-        if ((rc = record_get_number(&r, "reward", false, &reward, &present, e))) goto next;
-        if (present == 2) {
-            n_reward++, reward_sum += reward, b->has_reward = true;
-            size_t g = 0;
-            while (g < n_groups && strcmp(groups[g].id, id.data ? id.data : "")) g++;
-            if (g == n_groups) {
-                if (n_groups == group_cap) groups = xrealloc(groups, sizeof *groups * (group_cap *= 2));
-                groups[n_groups++] = (reward_group){xstrdup(id.data ? id.data : ""), 0, 0, 0};
-            }
-            groups[g].sum += reward, groups[g].sum_sq += reward * reward, groups[g].n++;
-            if ((size_t)n_reward > rec_cap) {
-                rec_cap = rec_cap ? rec_cap * 2 : 64;
-                rec_reward = xrealloc(rec_reward, sizeof(double) * rec_cap);
-                rec_group = xrealloc(rec_group, sizeof(long) * rec_cap);
-            }
-            rec_reward[n_reward - 1] = reward, rec_group[n_reward - 1] = (long)g;
-        }
-        if ((rc = record_get_number(&r, "advantage", false, &adv, &present, e))) goto next;
-        if (present != 2) {
-            b->n_no_advantage++;
-            goto next;
-        }
-        if (!isfinite(adv)) {
-            rc = gerr_at(e, EX_DATAERR, name, line, "field \"advantage\": expected a finite number");
-            goto next;
-        }
-        if (mask_truncated && truncated) {
-            b->n_masked++;
-            goto next;
-        }
-        /* a sequence that takes part */
-        if ((size_t)b->n == cap) {
-            cap *= 2;
-            b->start = xrealloc(b->start, sizeof(int) * (cap + 1));
-            b->tgt_start = xrealloc(b->tgt_start, sizeof(int) * (cap + 1));
-            b->n_prompt = xrealloc(b->n_prompt, sizeof(int) * cap);
-            b->advantage = xrealloc(b->advantage, sizeof(double) * cap);
-            b->key = xrealloc(b->key, sizeof(uint64_t) * cap);
-        }
-        int L = np + nc;
-        if (b->start[b->n] + L > (int)tok_cap) {
-            while (b->start[b->n] + L > (int)tok_cap) tok_cap *= 2;
-            b->tokens = xrealloc(b->tokens, sizeof(int32_t) * tok_cap);
-        }
-        memcpy(b->tokens + b->start[b->n], prompt, sizeof(int32_t) * (size_t)np);
-        memcpy(b->tokens + b->start[b->n] + np, completion, sizeof(int32_t) * (size_t)nc);
-        b->n_prompt[b->n] = np;
-        b->advantage[b->n] = adv;
-        b->key[b->n] = (uint64_t)idx;
-        b->start[b->n + 1] = b->start[b->n] + L;
-        b->tgt_start[b->n + 1] = b->tgt_start[b->n] + nc;
-        b->max_len = L > b->max_len ? L : b->max_len;
-        b->max_completion = nc > b->max_completion ? nc : b->max_completion;
-        b->n++;
-    next:
-        free(prompt), free(completion);
-        sb_free(&fin), sb_free(&id);
+    int got = 0, rc = 0;
+    while (!rc && (got = jsonl_next(&in, &r, e)) == 1)
+        rc = read_record(&rd, b, &r, (uint64_t)b->n_records++, vocab, mask_truncated, e);
+    if (!rc && got < 0) rc = e->code;
+    if (!rc) {
+        unsigned char digest[32];
+        sha256_final(&hash, digest);
+        sha256_hex(digest, 32, b->sha256);
+        lay_out(b, &rd);
     }
+    reader_free(&rd);
     record_free(&r);
-    sb_free(&text);
-    if (!rc && b->n_records) {
-        b->mean_length = (double)sum_len / b->n_records;
-        b->clipped_ratio = (double)n_length / b->n_records;
-    }
-    if (!rc && n_reward) {
-        b->reward = reward_sum / n_reward;
-        double std_sum = 0;
-        long zero = 0;
-        for (long i = 0; i < n_reward; i++) {
-            const reward_group *g = &groups[rec_group[i]];
-            double var = g->n > 1 ? (g->sum_sq - g->sum * g->sum / g->n) / (g->n - 1) : 0;
-            double sd = var > 0 ? sqrt(var) : 0;
-            std_sum += sd;
-            zero += sd < 1e-8;
-        }
-        b->reward_std = std_sum / n_reward;
-        b->frac_reward_zero_std = (double)zero / n_reward;
-    }
-    for (size_t g = 0; g < n_groups; g++) free(groups[g].id);
-    free(groups), free(rec_reward), free(rec_group);
-    b->total_tokens = b->n ? b->start[b->n] : 0;
+    jsonl_close(&in);
     if (rc) update_batch_free(b);
     return rc;
 }

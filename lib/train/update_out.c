@@ -24,10 +24,7 @@ static void key(strbuf *b, const char *k) {
 }
 static void kv_num(strbuf *b, const char *k, double v) {
     key(b, k);
-    if (isfinite(v))
-        sb_json_number(b, v);
-    else
-        sb_puts(b, "null");
+    sb_json_number(b, v); /* undefined values (NaN) as null */
 }
 static void kv_str(strbuf *b, const char *k, const char *v) {
     key(b, k);

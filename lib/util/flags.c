@@ -191,7 +191,8 @@ void flags_parse(flag_parser *p, int argc, char **argv) {
 
 bool flags_given(const flag_parser *p, const char *name) {
     int idx = find_flag(p, name, strlen(name));
-    return idx >= 0 && p->given[idx];
+    if (idx < 0) die(EX_SOFTWARE, "flags_given: the flag table has no %s", name);
+    return p->given[idx];
 }
 
 bool shard_contains(const shard_spec *s, const char *id, size_t id_len) {

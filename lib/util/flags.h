@@ -58,7 +58,8 @@ typedef struct {
 void flags_parse(flag_parser *p, int argc, char **argv);
 /* Prints one flag's --help line (name, value, help, default) on stdout. */
 void flags_print_one(const flag_spec *f);
-/* Whether a flag was given on the command line (after flags_parse). */
+/* Whether a flag was given on the command line (after flags_parse). A name
+ * the table lacks is a bug in the caller: exit 70 (EX_SOFTWARE) naming it. */
 bool flags_given(const flag_parser *p, const char *name);
 
 /* Shards select records by a stable hash of their id, so that shards of the

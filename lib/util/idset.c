@@ -71,3 +71,8 @@ long idset_add(idset *s, const char *id, size_t len, long line) {
     s->n++;
     return 0;
 }
+
+size_t idset_index(idset *s, const char *id, size_t len) {
+    long seen = idset_add(s, id, len, (long)s->n + 1); /* stored as number + 1: 0 means new */
+    return seen ? (size_t)(seen - 1) : s->n - 1;
+}

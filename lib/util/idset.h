@@ -30,5 +30,9 @@ long idset_find(const idset *s, const char *id, size_t len);
 /* Adds id with its line (lines are >= 1). Returns 0 when id is new, else the
  * line stored with it before (which is kept). */
 long idset_add(idset *s, const char *id, size_t len, long line);
+/* The set as a map from ids to 0, 1, 2, ... in order of first appearance
+ * (grpo-update's groups): id's number, numbering it when new. A set keeps
+ * numbers or lines, never both: use idset_index or idset_add, not the two. */
+size_t idset_index(idset *s, const char *id, size_t len);
 
 #endif

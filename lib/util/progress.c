@@ -1,14 +1,9 @@
 #include "progress.h"
 
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
 
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 void progress_start(progress *p, const char *label, const char *unit, int64_t total, bool force) {
     p->label = label;

@@ -19,7 +19,4 @@ void progress_start(progress *p, const char *label, const char *unit, int64_t to
 void progress_update(progress *p, int64_t done);
 /* Draws the final state and ends the line. */
 void progress_finish(progress *p);
-/* Seconds on a monotonic clock. */
-double now_seconds(void);
-
 #endif

@@ -101,6 +101,29 @@ void sb_json_number(strbuf *b, double v) {
     sb_puts(b, buf);
 }
 
+void sb_json_pyfloat(strbuf *b, double v, bool as_float) {
+    if (!isfinite(v)) {
+        sb_puts(b, "null");
+        return;
+    }
+    char buf[48];
+    int prec = 1; /* significant digits: the fewest that read back */
+    for (; prec < 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
+        double back = strtod(buf, NULL);
+        if (as_float ? (float)back == (float)v : back == v) break;
+    }
+    snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
+    int x = atoi(strchr(buf, 'e') + 1);
+    if (x >= -4 && x < 16) {
+        snprintf(buf, sizeof buf, "%.*f", prec - 1 - x > 1 ? prec - 1 - x : 1, v);
+    } else {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+    }
+    sb_puts(b, buf);
+}
+
 void sb_json_int_array(strbuf *b, const int32_t *v, size_t n) {
     sb_reserve(b, n * 7 + 2);
     sb_putc(b, '[');

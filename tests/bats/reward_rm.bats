@@ -62,20 +62,23 @@ need_models() {
     [ "$(jq .rm.tokens qwen2.stats)" -eq $(($(jq .rm.tokens llama.stats) - 8)) ]
 }
 
-@test "--rm-batch 1, 3 and 16 and --threads 1 agree (measured: byte-identical)" {
+@test "--rm-batch 1, 3 and 16 and --threads 1 agree (byte-identical where weights are packed)" {
     need_models
     for b in 1 3 16; do
         grpo-reward --fn rm --rm-model "$D/qwen2" --rm-batch $b --in "$D/recs.jsonl" --out b$b.jsonl --quiet
     done
     grpo-reward --fn rm --rm-model "$D/qwen2" --threads 1 --in "$D/recs.jsonl" --out t1.jsonl --quiet
     # packed sequences do not see each other; only the summation order of
-    # the matrix products may change with the batch, far below 1e-6
+    # the matrix products may change with the batch: none with packed weights
+    # (AVX-512), a few ulp with OpenBLAS (seen: 1e-6 relative on AMD Zen)
     for f in b3 b16 t1; do
-        run "$GRPO_PY" "$REF" compare $f.jsonl <(jq '.rewards.rm' b1.jsonl) 1e-6
+        run "$GRPO_PY" "$REF" compare $f.jsonl <(jq '.rewards.rm' b1.jsonl) 1e-5
         echo "$f: $output"
         [ "$status" -eq 0 ]
     done
-    cmp b1.jsonl b16.jsonl && echo "byte-identical"
+    if grep -q avx512f /proc/cpuinfo; then
+        cmp b1.jsonl b16.jsonl
+    fi
 }
 
 @test "rm under ASan (the driver of test_reward_rm) agrees with the reference" {

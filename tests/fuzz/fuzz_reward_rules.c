@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reward/answer_match.h"
+#include "answer/match.h"
 #include "reward/countdown_expr.h"
 #include "reward/rules.h"
 

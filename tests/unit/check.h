@@ -1,6 +1,7 @@
 /* A tiny TAP producer for C unit tests: one "ok N - name" or "not ok N - name"
- * per CHECK group, and a non-zero exit when anything failed. tests/run-suites
- * adds the counts of every suite into the closing "N passed, N failed" line. */
+ * per CHECK group ("ok N - name # SKIP reason" for one that SKIP marked), and
+ * a non-zero exit when anything failed. tests/run-suites adds the counts of
+ * every suite into the closing "N passed, N failed" line. */
 #ifndef GRPO_CHECK_H
 #define GRPO_CHECK_H
 
@@ -8,20 +9,31 @@
 #include <stdio.h>
 #include <string.h>
 
-static int check_test_no, check_failed_tests, check_current_failed;
+static int check_test_no, check_failed_tests, check_current_failed, check_current_skipped;
 static const char *check_current_name;
+static char check_skip_reason[256];
 
 static inline void check_end_test(void) {
     if (!check_current_name) return;
     check_test_no++;
     if (check_current_failed) check_failed_tests++;
-    printf("%sok %d - %s\n", check_current_failed ? "not " : "", check_test_no, check_current_name);
+    if (check_current_skipped && !check_current_failed)
+        printf("ok %d - %s # SKIP %s\n", check_test_no, check_current_name, check_skip_reason);
+    else
+        printf("%sok %d - %s\n", check_current_failed ? "not " : "", check_test_no, check_current_name);
     fflush(stdout);
     check_current_name = NULL;
 }
 
 /* Starts a named test; the previous one is reported. */
-#define TEST(name) (check_end_test(), check_current_name = (name), check_current_failed = 0)
+#define TEST(name) (check_end_test(), check_current_name = (name), check_current_failed = 0, check_current_skipped = 0)
+
+/* The current test does not apply on this machine (a facility it truly
+ * lacks, such as a namespace the kernel refuses): reported as a TAP skip
+ * with the reason, unless one of its checks failed. */
+#define SKIP(reason)                                                                     \
+    (snprintf(check_skip_reason, sizeof check_skip_reason, "%s", (reason)),              \
+     check_current_skipped = 1)
 
 #define CHECK(cond)                                                                      \
     do {                                                                                 \

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "io/mapped.h"
-#include "reward/judge_cache.h"
+#include "judge/cache.h"
 #include "util/sha256.h"
 
 static char root[] = "/tmp/grpo-test-judge-cache-XXXXXX";

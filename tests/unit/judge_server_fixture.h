@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/strbuf.h"
 
 typedef struct {
@@ -90,12 +91,6 @@ static inline cJSON *server_call(const test_server *s, const char *path, const c
 static inline long long json_int(const cJSON *obj, const char *name) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
     return cJSON_IsNumber(v) ? (long long)v->valuedouble : -1;
-}
-
-static inline double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 #endif

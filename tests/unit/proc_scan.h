@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
+
 /* Processes whose command line (arguments joined by spaces) holds `what`,
  * or, when what is NULL, whose real uid is `uid`. Zombies have no command
  * line, so only the uid count sees them. */
@@ -59,12 +61,6 @@ static inline int dir_count(const char *dir, const char *prefix) {
 static inline bool path_exists(const char *path) {
     struct stat st;
     return lstat(path, &st) == 0;
-}
-
-static inline double mono_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 #endif

@@ -184,19 +184,19 @@ int main(void) {
 
     TEST("Welford moments agree with the two-pass std");
     {
-        adv_moments m = {0};
-        CHECK(isnan(adv_moments_std(&m)));
+        welford m = {0};
+        CHECK(isnan(welford_std(&m)));
         double v[200];
         bool all[200];
         uint64_t seed = 7;
         for (int i = 0; i < 200; i++) {
             v[i] = next_unit(&seed) * 3 - 1;
             all[i] = true;
-            adv_moments_add(&m, v[i]);
-            if (i == 0) CHECK(isnan(adv_moments_std(&m)));
+            welford_push(&m, v[i]);
+            if (i == 0) CHECK(isnan(welford_std(&m)));
         }
         CHECK_REL(m.mean, ref_mean(v, all, 200, SIZE_MAX));
-        CHECK_REL(adv_moments_std(&m), ref_std(v, all, 200));
+        CHECK_REL(welford_std(&m), ref_std(v, all, 200));
     }
 
     TEST("flag values parse; others are usage errors");
@@ -211,7 +211,8 @@ int main(void) {
         CHECK(adv_parse_baseline("mean", &b, &e) == 0 && b == ADV_BASELINE_MEAN);
         CHECK_EQ_INT(adv_parse_scale("std", &s, &e), EX_USAGE);
         CHECK_EQ_INT(adv_parse_baseline("median", &b, &e), EX_USAGE);
-        adv_options o = adv_default_options();
+        adv_opts o;
+        adv_opts_default(&o);
         CHECK(o.scale == ADV_SCALE_GROUP && o.baseline == ADV_BASELINE_MEAN && o.shard.count == 1);
         CHECK(!o.drop_flat && !o.allow_partial && !o.stats);
     }
@@ -264,8 +265,8 @@ int main(void) {
         st.groups = 1;
         st.records_written = 5;
         st.group_std_sum = 0.5;
-        adv_moments_add(&st.reward, 1);
-        adv_moments_add(&st.reward, 2);
+        welford_push(&st.reward, 1);
+        welford_push(&st.reward, 2);
         strbuf out = {0};
         adv_stats_to_json(&st, &out);
         CHECK_EQ_STR(out.data,

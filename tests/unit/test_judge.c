@@ -8,10 +8,10 @@
 
 #include "check.h"
 #include "io/record.h"
-#include "reward/judge_http.h"
-#include "reward/judge_request.h"
-#include "reward/judge_score.h"
-#include "reward/judge_template.h"
+#include "judge/http.h"
+#include "judge/request.h"
+#include "judge/score.h"
+#include "judge/template.h"
 #include "reward/reward.h"
 #include "util/sha256.h"
 
@@ -26,13 +26,10 @@ static int render(const char *tpl, const char *json, strbuf *out, gerr *e) {
     if (!rc) {
         strbuf comp = {0};
         int present = 0;
-        reward_item it = {.rec = &r, .completion = "", .n_tokens = -1};
-        if (record_get_string(&r, "completion", false, &comp, &present, NULL) == 0 && present == 2) {
-            it.completion = comp.data;
-            it.completion_len = comp.len;
-            it.has_completion = true;
-        }
-        rc = judge_template_render(t, &it, out, e);
+        const char *completion = NULL;
+        if (record_get_string(&r, "completion", false, &comp, &present, NULL) == 0 && present == 2)
+            completion = comp.data ? comp.data : "";
+        rc = judge_template_render(t, &r, completion, comp.len, out, e);
         sb_free(&comp);
     }
     record_free(&r);

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "judge_cache_fixture.h"
+#include "util/clock.h"
 #include "util/rng.h"
 
 #define WRITERS 4
@@ -252,12 +252,6 @@ static _Noreturn void lock_holder(const char *path, int ms, int tell) {
     if (write(tell, &locked, 1) != 1) _exit(1);
     usleep((useconds_t)ms * 1000);
     _exit(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : 1);
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void test_waits_for_a_lock(void) {

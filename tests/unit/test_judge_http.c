@@ -14,9 +14,9 @@
 
 #include "check.h"
 #include "judge_server_fixture.h"
-#include "reward/judge_http.h"
-#include "reward/judge_request.h"
-#include "reward/judge_score.h"
+#include "judge/http.h"
+#include "judge/request.h"
+#include "judge/score.h"
 #include "util/sha256.h"
 
 #define KEY "sk-test-KEY123"
@@ -95,7 +95,7 @@ static int on_reply(void *ctx, size_t job, const char *body, size_t len, double 
     sb_clear(&b->content[job]);
     sb_append(&b->content[job], b->reply.data, b->reply.len);
     b->answers[job]++;
-    b->answered_at[job] = seconds_now() - b->t0;
+    b->answered_at[job] = now_seconds() - b->t0;
     *used = b->report_usage && pt >= 0 && ct >= 0 ? (double)(pt + ct) : -1;
     return JUDGE_REPLY_OK;
 }
@@ -111,7 +111,7 @@ static int run(const judge_http_config *c, batch *b, judge_http_stats *st, gerr 
     judge_http *h = NULL;
     int rc = judge_http_open(&h, c, e);
     if (rc) return rc;
-    b->t0 = seconds_now();
+    b->t0 = now_seconds();
     rc = judge_http_run(h, b->jobs, b->n, on_reply, b, e);
     if (st) *st = *judge_http_get_stats(h);
     judge_http_close(h);
@@ -387,9 +387,9 @@ static void test_rate_limits(void) {
     c.concurrency = 16;
     c.rps = 50;
     gerr e = {0};
-    double t0 = seconds_now();
+    double t0 = now_seconds();
     CHECK_EQ_INT(run(&c, &b, NULL, &e), 0);
-    double rps_time = seconds_now() - t0;
+    double rps_time = now_seconds() - t0;
     CHECK(rps_time >= 0.58);
 
     TEST("http: --judge-tpm charges the estimate and refunds what usage reports");
@@ -401,15 +401,15 @@ static void test_rate_limits(void) {
     batch_free(&b);
     batch_numbered(&b, 6, "tpm %d", 0);
     b.report_usage = false;
-    t0 = seconds_now();
+    t0 = now_seconds();
     CHECK_EQ_INT(run(&c, &b, NULL, &e), 0);
-    double unknown = seconds_now() - t0;
+    double unknown = now_seconds() - t0;
     CHECK(unknown >= 1.95);
     batch_free(&b);
     batch_numbered(&b, 6, "tpm %d", 6);
-    t0 = seconds_now();
+    t0 = now_seconds();
     CHECK_EQ_INT(run(&c, &b, NULL, &e), 0);
-    double known = seconds_now() - t0;
+    double known = now_seconds() - t0;
     CHECK(known < unknown / 2);
     batch_free(&b);
     sb_free(&url);

@@ -16,21 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "ckpt/load.h"
 #include "model/model.h"
 #include "ops/ops.h"
+#include "util/clock.h"
 
 /* ---- the forward paths, shared by the unit test and the driver --------------- */
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double max_abs_diff(const float *a, const float *b, size_t n) {
     double m = 0;
@@ -114,19 +108,19 @@ static int bench(const model *m, const int32_t *tok, int T, gerr *e) {
     if (!lg) abort();
     for (int i = 0; i < PREFILL; i++) seq[i] = 0, pos[i] = i, tk[i] = tok[i % T], want[i] = i == PREFILL - 1;
     model_forward(m, &c, PREFILL, seq, pos, tk, want, lg, &s); /* warm-up */
-    double t0 = now();
+    double t0 = now_seconds();
     int reps = 3;
     for (int r = 0; r < reps; r++) model_forward(m, &c, PREFILL, seq, pos, tk, want, lg, &s);
-    double prefill = reps * PREFILL / (now() - t0);
+    double prefill = reps * PREFILL / (now_seconds() - t0);
 
     model_forward(m, &c, PROMPT, seq, pos, tk, want + PREFILL - PROMPT, lg, &s);
     for (int b = 1; b < B; b++) kv_cache_copy_prefix(&c, b, 0, PROMPT);
-    t0 = now();
+    t0 = now_seconds();
     for (int st = 0; st < STEPS; st++) {
         for (int b = 0; b < B; b++) seq[b] = b, pos[b] = PROMPT + st, tk[b] = tok[(b + st) % T];
         model_forward(m, &c, B, seq, pos, tk, NULL, lg, &s);
     }
-    double decode = (double)B * STEPS / (now() - t0);
+    double decode = (double)B * STEPS / (now_seconds() - t0);
     printf("# bench: prefill %d tokens: %.1f tokens/s; decode batch %d: %.1f tokens/s (%d threads)\n", PREFILL,
            prefill, B, decode, s.ws.n_threads);
     free(lg);

@@ -11,7 +11,7 @@
 #include "io/record.h"
 #include "prep/arith.h"
 #include "prep/countdown.h"
-#include "prep/extract.h"
+#include "answer/extract.h"
 #include "prep/generate.h"
 #include "util/idset.h"
 #include "prep/item.h"

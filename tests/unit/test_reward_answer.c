@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "reward/answer_match.h"
+#include "answer/match.h"
 #include "reward/countdown_expr.h"
 
 static bool eq(const char *pred, const char *gold) {

@@ -20,7 +20,7 @@
 #include "proc_scan.h"
 #include "reward/code_extract.h"
 #include "reward/reward.h"
-#include "reward/sandbox.h"
+#include "sandbox/sandbox.h"
 
 #define PYTHON "/usr/bin/python3"
 
@@ -41,6 +41,7 @@ static int open_fn(reward_fn *fn, const reward_params *p) {
     gerr e = {0};
     int rc = reward_open_code(fn, p, &e);
     if (rc) printf("#   open: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0); /* make test installs python3, and the sandbox falls back without namespaces */
     return rc;
 }
 
@@ -221,7 +222,7 @@ static void test_tests_field(reward_fn *fn) {
     reward_params p = params(5, 1);
     p.code_tests_field = "checks";
     reward_fn other;
-    CHECK_EQ_INT(open_fn(&other, &p), 0);
+    if (open_fn(&other, &p)) return;
     const char *l[] = {"{\"completion\":\"s = 'a\\\\tb'\",\"checks\":[\"assert s == 'a\\\\tb' and len(s) == 3\", "
                        "\"assert '\\u00e9' == '\\\\xe9'\"],\"tests\":[\"assert False\"]}"};
     CHECK_EQ_INT(score(&other, l, 1, out, &e), 0);
@@ -244,20 +245,20 @@ static void test_containment(double timeout) {
     };
     double out[2];
     gerr e;
-    double t0 = mono_now();
+    double t0 = now_seconds();
     CHECK_EQ_INT(score(&fn, lines, 2, out, &e), 0);
-    double took = mono_now() - t0;
+    double took = now_seconds() - t0;
     CHECK_NEAR(out[0], 0.0, 0);
     CHECK_NEAR(out[1], 1.0, 0);
     CHECK(took < 2 * timeout + 2.0); /* two runs of the loop, one after the other (-j 1) */
     printf("#   two looping runs with a %.1fs deadline and one more run: %.2fs\n", timeout, took);
 
     TEST("a fork bomb scores 0 and leaves no process behind");
-    t0 = mono_now();
+    t0 = now_seconds();
     CHECK_NEAR(score1(&fn, "\"import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass\"",
                       "[\"pass\"]"),
                0.0, 0);
-    CHECK(mono_now() - t0 < timeout + 1.5);
+    CHECK(now_seconds() - t0 < timeout + 1.5);
     CHECK_EQ_INT(proc_count("_grpo_harness", 0), 0);
 
     TEST("a process that leaves its session scores nothing and does not outlive the run");
@@ -268,13 +269,13 @@ static void test_containment(double timeout) {
     CHECK_EQ_INT(proc_count(marker, 0), 0);           /* ...and its stray process is gone */
 
     TEST("a memory hog scores 0; a modest allocation works");
-    t0 = mono_now();
+    t0 = now_seconds();
     CHECK_NEAR(score1(&fn, "\"x = bytearray(10 * 1024 ** 3)\"", "[\"pass\"]"), 0.0, 0);
     /* address space taken without touching it: the limit, not the clock, stops it */
     CHECK_NEAR(score1(&fn, "\"import mmap\\nmaps = []\\nwhile True:\\n    maps.append(mmap.mmap(-1, 100 * 1024 ** 2))\"",
                       "[\"pass\"]"),
                0.0, 0);
-    CHECK(mono_now() - t0 < 2 * timeout + 1.5);
+    CHECK(now_seconds() - t0 < 2 * timeout + 1.5);
     CHECK_NEAR(score1(&fn, "\"x = bytearray(200 * 1024 ** 2)\"", "[\"assert len(x) == 200 * 1024 ** 2\"]"), 1.0, 0);
 
     TEST("writes outside the run's directory fail and leave nothing; inside works");

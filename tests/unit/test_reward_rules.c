@@ -9,7 +9,11 @@
 #include "reward/reward.h"
 #include "reward/rules.h"
 
-static reward_params defaults(void) { return reward_default_params(); }
+static reward_params defaults(void) {
+    reward_params p;
+    reward_params_default(&p);
+    return p;
+}
 
 static double fmt(const char *tags, const char *mode, const char *s) {
     format_spec f;

@@ -2,7 +2,9 @@
  * sees (descriptors, environment, ids, limits, directory), what it cannot do
  * (write outside its directory, outlive its deadline, leave processes
  * behind), and that a batch's results do not depend on -j. Checks that need
- * a namespace the kernel refused are skipped with a note, never faked. */
+ * a namespace the level lacks (the kernel refused it, or the level avoids it)
+ * are TAP skips with the reason, never faked. Opening must work: without
+ * namespaces the sandbox falls back, so a failure to open is a failure. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +17,7 @@
 
 #include "check.h"
 #include "proc_scan.h"
-#include "reward/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "util/strbuf.h"
 
 static char marker[64]; /* in every run's argv ($0), to find its processes */
@@ -29,6 +31,7 @@ static int open_sh(sandbox *sb, double timeout, unsigned avoid_ns) {
     gerr e = {0};
     int rc = sandbox_open(sb, "/bin/sh", args, NULL, &lim, "exit 0", &e);
     if (rc) printf("#   sandbox_open: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
     return rc;
 }
 
@@ -135,18 +138,18 @@ static void test_identity_and_limits(const sandbox *sb) {
 static void test_containment(const sandbox *sb, double timeout) {
     char script[512];
     TEST("an endless loop is killed at the deadline");
-    double t0 = mono_now();
+    double t0 = now_seconds();
     sandbox_result r = run1(sb, "while :; do :; done");
-    double took = mono_now() - t0;
+    double took = now_seconds() - t0;
     CHECK(r.timed_out);
     CHECK(!sandbox_exited_ok(&r));
     CHECK(took >= timeout && took < timeout + 1.5);
     printf("#   deadline %.1fs, the run took %.2fs\n", timeout, took);
 
     TEST("a fork bomb is contained and leaves no process behind");
-    t0 = mono_now();
+    t0 = now_seconds();
     r = run1(sb, "b() { b | b & }; b; sleep 5");
-    took = mono_now() - t0;
+    took = now_seconds() - t0;
     CHECK(r.timed_out);
     CHECK(took < timeout + 1.5);
     CHECK_EQ_INT(processes_left(marker), 0);
@@ -164,7 +167,7 @@ static void test_containment(const sandbox *sb, double timeout) {
         CHECK(sandbox_exited_ok(&r));
         CHECK_EQ_INT(processes_left(marker), 0);
     } else {
-        printf("#   skipped: no PID namespace here (%s)\n", sb->missing);
+        SKIP("no PID namespace at this isolation level");
     }
 }
 
@@ -187,7 +190,7 @@ static void test_file_system(const sandbox *sb) {
         CHECK(!path_exists(outside));
         CHECK(!path_exists(own_file));
     } else {
-        printf("#   skipped: no mount namespace here (%s)\n", sb->missing);
+        SKIP("no mount namespace at this isolation level");
     }
     unlink(own_file);
     rmdir(own_dir);
@@ -204,7 +207,7 @@ static void test_file_system(const sandbox *sb) {
         unlink(own_file);
         rmdir(own_dir);
     } else {
-        printf("#   skipped: not root\n");
+        SKIP("not running as root");
     }
 
     TEST("the run's directory is a small tmpfs (mount namespace)");
@@ -213,7 +216,7 @@ static void test_file_system(const sandbox *sb) {
                                     "i=$((i+1)); done; exit 0");
         CHECK(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 9);
     } else {
-        printf("#   skipped: no mount namespace here\n");
+        SKIP("no mount namespace at this isolation level");
     }
 }
 

@@ -16,11 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "tok/tokenizer.h"
+#include "util/clock.h"
 
 /* ---- driver mode ---- */
 
@@ -36,12 +36,6 @@ static char *read_file(const char *path, size_t *len) {
     return b.data ? b.data : xstrdup("");
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int bench(const tokenizer *t, const char *path) {
     size_t len;
     char *text = read_file(path, &len);
@@ -51,7 +45,7 @@ static int bench(const tokenizer *t, const char *path) {
     }
     /* documents of about 4 KiB, cut at line ends, as a prompt stream would be */
     size_t tokens = 0;
-    double t0 = now();
+    double t0 = now_seconds();
     for (size_t i = 0; i < len;) {
         size_t j = i + 4096 < len ? i + 4096 : len;
         while (j < len && text[j - 1] != '\n') j++;
@@ -67,7 +61,7 @@ static int bench(const tokenizer *t, const char *path) {
         free(ids);
         i = j;
     }
-    double dt = now() - t0;
+    double dt = now_seconds() - t0;
     printf("# encode: %.1f MB/s (%zu bytes, %zu tokens, %.3f s, one core)\n", len / dt / 1e6, len, tokens, dt);
     free(text);
     return 0;

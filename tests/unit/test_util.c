@@ -1,14 +1,16 @@
 /* SHA-256, id hashes and the Philox RNG against published or independently
  * computed values (Python's hashlib for the id hashes and RNG keys); vec_expf;
- * the process groups of util/cleanup. */
+ * the process groups of util/cleanup; flags_given. */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
+#include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "util/cleanup.h"
+#include "util/flags.h"
 #include "util/idhash.h"
 #include "util/rng.h"
 #include "util/sha256.h"
@@ -56,6 +58,30 @@ static bool gone_within_a_second(pid_t pid) {
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     }
     return false;
+}
+
+/* Runs flags_given(p, name) in a child; returns its exit status (-1 when it
+ * did not exit) and its stderr in err (NUL-terminated, truncated to n-1). */
+static int flags_given_in_child(const flag_parser *p, const char *name, char *err, size_t n) {
+    int fds[2];
+    if (pipe(fds)) return -1;
+    fflush(stdout); /* the child must not repeat buffered TAP */
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        close(fds[0]);
+        if (dup2(fds[1], 2) < 0) _exit(1);
+        _exit(flags_given(p, name) ? 2 : 3);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    ssize_t r;
+    while (len + 1 < n && (r = read(fds[0], err + len, n - 1 - len)) > 0) len += (size_t)r;
+    err[len] = 0;
+    close(fds[0]);
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
 }
 
 static void sha_is(const char *msg, size_t len, const char *want) {
@@ -200,6 +226,24 @@ int main(void) {
         for (int i = 0; i < n; i++) cleanup_unregister_group(100000 + i);
         CHECK(cleanup_register_group(100000));
         cleanup_unregister_group(100000);
+    }
+    TEST("flags_given: a flag of the table answers; a name the table lacks is exit 70 naming it");
+    {
+        bool quiet = false;
+        long long n = 1;
+        const flag_spec flags[] = {
+            {"--quiet", NULL, FLAG_BOOL, &quiet, NULL, "less output", 0, 0, NULL},
+            {"--n", NULL, FLAG_INT, &n, "N", "how many", 1, 10, NULL},
+        };
+        flag_parser p = {.usage = "t [flags]", .summary = "a test", .flags = flags, .n_flags = 2};
+        char *argv[] = {"t", "--n", "3", NULL};
+        flags_parse(&p, 3, argv);
+        CHECK(flags_given(&p, "--n"));
+        CHECK(!flags_given(&p, "--quiet"));
+        char err[512];
+        CHECK_EQ_INT(flags_given_in_child(&p, "--n", err, sizeof err), 2);
+        CHECK_EQ_INT(flags_given_in_child(&p, "--quite", err, sizeof err), EX_SOFTWARE);
+        CHECK(strstr(err, "--quite") != NULL);
     }
     return check_done();
 }

@@ -1,6 +1,6 @@
 /* Opening a sandbox: finding the program, and choosing the strongest
  * isolation the kernel grants by trying it. */
-#include "sandbox_impl.h"
+#include "impl.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
-/* Finding the final answer in a completion (rules in answer_match.h). */
+/* Finding the final answer in a completion (rules in match.h). */
 #include <string.h>
 
-#include "../prep/extract.h"
-#include "answer_match.h"
+#include "extract.h"
+#include "match.h"
 
 static const char *const SOURCE_NAMES[ANSWER_N_SOURCES] = {"none", "answer_tag", "boxed", "hashes", "last_number"};
 
@@ -37,7 +37,7 @@ bool answer_tag_content(const char *s, size_t len, strbuf *out) {
     return true;
 }
 
-/* The last number token, as answer_match.h describes it. */
+/* The last number token, as match.h describes it. */
 static bool last_number(const char *s, size_t len, strbuf *out) {
     size_t best_start = 0, best_end = 0;
     bool found = false;

@@ -1,4 +1,4 @@
-#include "judge_http.h"
+#include "http.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -12,9 +12,10 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "../util/clock.h"
 #include "../util/rng.h"
 #include "../util/strbuf.h"
-#include "judge_request.h"
+#include "request.h"
 
 #ifndef GRPO_VERSION
 #define GRPO_VERSION "0"
@@ -47,12 +48,6 @@ struct judge_http {
     rng_stream rng;
     judge_http_stats stats;
 };
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- pure pieces ----------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-#include "judge_score.h"
+#include "score.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
-
-#include "reward.h"
 
 struct judge_scorer {
     pcre2_code *re; /* NULL: the first number */
@@ -112,17 +110,17 @@ int judge_scorer_open(judge_scorer **out, const char *regex, double scale, gerr 
 double judge_scorer_score(judge_scorer *s, const char *reply, size_t len) {
     double v;
     if (!s->re) {
-        if (!judge_first_number(reply, len, &v)) return REWARD_NULL;
+        if (!judge_first_number(reply, len, &v)) return NAN;
     } else {
         int rc = pcre2_match(s->re, (PCRE2_SPTR)reply, len, 0, 0, s->md, NULL);
-        if (rc <= 0) return REWARD_NULL;
+        if (rc <= 0) return NAN;
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
         int g = s->has_group ? 1 : 0;
-        if (g >= rc || ov[2 * g] == PCRE2_UNSET) return REWARD_NULL;
-        if (!judge_whole_number(reply + ov[2 * g], ov[2 * g + 1] - ov[2 * g], &v)) return REWARD_NULL;
+        if (g >= rc || ov[2 * g] == PCRE2_UNSET) return NAN;
+        if (!judge_whole_number(reply + ov[2 * g], ov[2 * g + 1] - ov[2 * g], &v)) return NAN;
     }
     v *= s->scale;
-    return isfinite(v) ? v : REWARD_NULL;
+    return isfinite(v) ? v : NAN;
 }
 
 void judge_scorer_free(judge_scorer *s) {

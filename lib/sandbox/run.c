@@ -3,7 +3,7 @@
  * as the poll timeout; a run that exits or reaches its deadline is killed
  * (its whole PID namespace, else its process group), reaped, and its
  * directory removed before its slot takes the next input. */
-#include "sandbox_impl.h"
+#include "impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../util/cleanup.h"
+#include "../util/clock.h"
 
 enum { POLL_FALLBACK_MS = 10 }; /* exit checks without a pidfd */
 
@@ -69,7 +70,7 @@ static void finish(sandbox_proc *p, sandbox_result *r, bool at_deadline) {
     if (read(p->status_fd, &program_status, sizeof program_status) == (ssize_t)sizeof program_status)
         r->status = program_status;
     close(p->status_fd);
-    r->seconds = sandbox_now() - p->start;
+    r->seconds = now_seconds() - p->start;
     r->timed_out = at_deadline || (WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGXCPU);
     /* Every writer is gone with a PID namespace; without one, a process
      * that left the group may still hold the pipes, so read only what is there. */
@@ -130,7 +131,7 @@ int sandbox_batch(const sandbox *sb, unsigned ns, int attempts, const char *cons
             next++;
         }
 
-        double now = sandbox_now(), wait_s = INFINITY;
+        double now = now_seconds(), wait_s = INFINITY;
         size_t n_pfd = 0;
         bool polling_exit = false;
         for (size_t s = 0; s < jobs; s++) {
@@ -151,7 +152,7 @@ int sandbox_batch(const sandbox *sb, unsigned ns, int attempts, const char *cons
             goto out;
         }
 
-        now = sandbox_now();
+        now = now_seconds();
         for (size_t s = 0; s < jobs; s++) {
             if (!slots[s].busy) continue;
             sandbox_proc *p = &slots[s].proc;

@@ -1,4 +1,5 @@
-/* The `answer` reward's string work: pulling the final answer out of a
+/* Final answers in completions, the rules of the `answer` reward and its
+ * countdown check (lib/reward): pulling the final answer out of a
  * completion, normalising it, and comparing it with the reference answer.
  * Pure functions of strings, unit-tested without records.
  *
@@ -8,8 +9,8 @@
  *      and exact). A \boxed{...} inside it is taken instead of the whole
  *      content. An empty pair extracts "" (scored wrong, no fallback).
  *   2. the content of the last \boxed{...} / \fbox{...} (nested braces,
- *      prep's extract_boxed); an unclosed one is skipped.
- *   3. the first line after the last "####" (prep's extract_after_hashes).
+ *      extract.h's extract_boxed); an unclosed one is skipped.
+ *   3. the first line after the last "####" (extract.h's extract_after_hashes).
  *   4. the last number: -?D+(,DDD)*(.D+)? where '-' counts only when no
  *      letter or digit stands before it.
  *
@@ -43,8 +44,8 @@
  * Comparison (answer_equal): two numbers are equal when
  * |a-b| <= tol * max(1, |b|) (b the reference); anything else compares the
  * folded text, so "(1, 2)" equals "(1,2)" and "5" never equals "5x". */
-#ifndef GRPO_REWARD_ANSWER_MATCH_H
-#define GRPO_REWARD_ANSWER_MATCH_H
+#ifndef GRPO_ANSWER_MATCH_H
+#define GRPO_ANSWER_MATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>

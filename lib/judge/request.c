@@ -1,4 +1,4 @@
-#include "judge_request.h"
+#include "request.h"
 
 #include <string.h>
 

@@ -1,13 +1,14 @@
 /* Opening the judge cache's SQLite file and creating its schema. */
-#include "judge_cache_db.h"
+#include "cache_db.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "../util/clock.h"
 
 /* The request is the longest column and the one lookups never read: it goes
  * last, so a lookup reads the reply without walking the request's overflow
@@ -50,12 +51,6 @@ int jc_db_exec(sqlite3 *db, const char *sql, const char *path, gerr *e) {
 int jc_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, const char *path, gerr *e) {
     int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
     return rc == SQLITE_OK ? 0 : jc_db_error(e, db, rc, path, "cannot prepare a statement");
-}
-
-double jc_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 void jc_key_hex(const unsigned char key[32], char hex[65]) {
@@ -152,10 +147,10 @@ static int check_schema(const schema_state *s, const char *path, gerr *e) {
  * answer SQLITE_BUSY without consulting the busy handler (journal_mode),
  * retrying until the busy timeout. Returns the SQLite code. */
 static int exec_retrying_busy(sqlite3 *db, const char *sql) {
-    double deadline = jc_now() + JC_BUSY_TIMEOUT_MS / 1000.0;
+    double deadline = wall_seconds() + JC_BUSY_TIMEOUT_MS / 1000.0;
     for (;;) {
         int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-        if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || jc_now() > deadline) return rc;
+        if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || wall_seconds() > deadline) return rc;
         usleep(1000);
     }
 }

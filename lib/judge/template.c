@@ -1,4 +1,4 @@
-#include "judge_template.h"
+#include "template.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,8 +162,8 @@ static int put_prompt(const judge_template *t, const part *p, const record *r, s
     return rc;
 }
 
-int judge_template_render(const judge_template *t, const reward_item *item, strbuf *out, gerr *e) {
-    const record *r = item->rec;
+int judge_template_render(const judge_template *t, const record *r, const char *completion, size_t completion_len,
+                          strbuf *out, gerr *e) {
     sb_clear(out);
     for (size_t i = 0; i < t->n; i++) {
         const part *p = &t->parts[i];
@@ -172,11 +172,11 @@ int judge_template_render(const judge_template *t, const reward_item *item, strb
         case PART_TEXT: sb_append(out, p->text, p->len); break;
         case PART_PROMPT: rc = put_prompt(t, p, r, out, e); break;
         case PART_COMPLETION:
-            if (!item->has_completion) {
+            if (!completion) {
                 if (record_has(r, "completion")) return record_field_error(r, "completion", "a string", e);
                 return missing_field(t, p, r, "completion", e);
             }
-            sb_append(out, item->completion, item->completion_len);
+            sb_append(out, completion, completion_len);
             break;
         case PART_FIELD: {
             const rec_field *f = record_find(r, p->text);

@@ -1,5 +1,5 @@
 /* Inside the sandbox: one run's processes as the parent tracks them.
- * sandbox_spawn.c starts a run, sandbox_run.c waits for runs and collects
+ * spawn.c starts a run, run.c waits for runs and collects
  * their results, sandbox.c picks the isolation level. */
 #ifndef GRPO_SANDBOX_IMPL_H
 #define GRPO_SANDBOX_IMPL_H
@@ -28,7 +28,5 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
  * run `attempts` tries to get through its set-up. */
 int sandbox_batch(const sandbox *sb, unsigned ns, int attempts, const char *const *input, const size_t *input_len,
                   size_t n, size_t jobs, sandbox_result *res, gerr *e);
-
-double sandbox_now(void);
 
 #endif

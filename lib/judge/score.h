@@ -25,7 +25,8 @@ typedef struct judge_scorer judge_scorer;
 /* regex NULL: the first number. A pattern that does not compile: EX_USAGE
  * naming --judge-regex and the offset. */
 int judge_scorer_open(judge_scorer **s, const char *regex, double scale, gerr *e);
-/* The scaled score of a reply, or REWARD_NULL. */
+/* The scaled score of a reply, or NAN when it holds none (the reward
+ * function writes that as null). */
 double judge_scorer_score(judge_scorer *s, const char *reply, size_t len);
 void judge_scorer_free(judge_scorer *s);
 

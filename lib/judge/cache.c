@@ -1,5 +1,5 @@
 /* The judge cache: lookups and stores against one SQLite file (see
- * judge_cache_db.h for the file, its durability and its errors).
+ * cache_db.h for the file, its durability and its errors).
  *
  * A hit moves the entry's `last_used` forward, but only once it is more
  * than JC_LAST_USED_RESOLUTION old: writing on every lookup would cost a
@@ -7,7 +7,7 @@
  * touch wait in memory and are written in one transaction every TOUCH_BATCH
  * keys, with the next put, and at close; a kill loses at most those dates,
  * never an answer. */
-#include "judge_cache.h"
+#include "cache.h"
 
 #include <math.h>
 #include <pwd.h>
@@ -17,7 +17,8 @@
 
 #include <sqlite3.h>
 
-#include "judge_cache_db.h"
+#include "../util/clock.h"
+#include "cache_db.h"
 
 #define TOUCH_BATCH 1024
 
@@ -124,7 +125,7 @@ static void roll_back(judge_cache *c) {
 static int apply_touches(judge_cache *c, gerr *e) {
     size_t n = c->n_touch;
     c->n_touch = 0; /* dropped on failure: they are advisory */
-    double now = jc_now();
+    double now = wall_seconds();
     for (size_t i = 0; i < n; i++) {
         sqlite3_bind_blob(c->touch, 1, c->touch_keys[i], 32, SQLITE_STATIC);
         sqlite3_bind_double(c->touch, 2, now);
@@ -185,7 +186,7 @@ static int look_up(judge_cache *c, const uint8_t key[32], strbuf *reply, double 
 
 int judge_cache_get(judge_cache *c, const uint8_t key[32], strbuf *reply, double *score, gerr *e) {
     if (!c->get || !c->db) return 0;
-    int got = look_up(c, key, reply, score, jc_now(), e);
+    int got = look_up(c, key, reply, score, wall_seconds(), e);
     flush_touches_when_many(c);
     return got;
 }
@@ -196,7 +197,7 @@ int judge_cache_get_many(judge_cache *c, judge_cache_lookup *lookups, size_t n, 
     /* one read transaction: one snapshot and one WAL read lock for the lot
      * instead of a lock and an unlock (two fcntl calls) per key */
     if (step_once(c, c->begin_read, "cannot read", e)) return e->code;
-    double now = jc_now();
+    double now = wall_seconds();
     int err = 0;
     for (size_t i = 0; !err && i < n; i++) {
         int got = look_up(c, lookups[i].key, &lookups[i].reply, &lookups[i].score, now, e);
@@ -233,7 +234,7 @@ static int store_entry(judge_cache *c, const judge_cache_entry *en, double now, 
 
 int judge_cache_put_many(judge_cache *c, const judge_cache_entry *entries, size_t n, gerr *e) {
     if (!c->put || !c->db || n == 0) return 0;
-    double now = jc_now();
+    double now = wall_seconds();
     if (step_once(c, c->begin, "cannot lock", e)) return e->code;
     /* the same commit carries the dates of earlier lookups */
     int err = c->n_touch ? apply_touches(c, e) : 0;

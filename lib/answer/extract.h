@@ -1,7 +1,9 @@
 /* Final answers pulled out of worked solutions: GSM8K's "#### 72" and the
- * last \boxed{...} of a MATH solution. Pure string functions, unit-tested. */
-#ifndef GRPO_PREP_EXTRACT_H
-#define GRPO_PREP_EXTRACT_H
+ * last \boxed{...} of a MATH solution. grpo-prep takes reference answers
+ * from datasets with them, and the answer rules (match.h) use them on
+ * completions. Pure string functions, unit-tested. */
+#ifndef GRPO_ANSWER_EXTRACT_H
+#define GRPO_ANSWER_EXTRACT_H
 
 #include <stddef.h>
 

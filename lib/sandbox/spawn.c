@@ -6,7 +6,7 @@
  * Between clone and execve the child may only make system calls (the
  * parent can have other threads, whose locks the child inherits held), so
  * everything it needs is laid out beforehand in a child_plan. */
-#include "sandbox_impl.h"
+#include "impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../util/cleanup.h"
+#include "../util/clock.h"
 
 #ifndef MOUNT_ATTR_RDONLY /* C libraries older than glibc 2.36 */
 struct mount_attr {
@@ -88,12 +89,6 @@ typedef struct {
     pid_t parent;
     char tmpfs_opts[128];
 } child_plan;
-
-double sandbox_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static _Noreturn void child_fail(int fail_fd, int step) {
     child_failure f = {step, errno};
@@ -417,7 +412,7 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
         goto fail;
     }
 
-    p->start = sandbox_now();
+    p->start = now_seconds();
     p->deadline = p->start + sb->lim.timeout;
 #ifdef SYS_pidfd_open
     p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);

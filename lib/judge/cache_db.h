@@ -1,6 +1,6 @@
 /* The judge cache's SQLite file: opening, schema, errors. Shared by the
- * cache itself (judge_cache.c) and the `grpo-reward cache` subcommands
- * (judge_cache_cmd.c); not part of the public interface.
+ * cache itself (cache.c) and the `grpo-reward cache` subcommands
+ * (cache_cmd.c); not part of the public interface.
  *
  * The file: journal_mode=WAL, synchronous=NORMAL, application_id 'grpj',
  * user_version JC_SCHEMA_VERSION, one table:
@@ -65,9 +65,6 @@ int jc_db_error(gerr *e, sqlite3 *db, int rc, const char *path, const char *what
 /* Runs SQL without results. */
 int jc_db_exec(sqlite3 *db, const char *sql, const char *path, gerr *e);
 int jc_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, const char *path, gerr *e);
-
-/* Seconds since the epoch, with a fraction. */
-double jc_now(void);
 
 /* 64 lower-case hex digits and a NUL. */
 void jc_key_hex(const unsigned char key[32], char hex[65]);

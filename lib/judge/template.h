@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../io/record.h"
 #include "../util/err.h"
 #include "../util/strbuf.h"
-#include "reward.h"
 
 typedef struct judge_template judge_template;
 
@@ -35,9 +35,12 @@ int judge_template_load(judge_template **t, const char *path, gerr *e);
 int judge_template_parse(judge_template **t, const char *text, size_t len, const char *name, gerr *e);
 /* SHA-256 of the template's bytes, part of every cache key. */
 const uint8_t *judge_template_sha256(const judge_template *t);
-/* Replaces out with the template filled from the record. EX_DATAERR names
- * the record and the missing or unusable field. */
-int judge_template_render(const judge_template *t, const reward_item *item, strbuf *out, gerr *e);
+/* Replaces out with the template filled from the record; completion is the
+ * record's decoded `completion` (completion_len bytes), NULL when the record
+ * has no string `completion`. EX_DATAERR names the record and the missing or
+ * unusable field. */
+int judge_template_render(const judge_template *t, const record *r, const char *completion, size_t completion_len,
+                          strbuf *out, gerr *e);
 void judge_template_free(judge_template *t);
 
 #endif

@@ -1,10 +1,10 @@
-/* Normalising and comparing final answers (rules in answer_match.h). */
+/* Normalising and comparing final answers (rules in match.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "answer_match.h"
+#include "match.h"
 
 enum { CLEAN_MAX_DEPTH = 16, NUMBER_MAX_CHARS = 400 };
 

@@ -1,5 +1,5 @@
 /* `grpo-reward cache stats|export|import|prune`: looking after the judge
- * cache file from the command line (formats in judge_cache.h). */
+ * cache file from the command line (formats in cache.h). */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -7,8 +7,9 @@
 #include <sys/stat.h>
 
 #include "../io/jsonl.h"
-#include "judge_cache.h"
-#include "judge_cache_db.h"
+#include "../util/clock.h"
+#include "cache.h"
+#include "cache_db.h"
 
 #define ANSWER_COLUMNS "key, model, request, reply, score, prompt_tokens, completion_tokens, created, last_used"
 
@@ -329,7 +330,7 @@ int judge_cache_cmd_prune(const char *path_arg, double max_age_seconds, const ch
     int err = jc_db_open(&db, path, JC_OPEN_WRITE_EXISTING, e);
     long long removed = 0, left = 0;
     if (!err) {
-        err = delete_old(db, path, jc_now() - max_age_seconds, model, &removed, &left, e);
+        err = delete_old(db, path, wall_seconds() - max_age_seconds, model, &removed, &left, e);
         /* give the freed pages back to the file system, and empty the -wal
          * file; a reader still in it only keeps the WAL from shrinking */
         if (!err && removed) err = jc_db_exec(db, "VACUUM", path, e);
