@@ -105,43 +105,41 @@ size_t utf8_chunk(const unsigned char *s, size_t n, int *kind) {
     return w;
 }
 
-size_t utf8_lossy_append(strbuf *out, const unsigned char *s, size_t n, bool hold) {
-    size_t i = 0, run = 0; /* run: start of the pending valid stretch */
+/* The offset of the first chunk from i on that is not valid UTF-8 (n when
+ * none), with its utf8_chunk kind and length. */
+static size_t first_invalid(const unsigned char *s, size_t i, size_t n, int *kind, size_t *len) {
     while (i < n) {
         if (s[i] < 0x80) {
             i++;
             continue;
         }
-        int kind;
-        size_t k = utf8_chunk(s + i, n - i, &kind);
-        if (kind == 0) {
-            i += k;
-            continue;
+        size_t k = utf8_chunk(s + i, n - i, kind);
+        if (*kind != 0) {
+            *len = k;
+            return i;
         }
-        sb_append(out, s + run, i - run);
-        if (kind == 2 && hold) return k;
-        sb_append(out, "\xEF\xBF\xBD", 3);
-        i += k;
-        run = i;
-    }
-    sb_append(out, s + run, n - run);
-    return 0;
-}
-
-size_t utf8_valid_prefix(const char *p, size_t n) {
-    const unsigned char *s = (const unsigned char *)p;
-    size_t i = 0;
-    while (i < n) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        int kind;
-        size_t k = utf8_chunk(s + i, n - i, &kind);
-        if (kind != 0) return i;
         i += k;
     }
     return n;
+}
+
+size_t utf8_lossy_append(strbuf *out, const unsigned char *s, size_t n, bool hold) {
+    size_t run = 0; /* start of the pending valid stretch */
+    for (;;) {
+        int kind = 0;
+        size_t k = 0, i = first_invalid(s, run, n, &kind, &k);
+        sb_append(out, s + run, i - run);
+        if (i == n) return 0;
+        if (kind == 2 && hold) return k;
+        sb_append(out, "\xEF\xBF\xBD", 3);
+        run = i + k;
+    }
+}
+
+size_t utf8_valid_prefix(const char *p, size_t n) {
+    int kind;
+    size_t k;
+    return first_invalid((const unsigned char *)p, 0, n, &kind, &k);
 }
 
 bool uni_is_space(uint32_t c) {

@@ -25,34 +25,29 @@ static bool same_file(const char *a, const char *b) {
     return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* One optimizer-state tensor: its name and shape, and its moments at
+ * offset off of the flat state (the trained parameters' offset). */
+static void describe(optim_tensor *t, const policy *p, const char *name, int64_t rows, int64_t cols, size_t off) {
+    t->name = xstrdup(name);
+    t->ndim = cols ? 2 : 1, t->shape[0] = rows, t->shape[1] = cols;
+    t->m = p->exp_avg ? p->exp_avg + off : NULL;
+    t->v = p->exp_avg_sq ? p->exp_avg_sq + off : NULL;
+}
+
 size_t policy_optim_tensors(const policy *p, optim_tensor **out) {
-    size_t n;
-    optim_tensor *t;
+    size_t n = p->has_lora ? lora_tensor_list(&p->l, NULL) : model_tensor_list(&p->m, NULL);
+    optim_tensor *t = xcalloc(n ? n : 1, sizeof *t);
     if (p->has_lora) {
-        n = lora_tensor_list(&p->l, NULL);
         lora_tensor_ref *refs = xcalloc(n ? n : 1, sizeof *refs);
         lora_tensor_list(&p->l, refs);
-        t = xcalloc(n ? n : 1, sizeof *t);
-        for (size_t i = 0; i < n; i++) {
-            size_t off = (size_t)(refs[i].data - p->l.memory);
-            t[i].name = xstrdup(refs[i].name);
-            t[i].ndim = 2, t[i].shape[0] = refs[i].rows, t[i].shape[1] = refs[i].cols;
-            t[i].m = p->exp_avg ? p->exp_avg + off : NULL;
-            t[i].v = p->exp_avg_sq ? p->exp_avg_sq + off : NULL;
-        }
+        for (size_t i = 0; i < n; i++)
+            describe(&t[i], p, refs[i].name, refs[i].rows, refs[i].cols, (size_t)(refs[i].data - p->l.memory));
         free(refs);
     } else {
-        n = model_tensor_list(&p->m, NULL);
         model_tensor_ref *refs = xcalloc(n ? n : 1, sizeof *refs);
         model_tensor_list(&p->m, refs);
-        t = xcalloc(n ? n : 1, sizeof *t);
-        for (size_t i = 0; i < n; i++) {
-            size_t off = (size_t)(refs[i].dst - p->m.params_memory);
-            t[i].name = xstrdup(refs[i].hf);
-            t[i].ndim = refs[i].cols ? 2 : 1, t[i].shape[0] = refs[i].rows, t[i].shape[1] = refs[i].cols;
-            t[i].m = p->exp_avg ? p->exp_avg + off : NULL;
-            t[i].v = p->exp_avg_sq ? p->exp_avg_sq + off : NULL;
-        }
+        for (size_t i = 0; i < n; i++)
+            describe(&t[i], p, refs[i].hf, refs[i].rows, refs[i].cols, (size_t)(refs[i].dst - p->m.params_memory));
         free(refs);
     }
     *out = t;
