@@ -4,10 +4,14 @@
 
 #include <cblas.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
+#include "blas.h"
 #include "packed.h"
 
-/* The row-major products run as fixed tiles of C, one single-threaded
+/* The training products run as fixed tiles of C, one single-threaded
  * sgemm each (over the whole K), the tiles shared out over the OpenMP
  * threads. OpenBLAS's own threading can change an element's summation order
  * with the thread count (seen on AMD Zen: 2e-6 relative), so the tiles are
@@ -32,12 +36,42 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
     }
 }
 
-void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
-                    int out_dim) {
+void matmul_forward_tiled(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
+                          int out_dim) {
     if (n <= 0) return;
     if (bias)
         for (int r = 0; r < n; r++) memcpy(out + (size_t)r * out_dim, bias, (size_t)out_dim * sizeof *out);
     gemm(false, true, n, out_dim, in_dim, 1.0f, in, in_dim, w, in_dim, bias ? 1.0f : 0.0f, out, out_dim);
+}
+
+void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
+                    int out_dim) {
+    if (n <= 0) return;
+    if (blas_shares_openmp()) { /* OpenBLAS parallelizes on our pool */
+        if (bias)
+            for (int r = 0; r < n; r++) memcpy(out + (size_t)r * out_dim, bias, (size_t)out_dim * sizeof *out);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out_dim, in_dim, 1.0f, in, in_dim, w, in_dim,
+                    bias ? 1.0f : 0.0f, out, out_dim);
+        return;
+    }
+    /* Each OpenMP thread takes a band of output columns and calls the
+     * single-threaded sgemm on it. */
+#pragma omp parallel
+    {
+        int tid = 0, nt = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num(), nt = omp_get_num_threads();
+#endif
+        int band = ((out_dim + nt - 1) / nt + 15) / 16 * 16; /* whole SIMD panels */
+        int lo = tid * band, hi = lo + band < out_dim ? lo + band : out_dim;
+        if (hi > lo) {
+            if (bias)
+                for (int r = 0; r < n; r++)
+                    memcpy(out + (size_t)r * out_dim + lo, bias + lo, (size_t)(hi - lo) * sizeof *out);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, hi - lo, in_dim, 1.0f, in, in_dim,
+                        w + (size_t)lo * in_dim, in_dim, bias ? 1.0f : 0.0f, out + lo, out_dim);
+        }
+    }
 }
 
 void matmul_forward_packed(float *out, const float *in, const float *w_packed, const float *bias, int n, int in_dim,
