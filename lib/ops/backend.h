@@ -1,8 +1,11 @@
 /* The backend seam: every operation the transformer layer, the LM head and
- * the optimizer run, as one table of functions. lib/model/layer.c,
- * forward.c and lib/train call ops only through a backend, so a GPU backend
- * implements this table (and the memory it works on) and nothing else: the
- * layer's wiring is written once.
+ * the optimizer's update run, as one table of functions. The layer
+ * (lib/model/layer.c), the inference forward (forward.c), the training
+ * driver (lib/train/trainer.c) and the optimizer step (optim.c) call ops only
+ * through a backend, so a GPU backend implements this table (and the memory
+ * it works on) and nothing else: the layer's wiring is written once. What
+ * still runs on the host beside it: the loss over per-token log-probs
+ * (lib/train/loss.c), the gradient norm and clipping (optim.c), sampling.
  *
  * Pointers passed to a backend's ops are in that backend's memory (host
  * memory for the CPU). Index arrays (positions, tokens, row offsets) are

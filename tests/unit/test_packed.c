@@ -1,4 +1,4 @@
-/* lib/model/packed.c against a float64 reference, and a packed model's
+/* lib/ops/packed.c against a float64 reference, and a packed model's
  * forward against the same model row-major. Skipped (reported) on a CPU
  * without AVX-512, where nothing is packed. */
 #include <math.h>
