@@ -93,8 +93,8 @@ int main(int argc, char **argv) {
     }
     size_t n = argc > 1 ? (size_t)atol(argv[1]) : 16384;
     double seconds = argc > 2 ? atof(argv[2]) : 2.0;
-    reward_params p;
-    reward_params_default(&p);
+    reward_opts p;
+    reward_opts_default(&p);
     p.length_max = 160; /* the ~145-token completions fall on the ramp */
     p.length_buffer = 32;
 

@@ -81,8 +81,8 @@ static int cache_main(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "cache")) return cache_main(argc - 1, argv + 1);
     blas_ensure_fast_kernels(argv); /* the reward model's matrix products */
-    reward_params p;
-    reward_params_default(&p);
+    reward_opts p;
+    reward_opts_default(&p);
     reward_stage_opts o;
     reward_stage_opts_default(&o);
     string_list fn_specs = {0};

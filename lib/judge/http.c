@@ -38,7 +38,7 @@ typedef struct {
 } bucket;
 
 struct judge_http {
-    judge_http_config c;
+    judge_http_opts c;
     char *url, *url_shown, *key;
     CURLM *multi;
     struct curl_slist *headers;
@@ -196,7 +196,7 @@ static int slot_init(judge_http *h, slot *s, gerr *e) {
     return 0;
 }
 
-static int check_config(const judge_http_config *c, gerr *e) {
+static int check_config(const judge_http_opts *c, gerr *e) {
     if (c->concurrency < 1 || c->concurrency > 4096)
         return gerr_set(e, EX_USAGE, "--judge-concurrency: expected 1..4096, got %lld", c->concurrency);
     if (!(c->timeout > 0) || c->timeout > 86400)
@@ -210,7 +210,7 @@ static int check_config(const judge_http_config *c, gerr *e) {
     return 0;
 }
 
-int judge_http_open(judge_http **out, const judge_http_config *c, gerr *e) {
+int judge_http_open(judge_http **out, const judge_http_opts *c, gerr *e) {
     int rc = check_config(c, e);
     if (rc) return rc;
     /* a line break in the key would end the header and start another */

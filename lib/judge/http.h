@@ -36,7 +36,7 @@ typedef struct {
     double rps, tpm; /* 0: unlimited */
     double backoff_base, backoff_cap; /* seconds: attempt k waits uniform [0, min(cap, base * 2^k)) */
     double retry_after_cap;           /* seconds: the longest Retry-After honoured */
-} judge_http_config;
+} judge_http_opts;
 
 typedef struct {
     const char *body; /* JSON, sent as is */
@@ -63,7 +63,7 @@ typedef int (*judge_http_on_reply)(void *ctx, size_t job, const char *body, size
 typedef struct judge_http judge_http;
 
 /* EX_USAGE on a bad setting (concurrency < 1, timeout <= 0, ...). */
-int judge_http_open(judge_http **h, const judge_http_config *c, gerr *e);
+int judge_http_open(judge_http **h, const judge_http_opts *c, gerr *e);
 /* Runs jobs[0..n-1] until each is answered, or until the run stops
  * (returning its code with e filled, after the transfers in flight end). */
 int judge_http_run(judge_http *h, const judge_http_job *jobs, size_t n, judge_http_on_reply on_reply, void *ctx,

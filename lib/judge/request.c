@@ -5,7 +5,7 @@
 #include "../prep/prompt.h"
 #include "../util/sha256.h"
 
-void judge_request_build(const judge_request_params *p, const char *user, size_t user_len, strbuf *body,
+void judge_request_build(const judge_request_opts *p, const char *user, size_t user_len, strbuf *body,
                          strbuf *canonical, uint8_t key[32]) {
     sb_clear(body);
     sb_puts(body, "{\"model\":");

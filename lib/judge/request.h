@@ -22,11 +22,11 @@ typedef struct {
     double temperature;
     long long max_tokens;
     uint8_t template_sha256[32];
-} judge_request_params;
+} judge_request_opts;
 
 /* Replaces body and canonical with the request for one rendered user
  * message, and fills key with SHA-256(canonical). */
-void judge_request_build(const judge_request_params *p, const char *user, size_t user_len, strbuf *body,
+void judge_request_build(const judge_request_opts *p, const char *user, size_t user_len, strbuf *body,
                          strbuf *canonical, uint8_t key[32]);
 
 /* Tokens a request may use, before it is sent: its body's bytes / 4 (about

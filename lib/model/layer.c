@@ -63,8 +63,6 @@ static void linear_forward(const layer_pass *p, float *out, const float *in, con
     const backend *be = p->be;
     if (p->m->packed)
         be->matmul_forward_packed(out, in, w, bias, p->n_rows, in_dim, out_dim);
-    else if (p->tiled)
-        be->matmul_forward_tiled(out, in, w, bias, p->n_rows, in_dim, out_dim);
     else
         be->matmul_forward(out, in, w, bias, p->n_rows, in_dim, out_dim);
     if (!adapted(p, target)) return;

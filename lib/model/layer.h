@@ -67,9 +67,6 @@ typedef struct {
      * locating each row's sequence). */
     kv_view kv;
     attn_workspace *ws;
-    /* products through fixed tiles (matmul_forward_tiled): training asks, so
-     * that a checkpoint does not depend on the thread count */
-    bool tiled;
     layer_lora lora;
     /* backward only */
     int n_seqs;

@@ -13,7 +13,6 @@
  * forward and recomputes the scores tile by tile (flash-attention's scheme). */
 #include "ops.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -55,14 +54,6 @@ static void scatter(float *x, const float *t, int r0, int m, int g, int G, int n
         memcpy(x + ((size_t)(r0 + i) * nh + (size_t)g * G) * hd, t + (size_t)i * G * hd, (size_t)G * hd * sizeof *t);
 }
 
-/* The tiles' products, always inside the parallel region (so OpenBLAS runs
- * them on the calling thread). */
-static void tile_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                      int ldb, float beta, float *C, int ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
-                B, ldb, beta, C, ldc);
-}
-
 static float attn_scale(int hd) { return (float)(1.0 / sqrt((double)hd)); }
 
 /* Rows r0 .. r0+m-1 (one sequence, consecutive positions) and KV head g. */
@@ -72,7 +63,7 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
     const int M = m * G, T = pos[r0 + m - 1] + 1;
     gather(b->qt, q, r0, m, g, G, nh, hd);
     const float *kb = kv->k + kv->row_kv[r0] + (size_t)g * hd, *vb = kv->v + kv->row_kv[r0] + (size_t)g * hd;
-    tile_gemm(false, true, M, T, hd, attn_scale(hd), b->qt, hd, kb, kv->kv_dim, 0.0f, b->s, T);
+    gemm(false, true, M, T, hd, attn_scale(hd), b->qt, hd, kb, kv->kv_dim, 0.0f, b->s, T);
     for (int i = 0; i < M; i++) {
         int seen = pos[r0 + i / G] + 1; /* causal: keys 0 .. the row's own position */
         float *row = b->s + (size_t)i * T;
@@ -80,7 +71,7 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
         memset(row + seen, 0, (size_t)(T - seen) * sizeof *row);
         if (lse) lse[(size_t)(r0 + i / G) * nh + (size_t)g * G + i % G] = l;
     }
-    tile_gemm(false, false, M, hd, T, 1.0f, b->s, T, vb, kv->kv_dim, 0.0f, b->ot, hd);
+    gemm(false, false, M, hd, T, 1.0f, b->s, T, vb, kv->kv_dim, 0.0f, b->ot, hd);
     scatter(out, b->ot, r0, m, g, G, nh, hd);
 }
 
@@ -172,8 +163,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                 gather(b.qt, q, r_base + i0, m, g, G, nh, hd);
                 gather(b.ot, out, r_base + i0, m, g, G, nh, hd);
                 gather(b.dot, dout, r_base + i0, m, g, G, nh, hd);
-                tile_gemm(false, true, M, T, hd, scale, b.qt, hd, kb, kvd, 0.0f, b.s, T);
-                tile_gemm(false, true, M, T, hd, 1.0f, b.dot, hd, vb, kvd, 0.0f, b.dp, T);
+                gemm(false, true, M, T, hd, scale, b.qt, hd, kb, kvd, 0.0f, b.s, T);
+                gemm(false, true, M, T, hd, 1.0f, b.dot, hd, vb, kvd, 0.0f, b.dp, T);
                 for (int row = 0; row < M; row++) {
                     int seen = i0 + row / G + 1;
                     float l = lse[(size_t)(r_base + i0 + row / G) * nh + (size_t)g * G + row % G];
@@ -186,10 +177,10 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                     memset(p + seen, 0, (size_t)(T - seen) * sizeof *p);
                     memset(dp + seen, 0, (size_t)(T - seen) * sizeof *dp);
                 }
-                tile_gemm(false, false, M, hd, T, scale, b.dp, T, kb, kvd, 0.0f, b.dqt, hd);
+                gemm(false, false, M, hd, T, scale, b.dp, T, kb, kvd, 0.0f, b.dqt, hd);
                 scatter(dq, b.dqt, r_base + i0, m, g, G, nh, hd);
-                tile_gemm(true, false, T, hd, M, scale, b.dp, T, b.qt, hd, 1.0f, dkb, kvd);
-                tile_gemm(true, false, T, hd, M, 1.0f, b.s, T, b.dot, hd, 1.0f, dvb, kvd);
+                gemm(true, false, T, hd, M, scale, b.dp, T, b.qt, hd, 1.0f, dkb, kvd);
+                gemm(true, false, T, hd, M, 1.0f, b.s, T, b.dot, hd, 1.0f, dvb, kvd);
             }
         }
     }

@@ -28,8 +28,6 @@ typedef struct backend {
                  float beta, float *C, int ldc);
     void (*matmul_forward)(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
                            int out_dim);
-    void (*matmul_forward_tiled)(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
-                                 int out_dim);
     void (*matmul_forward_packed)(float *out, const float *in, const float *w_packed, const float *bias, int n,
                                   int in_dim, int out_dim);
     void (*matmul_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,

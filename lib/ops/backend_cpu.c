@@ -7,7 +7,6 @@ static const backend cpu = {
     .rmsnorm_backward = rmsnorm_backward,
     .gemm = gemm,
     .matmul_forward = matmul_forward,
-    .matmul_forward_tiled = matmul_forward_tiled,
     .matmul_forward_packed = matmul_forward_packed,
     .matmul_backward = matmul_backward,
     .rope_cos_sin = rope_cos_sin,

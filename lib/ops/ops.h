@@ -37,26 +37,20 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
                       int n, int d);
 
 /* ---- matrix products (matmul.c) ---------------------------------------------- */
-/* C[M, N] = alpha op(A) op(B) + beta C, row-major, op = transpose when t*:
- * fixed tiles of C, so the result does not depend on the thread count. */
+/* C[M, N] = alpha op(A) op(B) + beta C, row-major, op = transpose when t*. */
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc);
 /* out[n, out_dim] = in[n, in_dim] @ w[out_dim, in_dim]^T (+ bias[out_dim]):
- * one sgemm over all rows, threaded by OpenBLAS (inference: the fastest,
- * though its sums may change with the thread count). Call
- * blas_setup_threads() first. */
+ * one sgemm over all rows, threaded by OpenBLAS (whose sums can change with
+ * the thread count on some CPUs: AMD Zen seen). Call blas_setup_threads()
+ * first. */
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
                     int out_dim);
-/* The same through gemm's fixed tiles: sums that do not depend on the
- * thread count (training, so a checkpoint does not depend on --threads). */
-void matmul_forward_tiled(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
-                          int out_dim);
 /* The same with w packed by packed_pack (packed.h). */
 void matmul_forward_packed(float *out, const float *in, const float *w_packed, const float *bias, int n, int in_dim,
                            int out_dim);
 /* din = dout W (accumulated when accumulate, else written; din NULL: not
- * wanted); dw += dout^T in (NULL: frozen); db += column sums of dout.
- * Through gemm's fixed tiles. */
+ * wanted); dw += dout^T in (NULL: frozen); db += column sums of dout. */
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,
                      int in_dim, int out_dim, bool accumulate);
 

@@ -175,7 +175,7 @@ static void answer_close(void *self) {
     free(a);
 }
 
-int reward_open_answer(reward_fn *fn, const reward_params *p, gerr *e) {
+int reward_open_answer(reward_fn *fn, const reward_opts *p, gerr *e) {
     if (!(p->answer_tol >= 0) || !isfinite(p->answer_tol))
         return gerr_set(e, EX_USAGE, "--answer-tol: expected a finite number >= 0, got %g", p->answer_tol);
     answer_self *a = xcalloc(1, sizeof *a);

@@ -260,7 +260,7 @@ static void cmd_close(void *self) {
     free(c);
 }
 
-int reward_open_cmd(reward_fn *fn, const reward_params *p, gerr *e) {
+int reward_open_cmd(reward_fn *fn, const reward_opts *p, gerr *e) {
     if (!p->cmd || !*p->cmd) return gerr_set(e, EX_USAGE, "--fn cmd needs --cmd 'PROGRAM'");
     int to[2], from[2];
     if (pipe2(to, O_CLOEXEC)) return gerr_set(e, EX_OSERR, "pipe: %s", strerror(errno));

@@ -250,7 +250,7 @@ static void code_close(void *self) {
     free(c);
 }
 
-int reward_open_code(reward_fn *fn, const reward_params *p, gerr *e) {
+int reward_open_code(reward_fn *fn, const reward_opts *p, gerr *e) {
     if (!p->code_python || !*p->code_python)
         return gerr_set(e, EX_USAGE, "--code-python: expected an interpreter, got nothing");
     if (!p->code_tests_field || !*p->code_tests_field)

@@ -38,7 +38,7 @@ void reward_close_fns(reward_fn *fns, size_t n_fns) {
     free(fns);
 }
 
-int reward_open_fns(const char *const *specs, int n_specs, const reward_params *p, reward_fn **out,
+int reward_open_fns(const char *const *specs, int n_specs, const reward_opts *p, reward_fn **out,
                     size_t *n_out, gerr *e) {
     reward_fn *fns = NULL;
     size_t n = 0, cap = 0;

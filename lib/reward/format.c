@@ -115,7 +115,7 @@ static int format_fn_score(void *self, const reward_item *items, size_t n, doubl
 
 static void format_close(void *self) { free(self); }
 
-int reward_open_format(reward_fn *fn, const reward_params *p, gerr *e) {
+int reward_open_format(reward_fn *fn, const reward_opts *p, gerr *e) {
     format_spec *f = xmalloc(sizeof *f);
     int rc = format_spec_parse(f, p->format_tags, p->format_mode, e);
     if (rc) {

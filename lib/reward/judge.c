@@ -32,7 +32,7 @@
 
 typedef struct {
     judge_template *tpl;
-    judge_request_params req;
+    judge_request_opts req;
     char *model, *system;
     judge_scorer *scorer;
     judge_cache *cache;
@@ -232,7 +232,7 @@ static void judge_close(void *self) {
     free(j);
 }
 
-static int check_params(const reward_params *p, gerr *e) {
+static int check_params(const reward_opts *p, gerr *e) {
     if (!p->judge_url || !*p->judge_url) return gerr_set(e, EX_USAGE, "--fn judge needs --judge-url");
     if (!p->judge_model || !*p->judge_model) return gerr_set(e, EX_USAGE, "--fn judge needs --judge-model");
     if (!p->judge_template || !*p->judge_template)
@@ -260,14 +260,14 @@ static int api_key_from_env(const char *var, char **key, gerr *e) {
     return 0;
 }
 
-static int open_parts(judge *j, const reward_params *p, gerr *e) {
+static int open_parts(judge *j, const reward_opts *p, gerr *e) {
     int rc = judge_template_load(&j->tpl, p->judge_template, e);
     if (rc) return rc;
     rc = judge_scorer_open(&j->scorer, p->judge_regex, p->judge_scale, e);
     if (rc) return rc;
     j->model = xstrdup(p->judge_model);
     j->system = p->judge_system ? xstrdup(p->judge_system) : NULL;
-    j->req = (judge_request_params){.model = j->model,
+    j->req = (judge_request_opts){.model = j->model,
                                     .system = j->system,
                                     .temperature = p->judge_temperature,
                                     .max_tokens = p->judge_max_tokens};
@@ -288,7 +288,7 @@ static int open_parts(judge *j, const reward_params *p, gerr *e) {
         sb_free(&url);
         return rc;
     }
-    judge_http_config hc = {
+    judge_http_opts hc = {
         .url = url.data,
         .api_key = key,
         .concurrency = p->judge_concurrency,
@@ -309,7 +309,7 @@ static int open_parts(judge *j, const reward_params *p, gerr *e) {
     return rc;
 }
 
-int reward_open_judge(reward_fn *fn, const reward_params *p, gerr *e) {
+int reward_open_judge(reward_fn *fn, const reward_opts *p, gerr *e) {
     int rc = check_params(p, e);
     if (rc) return rc;
     judge *j = xcalloc(1, sizeof *j);

@@ -42,7 +42,7 @@ static int length_score(void *self, const reward_item *items, size_t n, double *
 
 static void length_close(void *self) { free(self); }
 
-int reward_open_length(reward_fn *fn, const reward_params *p, gerr *e) {
+int reward_open_length(reward_fn *fn, const reward_opts *p, gerr *e) {
     if (p->length_max < 0) return gerr_set(e, EX_USAGE, "--max-len: expected >= 0, got %lld", p->length_max);
     if (p->length_min < 0) return gerr_set(e, EX_USAGE, "--min-len: expected >= 0, got %lld", p->length_min);
     if (p->length_buffer < 0)

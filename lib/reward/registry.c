@@ -3,7 +3,7 @@
 
 #include "reward.h"
 
-void reward_params_default(reward_params *p) {
+void reward_opts_default(reward_opts *p) {
     memset(p, 0, sizeof *p);
     p->answer_tol = 1e-6;
     p->format_tags = "think,answer";

@@ -92,7 +92,7 @@ static int repetition_score(void *self, const reward_item *items, size_t n, doub
 
 static void repetition_close(void *self) { free(self); }
 
-int reward_open_repetition(reward_fn *fn, const reward_params *p, gerr *e) {
+int reward_open_repetition(reward_fn *fn, const reward_opts *p, gerr *e) {
     if (p->rep_ngram < 1) return gerr_set(e, EX_USAGE, "--rep-ngram: expected >= 1, got %lld", p->rep_ngram);
     if (!(p->rep_max_penalty <= 0) || !isfinite(p->rep_max_penalty))
         return gerr_set(e, EX_USAGE, "--rep-penalty: expected a finite number <= 0, got %g", p->rep_max_penalty);

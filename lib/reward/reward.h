@@ -91,9 +91,9 @@ typedef struct {
     long long rm_batch;
     long long threads;
     const char *rm_chat_template; /* "auto" (the reward model's own; NULL = auto) | "chatml" | "llama3" | "raw" */
-} reward_params;
+} reward_opts;
 
-void reward_params_default(reward_params *p);
+void reward_opts_default(reward_opts *p);
 
 /* Named values, for functions whose answer per record is several entries
  * of `rewards` (cmd's {"rewards": {...}}). */
@@ -134,7 +134,7 @@ typedef struct reward_fn {
 typedef struct {
     const char *name;
     const char *summary; /* one line, for --list */
-    int (*open)(reward_fn *fn, const reward_params *p, gerr *e);
+    int (*open)(reward_fn *fn, const reward_opts *p, gerr *e);
 } reward_fn_def;
 
 extern const reward_fn_def reward_fn_defs[];
@@ -142,13 +142,13 @@ extern const size_t reward_n_fn_defs;
 const reward_fn_def *reward_find_def(const char *name);
 
 /* Opening each function (one file each). They fill fn->self, score, stats, close. */
-int reward_open_answer(reward_fn *fn, const reward_params *p, gerr *e);
-int reward_open_format(reward_fn *fn, const reward_params *p, gerr *e);
-int reward_open_length(reward_fn *fn, const reward_params *p, gerr *e);
-int reward_open_repetition(reward_fn *fn, const reward_params *p, gerr *e);
-int reward_open_code(reward_fn *fn, const reward_params *p, gerr *e);
-int reward_open_cmd(reward_fn *fn, const reward_params *p, gerr *e);
-int reward_open_judge(reward_fn *fn, const reward_params *p, gerr *e);
-int reward_open_rm(reward_fn *fn, const reward_params *p, gerr *e);
+int reward_open_answer(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_format(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_length(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_repetition(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_code(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_cmd(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_judge(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_rm(reward_fn *fn, const reward_opts *p, gerr *e);
 
 #endif

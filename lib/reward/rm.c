@@ -170,7 +170,7 @@ static int open_template(rm_fn *r, const char *choice, gerr *e) {
                                                                : "missing");
 }
 
-static int open_model(rm_fn *r, const reward_params *p, gerr *e) {
+static int open_model(rm_fn *r, const reward_opts *p, gerr *e) {
     int rc = runner_open(&r->run, r->path, true, e);
     if (rc) return rc;
     if (r->run.m.cfg.num_labels != 1)
@@ -179,7 +179,7 @@ static int open_model(rm_fn *r, const reward_params *p, gerr *e) {
     return open_template(r, p->rm_chat_template, e);
 }
 
-int reward_open_rm(reward_fn *fn, const reward_params *p, gerr *e) {
+int reward_open_rm(reward_fn *fn, const reward_opts *p, gerr *e) {
     if (!p->rm_model || !*p->rm_model)
         return gerr_set(e, EX_USAGE, "--fn rm needs --rm-model M (a reward model's Hugging Face directory)");
     if (p->rm_batch < 1 || p->rm_batch > 4096)

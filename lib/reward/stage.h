@@ -27,7 +27,7 @@ void reward_stage_opts_default(reward_stage_opts *o);
 /* Parses the --fn values ("NAME[:WEIGHT][,NAME[:WEIGHT]...]", repeatable)
  * and opens each function with p. Names must be known and appear once.
  * On failure nothing stays open. */
-int reward_open_fns(const char *const *specs, int n_specs, const reward_params *p, reward_fn **fns,
+int reward_open_fns(const char *const *specs, int n_specs, const reward_opts *p, reward_fn **fns,
                     size_t *n_fns, gerr *e);
 void reward_close_fns(reward_fn *fns, size_t n_fns);
 

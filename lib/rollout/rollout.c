@@ -17,7 +17,7 @@ void rollout_opts_default(rollout_opts *o) {
     memset(o, 0, sizeof *o);
     o->k = 8;
     o->max_new_tokens = 256;
-    o->sampling = (sample_params){.temperature = -1, .top_k = 0, .top_p = 1, .min_p = 0};
+    o->sampling = (sample_opts){.temperature = -1, .top_k = 0, .top_p = 1, .min_p = 0};
     o->batch = 32;
     o->device = "cpu";
     o->chat_template = "auto";
@@ -41,7 +41,7 @@ typedef struct {
     model_runner run;
     bool have_template;
     chat_template tmpl;
-    sample_params sp;
+    sample_opts sp;
     char *policy;
     sampler smp;
     float *logits; /* [n_slots, vocab] */

@@ -24,7 +24,7 @@ typedef struct {
     const char *chat_template; /* auto|chatml|llama3|raw, for records without prompt_tokens */
     long long k;               /* samples per prompt */
     long long max_new_tokens;
-    sample_params sampling;    /* temperature < 0: the model's generation_config, else 1 */
+    sample_opts sampling;    /* temperature < 0: the model's generation_config, else 1 */
     bool top_p_given, top_k_given;
     string_list stops;
     long long seed;

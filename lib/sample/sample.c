@@ -40,7 +40,7 @@ static int32_t argmax(const float *logits, int vocab) {
     return best;
 }
 
-int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rng_stream *rng, float *logprob) {
+int32_t sample_token(sampler *s, const float *logits, const sample_opts *p, rng_stream *rng, float *logprob) {
     const int vocab = s->vocab;
     /* z = logits / T and its log-sum-exp by the LM head's own log-softmax
      * (lib/ops/softmax.c), so the log-probability recorded here is computed

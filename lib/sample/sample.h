@@ -26,7 +26,7 @@ typedef struct {
     long long top_k;    /* 0 = off */
     double top_p;       /* 1 = off */
     double min_p;       /* 0 = off */
-} sample_params;
+} sample_opts;
 
 /* Scratch reused across calls, sized for one vocabulary. */
 typedef struct {
@@ -41,6 +41,6 @@ void sampler_free(sampler *s);
 
 /* Draws one token from logits[0..vocab-1]; *logprob gets its log-probability
  * as described above. Consumes exactly one uniform draw from rng (none when greedy). */
-int32_t sample_token(sampler *s, const float *logits, const sample_params *p, rng_stream *rng, float *logprob);
+int32_t sample_token(sampler *s, const float *logits, const sample_opts *p, rng_stream *rng, float *logprob);
 
 #endif

@@ -19,7 +19,7 @@ int loss_kind_parse(const char *s, loss_kind *k, gerr *e) {
 
 const char *loss_kind_name(loss_kind k) { return (unsigned)k < 4 ? kind_names[k] : NULL; }
 
-int loss_batch_check(const loss_config *c, const loss_batch *b, gerr *e) {
+int loss_batch_check(const loss_opts *c, const loss_batch *b, gerr *e) {
     if (b->n_completions < 1)
         return gerr_set(e, EX_DATAERR, "loss: the batch has no unmasked completion to train on");
     if (b->n_tokens < 0) return gerr_set(e, EX_DATAERR, "loss: negative token count %ld", b->n_tokens);
@@ -45,7 +45,7 @@ void loss_stats_add(loss_stats *into, const loss_stats *from) {
 
 /* w_i of loss.h: the aggregation as a per-completion weight. Zero-length
  * completions divide by 1, as TRL's clamp(min=1) does. */
-static double completion_weight(const loss_config *c, const loss_batch *b, int n) {
+static double completion_weight(const loss_opts *c, const loss_batch *b, int n) {
     double nc = b->n_completions > 0 ? (double)b->n_completions : 1.0;
     switch (c->kind) {
     case LOSS_GRPO: return 1.0 / (nc * (n > 0 ? n : 1));
@@ -66,7 +66,7 @@ typedef struct {
     bool low, high;
 } surrogate;
 
-static surrogate surrogate_at(const loss_config *c, double rho, double a) {
+static surrogate surrogate_at(const loss_opts *c, double rho, double a) {
     double lo = 1.0 - c->epsilon_low, hi = 1.0 + c->epsilon_high;
     double clipped = rho < lo ? lo : rho > hi ? hi : rho;
     double u = rho * a, w = clipped * a;
@@ -78,7 +78,7 @@ static surrogate surrogate_at(const loss_config *c, double rho, double a) {
     return s;
 }
 
-void loss_completion(const loss_config *c, const loss_batch *b, int n, const float *logp, const float *old_logp,
+void loss_completion(const loss_opts *c, const loss_batch *b, int n, const float *logp, const float *old_logp,
                      const float *ref_logp, const float *entropy, double advantage, float *dlogp, loss_stats *s) {
     double w = completion_weight(c, b, n);
     bool use_kl = c->beta != 0 && ref_logp;

@@ -36,7 +36,7 @@ typedef struct {
     double epsilon_low;  /* clip below at 1 - epsilon_low */
     double epsilon_high; /* clip above at 1 + epsilon_high */
     double beta;         /* weight of the k3 KL term; 0 = no reference needed */
-} loss_config;
+} loss_opts;
 
 /* Totals over the batch's unmasked completions. */
 typedef struct {
@@ -47,7 +47,7 @@ typedef struct {
 
 /* EX_DATAERR when the totals cannot be divided by: no completions, negative
  * counts, or max_new_tokens < 1 with dr_grpo. */
-int loss_batch_check(const loss_config *c, const loss_batch *b, gerr *e);
+int loss_batch_check(const loss_opts *c, const loss_batch *b, gerr *e);
 
 /* Sums over the completions seen, for the metrics. Zero-initialise; merge
  * per-thread copies with loss_stats_add. */
@@ -75,7 +75,7 @@ void loss_stats_add(loss_stats *into, const loss_stats *from);
  * feeds only the kl metric); entropy: per token, may be NULL; advantage: A_i.
  * Writes dlogp[t] = d(batch loss)/d(logp[t]) and adds this completion's
  * share to s. Gradients of micro-batches simply add up. */
-void loss_completion(const loss_config *c, const loss_batch *b, int n, const float *logp, const float *old_logp,
+void loss_completion(const loss_opts *c, const loss_batch *b, int n, const float *logp, const float *old_logp,
                      const float *ref_logp, const float *entropy, double advantage, float *dlogp, loss_stats *s);
 
 /* Metric values (formats/metrics.md). NaN marks one that does not apply

@@ -57,18 +57,17 @@ int optim_parse_betas(const char *s, double *beta1, double *beta2, gerr *e) {
     return 0;
 }
 
-optim_config optim_default_config(void) {
-    optim_config c = {0};
-    c.kind = OPTIM_ADAMW;
-    c.lr = 1e-6;
-    c.beta1 = 0.9;
-    c.beta2 = 0.999;
-    c.eps = 1e-8;
-    c.schedule = SCHED_CONSTANT;
-    return c;
+void optim_opts_default(optim_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->kind = OPTIM_ADAMW;
+    o->lr = 1e-6;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
+    o->schedule = SCHED_CONSTANT;
 }
 
-int optim_config_check(const optim_config *c, gerr *e) {
+int optim_opts_check(const optim_opts *c, gerr *e) {
     if (!(c->lr >= 0 && isfinite(c->lr))) return gerr_set(e, EX_USAGE, "--lr: expected a number >= 0, got %g", c->lr);
     if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1))
         return gerr_set(e, EX_USAGE, "--betas: expected both in [0, 1), got %g,%g", c->beta1, c->beta2);
@@ -86,7 +85,7 @@ int optim_config_check(const optim_config *c, gerr *e) {
     return 0;
 }
 
-double optim_lr_multiplier(const optim_config *c, long step) {
+double optim_lr_multiplier(const optim_opts *c, long step) {
     long warmup = c->warmup_steps, total = c->total_steps;
     if (step < warmup) return (double)step / (double)(warmup > 1 ? warmup : 1);
     double span = (double)(total - warmup > 1 ? total - warmup : 1);
@@ -105,9 +104,9 @@ double optim_lr_multiplier(const optim_config *c, long step) {
     return 0.0;
 }
 
-double optim_lr_at(const optim_config *c, long step) { return c->lr * optim_lr_multiplier(c, step); }
+double optim_lr_at(const optim_opts *c, long step) { return c->lr * optim_lr_multiplier(c, step); }
 
-void optim_step(const backend *be, const optim_config *c, long t, double lr, float *param, const float *grad,
+void optim_step(const backend *be, const optim_opts *c, long t, double lr, float *param, const float *grad,
                 float *m, float *v, size_t n, bool decay) {
     /* decoupled weight decay: p *= 1 - lr wd; the constants are computed in
      * double and rounded once, as torch does when it applies Python floats

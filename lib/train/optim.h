@@ -37,16 +37,16 @@ typedef struct {
     sched_kind schedule;
     long warmup_steps, total_steps;
     double max_grad_norm; /* 0 = no clipping */
-} optim_config;
+} optim_opts;
 
 /* adamw, lr 1e-6, betas 0.9,0.999, eps 1e-8, no weight decay, constant
  * schedule without warmup, no clipping. */
-optim_config optim_default_config(void);
+void optim_opts_default(optim_opts *o);
 
 /* EX_USAGE naming the flag: lr, eps, weight decay, warmup or max grad norm
  * negative or not finite, betas outside [0, 1), total_steps < 1 with the
  * linear or cosine schedule (they need an end). */
-int optim_config_check(const optim_config *c, gerr *e);
+int optim_opts_check(const optim_opts *c, gerr *e);
 
 /* The schedule's multiplier of lr at `step`, the number of optimizer steps
  * already taken (0 for the first step, as transformers' LambdaLR sees it):
@@ -56,9 +56,9 @@ int optim_config_check(const optim_config *c, gerr *e);
  *   cosine:   0.5 (1 + cos(pi progress)), progress = (step - warmup) /
  *             max(1, total - warmup); 0 from step >= total on (transformers'
  *             curve would rise again past the end). */
-double optim_lr_multiplier(const optim_config *c, long step);
+double optim_lr_multiplier(const optim_opts *c, long step);
 /* lr times the multiplier. */
-double optim_lr_at(const optim_config *c, long step);
+double optim_lr_at(const optim_opts *c, long step);
 
 /* One update of a flat parameter array of n floats. t: the 1-based step
  * number for AdamW's bias correction (1 on the first step); lr: this step's
@@ -66,7 +66,7 @@ double optim_lr_at(const optim_config *c, long step);
  * zero before the first step; unused (may be NULL) with SGD. decay: apply
  * weight decay to this tensor (2-D weight matrices; not norms or biases).
  * The update runs on be (where param lives). */
-void optim_step(const backend *be, const optim_config *c, long t, double lr, float *param, const float *grad,
+void optim_step(const backend *be, const optim_opts *c, long t, double lr, float *param, const float *grad,
                 float *m, float *v, size_t n, bool decay);
 
 /* The L2 norm of n gradient arrays taken together, summed in double. */

@@ -232,7 +232,6 @@ static layer_pass batch_pass(const trainer *t, const train_batch *b, bool lora_o
         .sin_t = ac->sin_t,
         .kv = {.row_kv = ac->row_kv},
         .ws = &ac->ws,
-        .tiled = true,
         .n_seqs = b->n_seqs,
         .start = b->start,
     };
@@ -253,7 +252,7 @@ static void head_chunk(const trainer *t, int j0, int n, float temperature, float
     const backend *be = model_backend(m);
     const trainer_acts *ac = t->acts;
     int V = m->cfg.vocab_size, d = m->cfg.dim;
-    be->matmul_forward_tiled(ac->logits, ac->xf + (size_t)j0 * d, m->w.lm_head, NULL, n, d, V);
+    be->matmul_forward(ac->logits, ac->xf + (size_t)j0 * d, m->w.lm_head, NULL, n, d, V);
     be->head_logsoftmax(ac->logits, n, V, 1.0f / temperature, ac->target_tok + j0, logp ? logp + j0 : NULL,
                         entropy ? entropy + j0 : NULL, lse_out);
 }

@@ -24,7 +24,7 @@
 
 void update_opts_default(update_opts *o) {
     memset(o, 0, sizeof *o);
-    o->optim = optim_default_config();
+    optim_opts_default(&o->optim);
     o->optim.max_grad_norm = 1.0;
     o->optimizer = "adamw", o->lr_schedule = "constant", o->betas = "0.9,0.999";
     o->loss = "grpo", o->importance_level = "token";
@@ -79,7 +79,7 @@ static int check_opts(const update_opts *o, update_config *c, gerr *e) {
     if (strcmp(o->device, "cpu")) return gerr_set(e, EX_USAGE, "--device %s: this build has the CPU path only", o->device);
     c->optim = o->optim;
     if (optim_kind_parse(o->optimizer, &c->optim.kind, e) || sched_kind_parse(o->lr_schedule, &c->optim.schedule, e) ||
-        optim_parse_betas(o->betas, &c->optim.beta1, &c->optim.beta2, e) || optim_config_check(&c->optim, e) ||
+        optim_parse_betas(o->betas, &c->optim.beta1, &c->optim.beta2, e) || optim_opts_check(&c->optim, e) ||
         loss_kind_parse(o->loss, &c->loss.kind, e))
         return e->code;
     if (strcmp(o->importance_level, "token") && strcmp(o->importance_level, "sequence"))

@@ -15,7 +15,7 @@
 typedef struct {
     const char *model, *out, *in, *ref, *metrics;
     const char *optimizer, *lr_schedule, *betas, *loss, *importance_level;
-    optim_config optim;
+    optim_opts optim;
     double beta, epsilon, epsilon_high; /* epsilon_high < 0: same as epsilon */
     long long iterations;
     bool recompute_old, mask_truncated, recompute;

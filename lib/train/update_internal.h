@@ -12,8 +12,8 @@
 #include "update.h"
 
 typedef struct {
-    optim_config optim;
-    loss_config loss;
+    optim_opts optim;
+    loss_opts loss;
     unsigned lora_targets;
 } update_config;
 

@@ -149,14 +149,21 @@ PY
     [ "$(wc -l < r.jsonl)" -eq 2 ]
 }
 
-@test "the same command writes the same bytes; --recompute and --threads change nothing" {
+@test "the same command writes the same bytes; --recompute changes nothing, --threads only float rounding" {
     needs_tiny
     grpo-update --model "$TINY" --in "$(B)" --out a --lr 1e-3 --beta 0.1
     grpo-update --model "$TINY" --in "$(B)" --out b --lr 1e-3 --beta 0.1
     diff -r a b
-    grpo-update --model "$TINY" --in "$(B)" --out c --lr 1e-3 --beta 0.1 --recompute --threads 1
+    grpo-update --model "$TINY" --in "$(B)" --out c --lr 1e-3 --beta 0.1 --recompute
     cmp a/model.safetensors c/model.safetensors
     cmp a/grpo/optimizer.safetensors c/grpo/optimizer.safetensors
+    # OpenBLAS's sums follow its thread count on some CPUs (AMD Zen: 2e-5 of
+    # the largest weight here); where they do not (Intel), the same bytes
+    grpo-update --model "$TINY" --in "$(B)" --out d --lr 1e-3 --beta 0.1 --recompute --threads 1
+    if ! cmp -s a/model.safetensors d/model.safetensors; then
+        ref close a/model.safetensors d/model.safetensors 2e-4
+        ref close a/grpo/optimizer.safetensors d/grpo/optimizer.safetensors 2e-4
+    fi
 }
 
 @test "--micro-batch small and large give the same gradient to 1e-5" {

@@ -115,7 +115,7 @@ static void test_template(void) {
 static void key_hex(const uint8_t key[32], char hex[65]) { sha256_hex(key, 32, hex); }
 
 static void test_request(void) {
-    judge_request_params p = {.model = "judge-1", .system = "You grade.", .temperature = 0.7, .max_tokens = 16};
+    judge_request_opts p = {.model = "judge-1", .system = "You grade.", .temperature = 0.7, .max_tokens = 16};
     sha256("T", 1, p.template_sha256);
     char th[65];
     sha256_hex(p.template_sha256, 32, th);
@@ -142,7 +142,7 @@ static void test_request(void) {
     CHECK_EQ_STR(hex, "4acc5a87ff1322b142f80217f828da0ae375668ce85411703b43617a3fdcd740");
 
     TEST("request: no system message when there is none; temperature 0 is written as 0");
-    judge_request_params q = p;
+    judge_request_opts q = p;
     q.system = NULL;
     q.temperature = 0;
     judge_request_build(&q, "u", 1, &body, &canon, key2);
@@ -153,7 +153,7 @@ static void test_request(void) {
     judge_request_build(&p, "u", 1, &body, &canon, key);
     judge_request_build(&p, "u", 1, &body, &canon, key2);
     CHECK(!memcmp(key, key2, 32));
-    judge_request_params vary[5];
+    judge_request_opts vary[5];
     for (int i = 0; i < 5; i++) vary[i] = p;
     vary[0].model = "judge-2";
     vary[1].system = "You grade!";

@@ -66,8 +66,8 @@ static void chunk_free(chunk *c) {
     free(c->out);
 }
 
-static reward_params params(const test_server *s) {
-    reward_params p = {0};
+static reward_opts params(const test_server *s) {
+    reward_opts p = {0};
     p.judge_url = s->base;
     p.judge_model = "judge-test";
     p.judge_template = tpl_path;
@@ -83,7 +83,7 @@ static reward_params params(const test_server *s) {
 }
 
 /* Opens the function, scores the chunk, reads its stats, closes. */
-static int score(const reward_params *p, chunk *c, cJSON **stats, gerr *e) {
+static int score(const reward_opts *p, chunk *c, cJSON **stats, gerr *e) {
     reward_fn fn = {.name = "judge", .weight = 1};
     int rc = reward_open_judge(&fn, p, e);
     if (rc) return rc;
@@ -152,7 +152,7 @@ static const char *TEMPLATE = "Q: {prompt}\nReference: {answer}\nA: {completion}
 
 static void test_open_errors(const test_server *s) {
     TEST("judge: --judge-url, --judge-model and --judge-template are required (64)");
-    reward_params p = params(s);
+    reward_opts p = params(s);
     reward_fn fn = {0};
     gerr e = {0};
     p.judge_url = NULL;
@@ -191,7 +191,7 @@ static void test_open_errors(const test_server *s) {
 static void test_runs(const test_server *s) {
     chunk c;
     chunk_init(&c, LINES, N_LINES);
-    reward_params p = params(s);
+    reward_opts p = params(s);
     cJSON *st = NULL;
     gerr e = {0};
     long long before = server_requests(s);
@@ -238,7 +238,7 @@ static void test_runs(const test_server *s) {
     cJSON_Delete(st);
 
     TEST("judge: a cached reply is parsed again, so a new --judge-regex and --judge-scale apply without a request");
-    reward_params q = p;
+    reward_opts q = p;
     q.judge_regex = "because (\\d+)";
     q.judge_scale = 0.5;
     before = server_requests(s);
@@ -324,7 +324,7 @@ static void test_exhausted(void) {
     }
     chunk c;
     chunk_init(&c, ptr, N);
-    reward_params p = params(&s);
+    reward_opts p = params(&s);
     p.judge_model = "judge-exhaust";
     p.judge_concurrency = 2;
     gerr e = {0};

@@ -45,7 +45,7 @@ static void batch_init(batch *b, const char *const *users, size_t n) {
     b->answered_at = xcalloc(n, sizeof *b->answered_at);
     b->report_usage = true;
     b->fail_job = -1;
-    judge_request_params p = {.model = "judge-test", .temperature = 0, .max_tokens = 4};
+    judge_request_opts p = {.model = "judge-test", .temperature = 0, .max_tokens = 4};
     strbuf canon = {0};
     uint8_t key[32];
     for (size_t i = 0; i < n; i++) {
@@ -100,14 +100,14 @@ static int on_reply(void *ctx, size_t job, const char *body, size_t len, double 
     return JUDGE_REPLY_OK;
 }
 
-static judge_http_config config(const test_server *s, strbuf *url) {
+static judge_http_opts config(const test_server *s, strbuf *url) {
     sb_clear(url);
     judge_chat_url(s->base, url);
-    return (judge_http_config){.url = url->data, .api_key = KEY, .concurrency = 4, .timeout = 5, .retries = 3,
+    return (judge_http_opts){.url = url->data, .api_key = KEY, .concurrency = 4, .timeout = 5, .retries = 3,
                                .backoff_base = 0.01, .backoff_cap = 0.05, .retry_after_cap = 5};
 }
 
-static int run(const judge_http_config *c, batch *b, judge_http_stats *st, gerr *e) {
+static int run(const judge_http_opts *c, batch *b, judge_http_stats *st, gerr *e) {
     judge_http *h = NULL;
     int rc = judge_http_open(&h, c, e);
     if (rc) return rc;
@@ -149,7 +149,7 @@ static void test_healthy(void) {
     batch b;
     batch_numbered(&b, N, "grade item %d", 0);
     strbuf url = {0};
-    judge_http_config c = config(&s, &url);
+    judge_http_opts c = config(&s, &url);
     c.concurrency = 8;
     judge_http_stats st;
     gerr e = {0};
@@ -184,7 +184,7 @@ static void test_healthy(void) {
     batch_init(&b2, one, 1);
     test_server s2;
     if (server_start(&s2, NULL)) {
-        judge_http_config c2 = config(&s2, &url);
+        judge_http_opts c2 = config(&s2, &url);
         c2.api_key = "";
         CHECK_EQ_INT(run(&c2, &b2, NULL, &e), 0);
         cJSON *ss2 = server_call(&s2, "/stats", NULL);
@@ -216,7 +216,7 @@ static void test_faults(void) {
     batch b;
     batch_init(&b, users, n);
     strbuf url = {0};
-    judge_http_config c = config(&s, &url);
+    judge_http_opts c = config(&s, &url);
     c.timeout = 1.0;
     judge_http_stats st;
     gerr e = {0};
@@ -262,7 +262,7 @@ static void test_exhausted(void) {
     batch b;
     batch_numbered(&b, N, "healthy %d", 0);
     /* the first job fails every attempt */
-    judge_request_params rp = {.model = "judge-test", .temperature = 0, .max_tokens = 4};
+    judge_request_opts rp = {.model = "judge-test", .temperature = 0, .max_tokens = 4};
     strbuf canon = {0};
     uint8_t key[32];
     judge_request_build(&rp, "doomed [[500x*]]", 16, &b.body[0], &canon, key);
@@ -270,7 +270,7 @@ static void test_exhausted(void) {
     b.jobs[0].body_len = b.body[0].len;
     sb_free(&canon);
     strbuf url = {0};
-    judge_http_config c = config(&s, &url);
+    judge_http_opts c = config(&s, &url);
     c.retries = 2;
     judge_http_stats st;
     gerr e = {0};
@@ -301,7 +301,7 @@ static void test_not_retried(void) {
     batch b;
     batch_init(&b, users, 2);
     strbuf url = {0};
-    judge_http_config c = config(&s, &url);
+    judge_http_opts c = config(&s, &url);
     c.concurrency = 1;
     gerr e = {0};
     CHECK_EQ_INT(run(&c, &b, NULL, &e), EX_UNAVAILABLE);
@@ -327,7 +327,7 @@ static void test_not_retried(void) {
 
     TEST("http: a URL of another scheme is a usage error; bad settings are usage errors");
     e = (gerr){0};
-    judge_http_config bad = c;
+    judge_http_opts bad = c;
     bad.url = "ftp://" KEY "@127.0.0.1/chat/completions";
     CHECK_EQ_INT(run(&bad, &b, NULL, &e), EX_USAGE);
     CHECK(strstr(e.msg, "--judge-url ftp://127.0.0.1/chat/completions") == e.msg);
@@ -360,7 +360,7 @@ static void test_refused(void) {
     const char *users[] = {"nobody home"};
     batch b;
     batch_init(&b, users, 1);
-    judge_http_config c = {.url = url, .api_key = KEY, .concurrency = 2, .timeout = 2, .retries = 2,
+    judge_http_opts c = {.url = url, .api_key = KEY, .concurrency = 2, .timeout = 2, .retries = 2,
                            .backoff_base = 0.01, .backoff_cap = 0.05, .retry_after_cap = 5};
     judge_http_stats st;
     gerr e = {0};
@@ -383,7 +383,7 @@ static void test_rate_limits(void) {
     batch b;
     batch_numbered(&b, N, "rate %d", 0);
     strbuf url = {0};
-    judge_http_config c = config(&s, &url);
+    judge_http_opts c = config(&s, &url);
     c.concurrency = 16;
     c.rps = 50;
     gerr e = {0};

@@ -52,7 +52,7 @@ static loss_batch totals(const batch *b) {
 }
 
 /* Runs the library over the unmasked completions. */
-static loss_stats run_loss(const loss_config *c, const batch *b, bool with_ref, float dlogp[MAXC][MAXT]) {
+static loss_stats run_loss(const loss_opts *c, const batch *b, bool with_ref, float dlogp[MAXC][MAXT]) {
     loss_stats s = {0};
     loss_batch t = totals(b);
     memset(dlogp, 0, sizeof(float[MAXC][MAXT]));
@@ -67,7 +67,7 @@ static loss_stats run_loss(const loss_config *c, const batch *b, bool with_ref, 
 /* ---- the reference ---------------------------------------------------------- */
 
 /* The batch loss from logp (double, perturbed by the finite differences). */
-static double ref_loss(const loss_config *c, const batch *b, const double lp[MAXC][MAXT], bool policy_only) {
+static double ref_loss(const loss_opts *c, const batch *b, const double lp[MAXC][MAXT], bool policy_only) {
     double ptl[MAXC][MAXT];
     for (int i = 0; i < b->n_comp; i++) {
         if (b->masked[i]) continue;
@@ -114,7 +114,7 @@ static double next_unit(uint64_t *s) {
 }
 
 /* True when no ratio the loss sees lies within 1e-3 of a clip bound. */
-static bool away_from_kinks(const loss_config *c, const batch *b) {
+static bool away_from_kinks(const loss_opts *c, const batch *b) {
     double lo = 1 - c->epsilon_low, hi = 1 + c->epsilon_high;
     for (int i = 0; i < b->n_comp; i++) {
         double seq = 0;
@@ -150,7 +150,7 @@ static void random_batch(uint64_t *seed, batch *b) {
 
 static const loss_kind kinds[] = {LOSS_GRPO, LOSS_BNPO, LOSS_DR_GRPO, LOSS_DAPO};
 
-static void check_against_reference(uint64_t *seed, const loss_config *c, long *clipped_low, long *clipped_high) {
+static void check_against_reference(uint64_t *seed, const loss_opts *c, long *clipped_low, long *clipped_high) {
     batch b;
     do random_batch(seed, &b);
     while (!away_from_kinks(c, &b));
@@ -209,7 +209,7 @@ static void put_metric(strbuf *o, const char *name, double v) {
 
 /* One case: runs the loss and appends its result object to o. */
 static int driver_case(const cJSON *cs, strbuf *o) {
-    loss_config c = {0};
+    loss_opts c = {0};
     gerr e = {0};
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(cs, "loss");
     if (!cJSON_IsString(kind) || loss_kind_parse(kind->valuestring, &c.kind, &e)) return driver_fail("bad loss");
@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
     TEST("batch totals are checked");
     {
         gerr e = {0};
-        loss_config c = {LOSS_DR_GRPO, false, 0.2, 0.2, 0};
+        loss_opts c = {LOSS_DR_GRPO, false, 0.2, 0.2, 0};
         loss_batch ok = {2, 10, 16}, none = {0, 0, 16}, no_len = {2, 10, 0};
         CHECK_EQ_INT(loss_batch_check(&c, &ok, &e), 0);
         CHECK_EQ_INT(loss_batch_check(&c, &none, &e), EX_DATAERR);
@@ -330,7 +330,7 @@ int main(int argc, char **argv) {
 
     TEST("known values: one completion, clipped high, unclipped, clipped low");
     {
-        loss_config c = {LOSS_GRPO, false, 0.2, 0.28, 0};
+        loss_opts c = {LOSS_GRPO, false, 0.2, 0.28, 0};
         loss_batch t = {1, 3, 8};
         /* ratios e^0.5 (above 1.28), e^0.1 (inside), e^-0.5 (below 0.8) */
         const float logp[] = {-1.0f, -1.0f, -1.0f}, old[] = {-1.5f, -1.1f, -0.5f};
@@ -367,7 +367,7 @@ int main(int argc, char **argv) {
             for (int seq = 0; seq < 2; seq++)
                 for (int bi = 0; bi < 2; bi++)
                     for (int rep = 0; rep < 25; rep++) {
-                        loss_config c = {kinds[ki], seq == 1, 0.2, 0.28, bi ? 0.04 : 0};
+                        loss_opts c = {kinds[ki], seq == 1, 0.2, 0.28, bi ? 0.04 : 0};
                         check_against_reference(&seed, &c, &low, &high);
                     }
         CHECK(low > 50 && high > 50); /* both clip branches were exercised */
@@ -379,7 +379,7 @@ int main(int argc, char **argv) {
         batch b;
         random_batch(&seed, &b);
         float g1[MAXC][MAXT], g2[MAXC][MAXT], g3[MAXC][MAXT];
-        loss_config c = {LOSS_BNPO, false, 0.2, 0.2, 0.04};
+        loss_opts c = {LOSS_BNPO, false, 0.2, 0.2, 0.04};
         loss_stats s1 = run_loss(&c, &b, true, g1);
         c.kind = LOSS_DAPO;
         loss_stats s2 = run_loss(&c, &b, true, g2);
@@ -394,7 +394,7 @@ int main(int argc, char **argv) {
 
     TEST("sequence level: one ratio per completion, clipping counted per completion");
     {
-        loss_config c = {LOSS_GRPO, true, 0.2, 0.2, 0};
+        loss_opts c = {LOSS_GRPO, true, 0.2, 0.2, 0};
         loss_batch t = {2, 5, 8};
         const float logp[] = {-1.0f, -2.0f, -0.5f}, old[] = {-1.0f, -2.5f, -0.25f}; /* mean log-ratio 1/12 */
         float g[3];
@@ -415,7 +415,7 @@ int main(int argc, char **argv) {
 
     TEST("KL term: k3 value, gradient, and the metric mean");
     {
-        loss_config c = {LOSS_BNPO, false, 0.2, 0.2, 0.1};
+        loss_opts c = {LOSS_BNPO, false, 0.2, 0.2, 0.1};
         loss_batch t = {1, 2, 8};
         const float logp[] = {-1.0f, -2.0f}, ref[] = {-1.5f, -1.0f}, ent[] = {0.5f, 1.5f};
         float g[2];
@@ -443,7 +443,7 @@ int main(int argc, char **argv) {
         uint64_t seed = 99;
         batch b;
         random_batch(&seed, &b);
-        loss_config c = {LOSS_DR_GRPO, false, 0.2, 0.28, 0.04};
+        loss_opts c = {LOSS_DR_GRPO, false, 0.2, 0.28, 0.04};
         float g[MAXC][MAXT], g2[MAXT];
         loss_stats whole = run_loss(&c, &b, true, g);
         loss_batch t = totals(&b);

@@ -68,7 +68,8 @@ static const cJSON *item(const cJSON *o, const char *key) { return cJSON_GetObje
 
 static int driver_step(const cJSON *cs, strbuf *o) {
     gerr e = {0};
-    optim_config c = optim_default_config();
+    optim_opts c;
+    optim_opts_default(&c);
     const cJSON *name = item(cs, "optimizer");
     if (!cJSON_IsString(name) || optim_kind_parse(name->valuestring, &c.kind, &e)) return fail("bad optimizer");
     const cJSON *betas = item(cs, "betas");
@@ -108,13 +109,14 @@ static int driver_step(const cJSON *cs, strbuf *o) {
 
 static int driver_schedule(const cJSON *cs, strbuf *o) {
     gerr e = {0};
-    optim_config c = optim_default_config();
+    optim_opts c;
+    optim_opts_default(&c);
     const cJSON *name = item(cs, "name");
     if (!cJSON_IsString(name) || sched_kind_parse(name->valuestring, &c.schedule, &e)) return fail("bad schedule");
     c.warmup_steps = (long)num(cs, "warmup");
     c.total_steps = (long)num(cs, "total");
     c.lr = num(cs, "lr");
-    if (optim_config_check(&c, &e)) return fail(e.msg);
+    if (optim_opts_check(&c, &e)) return fail(e.msg);
     sb_putc(o, '[');
     const cJSON *at = item(cs, "at");
     for (const cJSON *s = at ? at->child : NULL; s; s = s->next) {
@@ -191,7 +193,7 @@ static int driver(const char *in, const char *out) {
 /* ---- references ----------------------------------------------------------------------- */
 
 /* The AdamW rule in double, step t (1-based). */
-static void ref_adamw(const optim_config *c, long t, double lr, double *p, const double *g, double *m, double *v,
+static void ref_adamw(const optim_opts *c, long t, double lr, double *p, const double *g, double *m, double *v,
                       size_t n, bool decay) {
     for (size_t i = 0; i < n; i++) {
         if (decay) p[i] *= 1 - lr * c->weight_decay;
@@ -231,29 +233,31 @@ int main(int argc, char **argv) {
     TEST("config checks: schedules that decay need --total-steps");
     {
         gerr e = {0};
-        optim_config c = optim_default_config();
-        CHECK_EQ_INT(optim_config_check(&c, &e), 0);
+        optim_opts c;
+        optim_opts_default(&c);
+        CHECK_EQ_INT(optim_opts_check(&c, &e), 0);
         c.schedule = SCHED_LINEAR;
-        CHECK_EQ_INT(optim_config_check(&c, &e), EX_USAGE);
+        CHECK_EQ_INT(optim_opts_check(&c, &e), EX_USAGE);
         CHECK(strstr(e.msg, "--total-steps") != NULL);
         c.total_steps = 10;
-        CHECK_EQ_INT(optim_config_check(&c, &e), 0);
+        CHECK_EQ_INT(optim_opts_check(&c, &e), 0);
         c.lr = -1;
-        CHECK_EQ_INT(optim_config_check(&c, &e), EX_USAGE);
-        c = optim_default_config();
+        CHECK_EQ_INT(optim_opts_check(&c, &e), EX_USAGE);
+        optim_opts_default(&c);
         c.beta2 = 1;
-        CHECK_EQ_INT(optim_config_check(&c, &e), EX_USAGE);
-        c = optim_default_config();
+        CHECK_EQ_INT(optim_opts_check(&c, &e), EX_USAGE);
+        optim_opts_default(&c);
         c.warmup_steps = -1;
-        CHECK_EQ_INT(optim_config_check(&c, &e), EX_USAGE);
-        c = optim_default_config();
+        CHECK_EQ_INT(optim_opts_check(&c, &e), EX_USAGE);
+        optim_opts_default(&c);
         c.max_grad_norm = NAN;
-        CHECK_EQ_INT(optim_config_check(&c, &e), EX_USAGE);
+        CHECK_EQ_INT(optim_opts_check(&c, &e), EX_USAGE);
     }
 
     TEST("schedules against their closed forms");
     {
-        optim_config c = optim_default_config();
+        optim_opts c;
+        optim_opts_default(&c);
         c.lr = 2e-5;
         c.warmup_steps = 4;
         c.total_steps = 20;
@@ -286,7 +290,8 @@ int main(int argc, char **argv) {
     {
         enum { N = 257 };
         uint64_t seed = 42;
-        optim_config c = optim_default_config();
+        optim_opts c;
+        optim_opts_default(&c);
         c.lr = 1e-3;
         c.weight_decay = 0.1;
         c.eps = 1e-8;
@@ -319,7 +324,8 @@ int main(int argc, char **argv) {
 
     TEST("SGD: p -= lr g with decoupled decay; moments untouched");
     {
-        optim_config c = optim_default_config();
+        optim_opts c;
+        optim_opts_default(&c);
         c.kind = OPTIM_SGD;
         c.weight_decay = 0.5;
         float p[3] = {1, -2, 0.5f}, g[3] = {0.25f, 1, -4};
@@ -383,7 +389,8 @@ int main(int argc, char **argv) {
             p1[i] = p2[i] = (float)(next_unit(&seed) - 0.5);
             g[i] = (float)(next_unit(&seed) - 0.5);
         }
-        optim_config c = optim_default_config();
+        optim_opts c;
+        optim_opts_default(&c);
         c.weight_decay = 0.01;
         int threads = omp_get_max_threads();
         omp_set_num_threads(1);

@@ -26,8 +26,8 @@
 
 static char tmp_root[256];
 
-static reward_params params(double timeout, long long jobs) {
-    reward_params p;
+static reward_opts params(double timeout, long long jobs) {
+    reward_opts p;
     memset(&p, 0, sizeof p);
     p.code_python = PYTHON;
     p.code_tests_field = "tests";
@@ -37,7 +37,7 @@ static reward_params params(double timeout, long long jobs) {
     return p;
 }
 
-static int open_fn(reward_fn *fn, const reward_params *p) {
+static int open_fn(reward_fn *fn, const reward_opts *p) {
     gerr e = {0};
     int rc = reward_open_code(fn, p, &e);
     if (rc) printf("#   open: %s\n", e.msg);
@@ -219,7 +219,7 @@ static void test_tests_field(reward_fn *fn) {
     CHECK_EQ_STR(e.msg, "in.jsonl:1: field \"tests\": element 1: expected a string, got number");
 
     TEST("the tests field is a parameter; escapes in tests are decoded");
-    reward_params p = params(5, 1);
+    reward_opts p = params(5, 1);
     p.code_tests_field = "checks";
     reward_fn other;
     if (open_fn(&other, &p)) return;
@@ -231,7 +231,7 @@ static void test_tests_field(reward_fn *fn) {
 }
 
 static void test_containment(double timeout) {
-    reward_params p = params(timeout, 1);
+    reward_opts p = params(timeout, 1);
     reward_fn fn;
     TEST("open with a short timeout");
     if (open_fn(&fn, &p)) return;
@@ -346,7 +346,7 @@ static void test_jobs(void) {
     double got[2][N];
     long long jobs[2] = {1, 4};
     for (int k = 0; k < 2; k++) {
-        reward_params p = params(1.0, jobs[k]);
+        reward_opts p = params(1.0, jobs[k]);
         reward_fn fn;
         if (open_fn(&fn, &p)) return;
         gerr e;
@@ -362,7 +362,7 @@ static void test_jobs(void) {
 
 static void test_open_errors(void) {
     TEST("open: a missing interpreter and bad limits");
-    reward_params p = params(1, 1);
+    reward_opts p = params(1, 1);
     reward_fn fn;
     gerr e = {0};
     p.code_python = "grpo-no-such-python";
@@ -390,7 +390,7 @@ int main(void) {
     }
     setenv("TMPDIR", tmp_root, 1);
     test_extract();
-    reward_params p = params(10, 2);
+    reward_opts p = params(10, 2);
     reward_fn fn;
     TEST("open the code reward with " PYTHON);
     if (open_fn(&fn, &p)) return check_done();

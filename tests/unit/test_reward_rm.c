@@ -16,8 +16,8 @@
 #include "reward/reward.h"
 
 static int driver(const char *dir, const char *records, const char *batch) {
-    reward_params p;
-    reward_params_default(&p);
+    reward_opts p;
+    reward_opts_default(&p);
     p.rm_model = dir;
     p.rm_batch = batch ? atoll(batch) : 3;
     reward_fn fn = {.name = "rm", .weight = 1};
@@ -71,8 +71,8 @@ static int driver(const char *dir, const char *records, const char *batch) {
 }
 
 static void test_usage(void) {
-    reward_params p;
-    reward_params_default(&p);
+    reward_opts p;
+    reward_opts_default(&p);
     reward_fn fn = {.name = "rm", .weight = 1};
     gerr e = {0};
     TEST("rm: no --rm-model is a usage error naming the flag");

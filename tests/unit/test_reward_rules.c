@@ -9,9 +9,9 @@
 #include "reward/reward.h"
 #include "reward/rules.h"
 
-static reward_params defaults(void) {
-    reward_params p;
-    reward_params_default(&p);
+static reward_opts defaults(void) {
+    reward_opts p;
+    reward_opts_default(&p);
     return p;
 }
 
@@ -211,7 +211,7 @@ static double score(reward_fn *fn, const char *json, long line, int *rc, gerr *e
 }
 
 static void test_answer_records(void) {
-    reward_params p = defaults();
+    reward_opts p = defaults();
     reward_fn fn = {0};
     gerr e = {0};
     int rc;
@@ -306,7 +306,7 @@ static void test_answer_records(void) {
 }
 
 static void test_other_records(void) {
-    reward_params p = defaults();
+    reward_opts p = defaults();
     reward_fn fn = {0};
     gerr e = {0};
     int rc;

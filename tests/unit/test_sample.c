@@ -28,7 +28,7 @@ static void random_logits(float *l, int n, uint64_t seed) {
 }
 
 /* The distribution the filters should leave, in float64, by the documented rules. */
-static void expected_dist(const float *l, const sample_params *p, double *q) {
+static void expected_dist(const float *l, const sample_opts *p, double *q) {
     double prob[V], max = -1e300, sum = 0;
     for (int i = 0; i < V; i++) max = l[i] > max ? l[i] : max;
     for (int i = 0; i < V; i++) sum += prob[i] = exp((l[i] - max) / p->temperature);
@@ -59,7 +59,7 @@ static void expected_dist(const float *l, const sample_params *p, double *q) {
     for (int i = 0; i < V; i++) q[i] /= kept;
 }
 
-static void frequencies_match(const sample_params *p, uint64_t seed) {
+static void frequencies_match(const sample_opts *p, uint64_t seed) {
     float l[V];
     random_logits(l, V, seed);
     double q[V];
@@ -109,7 +109,7 @@ int main(void) {
         random_logits(l, V, 1);
         sampler s;
         sampler_init(&s, V);
-        sample_params p = {0.7, 0, 1, 0};
+        sample_opts p = {0.7, 0, 1, 0};
         rng_stream r;
         rng_init(&r, 5, "x", 1, 0);
         float lp;
@@ -128,7 +128,7 @@ int main(void) {
         l[7] = 10, l[30] = 10;
         sampler s;
         sampler_init(&s, V);
-        sample_params p = {0, 0, 1, 0};
+        sample_opts p = {0, 0, 1, 0};
         float lp;
         CHECK_EQ_INT(sample_token(&s, l, &p, NULL, &lp), 7);
         CHECK_NEAR(lp, token_logprob(l, V, 1.0, 7), 1e-6);
@@ -136,16 +136,16 @@ int main(void) {
     }
 
     TEST("plain sampling follows softmax(logits / T)");
-    frequencies_match(&(sample_params){1.0, 0, 1, 0}, 3);
-    frequencies_match(&(sample_params){0.5, 0, 1, 0}, 4);
+    frequencies_match(&(sample_opts){1.0, 0, 1, 0}, 3);
+    frequencies_match(&(sample_opts){0.5, 0, 1, 0}, 4);
     TEST("top-k keeps exactly the k most likely");
-    frequencies_match(&(sample_params){1.0, 5, 1, 0}, 5);
+    frequencies_match(&(sample_opts){1.0, 5, 1, 0}, 5);
     TEST("top-p keeps the smallest prefix reaching p");
-    frequencies_match(&(sample_params){1.2, 0, 0.6, 0}, 6);
+    frequencies_match(&(sample_opts){1.2, 0, 0.6, 0}, 6);
     TEST("min-p drops tokens below min_p times the top probability");
-    frequencies_match(&(sample_params){1.0, 0, 1, 0.2}, 7);
+    frequencies_match(&(sample_opts){1.0, 0, 1, 0.2}, 7);
     TEST("the filters compose in the documented order");
-    frequencies_match(&(sample_params){0.8, 10, 0.9, 0.05}, 8);
+    frequencies_match(&(sample_opts){0.8, 10, 0.9, 0.05}, 8);
 
     TEST("the same stream gives the same tokens; another sample index, others");
     {
@@ -153,7 +153,7 @@ int main(void) {
         random_logits(l, V, 9);
         sampler s;
         sampler_init(&s, V);
-        sample_params p = {1.0, 0, 0.95, 0};
+        sample_opts p = {1.0, 0, 0.95, 0};
         rng_stream a, b, c;
         rng_init(&a, 5, "q/1", 3, 0);
         rng_init(&b, 5, "q/1", 3, 0);

@@ -338,7 +338,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         adv[s] = num(q, "advantage", 0);
         o += nt;
     }
-    loss_config lc = {0};
+    loss_opts lc = {0};
     const cJSON *lk = cJSON_GetObjectItemCaseSensitive(j, "loss");
     if (loss_kind_parse(cJSON_IsString(lk) ? lk->valuestring : "grpo", &lc.kind, &e)) return fprintf(stderr, "%s\n", e.msg), 64;
     lc.sequence_level = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "sequence_level"));
