@@ -46,15 +46,19 @@ kv_view kv_cache_view(const kv_cache *c, int layer, const size_t *row_kv) {
 
 static bool adapted(const layer_pass *p, int target) { return p->lora.on && p->lora.l && p->lora.l->a[target]; }
 
-/* x[R, n] with this pass's dropout mask of (layer, target) applied, in the
- * scratch buffer. */
-static const float *dropped(const layer_pass *p, const float *x, int n, int target) {
+/* This pass's dropout mask of (layer, target) on buf[R, n], in place. */
+static void apply_mask(const layer_pass *p, float *buf, int n, int target) {
     const layer_lora *lo = &p->lora;
     rng_stream rs;
     rng_init(&rs, lo->seed, "lora-dropout", 12, (lo->pass * 4096 + (uint64_t)p->layer) * LORA_N_TARGETS + target);
-    memcpy(lo->xdrop, x, (size_t)p->n_rows * n * sizeof *x);
-    p->be->dropout_rows(lo->xdrop, p->n_rows, n, lo->row_key, p->pos, rs.key, lo->dropout);
-    return lo->xdrop;
+    p->be->dropout_rows(buf, p->n_rows, n, lo->row_key, p->pos, rs.key, lo->dropout);
+}
+
+/* x[R, n] with the mask applied, in the scratch buffer. */
+static const float *dropped(const layer_pass *p, const float *x, int n, int target) {
+    memcpy(p->lora.xdrop, x, (size_t)p->n_rows * n * sizeof *x);
+    apply_mask(p, p->lora.xdrop, n, target);
+    return p->lora.xdrop;
 }
 
 /* out = in W^T (+ bias) (+ scale * dropout(in) A^T B^T, keeping u = dropout(in) A^T). */
@@ -67,11 +71,11 @@ static void linear_forward(const layer_pass *p, float *out, const float *in, con
         be->matmul_forward(out, in, w, bias, p->n_rows, in_dim, out_dim);
     if (!adapted(p, target)) return;
     const lora *l = p->lora.l;
-    const float *a = l->a[target] + (size_t)p->layer * l->r * in_dim;
-    const float *bm = l->b[target] + (size_t)p->layer * out_dim * l->r;
     const float *xd = p->lora.dropout > 0 ? dropped(p, in, in_dim, target) : in;
-    be->gemm(false, true, p->n_rows, l->r, in_dim, 1.0f, xd, in_dim, a, in_dim, 0.0f, u, l->r);
-    be->gemm(false, true, p->n_rows, out_dim, l->r, l->scale, u, l->r, bm, l->r, 1.0f, out, out_dim);
+    be->gemm(false, true, p->n_rows, l->r, in_dim, 1.0f, xd, in_dim, lora_a_at(l, target, p->layer), in_dim, 0.0f, u,
+             l->r);
+    be->gemm(false, true, p->n_rows, out_dim, l->r, l->scale, u, l->r, lora_b_at(l, target, p->layer), l->r, 1.0f, out,
+             out_dim);
 }
 
 /* The backward of linear_forward: din (written, or accumulated), and the
@@ -86,7 +90,10 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
     const layer_lora *lo = &p->lora;
     const lora *l = lo->l;
     int r = l->r, R = p->n_rows;
-    size_t ao = (size_t)p->layer * r * in_dim, bo = (size_t)p->layer * out_dim * r;
+    /* the gradients sit where the factors do in the adapter's buffer */
+    size_t ao = (size_t)(lora_a_at(l, target, p->layer) - l->a[target]);
+    size_t bo = (size_t)(lora_b_at(l, target, p->layer) - l->b[target]);
+    const float *a = l->a[target] + ao;
     be->gemm(false, false, R, r, out_dim, l->scale, dout, out_dim, l->b[target] + bo, r, 0.0f, du, r);
     if (lo->grad_a && lo->grad_b) {
         be->gemm(true, false, out_dim, r, R, l->scale, dout, out_dim, u, r, 1.0f, lo->grad_b[target] + bo, r);
@@ -96,13 +103,11 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
     if (!din) return;
     if (lo->dropout > 0) {
         /* d(dropout(x))/dx is the same mask: apply it to du A, then add */
-        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, l->a[target] + ao, in_dim, 0.0f, lo->xdrop, in_dim);
-        rng_stream rs;
-        rng_init(&rs, lo->seed, "lora-dropout", 12, (lo->pass * 4096 + (uint64_t)p->layer) * LORA_N_TARGETS + target);
-        be->dropout_rows(lo->xdrop, R, in_dim, lo->row_key, p->pos, rs.key, lo->dropout);
+        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, a, in_dim, 0.0f, lo->xdrop, in_dim);
+        apply_mask(p, lo->xdrop, in_dim, target);
         be->add_inplace(din, lo->xdrop, (size_t)R * in_dim);
     } else {
-        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, l->a[target] + ao, in_dim, 1.0f, din, in_dim);
+        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, a, in_dim, 1.0f, din, in_dim);
     }
 }
 

@@ -54,10 +54,11 @@ int32_t sample_token(sampler *s, const float *logits, const sample_opts *p, rng_
         return tok;
     }
     /* the full distribution in double, normalised, for the draw */
-    double sum = 0;
+    double sum = 0, top = 0;
     for (int i = 0; i < vocab; i++) {
         s->prob[i] = exp((double)s->z[i] - lse);
         sum += s->prob[i];
+        top = s->prob[i] > top ? s->prob[i] : top;
     }
     for (int i = 0; i < vocab; i++) s->prob[i] /= sum;
 
@@ -75,7 +76,7 @@ int32_t sample_token(sampler *s, const float *logits, const sample_opts *p, rng_
         }
     } else {
         /* min-p needs only the maximum; apply it first to shrink the sort */
-        double pmax = s->prob[argmax(logits, vocab)]; /* the top token's probability */
+        double pmax = top / sum; /* the top token's probability */
         double floor_p = p->min_p > 0 ? p->min_p * pmax : 0;
         int n = 0;
         for (int i = 0; i < vocab; i++)
