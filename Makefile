@@ -26,7 +26,7 @@ WARN    += -fno-trapping-math
 ARCH_TRIPLET := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 OPENBLAS_DIR := /usr/lib/$(ARCH_TRIPLET)/openblas-openmp
 WARN    += -I/usr/include/$(ARCH_TRIPLET)/openblas-openmp
-LDLIBS  := -lzstd -lcjson -lpcre2-8 -lutf8proc -lcurl -lsqlite3 -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm
+LDLIBS  := -lseccomp -lzstd -lcjson -lpcre2-8 -lutf8proc -lcurl -lsqlite3 -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 DEFS    := -DGRPO_VERSION='"$(VERSION)"'
 

@@ -132,6 +132,11 @@ int sandbox_open(sandbox *sb, const char *program, const char *const *args, cons
     sb->as_root = geteuid() == 0;
     sb->uid = sb->as_root ? NOBODY : geteuid();
     sb->gid = sb->as_root ? NOBODY : getegid();
+    int frc = sandbox_filter_build(getpid(), getpgrp(), &sb->filter, e);
+    if (frc) {
+        sandbox_close(sb);
+        return frc;
+    }
     const char *tmp = getenv("TMPDIR");
     sb->tmp_root = xstrdup(tmp && tmp[0] == '/' ? tmp : "/tmp");
 
@@ -183,5 +188,6 @@ void sandbox_close(sandbox *sb) {
     free_strings(sb->extra_env);
     free(sb->tmp_root);
     free(sb->missing);
+    sandbox_filter_free(&sb->filter);
     memset(sb, 0, sizeof *sb);
 }

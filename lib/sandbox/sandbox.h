@@ -10,6 +10,9 @@
  *   - an unprivileged identity: as root, uid/gid 65534 (nobody) with no
  *     supplementary groups; otherwise the caller's own ids. Either way no
  *     capabilities, and no_new_privs so set-uid programs grant nothing;
+ *   - a seccomp-bpf filter (syscall_filter.c): no ptrace, no namespaces or
+ *     mounts, no sockets but AF_UNIX, no io_uring, bpf, keyrings or module
+ *     loading, no signals to grpo-reward, at every isolation level;
  *   - rlimits: address space, CPU seconds, processes (counted per run: the
  *     run's user namespace has its own process counter), file size, open
  *     files, no core files;
@@ -51,6 +54,7 @@
 #include <sys/types.h>
 
 #include "../util/err.h"
+#include "syscall_filter.h"
 
 enum {
     SANDBOX_OUTPUT_CAP = 4096, /* bytes of stdout+stderr kept; the rest is read and dropped */
@@ -99,6 +103,7 @@ typedef struct {
     uid_t uid, gid;     /* the ids runs have (as the kernel outside sees them) */
     char *tmp_root;     /* where run directories are made */
     char *missing;      /* what the fallback lacks, for messages ("" = nothing) */
+    sandbox_filter filter; /* the seccomp filter every run installs */
 } sandbox;
 
 /* Finds `program` (a path, or a name looked up on PATH, resolved to an

@@ -10,6 +10,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,7 +44,7 @@ struct mount_attr {
 /* The set-up steps of the child, in order; a failure reports its step. */
 enum {
     STEP_SYNC, STEP_SETSID, STEP_PRIVATE, STEP_READONLY, STEP_TMPFS, STEP_CHDIR, STEP_FDS,
-    STEP_RLIMIT, STEP_GROUPS, STEP_GID, STEP_UID, STEP_NO_NEW_PRIVS, STEP_PDEATHSIG, STEP_INIT, STEP_EXEC,
+    STEP_RLIMIT, STEP_GROUPS, STEP_GID, STEP_UID, STEP_NO_NEW_PRIVS, STEP_PDEATHSIG, STEP_SECCOMP, STEP_INIT, STEP_EXEC,
 };
 static const char *const step_names[] = {
     [STEP_SYNC] = "waiting for the id maps",
@@ -58,6 +60,7 @@ static const char *const step_names[] = {
     [STEP_UID] = "setresuid",
     [STEP_NO_NEW_PRIVS] = "no_new_privs",
     [STEP_PDEATHSIG] = "parent-death signal",
+    [STEP_SECCOMP] = "installing the seccomp filter",
     [STEP_INIT] = "starting the program under the namespace's init",
     [STEP_EXEC] = "execve",
 };
@@ -87,6 +90,7 @@ typedef struct {
     uid_t uid;
     gid_t gid;
     pid_t parent;
+    struct sock_fprog filter;
     char tmpfs_opts[128];
 } child_plan;
 
@@ -192,6 +196,9 @@ static _Noreturn void child_main(child_plan *c) {
     /* Outside a PID namespace the parent may already be gone (inside one
      * getppid is 0 whatever happens, and SIGKILL to PID 1 still ends all). */
     if (!(c->ns & SANDBOX_NS_PID) && getppid() != c->parent) _exit(127);
+    /* Last, after no_new_privs (without which an unprivileged process may
+     * not install one): from here on the init and the program live under it. */
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &c->filter)) child_fail(fail_fd, STEP_SECCOMP);
     if (c->ns & SANDBOX_NS_PID) start_under_init(fail_fd);
 
     execve(c->program, c->argv, c->envp);
@@ -356,6 +363,7 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
     c.uid = sb->uid;
     c.gid = sb->gid;
     c.parent = getpid();
+    c.filter = (struct sock_fprog){.len = sb->filter.len, .filter = sb->filter.insns};
     snprintf(c.tmpfs_opts, sizeof c.tmpfs_opts, "size=%lldk,nr_inodes=%lld,mode=700,uid=%u,gid=%u",
              sb->lim.tmpfs_mb * 1024, sb->lim.tmpfs_files, (unsigned)sb->uid, (unsigned)sb->gid);
 
@@ -398,7 +406,9 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
     if (got == (ssize_t)sizeof f) {
         int step = f.step >= 0 && f.step <= STEP_EXEC ? f.step : STEP_EXEC;
         /* EAGAIN at execve is the uid's process limit, which clears as runs end. */
-        if (step == STEP_EXEC)
+        if (step == STEP_SECCOMP) /* no weaker isolation level does without it */
+            rc = gerr_set(e, EX_UNAVAILABLE, "sandbox: the kernel refused the seccomp filter: %s", strerror(f.err));
+        else if (step == STEP_EXEC)
             rc = gerr_set(e, f.err == EAGAIN ? EX_TEMPFAIL : EX_UNAVAILABLE,
                           "cannot execute %s in the sandbox (as uid %u): %s", sb->program, (unsigned)sb->uid,
                           strerror(f.err));
