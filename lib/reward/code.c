@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "code_extract.h"
+#include "code_reasons.h"
 #include "reward.h"
 #include "../sandbox/sandbox.h"
 
@@ -68,6 +69,7 @@ typedef struct {
     char *tests_field;
     size_t jobs;
     long long records, not_applicable, runs, passed, failed, timeouts, setup_failures;
+    code_reasons reasons; /* why the failed runs failed */
 } code_fn;
 
 /* The record's tests: NULL-free list of decoded strings in tests[0..*n-1]
@@ -206,8 +208,12 @@ static int code_score(void *self, const reward_item *items, size_t n, double *ou
                               !memcmp(res[r].report, nonces[r], 2 * NONCE_BYTES);
                     c->runs++;
                     passed += ok;
-                    if (ok) c->passed++;
-                    else c->failed++;
+                    if (ok) {
+                        c->passed++;
+                    } else {
+                        c->failed++;
+                        code_reasons_add(&c->reasons, &res[r], c->sb.lim.timeout);
+                    }
                     if (res[r].timed_out) c->timeouts++;
                 }
                 out[ir->item] = (double)passed / (double)ir->count;
@@ -240,6 +246,7 @@ static void code_stats(void *self, cJSON *root) {
     cJSON_AddNumberToObject(obj, "failed", (double)c->failed);
     cJSON_AddNumberToObject(obj, "timeouts", (double)c->timeouts);
     cJSON_AddNumberToObject(obj, "setup_failures", (double)c->setup_failures);
+    code_reasons_to_json(&c->reasons, obj);
     cJSON_AddStringToObject(obj, "isolation_missing", c->sb.missing ? c->sb.missing : "");
 }
 
