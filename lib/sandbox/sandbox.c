@@ -75,7 +75,7 @@ static const unsigned levels[] = {
     0,
 };
 
-static char *describe_missing(unsigned ns) {
+static char *describe_missing(unsigned ns, bool as_root) {
     strbuf b = {0};
     sb_puts(&b, "");
     const struct {
@@ -91,6 +91,13 @@ static char *describe_missing(unsigned ns) {
         if (ns & parts[i].bit) continue;
         if (b.len) sb_puts(&b, ", ");
         sb_puts(&b, parts[i].what);
+    }
+    /* Runs as the caller's own uid (not root) with the caller's processes
+     * in sight: the kernel lets the same uid read their /proc files. */
+    if (!as_root && !(ns & SANDBOX_NS_PID)) {
+        if (b.len) sb_puts(&b, ", ");
+        sb_puts(&b, "a separate identity (runs are your uid and can read your other processes' environment in "
+                    "/proc and signal them; grpo-reward itself the seccomp filter protects)");
     }
     return b.data;
 }
@@ -170,7 +177,7 @@ int sandbox_open(sandbox *sb, const char *program, const char *const *args, cons
             return rc;
         }
         sb->ns = ns;
-        sb->missing = describe_missing(ns);
+        sb->missing = describe_missing(ns, sb->as_root);
         if (first.code) {
             const char *why = strncmp(first.msg, "sandbox: ", 9) ? first.msg : first.msg + 9;
             warn("sandbox: the kernel refused part of the isolation (%s); runs of %s go on without %s", why,

@@ -39,7 +39,8 @@
  * says once on stderr which protections are missing (see
  * SANDBOX_DEGRADED_HELP). The weakest level still has its own session and
  * process group (killed as a whole), the unprivileged uid when run as root,
- * the rlimits and the scrubbed environment.
+ * the rlimits, the scrubbed environment and the seccomp filter; a kernel
+ * that refuses the filter is an error (EX_UNAVAILABLE), never a fallback.
  *
  * The program sees four descriptors: 0 = /dev/null, 1 and 2 = one pipe the
  * parent keeps the head of (SANDBOX_OUTPUT_CAP bytes), 3 = its input (a
@@ -74,11 +75,13 @@ enum {
 
 /* The sentence grpo-reward's --help carries about the fallback. */
 #define SANDBOX_DEGRADED_HELP                                                                        \
-    "Each code run gets new user, PID, network and mount namespaces (no network, a read-only "      \
-    "file system outside its own temporary directory, every process it starts killed with it); "    \
-    "where the kernel refuses them, grpo-reward says once on stderr which of these protections "    \
-    "are missing and runs the code without them, still as an unprivileged user with rlimits, a "    \
-    "scrubbed environment and its process group killed at the deadline."
+    "Each code run gets a seccomp filter (no ptrace, namespaces, mounts, io_uring, bpf, keyrings, "  \
+    "module loading, or sockets but AF_UNIX: EPERM) and new user, PID, network and mount "         \
+    "namespaces (no network, a read-only file system outside its own temporary directory, every "  \
+    "process it starts killed with it); where the kernel refuses the namespaces, grpo-reward says " \
+    "once on stderr which of these protections are missing and runs the code without them, still " \
+    "under the filter, as an unprivileged user with rlimits, a scrubbed environment and its "       \
+    "process group killed at the deadline."
 
 typedef struct {
     double timeout;        /* wall seconds per run (> 0) */
