@@ -163,6 +163,10 @@ int main(int argc, char **argv) {
         {"code",
          {"--code-memory", NULL, FLAG_INT, &p.code_memory_mb, "MB", "address-space limit of a test run", 16, 1 << 20,
           NULL}},
+        {"code",
+         {"--code-no-namespaces", NULL, FLAG_BOOL, &p.code_no_namespaces, NULL,
+          "run without namespaces, as on a kernel that refuses them (to see what the fallback holds; "
+          "stderr names what is missing)", 0, 0, NULL}},
         {"code", {"--jobs", "-j", FLAG_INT, &p.jobs, "N", "sandboxed test runs at once", 1, 1024, NULL}},
 
         {"cmd",

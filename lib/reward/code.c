@@ -273,6 +273,7 @@ int reward_open_code(reward_fn *fn, const reward_opts *p, gerr *e) {
     sandbox_limits lim = sandbox_default_limits();
     lim.timeout = p->code_timeout;
     lim.memory_mb = p->code_memory_mb;
+    if (p->code_no_namespaces) lim.avoid_ns = SANDBOX_NS_USER | SANDBOX_NS_PID | SANDBOX_NS_NET | SANDBOX_NS_MOUNT;
     /* A run that works: the program is empty, the test is `pass`. */
     static const char probe[] = "probe\n0\npass\n";
     gerr se = {0};

@@ -62,6 +62,7 @@ typedef struct {
     const char *code_tests_field; /* record field holding the tests (array of strings) */
     double code_timeout;        /* seconds of wall time per test run */
     long long code_memory_mb;   /* RLIMIT_AS of the sandboxed process */
+    bool code_no_namespaces;    /* the sandbox's weakest level, as on a kernel that refuses namespaces */
     long long jobs;             /* -j: sandboxes at once */
 
     /* cmd: an external reward program speaking JSONL on stdin/stdout */

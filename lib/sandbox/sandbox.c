@@ -182,6 +182,8 @@ int sandbox_open(sandbox *sb, const char *program, const char *const *args, cons
             const char *why = strncmp(first.msg, "sandbox: ", 9) ? first.msg : first.msg + 9;
             warn("sandbox: the kernel refused part of the isolation (%s); runs of %s go on without %s", why,
                  sb->program, sb->missing);
+        } else if (sb->missing[0]) { /* the caller avoided namespaces: as visible as a refusal */
+            warn("sandbox: isolation limited on request; runs of %s go on without %s", sb->program, sb->missing);
         }
         return 0;
     }
