@@ -6,8 +6,11 @@
  * asyncio, sqlite3, mmap, signals, files) still passes. At every isolation
  * level: the filter does not depend on namespaces. Without python3 the
  * checks are skipped with that reason. */
+#include <errno.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -185,6 +188,31 @@ static void test_allowed(const sandbox *sb) {
     CHECK_EQ_STR(r.report, "thread fork subprocess pipe asyncio sqlite3 files signal unittest");
 }
 
+/* A kernel that refuses the filter, played by a filter of our own that
+ * answers EINVAL to installing another: sandbox_open fails with 69 and the
+ * reason, rather than running code unfiltered at some weaker level. */
+static void test_filter_refused(void) {
+    TEST("a kernel that refuses the seccomp filter: sandbox_open is EX_UNAVAILABLE, never unfiltered");
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+            seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EINVAL), SCMP_SYS(seccomp), 0) || seccomp_load(ctx))
+            _exit(2);
+        seccomp_release(ctx);
+        sandbox sb;
+        sandbox_limits lim = sandbox_default_limits();
+        const char *sh_args[] = {"-c", "exit 0", NULL};
+        gerr e = {0};
+        int rc = sandbox_open(&sb, "/bin/sh", sh_args, NULL, &lim, "", &e);
+        _exit(rc == EX_UNAVAILABLE && strstr(e.msg, "the kernel refused the seccomp filter: Invalid argument") ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void) {
     char tmp_root[256];
     snprintf(tmp_root, sizeof tmp_root, "/tmp/grpo-test-sandbox-filter-%d", (int)getpid());
@@ -216,6 +244,7 @@ int main(void) {
         test_allowed(&sb);
         sandbox_close(&sb);
     }
+    test_filter_refused();
     CHECK_EQ_INT(sandbox_remove_tree(tmp_root), 0);
     return check_done();
 }
