@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "proc_scan.h"
+#include "sandbox_run.h"
 #include "sandbox/sandbox.h"
 #include "util/strbuf.h"
 
@@ -35,16 +36,7 @@ static int open_sh(sandbox *sb, double timeout, unsigned avoid_ns) {
     return rc;
 }
 
-static sandbox_result run1(const sandbox *sb, const char *script) {
-    sandbox_result r;
-    size_t len = strlen(script);
-    gerr e = {0};
-    int rc = sandbox_run_batch(sb, &script, &len, 1, 1, &r, &e);
-    CHECK_EQ_INT(rc, 0);
-    if (rc) printf("#   run: %s\n", e.msg);
-    r.report[r.report_len < SANDBOX_REPORT_CAP ? r.report_len : SANDBOX_REPORT_CAP - 1] = 0;
-    return r;
-}
+static sandbox_result run1(const sandbox *sb, const char *script) { return sandbox_run_one(sb, script); }
 
 static int uid_baseline; /* processes of the runs' uid before any run */
 

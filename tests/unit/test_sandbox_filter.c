@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "sandbox/sandbox.h"
+#include "sandbox_run.h"
 #include "util/strbuf.h"
 
 static const char *const python = "/usr/bin/python3";
@@ -26,13 +27,7 @@ static const char *const args[] = {"-s", "-B", "-c", "import os; exec(compile(os
                                    NULL};
 
 static sandbox_result run_py(const sandbox *sb, const char *source) {
-    sandbox_result r;
-    size_t len = strlen(source);
-    gerr e = {0};
-    int rc = sandbox_run_batch(sb, &source, &len, 1, 1, &r, &e);
-    CHECK_EQ_INT(rc, 0);
-    if (rc) printf("#   run: %s\n", e.msg);
-    r.report[r.report_len < SANDBOX_REPORT_CAP ? r.report_len : SANDBOX_REPORT_CAP - 1] = 0;
+    sandbox_result r = sandbox_run_one(sb, source);
     if (!sandbox_exited_ok(&r)) printf("#   output: %.300s\n", r.output);
     return r;
 }
