@@ -85,7 +85,7 @@ static int add_rules(scmp_filter_ctx ctx, pid_t parent, pid_t parent_group, gerr
 
     /* Sockets: only AF_UNIX (local pairs, which Python's multiprocessing
      * uses); with or without a network namespace, nothing reaches a network. */
-    struct scmp_arg_cmp not_unix = SCMP_A0(SCMP_CMP_NE, AF_UNIX);
+    struct scmp_arg_cmp not_unix = SCMP_A0(SCMP_CMP_NE, AF_UNIX, 0);
     if (!rc) rc = add(ctx, eperm, "socket", 1, &not_unix, e);
     if (!rc) rc = add(ctx, eperm, "socketpair", 1, &not_unix, e);
 
@@ -98,7 +98,7 @@ static int add_rules(scmp_filter_ctx ctx, pid_t parent, pid_t parent_group, gerr
     const struct scmp_arg_cmp to_all = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)-1);
     const struct scmp_arg_cmp to_parent = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)parent);
     const struct scmp_arg_cmp to_group = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)-parent_group);
-    const struct scmp_arg_cmp other_process = SCMP_A0(SCMP_CMP_NE, 0);
+    const struct scmp_arg_cmp other_process = SCMP_A0(SCMP_CMP_NE, 0, 0);
     if (!rc) rc = add(ctx, eperm, "kill", 1, &to_all, e);
     if (!rc) rc = add(ctx, eperm, "kill", 1, &to_parent, e);
     if (!rc) rc = add(ctx, eperm, "kill", 1, &to_group, e);
