@@ -140,6 +140,7 @@ int sandbox_open(sandbox *sb, const char *program, const char *const *args, cons
     sb->uid = sb->as_root ? NOBODY : geteuid();
     sb->gid = sb->as_root ? NOBODY : getegid();
     int frc = sandbox_filter_build(getpid(), getpgrp(), &sb->filter, e);
+    if (!frc) frc = sandbox_filter_build(0, 0, &sb->filter_pidns, e);
     if (frc) {
         sandbox_close(sb);
         return frc;
@@ -198,5 +199,6 @@ void sandbox_close(sandbox *sb) {
     free(sb->tmp_root);
     free(sb->missing);
     sandbox_filter_free(&sb->filter);
+    sandbox_filter_free(&sb->filter_pidns);
     memset(sb, 0, sizeof *sb);
 }

@@ -12,7 +12,8 @@
  *     capabilities, and no_new_privs so set-uid programs grant nothing;
  *   - a seccomp-bpf filter (syscall_filter.c): no ptrace, no namespaces or
  *     mounts, no sockets but AF_UNIX, no io_uring, bpf, keyrings or module
- *     loading, no signals to grpo-reward, at every isolation level;
+ *     loading, no signals to grpo-reward (out of sight anyway in a PID
+ *     namespace), at every isolation level;
  *   - rlimits: address space, CPU seconds, processes (counted per run: the
  *     run's user namespace has its own process counter), file size, open
  *     files, no core files;
@@ -106,7 +107,9 @@ typedef struct {
     uid_t uid, gid;     /* the ids runs have (as the kernel outside sees them) */
     char *tmp_root;     /* where run directories are made */
     char *missing;      /* what the fallback lacks, for messages ("" = nothing) */
-    sandbox_filter filter; /* the seccomp filter every run installs */
+    sandbox_filter filter;       /* the seccomp filter of runs without a PID namespace */
+    sandbox_filter filter_pidns; /* with one: without the rules on grpo-reward's pid, which means
+                                    another process in there */
 } sandbox;
 
 /* Finds `program` (a path, or a name looked up on PATH, resolved to an

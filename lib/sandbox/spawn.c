@@ -363,7 +363,8 @@ int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t inpu
     c.uid = sb->uid;
     c.gid = sb->gid;
     c.parent = getpid();
-    c.filter = (struct sock_fprog){.len = sb->filter.len, .filter = sb->filter.insns};
+    const sandbox_filter *filter = ns & SANDBOX_NS_PID ? &sb->filter_pidns : &sb->filter;
+    c.filter = (struct sock_fprog){.len = filter->len, .filter = filter->insns};
     snprintf(c.tmpfs_opts, sizeof c.tmpfs_opts, "size=%lldk,nr_inodes=%lld,mode=700,uid=%u,gid=%u",
              sb->lim.tmpfs_mb * 1024, sb->lim.tmpfs_files, (unsigned)sb->uid, (unsigned)sb->gid);
 

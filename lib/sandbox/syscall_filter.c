@@ -100,12 +100,13 @@ static int add_rules(scmp_filter_ctx ctx, pid_t parent, pid_t parent_group, gerr
     const struct scmp_arg_cmp to_group = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)-parent_group);
     const struct scmp_arg_cmp other_process = SCMP_A0(SCMP_CMP_NE, 0, 0);
     if (!rc) rc = add(ctx, eperm, "kill", 1, &to_all, e);
+    if (!rc) rc = add(ctx, eperm, "prlimit64", 1, &other_process, e);
+    if (parent <= 0) return rc;
     if (!rc) rc = add(ctx, eperm, "kill", 1, &to_parent, e);
-    if (!rc) rc = add(ctx, eperm, "kill", 1, &to_group, e);
+    if (!rc && parent_group > 0) rc = add(ctx, eperm, "kill", 1, &to_group, e);
     if (!rc) rc = add(ctx, eperm, "tkill", 1, &to_parent, e);
     if (!rc) rc = add(ctx, eperm, "tgkill", 1, &to_parent, e);
     if (!rc) rc = add(ctx, eperm, "pidfd_open", 1, &to_parent, e);
-    if (!rc) rc = add(ctx, eperm, "prlimit64", 1, &other_process, e);
     return rc;
 }
 

@@ -16,7 +16,9 @@ typedef struct {
 } sandbox_filter;
 
 /* Compiles the filter. `parent` and `parent_group` are the pid and process
- * group that runs may not signal (grpo-reward's own). EX_SOFTWARE when
+ * group that runs may not signal (grpo-reward's own); 0 leaves those rules
+ * out, for runs in a PID namespace, where grpo-reward is out of sight and
+ * its pid number names one of the run's own processes. EX_SOFTWARE when
  * libseccomp fails. */
 int sandbox_filter_build(pid_t parent, pid_t parent_group, sandbox_filter *f, gerr *e);
 void sandbox_filter_free(sandbox_filter *f);
