@@ -134,6 +134,16 @@ static void test_denied(const sandbox *sb) {
     CHECK(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSYS);
     CHECK_EQ_STR(r.report, "");
 
+    TEST("a system call of the i386 ABI (int 0x80) kills the program with SIGSYS");
+    /* mov eax, 20 (i386 getpid); int 0x80; ret */
+    r = run_py(sb, "import ctypes, mmap, os\n"
+                   "m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+                   "m.write(bytes([0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3]))\n"
+                   "f = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))\n"
+                   "os.write(4, b'pid %d' % f())\n");
+    CHECK(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSYS);
+    CHECK_EQ_STR(r.report, "");
+
     TEST("rlimits cannot be raised back up");
     r = run_py(sb, "import os, resource\n"
                    "out = []\n"
