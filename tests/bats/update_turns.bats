@@ -115,3 +115,20 @@ ref() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" "$@"; }
     [ "$(wc -l < m1.jsonl)" -eq 11 ]
     jq -e -s 'all(.[]; (.loss | isnan | not) and .grad_norm > 0)' m1.jsonl
 }
+
+@test "grpo-reward --fn env, grpo-advantage and grpo-update in a pipe on multi-turn records" {
+    needs_tiny
+    # the environment's verdicts: env_reward on most records, none on every fifth
+    jq -c 'del(.reward, .advantage) | if (.sample + (.id | ltrimstr("p") | tonumber)) % 5 == 4 then .
+           else .env_reward = ((.completion_tokens | add) % 3 - 1) end' "$(MT)" > rollouts.jsonl
+    grpo-reward --fn env --in rollouts.jsonl --quiet | grpo-advantage --out adv.jsonl
+    # every field of the rollout passes through, in order
+    diff <(jq -c 'del(.rewards, .reward, .advantage)' adv.jsonl) rollouts.jsonl
+    jq -e -s 'map(select(.env_reward == null)) | length > 0 and all(.[]; .rewards.env == null and .advantage == null)' adv.jsonl
+    run grpo-update --model "$TINY" --in adv.jsonl --out c --lr 1e-3 --metrics m.jsonl
+    [ "$status" -eq 0 ]
+    local skipped
+    skipped=$(jq -s 'map(select(.advantage == null)) | length' adv.jsonl)
+    printf '%s\n' "$output" | grep -q "($skipped skipped without advantage" || { echo "$output"; false; }
+    ref differ "$TINY/model.safetensors" c/model.safetensors
+}
