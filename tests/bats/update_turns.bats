@@ -77,7 +77,7 @@ ref() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" "$@"; }
 
 @test "bad completion_mask or log-probs: 65 naming file, line and field; nothing written" {
     needs_tiny
-    bad() { # LINE-3 FILTER: the third record changed by FILTER
+    bad() { # FILTER PATTERN: the third record changed by jq FILTER is 65 with an error matching PATTERN
         { head -n 2 "$(MT)"; sed -n 3p "$(MT)" | jq -c "$1"; } > bad.jsonl
         run grpo-update --model "$TINY" --in bad.jsonl --out c
         [ "$status" -eq 65 ] || { echo "$1: status $status: $output"; return 1; }
