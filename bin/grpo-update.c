@@ -96,7 +96,11 @@ int main(int argc, char **argv) {
                    "grpo/optimizer.safetensors and grpo/state.json) under a temporary name, renamed into place.",
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof *flags),
-        .epilog = "Records with a null or missing advantage are skipped and counted. A batch sampled at another\n"
+        .epilog = "Records with a null or missing advantage are skipped and counted. A multi-turn record's\n"
+                  "completion_mask (1 = sampled by the policy, 0 = inserted by the environment) picks the tokens\n"
+                  "trained on: environment tokens are context only (their logprobs may be null), and every\n"
+                  "normaliser and length counts the policy's tokens; a mask of the wrong length or with values\n"
+                  "other than 0/1, or a null logprob where it is 1, is an error (65). A batch sampled at another\n"
                   "temperature than --temperature is an error (65). --model may be an HF directory or a GGUF\n"
                   "(step 0, fresh optimizer) or our checkpoint (step, optimizer and RNG continue). The same\n"
                   "command on the same inputs writes the same bytes, so a killed run is simply run again.\n"

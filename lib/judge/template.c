@@ -8,7 +8,7 @@
 #include "../io/mapped.h"
 #include "../util/sha256.h"
 
-typedef enum { PART_TEXT, PART_PROMPT, PART_COMPLETION, PART_FIELD } part_kind;
+typedef enum { PART_TEXT, PART_PROMPT, PART_COMPLETION, PART_TURNS, PART_FIELD } part_kind;
 
 typedef struct {
     part_kind kind;
@@ -85,6 +85,7 @@ int judge_template_parse(judge_template **out, const char *text, size_t len, con
         size_t nl = j - i - 1;
         if (nl == 6 && !memcmp(nm, "prompt", 6)) push(t, PART_PROMPT, NULL, 0, line);
         else if (nl == 10 && !memcmp(nm, "completion", 10)) push(t, PART_COMPLETION, NULL, 0, line);
+        else if (nl == 5 && !memcmp(nm, "turns", 5)) push(t, PART_TURNS, NULL, 0, line);
         else push(t, PART_FIELD, nm, nl, line);
         i = j;
     }
@@ -162,6 +163,27 @@ static int put_prompt(const judge_template *t, const part *p, const record *r, s
     return rc;
 }
 
+/* {turns}: a multi-turn record's `turns` as its JSON text; a single-turn
+ * record's completion as the one assistant message it appended, so that one
+ * template serves both kinds. */
+static int put_turns(const judge_template *t, const part *p, const record *r, const char *completion,
+                     size_t completion_len, strbuf *out, gerr *e) {
+    const rec_field *f = record_find(r, "turns");
+    if (f && json_kind_of(f->val) != JSON_NULL) {
+        if (json_kind_of(f->val) != JSON_ARRAY) return record_field_error(r, "turns", "an array of messages", e);
+        sb_append(out, f->val, f->val_len);
+        return 0;
+    }
+    if (!completion) {
+        if (record_has(r, "completion")) return record_field_error(r, "completion", "a string", e);
+        return missing_field(t, p, r, "turns", e);
+    }
+    sb_puts(out, "[{\"role\":\"assistant\",\"content\":");
+    sb_json_string(out, completion, completion_len);
+    sb_puts(out, "}]");
+    return 0;
+}
+
 int judge_template_render(const judge_template *t, const record *r, const char *completion, size_t completion_len,
                           strbuf *out, gerr *e) {
     sb_clear(out);
@@ -178,6 +200,7 @@ int judge_template_render(const judge_template *t, const record *r, const char *
             }
             sb_append(out, completion, completion_len);
             break;
+        case PART_TURNS: rc = put_turns(t, p, r, completion, completion_len, out, e); break;
         case PART_FIELD: {
             const rec_field *f = record_find(r, p->text);
             if (!f) return missing_field(t, p, r, p->text, e);

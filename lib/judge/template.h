@@ -4,7 +4,12 @@
  *   {prompt}      the last message with role "user" in the record's
  *                 `messages` (its content, decoded); a record without
  *                 `messages` uses its top-level `prompt` field instead
- *   {completion}  the record's decoded `completion`
+ *   {completion}  the record's decoded `completion` (of a multi-turn record:
+ *                 the last assistant message)
+ *   {turns}       the conversation appended after the prompt, as JSON: a
+ *                 multi-turn record's `turns` as the record wrote it; a
+ *                 single-turn record's completion as the one assistant
+ *                 message [{"role":"assistant","content":...}]
  *   {NAME}        the top-level field NAME: a string is inserted decoded,
  *                 any other value (number, array, object, true, null) as
  *                 its JSON text exactly as the record wrote it; `{answer}`

@@ -1,5 +1,7 @@
 /* The `length` reward: DAPO's soft overlong penalty and a minimum length
- * (rules in rules.h), counted in completion tokens or in code points. */
+ * (rules in rules.h), counted in completion tokens or in code points. The
+ * tokens of a multi-turn record are the policy's (its completion_mask 1s):
+ * what the environment said is not the model's length. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,36 @@ long long length_code_points(const char *s, size_t len) {
     return n;
 }
 
+/* The policy's tokens of a multi-turn record (completion_mask), else
+ * every completion token. */
+static int policy_tokens(const reward_item *it, long long *len, gerr *e) {
+    cJSON *mask = NULL;
+    if (record_get_json(it->rec, "completion_mask", false, &mask, e)) return e->code;
+    if (!mask || cJSON_IsNull(mask)) { /* single-turn */
+        cJSON_Delete(mask);
+        if (it->n_tokens < 0) return record_field_error(it->rec, "completion_tokens", "an array of token ids", e);
+        *len = it->n_tokens;
+        return 0;
+    }
+    if (!cJSON_IsArray(mask)) {
+        cJSON_Delete(mask);
+        return record_field_error(it->rec, "completion_mask", "an array of 0 and 1", e);
+    }
+    long long n = 0;
+    int i = 0;
+    for (const cJSON *v = mask->child; v; v = v->next, i++) {
+        if (!cJSON_IsNumber(v) || (v->valuedouble != 0 && v->valuedouble != 1)) {
+            cJSON_Delete(mask);
+            return gerr_at(e, EX_DATAERR, it->rec->file, it->rec->line,
+                           "field \"completion_mask\": entry %d: expected 0 or 1", i);
+        }
+        n += v->valuedouble == 1;
+    }
+    cJSON_Delete(mask);
+    *len = n;
+    return 0;
+}
+
 typedef struct {
     long long max, buffer, min;
     bool chars; /* count code points, not tokens */
@@ -28,12 +60,11 @@ static int length_score(void *self, const reward_item *items, size_t n, double *
     const length_self *l = self;
     for (size_t i = 0; i < n; i++) {
         const reward_item *it = &items[i];
-        long long len;
+        long long len = 0;
         if (l->chars) {
             len = length_code_points(it->completion, it->completion_len);
-        } else {
-            if (it->n_tokens < 0) return record_field_error(it->rec, "completion_tokens", "an array of token ids", e);
-            len = it->n_tokens;
+        } else if (policy_tokens(it, &len, e)) {
+            return e->code;
         }
         out[i] = length_penalty(len, l->max, l->buffer, l->min);
     }

@@ -55,6 +55,9 @@ const reward_fn_def reward_fn_defs[] = {
     {"rm", "a reward model (--rm-model: an HF *ForSequenceClassification directory) scores the record's messages "
            "with the completion as the assistant's turn, in its own chat template; its one logit at the last token",
      reward_open_rm},
+    {"env", "the environment's own reward for a multi-turn episode (the record's `env_reward`, from grpo-rollout "
+            "--env); null where the record has none",
+     reward_open_env},
 };
 const size_t reward_n_fn_defs = sizeof reward_fn_defs / sizeof reward_fn_defs[0];
 

@@ -152,5 +152,6 @@ int reward_open_code(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_cmd(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_judge(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_rm(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_env(reward_fn *fn, const reward_opts *p, gerr *e);
 
 #endif

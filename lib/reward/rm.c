@@ -5,7 +5,8 @@
  * the rows read come back for the one-label head on the host.
  *
  * What it scores, as TRL and transformers do for a reward model: the
- * record's `messages` with the completion appended as the assistant's turn,
+ * record's `messages` with the completion appended as the assistant's turn
+ * (a multi-turn record's `turns` appended instead: the whole episode),
  * rendered with the REWARD MODEL's chat template (no generation prompt) and
  * encoded with the reward model's tokenizer (special tokens in the text
  * matched, none added: apply_chat_template(tokenize=True)). The value is the
@@ -48,6 +49,43 @@ typedef struct {
     double seconds;
 } rm_fn;
 
+/* What follows the prompt: a multi-turn record's `turns` (every message
+ * the episode appended, in order), else the completion as the assistant's
+ * turn. */
+static int append_turns(const reward_item *it, cJSON *messages, gerr *e) {
+    const record *rec = it->rec;
+    cJSON *turns = NULL;
+    if (record_get_json(rec, "turns", false, &turns, e)) return e->code;
+    if (turns && !cJSON_IsNull(turns)) {
+        if (!cJSON_IsArray(turns)) {
+            cJSON_Delete(turns);
+            return record_field_error(rec, "turns", "an array of messages", e);
+        }
+        cJSON *m;
+        while ((m = cJSON_DetachItemFromArray(turns, 0))) {
+            if (!cJSON_AddItemToArray(messages, m)) {
+                cJSON_Delete(m), cJSON_Delete(turns);
+                return gerr_set(e, EX_SOFTWARE, "out of memory");
+            }
+        }
+        cJSON_Delete(turns);
+        return 0;
+    }
+    cJSON_Delete(turns);
+    if (memchr(it->completion, 0, it->completion_len))
+        return gerr_at(e, EX_DATAERR, rec->file, rec->line,
+                       "field \"completion\": contains a NUL character, which a chat template cannot carry");
+    char *content = xstrndup(it->completion, it->completion_len);
+    cJSON *turn = cJSON_CreateObject();
+    if (!turn || !cJSON_AddStringToObject(turn, "role", "assistant") ||
+        !cJSON_AddStringToObject(turn, "content", content) || !cJSON_AddItemToArray(messages, turn)) {
+        cJSON_Delete(turn), free(content); /* turn is not in messages */
+        return gerr_set(e, EX_SOFTWARE, "out of memory");
+    }
+    free(content);
+    return 0;
+}
+
 /* The token ids the reward model reads for one record. */
 static int tokens_of(const rm_fn *r, const reward_item *it, rm_seq *out, gerr *e) {
     const record *rec = it->rec;
@@ -55,19 +93,10 @@ static int tokens_of(const rm_fn *r, const reward_item *it, rm_seq *out, gerr *e
     cJSON *messages = NULL;
     int rc = record_get_messages(rec, &messages, e);
     if (rc) return rc;
-    if (memchr(it->completion, 0, it->completion_len)) {
+    if ((rc = append_turns(it, messages, e))) {
         cJSON_Delete(messages);
-        return gerr_at(e, EX_DATAERR, rec->file, rec->line,
-                       "field \"completion\": contains a NUL character, which a chat template cannot carry");
+        return rc;
     }
-    char *content = xstrndup(it->completion, it->completion_len);
-    cJSON *turn = cJSON_CreateObject();
-    if (!turn || !cJSON_AddStringToObject(turn, "role", "assistant") ||
-        !cJSON_AddStringToObject(turn, "content", content) || !cJSON_AddItemToArray(messages, turn)) {
-        cJSON_Delete(turn), cJSON_Delete(messages), free(content); /* turn is not in messages */
-        return gerr_set(e, EX_SOFTWARE, "out of memory");
-    }
-    free(content);
     strbuf text = {0};
     rc = chat_render(&r->tmpl, messages, false, &text, e);
     cJSON_Delete(messages);

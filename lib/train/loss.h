@@ -21,6 +21,9 @@
  *   dr_grpo             w_i = 1 / (N L)      L = max new tokens
  * N, T: completions and tokens of the batch's unmasked completions (masked
  * ones are left out of everything and get no gradient: the caller skips them).
+ * A completion's tokens here are the policy's: of a multi-turn record the
+ * caller passes only its completion_mask-1 tokens (environment tokens are
+ * context, never loss tokens), so every count above is of those.
  *
  * Arithmetic is in double; inputs and the gradient are float. */
 #ifndef GRPO_LOSS_H

@@ -109,7 +109,13 @@ static void carve(arena *a, trainer *t, trainer_acts *ac) {
 
 int train_batch_targets(const train_batch *b) {
     int n = 0;
-    for (int s = 0; s < b->n_seqs; s++) n += b->start[s + 1] - b->start[s] - b->n_prompt[s];
+    for (int s = 0; s < b->n_seqs; s++) {
+        if (!b->target) {
+            n += b->start[s + 1] - b->start[s] - b->n_prompt[s];
+            continue;
+        }
+        for (int r = b->start[s] + b->n_prompt[s]; r < b->start[s + 1]; r++) n += b->target[r] != 0;
+    }
     return n;
 }
 
@@ -209,9 +215,10 @@ static void batch_setup(trainer *t, const train_batch *b) {
             ac->row_kv[r] = (size_t)b->start[s] * kvd;
             ac->row_key[r] = b->key ? b->key[s] : (uint64_t)s;
         }
-        for (int i = b->n_prompt[s]; i < L; i++, n_t++) {
+        for (int i = b->n_prompt[s]; i < L; i++) {
+            if (b->target && !b->target[b->start[s] + i]) continue; /* context only */
             ac->target_row[n_t] = b->start[s] + i - 1;
-            ac->target_tok[n_t] = b->tokens[b->start[s] + i];
+            ac->target_tok[n_t++] = b->tokens[b->start[s] + i];
         }
     }
     for (int r = 0; r < R; r++) assert(b->tokens[r] >= 0 && b->tokens[r] < m->cfg.vocab_size);

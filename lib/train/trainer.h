@@ -34,14 +34,18 @@ typedef enum {
 /* Sequence s is rows start[s] .. start[s+1]-1, tokens at positions 0, 1, ...;
  * its first n_prompt[s] tokens are the prompt (n_prompt >= 1), the rest the
  * completion. Its completion tokens are "targets" numbered in order across
- * the batch: sequence s has start[s+1]-start[s]-n_prompt[s] of them. key[s]
- * identifies the completion for LoRA dropout masks (NULL when dropout is 0). */
+ * the batch: with target NULL all start[s+1]-start[s]-n_prompt[s] of them;
+ * else only those whose row r has target[r] = 1 (a multi-turn completion's
+ * policy tokens: its environment tokens are context, never predicted).
+ * key[s] identifies the completion for LoRA dropout masks (NULL when
+ * dropout is 0). */
 typedef struct {
     int n_seqs;
     const int *start;
     const int *n_prompt;
     const int32_t *tokens;
     const uint64_t *key;
+    const uint8_t *target; /* [rows], read at completion rows only; NULL = every completion token */
 } train_batch;
 
 /* Number of target tokens of a batch. */

@@ -47,7 +47,7 @@ static int next_micro(const update_batch *b, int s0, long long budget, train_bat
         ns++;
     }
     for (int s = 0; s <= ns; s++) mstart[s] = b->start[s0 + s] - b->start[s0];
-    *tb = (train_batch){ns, mstart, b->n_prompt + s0, b->tokens + b->start[s0], b->key + s0};
+    *tb = (train_batch){ns, mstart, b->n_prompt + s0, b->tokens + b->start[s0], b->key + s0, b->target + b->start[s0]};
     return ns;
 }
 

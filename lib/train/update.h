@@ -51,12 +51,13 @@ typedef struct {
     int *start;            /* [n+1] token offsets */
     int *n_prompt;         /* [n] */
     int32_t *tokens;
-    int *tgt_start;        /* [n+1] offsets of their completion tokens */
+    uint8_t *target;       /* per token: 1 where it is trained on (a completion token the policy sampled) */
+    int *tgt_start;        /* [n+1] offsets of their trained tokens ("targets") */
     float *old_logp;       /* [targets]: the rollout's logprobs */
     double *advantage;     /* [n] */
     uint64_t *key;         /* [n]: record number in the file, for dropout masks */
     long n_records, n_no_advantage, n_masked;
-    int max_len, max_completion;
+    int max_len, max_completion; /* max_completion: the most targets of one sequence */
     double temperature;    /* what the batch was sampled at */
     bool temperature_seen;
     /* metrics of the whole batch (masked and advantage-less records included) */

@@ -3,7 +3,10 @@
  * field, plus the batch-level metrics TRL reports (reward, reward_std, ...).
  * The whole decompressed input is hashed (state.json's batch_sha256).
  * Records are read one by one; each sequence that takes part is pushed as
- * one `seq`, and the batch's arrays are laid out from them at the end. */
+ * one `seq`, and the batch's arrays are laid out from them at the end.
+ * A multi-turn record's completion_mask picks the tokens trained on (the
+ * policy's); its environment tokens stay in the sequence as context only,
+ * and every count below (targets, lengths) is of the policy's tokens. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,35 +17,14 @@
 #include "../util/idset.h"
 #include "../util/stats.h"
 #include "../util/vec.h"
+#include "completion_mask.h"
 #include "update.h"
-
-static int get_logprobs(const record *r, int n, float *out, gerr *e) {
-    cJSON *a = NULL;
-    if (record_get_json(r, "logprobs", true, &a, e)) return e->code;
-    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n) {
-        int got = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
-        cJSON_Delete(a);
-        if (got < 0) return record_field_error(r, "logprobs", "an array of numbers", e);
-        return gerr_at(e, EX_DATAERR, r->file, r->line,
-                       "field \"logprobs\": expected one per completion token (%d), got %d", n, got);
-    }
-    int i = 0;
-    for (const cJSON *v = a->child; v; v = v->next, i++) {
-        if (!cJSON_IsNumber(v) || !(v->valuedouble <= 0) || !isfinite(v->valuedouble)) {
-            cJSON_Delete(a);
-            return gerr_at(e, EX_DATAERR, r->file, r->line,
-                           "field \"logprobs\": entry %d: expected a finite log-probability <= 0", i);
-        }
-        out[i] = (float)v->valuedouble;
-    }
-    cJSON_Delete(a);
-    return 0;
-}
 
 /* A sequence that takes part; its tokens and logprobs are in the reader's
  * arrays, one after another in the order of the sequences. */
 typedef struct {
-    int n_prompt, n_completion;
+    int n_prompt, n_completion; /* n_completion: every token after the prompt */
+    int n_model;                /* those the policy sampled (completion_mask 1) */
     double advantage;
     uint64_t key; /* record number in the file */
 } seq;
@@ -52,7 +34,9 @@ typedef struct {
     size_t n_seqs, cap_seqs;
     int32_t *tokens; /* prompt + completion of each sequence */
     size_t n_tokens, cap_tokens;
-    float *logp;     /* completion logprobs of each sequence */
+    uint8_t *target; /* per token: 1 where it is trained on */
+    size_t cap_target;
+    float *logp;     /* logprobs of each sequence's policy tokens */
     size_t n_logp, cap_logp;
     /* Rewards grouped by id, for reward_std and frac_reward_zero_std (TRL:
      * the std of each prompt's K rewards, averaged over completions). */
@@ -64,7 +48,7 @@ typedef struct {
 } reader;
 
 static void reader_free(reader *rd) {
-    free(rd->seqs), free(rd->tokens), free(rd->logp), free(rd->groups);
+    free(rd->seqs), free(rd->tokens), free(rd->target), free(rd->logp), free(rd->groups);
     idset_free(&rd->group_ids);
     memset(rd, 0, sizeof *rd);
 }
@@ -83,6 +67,7 @@ static void add_reward(reader *rd, const strbuf *id, double reward) {
 static int read_record(reader *rd, update_batch *b, const record *r, uint64_t key, int vocab, bool mask_truncated,
                        gerr *e) {
     int32_t *prompt = NULL, *completion = NULL;
+    uint8_t *mask = NULL;
     size_t np = 0, nc = 0;
     int rc, present = 0;
     double adv = 0, temp = 0, reward = 0;
@@ -98,9 +83,11 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
         rc = gerr_at(e, EX_DATAERR, r->file, r->line, "the batch holds more than %d tokens", INT_MAX);
         goto out;
     }
+    if ((rc = completion_mask_read(r, nc, &mask, e))) goto out;
     /* read in place after the last sequence's; kept only if this one takes part */
     rd->logp = vec_reserve(rd->logp, &rd->cap_logp, rd->n_logp + nc, sizeof *rd->logp);
-    if ((rc = get_logprobs(r, (int)nc, rd->logp + rd->n_logp, e))) goto out;
+    if ((rc = completion_mask_logprobs(r, mask, (int)nc, rd->logp + rd->n_logp, e))) goto out;
+    int n_model = completion_mask_select(rd->logp + rd->n_logp, mask, (int)nc);
     if ((rc = record_get_number(r, "temperature", false, &temp, &present, e))) goto out;
     if (present == 2) {
         if (temp == 0) temp = 1; /* greedy samples carry logprobs under T = 1 */
@@ -114,7 +101,7 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     }
     if ((rc = record_get_string(r, "finish_reason", false, &fin, &present, e))) goto out;
     bool truncated = present == 2 && !strcmp(fin.data, "length");
-    rd->sum_len += (long)nc, rd->n_length += truncated;
+    rd->sum_len += n_model, rd->n_length += truncated;
     if ((rc = record_get_string(r, "id", false, &id, &present, e))) goto out;
     if ((rc = record_get_number(r, "reward", false, &reward, &present, e))) goto out;
     if (present == 2) {
@@ -136,14 +123,20 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     }
     /* a sequence that takes part */
     rd->seqs = vec_reserve(rd->seqs, &rd->cap_seqs, rd->n_seqs + 1, sizeof *rd->seqs);
-    rd->seqs[rd->n_seqs++] = (seq){(int)np, (int)nc, adv, key};
+    rd->seqs[rd->n_seqs++] = (seq){(int)np, (int)nc, n_model, adv, key};
     rd->tokens = vec_reserve(rd->tokens, &rd->cap_tokens, rd->n_tokens + np + nc, sizeof *rd->tokens);
     memcpy(rd->tokens + rd->n_tokens, prompt, sizeof(int32_t) * np);
     memcpy(rd->tokens + rd->n_tokens + np, completion, sizeof(int32_t) * nc);
+    rd->target = vec_reserve(rd->target, &rd->cap_target, rd->n_tokens + np + nc, sizeof *rd->target);
+    memset(rd->target + rd->n_tokens, 0, np);
+    if (mask)
+        memcpy(rd->target + rd->n_tokens + np, mask, nc);
+    else
+        memset(rd->target + rd->n_tokens + np, 1, nc);
     rd->n_tokens += np + nc;
-    rd->n_logp += nc;
+    rd->n_logp += (size_t)n_model;
 out:
-    free(prompt), free(completion);
+    free(prompt), free(completion), free(mask);
     sb_free(&fin), sb_free(&id);
     return rc;
 }
@@ -162,17 +155,18 @@ static void lay_out(update_batch *b, reader *rd) {
         const seq *q = &rd->seqs[s];
         int len = q->n_prompt + q->n_completion;
         b->start[s + 1] = b->start[s] + len;
-        b->tgt_start[s + 1] = b->tgt_start[s] + q->n_completion;
+        b->tgt_start[s + 1] = b->tgt_start[s] + q->n_model;
         b->n_prompt[s] = q->n_prompt;
         b->advantage[s] = q->advantage;
         b->key[s] = q->key;
         b->max_len = len > b->max_len ? len : b->max_len;
-        b->max_completion = q->n_completion > b->max_completion ? q->n_completion : b->max_completion;
+        b->max_completion = q->n_model > b->max_completion ? q->n_model : b->max_completion;
     }
     /* the arrays move to the batch (never NULL, as the trainer expects) */
     b->tokens = vec_reserve(rd->tokens, &rd->cap_tokens, 1, sizeof *rd->tokens);
+    b->target = vec_reserve(rd->target, &rd->cap_target, 1, sizeof *rd->target);
     b->old_logp = vec_reserve(rd->logp, &rd->cap_logp, 1, sizeof *rd->logp);
-    rd->tokens = NULL, rd->logp = NULL;
+    rd->tokens = NULL, rd->target = NULL, rd->logp = NULL;
     b->total_tokens = (long)rd->n_tokens;
     if (b->n_records) {
         b->mean_length = (double)rd->sum_len / b->n_records;
@@ -222,7 +216,7 @@ int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_tr
 }
 
 void update_batch_free(update_batch *b) {
-    free(b->start), free(b->n_prompt), free(b->tokens), free(b->tgt_start), free(b->old_logp);
+    free(b->start), free(b->n_prompt), free(b->tokens), free(b->target), free(b->tgt_start), free(b->old_logp);
     free(b->advantage), free(b->key);
     memset(b, 0, sizeof *b);
 }

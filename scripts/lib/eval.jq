@@ -5,6 +5,8 @@
 # reference) count in the length and reward means but not in accuracy or
 # pass@k. Per prompt (records sharing id): n scored samples, c correct;
 # pass@j is the unbiased estimator, averaged over the prompts with n >= j.
+# A multi-turn record's length is the model's tokens (completion_mask 1s),
+# as grpo-update's completions/mean_length counts them.
 include "passk";
 
 def mean_or_null($sum; $n): if $n > 0 then $sum / $n else null end;
@@ -14,7 +16,8 @@ def eval_line(records; $step; $k; $passat; $temperature; $seconds):
     {samples: 0, length: 0, clipped: 0, acc: 0, acc_n: 0, reward: 0, reward_n: 0, prompts: {}};
     ($r.rewards.answer // null) as $a
     | .samples += 1
-    | .length += ($r.completion_tokens | length)
+    | .length += ($r.completion_mask | if type == "array" then map(select(. == 1)) | length
+                                       else $r.completion_tokens | length end)
     | .clipped += (if $r.finish_reason == "length" then 1 else 0 end)
     | if ($r.reward | type) == "number" then .reward += $r.reward | .reward_n += 1 else . end
     | .prompts[$r.id] |= (. // {n: 0, c: 0})

@@ -473,3 +473,57 @@ EOF
     run "$S/grpo-samples" bad.jsonl
     [ "$status" -eq 65 ]; assert_one_line_error grpo-samples "bad.jsonl: not JSON lines"
 }
+
+# Two multi-turn records of one prompt (formats/rollout.md: completion_mask,
+# null logprobs at environment tokens, turns, finish_reason env) and one
+# single-turn record, scored by grpo-reward --fn env,answer.
+turns_scored() {
+    printf '%s\n' \
+        '{"id":"calc/1","messages":[{"role":"user","content":"6*7?"}],"answer":"42","sample":0,"prompt_tokens":[1,2],"completion_tokens":[5,6,7,8,9,10,2],"completion_mask":[1,1,0,0,0,1,1],"logprobs":[-0.1,-0.2,null,null,null,-0.3,-0.4],"turns":[{"role":"assistant","content":"","tool_calls":[{"name":"calc","arguments":{"expr":"6*7"}}]},{"role":"tool","content":"42"},{"role":"assistant","content":"<answer>42</answer>"}],"completion":"<answer>42</answer>","finish_reason":"env","env_reward":1}' \
+        '{"id":"calc/1","messages":[{"role":"user","content":"6*7?"}],"answer":"42","sample":1,"prompt_tokens":[1,2],"completion_tokens":[5,2,7,8,5,2],"completion_mask":[1,1,0,0,1,1],"logprobs":[-0.1,-0.2,null,null,-0.3,-0.4],"turns":[{"role":"assistant","content":"40"},{"role":"user","content":"higher\nplease"},{"role":"assistant","content":"41"}],"completion":"41","finish_reason":"turns"}' \
+        '{"id":"arith/2","messages":[{"role":"user","content":"1+1?"}],"answer":"2","sample":0,"prompt_tokens":[1,2],"completion_tokens":[5,6,2],"logprobs":[-0.1,-0.2,-0.3],"completion":"<answer>2</answer>","finish_reason":"stop"}' |
+        grpo-reward --fn env,answer --quiet
+}
+
+@test "grpo-samples shows a multi-turn record turn by turn, with the model's token count" {
+    turns_scored > s.jsonl
+    run "$S/grpo-samples" --group s.jsonl
+    [ "$status" -eq 0 ]
+    diff <(printf '%s\n' "$output") - <<'EOF'
+== s.jsonl: 3 completions of 2 prompts, mean reward 1.0000, accuracy 0.6667
+
+-- calc/1 (2 samples), answer 42
+user: 6*7?
+rewards: 2 0 (mean 1.0000)
+sample 0: 7 tokens (4 the model's), env, reward 2 (env 1, answer 1), 3 turns:
+    assistant:
+        tool calls: [{"name":"calc","arguments":{"expr":"6*7"}}]
+    tool:
+        42
+    assistant:
+        <answer>42</answer>
+sample 1: 6 tokens (4 the model's), turns, reward 0 (env null, answer 0), 3 turns:
+    assistant:
+        40
+    user:
+        higher
+        please
+    assistant:
+        41
+
+-- arith/2 (1 samples), answer 2
+user: 1+1?
+rewards: 1 (mean 1.0000)
+sample 0: 3 tokens, stop, reward 1 (env null, answer 1):
+    <answer>2</answer>
+EOF
+}
+
+@test "the eval line of multi-turn records: accuracy of the last answer, the model's tokens as length" {
+    turns_scored > s.jsonl
+    run jq -n -c -L "$S/lib" 'include "eval"; eval_line(inputs; 3; 2; [1, 2]; 1; 0.5)' s.jsonl
+    [ "$status" -eq 0 ]
+    # lengths 4 + 4 + 3 (not 7 + 6 + 3); sample 1's turn bound is no truncation
+    [ "$output" = '{"kind":"eval","step":3,"eval/accuracy":0.6666666666666666,"eval/pass@1":0.75,"eval/pass@2":1,"eval/reward":1,"eval/completion_length":3.6666666666666665,"eval/clipped_ratio":0,"eval/prompts":2,"eval/k":2,"eval/temperature":1,"eval/seconds":0.5}' ] ||
+        { echo "$output"; false; }
+}

@@ -64,7 +64,7 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
 @test "--list names every function with its flags and their defaults" {
     run grpo-reward --list
     [ "$status" -eq 0 ]
-    for f in answer format length repetition code cmd judge rm; do
+    for f in answer format length repetition code cmd judge rm env; do
         printf '%s\n' "$output" | grep -q "^$f\$"
     done
     printf '%s\n' "$output" | grep -q -- '--cmd-timeout S .*(default: 60)'

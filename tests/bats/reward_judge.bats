@@ -220,3 +220,21 @@ cached() {
     assert_one_line_error grpo-reward "in.jsonl:1: field \"difficulty\": the judge template \(.*tpl.txt:1\) uses it"
     [ ! -e out.jsonl ]
 }
+
+@test "judge: {turns} sends a multi-turn record's conversation as JSON, a single-turn record's completion as one message" {
+    start_server
+    printf 'Conversation: {turns}\nRate it.\n' > tpl.txt
+    printf '%s\n' \
+        '{"id":"a","messages":[{"role":"user","content":"q"}],"completion":"done","turns":[{"role":"assistant","content":"calc [[score:3]]"},{"role":"tool","content":"42"},{"role":"assistant","content":"done"}]}' \
+        '{"id":"b","messages":[{"role":"user","content":"q"}],"completion":"single [[score:9]]"}' > in.jsonl
+    judge --in in.jsonl --out out.jsonl --quiet
+    [ "$(jq -c -s 'map(.rewards.judge)' out.jsonl)" = "[3,9]" ]
+    # what the server was sent: the turns as the record wrote them
+    "$GRPO_PY" - "$T/cache/judge.sqlite" <<'PY'
+import json, sqlite3, sys
+bodies = [r[0] for r in sqlite3.connect(sys.argv[1]).execute("select request from answers")]
+users = sorted(json.loads(b)["messages"][-1]["content"] for b in bodies)
+assert users[0].startswith('Conversation: [{"role":"assistant","content":"calc [[score:3]]"},{"role":"tool"'), users
+assert users[1] == 'Conversation: [{"role":"assistant","content":"single [[score:9]]"}]\nRate it.\n', users
+PY
+}

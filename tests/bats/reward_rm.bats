@@ -158,3 +158,23 @@ need_models() {
     run -65 grpo-reward --fn rm --rm-model "$D/llama" --in long.jsonl
     assert_one_line_error grpo-reward "long.jsonl:2: field \"completion\": the conversation with this completion is [0-9]+ tokens, longer than the reward model's context of 128"
 }
+
+@test "a multi-turn record is scored as its messages plus its turns (the whole episode), as the reference" {
+    need_models
+    cat > turns.jsonl <<'JSONL'
+{"id":"t","sample":0,"messages":[{"role":"user","content":"What is 6*7?"}],"completion":"42","turns":[{"role":"assistant","content":"calc 6*7"},{"role":"tool","content":"42"},{"role":"assistant","content":"42"}],"completion_mask":[1,1,0,1]}
+{"id":"t","sample":1,"messages":[{"role":"user","content":"What is 6*7?"}],"completion":"42"}
+{"id":"t","sample":2,"messages":[{"role":"user","content":"What is 6*7?"}],"completion":"42","turns":null}
+JSONL
+    "$GRPO_PY" "$REF" score "$D/llama" turns.jsonl turns.ref
+    grpo-reward --fn rm --rm-model "$D/llama" --in turns.jsonl --out out.jsonl --quiet
+    run "$GRPO_PY" "$REF" compare out.jsonl turns.ref 1e-4
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # the episode scores otherwise than its last answer alone; null turns is
+    # single-turn (the same text: equal up to OpenBLAS's summation order)
+    jq -e -s '((.[0].rewards.rm - .[1].rewards.rm) | fabs) > 1e-3 and ((.[1].rewards.rm - .[2].rewards.rm) | fabs) < 1e-5' out.jsonl
+    echo '{"id":"x","messages":[{"role":"user","content":"q"}],"completion":"a","turns":"a"}' > bad.jsonl
+    run -65 grpo-reward --fn rm --rm-model "$D/llama" --in bad.jsonl
+    assert_one_line_error grpo-reward 'bad.jsonl:1: field "turns": expected an array of messages, got string'
+}

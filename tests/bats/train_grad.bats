@@ -2,7 +2,8 @@
 # Gradients of the GRPO loss against PyTorch autograd (tests/ref/train_ref.py):
 # every architecture, full fine-tuning and LoRA, token and sequence
 # importance, beta > 0 with a reference, clipping active on both sides,
-# micro-batches with --recompute. Relative error <= 1e-4 per tensor.
+# micro-batches with --recompute, multi-turn records whose environment tokens
+# (completion_mask 0) are context only. Relative error <= 1e-4 per tensor.
 load helpers
 
 grad_case() {
@@ -22,3 +23,12 @@ grad_case() {
 @test "gradient vs autograd: one sequence per micro-batch with --recompute" { grad_case llama-full-micro-recompute; }
 @test "gradient vs autograd: llama, entropy bonus (through the whole softmax)" { grad_case llama-full-entropy; }
 @test "gradient vs autograd: qwen2, LoRA, dapo, beta, entropy bonus, two micro-batches" { grad_case qwen2-lora-entropy-dapo-micro; }
+@test "gradient vs autograd: multi-turn records, environment tokens context only (grpo, beta, entropy bonus)" {
+    grad_case llama-full-turns
+}
+@test "gradient vs autograd: multi-turn records, qwen2, sequence importance, dr_grpo" {
+    grad_case qwen2-full-turns-seq-drgrpo
+}
+@test "gradient vs autograd: multi-turn records, qwen3 LoRA, dapo, one sequence per micro-batch, --recompute" {
+    grad_case qwen3-lora-turns-dapo-micro-recompute
+}

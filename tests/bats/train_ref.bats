@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The training math (lib/train/loss, optim, state) against independent
 # references, through the unit tests' driver modes:
-#   - the GRPO loss family and its gradient: torch float64 autograd
+#   - the GRPO loss family and its gradient, single- and multi-turn records
+#     (completion_mask): torch float64 autograd
 #     (tests/ref/loss_ref.py; loss 1e-12 relative, dlogp 1e-6 relative);
 #   - AdamW/SGD steps, clip_grad_norm_ and the lr schedules: torch.optim and
 #     transformers' formulas (tests/ref/optim_ref.py; 1e-6 relative);

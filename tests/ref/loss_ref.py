@@ -19,6 +19,12 @@ float64 here. Tolerances:
   dlogp: 1e-6 relative + 1e-12 absolute (ours is rounded to float32, 6e-8);
       masked completions and dead clip branches exactly 0 on both sides.
 
+Multi-turn records: the "turns" cases give completions a completion_mask
+(environment tokens 0, the policy's 1) and the reference multiplies it into
+TRL's completion mask, as TRL's multi-turn trainers do with their env_mask:
+every sum, mean, count, quantile and importance weight is then over the
+policy's tokens only, and environment tokens get gradient exactly 0.
+
 Deliberate difference from TRL: masked (truncated) completions are left out
 of every denominator; TRL still counts their rows in grpo's and dr_grpo's
 completion count.
@@ -77,6 +83,23 @@ def gen_extra(rng, kind, seq, beta, **extra):
     return case
 
 
+def add_turns(rng, case):
+    """The case made multi-turn: in most completions of 4 tokens or more,
+    one or two spans of environment tokens (completion_mask 0) after the
+    first token; the others stay all 1 (a single-turn record among them)."""
+    for c in case["completions"]:
+        n = len(c["logp"])
+        mask = [1] * n
+        if n >= 4 and rng.random() < 0.8:
+            for _ in range(int(rng.integers(1, 3))):
+                s0 = int(rng.integers(1, n - 1))
+                for t in range(s0, min(n - 1, s0 + int(rng.integers(1, 6)))):
+                    mask[t] = 0
+        c["completion_mask"] = mask
+    case["turns"] = True
+    return case
+
+
 def quantile_mask(ent, mask, q):
     """TRL's get_high_entropy_mask with threshold 1 - q (torch.quantile's
     linear interpolation, here in float64 on the float32 values)."""
@@ -107,7 +130,7 @@ def torch_case(case):
         if has_ent:
             ent_v[i, :n] = torch.tensor(c["entropy"], dtype=torch.float64)
         if not c["masked"]:
-            mask[i, :n] = 1.0
+            mask[i, :n] = torch.tensor(c.get("completion_mask") or [1] * n, dtype=torch.float64)
     logp = logp_v.clone().requires_grad_(True)
     ent = ent_v.clone().requires_grad_(True)
     kind, lo, hi = case["loss"], 1 - case["epsilon_low"], 1 + case["epsilon_high"]
@@ -217,7 +240,8 @@ def describe(case):
     extras = [f"{k} {case[k]}" for k in ("delta", "tau_pos", "tau_neg", "entropy_coef", "top_entropy_quantile",
                                           "off_policy_threshold", "is_level", "is_mask", "is_cap") if k in case]
     level = "sequence" if case["sequence_level"] else "token"
-    return f"{case['loss']}, {level}, beta {case['beta']}" + "".join(", " + e for e in extras)
+    turns = ", multi-turn" if case.get("turns") else ""
+    return f"{case['loss']}, {level}, beta {case['beta']}{turns}" + "".join(", " + e for e in extras)
 
 
 def compare(idx, case, got, want, problems):
@@ -307,6 +331,15 @@ def main():
                     cases.append(gen_case(rng, kind, seq, beta, beta != 0 or r % 2 == 0, r % 3 != 1))
     n_plain = len(cases)
     cases += extra_cases(rng, max(2, args.cases // 3))
+    # multi-turn: every kind x level x beta, and every newer term, again
+    # with environment tokens in the completions
+    n_single = len(cases)
+    for kind in KINDS:
+        for seq in (False, True):
+            for beta in (0.0, 0.04):
+                for r in range(max(1, args.cases // 3)):
+                    cases.append(add_turns(rng, gen_case(rng, kind, seq, beta, beta != 0 or r % 2 == 0, True)))
+    cases += [add_turns(rng, c) for c in extra_cases(rng, 2)]
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = os.path.join(tmp, "in.json"), os.path.join(tmp, "out.json")
         with open(src, "w") as f:
@@ -326,12 +359,16 @@ def main():
     if min(clipped) < n_plain // 4:
         problems.append(f"too few cases clip (low in {clipped[0]}, high in {clipped[1]} of {n_plain})")
     coverage(cases, wants, problems)
+    coverage(cases[n_single:], wants[n_single:], problems)
+    env = sum(1 for c in cases[n_single:] for comp in c["completions"] if 0 in comp["completion_mask"])
+    if env < len(cases[n_single:]):
+        problems.append(f"only {env} multi-turn completions hold environment tokens")
     for p in problems[:20]:
         print(p)
     if problems:
         print(f"{len(problems)} differences")
         return 1
-    print(f"{len(cases)} cases agree")
+    print(f"{len(cases)} cases agree ({len(cases) - n_single} of them multi-turn)")
     return 0
 
 

@@ -14,7 +14,8 @@ Usage: .venv/bin/python tests/ref/rm_ref.py COMMAND ...
   score DIR RECORDS OUT
       The reference reward of every record of RECORDS (JSONL), one per line
       (repr of a float64) into OUT: the record's messages plus
-      {"role": "assistant", "content": completion} (null or absent: "")
+      {"role": "assistant", "content": completion} (null or absent: ""), or
+      plus its `turns` when it has them (a multi-turn record)
       rendered by Jinja from tokenizer_config.json's chat_template as
       transformers' apply_chat_template does (trim_blocks, lstrip_blocks, no
       generation prompt), encoded by HF `tokenizers` without added special
@@ -96,7 +97,10 @@ def score(d, records_path, out_path):
         for line in f:
             rec = json.loads(line)
             completion = rec.get("completion") or ""
-            conv = rec["messages"] + [{"role": "assistant", "content": completion}]
+            if isinstance(rec.get("turns"), list):
+                conv = rec["messages"] + rec["turns"]
+            else:
+                conv = rec["messages"] + [{"role": "assistant", "content": completion}]
             ids = tk.encode(render(tok_cfg["chat_template"], conv, tok_cfg), add_special_tokens=False).ids
             with torch.no_grad():
                 logits = model_ref.forward(c, W, ids)  # [T, num_labels]

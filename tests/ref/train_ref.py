@@ -4,6 +4,10 @@
 Usage: .venv/bin/python tests/ref/train_ref.py CASE WORKDIR
   CASE names an architecture and a setting, e.g. llama-full, qwen2-lora,
   qwen3-full-seq, llama-tied-full-beta, llama3rope-lora-rslora (see CASES).
+  The "turns" cases are multi-turn records: each sequence's completion_mask
+  (TURN_MASKS) marks environment tokens, which the reference keeps in the
+  forward (context) and masks out of every sum and count of the loss, as
+  TRL does with its env_mask.
 
 A tiny random model of the architecture (model_ref.make_tiny) gets a batch
 of four sequences (prompt + completion); the reference computes, in float64,
@@ -49,7 +53,19 @@ CASES = {
     "llama-full-entropy": dict(arch="llama", entropy_coef=0.05),
     "qwen2-lora-entropy-dapo-micro": dict(arch="qwen2", loss="dapo", beta=0.04, entropy_coef=0.2, micro_seqs=2,
                                           lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=5)),
+    # multi-turn records: environment tokens (completion_mask 0) are context
+    # only; every normaliser counts the policy's tokens
+    "llama-full-turns": dict(arch="llama", beta=0.04, entropy_coef=0.05, turns=True),
+    "qwen2-full-turns-seq-drgrpo": dict(arch="qwen2", sequence_level=True, loss="dr_grpo", turns=True),
+    "qwen3-lora-turns-dapo-micro-recompute": dict(arch="qwen3", loss="dapo", beta=0.04, turns=True, micro_seqs=1,
+                                                  recompute=True,
+                                                  lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=6)),
 }
+
+# completion_mask of each sequence of a "turns" case (completions of 8, 5,
+# 11 and 8 tokens): turns in the middle, a single-turn record among them,
+# and environment tokens last
+TURN_MASKS = [[1, 1, 1, 0, 0, 1, 1, 1], None, [1, 1, 0, 0, 0, 1, 1, 0, 0, 1, 1], [1, 1, 1, 1, 1, 1, 0, 0]]
 
 LORA_TARGETS = {"q": ("self_attn", "q_proj"), "k": ("self_attn", "k_proj"), "v": ("self_attn", "v_proj"),
                 "o": ("self_attn", "o_proj"), "gate": ("mlp", "gate_proj"), "up": ("mlp", "up_proj"),
@@ -87,26 +103,29 @@ def model_forward(c, W, lora, tokens):
 
 
 def grpo_loss(case, logps, seqs, ref_logps, ents):
+    """Over every completion token, with TRL's mask (its env_mask: 1 where
+    the policy sampled the token) in every sum and count."""
     import torch
     eps_lo, eps_hi = case.get("epsilon", 0.2), case.get("epsilon_high", case.get("epsilon", 0.2))
     beta, kind = case.get("beta", 0.0), case.get("loss", "grpo")
     n_comp = len(seqs)
-    n_tok = sum(len(lp) for lp in logps)
+    masks = [torch.tensor(s.get("mask") or [1] * len(lp), dtype=torch.float64) for lp, s in zip(logps, seqs)]
+    n_tok = sum(m.sum() for m in masks)
     total = 0
-    for lp, s, ref, h in zip(logps, seqs, ref_logps, ents):
-        old = torch.tensor(s["old_logp"], dtype=torch.float64)
+    for lp, s, ref, h, m in zip(logps, seqs, ref_logps, ents, masks):
+        old = torch.tensor([0.0 if v is None else v for v in s["old_logp"]], dtype=torch.float64)
         A = s["advantage"]
         if case.get("sequence_level"):
-            rho = torch.exp((lp - old).mean()).expand(len(lp))
+            rho = torch.exp(((lp - old) * m).sum() / m.sum().clamp(min=1)).expand(len(lp))
         else:
             rho = torch.exp(lp - old)
         per_tok = -torch.min(rho * A, torch.clamp(rho, 1 - eps_lo, 1 + eps_hi) * A)
         if beta:
             d = ref - lp
             per_tok = per_tok + beta * (torch.exp(d) - d - 1)
-        per_tok = per_tok - case.get("entropy_coef", 0.0) * h
+        per_tok = (per_tok - case.get("entropy_coef", 0.0) * h) * m
         if kind == "grpo":
-            total = total + per_tok.sum() / len(lp) / n_comp
+            total = total + per_tok.sum() / m.sum().clamp(min=1) / n_comp
         elif kind in ("bnpo", "dapo"):
             total = total + per_tok.sum() / n_tok
         else:
@@ -137,6 +156,9 @@ def run(case_name, work):
     temperature = 0.7
     for i, s in enumerate(seqs):
         s["advantage"] = [1.3, -0.8, 0.5, -1.1][i]
+        if case.get("turns") and TURN_MASKS[i]:
+            s["mask"] = TURN_MASKS[i]
+            assert len(s["mask"]) == lens[i] - prompts[i]
 
     # reference logp without any adapter (the starting point for old/ref)
     with torch.no_grad():
@@ -152,6 +174,9 @@ def run(case_name, work):
         noise = torch.where(u < 0.5, -(0.03 + 0.6 * u), 0.03 + 0.6 * (u - 0.5))
         s["old_logp"] = (lp + noise).tolist()
         s["ref_logp"] = (lp + 0.2 * torch.randn(n, generator=g, dtype=torch.float64)).tolist()
+        for t, keep in enumerate(s.get("mask") or []):
+            if not keep:  # a record's log-probs are null at environment tokens
+                s["old_logp"][t] = None
 
     batch = dict(seqs=seqs, temperature=temperature, loss=case.get("loss", "grpo"),
                  sequence_level=case.get("sequence_level", False), epsilon=eps,
@@ -197,7 +222,12 @@ def run(case_name, work):
     loss.backward()
 
     bad = 0
-    lp_ref = torch.cat([lp.detach() for lp in logps]).numpy()
+    # ours holds the policy's tokens only
+    lp_ref = torch.cat([lp.detach()[torch.tensor(s.get("mask") or [1] * len(lp)).bool()]
+                        for lp, s in zip(logps, seqs)]).numpy()
+    if ours["logp"].shape != lp_ref.shape:
+        print(f"{ours['logp'].shape[0]} log-probs, want {lp_ref.shape[0]} (the policy's tokens)")
+        return 1
     dl = float(np.max(np.abs(ours["logp"] - lp_ref))) / max(1.0, float(np.max(np.abs(lp_ref))))
     if dl > LOGP_TOL:
         print(f"logp differs by {dl:.3g} > {LOGP_TOL}")
@@ -226,7 +256,7 @@ def run(case_name, work):
             print(f"{k}: relative error {rel:.3g} (max |grad| {scale:.3g})")
             bad += 1
     clip_lo = sum(1 for s, lp in zip(seqs, base) for o, l in zip(s["old_logp"], lp.tolist())
-                  if math.exp(l - o) < 1 - eps)
+                  if o is not None and math.exp(l - o) < 1 - eps)
     print(f"{case_name}: {n} gradient tensors, worst relative error {worst:.2e}, logp {dl:.2e}, "
           f"loss {loss.item():.6f}, tokens below the clip range {clip_lo}")
     return 1 if bad or n == 0 else 0

@@ -7,6 +7,11 @@
       rewards and advantages (group-normalised), finish_reason stop or
       length; the first K records get a null advantage (--null-adv), K
       records finish with length (--truncated).
+  make-turns IN OUT VOCAB [--seed S]
+      The records of IN made multi-turn (formats/rollout.md): 2..5
+      environment tokens in [3, VOCAB) inserted into each completion after
+      its first token, with completion_mask 0 and a null log-prob there,
+      `turns` and finish_reason "env"; every other field as in IN.
   close A.safetensors B.safetensors TOL
       Every tensor of A equals B's within TOL relative to the largest |B|
       of that tensor (exit 1 otherwise); prints the worst.
@@ -49,6 +54,23 @@ def make_batch(out, n, vocab, seed=1, temperature=1.0, null_adv=0, truncated=0):
         r["advantage"] = None
     with open(out, "w") as f:
         for r in recs:
+            f.write(json.dumps(r) + "\n")
+
+
+def make_turns(src, out, vocab, seed=1):
+    rnd = random.Random(seed)
+    with open(src) as f:
+        recs = [json.loads(line) for line in f]
+    with open(out, "w") as f:
+        for r in recs:
+            c, lp = r["completion_tokens"], r["logprobs"]
+            env = [rnd.randrange(3, vocab) for _ in range(rnd.randint(2, 5))]
+            r["completion_tokens"] = c[:1] + env + c[1:]
+            r["completion_mask"] = [1] + [0] * len(env) + [1] * (len(c) - 1)
+            r["logprobs"] = lp[:1] + [None] * len(env) + lp[1:]
+            r["turns"] = [{"role": "assistant", "content": "a"}, {"role": "user", "content": "e"},
+                          {"role": "assistant", "content": "b"}]
+            r["finish_reason"] = "env"
             f.write(json.dumps(r) + "\n")
 
 
@@ -102,6 +124,10 @@ def main(argv):
             if a == "--truncated": opts["truncated"] = int(args[i + 1])
         vals = [a for j, a in enumerate(args) if not a.startswith("--") and not (j > 0 and args[j - 1].startswith("--"))]
         make_batch(vals[0], int(vals[1]), int(vals[2]), **opts)
+        return 0
+    if cmd == "make-turns":
+        seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 1
+        make_turns(argv[2], argv[3], int(argv[4]), seed)
         return 0
     if cmd == "close":
         return close(argv[2], argv[3], float(argv[4]))

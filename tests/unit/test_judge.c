@@ -97,6 +97,25 @@ static void test_template(void) {
     CHECK_EQ_INT(render("{completion}", "{\"completion\":3}", &out, &e), EX_DATAERR);
     CHECK(strstr(e.msg, "field \"completion\": expected a string, got number") != NULL);
 
+    TEST("template: {turns} is a multi-turn record's turns as written, else the completion as one assistant message");
+    CHECK_EQ_INT(render("T={turns} C={completion}",
+                        "{\"completion\":\"42\",\"turns\":[{\"role\":\"assistant\",\"content\":\"calc 6*7\"},"
+                        "{\"role\":\"tool\",\"content\":\"42\"}, {\"role\":\"assistant\",\"content\":\"42\"}]}",
+                        &out, &e),
+                 0);
+    CHECK_EQ_STR(out.data, "T=[{\"role\":\"assistant\",\"content\":\"calc 6*7\"},{\"role\":\"tool\",\"content\":\"42\"}, "
+                           "{\"role\":\"assistant\",\"content\":\"42\"}] C=42");
+    CHECK_EQ_INT(render("{turns}", REC, &out, &e), 0);
+    CHECK_EQ_STR(out.data, "[{\"role\":\"assistant\",\"content\":\"four\\tfour\"}]");
+    CHECK_EQ_INT(render("{turns}", "{\"turns\":null,\"completion\":\"a\\\"b\"}", &out, &e), 0);
+    CHECK_EQ_STR(out.data, "[{\"role\":\"assistant\",\"content\":\"a\\\"b\"}]");
+    e = (gerr){0};
+    CHECK_EQ_INT(render("x\n{turns}", "{\"turns\":\"hi\"}", &out, &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "in.jsonl:7: field \"turns\": expected an array of messages, got string") == e.msg);
+    e = (gerr){0};
+    CHECK_EQ_INT(render("x\n{turns}", "{\"id\":\"x\"}", &out, &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "in.jsonl:7: field \"turns\": the judge template (tpl.txt:2) uses it") == e.msg);
+
     TEST("template: the hash is the SHA-256 of the file's bytes; a missing file is EX_NOINPUT");
     const char *text = "Rate {completion} 1-10.";
     judge_template *t = NULL;

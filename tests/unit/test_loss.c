@@ -17,14 +17,19 @@
  * "entropy","advantage","masked"}]}]} and writes {"cases":[{"loss",
  * "policy_loss","kl","entropy","clip_low","clip_high","clip_region",
  * "dlogp":[[...]...]}]} (null for a metric that does not apply; masked
- * completions get zeros). */
+ * completions get zeros). A completion may carry a multi-turn record's
+ * "completion_mask": its arrays are then per completion token, and only the
+ * mask-1 entries reach the loss, picked as grpo-update picks them
+ * (completion_mask_select); mask-0 tokens get zeros. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "io/mapped.h"
 #include "io/outstream.h"
+#include "train/completion_mask.h"
 #include "train/loss.h"
 #include "util/strbuf.h"
 #include "check.h"
@@ -210,6 +215,28 @@ static bool read_floats(const cJSON *arr, float *out, int n) {
     return true;
 }
 
+/* A completion's "completion_mask" into mask[0..n) (1s when absent);
+ * false when present and not n 0s and 1s. */
+static bool read_mask(const cJSON *cp, uint8_t *mask, int n, bool *present) {
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(cp, "completion_mask");
+    *present = cJSON_IsArray(arr);
+    memset(mask, 1, (size_t)n);
+    if (!*present) return true;
+    if (cJSON_GetArraySize(arr) != n) return false;
+    int i = 0;
+    for (const cJSON *v = arr->child; v; v = v->next, i++) {
+        if (!cJSON_IsNumber(v) || (v->valueint != 0 && v->valueint != 1)) return false;
+        mask[i] = (uint8_t)v->valueint;
+    }
+    return true;
+}
+
+/* Spreads the n_model values at the front of v back to the mask-1
+ * positions of [0, n), zeros at the mask-0 ones (in place, from the end). */
+static void spread(float *v, const uint8_t *mask, int n, int n_model) {
+    for (int t = n - 1, k = n_model - 1; t >= 0; t--) v[t] = mask[t] ? v[k--] : 0.0f;
+}
+
 static void put_metric(strbuf *o, const char *name, double v) {
     sb_printf(o, "\"%s\":", name);
     sb_json_number(o, v); /* NaN prints null */
@@ -244,16 +271,28 @@ static int case_totals(const loss_opts *c, const cJSON *comps, loss_batch *t) {
     for (const cJSON *cp = comps->child; cp; cp = cp->next) {
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cp, "masked"))) continue;
         int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cp, "logp"));
+        uint8_t *mask = xmalloc((size_t)n + 1);
+        bool has_mask;
+        if (!read_mask(cp, mask, n, &has_mask)) {
+            free(all), free(mask);
+            return driver_fail("bad completion_mask");
+        }
+        int n_model = completion_mask_count(has_mask ? mask : NULL, n);
         t->n_completions++;
-        t->n_tokens += n;
+        t->n_tokens += n_model;
         const cJSON *entj = cJSON_GetObjectItemCaseSensitive(cp, "entropy");
-        if (!cJSON_IsArray(entj)) continue;
+        if (!cJSON_IsArray(entj)) {
+            free(mask);
+            continue;
+        }
         all = xrealloc(all, sizeof *all * (n_all + (size_t)n + 1));
         if (!read_floats(entj, all + n_all, n)) {
-            free(all);
+            free(all), free(mask);
             return driver_fail("bad entropy array");
         }
-        n_all += (size_t)n;
+        completion_mask_select(all + n_all, has_mask ? mask : NULL, n);
+        free(mask);
+        n_all += (size_t)n_model;
     }
     t->entropy_threshold = loss_entropy_threshold(all, (long)n_all, c->top_entropy_quantile);
     free(all);
@@ -296,16 +335,23 @@ static int driver_case(const cJSON *cs, strbuf *o) {
         const cJSON *refj = cJSON_GetObjectItemCaseSensitive(cp, "ref_logp");
         const cJSON *entj = cJSON_GetObjectItemCaseSensitive(cp, "entropy");
         const cJSON *smpj = cJSON_GetObjectItemCaseSensitive(cp, "sampler_logp");
-        bool has_ref = cJSON_IsArray(refj), has_ent = cJSON_IsArray(entj), has_smp = cJSON_IsArray(smpj);
+        bool has_ref = cJSON_IsArray(refj), has_ent = cJSON_IsArray(entj), has_smp = cJSON_IsArray(smpj), has_mask;
+        uint8_t *mask_buf = xmalloc((size_t)n + 1);
         if (!read_floats(lp, logp, n) || !read_floats(cJSON_GetObjectItemCaseSensitive(cp, "old_logp"), old, n) ||
             (has_ref && !read_floats(refj, ref, n)) || (has_ent && !read_floats(entj, ent, n)) ||
-            (has_smp && !read_floats(smpj, smp, n))) {
+            (has_smp && !read_floats(smpj, smp, n)) || !read_mask(cp, mask_buf, n, &has_mask)) {
             rc = driver_fail("bad completion arrays");
         } else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cp, "masked"))) {
-            loss_seq q = {n,  logp, old, has_smp ? smp : NULL, has_ref ? ref : NULL, has_ent ? ent : NULL,
+            const uint8_t *mask = has_mask ? mask_buf : NULL;
+            int n_model = completion_mask_select(logp, mask, n);
+            completion_mask_select(old, mask, n), completion_mask_select(ref, mask, n);
+            completion_mask_select(ent, mask, n), completion_mask_select(smp, mask, n);
+            loss_seq q = {n_model, logp, old, has_smp ? smp : NULL, has_ref ? ref : NULL, has_ent ? ent : NULL,
                           num(cp, "advantage", 0)};
             loss_completion(&c, &t, &q, g, ge, &s);
+            spread(g, mask_buf, n, n_model), spread(ge, mask_buf, n, n_model);
         }
+        free(mask_buf);
         put_row(&grads, g, n);
         put_row(&dents, ge, n);
         free(buf);

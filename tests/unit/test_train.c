@@ -8,8 +8,10 @@
  * Driver mode (tests/ref/train_ref.py, PyTorch autograd as the reference):
  *   test_train --grad MODEL_DIR BATCH.json OUT.safetensors
  * loads the model, reads the batch (sequences, prompt lengths, advantages,
- * old and reference log-probs, loss settings, an optional LoRA), runs the
- * GRPO loss forward and backward and writes logp, the loss and every
+ * old and reference log-probs per completion token, an optional multi-turn
+ * "mask" per completion token (completion_mask), loss settings, an optional
+ * LoRA), runs the GRPO loss forward and backward on the mask-1 tokens (all
+ * without a mask) and writes their logp, the loss and every
  * gradient (HF or PEFT names, prefixed "grad.") plus the LoRA factors used. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -23,6 +25,7 @@
 #include "formats/safetensors.h"
 #include "model/lora.h"
 #include "model/model.h"
+#include "train/completion_mask.h"
 #include "train/loss.h"
 #include "train/trainer.h"
 #include "util/rng.h"
@@ -73,7 +76,7 @@ static void make_batch(tiny_batch *tb, int first, int n, int vocab) {
         tb->start[s + 1] = tb->start[s] + seq_len[src];
         tb->n_prompt[s] = seq_prompt[src];
     }
-    tb->b = (train_batch){n, tb->start, tb->n_prompt, tb->tokens, NULL};
+    tb->b = (train_batch){n, tb->start, tb->n_prompt, tb->tokens, NULL, NULL};
 }
 
 /* loss = sum_j c_j logp_j with fixed random c: any functional of logp will
@@ -312,31 +315,50 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     cJSON *j = cJSON_Parse(text);
     if (!j) return fprintf(stderr, "%s: bad JSON\n", batch_path), 65;
     const cJSON *seqs = cJSON_GetObjectItemCaseSensitive(j, "seqs");
-    int n = cJSON_GetArraySize(seqs), R = 0, n_t = 0, max_len = 0;
+    int n = cJSON_GetArraySize(seqs), R = 0, n_t = 0, max_len = 0, max_completion = 1;
     int *start = calloc((size_t)n + 1, sizeof(int)), *n_prompt = calloc((size_t)n, sizeof(int));
+    bool any_mask = false;
     for (int s = 0; s < n; s++) {
         const cJSON *q = cJSON_GetArrayItem(seqs, s);
         int L = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, "tokens"));
         n_prompt[s] = (int)num(q, "n_prompt", 1);
         start[s + 1] = start[s] + L;
-        n_t += L - n_prompt[s];
         max_len = L > max_len ? L : max_len;
+        max_completion = L - n_prompt[s] > max_completion ? L - n_prompt[s] : max_completion;
+        any_mask |= cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(q, "mask"));
     }
     R = start[n];
+    /* a multi-turn sequence's "mask" (completion_mask): its 0s are context,
+     * left out of the targets as grpo-update leaves them out */
+    uint8_t *target = any_mask ? calloc((size_t)R, 1) : NULL;
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)R);
-    float *old = malloc(sizeof(float) * (size_t)n_t), *ref = malloc(sizeof(float) * (size_t)n_t);
-    float *logp = malloc(sizeof(float) * (size_t)n_t), *dlogp = malloc(sizeof(float) * (size_t)n_t);
-    float *ent = malloc(sizeof(float) * (size_t)n_t), *dent = malloc(sizeof(float) * (size_t)n_t);
+    float *old = malloc(sizeof(float) * (size_t)R), *ref = malloc(sizeof(float) * (size_t)R);
+    float *logp = malloc(sizeof(float) * (size_t)R), *dlogp = malloc(sizeof(float) * (size_t)R);
+    float *ent = malloc(sizeof(float) * (size_t)R), *dent = malloc(sizeof(float) * (size_t)R);
+    float *full = malloc(sizeof(float) * (size_t)max_completion);
+    int *n_target = malloc(sizeof(int) * (size_t)n);
     double *adv = malloc(sizeof(double) * (size_t)n);
     for (int s = 0, o = 0; s < n; s++) {
         const cJSON *q = cJSON_GetArrayItem(seqs, s);
         const cJSON *tk = cJSON_GetObjectItemCaseSensitive(q, "tokens");
-        int L = start[s + 1] - start[s], nt = L - n_prompt[s];
+        const cJSON *mk = cJSON_GetObjectItemCaseSensitive(q, "mask");
+        int L = start[s + 1] - start[s], nc = L - n_prompt[s];
         for (int i = 0; i < L; i++) tokens[start[s] + i] = (int32_t)cJSON_GetArrayItem(tk, i)->valueint;
-        read_floats(cJSON_GetObjectItemCaseSensitive(q, "old_logp"), old + o, nt);
-        read_floats(cJSON_GetObjectItemCaseSensitive(q, "ref_logp"), ref + o, nt);
+        uint8_t *mask = NULL;
+        if (target) {
+            mask = target + start[s] + n_prompt[s];
+            for (int i = 0; i < nc; i++) mask[i] = cJSON_IsArray(mk) ? cJSON_GetArrayItem(mk, i)->valueint == 1 : 1;
+        }
+        /* old and reference log-probs come per completion token, as in a record */
+        read_floats(cJSON_GetObjectItemCaseSensitive(q, "old_logp"), full, nc);
+        n_target[s] = completion_mask_select(full, mask, nc);
+        memcpy(old + o, full, sizeof(float) * (size_t)n_target[s]);
+        read_floats(cJSON_GetObjectItemCaseSensitive(q, "ref_logp"), full, nc);
+        completion_mask_select(full, mask, nc);
+        memcpy(ref + o, full, sizeof(float) * (size_t)n_target[s]);
         adv[s] = num(q, "advantage", 0);
-        o += nt;
+        o += n_target[s];
+        n_t += n_target[s];
     }
     loss_kind kind;
     const cJSON *lk = cJSON_GetObjectItemCaseSensitive(j, "loss");
@@ -345,6 +367,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
                                    num(j, "epsilon", 0.2), num(j, "epsilon_high", 0.2), num(j, "beta", 0));
     lc.entropy_coef = num(j, "entropy_coef", 0);
     loss_batch lb = {n, n_t, (int)num(j, "max_new_tokens", 16), -INFINITY};
+    if (lb.n_tokens == 0) return fprintf(stderr, "%s: no token to train on\n", batch_path), 65;
     float temp = (float)num(j, "temperature", 1.0);
     bool recompute = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "recompute"));
     int micro = (int)num(j, "micro_seqs", n);
@@ -373,10 +396,10 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         int ns = n - s0 < micro ? n - s0 : micro;
         int mstart[64];
         for (int s = 0; s <= ns; s++) mstart[s] = start[s0 + s] - start[s0];
-        train_batch b = {ns, mstart, n_prompt + s0, tokens + start[s0], NULL};
+        train_batch b = {ns, mstart, n_prompt + s0, tokens + start[s0], NULL, target ? target + start[s0] : NULL};
         trainer_forward(&t, &b, temp, true, false, logp + o0, ent + o0);
         for (int s = 0, o = o0; s < ns; s++) {
-            int nt = mstart[s + 1] - mstart[s] - n_prompt[s0 + s];
+            int nt = n_target[s0 + s];
             loss_seq q = {nt, logp + o, old + o, NULL, lc.beta > 0 ? ref + o : NULL, ent + o, adv[s0 + s]};
             loss_completion(&lc, &lb, &q, dlogp + o, dent + o, &st);
             o += nt;
@@ -421,6 +444,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     model_free(&m);
     cJSON_Delete(j);
     free(start), free(n_prompt), free(tokens), free(old), free(ref), free(logp), free(dlogp), free(ent), free(dent), free(adv);
+    free(target), free(full), free(n_target);
     return rc;
 }
 
