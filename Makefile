@@ -136,7 +136,7 @@ build/libgrpo-fuzz.a: $(OBJ_FUZZ)
 	@rm -f $@
 	ar rcs $@ $^
 
-build/fuzz/%: tests/fuzz/%.c build/libgrpo-fuzz.a $(LIB_HDR)
+build/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h build/libgrpo-fuzz.a $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ilib $< build/libgrpo-fuzz.a $(LDLIBS) -o $@
 
@@ -183,8 +183,10 @@ test: deps
 	@$(MAKE) --no-print-directory all unit unit-asan fuzz venv models llama-cpp
 	@sh tests/run-suites.sh
 
+# FUZZ_TIME seconds per target; FUZZ_TARGETS="fuzz_x fuzz_y" for only those.
+FUZZ_TIME ?= 600
 fuzz-long: fuzz
-	@for f in $(FUZZ); do $$f -max_total_time=600 tests/fuzz/corpus/$$(basename $$f) || exit 1; done
+	@sh tests/fuzz/long.sh $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 build/bench/%: bench/%.c build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR)
 	@mkdir -p $(dir $@)

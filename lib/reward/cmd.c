@@ -12,7 +12,6 @@
  * children, a pipeline) is left running or holding our stderr open. */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -91,25 +90,7 @@ static int write_some(cmd_fn *c, size_t *done, gerr *e) {
 /* One answer line into out. */
 static int parse_answer(cmd_fn *c, const reward_item *it, const char *line, size_t len, reward_entries *out,
                         gerr *e) {
-    cJSON *j = cJSON_ParseWithLength(line, len);
-    const cJSON *rewards = j ? cJSON_GetObjectItemCaseSensitive(j, "rewards") : NULL;
-    const cJSON *reward = j ? cJSON_GetObjectItemCaseSensitive(j, "reward") : NULL;
-    const char *why = NULL;
-    if (!cJSON_IsObject(j)) why = "a JSON object";
-    else if (rewards) {
-        const cJSON *v;
-        if (!cJSON_IsObject(rewards)) why = "\"rewards\" to be an object";
-        else cJSON_ArrayForEach(v, rewards) {
-            if (cJSON_IsNull(v)) reward_entries_add(out, v->string, strlen(v->string), REWARD_NULL);
-            else if (cJSON_IsNumber(v) && isfinite(v->valuedouble))
-                reward_entries_add(out, v->string, strlen(v->string), v->valuedouble);
-            else why = "every value of \"rewards\" to be a finite number or null";
-        }
-    } else if (cJSON_IsNull(reward)) reward_entries_add(out, "cmd", 3, REWARD_NULL);
-    else if (cJSON_IsNumber(reward) && isfinite(reward->valuedouble))
-        reward_entries_add(out, "cmd", 3, reward->valuedouble);
-    else why = "{\"reward\": number or null} or {\"rewards\": {name: number or null}}";
-    cJSON_Delete(j);
+    const char *why = reward_cmd_answer_parse(line, len, out);
     if (!why) return 0;
     return gerr_at(e, EX_DATAERR, it->rec->file, it->rec->line, "cmd '%.*s': answer %lld: expected %s, got: %.*s",
                    cmd_name_len(c), c->cmd, c->answers + 1, why, (int)(len > 80 ? 80 : len), line);

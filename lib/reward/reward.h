@@ -150,6 +150,10 @@ int reward_open_length(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_repetition(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_code(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_cmd(reward_fn *fn, const reward_opts *p, gerr *e);
+/* One answer line of a cmd program ({"reward": x} or {"rewards": {...}}):
+ * its values appended to out; NULL when taken, else what was expected
+ * instead (the entries added before a bad value stay in out). */
+const char *reward_cmd_answer_parse(const char *line, size_t len, reward_entries *out);
 int reward_open_judge(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_rm(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_env(reward_fn *fn, const reward_opts *p, gerr *e);

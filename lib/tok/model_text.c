@@ -96,13 +96,19 @@ static int load_gguf(const char *path, model_text *mt, gerr *e) {
     if (gguf_find_kv(&f, "tokenizer.chat_template") &&
         gguf_get_string(&f, "tokenizer.chat_template", &tmpl, NULL) == 0)
         mt->chat_template = xstrndup(tmpl.ptr, tmpl.len);
-    uint32_t id;
-    if (gguf_find_kv(&f, "tokenizer.ggml.bos_token_id") && !gguf_get_u32(&f, "tokenizer.ggml.bos_token_id", &id, NULL))
-        mt->bos_id = (int32_t)id;
-    if (gguf_find_kv(&f, "tokenizer.ggml.eos_token_id") && !gguf_get_u32(&f, "tokenizer.ggml.eos_token_id", &id, NULL))
-        add_eos(mt, id);
-    if (gguf_find_kv(&f, "tokenizer.ggml.eot_token_id") && !gguf_get_u32(&f, "tokenizer.ggml.eot_token_id", &id, NULL))
-        add_eos(mt, id);
+    static const char *const SPECIAL_KEYS[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                               "tokenizer.ggml.eot_token_id"};
+    for (int k = 0; k < 3; k++) {
+        uint32_t id;
+        if (!gguf_find_kv(&f, SPECIAL_KEYS[k]) || gguf_get_u32(&f, SPECIAL_KEYS[k], &id, NULL)) continue;
+        if (id >= tokens.count) {
+            rc = gerr_set(e, EX_DATAERR, "%s: %s %u is outside the vocabulary (%llu tokens)", path, SPECIAL_KEYS[k],
+                          id, (unsigned long long)tokens.count);
+            goto done;
+        }
+        if (k == 0) mt->bos_id = (int32_t)id;
+        else add_eos(mt, id);
+    }
     mt->template_source = xstrdup(path);
 done:
     if (tok_strs)
@@ -140,10 +146,38 @@ static int32_t special_id(const model_text *mt, const cJSON *v) {
     return tok_token_to_id(mt->tok, v->valuestring, strlen(v->valuestring));
 }
 
-static void add_eos_json(model_text *mt, const cJSON *v) {
-    if (cJSON_IsNumber(v)) add_eos(mt, (int64_t)v->valuedouble);
+/* A token id from generation_config.json: an integer inside the vocabulary
+ * (an id the tokenizer does not have would never match a sampled token or
+ * would prepend garbage). */
+static int json_token_id(const model_text *mt, const cJSON *v, const char *path, const char *field, int32_t *out,
+                         gerr *e) {
+    size_t vocab = tok_vocab_size(mt->tok);
+    if (!(v->valuedouble >= 0 && v->valuedouble < (double)vocab && v->valuedouble == (double)(int64_t)v->valuedouble))
+        return gerr_set(e, EX_DATAERR, "%s: field \"%s\": expected a token id in [0, %zu), got %.17g", path, field,
+                        vocab, v->valuedouble);
+    *out = (int32_t)v->valuedouble;
+    return 0;
+}
+
+/* eos_token_id: an id or a list of ids (null: none). */
+static int add_eos_json(model_text *mt, const cJSON *v, const char *path, gerr *e) {
+    int32_t id;
+    if (cJSON_IsNumber(v)) {
+        if (json_token_id(mt, v, path, "eos_token_id", &id, e)) return e->code;
+        add_eos(mt, id);
+        return 0;
+    }
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsArray(v))
+        return gerr_set(e, EX_DATAERR, "%s: field \"eos_token_id\": expected a token id or a list of them", path);
     const cJSON *item;
-    if (cJSON_IsArray(v)) cJSON_ArrayForEach(item, v) if (cJSON_IsNumber(item)) add_eos(mt, (int64_t)item->valuedouble);
+    cJSON_ArrayForEach(item, v) {
+        if (!cJSON_IsNumber(item))
+            return gerr_set(e, EX_DATAERR, "%s: field \"eos_token_id\": expected a list of token ids", path);
+        if (json_token_id(mt, item, path, "eos_token_id", &id, e)) return e->code;
+        add_eos(mt, id);
+    }
+    return 0;
 }
 
 static double number_or(const cJSON *obj, const char *key, double dflt) {
@@ -180,16 +214,26 @@ static int load_dir(const char *dir, model_text *mt, gerr *e) {
     int32_t eos = special_id(mt, cJSON_GetObjectItemCaseSensitive(cfg, "eos_token"));
     if (eos >= 0) add_eos(mt, eos);
     if (gen) {
+        snprintf(path, sizeof path, "%s/generation_config.json", dir);
         const cJSON *bos = cJSON_GetObjectItemCaseSensitive(gen, "bos_token_id");
-        if (cJSON_IsNumber(bos)) mt->bos_id = (int32_t)bos->valuedouble;
-        add_eos_json(mt, cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"));
+        if (cJSON_IsNumber(bos) && (rc = json_token_id(mt, bos, path, "bos_token_id", &mt->bos_id, e))) goto done;
+        if ((rc = add_eos_json(mt, cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), path, e))) goto done;
         mt->temperature = number_or(gen, "temperature", -1);
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(gen, "temperature")) &&
+            !(mt->temperature >= 0 && mt->temperature <= 1e6)) {
+            rc = gerr_set(e, EX_DATAERR, "%s: field \"temperature\": expected a number in [0, 1e6], got %.17g", path,
+                          mt->temperature);
+            goto done;
+        }
         mt->top_p = number_or(gen, "top_p", -1);
-        mt->top_k = (long long)number_or(gen, "top_k", -1);
+        double top_k = number_or(gen, "top_k", -1);
+        /* out of long long's range is no bound at all; the sampler reads < 0 as "not given" */
+        mt->top_k = top_k >= 0 && top_k < 9e18 ? (long long)top_k : -1;
     }
+done:
     cJSON_Delete(cfg);
     cJSON_Delete(gen);
-    return 0;
+    return rc;
 }
 
 int model_text_load(const char *path, model_text *mt, gerr *e) {

@@ -79,3 +79,30 @@ needs_model() {
     assert_one_line_error grpo-prep "bad.gguf"
     [ ! -e y.jsonl ]
 }
+
+@test "special ids outside the vocabulary and a bad temperature are exit 65 naming the file and field" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" tok
+    grpo-prep --task arith --n 1 --model tok --out ok.jsonl
+    for gen in '{"bos_token_id": 1e300}' '{"eos_token_id": [2, 4000]}' '{"eos_token_id": 2.5}' \
+        '{"eos_token_id": "2"}' '{"temperature": -1}'; do
+        printf '%s' "$gen" > tok/generation_config.json
+        run -65 grpo-prep --task arith --n 1 --model tok --out x.jsonl
+        assert_one_line_error grpo-prep "tok/generation_config.json: field \"(bos_token_id|eos_token_id|temperature)\": expected"
+        [ ! -e x.jsonl ]
+    done
+    # the same in a GGUF's metadata: an eos id past the last token
+    "$GRPO_PY" - <<'PY'
+import gguf
+w = gguf.GGUFWriter("far.gguf", "llama")
+w.add_tokenizer_model("gpt2")
+w.add_tokenizer_pre("smollm")
+w.add_token_list(["a", "b", "ab"])
+w.add_token_merges(["a b"])
+w.add_eos_token_id(7)
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+PY
+    run -65 grpo-prep --task arith --n 1 --model far.gguf --out y.jsonl
+    assert_one_line_error grpo-prep "far.gguf: tokenizer.ggml.eos_token_id 7 is outside the vocabulary \(3 tokens\)"
+    [ ! -e y.jsonl ]
+}
