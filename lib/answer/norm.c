@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../util/err.h"
 #include "match.h"
 
 enum { CLEAN_MAX_DEPTH = 16, NUMBER_MAX_CHARS = 400 };
@@ -373,6 +374,8 @@ static void fold(const char *s, size_t len, strbuf *out) {
 void answer_norm_free(answer_norm *n) {
     sb_free(&n->text);
     sb_free(&n->clean);
+    free(n->math);
+    n->math = NULL;
 }
 
 void answer_normalize(const char *s, size_t len, answer_norm *out) {
@@ -380,6 +383,10 @@ void answer_normalize(const char *s, size_t len, answer_norm *out) {
     answer_clean(s, len, &out->clean);
     out->is_number = answer_parse_number(out->clean.data, out->clean.len, &out->value);
     fold(out->clean.data, out->clean.len, &out->text);
+    if (!out->math) out->math = xmalloc(sizeof *out->math);
+    out->has_math = true;
+    if (out->is_number) mexpr_from_value(out->value, out->math);
+    else out->has_math = mexpr_parse(s, len, out->math);
 }
 
 bool answer_norm_equal(const answer_norm *pred, const answer_norm *gold, double tol) {
@@ -387,7 +394,8 @@ bool answer_norm_equal(const answer_norm *pred, const answer_norm *gold, double 
         double scale = fabs(gold->value) > 1 ? fabs(gold->value) : 1;
         return fabs(pred->value - gold->value) <= tol * scale;
     }
-    return pred->text.len == gold->text.len && !memcmp(pred->text.data, gold->text.data, pred->text.len);
+    if (pred->text.len == gold->text.len && !memcmp(pred->text.data, gold->text.data, pred->text.len)) return true;
+    return pred->has_math && gold->has_math && mexpr_equal(pred->math, pred->math->root, gold->math, gold->math->root, tol);
 }
 
 bool answer_equal(const char *pred, size_t pred_len, const char *gold, size_t gold_len, double tol) {
