@@ -21,7 +21,8 @@
  *   intervals), in \{ \} it is a set (unordered); A \cup B; x = rhs;
  *   \begin{pmatrix|bmatrix|matrix} a & b \\ c & d \end{...}.
  * Bounds: MEXPR_MAX_INPUT bytes, MEXPR_MAX_TOKENS tokens, MEXPR_MAX_NODES
- * nodes, MEXPR_MAX_DEPTH nested groups, MEXPR_MAX_VARS distinct variables;
+ * nodes, MEXPR_MAX_DEPTH levels of recursion (about 40 nested groups),
+ * MEXPR_MAX_VARS distinct variables;
  * beyond them it is no expression. Linear time in the input.
  *
  * Comparison (mexpr_equal), gold is the reference:
@@ -47,7 +48,7 @@ enum {
     MEXPR_MAX_INPUT = 2048,
     MEXPR_MAX_TOKENS = 512,
     MEXPR_MAX_NODES = 512,
-    MEXPR_MAX_DEPTH = 32,
+    MEXPR_MAX_DEPTH = 128, /* levels of the parser's recursion: a group costs about three */
     MEXPR_MAX_VARS = 8,
     MEXPR_NAME_MAX = 16,
     MEXPR_POINTS = 8,

@@ -217,6 +217,11 @@ static int parse_matrix(parser *P) {
     return m;
 }
 
+static bool starts_factor(mexpr_tok_kind k) {
+    return k == MT_NUM || k == MT_VAR || k == MT_PI || k == MT_E || k == MT_INF || k == MT_LPAREN || k == MT_LBRACE ||
+           k == MT_FRAC || k == MT_SQRT || k == MT_FUNC || k == MT_BEGIN_MATRIX;
+}
+
 static int parse_primary(parser *P) {
     if (!enter(P)) return -2;
     int v = -2;
@@ -255,7 +260,11 @@ static int parse_primary(parser *P) {
     case MT_FUNC: {
         int power = -1;
         if (accept(P, MT_POW) && (power = parse_arg(P)) < 0) break;
-        int a = at(P, MT_LPAREN) || at(P, MT_LBRACE) ? parse_primary(P) : parse_power(P);
+        int a;
+        if (at(P, MT_LPAREN) || at(P, MT_LBRACE)) a = parse_primary(P);
+        else /* \sin 2x is sin(2x); \sin x \cos x is sin(x) cos(x) */
+            for (a = parse_power(P); a >= 0 && starts_factor(peek(P)->kind) && !at(P, MT_FUNC);)
+                a = add_node(P, MX_MUL, a, parse_power(P));
         v = add_node(P, MX_FUNC, a, -1);
         if (v >= 0) P->x->nodes[v].func = t->func;
         if (power >= 0) v = add_node(P, MX_POW, v, power);
@@ -302,11 +311,6 @@ static int parse_signed(parser *P) {
     else v = parse_power(P);
     P->depth--;
     return v;
-}
-
-static bool starts_factor(mexpr_tok_kind k) {
-    return k == MT_NUM || k == MT_VAR || k == MT_PI || k == MT_E || k == MT_INF || k == MT_LPAREN || k == MT_LBRACE ||
-           k == MT_FRAC || k == MT_SQRT || k == MT_FUNC || k == MT_BEGIN_MATRIX;
 }
 
 static bool ends_item(mexpr_tok_kind k) {

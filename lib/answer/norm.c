@@ -384,9 +384,17 @@ void answer_normalize(const char *s, size_t len, answer_norm *out) {
     out->is_number = answer_parse_number(out->clean.data, out->clean.len, &out->value);
     fold(out->clean.data, out->clean.len, &out->text);
     if (!out->math) out->math = xmalloc(sizeof *out->math);
-    out->has_math = true;
-    if (out->is_number) mexpr_from_value(out->value, out->math);
-    else out->has_math = mexpr_parse(s, len, out->math);
+    out->has_math = false;
+    bool letters = false;
+    for (size_t i = 0; i < out->clean.len && !letters; i++) letters = is_alpha(out->clean.data[i]);
+    if (!out->is_number || letters) out->has_math = mexpr_parse(s, len, out->math);
+    /* "2 x" and "x = 5" read as numbers above, but they are expressions in x */
+    if (out->is_number && !(out->has_math && mexpr_var_mask(out->math, out->math->root))) {
+        out->has_math = true;
+        mexpr_from_value(out->value, out->math);
+    } else if (out->is_number) {
+        out->is_number = false;
+    }
 }
 
 bool answer_norm_equal(const answer_norm *pred, const answer_norm *gold, double tol) {
