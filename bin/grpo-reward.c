@@ -171,6 +171,10 @@ int main(int argc, char **argv) {
          {"--cmd-timeout", NULL, FLAG_DOUBLE, &p.cmd_timeout, "S",
           "seconds to wait for an answer before the program counts as silent", 0.01, 86400, NULL}},
 
+        {"math-verify",
+         {"--math-verify-python", NULL, FLAG_STRING, &p.math_verify_python, "PATH",
+          "the Python interpreter that has the math-verify package", 0, 0, NULL}},
+
         {"judge",
          {"--judge-url", NULL, FLAG_STRING, &p.judge_url, "URL",
           "OpenAI-compatible base URL (requests go to URL/chat/completions)", 0, 0, NULL}},
@@ -243,7 +247,7 @@ int main(int argc, char **argv) {
             "Every other field is copied unchanged and in order; records keep their input order.",
         .flags = flags,
         .n_flags = N_FLAGS,
-        .epilog = "Functions: answer, format, length, repetition, code, cmd, judge, rm (grpo-reward --list).\n"
+        .epilog = "Functions: answer, format, length, repetition, code, cmd, math-verify, judge, rm (grpo-reward --list).\n"
                   "The judge cache: grpo-reward cache stats|export|import|prune (grpo-reward cache --help).\n"
                   "judge: answers are stored in the cache as they arrive; when a request still fails after\n"
                   "--judge-retries the tool exits 75 and a rerun buys only what is missing. A status the\n"
