@@ -79,13 +79,16 @@ typedef struct {
     double value; /* when is_number */
     strbuf text;  /* the folded text (always filled) */
     strbuf clean; /* scratch: the text after the LaTeX clean-up */
-    bool has_math; /* math holds the answer as an expression (mexpr.h) */
-    mexpr *math;   /* allocated on first use */
+    strbuf raw;     /* the text as given: parsed as an expression only when a comparison needs it */
+    bool math_done; /* the parse below was tried */
+    bool has_math;  /* math holds the answer as an expression (mexpr.h) */
+    mexpr *math;    /* allocated on first use */
 } answer_norm;
 
 void answer_norm_free(answer_norm *n);
 void answer_normalize(const char *s, size_t len, answer_norm *out);
-bool answer_norm_equal(const answer_norm *pred, const answer_norm *gold, double tol);
+/* Not const: the expressions are parsed on the first comparison that needs them. */
+bool answer_norm_equal(answer_norm *pred, answer_norm *gold, double tol);
 
 /* Normalises both and compares: the whole check on two strings. */
 bool answer_equal(const char *pred, size_t pred_len, const char *gold, size_t gold_len, double tol);

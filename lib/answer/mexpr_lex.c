@@ -14,7 +14,10 @@ static bool starts(const char *s, size_t len, size_t i, const char *lit) {
     return i + n <= len && !memcmp(s + i, lit, n);
 }
 
-static bool word_is(const char *w, size_t n, const char *lit) { return strlen(lit) == n && !memcmp(w, lit, n); }
+/* w[0..n) is the literal; no strlen: the lexer asks this of every table entry. */
+static bool word_is(const char *w, size_t n, const char *lit) {
+    return n > 0 && lit[0] == w[0] && !strncmp(lit, w, n) && lit[n] == 0;
+}
 
 static int word_index(const char *const *list, const char *w, size_t n) {
     for (int i = 0; list[i]; i++)
