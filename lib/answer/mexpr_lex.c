@@ -14,9 +14,10 @@ static bool starts(const char *s, size_t len, size_t i, const char *lit) {
     return i + n <= len && !memcmp(s + i, lit, n);
 }
 
-/* w[0..n) is the literal; no strlen: the lexer asks this of every table entry. */
+/* w[0..n) (which may hold NUL bytes) is the literal; strnlen, not strlen:
+ * the lexer asks this of every table entry. */
 static bool word_is(const char *w, size_t n, const char *lit) {
-    return n > 0 && lit[0] == w[0] && !strncmp(lit, w, n) && lit[n] == 0;
+    return n > 0 && lit[0] == w[0] && strnlen(lit, n + 1) == n && !memcmp(lit, w, n);
 }
 
 static int word_index(const char *const *list, const char *w, size_t n) {

@@ -29,7 +29,7 @@ static const char *const DROPPED[] = {"left", "right", "displaystyle", "circ", "
 
 static bool in_list(const char *const *list, const char *name, size_t n) {
     for (size_t i = 0; list[i]; i++) /* no strlen: this runs for every command of every answer */
-        if (list[i][0] == name[0] && !strncmp(list[i], name, n) && list[i][n] == 0) return true;
+        if (list[i][0] == name[0] && strnlen(list[i], n + 1) == n && !memcmp(list[i], name, n)) return true;
     return false;
 }
 

@@ -141,6 +141,12 @@ static void test_bounds(void) {
     CHECK(parses("123456789012345678901234567890")); /* digits beyond 64 bits: a double, not exact */
     /* not exact, so compared in doubles within 1e-9, as documented */
     CHECK(math_equal("123456789012345678901234567891", "123456789012345678901234567890", 0));
+    /* NUL bytes inside a command's braces: no table lookup reads past a name (found by fuzz_answer_math) */
+    static const char WITH_NUL[] = "\\begin{pmatrix\0\0}1\\end{pm\0x}";
+    mexpr *x = malloc(sizeof *x);
+    CHECK(x != NULL);
+    if (x) CHECK(!mexpr_parse(WITH_NUL, sizeof WITH_NUL - 1, x));
+    free(x);
     double seconds = (double)(clock() - t0) / CLOCKS_PER_SEC;
     printf("#   hostile inputs: %.3f s\n", seconds);
     CHECK(seconds < 2);
