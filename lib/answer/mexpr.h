@@ -119,6 +119,9 @@ double mexpr_eval(const mexpr *x, int i, const double *vals);
 /* The exact rational value of node i; false when it is not one (an
  * irrational, a variable, an overflow of 64-bit terms). */
 bool mexpr_eval_rational(const mexpr *x, int i, mexpr_rat *out);
+/* num/den in lowest terms with den > 0 into *out; false when den is 0 or a
+ * term does not fit in 64 bits. */
+bool mexpr_rat_make(long long num, long long den, mexpr_rat *out);
 /* The set of variables node i uses, as a bit mask over mexpr.vars. */
 unsigned mexpr_var_mask(const mexpr *x, int i);
 

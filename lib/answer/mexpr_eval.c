@@ -70,8 +70,7 @@ static long long gcd_ll(long long a, long long b) {
     return a;
 }
 
-/* num/den into lowest terms with den > 0; false when it does not fit. */
-static bool rat_make(long long num, long long den, mexpr_rat *out) {
+bool mexpr_rat_make(long long num, long long den, mexpr_rat *out) {
     if (den == 0 || num == LLONG_MIN || den == LLONG_MIN) return false;
     if (den < 0) num = -num, den = -den;
     long long g = gcd_ll(num, den);
@@ -90,13 +89,13 @@ static bool rat_add(mexpr_rat a, mexpr_rat b, bool subtract, mexpr_rat *out) {
     if (__builtin_mul_overflow(a.num, b.den, &x) || __builtin_mul_overflow(b.num, a.den, &y) ||
         __builtin_add_overflow(x, y, &x) || __builtin_mul_overflow(a.den, b.den, &d))
         return false;
-    return rat_make(x, d, out);
+    return mexpr_rat_make(x, d, out);
 }
 
 static bool rat_mul(mexpr_rat a, mexpr_rat b, mexpr_rat *out) {
     long long n, d;
     if (__builtin_mul_overflow(a.num, b.num, &n) || __builtin_mul_overflow(a.den, b.den, &d)) return false;
-    return rat_make(n, d, out);
+    return mexpr_rat_make(n, d, out);
 }
 
 /* The integer k-th root of v >= 0 when v is a perfect k-th power. */
@@ -121,7 +120,7 @@ static bool rat_pow(mexpr_rat a, mexpr_rat e, mexpr_rat *out) {
     mexpr_rat r = {1, 1};
     for (long long j = 0; j < k; j++)
         if (!rat_mul(r, a, &r)) return false;
-    if (e.num < 0) return r.num != 0 && rat_make(r.den, r.num, out);
+    if (e.num < 0) return r.num != 0 && mexpr_rat_make(r.den, r.num, out);
     *out = r;
     return true;
 }
@@ -132,7 +131,7 @@ static bool rat_root(mexpr_rat a, mexpr_rat n, mexpr_rat *out) {
     if (negative && n.num % 2 == 0) return false;
     long long rn, rd;
     if (!int_root(negative ? -a.num : a.num, n.num, &rn) || !int_root(a.den, n.num, &rd)) return false;
-    return rat_make(negative ? -rn : rn, rd, out);
+    return mexpr_rat_make(negative ? -rn : rn, rd, out);
 }
 
 bool mexpr_eval_rational(const mexpr *x, int i, mexpr_rat *out) {
@@ -154,7 +153,7 @@ bool mexpr_eval_rational(const mexpr *x, int i, mexpr_rat *out) {
     case MX_MUL: return mexpr_eval_rational(x, nd->a, &a) && mexpr_eval_rational(x, nd->b, &b) && rat_mul(a, b, out);
     case MX_DIV:
         return mexpr_eval_rational(x, nd->a, &a) && mexpr_eval_rational(x, nd->b, &b) && b.num != 0 &&
-               rat_mul(a, (mexpr_rat){b.den, b.num}, &a) && rat_make(a.num, a.den, out);
+               rat_mul(a, (mexpr_rat){b.den, b.num}, &a) && mexpr_rat_make(a.num, a.den, out);
     case MX_POW: return mexpr_eval_rational(x, nd->a, &a) && mexpr_eval_rational(x, nd->b, &b) && rat_pow(a, b, out);
     case MX_ROOT: return mexpr_eval_rational(x, nd->a, &a) && mexpr_eval_rational(x, nd->b, &b) && rat_root(a, b, out);
     case MX_FACT:

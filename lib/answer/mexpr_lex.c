@@ -1,6 +1,7 @@
 /* Tokenising math answers (mexpr_lex.h). */
 #include <string.h>
 
+#include "extract.h"
 #include "mexpr_lex.h"
 
 enum { WRAP_MAX_DEPTH = 4 };
@@ -57,26 +58,13 @@ static mexpr_tok *push(lexer *L, mexpr_tok_kind kind) {
     return t;
 }
 
-/* The index just past the '}' closing the group whose '{' is at s[i], or 0. */
-static size_t group_end(const char *s, size_t len, size_t i) {
-    int depth = 0;
-    for (size_t k = i; k < len; k++) {
-        if (s[k] == '\\') {
-            k++;
-            continue;
-        }
-        if (s[k] == '{') depth++;
-        if (s[k] == '}' && --depth == 0) return k + 1;
-    }
-    return 0;
-}
 
 /* A variable's subscript at s[i] ("_1", "_{12}", "_n"): appended to name; returns the index after it. */
 static size_t subscript(const char *s, size_t len, size_t i, char *name, bool *ok) {
     if (i >= len || s[i] != '_') return i;
     size_t from = i + 1, to;
     if (from < len && s[from] == '{') {
-        to = group_end(s, len, from);
+        to = extract_group_end(s, len, from);
         if (!to) return *ok = false, i;
         from++, to--;
     } else if (from < len && (is_alpha(s[from]) || is_digit(s[from]))) {
@@ -125,12 +113,12 @@ static size_t lex_command(lexer *L, size_t i, size_t end, int depth) {
         size_t arg = k;
         while (arg < end && is_space(s[arg])) arg++;
         size_t close;
-        if (depth >= WRAP_MAX_DEPTH || arg >= end || s[arg] != '{' || !(close = group_end(s, end, arg))) return 0;
+        if (depth >= WRAP_MAX_DEPTH || arg >= end || s[arg] != '{' || !(close = extract_group_end(s, end, arg))) return 0;
         return lex_range(L, arg + 1, close - 1, depth + 1) ? close : 0;
     }
     if (word_is(w, n, "begin") || word_is(w, n, "end")) {
         size_t close;
-        if (k >= end || s[k] != '{' || !(close = group_end(s, end, k))) return 0;
+        if (k >= end || s[k] != '{' || !(close = extract_group_end(s, end, k))) return 0;
         if (word_index(MATRICES, s + k + 1, close - k - 2) < 0) return 0;
         return push(L, w[0] == 'b' ? MT_BEGIN_MATRIX : MT_END_MATRIX) ? close : 0;
     }

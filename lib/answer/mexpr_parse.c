@@ -60,16 +60,6 @@ static int add_group(parser *P, mexpr_kind kind, const int *items, int n, char o
     return i;
 }
 
-static long long gcd_ll(long long a, long long b) {
-    if (a < 0) a = -a;
-    while (b) {
-        long long t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* The number of a token's text (digits, '.', "{,}", an exponent). */
 static int number_node(parser *P, const char *s, size_t len) {
     char buf[NUMBER_MAX_CHARS + 1];
@@ -106,12 +96,7 @@ static int number_node(parser *P, const char *s, size_t len) {
     long long num = mant, den = 1;
     for (long long k = exp10 - decimals; exact && k > 0; k--) exact = !__builtin_mul_overflow(num, 10, &num);
     for (long long k = exp10 - decimals; exact && k < 0; k++) exact = !__builtin_mul_overflow(den, 10, &den);
-    if (exact) {
-        long long g = gcd_ll(num, den);
-        nd->exact = true;
-        nd->q.num = num / g;
-        nd->q.den = den / g;
-    }
+    if (exact) nd->exact = mexpr_rat_make(num, den, &nd->q);
     return i;
 }
 

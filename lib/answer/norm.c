@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "../util/err.h"
+#include "extract.h"
 #include "match.h"
 
 enum { CLEAN_MAX_DEPTH = 16, NUMBER_MAX_CHARS = 400 };
@@ -33,19 +34,6 @@ static bool in_list(const char *const *list, const char *name, size_t n) {
     return false;
 }
 
-/* The index just past the '}' closing the group whose '{' is at s[i], or 0. */
-static size_t group_end(const char *s, size_t len, size_t i) {
-    int depth = 0;
-    for (size_t k = i; k < len; k++) {
-        if (s[k] == '\\') {
-            k++;
-            continue;
-        }
-        if (s[k] == '{') depth++;
-        if (s[k] == '}' && --depth == 0) return k + 1;
-    }
-    return 0;
-}
 
 /* "^\circ" or "^{\circ}" at s[i]: its length, else 0. */
 static size_t degree_mark(const char *s, size_t len, size_t i) {
@@ -83,7 +71,7 @@ static void clean_into(const char *s, size_t len, strbuf *out, int depth) {
             while (arg < len && is_space(s[arg])) arg++;
             size_t end;
             if (in_list(WRAPPERS, name, n) && arg < len && s[arg] == '{' && depth < CLEAN_MAX_DEPTH &&
-                (end = group_end(s, len, arg))) {
+                (end = extract_group_end(s, len, arg))) {
                 clean_into(s + arg + 1, end - arg - 2, out, depth + 1);
                 i = end;
                 continue;
@@ -247,7 +235,7 @@ static bool frac_arg(cursor *c, double *out) {
     skip_spaces(c);
     if (c->i >= c->len) return false;
     if (c->s[c->i] == '{') {
-        size_t end = group_end(c->s, c->len, c->i);
+        size_t end = extract_group_end(c->s, c->len, c->i);
         if (!end) return false;
         bool ok = signed_decimal(c->s + c->i + 1, end - c->i - 2, out);
         c->i = end;
@@ -367,7 +355,7 @@ static void fold(const char *s, size_t len, strbuf *out) {
     for (size_t i = 0; i < len; i++)
         if (!is_space(s[i])) sb_putc(out, lower(s[i]));
     if (out->len && out->data[out->len - 1] == '.') out->data[--out->len] = 0;
-    if (out->len >= 2 && out->data[0] == '{' && group_end(out->data, out->len, 0) == out->len) {
+    if (out->len >= 2 && out->data[0] == '{' && extract_group_end(out->data, out->len, 0) == out->len) {
         memmove(out->data, out->data + 1, out->len - 2);
         out->len -= 2;
         out->data[out->len] = 0;
