@@ -5,6 +5,7 @@
 #include "io/outpath.h"
 #include "judge/cache.h"
 #include "sandbox/sandbox.h"
+#include "reward/preset.h"
 #include "reward/reward.h"
 #include "reward/stage.h"
 #include "ops/blas.h"
@@ -26,6 +27,9 @@ static void print_list(const reward_flag *flags, int n_flags) {
         for (int i = 0; i < n_flags; i++)
             if (flags[i].fn && !strcmp(flags[i].fn, d->name)) flags_print_one(&flags[i].spec);
     }
+    printf("\npresets (--preset NAME: the --fn list it stands for)\n");
+    for (size_t k = 0; k < reward_n_presets; k++)
+        printf("%-10s --fn %s\n    %s\n", reward_presets[k].name, reward_presets[k].fns, reward_presets[k].summary);
 }
 
 /* grpo-reward cache stats|export|import|prune [flags] */
@@ -90,12 +94,16 @@ int main(int argc, char **argv) {
     string_list fn_specs = {0};
     long long chunk = (long long)o.chunk;
     bool list = false;
-    const char *in = "-", *out = "-";
+    const char *in = "-", *out = "-", *preset = NULL;
     /* Every flag with the function whose parameter it sets (NULL: the stage's own). */
     const reward_flag rflags[] = {
         {NULL,
          {"--fn", NULL, FLAG_LIST, &fn_specs, "NAME[:W],...",
           "reward functions and their weights (repeatable; --list shows them)", 0, 0, NULL}},
+        {NULL,
+         {"--preset", NULL, FLAG_CHOICE, &preset, "math|code|general|reasoning|auto",
+          "a task's --fn list with weights (--list shows them; auto: per record by its `task`); --fn adds to it", 0,
+          0, "math|code|general|reasoning|auto"}},
         {NULL, {"--in", NULL, FLAG_STRING, &in, "F", "rollout records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL}},
         {NULL,
          {"--out", NULL, FLAG_STRING, &out, "F", "scored records (- = stdout; F.zst is zstd-compressed)", 0, 0, NULL}},
@@ -175,6 +183,10 @@ int main(int argc, char **argv) {
          {"--cmd-timeout", NULL, FLAG_DOUBLE, &p.cmd_timeout, "S",
           "seconds to wait for an answer before the program counts as silent", 0.01, 86400, NULL}},
 
+        {"math-verify",
+         {"--math-verify-python", NULL, FLAG_STRING, &p.math_verify_python, "PATH",
+          "the Python interpreter that has the math-verify package", 0, 0, NULL}},
+
         {"judge",
          {"--judge-url", NULL, FLAG_STRING, &p.judge_url, "URL",
           "OpenAI-compatible base URL (requests go to URL/chat/completions)", 0, 0, NULL}},
@@ -239,15 +251,16 @@ int main(int argc, char **argv) {
     flag_spec flags[N_FLAGS];
     for (int i = 0; i < N_FLAGS; i++) flags[i] = rflags[i].spec;
     flag_parser fp = {
-        .usage = "grpo-reward --fn NAME[:WEIGHT][,NAME[:WEIGHT]...] [--in F] [--out F] [--stats F] [--shard i/n] "
-                 "[--list] [function flags]",
+        .usage = "grpo-reward --fn NAME[:WEIGHT][,NAME[:WEIGHT]...] | --preset NAME [--in F] [--out F] [--stats F] "
+                 "[--shard i/n] [--list] [function flags]",
         .summary =
             "Scores rollout records: each function in --fn writes rewards.NAME (null where it does not apply),\n"
             "and `reward` is the weighted sum over the entries that are not null (null when none applies).\n"
             "Every other field is copied unchanged and in order; records keep their input order.",
         .flags = flags,
         .n_flags = N_FLAGS,
-        .epilog = "Functions: answer, format, length, repetition, code, cmd, judge, rm, env (grpo-reward --list).\n"
+        .epilog = "Functions: answer, format, length, repetition, code, cmd, math-verify, judge, rm, env (grpo-reward --list).
+"
                   "The judge cache: grpo-reward cache stats|export|import|prune (grpo-reward cache --help).\n"
                   "judge: answers are stored in the cache as they arrive; when a request still fails after\n"
                   "--judge-retries the tool exits 75 and a rerun buys only what is missing. A status the\n"
@@ -257,6 +270,7 @@ int main(int argc, char **argv) {
                   "\n"
                   "examples:\n"
                   "  grpo-reward --fn answer:1,format:0.2 --in rollouts.jsonl.zst --out scored.jsonl.zst\n"
+                  "  grpo-reward --preset auto < rollouts.jsonl > scored.jsonl   # math, code or general by `task`\n"
                   "  grpo-reward --fn cmd --cmd 'python3 my_reward.py' < rollouts.jsonl > scored.jsonl",
     };
     flags_parse(&fp, argc, argv);
@@ -272,7 +286,9 @@ int main(int argc, char **argv) {
     if (outpath_check(out, OUTPATH_FILE, &e) || outpath_check(o.stats, OUTPATH_FILE, &e)) die_err(&e);
     reward_fn *fns;
     size_t n_fns;
-    if (reward_open_fns(fn_specs.items, fn_specs.n, &p, &fns, &n_fns, &e)) die_err(&e);
+    int opened = preset ? reward_open_preset(preset, (const char *const *)fn_specs.items, fn_specs.n, &p, &fns, &n_fns, &e)
+                        : reward_open_fns((const char *const *)fn_specs.items, fn_specs.n, &p, &fns, &n_fns, &e);
+    if (opened) die_err(&e);
     int rc = reward_stage_run(&o, fns, n_fns, &e);
     reward_close_fns(fns, n_fns);
     if (rc) die_err(&e);

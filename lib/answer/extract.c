@@ -89,3 +89,16 @@ int extract_boxed(const char *s, size_t len, strbuf *out) {
     }
     return 0;
 }
+
+size_t extract_group_end(const char *s, size_t len, size_t i) {
+    int depth = 0;
+    for (size_t k = i; k < len; k++) {
+        if (s[k] == '\\') {
+            k++;
+            continue;
+        }
+        if (s[k] == '{') depth++;
+        if (s[k] == '}' && --depth == 0) return k + 1;
+    }
+    return 0;
+}

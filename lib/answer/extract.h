@@ -20,6 +20,10 @@ int extract_after_hashes(const char *s, size_t len, strbuf *out);
  * Returns 1 found, 0 none, -1 a \boxed{ whose braces never close. */
 int extract_boxed(const char *s, size_t len, strbuf *out);
 
+/* The index just past the '}' closing the group whose '{' is at s[i]
+ * (backslash escapes skipped), or 0 when it never closes. */
+size_t extract_group_end(const char *s, size_t len, size_t i);
+
 /* Appends s without leading and trailing white space. */
 void extract_append_trimmed(strbuf *out, const char *s, size_t len);
 

@@ -37,6 +37,82 @@ bool answer_tag_content(const char *s, size_t len, strbuf *out) {
     return true;
 }
 
+static bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+/* The number token ending just before `end` (digits and one '.', a '-' that
+ * follows no letter or digit): its start, or `end` when there is none. */
+static size_t number_before(const char *s, size_t end) {
+    size_t k = end;
+    while (k > 0 && (is_digit(s[k - 1]) || s[k - 1] == '.')) k--;
+    if (k == end || !is_digit(s[k]) || s[end - 1] == '.') return end;
+    if (k > 0 && s[k - 1] == '-' && (k < 2 || !is_alnum(s[k - 2]))) k--;
+    return k;
+}
+
+/* The end of \cmd's arguments at s[i] (a braced group or one character
+ * each; \sqrt's optional [n]), or 0. */
+static size_t command_end(const char *s, size_t len, size_t i, size_t n_args) {
+    if (i < len && s[i] == '[') {
+        const char *close = memchr(s + i, ']', len - i);
+        if (!close) return 0;
+        i = (size_t)(close - s) + 1;
+    }
+    for (size_t a = 0; a < n_args; a++) {
+        while (i < len && is_space(s[i])) i++;
+        if (i >= len) return 0;
+        if (s[i] != '{') {
+            i++;
+            continue;
+        }
+        int depth = 0;
+        size_t k = i;
+        for (; k < len; k++) {
+            if (s[k] == '{') depth++;
+            if (s[k] == '}' && --depth == 0) break;
+        }
+        if (k == len) return 0;
+        i = k + 1;
+    }
+    return i;
+}
+
+/* Widens the last number [*start, *end) to the plain-text fraction or power
+ * it ends ("5/6", "-3 / 4", "2^10") or to the \frac / \sqrt it stands in
+ * ("\frac{5}{6}", "2\sqrt{3}"), so that the answer is the whole expression. */
+static void widen_last_number(const char *s, size_t len, size_t *start, size_t *end) {
+    enum { LATEX_REACH = 200 };
+    static const struct {
+        const char *name;
+        size_t n_args;
+    } COMMANDS[] = {{"\\frac", 2}, {"\\dfrac", 2}, {"\\tfrac", 2}, {"\\sqrt", 1}};
+    size_t from = *start > LATEX_REACH ? *start - LATEX_REACH : 0, best = *start, best_end = *end;
+    for (size_t c = 0; c < sizeof COMMANDS / sizeof COMMANDS[0]; c++) {
+        size_t n = strlen(COMMANDS[c].name);
+        const char *p = s + from, *limit = s + *start;
+        while (p < limit && (p = memmem(p, (size_t)(limit - p), COMMANDS[c].name, n))) {
+            size_t at = (size_t)(p - s), stop = command_end(s, len, at + n, COMMANDS[c].n_args);
+            if (stop >= *end && at < best) best = at, best_end = stop;
+            p++;
+        }
+    }
+    if (best < *start) {
+        *end = best_end;
+        *start = number_before(s, best); /* a coefficient: 2\sqrt{3} */
+        if (*start == best && best > 0 && s[best - 1] == '-' && (best < 2 || !is_alnum(s[best - 2]))) (*start)--;
+        return;
+    }
+    for (;;) {
+        size_t k = *start;
+        while (k > 0 && is_space(s[k - 1])) k--;
+        if (k == 0 || (s[k - 1] != '/' && s[k - 1] != '^')) return;
+        k--;
+        while (k > 0 && is_space(s[k - 1])) k--;
+        size_t n = number_before(s, k);
+        if (n == k) return;
+        *start = n;
+    }
+}
+
 /* The last number token, as match.h describes it. */
 static bool last_number(const char *s, size_t len, strbuf *out) {
     size_t best_start = 0, best_end = 0;
@@ -61,6 +137,7 @@ static bool last_number(const char *s, size_t len, strbuf *out) {
         found = true;
         i = j;
     }
+    if (found) widen_last_number(s, len, &best_start, &best_end);
     sb_clear(out);
     if (found) sb_append(out, s + best_start, best_end - best_start);
     return found;

@@ -42,8 +42,11 @@
  *     trailing '.' removed, one pair of braces around the whole dropped.
  *
  * Comparison (answer_equal): two numbers are equal when
- * |a-b| <= tol * max(1, |b|) (b the reference); anything else compares the
- * folded text, so "(1, 2)" equals "(1,2)" and "5" never equals "5x". */
+ * |a-b| <= tol * max(1, |b|) (b the reference). Otherwise they are equal
+ * when their folded text is, so "(1, 2)" equals "(1,2)", or when both are
+ * math expressions (mexpr.h; a number above counts as its value) equal by
+ * mexpr_equal: "2\sqrt3" equals "\sqrt{12}", "\{3,2,1\}" equals "\{1,2,3\}",
+ * "1+x^2" equals "x^2+1", and "5" never equals "5x". */
 #ifndef GRPO_ANSWER_MATCH_H
 #define GRPO_ANSWER_MATCH_H
 
@@ -51,6 +54,7 @@
 #include <stddef.h>
 
 #include "../util/strbuf.h"
+#include "mexpr.h"
 
 typedef enum {
     ANSWER_FROM_NONE,   /* nothing found: no tag, box, #### or number */
@@ -75,11 +79,16 @@ typedef struct {
     double value; /* when is_number */
     strbuf text;  /* the folded text (always filled) */
     strbuf clean; /* scratch: the text after the LaTeX clean-up */
+    strbuf raw;     /* the text as given: parsed as an expression only when a comparison needs it */
+    bool math_done; /* the parse below was tried */
+    bool has_math;  /* math holds the answer as an expression (mexpr.h) */
+    mexpr *math;    /* allocated on first use */
 } answer_norm;
 
 void answer_norm_free(answer_norm *n);
 void answer_normalize(const char *s, size_t len, answer_norm *out);
-bool answer_norm_equal(const answer_norm *pred, const answer_norm *gold, double tol);
+/* Not const: the expressions are parsed on the first comparison that needs them. */
+bool answer_norm_equal(answer_norm *pred, answer_norm *gold, double tol);
 
 /* Normalises both and compares: the whole check on two strings. */
 bool answer_equal(const char *pred, size_t pred_len, const char *gold, size_t gold_len, double tol);

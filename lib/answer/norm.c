@@ -4,6 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../util/err.h"
+#include "extract.h"
 #include "match.h"
 
 enum { CLEAN_MAX_DEPTH = 16, NUMBER_MAX_CHARS = 400 };
@@ -27,24 +29,11 @@ static const char *const WRAPPERS[] = {"text", "textbf", "textit", "textrm", "ma
 static const char *const DROPPED[] = {"left", "right", "displaystyle", "circ", "degree", NULL};
 
 static bool in_list(const char *const *list, const char *name, size_t n) {
-    for (size_t i = 0; list[i]; i++)
-        if (strlen(list[i]) == n && !memcmp(list[i], name, n)) return true;
+    for (size_t i = 0; list[i]; i++) /* no strlen: this runs for every command of every answer */
+        if (list[i][0] == name[0] && strnlen(list[i], n + 1) == n && !memcmp(list[i], name, n)) return true;
     return false;
 }
 
-/* The index just past the '}' closing the group whose '{' is at s[i], or 0. */
-static size_t group_end(const char *s, size_t len, size_t i) {
-    int depth = 0;
-    for (size_t k = i; k < len; k++) {
-        if (s[k] == '\\') {
-            k++;
-            continue;
-        }
-        if (s[k] == '{') depth++;
-        if (s[k] == '}' && --depth == 0) return k + 1;
-    }
-    return 0;
-}
 
 /* "^\circ" or "^{\circ}" at s[i]: its length, else 0. */
 static size_t degree_mark(const char *s, size_t len, size_t i) {
@@ -82,7 +71,7 @@ static void clean_into(const char *s, size_t len, strbuf *out, int depth) {
             while (arg < len && is_space(s[arg])) arg++;
             size_t end;
             if (in_list(WRAPPERS, name, n) && arg < len && s[arg] == '{' && depth < CLEAN_MAX_DEPTH &&
-                (end = group_end(s, len, arg))) {
+                (end = extract_group_end(s, len, arg))) {
                 clean_into(s + arg + 1, end - arg - 2, out, depth + 1);
                 i = end;
                 continue;
@@ -98,13 +87,16 @@ static void clean_into(const char *s, size_t len, strbuf *out, int depth) {
             else if ((n == 4 && !memcmp(name, "quad", 4)) || (n == 5 && !memcmp(name, "qquad", 5))) sb_putc(out, ' ');
             else sb_append(out, s + i, k - i);
             i = k;
-        } else if ((skip = degree_mark(s, len, i))) {
+        } else if (c == '^' && (skip = degree_mark(s, len, i))) {
             i += skip;
         } else if (c == '{' && starts(s, len, i, "{,}")) {
             sb_putc(out, ',');
             i += 3;
         } else if (c == '~') {
             sb_putc(out, ' ');
+            i++;
+        } else if (c < 0x80) { /* the common case: none of the sequences below */
+            sb_putc(out, (char)c);
             i++;
         } else if (starts(s, len, i, "\xe2\x88\x92")) { /* U+2212 minus */
             sb_putc(out, '-');
@@ -150,6 +142,7 @@ static bool take(cursor *c, const char *lit) {
 }
 
 static bool take_currency(cursor *c) {
+    if (c->i >= c->len || (unsigned char)c->s[c->i] < 0x80) return false; /* every sign below is multi-byte */
     static const char *const SIGNS[] = {"\xe2\x82\xac", "\xc2\xa3", "\xc2\xa5", "\xe2\x82\xb9", NULL};
     for (size_t k = 0; SIGNS[k]; k++)
         if (take(c, SIGNS[k])) {
@@ -242,7 +235,7 @@ static bool frac_arg(cursor *c, double *out) {
     skip_spaces(c);
     if (c->i >= c->len) return false;
     if (c->s[c->i] == '{') {
-        size_t end = group_end(c->s, c->len, c->i);
+        size_t end = extract_group_end(c->s, c->len, c->i);
         if (!end) return false;
         bool ok = signed_decimal(c->s + c->i + 1, end - c->i - 2, out);
         c->i = end;
@@ -362,7 +355,7 @@ static void fold(const char *s, size_t len, strbuf *out) {
     for (size_t i = 0; i < len; i++)
         if (!is_space(s[i])) sb_putc(out, lower(s[i]));
     if (out->len && out->data[out->len - 1] == '.') out->data[--out->len] = 0;
-    if (out->len >= 2 && out->data[0] == '{' && group_end(out->data, out->len, 0) == out->len) {
+    if (out->len >= 2 && out->data[0] == '{' && extract_group_end(out->data, out->len, 0) == out->len) {
         memmove(out->data, out->data + 1, out->len - 2);
         out->len -= 2;
         out->data[out->len] = 0;
@@ -373,6 +366,9 @@ static void fold(const char *s, size_t len, strbuf *out) {
 void answer_norm_free(answer_norm *n) {
     sb_free(&n->text);
     sb_free(&n->clean);
+    sb_free(&n->raw);
+    free(n->math);
+    n->math = NULL;
 }
 
 void answer_normalize(const char *s, size_t len, answer_norm *out) {
@@ -380,14 +376,48 @@ void answer_normalize(const char *s, size_t len, answer_norm *out) {
     answer_clean(s, len, &out->clean);
     out->is_number = answer_parse_number(out->clean.data, out->clean.len, &out->value);
     fold(out->clean.data, out->clean.len, &out->text);
+    sb_clear(&out->raw);
+    sb_append(&out->raw, s, len);
+    sb_append(&out->raw, "", 0); /* data never NULL */
+    out->math_done = out->has_math = false;
 }
 
-bool answer_norm_equal(const answer_norm *pred, const answer_norm *gold, double tol) {
+static bool has_letter(const strbuf *b) {
+    for (size_t i = 0; i < b->len; i++)
+        if (is_alpha(b->data[i])) return true;
+    return false;
+}
+
+/* n->math from n->raw (once): an expression, or a number's value. */
+static void parse_math(answer_norm *n) {
+    if (n->math_done) return;
+    n->math_done = true;
+    if (!n->math) n->math = xmalloc(sizeof *n->math);
+    n->has_math = false;
+    if (!n->is_number || has_letter(&n->clean)) n->has_math = mexpr_parse(n->raw.data, n->raw.len, n->math);
+    /* "2 x" and "x = 5" read as numbers, but they are expressions in x */
+    if (n->is_number && !(n->has_math && mexpr_var_mask(n->math, n->math->root))) {
+        n->has_math = true;
+        mexpr_from_value(n->value, n->math);
+    } else if (n->is_number) {
+        n->is_number = false;
+    }
+}
+
+bool answer_norm_equal(answer_norm *pred, answer_norm *gold, double tol) {
+    /* a number with letters may be an expression in them ("2 x"): settle that first */
+    if (pred->is_number && gold->is_number && (has_letter(&pred->clean) || has_letter(&gold->clean))) {
+        parse_math(pred);
+        parse_math(gold);
+    }
     if (pred->is_number && gold->is_number) {
         double scale = fabs(gold->value) > 1 ? fabs(gold->value) : 1;
         return fabs(pred->value - gold->value) <= tol * scale;
     }
-    return pred->text.len == gold->text.len && !memcmp(pred->text.data, gold->text.data, pred->text.len);
+    if (pred->text.len == gold->text.len && !memcmp(pred->text.data, gold->text.data, pred->text.len)) return true;
+    parse_math(pred);
+    parse_math(gold);
+    return pred->has_math && gold->has_math && mexpr_equal(pred->math, pred->math->root, gold->math, gold->math->root, tol);
 }
 
 bool answer_equal(const char *pred, size_t pred_len, const char *gold, size_t gold_len, double tol) {

@@ -18,6 +18,7 @@ void reward_opts_default(reward_opts *p) {
     p->code_memory_mb = 1024;
     p->jobs = 1;
     p->cmd_timeout = 60;
+    p->math_verify_python = "python3";
     p->judge_scale = 1.0;
     p->judge_key_env = "OPENAI_API_KEY";
     p->judge_cache_mode = "readwrite";
@@ -49,6 +50,9 @@ const reward_fn_def reward_fn_defs[] = {
     {"cmd", "an external program started once: records as JSONL on its stdin, one JSON answer line each "
             "({\"reward\": x} or {\"rewards\": {name: x, ...}}) on its stdout",
      reward_open_cmd},
+    {"math-verify", "1 when the math-verify package (PyPI, open-r1's checker) finds the completion's answer equal to "
+                    "`answer`, through cmd and scripts/grpo-math-verify; null without a reference",
+     reward_open_math_verify},
     {"judge", "an LLM judge over an OpenAI-compatible chat-completions endpoint: a template filled from the "
               "record, the score parsed from the reply, answers cached in SQLite across runs",
      reward_open_judge},

@@ -69,6 +69,9 @@ typedef struct {
     const char *cmd;
     double cmd_timeout; /* seconds to wait for an answer before the program counts as silent */
 
+    /* math-verify: cmd running scripts/grpo-math-verify */
+    const char *math_verify_python; /* the interpreter that has the math-verify package */
+
     /* judge: an OpenAI-compatible chat-completions endpoint, answers cached */
     const char *judge_url;      /* base URL, requests go to {url}/chat/completions */
     const char *judge_model;
@@ -157,5 +160,6 @@ const char *reward_cmd_answer_parse(const char *line, size_t len, reward_entries
 int reward_open_judge(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_rm(reward_fn *fn, const reward_opts *p, gerr *e);
 int reward_open_env(reward_fn *fn, const reward_opts *p, gerr *e);
+int reward_open_math_verify(reward_fn *fn, const reward_opts *p, gerr *e);
 
 #endif

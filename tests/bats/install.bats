@@ -6,7 +6,7 @@ load helpers
 unset MAKEFLAGS MFLAGS MAKELEVEL
 
 TOOLS=(grpo-prep grpo-rollout grpo-reward grpo-advantage grpo-update grpo-export)
-SCRIPTS=(grpo-eval grpo-summary grpo-compare grpo-plot grpo-progress grpo-samples)
+SCRIPTS=(grpo-eval grpo-summary grpo-compare grpo-plot grpo-progress grpo-samples grpo-math-verify)
 
 @test "make install into a temp PREFIX: everything runs from elsewhere on installed files alone; make uninstall removes it" {
     local P="$T/prefix" t
@@ -19,6 +19,9 @@ SCRIPTS=(grpo-eval grpo-summary grpo-compare grpo-plot grpo-progress grpo-sample
         "$t" --help > /dev/null
     done
     [ "$("$P/bin/grpo-prep" --task arith --n 3 --out - | jq -r .task | tr '\n' ' ')" = "arith arith arith " ]
+    # the installed grpo-reward finds the installed grpo-math-verify beside itself
+    echo '{"id":"a","answer":"\\frac12","completion":"\\boxed{0.5}"}' |
+        grpo-reward --fn math-verify --math-verify-python "$GRPO_PY" --quiet | jq -e '.rewards["math-verify"] == 1'
     # nothing installed but the tools' debug info names the checkout: the scripts
     # find their helpers (lib/common.sh, the jq programs) beside themselves in share
     [ -z "$(grep -rlF "$GRPO_ROOT" "$P/share")" ]

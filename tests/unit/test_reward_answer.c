@@ -69,6 +69,17 @@ static void test_extraction(void) {
     extract("<answer></answer> 5", ANSWER_FROM_TAG, "");
     /* an unclosed \boxed{ is skipped */
     extract("\\boxed{3 and then 4", ANSWER_FROM_NUMBER, "4");
+
+    TEST("extraction: a fraction, power or \\frac at the end is one answer");
+    extract("Out of 6, 5 are good, so the probability is 5/6.", ANSWER_FROM_NUMBER, "5/6");
+    extract("so the slope is -3 / 4", ANSWER_FROM_NUMBER, "-3 / 4");
+    extract("There are 2^10 subsets.", ANSWER_FROM_NUMBER, "2^10");
+    extract("the answer is $\\frac{1}{2}$.", ANSWER_FROM_NUMBER, "\\frac{1}{2}");
+    extract("it is $-\\dfrac{3}{4}$", ANSWER_FROM_NUMBER, "-\\dfrac{3}{4}");
+    extract("the side is $2\\sqrt{3}$", ANSWER_FROM_NUMBER, "2\\sqrt{3}");
+    extract("\\frac{1}{2} of 10 is 5", ANSWER_FROM_NUMBER, "5");
+    extract("12/5 = 2.4", ANSWER_FROM_NUMBER, "2.4");
+    extract("x/2 gives 3", ANSWER_FROM_NUMBER, "3");
 }
 
 static void test_normalisation(void) {
@@ -154,9 +165,9 @@ static void test_normalisation(void) {
     static const pair text[] = {
         {"(1, 2)", "(1,2)", true},            {"\\text{(B)}", "(B)", true},     {"Yes", "yes", true},
         {"\\left( 1, 2 \\right)", "(1,2)", true}, {"\\dfrac{\\pi}{2}", "\\frac{\\pi}{2}", true},
-        {"\\sqrt{2}.", "\\sqrt{2}", true},    {"{x+1}", "x+1", true},          {"B", "(B)", false},
+        {"\\sqrt{2}.", "\\sqrt{2}", true},    {"{x+1}", "x+1", true},          {"B", "(B)", true},
         {"(1,2)", "(2,1)", false},            {"no", "yes", false},            {"", "5", false},
-        {"x+1", "x-1", false},
+        {"x+1", "x-1", false},           {"B", "(C)", false},
     };
     check_pairs(text, sizeof text / sizeof text[0]);
 
