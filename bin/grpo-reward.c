@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
             "Every other field is copied unchanged and in order; records keep their input order.",
         .flags = flags,
         .n_flags = N_FLAGS,
-        .epilog = "Functions: answer, format, length, repetition, code, cmd, math-verify, judge, rm, env (grpo-reward --list).
+        .epilog = "Functions: answer, format, length, repetition, code, cmd, math-verify, judge, rm, env (grpo-reward --list).\n"
 "
                   "The judge cache: grpo-reward cache stats|export|import|prune (grpo-reward cache --help).\n"
                   "judge: answers are stored in the cache as they arrive; when a request still fails after\n"
