@@ -260,7 +260,6 @@ int main(int argc, char **argv) {
         .flags = flags,
         .n_flags = N_FLAGS,
         .epilog = "Functions: answer, format, length, repetition, code, cmd, math-verify, judge, rm, env (grpo-reward --list).\n"
-"
                   "The judge cache: grpo-reward cache stats|export|import|prune (grpo-reward cache --help).\n"
                   "judge: answers are stored in the cache as they arrive; when a request still fails after\n"
                   "--judge-retries the tool exits 75 and a rerun buys only what is missing. A status the\n"
