@@ -54,7 +54,7 @@
 #   FILL_NONFLAT      1: DAPO dynamic sampling: while fewer than PROMPTS_PER_STEP groups of the step
 #                     have rewards that are not all equal (grpo-advantage ADVANTAGE_FLAGS --drop-flat),
 #                     draw another round of PROMPTS_PER_STEP prompts (not yet drawn in this step, from a
-#                     position drawn from SHA-256("SEED/N/fill/RR")), at most FILL_ROUNDS rounds in all;
+#                     position drawn from SHA-256("SEED/NNNN/fill/RR/prompts")), at most FILL_ROUNDS rounds;
 #                     the step trains on the first P non-flat groups (made up with flat ones only when
 #                     the rounds run out); its metrics get fill/groups_drawn, fill/groups_dropped, ... [0]
 #   FILL_ROUNDS       the most rounds of prompts a step draws with FILL_NONFLAT=1, its own included [4]
@@ -86,6 +86,12 @@
 #   TENSORBOARD       TensorBoard log directory, brought up to date after each step and by
 #                     make metrics; empty: none [$(RUN)/tb]
 #   TENSORBOARD_SAMPLES  completions of each step's batch shown as text in TensorBoard [4]
+#   WANDB_PROJECT     set (here or in the environment): log the metrics, eval lines and a table of each
+#                     step's first WANDB_SAMPLES completions to Weights & Biases (scripts/grpo-wandb), after
+#                     each step and by make metrics; WANDB_MODE=offline writes RUN/wandb/ only (wandb sync
+#                     uploads it later); WANDB_API_KEY, WANDB_ENTITY, WANDB_NAME as wandb reads them [none]
+#   WANDB_SAMPLES     completions per step in the W&B table [4]
+#   WANDB_PY          the Python that has the wandb package [$(GRPO_ROOT)/.venv/bin/python]
 #   PROGRESS          1: a progress line per step (and per evaluation) on stderr [1]
 #   V                 1: echo every command [0]
 
@@ -141,6 +147,9 @@ EXPORT_DTYPE ?= auto
 GRPO_BIN ?= $(GRPO_ROOT)/bin
 TENSORBOARD ?= $(RUN)/tb
 TENSORBOARD_SAMPLES ?= 4
+WANDB_PROJECT ?=
+WANDB_SAMPLES ?= 4
+WANDB_PY ?= $(GRPO_ROOT)/.venv/bin/python
 PROGRESS ?= 1
 V ?= 0
 
@@ -313,6 +322,7 @@ $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps
 	rm -f $(RUN)/steps/$(1)/metrics.part; mv $(RUN)/steps/$(1)/metrics.jsonl.tmp $(RUN)/steps/$(1)/metrics.jsonl; \
 	rm -rf $(RUN)/ckpt/$(2); mv $(RUN)/ckpt/.$(2).new $(RUN)/ckpt/$(2); \
 	$$(if $$(strip $$(TENSORBOARD)),{ $$(call tb_step,$(1)) $$(tb_warn); };) \
+	$$(if $$(strip $$(WANDB_PROJECT)),{ $$(call wandb_step,$(1)) $$(wandb_warn); };) \
 	$$(if $$(filter 1,$$(PROGRESS)),{ $$(call progress_line,$(1)) || true; } >&2;) \
 	$$(PRUNE)
 
@@ -376,6 +386,14 @@ tb_step = $(GRPO_BIN)/grpo-tensorboard --logdir $(TENSORBOARD) --samples-n $(TEN
     $$(for i in $$(seq 0 $$(( 10\#$(1) ))); do n=$$(printf %04d "$$i"); echo $(RUN)/steps/$$n/metrics.jsonl; \
         [ ! -e $(RUN)/eval/$$n.json ] || echo $(RUN)/eval/$$n.json; done)
 
+# Weights & Biases after step N: the same lines, of which grpo-wandb logs only those the W&B run
+# lacks (it reads them back from the run's own logs), and a table of step N's first completions.
+wandb_warn = || echo "grpo.mk: Weights & Biases not updated; the next step or make metrics catches up" >&2
+wandb_step = $(WANDB_PY) $(GRPO_ROOT)/scripts/grpo-wandb --run $(RUN) --samples-n $(WANDB_SAMPLES) \
+    --samples $$(( 10\#$(1) + 1 )):$(RUN)/steps/$(1)/batch.jsonl.zst \
+    $$(for i in $$(seq 0 $$(( 10\#$(1) ))); do n=$$(printf %04d "$$i"); echo $(RUN)/steps/$$n/metrics.jsonl; \
+        [ ! -e $(RUN)/eval/$$n.json ] || echo $(RUN)/eval/$$n.json; done)
+
 STEP_PAIRS := $(shell awk 'BEGIN { for (i = 0; i < $(STEPS) + 0; i++) printf "%04d:%04d ", i, i + 1 }')
 $(foreach p,$(STEP_PAIRS),$(eval $(call step_rules,$(word 1,$(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))))))
 ifneq ($(SHARDS),1)
@@ -413,7 +431,8 @@ METRICS_PARTS := $(if $(filter 0000,$(EVAL_IN_METRICS)),$(RUN)/eval/0000.json) $
 $(call setting,metrics,$(METRICS_PARTS))
 $(RUN)/metrics.jsonl: $(METRICS_PARTS) $(S)/metrics
 	$(Q)$(discard_tmp) cat $(METRICS_PARTS) < /dev/null > $@.tmp; mv $@.tmp $@; \
-	$(if $(strip $(TENSORBOARD)),{ $(GRPO_BIN)/grpo-tensorboard --logdir $(TENSORBOARD) $@ $(tb_warn); })
+	$(if $(strip $(TENSORBOARD)),{ $(GRPO_BIN)/grpo-tensorboard --logdir $(TENSORBOARD) $@ $(tb_warn); };) \
+	$(if $(strip $(WANDB_PROJECT)),{ $(WANDB_PY) $(GRPO_ROOT)/scripts/grpo-wandb --run $(RUN) $@ $(wandb_warn); };)
 
 # ---- export --------------------------------------------------------------------
 export_out = $(RUN)/export/$(if $(filter gguf,$(1)),model.gguf,$(1))
