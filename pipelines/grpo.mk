@@ -335,10 +335,11 @@ $(RUN)/steps/$(1)/nonflat.ids: $(RUN)/steps/$(1)/scored.jsonl.zst $(S)/advantage
 	$$(Q)$(GRPO_MK_DIR)/fill.sh ids $$< $$@ $$(GRPO_BIN)/grpo-advantage $$(ADVANTAGE_FLAGS)
 
 # further rounds, as many as the groups need: each made by a make of this file, so
-# every round's files are cached and resumed like the step's own
+# every round's files are cached and resumed like the step's own (make -n shows the command:
+# the $(MAKE) in it would otherwise have make run it)
 $(RUN)/steps/$(1)/filled.jsonl.zst $(RUN)/steps/$(1)/fill.json &: $(RUN)/steps/$(1)/nonflat.ids $(S)/fill \
         $(S)/advantage $(S)/rollout $(S)/reward $(call model_dep,$(1))
-	$$(Q)$(GRPO_MK_DIR)/fill.sh run $(RUN)/steps/$(1) $$(PROMPTS_PER_STEP) $$(FILL_ROUNDS) \
+	$$(Q)$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),echo )$(GRPO_MK_DIR)/fill.sh run $(RUN)/steps/$(1) $$(PROMPTS_PER_STEP) $$(FILL_ROUNDS) \
 	    $$(MAKE) --no-print-directory -f $(GRPO_MK_DIR)/grpo.mk RUN=$(RUN)
 endif
 endef
