@@ -10,8 +10,6 @@ setup_file() {
     make_tiny_llama "$TINY"
 }
 
-needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
-
 @test "pipelines/compare.mk: ALGO x SEED runs one after another, the table and the reward plot (tiny model)" {
     needs_tiny
     mkdir conf

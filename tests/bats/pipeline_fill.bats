@@ -11,8 +11,6 @@ setup_file() {
     make_tiny_llama "$TINY"
 }
 
-needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
-
 mk() { local run=$1; shift; make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN="$run" "$@"; }
 
 # A reward that makes a group flat by its prompt: ids whose byte sum is not a

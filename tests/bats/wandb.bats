@@ -77,20 +77,20 @@ no_key() { ! grep -rqa -- "$KEY" "$@" || { grep -rla -- "$KEY" "$@"; false; }; }
     make_tiny_llama "$T/tiny"
     needs_tiny_llama "$T/tiny"
     mkdir r
-    {
-        echo "MODEL = $T/tiny"
-        echo "PREP_FLAGS = --task arith --n 20 --split train --seed 1 --chat-template raw --word-problems 0 --model $T/tiny"
-        echo "STEPS = 1"
-        echo "PROMPTS_PER_STEP = 4"
-        echo "K = 4"
-        echo "MAX_NEW_TOKENS = 8"
-        echo "ROLLOUT_FLAGS = --threads 1"
-        echo "REWARD_FLAGS = --fn answer,length:0.5 --max-len 8 --overlong-buffer 6 --quiet"
-        echo "UPDATE_FLAGS = --lr 1e-3 --beta 0.04 --threads 1"
-        echo "EVAL_EVERY = 1"
-        echo "EVAL_FLAGS = --threads 1"
-        echo "EVAL_PREP_FLAGS = --task arith --n 4 --split test --seed 1 --chat-template raw --word-problems 0 --model $T/tiny"
-    } > r/config.mk
+    cat > r/config.mk <<EOF
+MODEL = $T/tiny
+PREP_FLAGS = --task arith --n 20 --split train --seed 1 --chat-template raw --word-problems 0 --model $T/tiny
+EVAL_PREP_FLAGS = --task arith --n 4 --split test --seed 1 --chat-template raw --word-problems 0 --model $T/tiny
+STEPS = 1
+PROMPTS_PER_STEP = 4
+K = 4
+MAX_NEW_TOKENS = 8
+ROLLOUT_FLAGS = --threads 1
+REWARD_FLAGS = --fn answer,length:0.5 --max-len 8 --overlong-buffer 6 --quiet
+UPDATE_FLAGS = --lr 1e-3 --beta 0.04 --threads 1
+EVAL_EVERY = 1
+EVAL_FLAGS = --threads 1
+EOF
     mk() { make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r "$@"; }
     mk > out1.txt 2>&1
     mk STEPS=2 > out2.txt 2>&1
