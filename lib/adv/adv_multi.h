@@ -3,8 +3,8 @@
  * sum-then-normalize (the default, GRPO as TRL): the advantage is computed
  * from `reward`, the weighted sum that grpo-reward wrote.
  *
- * normalize-then-sum (GDPO, Liu et al. 2026, "Group reward-Decoupled
- * Normalization Policy Optimization"): each entry k of `rewards` is
+ * normalize-then-sum (GDPO, "Group reward-Decoupled Normalization Policy
+ * Optimization for Multi-reward RL Optimization", 2026): each entry k of `rewards` is
  * normalised within the group on its own,
  *     A_k,i = (r_k,i - b_k,i) / (s_k + 1e-4)      (b, s as --baseline, --scale)
  * the record's sum is S_i = sum_k w_k A_k,i over its non-null entries, and
