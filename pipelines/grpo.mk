@@ -89,7 +89,8 @@
 #   WANDB_PROJECT     set (here or in the environment): log the metrics, eval lines and a table of each
 #                     step's first WANDB_SAMPLES completions to Weights & Biases (scripts/grpo-wandb), after
 #                     each step and by make metrics; WANDB_MODE=offline writes RUN/wandb/ only (wandb sync
-#                     uploads it later); WANDB_API_KEY, WANDB_ENTITY, WANDB_NAME as wandb reads them [none]
+#                     uploads it later); WANDB_ENTITY, WANDB_NAME as wandb reads them; WANDB_API_KEY from
+#                     the environment only [none]
 #   WANDB_SAMPLES     completions per step in the W&B table [4]
 #   WANDB_PY          the Python that has the wandb package [$(GRPO_ROOT)/.venv/bin/python]
 #   PROGRESS          1: a progress line per step (and per evaluation) on stderr [1]
@@ -150,6 +151,9 @@ TENSORBOARD_SAMPLES ?= 4
 WANDB_PROJECT ?=
 WANDB_SAMPLES ?= 4
 WANDB_PY ?= $(GRPO_ROOT)/.venv/bin/python
+# wandb reads its settings from the environment: those set in config.mk go there too (the API key
+# is read from the environment only, so that it sits in no file)
+$(foreach v,WANDB_PROJECT WANDB_MODE WANDB_ENTITY WANDB_NAME,$(if $(strip $($(v))),$(eval export $(v))))
 PROGRESS ?= 1
 V ?= 0
 

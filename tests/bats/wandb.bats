@@ -90,8 +90,11 @@ REWARD_FLAGS = --fn answer,length:0.5 --max-len 8 --overlong-buffer 6 --quiet
 UPDATE_FLAGS = --lr 1e-3 --beta 0.04 --threads 1
 EVAL_EVERY = 1
 EVAL_FLAGS = --threads 1
+WANDB_PROJECT = grpo-test
+WANDB_MODE = offline
 EOF
-    mk() { make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r "$@"; }
+    # the project and mode from config.mk (grpo.mk hands them to wandb), the key from the environment
+    mk() { env -u WANDB_PROJECT -u WANDB_MODE make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r "$@"; }
     mk > out1.txt 2>&1
     mk STEPS=2 > out2.txt 2>&1
     cat out1.txt out2.txt
