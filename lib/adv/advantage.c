@@ -276,28 +276,26 @@ typedef struct {
 } batch_norm;
 
 /* normalize-then-sum: the group's sums, normalised over the input (--scale
- * group) or as they are (--scale none); a flat group is exactly 0. */
-static bool multi_advantages(stage *s, batch_norm bn, gerr *e, int *flat_out) {
+ * group) or as they are (--scale none), into g->a; a flat group is exactly
+ * 0. 1 = the group is flat, 0 = it is not, -1 = error. */
+static int multi_advantages(stage *s, batch_norm bn, gerr *e) {
     group_buf *g = &s->g;
     int flat = group_values(s, e);
-    *flat_out = flat;
-    if (flat < 0) return false;
+    if (flat < 0) return -1;
     for (size_t i = 0; i < g->n; i++) {
         if (!g->valid[i]) continue;
         if (flat) g->a[i] = 0;
         else if (s->o->scale == ADV_SCALE_NONE) g->a[i] = g->r[i];
         else g->a[i] = (g->r[i] - bn.mean) / (bn.std + ADV_STD_EPS);
     }
-    return true;
+    return flat;
 }
 
 static int emit_group(stage *s, jsonl_writer *w, batch_norm bn, gerr *e) {
     group_buf *g = &s->g;
-    bool flat;
+    int flat;
     if (s->o->multi == ADV_NORMALIZE_THEN_SUM) {
-        int f;
-        if (!multi_advantages(s, bn, e, &f)) return -1;
-        flat = f;
+        if ((flat = multi_advantages(s, bn, e)) < 0) return -1;
     } else {
         load_rewards(g);
         flat = adv_group_advantages(g->r, g->valid, g->n, s->o->scale, s->o->baseline, bn.std, g->a).flat;
