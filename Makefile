@@ -173,6 +173,13 @@ demo: deps
 	@$(MAKE) --no-print-directory all models
 	@QUICK='$(QUICK)' SEED='$(or $(SEED),1)' bash scripts/demo.sh
 
+# make compare [SEEDS='1 2'] [ALGOS='grpo dapo cispo grpo-topent']: the algorithms side by side on
+# the demo's settings (pipelines/compare.mk): runs/compare/compare.md and reward.png
+.PHONY: compare
+compare: deps
+	@$(MAKE) --no-print-directory all models
+	@$(MAKE) --no-print-directory -f pipelines/compare.mk $(if $(SEEDS),SEEDS='$(SEEDS)') $(if $(ALGOS),ALGOS='$(ALGOS)')
+
 # ---- tests -------------------------------------------------------------------
 unit: $(UNIT)
 unit-asan: $(UNIT_ASAN)

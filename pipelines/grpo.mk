@@ -14,6 +14,10 @@
 #   RUN/steps/NNNN/rollouts.jsonl.zst  K completions per prompt from checkpoint N
 #   RUN/steps/NNNN/scored.jsonl.zst    the reward stage (grpo-reward REWARD_FLAGS, or REWARD)
 #   RUN/steps/NNNN/batch.jsonl.zst     grpo-advantage; its --stats in stats.json
+#   RUN/steps/NNNN/fill/RR/            FILL_NONFLAT=1: round RR's prompts, rollouts, scored records and
+#                                      nonflat.ids (round 0 is the step's own files, its ids in nonflat.ids)
+#   RUN/steps/NNNN/filled.jsonl.zst    FILL_NONFLAT=1: the P groups kept (grpo-advantage's input), the counts
+#                                      in fill.json (pipelines/fill.sh)
 #   RUN/steps/NNNN/metrics.jsonl       grpo-update's metrics line(s) for this step, with the reward
 #                                      stage's per-function means from stats.json (rewards/NAME/mean, /std)
 #   RUN/steps/NNNN/*.seconds, *.log    each stage's wall time and stderr
@@ -47,6 +51,13 @@
 #   REWARD            a command replacing the whole reward stage: rollout records on stdin,
 #                     scored records on stdout (python3 -u examples/my_reward.py; jq -c '...') [none]
 #   ADVANTAGE_FLAGS   grpo-advantage's flags (--scale, --baseline, --drop-flat) [none]
+#   FILL_NONFLAT      1: DAPO dynamic sampling: while fewer than PROMPTS_PER_STEP groups of the step
+#                     have rewards that are not all equal (grpo-advantage ADVANTAGE_FLAGS --drop-flat),
+#                     draw another round of PROMPTS_PER_STEP prompts (not yet drawn in this step, from a
+#                     position drawn from SHA-256("SEED/NNNN/fill/RR/prompts")), at most FILL_ROUNDS rounds;
+#                     the step trains on the first P non-flat groups (made up with flat ones only when
+#                     the rounds run out); its metrics get fill/groups_drawn, fill/groups_dropped, ... [0]
+#   FILL_ROUNDS       the most rounds of prompts a step draws with FILL_NONFLAT=1, its own included [4]
 #   UPDATE_FLAGS      grpo-update's flags (--lr, --loss, --beta, --lora-r, ...) [--lr 1e-5 --beta 0.04]
 #   EVAL_EVERY        evaluate checkpoint 0, every N-th and the last during the run; 0 = only
 #                     with make eval (checkpoint 0 and the last) [0]
@@ -75,6 +86,13 @@
 #   TENSORBOARD       TensorBoard log directory, brought up to date after each step and by
 #                     make metrics; empty: none [$(RUN)/tb]
 #   TENSORBOARD_SAMPLES  completions of each step's batch shown as text in TensorBoard [4]
+#   WANDB_PROJECT     set (here or in the environment): log the metrics, eval lines and a table of each
+#                     step's first WANDB_SAMPLES completions to Weights & Biases (scripts/grpo-wandb), after
+#                     each step and by make metrics; WANDB_MODE=offline writes RUN/wandb/ only (wandb sync
+#                     uploads it later); WANDB_ENTITY, WANDB_NAME as wandb reads them; WANDB_API_KEY from
+#                     the environment only [none]
+#   WANDB_SAMPLES     completions per step in the W&B table [4]
+#   WANDB_PY          the Python that has the wandb package [$(GRPO_ROOT)/.venv/bin/python]
 #   PROGRESS          1: a progress line per step (and per evaluation) on stderr [1]
 #   V                 1: echo every command [0]
 
@@ -105,6 +123,8 @@ SEED ?= 1
 REWARD_FLAGS ?= --fn answer,format:0.2
 REWARD ?=
 ADVANTAGE_FLAGS ?=
+FILL_NONFLAT ?= 0
+FILL_ROUNDS ?= 4
 UPDATE_FLAGS ?= --lr 1e-5 --beta 0.04
 EVAL_EVERY ?= 0
 EVAL_PROMPTS ?=
@@ -128,6 +148,12 @@ EXPORT_DTYPE ?= auto
 GRPO_BIN ?= $(GRPO_ROOT)/bin
 TENSORBOARD ?= $(RUN)/tb
 TENSORBOARD_SAMPLES ?= 4
+WANDB_PROJECT ?=
+WANDB_SAMPLES ?= 4
+WANDB_PY ?= $(GRPO_ROOT)/.venv/bin/python
+# wandb reads its settings from the environment: those set in config.mk go there too (the API key
+# is read from the environment only, so that it sits in no file)
+$(foreach v,WANDB_PROJECT WANDB_MODE WANDB_ENTITY WANDB_NAME,$(if $(strip $($(v))),$(eval export $(v))))
 PROGRESS ?= 1
 V ?= 0
 
@@ -204,6 +230,10 @@ $(call setting,slice,$(PROMPTS_PER_STEP))
 $(call setting,rollout,$(ROLLOUT_ARGS) seed $(SEED))
 $(call setting,reward,$(REWARD_STAGE))
 $(call setting,advantage,$(ADVANTAGE_FLAGS))
+FILL := $(filter 1,$(FILL_NONFLAT))
+# only in runs that used FILL_NONFLAT, so that the runs of an older grpo.mk resume untouched
+FILL_STAMP := $(if $(or $(FILL),$(wildcard $(S)/fill)),$(S)/fill)
+$(if $(FILL_STAMP),$(call setting,fill,$(if $(FILL),$(FILL_ROUNDS))))
 $(call setting,update,--seed $(SEED) $(UPDATE_FLAGS))
 $(call setting,eval-prompts,$(if $(strip $(EVAL_PROMPTS)),$(abspath $(EVAL_PROMPTS)),grpo-prep $(EVAL_PREP_FLAGS)))
 $(call setting,eval,$(GRPO_EVAL) $(EVAL_ARGS))
@@ -225,11 +255,11 @@ PRUNE = $(GRPO_MK_DIR)/prune.sh $(RUN) $(KEEP) $(KEEP_RECORDS) '$(EVAL_RUN_IDS)'
 # checkpoints whose evaluation the run makes (prune keeps them until it is done)
 EVAL_RUN_IDS := $(if $(filter-out 0,$(EVAL_EVERY)),$(EVAL_IDS))
 
-# $(call rollout_cmd,STEP,SHARD-ARGS,LOG): grpo-rollout of step N into $@
+# $(call rollout_cmd,STEP,SHARD-ARGS,LOG[,/fill/RR]): grpo-rollout of step N (or of its fill round RR) into $@
 define rollout_cmd
 rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; \
-$$(GRPO_BIN)/grpo-rollout --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)/prompts.jsonl --out $$@ \
-    $$(ROLLOUT_ARGS) --seed $$(call step_seed,$(1)) --policy ckpt/$(1) $(2) $$(call logged,$(3).log); \
+$$(GRPO_BIN)/grpo-rollout --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl --out $$@ \
+    $$(ROLLOUT_ARGS) --seed $$(call step_seed,$(1)$(4)) --policy ckpt/$(1) $(2) $$(call logged,$(3).log); \
 $$(call seconds,$(3).seconds)
 endef
 
@@ -272,14 +302,16 @@ $(RUN)/steps/$(1)/scored.jsonl.zst: $(foreach i,$(SHARD_IDS),$(RUN)/steps/$(1)/s
 	$$(Q)$(GRPO_MK_DIR)/merge.sh $(RUN)/steps/$(1)/prompts.jsonl $$@ $$(filter %-of-$(SHARDS).jsonl.zst,$$^)
 endif
 
-$(RUN)/steps/$(1)/batch.jsonl.zst $(RUN)/steps/$(1)/stats.json &: $(RUN)/steps/$(1)/scored.jsonl.zst $(S)/advantage
+$(RUN)/steps/$(1)/batch.jsonl.zst $(RUN)/steps/$(1)/stats.json &: $(RUN)/steps/$(1)/$(if $(FILL),filled,scored).jsonl.zst \
+        $(S)/advantage $(FILL_STAMP)
 	$$(Q)rm -f $$(@D)/.batch.jsonl.zst.tmp-* $$(@D)/.stats.json.tmp-*; t0=$$$$EPOCHREALTIME; \
 	$$(GRPO_BIN)/grpo-advantage $$(ADVANTAGE_FLAGS) --in $$< --out $(RUN)/steps/$(1)/batch.jsonl.zst \
 	    --stats $(RUN)/steps/$(1)/stats.json $$(call logged,$(RUN)/steps/$(1)/advantage.log); \
 	$$(call seconds,$(RUN)/steps/$(1)/advantage.seconds)
 
 $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps/$(1)/batch.jsonl.zst \
-        $(RUN)/steps/$(1)/stats.json $(call model_dep,$(1)) $(S)/update | $(if $(filter $(1),$(EVAL_RUN_IDS)),$(RUN)/eval/$(1).json)
+        $(RUN)/steps/$(1)/stats.json $(if $(FILL),$(RUN)/steps/$(1)/fill.json) $(call model_dep,$(1)) $(S)/update \
+        | $(if $(filter $(1),$(EVAL_RUN_IDS)),$(RUN)/eval/$(1).json)
 	$$(Q)trap 'rm -f $(RUN)/steps/$(1)/metrics.jsonl.tmp' EXIT; \
 	mkdir -p $(RUN)/ckpt; rm -rf $(RUN)/ckpt/.$(2).tmp-* $(RUN)/ckpt/.$(2).old-* $(RUN)/ckpt/.$(2).new \
 	    $(RUN)/ckpt/..$(2).new.*; \
@@ -288,16 +320,51 @@ $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps
 	    --out $(RUN)/ckpt/.$(2).new --metrics $(RUN)/steps/$(1)/metrics.part --seed $$(SEED) $$(UPDATE_FLAGS) \
 	    $$(call logged,$(RUN)/steps/$(1)/update.log); \
 	$$(call seconds,$(RUN)/steps/$(1)/update.seconds); \
-	jq -c --slurpfile s $(RUN)/steps/$(1)/stats.json '. + ($$$$s[0] | with_entries(select(.key | startswith("rewards/"))))' \
+	jq -c --slurpfile s $(RUN)/steps/$(1)/stats.json $(if $(FILL),--slurpfile f $(RUN)/steps/$(1)/fill.json) \
+	    '. + ($$$$s[0] | with_entries(select(.key | startswith("rewards/"))))$(if $(FILL), + $$$$f[0])' \
 	    $(RUN)/steps/$(1)/metrics.part > $(RUN)/steps/$(1)/metrics.jsonl.tmp; \
 	rm -f $(RUN)/steps/$(1)/metrics.part; mv $(RUN)/steps/$(1)/metrics.jsonl.tmp $(RUN)/steps/$(1)/metrics.jsonl; \
 	rm -rf $(RUN)/ckpt/$(2); mv $(RUN)/ckpt/.$(2).new $(RUN)/ckpt/$(2); \
 	$$(if $$(strip $$(TENSORBOARD)),{ $$(call tb_step,$(1)) $$(tb_warn); };) \
+	$$(if $$(strip $$(WANDB_PROJECT)),{ $$(call wandb_step,$(1)) $$(wandb_warn); };) \
 	$$(if $$(filter 1,$$(PROGRESS)),{ $$(call progress_line,$(1)) || true; } >&2;) \
 	$$(PRUNE)
 
 .PHONY: step-$(1)
 step-$(1): $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl
+
+ifneq ($(FILL),)
+# the step's own round: the ids of its non-flat groups
+$(RUN)/steps/$(1)/nonflat.ids: $(RUN)/steps/$(1)/scored.jsonl.zst $(S)/advantage
+	$$(Q)$(GRPO_MK_DIR)/fill.sh ids $$< $$@ $$(GRPO_BIN)/grpo-advantage $$(ADVANTAGE_FLAGS)
+
+# further rounds, as many as the groups need: each made by a make of this file, so
+# every round's files are cached and resumed like the step's own (make -n shows the command:
+# the $(MAKE) in it would otherwise have make run it)
+$(RUN)/steps/$(1)/filled.jsonl.zst $(RUN)/steps/$(1)/fill.json &: $(RUN)/steps/$(1)/nonflat.ids $(S)/fill \
+        $(S)/advantage $(S)/rollout $(S)/reward $(call model_dep,$(1))
+	$$(Q)$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),echo )$(GRPO_MK_DIR)/fill.sh run $(RUN)/steps/$(1) $$(PROMPTS_PER_STEP) $$(FILL_ROUNDS) \
+	    $$(MAKE) --no-print-directory -f $(GRPO_MK_DIR)/grpo.mk RUN=$(RUN)
+endif
+endef
+
+# ---- round RR of step N's dynamic sampling (FILL_NONFLAT=1): $(1) step, $(2) round --------
+FILL_ROUND_IDS := $(if $(FILL),$(shell awk 'BEGIN { for (i = 1; i < $(FILL_ROUNDS) + 0; i++) printf "%02d ", i }'))
+# the prompt files drawn before round R of step N: the step's own and rounds 1 .. R-1
+fill_used = $(RUN)/steps/$(1)/prompts.jsonl $(foreach r,$(filter-out x,$(wordlist 1,$(patsubst 0%,%,$(2)),x $(FILL_ROUND_IDS))),$(RUN)/steps/$(1)/fill/$(r)/prompts.jsonl)
+define fill_round_rules
+$(RUN)/steps/$(1)/fill/$(2)/prompts.jsonl: $(RUN)/prompts.jsonl $(call fill_used,$(1),$(2)) $(S)/slice
+	$$(Q)mkdir -p $$(@D); $(GRPO_MK_DIR)/fill.sh prompts $(RUN)/prompts.jsonl $$@ $$(PROMPTS_PER_STEP) \
+	    $$(call sq,$$(SEED))/$(1)/fill/$(2)/prompts $(call fill_used,$(1),$(2))
+
+$(RUN)/steps/$(1)/fill/$(2)/rollouts.jsonl.zst: $(call model_dep,$(1)) $(RUN)/steps/$(1)/fill/$(2)/prompts.jsonl $(S)/rollout
+	$$(Q)$(call rollout_cmd,$(1),,$(RUN)/steps/$(1)/fill/$(2)/rollout,/fill/$(2))
+
+$(RUN)/steps/$(1)/fill/$(2)/scored.jsonl.zst: $(RUN)/steps/$(1)/fill/$(2)/rollouts.jsonl.zst $(S)/reward
+	$$(Q)$(call reward_cmd,$$<,$(RUN)/steps/$(1)/fill/$(2)/reward)
+
+$(RUN)/steps/$(1)/fill/$(2)/nonflat.ids: $(RUN)/steps/$(1)/fill/$(2)/scored.jsonl.zst $(S)/advantage
+	$$(Q)$(GRPO_MK_DIR)/fill.sh ids $$< $$@ $$(GRPO_BIN)/grpo-advantage $$(ADVANTAGE_FLAGS)
 endef
 
 # ---- shard I of step N (SHARDS > 1): $(1) step, $(2) shard ---------------------------
@@ -324,11 +391,20 @@ tb_step = $(GRPO_BIN)/grpo-tensorboard --logdir $(TENSORBOARD) --samples-n $(TEN
     $$(for i in $$(seq 0 $$(( 10\#$(1) ))); do n=$$(printf %04d "$$i"); echo $(RUN)/steps/$$n/metrics.jsonl; \
         [ ! -e $(RUN)/eval/$$n.json ] || echo $(RUN)/eval/$$n.json; done)
 
+# Weights & Biases after step N: the same lines, of which grpo-wandb logs only those the W&B run
+# lacks (it reads them back from the run's own logs), and a table of step N's first completions.
+wandb_warn = || echo "grpo.mk: Weights & Biases not updated; the next step or make metrics catches up" >&2
+wandb_step = $(WANDB_PY) $(GRPO_ROOT)/scripts/grpo-wandb --run $(RUN) --samples-n $(WANDB_SAMPLES) \
+    --samples $$(( 10\#$(1) + 1 )):$(RUN)/steps/$(1)/batch.jsonl.zst \
+    $$(for i in $$(seq 0 $$(( 10\#$(1) ))); do n=$$(printf %04d "$$i"); echo $(RUN)/steps/$$n/metrics.jsonl; \
+        [ ! -e $(RUN)/eval/$$n.json ] || echo $(RUN)/eval/$$n.json; done)
+
 STEP_PAIRS := $(shell awk 'BEGIN { for (i = 0; i < $(STEPS) + 0; i++) printf "%04d:%04d ", i, i + 1 }')
 $(foreach p,$(STEP_PAIRS),$(eval $(call step_rules,$(word 1,$(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))))))
 ifneq ($(SHARDS),1)
 $(foreach n,$(STEP_IDS),$(foreach i,$(SHARD_IDS),$(eval $(call shard_rules,$(n),$(i)))))
 endif
+$(foreach n,$(STEP_IDS),$(foreach r,$(FILL_ROUND_IDS),$(eval $(call fill_round_rules,$(n),$(r)))))
 
 # ---- the prompt sets ---------------------------------------------------------------
 $(RUN)/prompts.jsonl: $(S)/prompts $(if $(strip $(PROMPTS)),$(PROMPTS))
@@ -360,7 +436,8 @@ METRICS_PARTS := $(if $(filter 0000,$(EVAL_IN_METRICS)),$(RUN)/eval/0000.json) $
 $(call setting,metrics,$(METRICS_PARTS))
 $(RUN)/metrics.jsonl: $(METRICS_PARTS) $(S)/metrics
 	$(Q)$(discard_tmp) cat $(METRICS_PARTS) < /dev/null > $@.tmp; mv $@.tmp $@; \
-	$(if $(strip $(TENSORBOARD)),{ $(GRPO_BIN)/grpo-tensorboard --logdir $(TENSORBOARD) $@ $(tb_warn); })
+	$(if $(strip $(TENSORBOARD)),{ $(GRPO_BIN)/grpo-tensorboard --logdir $(TENSORBOARD) $@ $(tb_warn); };) \
+	$(if $(strip $(WANDB_PROJECT)),{ $(WANDB_PY) $(GRPO_ROOT)/scripts/grpo-wandb --run $(RUN) $@ $(wandb_warn); };)
 
 # ---- export --------------------------------------------------------------------
 export_out = $(RUN)/export/$(if $(filter gguf,$(1)),model.gguf,$(1))
@@ -392,6 +469,6 @@ $(foreach i,$(SHARD_IDS),$(eval shard-$(call SHARD_OF,$(i)): $(RUN)/steps/$(STEP
 endif
 
 # records and checkpoints may be deleted (KEEP, KEEP_RECORDS) without being remade
-.SECONDARY: $(foreach n,$(STEP_IDS),$(foreach f,rollouts scored batch,$(RUN)/steps/$(n)/$(f).jsonl.zst) \
+.SECONDARY: $(foreach n,$(STEP_IDS),$(foreach f,rollouts scored batch $(if $(FILL),filled),$(RUN)/steps/$(n)/$(f).jsonl.zst) \
     $(foreach i,$(if $(filter-out 1,$(SHARDS)),$(SHARD_IDS)),$(foreach f,rollouts scored,$(RUN)/steps/$(n)/$(f).$(call SHARD_OF,$(i)).jsonl.zst))) \
     $(foreach p,$(STEP_PAIRS),$(RUN)/ckpt/$(word 2,$(subst :, ,$(p)))/grpo/state.json)

@@ -3,7 +3,8 @@
 # KEEP > 0: deletes the checkpoints RUN/ckpt/NNNN older than the last KEEP,
 # except one whose evaluation (NNNN in EVAL_IDS) is not written yet (it goes
 # at a later call). Checkpoint 0 is MODEL itself, never in RUN. KEEP_RECORDS
-# = 0: deletes the rollouts, scored and batch files of each step whose
+# = 0: deletes the rollouts, scored, filled and batch files (and the fill/
+# rounds of FILL_NONFLAT) of each step whose
 # checkpoint is written (its metrics.jsonl exists). A checkpoint is first
 # renamed out of the way, then removed, so a kill leaves it whole or gone.
 set -eu
@@ -29,6 +30,7 @@ fi
 if [ "$keep_records" = 0 ] && [ -d "$run/steps" ]; then
     for d in "$run"/steps/[0-9][0-9][0-9][0-9]; do
         [ -e "$d/metrics.jsonl" ] || continue
-        rm -f "$d"/rollouts*.jsonl.zst "$d"/scored*.jsonl.zst "$d"/batch.jsonl.zst
+        rm -f "$d"/rollouts*.jsonl.zst "$d"/scored*.jsonl.zst "$d"/batch.jsonl.zst "$d"/filled.jsonl.zst
+        rm -rf "$d"/fill
     done
 fi

@@ -36,7 +36,7 @@ static const char *cjson_kind(const cJSON *v) {
     return "number";
 }
 
-int adv_stats_read_rewards(adv_stats *s, const record *r, gerr *e) {
+int adv_rewards_each(const record *r, adv_reward_fn fn, void *ctx, gerr *e) {
     const rec_field *f = record_find(r, "rewards");
     if (!f || json_kind_of(f->val) == JSON_NULL) return 0;
     if (json_kind_of(f->val) != JSON_OBJECT)
@@ -45,22 +45,34 @@ int adv_stats_read_rewards(adv_stats *s, const record *r, gerr *e) {
     int rc = record_get_json(r, "rewards", true, &obj, e);
     if (rc) return rc;
     for (const cJSON *v = obj->child; v; v = v->next) {
-        if (cJSON_IsNull(v)) continue; /* the function does not apply to this record */
-        if (!cJSON_IsNumber(v)) {
+        const char *name = v->string ? v->string : "";
+        if (!cJSON_IsNull(v) && !cJSON_IsNumber(v)) {
             rc = gerr_at(e, EX_DATAERR, r->file, r->line,
-                         "field \"rewards\": key \"%.200s\": expected a number or null, got %s",
-                         v->string ? v->string : "", cjson_kind(v));
+                         "field \"rewards\": key \"%.200s\": expected a number or null, got %s", name,
+                         cjson_kind(v));
             break;
         }
-        if (!isfinite(v->valuedouble)) { /* 1e400 parses to infinity */
+        if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) { /* 1e400 parses to infinity */
             rc = gerr_at(e, EX_DATAERR, r->file, r->line,
-                         "field \"rewards\": key \"%.200s\": expected a finite number", v->string ? v->string : "");
+                         "field \"rewards\": key \"%.200s\": expected a finite number", name);
             break;
         }
-        if (s) welford_push(&fn_stat(s, v->string ? v->string : "")->m, v->valuedouble);
+        /* null: the function does not apply to this record */
+        if (fn && (rc = fn(ctx, r, name, cJSON_IsNull(v) ? NULL : &v->valuedouble, e)) != 0) break;
     }
     cJSON_Delete(obj);
     return rc;
+}
+
+static int push_value(void *ctx, const record *r, const char *name, const double *v, gerr *e) {
+    (void)r;
+    (void)e;
+    if (v) welford_push(&fn_stat(ctx, name)->m, *v);
+    return 0;
+}
+
+int adv_stats_read_rewards(adv_stats *s, const record *r, gerr *e) {
+    return adv_rewards_each(r, s ? push_value : NULL, s, e);
 }
 
 static void put_number(strbuf *b, const char *key, double v) {

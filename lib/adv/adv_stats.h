@@ -23,6 +23,13 @@ typedef struct {
 
 void adv_stats_init(adv_stats *s);
 void adv_stats_free(adv_stats *s);
+/* Calls fn for each entry of the record's `rewards` object, in order, with
+ * v NULL for a null value; the object may be absent or null (no calls).
+ * Checks every entry (number or null, finite): EX_DATAERR naming FILE:LINE.
+ * A non-zero return of fn stops the walk and is returned. fn may be NULL. */
+typedef int (*adv_reward_fn)(void *ctx, const record *r, const char *name, const double *v, gerr *e);
+int adv_rewards_each(const record *r, adv_reward_fn fn, void *ctx, gerr *e);
+
 /* Reads the record's `rewards` object ({name: number|null}; absent or null
  * is fine) and, when s is not NULL, adds its values. Errors: EX_DATAERR. */
 int adv_stats_read_rewards(adv_stats *s, const record *r, gerr *e);

@@ -5,7 +5,9 @@
  * seen, to catch split groups). --scale batch needs the std of the whole
  * input before the first advantage, so pass 1 validates everything, gathers
  * the non-null rewards (8 bytes each) and spills the raw lines of the
- * shard's groups to an unlinked temporary file; pass 2 reads them back. */
+ * shard's groups to an unlinked temporary file; pass 2 reads them back.
+ * --multi-objective normalize-then-sum --scale group takes the same two
+ * passes, gathering the groups' weighted sums instead of the rewards. */
 #include "advantage.h"
 
 #include <errno.h>
@@ -20,6 +22,7 @@
 #include "../io/jsonl.h"
 #include "../util/progress.h"
 #include "../util/idset.h"
+#include "adv_multi.h"
 #include "adv_stats.h"
 
 void adv_opts_default(adv_opts *o) {
@@ -116,6 +119,7 @@ typedef struct {
     bool rd_open;
     group_buf g;
     idset seen; /* ids of finished groups; unused with --allow-partial */
+    adv_multi mo; /* --multi-objective normalize-then-sum: the rewards and their weights */
     progress pg;
     long long read;
 } stage;
@@ -229,7 +233,24 @@ static int read_rewards(const stage *s, adv_stats *st, gerr *e) {
     return 0;
 }
 
-/* Adds a group of the shard to the statistics. */
+/* The values the group's advantages come from, into g->r and g->valid: the
+ * rewards, or with normalize-then-sum the weighted sums of the per-reward
+ * normalised values (which also checks every record's `rewards`).
+ * 1 = the group is flat, 0 = it is not, -1 = error. */
+static int group_values(stage *s, gerr *e) {
+    group_buf *g = &s->g;
+    if (s->o->multi == ADV_SUM_THEN_NORMALIZE) {
+        load_rewards(g);
+        return adv_group_stats_of(g->r, g->valid, g->n).flat;
+    }
+    adv_multi_begin(&s->mo, g->n);
+    for (size_t i = 0; i < g->n; i++)
+        if (adv_multi_load(&s->mo, i, &g->m[i].rec, e)) return -1;
+    return adv_multi_sums(&s->mo, s->o->baseline, s->o->scale, g->r, g->valid);
+}
+
+/* Adds a group of the shard to the statistics. The reward moments are of
+ * `reward` in every mode; flatness is the mode's (see group_values). */
 static int account_group(stage *s, adv_stats *st, gerr *e) {
     group_buf *g = &s->g;
     load_rewards(g);
@@ -240,18 +261,46 @@ static int account_group(stage *s, adv_stats *st, gerr *e) {
     st->group_std_sum += gs.std;
     for (size_t i = 0; i < g->n; i++)
         if (g->valid[i]) welford_push(&st->reward, g->r[i]);
-    if (gs.flat) st->groups_flat++;
-    if (gs.flat && s->o->drop_flat) st->groups_dropped++;
+    int flat = group_values(s, e);
+    if (flat < 0) return -1;
+    if (flat) st->groups_flat++;
+    if (flat && s->o->drop_flat) st->groups_dropped++;
     else st->records_written += (long long)g->n;
     return read_rewards(s, st, e);
 }
 
-static int emit_group(stage *s, jsonl_writer *w, double batch_std, gerr *e) {
+/* What the whole input's values give for --scale batch (the rewards' std) or
+ * normalize-then-sum --scale group (the sums' mean and std). */
+typedef struct {
+    double mean, std;
+} batch_norm;
+
+/* normalize-then-sum: the group's sums, normalised over the input (--scale
+ * group) or as they are (--scale none), into g->a; a flat group is exactly
+ * 0. 1 = the group is flat, 0 = it is not, -1 = error. */
+static int multi_advantages(stage *s, batch_norm bn, gerr *e) {
     group_buf *g = &s->g;
-    load_rewards(g);
-    adv_group_stats gs =
-        adv_group_advantages(g->r, g->valid, g->n, s->o->scale, s->o->baseline, batch_std, g->a);
-    if (gs.flat && s->o->drop_flat) return 0;
+    int flat = group_values(s, e);
+    if (flat < 0) return -1;
+    for (size_t i = 0; i < g->n; i++) {
+        if (!g->valid[i]) continue;
+        if (flat) g->a[i] = 0;
+        else if (s->o->scale == ADV_SCALE_NONE) g->a[i] = g->r[i];
+        else g->a[i] = (g->r[i] - bn.mean) / (bn.std + ADV_STD_EPS);
+    }
+    return flat;
+}
+
+static int emit_group(stage *s, jsonl_writer *w, batch_norm bn, gerr *e) {
+    group_buf *g = &s->g;
+    int flat;
+    if (s->o->multi == ADV_NORMALIZE_THEN_SUM) {
+        if ((flat = multi_advantages(s, bn, e)) < 0) return -1;
+    } else {
+        load_rewards(g);
+        flat = adv_group_advantages(g->r, g->valid, g->n, s->o->scale, s->o->baseline, bn.std, g->a).flat;
+    }
+    if (flat && s->o->drop_flat) return 0;
     for (size_t i = 0; i < g->n; i++) {
         record *r = &g->m[i].rec;
         if (g->valid[i]) record_set_number(r, "advantage", g->a[i]);
@@ -272,10 +321,11 @@ static int run_stream(stage *s, jsonl_writer *w, adv_stats *st, gerr *e) {
     while ((got = next_group(s, e)) == 1) {
         if (!in_shard(s)) {
             /* validated like any other group, so every shard fails alike on bad input */
-            if (read_rewards(s, NULL, e)) return -1;
+            if (read_rewards(s, NULL, e) || group_values(s, e) < 0) return -1;
             continue;
         }
-        if (account_group(s, st, e) || emit_group(s, w, 0, e)) return -1;
+        batch_norm none = {0, 0};
+        if (account_group(s, st, e) || emit_group(s, w, none, e)) return -1;
     }
     return got;
 }
@@ -294,7 +344,7 @@ static int spill_flush(spill *sp, gerr *e) {
         ssize_t n = write(sp->fd, p, left);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return gerr_set(e, EX_IOERR, "temporary file for --scale batch: write failed: %s", strerror(errno));
+            return gerr_set(e, EX_IOERR, "temporary file of the two-pass mode: write failed: %s", strerror(errno));
         }
         p += n;
         left -= (size_t)n;
@@ -313,7 +363,7 @@ static int spill_open(spill *sp, gerr *e) {
     sb_printf(&path, "%s/grpo-advantage.XXXXXX", dir);
     sp->fd = mkstemp(path.data);
     if (sp->fd < 0) {
-        gerr_set(e, EX_IOERR, "%s: cannot create a temporary file for --scale batch: %s", dir, strerror(errno));
+        gerr_set(e, EX_IOERR, "%s: cannot create a temporary file for the two-pass mode: %s", dir, strerror(errno));
         sb_free(&path);
         return EX_IOERR;
     }
@@ -371,7 +421,7 @@ static void zvec_push(zvec *z, size_t x) {
 static int run_batch(stage *s, jsonl_writer *w, adv_stats *st, gerr *e) {
     spill sp;
     if (spill_open(&sp, e)) return -1;
-    dvec rewards = {0}; /* every non-null reward of the input, all shards */
+    dvec values = {0}; /* every value normalised over the input (rewards or sums), all shards */
     zvec sizes = {0};   /* sizes of the shard's groups, in spill order */
     int rc = -1, got;
     jsonl_reader back;
@@ -379,8 +429,9 @@ static int run_batch(stage *s, jsonl_writer *w, adv_stats *st, gerr *e) {
 
     /* Pass 1: validate, gather, spill. */
     while ((got = next_group(s, e)) == 1) {
+        if (group_values(s, e) < 0) goto out;
         for (size_t i = 0; i < s->g.n; i++)
-            if (s->g.m[i].valid) dvec_push(&rewards, s->g.m[i].reward);
+            if (s->g.valid[i]) dvec_push(&values, s->g.r[i]);
         if (!in_shard(s)) {
             if (read_rewards(s, NULL, e)) goto out;
             continue;
@@ -391,10 +442,12 @@ static int run_batch(stage *s, jsonl_writer *w, adv_stats *st, gerr *e) {
         if (account_group(s, st, e) || spill_group(&sp, &s->g, e)) goto out;
     }
     if (got < 0 || spill_flush(&sp, e)) goto out;
-    /* The whole input's std, so that shards of one input agree with an unsharded run. */
-    double batch_std = adv_std(rewards.v, rewards.n);
-    free(rewards.v);
-    rewards.v = NULL;
+    /* The whole input's, so that shards of one input agree with an unsharded run. */
+    batch_norm bn = {0, adv_std(values.v, values.n)};
+    for (size_t i = 0; i < values.n; i++) bn.mean += values.v[i];
+    if (values.n) bn.mean /= (double)values.n;
+    free(values.v);
+    values.v = NULL;
 
     /* Pass 2: read the spill back through a fresh descriptor. */
     char fd_path[64];
@@ -402,7 +455,7 @@ static int run_batch(stage *s, jsonl_writer *w, adv_stats *st, gerr *e) {
     if (jsonl_open(&back, fd_path, e)) {
         char why[sizeof e->msg];
         snprintf(why, sizeof why, "%s", e->msg);
-        gerr_set(e, EX_IOERR, "cannot read back the temporary file for --scale batch: %s", why);
+        gerr_set(e, EX_IOERR, "cannot read back the temporary file of the two-pass mode: %s", why);
         goto out;
     }
     back_open = true;
@@ -414,10 +467,10 @@ static int run_batch(stage *s, jsonl_writer *w, adv_stats *st, gerr *e) {
         s->g.n = sizes.v[k];
         for (size_t i = 0; i < sizes.v[k]; i++) {
             got = read_member(&back, &s->g.m[i], e);
-            if (got == 0) gerr_set(e, EX_SOFTWARE, "temporary file for --scale batch ended early");
+            if (got == 0) gerr_set(e, EX_SOFTWARE, "temporary file of the two-pass mode ended early");
             if (got <= 0) goto out;
         }
-        if (emit_group(s, w, batch_std, e)) goto out;
+        if (emit_group(s, w, bn, e)) goto out;
         done += (long long)sizes.v[k];
         progress_update(&s->pg, done);
     }
@@ -425,7 +478,7 @@ static int run_batch(stage *s, jsonl_writer *w, adv_stats *st, gerr *e) {
 out:
     if (back_open) jsonl_close(&back);
     spill_close(&sp);
-    free(rewards.v);
+    free(values.v);
     free(sizes.v);
     return rc;
 }
@@ -437,6 +490,7 @@ int adv_run(const adv_opts *o, gerr *e) {
     memset(&s, 0, sizeof s);
     s.o = o;
     idset_init(&s.seen);
+    adv_multi_init(&s.mo);
     adv_stats st;
     adv_stats_init(&st);
     jsonl_writer w;
@@ -444,6 +498,17 @@ int adv_run(const adv_opts *o, gerr *e) {
     bool w_open = false, stats_open = false;
     int rc = -1;
 
+    if (o->multi == ADV_SUM_THEN_NORMALIZE && o->weights) {
+        gerr_set(e, EX_USAGE, "--weights: only with --multi-objective normalize-then-sum (`reward` already holds "
+                              "the weighted sum)");
+        goto out;
+    }
+    if (o->multi == ADV_NORMALIZE_THEN_SUM && o->scale == ADV_SCALE_BATCH) {
+        gerr_set(e, EX_USAGE, "--scale batch: not with --multi-objective normalize-then-sum (--scale group already "
+                              "normalises the sums over the whole input)");
+        goto out;
+    }
+    if (o->weights && adv_multi_set_weights(&s.mo, o->weights, e)) goto out;
     if (jsonl_open(&s.rd, o->in, e)) goto out;
     s.rd_open = true;
     /* Outputs are opened before any work, so a bad path fails at once. */
@@ -454,7 +519,10 @@ int adv_run(const adv_opts *o, gerr *e) {
         stats_open = true;
     }
     progress_start(&s.pg, "grpo-advantage", "records", 0, o->progress);
-    if ((o->scale == ADV_SCALE_BATCH ? run_batch(&s, &w, &st, e) : run_stream(&s, &w, &st, e)) != 0) goto out;
+    /* two passes when advantages need a statistic of the whole input */
+    bool whole_input = o->scale == ADV_SCALE_BATCH || (o->multi == ADV_NORMALIZE_THEN_SUM && o->scale == ADV_SCALE_GROUP);
+    if ((whole_input ? run_batch(&s, &w, &st, e) : run_stream(&s, &w, &st, e)) != 0) goto out;
+    if (adv_multi_check_unused(&s.mo, o->in && strcmp(o->in, "-") ? o->in : "<stdin>", e)) goto out;
     progress_finish(&s.pg);
     progress_note_empty(&s.pg, s.read, "records");
 
@@ -476,6 +544,7 @@ out:
     if (s.rd_open) jsonl_close(&s.rd);
     group_buf_free(&s.g);
     idset_free(&s.seen);
+    adv_multi_free(&s.mo);
     adv_stats_free(&st);
     return rc ? (e->code ? e->code : EX_SOFTWARE) : 0;
 }

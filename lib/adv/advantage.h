@@ -24,6 +24,8 @@
 
 typedef enum { ADV_SCALE_GROUP, ADV_SCALE_BATCH, ADV_SCALE_NONE } adv_scale;
 typedef enum { ADV_BASELINE_MEAN, ADV_BASELINE_LOO } adv_baseline;
+/* Where the weights of several rewards meet the normalisation (adv_multi.h). */
+typedef enum { ADV_SUM_THEN_NORMALIZE, ADV_NORMALIZE_THEN_SUM } adv_multi_mode;
 
 /* Added to the std before dividing, as TRL does, so near-flat groups stay finite. */
 #define ADV_STD_EPS 1e-4
@@ -57,6 +59,8 @@ typedef struct {
     const char *stats; /* path for the statistics object, or NULL */
     adv_scale scale;
     adv_baseline baseline;
+    adv_multi_mode multi;
+    const char *weights; /* --weights NAME[:W],...: normalize-then-sum's weights, or NULL (all 1) */
     bool drop_flat;     /* leave flat groups out of the output (DAPO dynamic sampling) */
     bool allow_partial; /* accept 1-record groups and groups split across the stream */
     bool progress;      /* force progress on stderr even when it is not a terminal */

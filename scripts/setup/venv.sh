@@ -1,8 +1,9 @@
 #!/bin/sh
 # Test-only Python: venvs made from Debian's interpreter (the only one that
 # can import Debian's torch), with the independent readers from PyPI.
-#   VENV        tokenizers, safetensors, gguf, jinja2 (the parity checks), and
-#               tensorboard, whose own readers check our event files, and
+#   VENV        tokenizers, safetensors, gguf, jinja2 (the parity checks),
+#               tensorboard, whose own readers check our event files, wandb,
+#               which scripts/grpo-wandb logs runs through (WANDB_PROJECT), and
 #               math-verify (grpo-reward --fn math-verify, and the comparison in
 #               tests/bats/reward_answer.bats)
 #   VENV-peft   transformers and peft, to load our PEFT adapters as PEFT does
@@ -13,12 +14,12 @@
 #               CUDA torch; the rest of what it needs is listed here.
 set -eu
 VENV=${1:-.venv}
-PY_PKGS='tokenizers==0.22.1 safetensors==0.6.2 gguf==0.17.1 jinja2==3.1.4 numpy<2 tensorboard==2.21.0 math-verify==0.9.0'
+PY_PKGS='tokenizers==0.22.1 safetensors==0.6.2 gguf==0.17.1 jinja2==3.1.4 numpy<2 tensorboard==2.21.0 wandb==0.31.0 math-verify==0.9.0'
 PEFT_PKGS='transformers==4.46.3 accelerate==0.34.2 safetensors==0.6.2 jinja2==3.1.4 numpy<2 pyyaml psutil tqdm'
 PEFT_NODEPS='peft==0.13.2'
 PIP="-m pip install -q --disable-pip-version-check"
 
-MAIN_CHECK='import torch, tokenizers, safetensors, gguf, jinja2, numpy, tensorboard, math_verify'
+MAIN_CHECK='import torch, tokenizers, safetensors, gguf, jinja2, numpy, tensorboard, wandb, math_verify'
 if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$MAIN_CHECK" 2>/dev/null; }; then
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
     # shellcheck disable=SC2086

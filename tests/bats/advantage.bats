@@ -51,18 +51,23 @@ advantages() { sed -E 's/.*,"advantage":([^,]*)\}$/\1/' "$1"; }
 @test "--help lists every flag with its default; --version" {
     run grpo-advantage --help
     [ "$status" -eq 0 ]
-    for f in --in --out --scale --baseline --drop-flat --allow-partial --stats --shard --progress; do
+    for f in --in --out --scale --baseline --multi-objective --weights --drop-flat --allow-partial --stats --shard --progress; do
         printf '%s\n' "$output" | grep -Eq -- "^  $f .*\(default: [^)]+\)$" || { echo "missing $f"; false; }
     done
     printf '%s\n' "$output" | grep -Eq -- '--scale group\|batch\|none .*\(default: group\)'
     printf '%s\n' "$output" | grep -Eq -- '--baseline mean\|loo .*\(default: mean\)'
+    printf '%s\n' "$output" | grep -Eq -- '--multi-objective sum-then-normalize\|normalize-then-sum .*\(default: sum-then-normalize\)'
     run grpo-advantage --version
     [ "$status" -eq 0 ]
     [[ "$output" =~ ^grpo-advantage\ [0-9]+\.[0-9]+ ]]
 }
 
 @test "usage errors: exit 64, one line" {
-    for args in "--scale std" "--baseline median" "--shard 3/3" "--shard x" "--bogus" "stray" "--drop-flat=1" "--in"; do
+    for args in "--scale std" "--baseline median" "--shard 3/3" "--shard x" "--bogus" "stray" "--drop-flat=1" "--in" \
+        "--multi-objective gdpo" "--weights a:1" "--multi-objective normalize-then-sum --scale batch" \
+        "--multi-objective normalize-then-sum --weights a:" "--multi-objective normalize-then-sum --weights :1" \
+        "--multi-objective normalize-then-sum --weights a:x" "--multi-objective normalize-then-sum --weights a:1e999" \
+        "--multi-objective normalize-then-sum --weights a,b,a"; do
         # shellcheck disable=SC2086
         run grpo-advantage $args < /dev/null
         [ "$status" -eq 64 ] || { echo "$args: status $status"; false; }
@@ -387,4 +392,109 @@ EOF
     grep -q '"frac_reward_zero_std":0.6666666666666666,' st.json
     grep -q '"rewards/acc/mean":0.6666666666666666,"rewards/acc/std":0.57735026918962[0-9]*,"rewards/fmt/mean":0.375,"rewards/fmt/std":0.17677669529663[0-9]*}$' st.json
     "$GRPO_PY" "$REF" check --in in.jsonl --got out.jsonl --got-stats st.json
+}
+
+# ---- --multi-objective normalize-then-sum (GDPO) ------------------------------
+
+multi_scored() {
+    [ -e "$BATS_FILE_TMPDIR/multi.jsonl" ] ||
+        "$GRPO_PY" "$REF" gen --seed 20260105 --groups 400 --multi > "$BATS_FILE_TMPDIR/multi.jsonl"
+    printf '%s\n' "$BATS_FILE_TMPDIR/multi.jsonl"
+}
+
+# multi_check FLAGS...: normalize-then-sum against the reference, with weights
+multi_check() {
+    local w='acc:2,format:0.5,lené:-1'
+    grpo-advantage --in "$(multi_scored)" --out got.jsonl --stats got.json \
+        --multi-objective normalize-then-sum --weights "$w" "$@"
+    "$GRPO_PY" "$REF" check --in "$(multi_scored)" --got got.jsonl --got-stats got.json \
+        --multi-objective normalize-then-sum --weights "$w" "$@"
+}
+
+@test "reference: normalize-then-sum --scale group --baseline mean" { multi_check --scale group --baseline mean; }
+@test "reference: normalize-then-sum --scale group --baseline loo --drop-flat" { multi_check --scale group --baseline loo --drop-flat; }
+@test "reference: normalize-then-sum --scale none --baseline mean --drop-flat" { multi_check --scale none --baseline mean --drop-flat; }
+@test "reference: normalize-then-sum --scale none --baseline loo" { multi_check --scale none --baseline loo; }
+
+@test "normalize-then-sum: no --weights weighs every reward 1; the weights change the advantages" {
+    grpo-advantage --in "$(multi_scored)" --out a.jsonl --multi-objective normalize-then-sum
+    "$GRPO_PY" "$REF" check --in "$(multi_scored)" --got a.jsonl --multi-objective normalize-then-sum
+    grpo-advantage --in "$(multi_scored)" --out b.jsonl --multi-objective normalize-then-sum --weights acc,format,lené
+    cmp a.jsonl b.jsonl
+    grpo-advantage --in "$(multi_scored)" --out c.jsonl --multi-objective normalize-then-sum --weights acc:3,format,lené
+    ! cmp -s a.jsonl c.jsonl || false
+    # the default mode reads `reward`, not `rewards`
+    grpo-advantage --in "$(multi_scored)" --out d.jsonl --multi-objective sum-then-normalize
+    cmp d.jsonl <(grpo-advantage --in "$(multi_scored)")
+}
+
+@test "normalize-then-sum sees a reward's spread that a flat weighted sum hides" {
+    # group a: reward 1 for both (flat), but `acc` and `fmt` each tell the two apart;
+    # group b: every reward flat. sum-then-normalize gives a 0; GDPO with acc:2 does not.
+    printf '%s\n' '{"id":"a","rewards":{"acc":1,"fmt":0},"reward":1}' '{"id":"a","rewards":{"acc":0,"fmt":1},"reward":1}' \
+        '{"id":"b","rewards":{"acc":1,"fmt":1},"reward":2}' '{"id":"b","rewards":{"acc":1,"fmt":1},"reward":2}' \
+        '{"id":"c","rewards":{"acc":1,"fmt":null},"reward":1}' '{"id":"c","rewards":{"acc":0,"fmt":null},"reward":0}' > in.jsonl
+    grpo-advantage --in in.jsonl --stats st.json > sum.jsonl
+    [ "$(advantages sum.jsonl | head -n 2 | tr '\n' ' ')" = "0 0 " ]
+    grpo-advantage --in in.jsonl --multi-objective normalize-then-sum --weights acc:2,fmt --scale none --stats mst.json > none.jsonl
+    # --scale none: each reward centred in its group, then 2*acc + fmt
+    [ "$(advantages none.jsonl | tr '\n' ' ')" = "0.5 -0.5 0 0 1 -1 " ]
+    grpo-advantage --in in.jsonl --multi-objective normalize-then-sum --weights acc:2,fmt > group.jsonl
+    # --scale group: each reward over its group std, +-0.5/(sqrt(0.5) + 1e-4) = +-u; sums u, -u, 0, 0, 2u, -2u,
+    # then over the batch's mean (0) and std
+    "$GRPO_PY" -c '
+import json, math, statistics
+a = [json.loads(l)["advantage"] for l in open("group.jsonl")]
+u = 0.5 / (math.sqrt(0.5) + 1e-4)
+s = [u, -u, 0, 0, 2 * u, -2 * u]
+sd = statistics.stdev(s)
+want = [x / (sd + 1e-4) for x in s]
+assert all(abs(x - y) <= 1e-15 for x, y in zip(a, want)), (a, want)
+'
+    [ "$(advantages none.jsonl | sed -n 3,4p | tr '\n' ' ')" = "0 0 " ] # flat in every reward: exactly 0
+    [ "$(jq .groups_flat st.json)" = 1 ] && [ "$(jq .groups_flat mst.json)" = 1 ]
+    grpo-advantage --in in.jsonl --multi-objective normalize-then-sum --weights acc:2,fmt --drop-flat > dropped.jsonl
+    [ "$(jq -r .id dropped.jsonl | tr -d '\n')" = aacc ]
+}
+
+@test "normalize-then-sum: a record without numeric rewards gets null and takes no part" {
+    printf '%s\n' '{"id":"a","rewards":{"x":1}}' '{"id":"a","rewards":{"x":null}}' '{"id":"a"}' '{"id":"a","rewards":{"x":0}}' > in.jsonl
+    run grpo-advantage --in in.jsonl --multi-objective normalize-then-sum --scale none
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | jq -c .advantage | tr '\n' ' ')" = "0.5 null null -0.5 " ]
+}
+
+@test "normalize-then-sum: bad rewards and weights are exit 65 naming file, line and key; nothing left" {
+    printf '%s\n' '{"id":"a","rewards":{"x":1,"y":2}}' '{"id":"a","rewards":{"x":0,"y":"2"}}' > type.jsonl
+    printf '%s\n' '{"id":"a","rewards":{"x":1}}' '{"id":"a","rewards":{"x":0,"x":1}}' > twice.jsonl
+    printf '%s\n' '{"id":"a","rewards":{"x":1}}' '{"id":"a","rewards":[0]}' > array.jsonl
+    printf '%s\n' '{"id":"a","rewards":{"x":1}}' '{"id":"a","rewards":{"x":1e400}}' > inf.jsonl
+    for f in type twice array inf; do
+        run grpo-advantage --in $f.jsonl --out out.jsonl --stats st.json --multi-objective normalize-then-sum
+        [ "$status" -eq 65 ] || { echo "$f: $status"; false; }
+        assert_one_line_error grpo-advantage "^grpo-advantage: $f.jsonl:2: field \"rewards\""
+        [ ! -e out.jsonl ] && [ ! -e st.json ]
+    done
+    run grpo-advantage --in type.jsonl --out out.jsonl --multi-objective normalize-then-sum --weights x
+    [ "$status" -eq 65 ]
+    assert_one_line_error grpo-advantage '^grpo-advantage: type.jsonl:1: field "rewards": key "y" has no weight in --weights'
+    printf '%s\n' '{"id":"a","rewards":{"x":1}}' '{"id":"a","rewards":{"x":0}}' > ok.jsonl
+    run grpo-advantage --in ok.jsonl --out out.jsonl --multi-objective normalize-then-sum --weights x,typo:2
+    [ "$status" -eq 65 ]
+    assert_one_line_error grpo-advantage '^grpo-advantage: ok.jsonl: --weights names "typo", which no record'
+    [ ! -e out.jsonl ]
+}
+
+@test "normalize-then-sum: shards together equal the whole; two passes leave nothing in TMPDIR" {
+    mkdir tmp
+    TMPDIR="$T/tmp" grpo-advantage --multi-objective normalize-then-sum --weights acc:2,format,lené < "$(multi_scored)" > whole.jsonl
+    [ -z "$(ls -A tmp)" ]
+    for i in 0 1 2; do
+        grpo-advantage --in "$(multi_scored)" --multi-objective normalize-then-sum --weights acc:2,format,lené \
+            --shard $i/3 --out s$i.jsonl
+    done
+    cmp <(sort whole.jsonl) <(cat s0.jsonl s1.jsonl s2.jsonl | sort)
+    run env TMPDIR="$T/missing" grpo-advantage --in "$(multi_scored)" --multi-objective normalize-then-sum --out out.jsonl
+    [ "$status" -eq 74 ]
+    assert_one_line_error grpo-advantage "$T/missing"
 }

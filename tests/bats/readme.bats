@@ -399,7 +399,7 @@ start_judge() {
     jq -e '.step == 1 and .parent == "ckpt-0"' ckpt-1/grpo/state.json
 }
 
-@test "scripts/README.md: grpo-eval, grpo-summary, grpo-compare, grpo-plot, grpo-progress, grpo-samples, grpo-tensorboard as written" {
+@test "scripts/README.md: grpo-eval, grpo-summary, grpo-compare, grpo-plot, grpo-progress, grpo-samples, grpo-tensorboard, grpo-wandb as written" {
     needs_tiny
     repo_links
     # runs/arith (LoRA) and runs/full (full fine-tuning): 3 steps of the tiny model, evaluations at 0, 2, 3
@@ -418,6 +418,8 @@ start_judge() {
 
     readme_script scripts/README.md
     subst 'runs/arith/steps/0012/' 'runs/arith/steps/0002/'
+    # grpo-wandb runs with the venv's Python (the one that has wandb), offline as written
+    subst '.venv/bin/python scripts/grpo-wandb' "$GRPO_PY scripts/grpo-wandb"
     run_script
 
     # grpo-eval: the eval line, with the README example's fields
@@ -445,6 +447,10 @@ start_judge() {
     # grpo-tensorboard: the run's own event file (grpo.mk's), and one more with the samples
     [ -f "$(echo runs/arith/tb/events.out.tfevents.*)" ]
     [ -f "$(echo runs/full-tb/events.out.tfevents.*)" ]
+    # grpo-wandb: every line of the run once, and the samples table at step 3
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/read_wandb.py" check runs/arith "$(cat runs/arith/wandb-run-id)" runs/arith/metrics.jsonl
+    [ "$("$GRPO_PY" "$GRPO_ROOT/tests/ref/read_wandb.py" rows runs/arith "$(cat runs/arith/wandb-run-id)" |
+        jq -s 'map(select(has("samples/_type")) | .step)')" = "$(jq -n '[3]')" ]
 }
 
 @test "formats/README.md: the shard of an id, as grpo-prep --shard computes it" {

@@ -11,7 +11,12 @@ Python floats and numpy float64.
         same records in the same order, every input field byte for byte, and
         advantages and statistics within TOL; exit 1 on any difference.
 
-FLAGS: --scale group|batch|none --baseline mean|loo --drop-flat.
+FLAGS: --scale group|batch|none --baseline mean|loo --drop-flat
+       --multi-objective sum-then-normalize|normalize-then-sum --weights NAME[:W],...
+
+normalize-then-sum (GDPO) is computed as its paper writes it: each reward
+normalised within its group, then the weighted sum, then (--scale group) that
+sum normalised by the mean and std of every sum of the input.
 
 The reference computes the leave-one-out baseline literally (the mean of the
 other members) and every std with numpy (ddof=1), where the C code uses
@@ -45,7 +50,9 @@ ODD_RAW = [
 ]
 
 
-def gen(seed, n_groups):
+def gen(seed, n_groups, multi=False):
+    """multi: also groups whose every `rewards` entry is flat, or flat in one
+    function and not in another (what GDPO tells apart from a flat sum)."""
     rng = random.Random(seed)
     out = sys.stdout
     for g in range(n_groups):
@@ -75,7 +82,13 @@ def gen(seed, n_groups):
                 reward = None  # missing
             else:
                 fields.append(('reward', repr(reward)))
-            if rng.random() < 0.9:
+            if multi and kind < 0.25:  # every entry flat within the group
+                fields.append(('rewards', json.dumps({'acc': 1.0, 'format': flat_value, 'len\u00e9': None},
+                                                     separators=(',', ':'))))
+            elif multi and kind < 0.4:  # acc flat, format binary: a flat sum hides nothing here
+                fields.append(('rewards', json.dumps({'acc': 0.0, 'format': float(rng.random() < 0.5)},
+                                                     separators=(',', ':'))))
+            elif rng.random() < 0.9:
                 acc = rng.choice([None, 0.0, 1.0, 1.0])
                 fmt = rng.uniform(0, 1)
                 rew = {'acc': acc, 'format': fmt}
@@ -122,9 +135,41 @@ def std1(values):
     return float(np.std(np.array(values, dtype=np.float64), ddof=1))
 
 
-def expect(recs, scale, baseline, drop_flat):
+def multi_sums(grp, scale, baseline, weights):
+    """GDPO's per-group part: ({index: weighted sum of normalised rewards}, flat)."""
+    names = []
+    for r in grp:
+        for name in (r['rewards'] or {}):
+            if name not in names:
+                names.append(name)
+    sums, flat = {}, True
+    for i, r in enumerate(grp):
+        if any(v is not None for v in (r['rewards'] or {}).values()):
+            sums[i] = 0.0
+    for name in names:
+        vals = {i: float(r['rewards'][name]) for i, r in enumerate(grp)
+                if r['rewards'] and r['rewards'].get(name) is not None}
+        v = list(vals.values())
+        if len(v) < 2 or all(x == v[0] for x in v):
+            continue  # a flat reward adds 0
+        flat = False
+        mean, std = float(np.mean(v)), std1(v)
+        for i, x in vals.items():
+            if baseline == 'mean':
+                d = x - mean
+            else:
+                others = [y for j, y in vals.items() if j != i]
+                d = x - sum(others) / len(others)
+            a = d / (std + EPS) if scale == 'group' else d
+            sums[i] += weights.get(name, 1.0) * a
+    return sums, flat
+
+
+def expect(recs, scale, baseline, drop_flat, multi='sum-then-normalize', weights=None):
     """Returns (expected output records, expected stats)."""
     groups = groups_of(recs)
+    if multi == 'normalize-then-sum':
+        return expect_multi(recs, groups, scale, baseline, drop_flat, weights or {})
     all_valid = [r['reward'] for r in recs if r['reward'] is not None]
     batch_std = std1(all_valid) if len(all_valid) >= 2 else 0.0
     out = []
@@ -159,6 +204,39 @@ def expect(recs, scale, baseline, drop_flat):
                 else:
                     a = d
             out.append({'line': r['line'], 'id': r['id'], 'advantage': a, 'flat': flat, 'text': r['text']})
+    return out, batch_stats(recs, groups, out, n_flat, n_dropped, group_stds)
+
+
+def expect_multi(recs, groups, scale, baseline, drop_flat, weights):
+    per_group = [multi_sums(grp, scale, baseline, weights) for grp in groups]
+    every_sum = [x for sums, _ in per_group for x in sums.values()]
+    s_mean = float(np.mean(every_sum)) if every_sum else 0.0
+    s_std = std1(every_sum) if len(every_sum) >= 2 else 0.0
+    out, group_stds = [], []
+    n_flat = n_dropped = 0
+    for grp, (sums, flat) in zip(groups, per_group):
+        valid = [r['reward'] for r in grp if r['reward'] is not None]
+        reward_flat = len(valid) < 2 or all(v == valid[0] for v in valid)
+        group_stds.append(0.0 if reward_flat else std1(valid))  # reward_std stays that of `reward`
+        n_flat += flat
+        if flat and drop_flat:
+            n_dropped += 1
+            continue
+        for i, r in enumerate(grp):
+            if i not in sums:
+                a = None
+            elif flat:
+                a = 0.0
+            elif scale == 'group':
+                a = (sums[i] - s_mean) / (s_std + EPS)
+            else:
+                a = sums[i]
+            out.append({'line': r['line'], 'id': r['id'], 'advantage': a, 'flat': flat, 'text': r['text']})
+    return out, batch_stats(recs, groups, out, n_flat, n_dropped, group_stds)
+
+
+def batch_stats(recs, groups, out, n_flat, n_dropped, group_stds):
+    all_valid = [r['reward'] for r in recs if r['reward'] is not None]
     per_fn = {}
     for r in recs:
         for name, v in (r['rewards'] or {}).items():
@@ -176,7 +254,7 @@ def expect(recs, scale, baseline, drop_flat):
         vals = per_fn[name]
         stats[f'rewards/{name}/mean'] = float(np.mean(vals))
         stats[f'rewards/{name}/std'] = std1(vals) if len(vals) >= 2 else None
-    return out, stats
+    return stats
 
 
 # ---- comparing -------------------------------------------------------------------
@@ -239,12 +317,16 @@ def main():
     g = sub.add_parser('gen')
     g.add_argument('--seed', type=int, default=1)
     g.add_argument('--groups', type=int, default=100)
+    g.add_argument('--multi', action='store_true', help='add groups flat in every reward or in one')
     for name in ('expect', 'check'):
         p = sub.add_parser(name)
         p.add_argument('--in', dest='inp', required=True)
         p.add_argument('--scale', choices=['group', 'batch', 'none'], default='group')
         p.add_argument('--baseline', choices=['mean', 'loo'], default='mean')
         p.add_argument('--drop-flat', action='store_true')
+        p.add_argument('--multi-objective', choices=['sum-then-normalize', 'normalize-then-sum'],
+                       default='sum-then-normalize')
+        p.add_argument('--weights', default='')
         if name == 'expect':
             p.add_argument('--stats')
         else:
@@ -252,10 +334,14 @@ def main():
             p.add_argument('--got-stats')
     a = ap.parse_args()
     if a.cmd == 'gen':
-        gen(a.seed, a.groups)
+        gen(a.seed, a.groups, a.multi)
         return 0
     recs = read_scored(a.inp)
-    want, want_stats = expect(recs, a.scale, a.baseline, a.drop_flat)
+    weights = {}
+    for item in filter(None, a.weights.split(',')):
+        name, _, w = item.rpartition(':') if ':' in item else (item, '', '1')
+        weights[name] = float(w)
+    want, want_stats = expect(recs, a.scale, a.baseline, a.drop_flat, a.multi_objective, weights)
     if a.cmd == 'expect':
         for w in want:
             print(json.dumps({'line': w['line'], 'id': w['id'], 'advantage': w['advantage']}, ensure_ascii=False))
