@@ -35,8 +35,12 @@ static void describe(optim_tensor *t, const policy *p, const char *name, int64_t
     t->ndim = cols ? 2 : 1, t->shape[0] = rows, t->shape[1] = cols;
     size_t numel = (size_t)rows * (size_t)(cols ? cols : 1), end = off + numel;
     size_t a = off > p->lo ? off : p->lo, b = end < p->hi ? end : p->hi;
-    if (b < a) b = a;
     t->partial = p->lo != 0 || p->hi != p->n_trained;
+    if (b <= a) { /* none of it is this rank's */
+        t->first = t->count = 0;
+        t->m = p->exp_avg, t->v = p->exp_avg_sq;
+        return;
+    }
     t->first = (int64_t)(a - off), t->count = (int64_t)(b - a);
     t->m = p->exp_avg ? p->exp_avg + (a - p->lo) : NULL;
     t->v = p->exp_avg_sq ? p->exp_avg_sq + (a - p->lo) : NULL;

@@ -374,6 +374,16 @@ int update_run(const update_opts *o, gerr *e) {
         return rc;
     }
     rc = update_ranks(o, &d, e);
+    if (rc && d.mpi) {
+        /* mpirun ends the job at the first rank that exits non-zero, which
+         * would cut off the others' messages: every rank reports, waits
+         * for the others to have reported, then leaves */
+        warn("%s", e->msg);
+        gerr ignored = {0};
+        dist_agree(&d, rc, &ignored);
+        dist_end(&d);
+        exit(rc);
+    }
     dist_end(&d);
     return rc;
 }
