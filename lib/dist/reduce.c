@@ -48,19 +48,19 @@ static int int_layout(const dist *d, const size_t *counts, int **cnt, int **dsp,
     return 0;
 }
 
-/* The per-rank counts of a bounds array [size + 1]. */
-static size_t *bounds_counts(const dist *d, const size_t *bounds) {
-    size_t *c = xmalloc(sizeof *c * (size_t)d->size);
-    for (int r = 0; r < d->size; r++) c[r] = bounds[r + 1] - bounds[r];
-    return c;
+/* int_layout of the ranges of a bounds array [size + 1]. */
+static int bounds_layout(const dist *d, const size_t *bounds, int **cnt, int **dsp, gerr *e) {
+    size_t *counts = xmalloc(sizeof *counts * (size_t)d->size);
+    for (int r = 0; r < d->size; r++) counts[r] = bounds[r + 1] - bounds[r];
+    int rc = int_layout(d, counts, cnt, dsp, e);
+    free(counts);
+    return rc;
 }
 
 int dist_reduce_scatter_floats(const dist *d, float *buf, const size_t *bounds, gerr *e) {
     if (d->size == 1) return 0;
-    size_t *counts = bounds_counts(d, bounds);
     int *cnt, *dsp;
-    int rc = int_layout(d, counts, &cnt, &dsp, e);
-    free(counts);
+    int rc = bounds_layout(d, bounds, &cnt, &dsp, e);
     if (rc) return rc;
     /* in place, MPI leaves this rank's sum at the start of buf */
     rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -72,10 +72,8 @@ int dist_reduce_scatter_floats(const dist *d, float *buf, const size_t *bounds, 
 
 int dist_allgather_floats(const dist *d, float *buf, const size_t *bounds, gerr *e) {
     if (d->size == 1) return 0;
-    size_t *counts = bounds_counts(d, bounds);
     int *cnt, *dsp;
-    int rc = int_layout(d, counts, &cnt, &dsp, e);
-    free(counts);
+    int rc = bounds_layout(d, bounds, &cnt, &dsp, e);
     if (rc) return rc;
     rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) rc = dist_mpi_error(e, "MPI_Allgatherv", rc);
@@ -83,7 +81,9 @@ int dist_allgather_floats(const dist *d, float *buf, const size_t *bounds, gerr 
     return rc;
 }
 
-int dist_gather_floats(const dist *d, const float *mine, float *all, const size_t *counts, gerr *e) {
+/* Every rank's `mine` (counts[r] floats) into all, in rank order: on rank 0
+ * alone (to_all false) or on every rank. */
+static int gather(const dist *d, const float *mine, float *all, const size_t *counts, bool to_all, gerr *e) {
     if (d->size == 1) {
         memmove(all, mine, sizeof(float) * counts[0]);
         return 0;
@@ -91,24 +91,19 @@ int dist_gather_floats(const dist *d, const float *mine, float *all, const size_
     int *cnt, *dsp;
     int rc = int_layout(d, counts, &cnt, &dsp, e);
     if (rc) return rc;
-    rc = MPI_Gatherv(mine, cnt[d->rank], MPI_FLOAT, all, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) rc = dist_mpi_error(e, "MPI_Gatherv", rc);
+    rc = to_all ? MPI_Allgatherv(mine, cnt[d->rank], MPI_FLOAT, all, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD)
+                : MPI_Gatherv(mine, cnt[d->rank], MPI_FLOAT, all, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) rc = dist_mpi_error(e, to_all ? "MPI_Allgatherv" : "MPI_Gatherv", rc);
     free(cnt), free(dsp);
     return rc;
 }
 
+int dist_gather_floats(const dist *d, const float *mine, float *all, const size_t *counts, gerr *e) {
+    return gather(d, mine, all, counts, false, e);
+}
+
 int dist_allgatherv_floats(const dist *d, const float *mine, float *all, const size_t *counts, gerr *e) {
-    if (d->size == 1) {
-        memmove(all, mine, sizeof(float) * counts[0]);
-        return 0;
-    }
-    int *cnt, *dsp;
-    int rc = int_layout(d, counts, &cnt, &dsp, e);
-    if (rc) return rc;
-    rc = MPI_Allgatherv(mine, cnt[d->rank], MPI_FLOAT, all, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) rc = dist_mpi_error(e, "MPI_Allgatherv", rc);
-    free(cnt), free(dsp);
-    return rc;
+    return gather(d, mine, all, counts, true, e);
 }
 
 int dist_allgather_bytes(const dist *d, const void *mine, void *all, size_t n, gerr *e) {
