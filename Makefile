@@ -3,8 +3,9 @@
 #   make test       install what is missing, build, run every suite
 #   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
 #   make bench      stream throughput against zstd|jq; model throughput and one update step
-#                   against sgemm and PyTorch; 2 MPI ranks against 1 rank of 2 threads; rule rewards against a Python peer; the judge
-#                   cache; the LLM judge's requests/s against the local test server
+#                   against sgemm and PyTorch; 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
+#                   rule rewards against a Python peer; the judge cache; the LLM judge's
+#                   requests/s against the local test server
 #   make bench-gpu  grpo-rollout --device cuda against transformers generate on the same
 #                   NVIDIA card, random weights of three model shapes (bench/gpu.sh)
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
