@@ -3,7 +3,8 @@
 # on a 4-group batch) oversubscribed on the tiny random llama against the
 # one-process step, every loss kind, full and LoRA, with and without --zero 1;
 # same bytes for the same N; resuming with another N; ranks that disagree on
-# flags or batch; a rank killed with -9; the Slurm recipes' syntax.
+# flags or batch; a rank killed with -9; grpo.mk's UPDATE_LAUNCH; the Slurm
+# recipes' syntax.
 #
 # What is compared, and to what (measured on the 2-core AMD dev machine in
 # brackets): the AdamW moments, i.e. the summed gradient and its square, to
@@ -239,6 +240,16 @@ ranks_said() {
     # as same_step; the gradient of this deeper model sums more terms [3e-5]
     ref close a/grpo/optimizer.safetensors b/grpo/optimizer.safetensors 1e-4
     ref close a/adapter_model.safetensors b/adapter_model.safetensors 0.1
+}
+
+@test "pipelines/grpo.mk: UPDATE_LAUNCH goes before grpo-update, and only there" {
+    needs_tiny
+    run make -n -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r MODEL="$TINY" UPDATE_LAUNCH='mpirun -np 2' step-0000
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c 'mpirun -np 2')" -eq 1 ]
+    printf '%s\n' "$output" | grep -q "mpirun -np 2 $GRPO_ROOT/bin/grpo-update --model $TINY "
+    run make -n -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r MODEL="$TINY" step-0000
+    printf '%s\n' "$output" | grep -q "; *$GRPO_ROOT/bin/grpo-update --model $TINY "
 }
 
 @test "the Slurm recipes are valid shell" {
