@@ -238,8 +238,11 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     if (rc) goto out_policy;
 
     update_batch all, share, *bp = &all;
-    rc = dist_agree(d, update_batch_read(&all, o->in, m->cfg.vocab_size, o->mask_truncated, e), e);
-    if (rc) goto out_policy;
+    int read = update_batch_read(&all, o->in, m->cfg.vocab_size, o->mask_truncated, e); /* frees all when it fails */
+    if ((rc = dist_agree(d, read, e))) {
+        if (!read) update_batch_free(&all);
+        goto out_policy;
+    }
     strbuf what = {0};
     sb_printf(&what, "%s: the batch (its sha256)", input_name(o));
     rc = dist_check_same(d, all.sha256, what.data, EX_DATAERR, e);
@@ -281,7 +284,10 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
                     trainer_init(&t, m, pol.has_lora ? &pol.l : NULL, pol.has_lora ? TRAINER_LORA : TRAINER_FULL,
                                  o->recompute, max_rows, b->max_len > 0 ? b->max_len : 1, max_targets, e),
                     e);
-    if (rc) goto out_share;
+    if (rc) {
+        trainer_free(&t); /* another rank's failure: this one's trainer was made (freeing a zeroed one is safe) */
+        goto out_share;
+    }
     t.dropout_seed = (uint64_t)pol.seed;
 
     int n_t = b->tgt_start[b->n];
