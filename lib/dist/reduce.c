@@ -11,8 +11,11 @@
 #include "dist.h"
 #include "mpi_err.h"
 
-/* Floats per MPI_Allreduce call. */
-#define SUM_CHUNK ((size_t)1 << 28)
+/* Floats per MPI_Allreduce call, and per MPI_Reduce_scatter call over all
+ * ranks: Open MPI's algorithms allocate temporaries as large as the message,
+ * which must stay small beside the gradient (64 MiB), or a ZeRO-1 rank would
+ * spend on them what it saves on the moments. */
+#define SUM_CHUNK ((size_t)1 << 24)
 
 int dist_sum_floats(const dist *d, float *buf, size_t n, gerr *e) {
     if (d->size == 1) return 0;
@@ -59,14 +62,24 @@ static int bounds_layout(const dist *d, const size_t *bounds, int **cnt, int **d
 
 int dist_reduce_scatter_floats(const dist *d, float *buf, const size_t *bounds, gerr *e) {
     if (d->size == 1) return 0;
-    int *cnt, *dsp;
-    int rc = bounds_layout(d, bounds, &cnt, &dsp, e);
-    if (rc) return rc;
-    /* in place, MPI leaves this rank's sum at the start of buf */
-    rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) rc = dist_mpi_error(e, "MPI_Reduce_scatter", rc);
-    else if (bounds[d->rank]) memmove(buf + bounds[d->rank], buf, sizeof(float) * (size_t)cnt[d->rank]);
-    free(cnt), free(dsp);
+    size_t n = (size_t)d->size, piece = SUM_CHUNK / n > 0 ? SUM_CHUNK / n : 1, longest = 0;
+    for (size_t r = 0; r < n; r++) longest = bounds[r + 1] - bounds[r] > longest ? bounds[r + 1] - bounds[r] : longest;
+    /* round k sums piece k of every rank's slice: the pieces packed in rank
+     * order into send, this rank's sum back into its slice */
+    float *send = xmalloc(sizeof(float) * piece * n), *recv = xmalloc(sizeof(float) * piece);
+    int *cnt = xmalloc(sizeof(int) * n), rc = 0;
+    for (size_t off = 0; !rc && off < longest; off += piece) {
+        size_t packed = 0;
+        for (size_t r = 0; r < n; r++) {
+            size_t len = bounds[r + 1] - bounds[r], c = off < len ? (len - off < piece ? len - off : piece) : 0;
+            if (c) memcpy(send + packed, buf + bounds[r] + off, sizeof(float) * c);
+            cnt[r] = (int)c, packed += c;
+        }
+        rc = MPI_Reduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) rc = dist_mpi_error(e, "MPI_Reduce_scatter", rc);
+        else if (cnt[d->rank]) memcpy(buf + bounds[d->rank] + off, recv, sizeof(float) * (size_t)cnt[d->rank]);
+    }
+    free(send), free(recv), free(cnt);
     return rc;
 }
 
