@@ -28,8 +28,8 @@ if ! command -v mpirun > /dev/null; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 "$PY" bench/make_batch.py "$OUT/batch.jsonl" 4 4 32 64
-# an f32 HF directory: loading the GGUF peaks above the training step itself
-# (dequantisation), which would hide what --zero 1 saves in the peak RSS
+# an f32 HF directory, as every checkpoint after the first is (no GGUF
+# dequantisation in the measured runs)
 [ -e "$OUT/smol-hf/model.safetensors" ] || bin/grpo-export --model "$MODEL" --format hf --dtype f32 --out "$OUT/smol-hf"
 flags="--model $OUT/smol-hf --in $OUT/batch.jsonl --lr 1e-5 --beta 0"
 # step_seconds METRICS: the second step's seconds
