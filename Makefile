@@ -3,8 +3,9 @@
 #   make test       install what is missing, build, run every suite
 #   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
 #   make bench      stream throughput against zstd|jq; model throughput and one update step
-#                   against sgemm and PyTorch; rule rewards against a Python peer; the judge
-#                   cache; the LLM judge's requests/s against the local test server
+#                   against sgemm and PyTorch; 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
+#                   rule rewards against a Python peer; the judge cache; the LLM judge's
+#                   requests/s against the local test server
 #   make bench-gpu  grpo-rollout --device cuda against transformers generate on the same
 #                   NVIDIA card, random weights of three model shapes (bench/gpu.sh)
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
@@ -27,6 +28,13 @@ ARCH_TRIPLET := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-
 OPENBLAS_DIR := /usr/lib/$(ARCH_TRIPLET)/openblas-openmp
 WARN    += -I/usr/include/$(ARCH_TRIPLET)/openblas-openmp
 LDLIBS  := -lseccomp -lzstd -lcjson -lpcre2-8 -lutf8proc -lcurl -lsqlite3 -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm
+# MPI (lib/dist, grpo-update under mpirun/srun): Open MPI's headers, and libmpi
+# linked only into the programs that call it (--as-needed); lib/dist/comm.c says
+# why it is linked rather than dlopen'ed.
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+WARN    += $(MPI_CFLAGS)
+LDLIBS  += -Wl,--push-state,--as-needed $(MPI_LIBS) -Wl,--pop-state
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 DEFS    := -DGRPO_VERSION='"$(VERSION)"'
 
@@ -126,7 +134,8 @@ build/tests-asan/%: tests/unit/%.c build/libgrpo-asan.a $(DEV_LIB) $(DEV_STAMP) 
 
 # libFuzzer needs clang; the library is built once more with coverage
 # instrumentation (fuzzer-no-link) and each target links against it.
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -I/usr/include/$(ARCH_TRIPLET)/openblas-openmp $(DEFS)
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -I/usr/include/$(ARCH_TRIPLET)/openblas-openmp \
+	$(MPI_CFLAGS) $(DEFS)
 OBJ_FUZZ := $(patsubst %.c,build/fuzz-obj/%.o,$(LIB_SRC) lib/cuda/none.c)
 build/fuzz-obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
@@ -205,6 +214,7 @@ bench: deps
 	@sh bench/stream.sh
 	@sh bench/model.sh
 	@sh bench/update.sh
+	@sh bench/mpi.sh
 	@sh bench/reward.sh
 	@sh bench/judge.sh
 

@@ -26,17 +26,7 @@ grep -qs '^kv ceiling .*sgemm=' "$OUT/model.txt" || build/bench/bench_model "$MO
 ceiling=$(sed -n 's/^kv ceiling gflops=\([0-9.]*\).*/\1/p' "$OUT/model.txt")
 sgemm=$(sed -n 's/^kv ceiling .*sgemm=\([0-9.]*\).*/\1/p' "$OUT/model.txt")
 # 64 completions (8 prompts x 8), random tokens: the cost does not depend on them
-"$PY" - "$OUT/update-batch.jsonl" <<'PY'
-import json, random, sys
-r = random.Random(1)
-with open(sys.argv[1], "w") as f:
-    for i in range(64):
-        rec = dict(id=f"p{i // 8}", prompt_tokens=[r.randrange(3, 49152) for _ in range(64)],
-                   completion_tokens=[r.randrange(3, 49152) for _ in range(128)],
-                   logprobs=[-r.uniform(0.1, 3) for _ in range(128)], temperature=1.0,
-                   finish_reason="length", reward=float(i % 2), advantage=(1.0 if i % 2 else -1.0))
-        f.write(json.dumps(rec) + "\n")
-PY
+"$PY" bench/make_batch.py "$OUT/update-batch.jsonl" 8 8 64 128
 # the peer (it prints its own table; kv lines name the modes as the rows below)
 peer=""
 if [ "${BENCH_PEER:-1}" != 0 ] && "$PY" -c 'import torch' 2>/dev/null; then

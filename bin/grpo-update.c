@@ -84,8 +84,12 @@ int main(int argc, char **argv) {
          0, 0, NULL},
         {"--seed", NULL, FLAG_INT, &o.seed, "S", "LoRA init and dropout streams (default: the checkpoint's, else 0)", 0,
          1e18, NULL},
-        {"--threads", NULL, FLAG_INT, &o.threads, "N", "CPU threads for OpenMP and OpenBLAS, 0 = every core", 0, 4096,
-         NULL},
+        {"--threads", NULL, FLAG_INT, &o.threads, "N",
+         "CPU threads for OpenMP and OpenBLAS, 0 = every core (under MPI: the rank's cores, or its share of an "
+         "unbound machine)", 0, 4096, NULL},
+        {"--zero", NULL, FLAG_INT, &o.zero, "N",
+         "under mpirun/srun: 1 = ZeRO-1, each rank keeps 1/N of the AdamW state and updates its slice; 0 = every "
+         "rank keeps it all", 0, 1, NULL},
         {"--device", NULL, FLAG_CHOICE, &o.device, "D", "where to run", 0, 0, "cpu|cuda"},
     };
     flag_parser p = {
@@ -104,6 +108,10 @@ int main(int argc, char **argv) {
                   "temperature than --temperature is an error (65). --model may be an HF directory or a GGUF\n"
                   "(step 0, fresh optimizer) or our checkpoint (step, optimizer and RNG continue). The same\n"
                   "command on the same inputs writes the same bytes, so a killed run is simply run again.\n"
+                  "Data-parallel: mpirun -np N grpo-update ... (or srun) splits the batch between N ranks by\n"
+                  "prompt groups and sums the gradients (MPI_Allreduce): the same step as one process up to float\n"
+                  "summation order. Every rank runs the same command; rank 0 writes. Without a launcher MPI is\n"
+                  "never started. README \"Many machines\".\n"
                   "Exit: 0 ok, 64 usage, 65 bad records or model, 66 missing input, 73 cannot create --out or\n"
                   "--metrics (checked before any work), 74 I/O error.\n"
                   "example: grpo-update --model ckpt-0 --in batch.jsonl.zst --out ckpt-1 --lr 1e-5 --lora-r 16 "

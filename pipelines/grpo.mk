@@ -59,6 +59,9 @@
 #                     the rounds run out); its metrics get fill/groups_drawn, fill/groups_dropped, ... [0]
 #   FILL_ROUNDS       the most rounds of prompts a step draws with FILL_NONFLAT=1, its own included [4]
 #   UPDATE_FLAGS      grpo-update's flags (--lr, --loss, --beta, --lora-r, ...) [--lr 1e-5 --beta 0.04]
+#   UPDATE_LAUNCH     a launcher before grpo-update for a data-parallel update: mpirun -np 4,
+#                     srun --mpi=pmix (pipelines/slurm/); not a setting of the run: the step is the
+#                     same up to float rounding [none]
 #   EVAL_EVERY        evaluate checkpoint 0, every N-th and the last during the run; 0 = only
 #                     with make eval (checkpoint 0 and the last) [0]
 #   EVAL_PROMPTS      held-out prompt file; empty: grpo-prep EVAL_PREP_FLAGS [none]
@@ -126,6 +129,7 @@ ADVANTAGE_FLAGS ?=
 FILL_NONFLAT ?= 0
 FILL_ROUNDS ?= 4
 UPDATE_FLAGS ?= --lr 1e-5 --beta 0.04
+UPDATE_LAUNCH ?=
 EVAL_EVERY ?= 0
 EVAL_PROMPTS ?=
 EVAL_N ?= 100
@@ -316,7 +320,7 @@ $(RUN)/ckpt/$(2)/grpo/state.json $(RUN)/steps/$(1)/metrics.jsonl &: $(RUN)/steps
 	mkdir -p $(RUN)/ckpt; rm -rf $(RUN)/ckpt/.$(2).tmp-* $(RUN)/ckpt/.$(2).old-* $(RUN)/ckpt/.$(2).new \
 	    $(RUN)/ckpt/..$(2).new.*; \
 	rm -f $(RUN)/steps/$(1)/metrics.part; t0=$$$$EPOCHREALTIME; \
-	$$(GRPO_BIN)/grpo-update --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)/batch.jsonl.zst \
+	$$(UPDATE_LAUNCH) $$(GRPO_BIN)/grpo-update --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)/batch.jsonl.zst \
 	    --out $(RUN)/ckpt/.$(2).new --metrics $(RUN)/steps/$(1)/metrics.part --seed $$(SEED) $$(UPDATE_FLAGS) \
 	    $$(call logged,$(RUN)/steps/$(1)/update.log); \
 	$$(call seconds,$(RUN)/steps/$(1)/update.seconds); \

@@ -130,6 +130,10 @@ void optim_step(const backend *be, const optim_opts *c, long t, double lr, float
 }
 
 double grad_global_norm(const float *const *grads, const size_t *sizes, int n) {
+    return sqrt(grad_sum_squares(grads, sizes, n));
+}
+
+double grad_sum_squares(const float *const *grads, const size_t *sizes, int n) {
     size_t n_chunks = 0;
     for (int i = 0; i < n; i++) n_chunks += (sizes[i] + NORM_CHUNK - 1) / NORM_CHUNK;
     if (n_chunks == 0) return 0.0;
@@ -158,7 +162,7 @@ double grad_global_norm(const float *const *grads, const size_t *sizes, int n) {
     free(of);
     free(off);
     free(part);
-    return sqrt(total);
+    return total;
 }
 
 double grad_clip_scale(double norm, double max_norm) {

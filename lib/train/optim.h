@@ -71,6 +71,8 @@ void optim_step(const backend *be, const optim_opts *c, long t, double lr, float
 
 /* The L2 norm of n gradient arrays taken together, summed in double. */
 double grad_global_norm(const float *const *grads, const size_t *sizes, int n);
+/* Its square before the root: what ranks holding slices add up. */
+double grad_sum_squares(const float *const *grads, const size_t *sizes, int n);
 /* clip_grad_norm_'s factor: max_norm / (norm + 1e-6) when that is below 1,
  * else 1 (and 1 when max_norm <= 0, clipping off). An infinite norm gives 0
  * and NaN gives 1: check the norm is finite before stepping. */

@@ -10,6 +10,7 @@
 
 #include "../ckpt/ckpt_paths.h"
 #include "../ckpt/load.h"
+#include "../dist/shard.h"
 #include "../io/mapped.h"
 #include "../util/strbuf.h"
 #include "state.h"
@@ -27,12 +28,22 @@ static bool same_file(const char *a, const char *b) {
 }
 
 /* One optimizer-state tensor: its name and shape, and its moments at
- * offset off of the flat state (the trained parameters' offset). */
+ * offset off of the flat state (the trained parameters' offset), of which
+ * this rank holds lo .. hi-1. */
 static void describe(optim_tensor *t, const policy *p, const char *name, int64_t rows, int64_t cols, size_t off) {
     t->name = xstrdup(name);
     t->ndim = cols ? 2 : 1, t->shape[0] = rows, t->shape[1] = cols;
-    t->m = p->exp_avg ? p->exp_avg + off : NULL;
-    t->v = p->exp_avg_sq ? p->exp_avg_sq + off : NULL;
+    size_t numel = (size_t)rows * (size_t)(cols ? cols : 1), end = off + numel;
+    size_t a = off > p->lo ? off : p->lo, b = end < p->hi ? end : p->hi;
+    t->partial = p->lo != 0 || p->hi != p->n_trained;
+    if (b <= a) { /* none of it is this rank's */
+        t->first = t->count = 0;
+        t->m = p->exp_avg, t->v = p->exp_avg_sq;
+        return;
+    }
+    t->first = (int64_t)(a - off), t->count = (int64_t)(b - a);
+    t->m = p->exp_avg ? p->exp_avg + (a - p->lo) : NULL;
+    t->v = p->exp_avg_sq ? p->exp_avg_sq + (a - p->lo) : NULL;
 }
 
 size_t policy_optim_tensors(const policy *p, optim_tensor **out) {
@@ -82,7 +93,7 @@ static int state_ref(const train_state *s, const char *ckpt, const char *state_p
     return rc;
 }
 
-int policy_load(policy *p, const update_opts *o, const update_config *c, gerr *e) {
+int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, gerr *e) {
     memset(p, 0, sizeof *p);
     int rc = model_load_adapter(o->model, &p->m, &p->l, &p->has_lora, e);
     if (rc) return rc;
@@ -152,12 +163,19 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, gerr *e
     }
     p->params = p->has_lora ? p->l.memory : p->m.params_memory;
     p->n_trained = p->has_lora ? p->l.n_params : p->m.n_params;
+    p->lo = 0, p->hi = p->n_trained;
+    if (o->zero && d->size > 1) {
+        p->bounds = xmalloc(sizeof *p->bounds * (size_t)(d->size + 1));
+        shard_slices(p->n_trained, d->size, p->bounds);
+        p->lo = p->bounds[d->rank], p->hi = p->bounds[d->rank + 1];
+    }
     if (c->optim.kind == OPTIM_ADAMW) {
-        p->exp_avg = calloc(p->n_trained, sizeof(float));
-        p->exp_avg_sq = calloc(p->n_trained, sizeof(float));
+        size_t n = p->hi - p->lo;
+        p->exp_avg = calloc(n ? n : 1, sizeof(float));
+        p->exp_avg_sq = calloc(n ? n : 1, sizeof(float));
         if (!p->exp_avg || !p->exp_avg_sq) {
             policy_free(p);
-            return gerr_set(e, EX_SOFTWARE, "out of memory for the optimizer state (%zu MiB)", p->n_trained * 8 >> 20);
+            return gerr_set(e, EX_SOFTWARE, "out of memory for the optimizer state (%zu MiB)", n * 8 >> 20);
         }
     }
     strbuf op = {0};
@@ -176,7 +194,7 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, gerr *e
 void policy_free(policy *p) {
     model_free(&p->m);
     if (p->has_lora) lora_free(&p->l);
-    free(p->exp_avg), free(p->exp_avg_sq), free(p->ref_path);
+    free(p->exp_avg), free(p->exp_avg_sq), free(p->ref_path), free(p->bounds);
     memset(p, 0, sizeof *p);
 }
 
@@ -185,32 +203,53 @@ static bool decays(int param) {
            param == P_W_GATE || param == P_W_UP || param == P_W_DOWN || param == P_LM_HEAD;
 }
 
-int policy_step(policy *p, trainer *t, const update_config *c, double *grad_norm, double *lr, gerr *e) {
-    const float *g_all = t->grad;
-    *grad_norm = grad_global_norm(&g_all, &p->n_trained, 1);
+/* AdamW (or SGD) over flat elements lo .. hi-1, tensor by tensor (weight
+ * decay is per tensor); the moments hold lo .. hi-1 of the flat state. */
+static void step_range(policy *p, trainer *t, const update_config *c, long step_t, double lr, size_t lo, size_t hi) {
+    const backend *be = model_backend(t->m);
+    float *m = p->exp_avg, *v = p->exp_avg_sq;
+    if (p->has_lora) { /* every factor is a matrix: all decay */
+        if (hi > lo)
+            optim_step(be, &c->optim, step_t, lr, p->params + lo, t->grad + lo, m, v, hi - lo, true);
+        return;
+    }
+    size_t off = 0;
+    for (int i = 0; i < MODEL_N_PARAMS; i++) {
+        size_t end = off + p->m.param_sizes[i], a = off > lo ? off : lo, b = end < hi ? end : hi;
+        if (b > a)
+            optim_step(be, &c->optim, step_t, lr, p->params + a, t->grad + a, m ? m + (a - p->lo) : NULL,
+                       v ? v + (a - p->lo) : NULL, b - a, decays(i));
+        off = end;
+    }
+}
+
+int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
+                gerr *e) {
+    /* the gradient summed over ranks: whole on every rank, or with ZeRO-1
+     * only this rank's slice (the same bytes on the wire, in two halves) */
+    int rc;
+    if (p->bounds) {
+        if ((rc = dist_reduce_scatter_floats(d, t->grad, p->bounds, e))) return rc;
+        const float *g = t->grad + p->lo;
+        size_t n = p->hi - p->lo;
+        double sq = grad_sum_squares(&g, &n, 1);
+        if ((rc = dist_sum_doubles(d, &sq, 1, e))) return rc;
+        *grad_norm = sqrt(sq);
+    } else {
+        if ((rc = dist_sum_floats(d, t->grad, p->n_trained, e))) return rc;
+        const float *g_all = t->grad;
+        *grad_norm = grad_global_norm(&g_all, &p->n_trained, 1);
+    }
     if (!isfinite(*grad_norm))
         return gerr_set(e, EX_DATAERR, "step %lld: the gradient is not finite (norm %g); nothing written", p->step + 1,
                         *grad_norm);
     double scale = grad_clip_scale(*grad_norm, c->optim.max_grad_norm);
-    float *g_mut = t->grad;
-    grad_scale(&g_mut, &p->n_trained, 1, scale);
+    float *g_mut = t->grad + p->lo;
+    size_t n_mine = p->hi - p->lo;
+    grad_scale(&g_mut, &n_mine, 1, scale);
     *lr = optim_lr_at(&c->optim, p->step);
-    long step_t = (long)p->step + 1;
-    const backend *be = model_backend(t->m);
-    if (p->has_lora) {
-        /* every factor is a matrix: all decay */
-        optim_step(be, &c->optim, step_t, *lr, p->params, t->grad, p->exp_avg, p->exp_avg_sq, p->n_trained, true);
-    } else {
-        size_t off = 0;
-        for (int i = 0; i < MODEL_N_PARAMS; i++) {
-            size_t n = p->m.param_sizes[i];
-            if (n)
-                optim_step(be, &c->optim, step_t, *lr, p->params + off, t->grad + off,
-                           p->exp_avg ? p->exp_avg + off : NULL, p->exp_avg_sq ? p->exp_avg_sq + off : NULL, n,
-                           decays(i));
-            off += n;
-        }
-    }
+    step_range(p, t, c, (long)p->step + 1, *lr, p->lo, p->hi);
+    if (p->bounds && (rc = dist_allgather_floats(d, p->params, p->bounds, e))) return rc;
     p->step++;
     return 0;
 }

@@ -251,6 +251,7 @@ int optim_state_write(const char *path, optim_kind kind, const optim_tensor *t, 
     int rc = st_writer_set_meta(&w, "format", "grpo", e);
     if (!rc) rc = st_writer_set_meta(&w, "optimizer", kind_name, e);
     for (size_t i = 0; !rc && kind == OPTIM_ADAMW && i < n; i++) {
+        if (t[i].partial) rc = gerr_set(e, EX_SOFTWARE, "tensor \"%s\": only a slice is here, the file holds whole ones", t[i].name);
         for (int which = 0; !rc && which < 2; which++) {
             moment_name(&name, which, t[i].name);
             rc = st_writer_add(&w, name.data, ST_F32, t[i].ndim, t[i].shape, which ? t[i].v : t[i].m, e);
@@ -293,7 +294,13 @@ static int load_moment(const st_file *f, const char *path, const char *name, con
         shape_text(got, sizeof got, t->ndim, t->shape);
         return gerr_set(e, EX_DATAERR, "%s: tensor \"%s\": expected shape %s, got %s", path, name, want, got);
     }
-    return st_tensor_to_f32(f, t, out, e);
+    if (!p->partial) return st_tensor_to_f32(f, t, out, e);
+    /* F32 is checked above: the slice is copied straight out of the mapping */
+    if (p->first < 0 || p->count < 0 || p->first + p->count > t->numel)
+        return gerr_set(e, EX_SOFTWARE, "%s: tensor \"%s\": slice %lld+%lld outside its %lld elements", path, name,
+                        (long long)p->first, (long long)p->count, (long long)t->numel);
+    if (p->count) memcpy(out, (const char *)t->data + sizeof(float) * (size_t)p->first, sizeof(float) * (size_t)p->count);
+    return 0;
 }
 
 /* The first tensor of f that is no moment of a listed parameter, or NULL. */

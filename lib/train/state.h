@@ -7,6 +7,7 @@
 #ifndef GRPO_STATE_H
 #define GRPO_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,14 +60,21 @@ typedef struct {
     int ndim;
     int64_t shape[ST_MAX_DIMS];
     float *m, *v;
+    /* partial: m and v hold only elements first .. first+count-1 of the
+     * tensor (a ZeRO-1 rank's slice; count may be 0). Read only: the file
+     * is always written whole. */
+    bool partial;
+    int64_t first, count;
 } optim_tensor;
 
 /* Writes the file: metadata {"format":"grpo","optimizer":"adamw"|"sgd"};
  * with AdamW, F32 tensors "exp_avg.NAME" and "exp_avg_sq.NAME" for each
- * parameter in the order given (exp_avg first); with SGD no tensor. */
+ * parameter in the order given (exp_avg first); with SGD no tensor.
+ * EX_SOFTWARE for a partial tensor. */
 int optim_state_write(const char *path, optim_kind kind, const optim_tensor *t, size_t n, gerr *e);
 
-/* Reads the file back into t[i].m and t[i].v. EX_DATAERR, naming the file:
+/* Reads the file back into t[i].m and t[i].v (only the slice of a partial
+ * tensor: the rest is not copied, so a rank's memory stays its share). EX_DATAERR, naming the file:
  * format metadata not "grpo"; optimizer metadata missing or not `kind`
  * (naming both: moments of one optimizer do not resume another); a tensor
  * missing, not F32, or of another shape; a tensor the list does not expect

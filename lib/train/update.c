@@ -13,6 +13,8 @@
 #include <sysexits.h>
 
 #include "../ckpt/load.h"
+#include "../dist/dist.h"
+#include "../dist/shard.h"
 #include "../ops/blas.h"
 #include "../model/lora.h"
 #include "../model/model.h"
@@ -134,86 +136,177 @@ static int check_opts(const update_opts *o, update_config *c, gerr *e) {
     return 0;
 }
 
-int update_run(const update_opts *o, gerr *e) {
+/* The loss sums of every rank merged in rank order: the metrics of the
+ * whole batch, the same on every rank. */
+static int merge_stats(const dist *d, loss_stats *st, gerr *e) {
+    if (d->size == 1) return 0;
+    loss_stats *all = xmalloc(sizeof *all * (size_t)d->size);
+    int rc = dist_allgather_bytes(d, st, all, sizeof *st, e);
+    if (!rc) {
+        memset(st, 0, sizeof *st);
+        for (int r = 0; r < d->size; r++) loss_stats_add(st, &all[r]);
+    }
+    free(all);
+    return rc;
+}
+
+/* This rank's share of the batch, by whole prompt groups balanced by tokens
+ * (lib/dist/shard.h). */
+static void take_share(const dist *d, const update_batch *all, update_batch *mine) {
+    long long *cum = xmalloc(sizeof *cum * (size_t)(all->n_groups + 1));
+    for (int g = 0; g <= all->n_groups; g++) cum[g] = all->start[all->group_start[g]];
+    int *first = xmalloc(sizeof *first * (size_t)(d->size + 1));
+    shard_groups(cum, all->n_groups, d->size, first);
+    update_batch_share(all, all->group_start[first[d->rank]], all->group_start[first[d->rank + 1]], mine);
+    free(cum), free(first);
+}
+
+/* The step's entropy threshold from every rank's entropies, in batch order. */
+static int global_threshold(const dist *d, const float *gate, int n_mine, long n_all, double q, double *threshold,
+                            gerr *e) {
+    if (d->size == 1) {
+        *threshold = loss_entropy_threshold(gate, n_mine, q);
+        return 0;
+    }
+    size_t *counts = xmalloc(sizeof *counts * (size_t)d->size);
+    float *all = xmalloc(sizeof *all * (size_t)(n_all ? n_all : 1));
+    size_t mine = (size_t)n_mine;
+    int rc = dist_allgather_bytes(d, &mine, counts, sizeof mine, e);
+    if (!rc) rc = dist_allgatherv_floats(d, gate, all, counts, e);
+    if (!rc) *threshold = loss_entropy_threshold(all, n_all, q);
+    free(counts), free(all);
+    return rc;
+}
+
+/* The reference log-probs of b's targets: the base under the adapter, or a
+ * second model (or the policy itself at step 0). */
+static int reference_pass(trainer *t, const policy *pol, const update_opts *o, const update_batch *b, float temp,
+                          int max_rows, int max_targets, float *ref_logp, gerr *e) {
+    if (pol->has_lora) {
+        logp_pass(t, b, o->micro_batch, temp, true, ref_logp, NULL);
+        return 0;
+    }
+    if (!strcmp(pol->ref_path, o->model)) {
+        /* step 0 of a run: the reference is the policy as loaded, no second copy needed */
+        logp_pass(t, b, o->micro_batch, temp, false, ref_logp, NULL);
+        return 0;
+    }
+    model ref_m;
+    trainer ref_t = {0};
+    int rc = model_load(&ref_m, pol->ref_path, e);
+    if (rc) return rc;
+    if (ref_m.cfg.vocab_size != pol->m.cfg.vocab_size || ref_m.n_params != pol->m.n_params)
+        rc = gerr_set(e, EX_DATAERR, "--ref %s: not the same architecture and shape as the policy", pol->ref_path);
+    else if (!(rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, max_rows, b->max_len > 0 ? b->max_len : 1,
+                                 max_targets, e)))
+        logp_pass(&ref_t, b, o->micro_batch, temp, false, ref_logp, NULL);
+    trainer_free(&ref_t);
+    model_free(&ref_m);
+    return rc;
+}
+
+static const char *input_name(const update_opts *o) { return o->in && strcmp(o->in, "-") ? o->in : "<stdin>"; }
+
+/* One rank's part of the update (the only one without MPI). Every rank
+ * reads the whole batch; the loss's normalisers (completions, tokens, the
+ * longest completion) come from it, so they are the global ones (their
+ * hash agreed across ranks), and each rank trains on its share. After each
+ * step that can fail on one rank alone the ranks agree (dist_agree), so an
+ * error leaves every rank at once and nothing is written. */
+static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     double t_start = now_seconds();
     update_config cfg = {0};
-    if (check_opts(o, &cfg, e)) return e->code;
+    int rc = dist_agree(d, check_opts(o, &cfg, e), e);
+    if (rc) return rc;
     if (o->threads > 0) blas_set_threads((int)o->threads);
+    else if (dist_default_threads(d) > 0) blas_set_threads(dist_default_threads(d));
     blas_setup_threads();
 
     /* the policy: weights, adapter, and state when it is our checkpoint */
     policy pol;
-    if (policy_load(&pol, o, &cfg, e)) return e->code;
+    int loaded = policy_load(&pol, o, &cfg, d, e); /* frees what it loaded when it fails */
+    if ((rc = dist_agree(d, loaded, e))) {
+        if (!loaded) policy_free(&pol);
+        return rc;
+    }
     const model *m = &pol.m;
-
-    update_batch b;
-    int rc = update_batch_read(&b, o->in, m->cfg.vocab_size, o->mask_truncated, e);
+    strbuf flags = {0};
+    update_flags_json(&flags, &pol, o, &cfg, d->size);
+    sb_printf(&flags, "\n%s\n%s\n%s", o->model, o->out, o->metrics ? o->metrics : "");
+    rc = dist_check_same(d, flags.data, "the command line (flags, --model, --out or --metrics)", EX_USAGE, e);
+    sb_free(&flags);
     if (rc) goto out_policy;
+
+    update_batch all, share, *bp = &all;
+    int read = update_batch_read(&all, o->in, m->cfg.vocab_size, o->mask_truncated, e); /* frees all when it fails */
+    if ((rc = dist_agree(d, read, e))) {
+        if (!read) update_batch_free(&all);
+        goto out_policy;
+    }
+    strbuf what = {0};
+    sb_printf(&what, "%s: the batch (its sha256)", input_name(o));
+    rc = dist_check_same(d, all.sha256, what.data, EX_DATAERR, e);
+    sb_free(&what);
+    if (rc) goto out_all;
     float temp = 1.0f;
     if (o->temperature >= 0) {
         double want = o->temperature == 0 ? 1 : o->temperature;
-        if (b.temperature_seen && b.temperature != want) {
+        if (all.temperature_seen && all.temperature != want) {
             rc = gerr_set(e, EX_DATAERR, "%s: the batch was sampled at temperature %g, --temperature is %g",
-                          o->in && strcmp(o->in, "-") ? o->in : "<stdin>", b.temperature, o->temperature);
-            goto out_batch;
+                          input_name(o), all.temperature, o->temperature);
+            goto out_all;
         }
         temp = (float)want;
-    } else if (b.temperature_seen) {
-        temp = (float)b.temperature;
+    } else if (all.temperature_seen) {
+        temp = (float)all.temperature;
     }
-    loss_batch lb = {b.n, b.tgt_start[b.n], (int)(o->max_new_tokens > 0 ? o->max_new_tokens : b.max_completion),
-                     -INFINITY};
+    loss_batch lb = {all.n, all.tgt_start[all.n],
+                     (int)(o->max_new_tokens > 0 ? o->max_new_tokens : all.max_completion), -INFINITY};
     if (lb.max_new_tokens < 1) lb.max_new_tokens = 1;
-    if (b.n == 0 || lb.n_tokens == 0) {
+    if (all.n == 0 || lb.n_tokens == 0) {
         rc = gerr_set(e, EX_DATAERR, "%s: no record to train on (%ld records, %ld without advantage, %ld masked)",
-                      o->in && strcmp(o->in, "-") ? o->in : "<stdin>", b.n_records, b.n_no_advantage, b.n_masked);
-        goto out_batch;
+                      input_name(o), all.n_records, all.n_no_advantage, all.n_masked);
+        goto out_all;
     }
+    if (d->size > 1) {
+        take_share(d, &all, &share);
+        bp = &share;
+        if (d->rank == 0 && d->size > all.n_groups)
+            warn("%d ranks, %d prompt groups: %d ranks have no share and only add to the sums", d->size, all.n_groups,
+                 d->size - all.n_groups);
+    }
+    const update_batch *b = bp;
 
     int max_rows, max_targets;
-    micro_sizes(&b, o->micro_batch, &max_rows, &max_targets);
-    trainer t = {0}, ref_t = {0};
-    rc = trainer_init(&t, m, pol.has_lora ? &pol.l : NULL, pol.has_lora ? TRAINER_LORA : TRAINER_FULL, o->recompute,
-                      max_rows, b.max_len, max_targets, e);
-    if (rc) goto out_batch;
+    micro_sizes(b, o->micro_batch, &max_rows, &max_targets);
+    trainer t = {0};
+    rc = dist_agree(d,
+                    trainer_init(&t, m, pol.has_lora ? &pol.l : NULL, pol.has_lora ? TRAINER_LORA : TRAINER_FULL,
+                                 o->recompute, max_rows, b->max_len > 0 ? b->max_len : 1, max_targets, e),
+                    e);
+    if (rc) {
+        trainer_free(&t); /* another rank's failure: this one's trainer was made (freeing a zeroed one is safe) */
+        goto out_share;
+    }
     t.dropout_seed = (uint64_t)pol.seed;
 
-    int n_t = b.tgt_start[b.n];
-    float *logp = xmalloc(sizeof(float) * (size_t)n_t), *ent = xmalloc(sizeof(float) * (size_t)n_t);
-    float *dlogp = xmalloc(sizeof(float) * (size_t)n_t), *ref_logp = NULL, *old = b.old_logp;
-    float *dent = xmalloc(sizeof(float) * (size_t)n_t), *gate = NULL;
-    /* the reference: the base under the adapter, or a second model */
+    int n_t = b->tgt_start[b->n];
+    size_t n_alloc = (size_t)n_t + 1; /* a rank without a share has no target */
+    float *logp = xmalloc(sizeof(float) * n_alloc), *ent = xmalloc(sizeof(float) * n_alloc);
+    float *dlogp = xmalloc(sizeof(float) * n_alloc), *ref_logp = NULL, *old = b->old_logp;
+    float *dent = xmalloc(sizeof(float) * n_alloc), *gate = NULL;
     if (cfg.loss.beta > 0) {
-        ref_logp = xmalloc(sizeof(float) * (size_t)n_t);
-        if (pol.has_lora) {
-            logp_pass(&t, &b, o->micro_batch, temp, true, ref_logp, NULL);
-        } else if (!strcmp(pol.ref_path, o->model)) {
-            /* step 0 of a run: the reference is the policy as loaded, no second copy needed */
-            logp_pass(&t, &b, o->micro_batch, temp, false, ref_logp, NULL);
-        } else {
-            model ref_m;
-            if ((rc = model_load(&ref_m, pol.ref_path, e))) goto out_train;
-            if (ref_m.cfg.vocab_size != m->cfg.vocab_size || ref_m.n_params != m->n_params) {
-                model_free(&ref_m);
-                rc = gerr_set(e, EX_DATAERR, "--ref %s: not the same architecture and shape as the policy", pol.ref_path);
-                goto out_train;
-            }
-            if ((rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, max_rows, b.max_len, max_targets, e))) {
-                model_free(&ref_m);
-                goto out_train;
-            }
-            logp_pass(&ref_t, &b, o->micro_batch, temp, false, ref_logp, NULL);
-            trainer_free(&ref_t);
-            model_free(&ref_m);
-        }
+        ref_logp = xmalloc(sizeof(float) * n_alloc);
+        rc = dist_agree(d, reference_pass(&t, &pol, o, b, temp, max_rows, max_targets, ref_logp, e), e);
+        if (rc) goto out_train;
     }
     /* the IS correction weighs the sampler against the trainer's own pi_old */
     if (o->recompute_old || cfg.loss.is_level != IS_OFF) {
-        old = xmalloc(sizeof(float) * (size_t)n_t);
-        logp_pass(&t, &b, o->micro_batch, temp, false, old, NULL);
+        old = xmalloc(sizeof(float) * n_alloc);
+        logp_pass(&t, b, o->micro_batch, temp, false, old, NULL);
     }
     bool gated = cfg.loss.top_entropy_quantile < 1;
-    if (gated) gate = xmalloc(sizeof(float) * (size_t)n_t);
+    if (gated) gate = xmalloc(sizeof(float) * n_alloc);
 
     metrics_line *lines = xcalloc((size_t)o->iterations, sizeof *lines);
     for (long long it = 0; it < o->iterations; it++) {
@@ -221,51 +314,82 @@ int update_run(const update_opts *o, gerr *e) {
         trainer_zero_grad(&t);
         t.dropout_pass = (uint64_t)(pol.next_index + it);
         loss_stats st = {0};
-        int mstart[b.n + 1];
+        int mstart[b->n + 1];
         train_batch tb;
         /* the entropy threshold is the whole batch's: its entropies first, at
          * the same weights (a forward without dropout; logp is overwritten below) */
         if (gated) {
-            logp_pass(&t, &b, o->micro_batch, temp, false, logp, gate);
-            lb.entropy_threshold = loss_entropy_threshold(gate, n_t, cfg.loss.top_entropy_quantile);
+            logp_pass(&t, b, o->micro_batch, temp, false, logp, gate);
+            if ((rc = global_threshold(d, gate, n_t, lb.n_tokens, cfg.loss.top_entropy_quantile,
+                                       &lb.entropy_threshold, e)))
+                goto out_lines;
         }
-        for (int s0 = 0; s0 < b.n;) {
-            int ns = next_micro(&b, s0, o->micro_batch, &tb, mstart);
-            int o0 = b.tgt_start[s0];
+        for (int s0 = 0; s0 < b->n;) {
+            int ns = next_micro(b, s0, o->micro_batch, &tb, mstart);
+            int o0 = b->tgt_start[s0];
             trainer_forward(&t, &tb, temp, true, false, logp + o0, ent + o0);
             for (int s = s0; s < s0 + ns; s++) {
-                int off = b.tgt_start[s];
-                loss_seq q = {b.tgt_start[s + 1] - off, logp + off, old + off, b.old_logp + off,
-                              ref_logp ? ref_logp + off : NULL, (gated ? gate : ent) + off, b.advantage[s]};
+                int off = b->tgt_start[s];
+                loss_seq q = {b->tgt_start[s + 1] - off, logp + off, old + off, b->old_logp + off,
+                              ref_logp ? ref_logp + off : NULL, (gated ? gate : ent) + off, b->advantage[s]};
                 loss_completion(&cfg.loss, &lb, &q, dlogp + off, dent + off, &st);
             }
             trainer_backward(&t, &tb, temp, dlogp + o0, cfg.loss.entropy_coef != 0 ? dent + o0 : NULL, ent + o0);
             s0 += ns;
         }
         metrics_line *ml = &lines[it];
-        if ((rc = policy_step(&pol, &t, &cfg, &ml->grad_norm, &ml->lr, e))) goto out_lines;
+        if ((rc = merge_stats(d, &st, e)) || (rc = policy_step(&pol, &t, &cfg, d, &ml->grad_norm, &ml->lr, e)))
+            goto out_lines;
         ml->step = pol.step;
         ml->loss = loss_stats_metrics(&cfg.loss, &st);
         ml->seconds = now_seconds() - t0 + (it == 0 ? t0 - t_start : 0);
     }
     pol.next_index += o->iterations;
-    if ((rc = policy_save(&pol, o, &cfg, b.sha256, e))) goto out_lines;
-    if (o->metrics)
-        for (long long it = 0; it < o->iterations && !rc; it++) rc = metrics_append(o->metrics, &lines[it], &b, e);
-    if (!rc)
-        fprintf(stderr, "%s: step %lld: %d completions (%ld skipped without advantage, %ld masked), %d completion tokens "
-                "trained on, %ld tokens with the prompts (metrics \"tokens\"), loss %.6g, %.1f s\n",
-                tool_name(), pol.step, b.n, b.n_no_advantage, b.n_masked, n_t, b.total_tokens, lines[o->iterations - 1].loss.loss,
-                now_seconds() - t_start);
+    if ((rc = policy_save(&pol, o, &cfg, d, all.sha256, e))) goto out_lines;
+    if (o->metrics && d->rank == 0)
+        for (long long it = 0; it < o->iterations && !rc; it++) rc = metrics_append(o->metrics, &lines[it], &all, e);
+    if ((rc = dist_agree(d, rc, e))) goto out_lines;
+    if (d->rank == 0) {
+        fprintf(stderr, "%s: step %lld: %d completions (%ld skipped without advantage, %ld masked), %ld completion tokens "
+                "trained on, %ld tokens with the prompts (metrics \"tokens\"), loss %.6g, %.1f s",
+                tool_name(), pol.step, all.n, all.n_no_advantage, all.n_masked, lb.n_tokens, all.total_tokens,
+                lines[o->iterations - 1].loss.loss, now_seconds() - t_start);
+        if (d->size > 1) fprintf(stderr, " (%d ranks%s)", d->size, pol.bounds ? ", ZeRO-1" : "");
+        fputc('\n', stderr);
+    }
 out_lines:
     free(lines);
 out_train:
-    if (old != b.old_logp) free(old);
+    if (old != b->old_logp) free(old);
     free(logp), free(ent), free(dlogp), free(dent), free(gate), free(ref_logp);
     trainer_free(&t);
-out_batch:
-    update_batch_free(&b);
+out_share:
+    if (bp == &share) update_batch_free(&share);
+out_all:
+    update_batch_free(&all);
 out_policy:
     policy_free(&pol);
+    return rc;
+}
+
+int update_run(const update_opts *o, gerr *e) {
+    dist d;
+    int rc = dist_start(&d, e);
+    if (rc) {
+        dist_end(&d);
+        return rc;
+    }
+    rc = update_ranks(o, &d, e);
+    if (rc && d.mpi) {
+        /* mpirun ends the job at the first rank that exits non-zero, which
+         * would cut off the others' messages: every rank reports, waits
+         * for the others to have reported, then leaves */
+        warn("%s", e->msg);
+        gerr ignored = {0};
+        dist_agree(&d, rc, &ignored);
+        dist_end(&d);
+        exit(rc);
+    }
+    dist_end(&d);
     return rc;
 }

@@ -36,6 +36,7 @@ typedef struct {
     long long seed;
     bool seed_given, lora_given;
     long long threads;
+    long long zero;               /* 1: ZeRO-1, AdamW state sharded across MPI ranks */
     const char *device;
     bool progress;
 } update_opts;
@@ -56,6 +57,8 @@ typedef struct {
     float *old_logp;       /* [targets]: the rollout's logprobs */
     double *advantage;     /* [n] */
     uint64_t *key;         /* [n]: record number in the file, for dropout masks */
+    int n_groups;          /* prompt groups: runs of sequences with the same id */
+    int *group_start;      /* [n_groups+1] sequence offsets */
     long n_records, n_no_advantage, n_masked;
     int max_len, max_completion; /* max_completion: the most targets of one sequence */
     double temperature;    /* what the batch was sampled at */
@@ -71,5 +74,8 @@ typedef struct {
  * Errors name FILE:LINE and the field (EX_DATAERR), EX_NOINPUT/EX_IOERR. */
 int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, gerr *e);
 void update_batch_free(update_batch *b);
+/* Sequences s0 .. s1-1 of all as a batch of their own (offsets from 0; keys,
+ * temperature, hash and batch metrics as all's): one rank's share. */
+void update_batch_share(const update_batch *all, int s0, int s1, update_batch *mine);
 
 #endif

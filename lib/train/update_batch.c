@@ -27,6 +27,7 @@ typedef struct {
     int n_model;                /* those the policy sampled (completion_mask 1) */
     double advantage;
     uint64_t key; /* record number in the file */
+    bool new_group; /* its id is not the previous sequence's (or it has none) */
 } seq;
 
 typedef struct {
@@ -45,11 +46,14 @@ typedef struct {
     size_t n_groups, cap_groups;
     double reward_sum;
     long n_reward, sum_len, n_length;
+    strbuf last_id; /* the id of the last sequence pushed */
+    bool last_has_id;
 } reader;
 
 static void reader_free(reader *rd) {
     free(rd->seqs), free(rd->tokens), free(rd->target), free(rd->logp), free(rd->groups);
     idset_free(&rd->group_ids);
+    sb_free(&rd->last_id);
     memset(rd, 0, sizeof *rd);
 }
 
@@ -103,6 +107,7 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     bool truncated = present == 2 && !strcmp(fin.data, "length");
     rd->sum_len += n_model, rd->n_length += truncated;
     if ((rc = record_get_string(r, "id", false, &id, &present, e))) goto out;
+    int present_id = present;
     if ((rc = record_get_number(r, "reward", false, &reward, &present, e))) goto out;
     if (present == 2) {
         add_reward(rd, &id, reward);
@@ -123,7 +128,15 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     }
     /* a sequence that takes part */
     rd->seqs = vec_reserve(rd->seqs, &rd->cap_seqs, rd->n_seqs + 1, sizeof *rd->seqs);
-    rd->seqs[rd->n_seqs++] = (seq){(int)np, (int)nc, n_model, adv, key};
+    /* a prompt group is a run of records with one id (formats/rollout.md: the K
+     * samples of a prompt are written next to each other) */
+    bool has_id = present_id == 2;
+    bool new_group = !has_id || !rd->last_has_id || rd->last_id.len != id.len ||
+                     (id.len && memcmp(rd->last_id.data, id.data, id.len));
+    rd->last_has_id = has_id;
+    rd->last_id.len = 0;
+    if (has_id) sb_append(&rd->last_id, id.data, id.len);
+    rd->seqs[rd->n_seqs++] = (seq){(int)np, (int)nc, n_model, adv, key, new_group};
     rd->tokens = vec_reserve(rd->tokens, &rd->cap_tokens, rd->n_tokens + np + nc, sizeof *rd->tokens);
     memcpy(rd->tokens + rd->n_tokens, prompt, sizeof(int32_t) * np);
     memcpy(rd->tokens + rd->n_tokens + np, completion, sizeof(int32_t) * nc);
@@ -150,6 +163,7 @@ static void lay_out(update_batch *b, reader *rd) {
     b->n_prompt = xmalloc(sizeof(int) * (n ? n : 1));
     b->advantage = xmalloc(sizeof(double) * (n ? n : 1));
     b->key = xmalloc(sizeof(uint64_t) * (n ? n : 1));
+    b->group_start = xmalloc(sizeof(int) * (n + 1));
     b->start[0] = b->tgt_start[0] = 0;
     for (size_t s = 0; s < n; s++) {
         const seq *q = &rd->seqs[s];
@@ -159,9 +173,11 @@ static void lay_out(update_batch *b, reader *rd) {
         b->n_prompt[s] = q->n_prompt;
         b->advantage[s] = q->advantage;
         b->key[s] = q->key;
+        if (q->new_group || s == 0) b->group_start[b->n_groups++] = (int)s;
         b->max_len = len > b->max_len ? len : b->max_len;
         b->max_completion = q->n_model > b->max_completion ? q->n_model : b->max_completion;
     }
+    b->group_start[b->n_groups] = (int)n;
     /* the arrays move to the batch (never NULL, as the trainer expects) */
     b->tokens = vec_reserve(rd->tokens, &rd->cap_tokens, 1, sizeof *rd->tokens);
     b->target = vec_reserve(rd->target, &rd->cap_target, 1, sizeof *rd->target);
@@ -217,6 +233,40 @@ int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_tr
 
 void update_batch_free(update_batch *b) {
     free(b->start), free(b->n_prompt), free(b->tokens), free(b->target), free(b->tgt_start), free(b->old_logp);
-    free(b->advantage), free(b->key);
+    free(b->advantage), free(b->key), free(b->group_start);
     memset(b, 0, sizeof *b);
+}
+
+void update_batch_share(const update_batch *all, int s0, int s1, update_batch *mine) {
+    *mine = *all; /* scalars: temperature, hash, the batch's metrics */
+    int n = s1 - s0, t0 = all->start[s0], g0 = all->tgt_start[s0];
+    size_t nt = (size_t)(all->start[s1] - t0), ng = (size_t)(all->tgt_start[s1] - g0);
+    mine->n = n;
+    mine->start = xmalloc(sizeof(int) * (size_t)(n + 1));
+    mine->tgt_start = xmalloc(sizeof(int) * (size_t)(n + 1));
+    mine->n_prompt = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+    mine->advantage = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
+    mine->key = xmalloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
+    mine->tokens = xmalloc(sizeof(int32_t) * (nt ? nt : 1));
+    mine->target = xmalloc(nt ? nt : 1);
+    mine->old_logp = xmalloc(sizeof(float) * (ng ? ng : 1));
+    mine->max_len = mine->max_completion = 0;
+    for (int s = 0; s <= n; s++) {
+        mine->start[s] = all->start[s0 + s] - t0;
+        mine->tgt_start[s] = all->tgt_start[s0 + s] - g0;
+    }
+    for (int s = 0; s < n; s++) {
+        mine->n_prompt[s] = all->n_prompt[s0 + s];
+        mine->advantage[s] = all->advantage[s0 + s];
+        mine->key[s] = all->key[s0 + s];
+        int len = mine->start[s + 1] - mine->start[s], nc = mine->tgt_start[s + 1] - mine->tgt_start[s];
+        mine->max_len = len > mine->max_len ? len : mine->max_len;
+        mine->max_completion = nc > mine->max_completion ? nc : mine->max_completion;
+    }
+    if (nt) memcpy(mine->tokens, all->tokens + t0, sizeof(int32_t) * nt);
+    if (nt) memcpy(mine->target, all->target + t0, nt);
+    if (ng) memcpy(mine->old_logp, all->old_logp + g0, sizeof(float) * ng);
+    /* groups are the whole batch's business (the split); a share has none of its own */
+    mine->n_groups = 0;
+    mine->group_start = NULL;
 }

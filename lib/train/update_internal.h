@@ -3,8 +3,10 @@
 #ifndef GRPO_UPDATE_INTERNAL_H
 #define GRPO_UPDATE_INTERNAL_H
 
+#include "../dist/dist.h"
 #include "../model/lora.h"
 #include "../model/model.h"
+#include "../util/strbuf.h"
 #include "loss.h"
 #include "optim.h"
 #include "state.h"
@@ -24,7 +26,13 @@ typedef struct {
     bool has_lora;
     float *params;        /* m.params_memory or l.memory */
     size_t n_trained;
-    float *exp_avg, *exp_avg_sq; /* AdamW moments, n_trained each (NULL with SGD) */
+    float *exp_avg, *exp_avg_sq; /* AdamW moments of lo .. hi-1 (NULL with SGD) */
+    /* This rank's slice of the trained floats: all of them, or with --zero 1
+     * under MPI its ZeRO-1 share (bounds: every rank's, [ranks + 1]; NULL
+     * without sharding). The rank updates its slice; the slices are then
+     * gathered, so params is always whole. */
+    size_t lo, hi;
+    size_t *bounds;
     long long step, next_index, seed;
     char *ref_path;       /* the reference of a full fine-tune (NULL with LoRA) */
 } policy;
@@ -32,18 +40,26 @@ typedef struct {
 /* Loads --model: weights, adapter (continued, or made fresh with --lora-r),
  * and grpo/state.json + optimizer.safetensors when --model is our
  * checkpoint. */
-int policy_load(policy *p, const update_opts *o, const update_config *c, gerr *e);
+int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, gerr *e);
 void policy_free(policy *p);
-/* One optimizer step from the accumulated gradients of t: global norm,
- * clipping, the step at the schedule's learning rate. */
-int policy_step(policy *p, trainer *t, const update_config *c, double *grad_norm, double *lr, gerr *e);
+/* One optimizer step from the accumulated gradients of t, summed over the
+ * ranks first: global norm, clipping, the step at the schedule's learning
+ * rate (each rank its slice, then gathered, with --zero 1). */
+int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
+                gerr *e);
 
 /* The optimizer state's tensors: one per trained tensor, named as in the
  * weights file, pointing into p's moments. Caller frees *out and names. */
 size_t policy_optim_tensors(const policy *p, optim_tensor **out);
 
-/* Writes the next checkpoint to o->out, whole or not at all. */
-int policy_save(const policy *p, const update_opts *o, const update_config *c, const char *batch_sha256, gerr *e);
+/* Writes the next checkpoint to o->out, whole or not at all. Every rank
+ * calls it: with --zero 1 the moments' slices are gathered to rank 0, which
+ * alone writes; every rank returns the same result. */
+int policy_save(const policy *p, const update_opts *o, const update_config *c, const dist *d,
+                const char *batch_sha256, gerr *e);
+/* state.json's "flags": every flag as used, defaults filled in, and the
+ * number of ranks that trained the step; ranks compare it before any work. */
+void update_flags_json(strbuf *b, const policy *p, const update_opts *o, const update_config *c, int ranks);
 
 typedef struct {
     long long step;

@@ -41,8 +41,7 @@ static void kv_bool(strbuf *b, const char *k, bool v) {
     sb_puts(b, v ? "true" : "false");
 }
 
-/* Every flag as used, defaults filled in (state.json's "flags"). */
-static void flags_json(strbuf *b, const policy *p, const update_opts *o, const update_config *c) {
+void update_flags_json(strbuf *b, const policy *p, const update_opts *o, const update_config *c, int ranks) {
     sb_putc(b, '{');
     kv_str(b, "optimizer", optim_kind_name(c->optim.kind));
     kv_num(b, "lr", c->optim.lr);
@@ -86,6 +85,8 @@ static void flags_json(strbuf *b, const policy *p, const update_opts *o, const u
         kv_bool(b, "rslora", p->l.rslora);
     }
     kv_num(b, "seed", (double)p->seed);
+    kv_num(b, "zero", (double)o->zero);
+    kv_num(b, "ranks", ranks); /* provenance only: the optimizer state is whole, any N resumes */
     /* absolute, so that it names the same file from any directory */
     char abs[PATH_MAX];
     kv_str(b, "ref", p->ref_path && realpath(p->ref_path, abs) ? abs : p->ref_path);
@@ -110,7 +111,9 @@ static int paths_json(strbuf *b, const policy *p, const update_opts *o, gerr *e)
     return 0;
 }
 
-int policy_save(const policy *p, const update_opts *o, const update_config *c, const char *batch_sha256, gerr *e) {
+/* The checkpoint of p, whose moments are whole here. */
+static int write_ckpt(const policy *p, const update_opts *o, const update_config *c, int ranks,
+                      const char *batch_sha256, gerr *e) {
     ckptdir cd = {0};
     int rc = ckptdir_begin(&cd, o->out, e);
     if (rc) return rc;
@@ -134,7 +137,7 @@ int policy_save(const policy *p, const update_opts *o, const update_config *c, c
     if (!path || rc) goto fail;
 
     strbuf flags = {0}, paths = {0};
-    flags_json(&flags, p, o, c);
+    update_flags_json(&flags, p, o, c, ranks);
     if ((rc = paths_json(&paths, p, o, e))) {
         sb_free(&flags), sb_free(&paths);
         goto fail;
@@ -159,6 +162,38 @@ fail:
     ckptdir_fail(&cd, e);
     return rc;
 #undef PATH
+}
+
+int policy_save(const policy *p, const update_opts *o, const update_config *c, const dist *d,
+                const char *batch_sha256, gerr *e) {
+    int rc = 0;
+    if (!p->bounds) {
+        if (d->rank == 0) rc = write_ckpt(p, o, c, d->size, batch_sha256, e);
+        return dist_agree(d, rc, e);
+    }
+    /* ZeRO-1: rank 0 gathers the moments' slices for the file (whole on disk,
+     * so any number of ranks resumes it) and holds them only while writing */
+    policy whole = *p;
+    whole.lo = 0, whole.hi = p->n_trained, whole.bounds = NULL;
+    whole.exp_avg = whole.exp_avg_sq = NULL;
+    if (p->exp_avg) {
+        size_t *counts = xmalloc(sizeof *counts * (size_t)d->size);
+        for (int r = 0; r < d->size; r++) counts[r] = p->bounds[r + 1] - p->bounds[r];
+        if (d->rank == 0) {
+            whole.exp_avg = malloc(sizeof(float) * (p->n_trained ? p->n_trained : 1));
+            whole.exp_avg_sq = malloc(sizeof(float) * (p->n_trained ? p->n_trained : 1));
+            if (!whole.exp_avg || !whole.exp_avg_sq)
+                rc = gerr_set(e, EX_SOFTWARE, "out of memory gathering the optimizer state (%zu MiB)",
+                              p->n_trained * 8 >> 20);
+        }
+        if (!(rc = dist_agree(d, rc, e)))
+            rc = dist_gather_floats(d, p->exp_avg, whole.exp_avg, counts, e);
+        if (!rc) rc = dist_gather_floats(d, p->exp_avg_sq, whole.exp_avg_sq, counts, e);
+        free(counts);
+    }
+    if (!rc && d->rank == 0) rc = write_ckpt(&whole, o, c, d->size, batch_sha256, e);
+    free(whole.exp_avg), free(whole.exp_avg_sq);
+    return dist_agree(d, rc, e);
 }
 
 int metrics_append(const char *path, const metrics_line *ml, const update_batch *b, gerr *e) {

@@ -271,8 +271,8 @@ static void params_init(params *p, float base) {
         p->bm[i] = base - 0.5f * (float)i;
         p->bv[i] = base * 1e-2f + 3e-5f * (float)(i + 1);
     }
-    optim_tensor w = {"model.layers.0.mlp.up_proj.weight", 2, {W_ROWS, W_COLS}, p->wm, p->wv};
-    optim_tensor b = {"model.layers.0.self_attn.q_proj.bias", 1, {B_LEN}, p->bm, p->bv};
+    optim_tensor w = {.name = "model.layers.0.mlp.up_proj.weight", .ndim = 2, .shape = {W_ROWS, W_COLS}, .m = p->wm, .v = p->wv};
+    optim_tensor b = {.name = "model.layers.0.self_attn.q_proj.bias", .ndim = 1, .shape = {B_LEN}, .m = p->bm, .v = p->bv};
     p->t[0] = w;
     p->t[1] = b;
 }
@@ -376,7 +376,7 @@ static void test_optimizer_file(const char *dir) {
         other.shape[1] = 1;
         expect_error(p, OPTIM_ADAMW, &other, 1, EX_DATAERR, "expected shape [4,1], got [4]", NULL);
 
-        optim_tensor one = {"x", 1, {4}, a.bm, a.bv};
+        optim_tensor one = {.name = "x", .ndim = 1, .shape = {4}, .m = a.bm, .v = a.bv};
         const int ndims[2] = {1, 1};
         const int64_t shapes[2][2] = {{4, 0}, {4, 0}};
         const st_dtype f32s[2] = {ST_F32, ST_F32}, mixed[2] = {ST_F32, ST_F16};
@@ -440,6 +440,32 @@ static int write_sample(const char *dir) {
     return rc ? 1 : 0;
 }
 
+/* A ZeRO-1 rank reads only its slice of each moment: the elements asked
+ * for, nothing outside them; a write of a slice is refused. */
+static void test_optimizer_slice(const char *dir) {
+    TEST("optimizer.safetensors: a partial tensor reads only its slice; writing one is refused");
+    char *p = path_in(dir, "slice.safetensors");
+    params a, b;
+    params_init(&a, 1.0f);
+    params_init(&b, 0.0f);
+    gerr e = {0};
+    CHECK_EQ_INT(optim_state_write(p, OPTIM_ADAMW, a.t, 2, &e), 0);
+    float m[8], v[8], guard = -7;
+    for (int i = 0; i < 8; i++) m[i] = v[i] = guard;
+    /* elements 9 .. 14 of the weight (6 of 15), none of the bias */
+    b.t[0].partial = b.t[1].partial = true;
+    b.t[0].first = 9, b.t[0].count = 6, b.t[0].m = m, b.t[0].v = v;
+    b.t[1].first = 0, b.t[1].count = 0, b.t[1].m = m + 7, b.t[1].v = v + 7;
+    CHECK_EQ_INT(optim_state_read(p, OPTIM_ADAMW, b.t, 2, &e), 0);
+    CHECK(!memcmp(m, a.wm + 9, 6 * sizeof *m) && !memcmp(v, a.wv + 9, 6 * sizeof *v));
+    CHECK(m[6] == guard && v[6] == guard && m[7] == guard && v[7] == guard);
+    b.t[0].first = 10; /* 10 + 6 > 15 */
+    CHECK_EQ_INT(optim_state_read(p, OPTIM_ADAMW, b.t, 2, &e), EX_SOFTWARE);
+    CHECK_EQ_INT(optim_state_write(p, OPTIM_ADAMW, b.t, 2, &e), EX_SOFTWARE);
+    CHECK(strstr(e.msg, "slice") != NULL);
+    free(p);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write-sample")) return write_sample(argv[2]);
     char dir[] = "/tmp/grpo-test-state-XXXXXX";
@@ -449,6 +475,7 @@ int main(int argc, char **argv) {
     }
     test_state_json(dir);
     test_optimizer_file(dir);
+    test_optimizer_slice(dir);
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_done();
 }

@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""An advantaged batch of random tokens for the update benchmarks (the cost
+does not depend on which tokens): PROMPTS prompts x K completions, each a
+PROMPT_LEN-token prompt and a COMPLETION_LEN-token completion, advantages
++1 and -1 in turn.
+
+  make_batch.py OUT PROMPTS K PROMPT_LEN COMPLETION_LEN
+"""
+import json
+import random
+import sys
+
+
+def main(out, prompts, k, prompt_len, completion_len):
+    r = random.Random(1)
+    with open(out, "w") as f:
+        for i in range(prompts * k):
+            rec = dict(id=f"p{i // k}", prompt_tokens=[r.randrange(3, 49152) for _ in range(prompt_len)],
+                       completion_tokens=[r.randrange(3, 49152) for _ in range(completion_len)],
+                       logprobs=[-r.uniform(0.1, 3) for _ in range(completion_len)], temperature=1.0,
+                       finish_reason="length", reward=float(i % 2), advantage=(1.0 if i % 2 else -1.0))
+            f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 6:
+        sys.exit(__doc__)
+    main(sys.argv[1], *(int(a) for a in sys.argv[2:]))
