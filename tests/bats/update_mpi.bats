@@ -114,6 +114,19 @@ EOF
     done
 }
 
+@test "multi-turn records (completion_mask): 2 ranks with --zero 1 train the one-process step on the model's tokens" {
+    needs_mpi
+    ref make-turns "$(B)" turns.jsonl 97
+    one --model "$TINY" --in turns.jsonl --out a --lr 1e-3 --beta 0.04 --loss dapo --metrics a.jsonl 2> /dev/null
+    mpi 2 --model "$TINY" --in turns.jsonl --out b --lr 1e-3 --beta 0.04 --loss dapo --zero 1 --metrics b.jsonl 2> /dev/null
+    same_step a b
+    same_metrics a.jsonl b.jsonl
+    # the mask reached every rank: without it the step is another one
+    jq -c 'del(.completion_mask) | .logprobs = [.logprobs[] | if . == null then -1 else . end]' turns.jsonl > flat.jsonl
+    one --model "$TINY" --in flat.jsonl --out c --lr 1e-3 --beta 0.04 --loss dapo 2> /dev/null
+    ! ref close a/grpo/optimizer.safetensors c/grpo/optimizer.safetensors 1e-5 2> /dev/null || false
+}
+
 @test "SGD: the update of 3 ranks with --zero 1 is the one-process update to 1e-5" {
     needs_mpi
     # a large lr, so that the update is far above the float32 rounding of the weights
