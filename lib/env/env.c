@@ -57,28 +57,37 @@ static const char *check_messages(const cJSON *msgs) {
     return NULL;
 }
 
+static int oldest(const env_conn *v);
+
+/* An answer that names no request it may answer: the error names the
+ * request waiting longest (the record and turn that go unanswered). */
+static int stray_answer(env_conn *v, const char *what, const char *text, size_t len, gerr *e) {
+    const env_request *rq = &v->asked[oldest(v)];
+    return gerr_at(e, EX_DATAERR, rq->file, rq->line,
+                   "env '%.*s': answer %lld %s (waiting: record \"%s\", sample %d, turn %d), got: %.*s", name_len(v),
+                   v->proc.cmd, v->n_answers + 1, what, rq->id, rq->sample, rq->turn, (int)(len > 80 ? 80 : len),
+                   text);
+}
+
 /* Parses one answer line into *got. */
 static int parse_answer(env_conn *v, const char *text, size_t len, env_answer *got, gerr *e) {
     const int shown = (int)(len > 80 ? 80 : len);
+    if (!v->n_asked) {
+        return gerr_set(e, EX_DATAERR, "env '%.*s': answer %lld came with no request waiting, got: %.*s", name_len(v),
+                        v->proc.cmd, v->n_answers + 1, shown, text);
+    }
     cJSON *j = cJSON_ParseWithLength(text, len);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
     const cJSON *sample = cJSON_GetObjectItemCaseSensitive(j, "sample");
     const cJSON *turn = cJSON_GetObjectItemCaseSensitive(j, "turn");
     if (!cJSON_IsObject(j) || !cJSON_IsString(id) || !cJSON_IsNumber(sample) || !cJSON_IsNumber(turn)) {
         cJSON_Delete(j);
-        return gerr_set(e, EX_DATAERR,
-                        "env '%.*s': answer %lld: expected a JSON object with \"id\", \"sample\" and \"turn\", got: %.*s",
-                        name_len(v), v->proc.cmd, v->n_answers + 1, shown, text);
+        return stray_answer(v, "is not a JSON object with \"id\", \"sample\" and \"turn\"", text, len, e);
     }
     int at = find_request(v, id->valuestring, sample->valueint, turn->valueint);
     if (at < 0 || sample->valuedouble != sample->valueint || turn->valuedouble != turn->valueint) {
-        int rc = gerr_set(e, EX_DATAERR,
-                          "env '%.*s': answer %lld answers a request never asked or answered already (id \"%.40s\", "
-                          "sample %g, turn %g)",
-                          name_len(v), v->proc.cmd, v->n_answers + 1, id->valuestring, sample->valuedouble,
-                          turn->valuedouble);
         cJSON_Delete(j);
-        return rc;
+        return stray_answer(v, "answers a request never asked or answered already", text, len, e);
     }
     const env_request *rq = &v->asked[at];
     const cJSON *done = cJSON_GetObjectItemCaseSensitive(j, "done");
