@@ -218,6 +218,9 @@ install: all
 	install -m 755 $(addprefix scripts/,$(SCRIPTS)) $(SHAREDIR)/scripts/
 	install -m 644 $(wildcard scripts/*.jq) $(SHAREDIR)/scripts/
 	install -m 644 $(wildcard scripts/lib/*) $(SHAREDIR)/scripts/lib/
+	install -d $(SHAREDIR)/scripts/env
+	install -m 755 $(wildcard scripts/env/*.py) $(SHAREDIR)/scripts/env/
+	install -m 644 $(wildcard scripts/env/*.json) $(SHAREDIR)/scripts/env/
 	install -m 644 pipelines/grpo.mk pipelines/README.md $(SHAREDIR)/pipelines/
 	install -m 755 $(wildcard pipelines/*.sh) $(SHAREDIR)/pipelines/
 	install -m 644 $(wildcard pipelines/demo/*.mk) $(SHAREDIR)/pipelines/demo/
