@@ -72,13 +72,12 @@ void child_queue(child_proc *c, const char *data, size_t len) {
     sb_append(&c->out, data, len);
 }
 
-/* Writes what the pipe takes now. */
-static int write_some(child_proc *c, gerr *e) {
+int child_write_some(child_proc *c, const char *data, size_t len, size_t *done, gerr *e) {
     sigset_t pipe_set, old;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     if (sigprocmask(SIG_BLOCK, &pipe_set, &old)) return gerr_set(e, EX_OSERR, "sigprocmask: %s", strerror(errno));
-    ssize_t n = write(c->to_fd, c->out.data + c->out_done, c->out.len - c->out_done);
+    ssize_t n = write(c->to_fd, data + *done, len - *done);
     int err = errno;
     if (n < 0 && err == EPIPE) { /* drop the SIGPIPE the write raised */
         const struct timespec zero = {0, 0};
@@ -87,7 +86,7 @@ static int write_some(child_proc *c, gerr *e) {
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (n >= 0) {
-        c->out_done += (size_t)n;
+        *done += (size_t)n;
         return 0;
     }
     if (err == EAGAIN || err == EINTR) return 0;
@@ -105,7 +104,7 @@ int child_pump(child_proc *c, int wait_ms, gerr *e) {
     if (pf[0].fd < 0 && pf[1].fd < 0) return 0;
     int ready = poll(pf, 2, wait_ms);
     if (ready < 0) return errno == EINTR ? 0 : gerr_set(e, EX_OSERR, "poll: %s", strerror(errno));
-    if (pf[1].revents && write_some(c, e)) return e->code;
+    if (pf[1].revents && child_write_some(c, c->out.data, c->out.len, &c->out_done, e)) return e->code;
     if (pf[0].revents) {
         sb_reserve(&c->in, 65536);
         ssize_t r = read(c->from_fd, c->in.data + c->in.len, 65536);

@@ -28,6 +28,9 @@ typedef struct {
 /* The command as messages show it: at most 60 bytes (use with %.*s). */
 int child_name_len(const child_proc *c);
 int child_start(child_proc *c, const char *cmd, gerr *e);
+/* Writes what the pipe takes now of data[*done, len), advancing *done. A
+ * program that stopped reading closes our end (to_fd -1), no error. */
+int child_write_some(child_proc *c, const char *data, size_t len, size_t *done, gerr *e);
 /* Queues bytes for the program's stdin (sent by child_pump). */
 void child_queue(child_proc *c, const char *data, size_t len);
 /* Waits at most wait_ms (0: only what is ready now) for the pipes, writes
