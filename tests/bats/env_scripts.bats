@@ -50,18 +50,6 @@ req() { # req ID SAMPLE TURN CONTENT [EXTRA-JSON]: one request line
            and ((.env_reward == 1) == ((.completion | [scan("-?[0-9]+")] | last // "x") == (.secret | tostring)))' r.jsonl > /dev/null
 }
 
-start_server() {
-    rm -f "$T/port"
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$T/port" "$@" > /dev/null 2> "$T/server.err" 3>&- &
-    SERVER_PID=$!
-    local i
-    for ((i = 0; i < 400; i++)); do
-        [ -s "$T/port" ] && break
-        sleep 0.025
-    done
-    URL="http://127.0.0.1:$(cat "$T/port")/v1"
-}
-
 teardown() {
     if [ -n "${SERVER_PID:-}" ]; then
         kill "$SERVER_PID" 2> /dev/null || true

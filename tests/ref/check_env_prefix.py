@@ -90,22 +90,10 @@ LLAMA31 = (
 )
 
 
-def byte_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
-        list(range(ord("\xae"), ord("\xff") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 def make(family, out):
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     import model_ref
+    from make_tiny_tokenizer import byte_to_unicode
     b2u = byte_to_unicode()
     specials = SPECIALS[family]
     symbols = [b2u[b] for b in [0x0A] + list(range(0x20, 0x7F))]
