@@ -19,6 +19,19 @@ setup_file() {
         > "$BATS_FILE_TMPDIR/tools.json"
 }
 
+# same_records A B: byte for byte where the weights are packed for our own
+# kernel (AVX-512); elsewhere OpenBLAS's sums follow the rows batched together,
+# which in a multi-turn run follow when the answers came: the same tokens,
+# masks, turns and finish reasons, log-probabilities within 1e-5
+# (formats/rollout.md, "Sampling and determinism").
+same_records() {
+    if grep -q avx512f /proc/cpuinfo; then cmp "$1" "$2"; return; fi
+    local key='[.id, .sample, .prompt_tokens, .completion_tokens, .completion_mask, .turns, .finish_reason, .env_reward]'
+    diff <(jq -c "$key" "$1") <(jq -c "$key" "$2")
+    paste <(jq -c .logprobs "$1") <(jq -c .logprobs "$2") | jq -R -e 'split("\t") | map(fromjson) | transpose
+        | all(.[]; (.[0] == null and .[1] == null) or ((.[0] - .[1]) | fabs < 1e-5))' > /dev/null
+}
+
 needs_fixture() { [ -d "$CHATML" ] || skip "no test venv (make venv)"; }
 P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
 TOOLS() { echo "$BATS_FILE_TMPDIR/tools.json"; }
@@ -66,7 +79,7 @@ t = Tokenizer.from_file(sys.argv[1]); print(t.decode(json.load(open(sys.argv[2])
     jq -s -e 'map(select(.id == "a" and .sample == 0 and .turn == 1))[0] | (.messages | length) == 5
            and .messages[0].content == "What is 6 times 7?" and .messages[-1].role == "assistant"
            and (has("last") | not)' req.jsonl > /dev/null
-    jq -e '(.messages | length) - (if .id == "b" then 2 else 1 end) == 1 + 3 * .turn' req.jsonl > /dev/null
+    jq -s -e 'all(.[]; (.messages | length) - (if .id == "b" then 2 else 1 end) == [1, 4, 6][.turn])' req.jsonl > /dev/null
 }
 
 @test "--max-turns: the bound ends an episode with finish_reason turns; the last request says last" {
@@ -105,21 +118,19 @@ t = Tokenizer.from_file(sys.argv[1]); print(t.decode(json.load(open(sys.argv[2])
     ! jq -e 'has("completion_mask")' t.jsonl > /dev/null
 }
 
-@test "answers in any order; same bytes on a rerun; --batch, --threads and --shard change no sample's tokens" {
+@test "answers in any order; the same records on a rerun; --batch, --threads and --shard change no sample's tokens" {
     needs_fixture
     args=(--model "$CHATML" -k 3 --max-new-tokens 5 --in "$(P)" --seed 7)
     grpo-rollout "${args[@]}" --batch 9 --out a.jsonl --env "$ENV reverse"
     grpo-rollout "${args[@]}" --batch 9 --out a2.jsonl --env "$ENV script"
-    cmp a.jsonl a2.jsonl
+    same_records a.jsonl a2.jsonl
     grpo-rollout "${args[@]}" --batch 3 --threads 1 --out b.jsonl --env "$ENV reverse"
     for i in 0 1; do grpo-rollout "${args[@]}" --shard $i/2 --out s$i.jsonl --env "$ENV script"; done
     # OpenBLAS's summation order may follow the rows batched together (formats/rollout.md): tokens,
     # masks and turns are the same, log-probabilities agree to 1e-5
+    same_records a.jsonl b.jsonl
     key='[.id, .sample, .completion_tokens, .completion_mask, .turns, .finish_reason]'
-    diff <(jq -c "$key" a.jsonl) <(jq -c "$key" b.jsonl)
     diff <(jq -c "$key" a.jsonl | sort) <(cat s0.jsonl s1.jsonl | jq -c "$key" | sort)
-    paste <(jq -c .logprobs a.jsonl) <(jq -c .logprobs b.jsonl) | jq -R -e 'split("\t") | map(fromjson) | transpose
-        | all(.[]; (.[0] == null and .[1] == null) or ((.[0] - .[1]) | fabs < 1e-5))' > /dev/null
 }
 
 @test "while one episode waits for its answer, the others go on decoding" {
@@ -173,7 +184,7 @@ CASES
     [ ! -e o.jsonl ]
 }
 
-@test "kill -9 during a multi-turn run: no output; the rerun gives the uninterrupted run's bytes" {
+@test "kill -9 during a multi-turn run: no output; the rerun gives the uninterrupted run's records" {
     needs_fixture
     args=(--model "$CHATML" -k 2 --max-new-tokens 4 --in "$(P)" --out r.jsonl)
     grpo-rollout "${args[@]}" --env "$ENV script"
@@ -186,6 +197,6 @@ CASES
     wait "$pid" || true
     [ ! -e r.jsonl ]
     grpo-rollout "${args[@]}" --env "$ENV script"
-    cmp r.jsonl whole.jsonl
+    same_records r.jsonl whole.jsonl
     no_temp_left .
 }
