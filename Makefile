@@ -4,7 +4,8 @@
 #   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
 #   make bench      stream throughput against zstd|jq; model throughput and one update step
 #                   against sgemm and PyTorch; rule rewards against a Python peer; the judge
-#                   cache; the LLM judge's requests/s against the local test server
+#                   cache; the LLM judge's requests/s against the local test server; multi-turn
+#                   rollout (--env, instant and 50 ms environments) against single-turn
 #   make bench-gpu  grpo-rollout --device cuda against transformers generate on the same
 #                   NVIDIA card, random weights of three model shapes (bench/gpu.sh)
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
@@ -198,6 +199,7 @@ bench: deps
 	@sh bench/update.sh
 	@sh bench/reward.sh
 	@sh bench/judge.sh
+	@sh bench/multiturn.sh
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=...]; make uninstall ----------
 # PREFIX/bin: the six tools and the scripts (links into share); PREFIX/share/man/man1:
