@@ -55,7 +55,8 @@ int main(int argc, char **argv) {
         {"--tools", NULL, FLAG_STRING, &o.tools, "F",
          "tool schemas (OpenAI function format, a JSON array) rendered into prompts the model family's way", 0, 0,
          NULL},
-        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "progress on stderr even when not a terminal; ends with tokens/s and KV cache size", 0, 0,
+        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "progress on stderr even when not a terminal; ends with tokens/s and KV cache size (with --env, "
+         "the requests and the time spent waiting for answers)", 0, 0,
          NULL},
     };
     flag_parser p = {

@@ -487,6 +487,9 @@ int rollout_run(const rollout_opts *o, gerr *e) {
                 prompts, r.tokens_made, secs, secs > 0 ? (double)r.tokens_made / secs : 0,
                 r.run.cache_ready ? (double)kv_cache_bytes(&r.run.m.cfg, r.n_slots, r.run.cache.max_len) / (1 << 20) : 0.0,
                 r.n_slots, r.run.cache_ready ? r.run.cache.max_len : 0, blas_core_name(), device);
+        if (r.multi_turn)
+            fprintf(stderr, "grpo-rollout: env: %lld requests; %.1f s with every sequence waiting for an answer\n",
+                    r.env_requests, r.env_wait_seconds);
     }
     if (r.multi_turn && (rc = episode_finish(&r, e))) goto done;
     if (r.skipped)

@@ -87,7 +87,9 @@ t = Tokenizer.from_file(sys.argv[1]); print(t.decode(json.load(open(sys.argv[2])
     grpo-rollout --model "$CHATML" -k 2 --max-new-tokens 4 --max-turns 2 --in "$(P)" --out r.jsonl --env "$ENV log req.jsonl"
     jq -e '.finish_reason == "turns" and .env_reward == 1 and ([.turns[].role] | length) == 4' r.jsonl > /dev/null
     [ "$(jq -c 'select(.last == true) | .turn' req.jsonl | sort -u)" = 1 ]
-    grpo-rollout --model "$CHATML" -k 1 --max-new-tokens 4 --max-turns 1 --in "$(P)" --out one.jsonl --env "$ENV script"
+    grpo-rollout --model "$CHATML" -k 1 --max-new-tokens 4 --max-turns 1 --in "$(P)" --out one.jsonl --env "$ENV script" \
+        --progress 2> err.txt
+    grep -Eq '^grpo-rollout: env: 3 requests; [0-9.]+ s with every sequence waiting for an answer$' err.txt
     jq -e '.finish_reason == "turns" and .env_reward == 0 and (.completion_mask | all(. == 1))
            and (.turns | length) == 1' one.jsonl > /dev/null
 }
