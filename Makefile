@@ -5,7 +5,8 @@
 #   make bench      stream throughput against zstd|jq; model throughput and one update step
 #                   against sgemm and PyTorch; 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
 #                   rule rewards against a Python peer; the judge cache; the LLM judge's
-#                   requests/s against the local test server
+#                   requests/s against the local test server; multi-turn rollout (--env,
+#                   instant and 50 ms environments) against single-turn
 #   make bench-gpu  grpo-rollout --device cuda against transformers generate on the same
 #                   NVIDIA card, random weights of three model shapes (bench/gpu.sh)
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
@@ -217,6 +218,7 @@ bench: deps
 	@sh bench/mpi.sh
 	@sh bench/reward.sh
 	@sh bench/judge.sh
+	@sh bench/multiturn.sh
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=...]; make uninstall ----------
 # PREFIX/bin: the six tools and the scripts (links into share); PREFIX/share/man/man1:
@@ -237,6 +239,9 @@ install: all
 	install -m 755 $(addprefix scripts/,$(SCRIPTS)) $(SHAREDIR)/scripts/
 	install -m 644 $(wildcard scripts/*.jq) $(SHAREDIR)/scripts/
 	install -m 644 $(wildcard scripts/lib/*) $(SHAREDIR)/scripts/lib/
+	install -d $(SHAREDIR)/scripts/env
+	install -m 755 $(wildcard scripts/env/*.py) $(SHAREDIR)/scripts/env/
+	install -m 644 $(wildcard scripts/env/*.json) $(SHAREDIR)/scripts/env/
 	install -m 644 pipelines/grpo.mk pipelines/README.md $(SHAREDIR)/pipelines/
 	install -m 755 $(wildcard pipelines/*.sh) $(SHAREDIR)/pipelines/
 	install -m 644 $(wildcard pipelines/demo/*.mk) $(SHAREDIR)/pipelines/demo/

@@ -42,7 +42,21 @@ int main(int argc, char **argv) {
         {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n", "only prompts whose id hash falls in shard i of n", 0, 0, NULL},
         {"--skip-bad", NULL, FLAG_BOOL, &o.skip_bad, NULL,
          "skip records that cannot be prompted (no id, bad or empty or too long prompt) and count them", 0, 0, NULL},
-        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "progress on stderr even when not a terminal; ends with tokens/s and KV cache size", 0, 0,
+        {"--env", NULL, FLAG_STRING, &o.env, "PROGRAM",
+         "multi-turn episodes against PROGRAM (sh -c, started once): JSONL requests on its stdin, answers on its "
+         "stdout (formats/env.md)", 0, 0, NULL},
+        {"--max-turns", NULL, FLAG_INT, &o.max_turns, "N", "with --env: assistant turns per episode", 1, 1 << 20,
+         NULL},
+        {"--max-total-tokens", NULL, FLAG_INT, &o.max_total_tokens, "N",
+         "with --env: most completion tokens per episode, the environment's included, 0 = the model's context", 0,
+         1 << 30, NULL},
+        {"--env-timeout", NULL, FLAG_DOUBLE, &o.env_timeout, "S", "with --env: seconds to wait for one answer (else 75)",
+         0.001, 1e6, NULL},
+        {"--tools", NULL, FLAG_STRING, &o.tools, "F",
+         "tool schemas (OpenAI function format, a JSON array) rendered into prompts the model family's way", 0, 0,
+         NULL},
+        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "progress on stderr even when not a terminal; ends with tokens/s and KV cache size (with --env, "
+         "the requests and the time spent waiting for answers)", 0, 0,
          NULL},
     };
     flag_parser p = {
@@ -58,6 +72,16 @@ int main(int argc, char **argv) {
                   "stop; the token is kept in completion_tokens, the stop string cut from completion), or after\n"
                   "--max-new-tokens or at the model's context length (length).\n"
                   "Weights or logits that are not finite (NaN, infinity) stop it with 65 naming the model.\n"
+                  "With --env each sample is an episode: when an assistant turn ends, the record's fields with\n"
+                  "sample, turn, messages (the conversation so far), tool_calls and last go to PROGRAM as one line;\n"
+                  "it answers {id, sample, turn, messages: [{role: user|tool, content}]} to go on or\n"
+                  "{id, sample, turn, done: true} to end, either with an optional reward. The answer is appended\n"
+                  "as tokens and decoding resumes; other samples go on decoding meanwhile. Records then also carry\n"
+                  "completion_mask (1 sampled, 0 inserted), turns, env_reward, null logprobs at inserted tokens,\n"
+                  "completion = the last assistant message, finish_reason env|turns|length. A bad answer, one to\n"
+                  "a request never asked, or the program's death is 65; no answer within --env-timeout is 75.\n"
+                  "Without AVX-512, answer timing changes which rows are batched: reruns then agree to float\n"
+                  "rounding, not byte for byte (formats/rollout.md).\n"
                   "example: grpo-rollout --model models/SmolLM2-135M-Instruct.Q4_1.gguf -k 8 --in prompts.jsonl "
                   "--out rollouts.jsonl.zst",
     };
@@ -65,6 +89,11 @@ int main(int argc, char **argv) {
     if (!o.model) die(EX_USAGE, "--model is required (see %s --help)", tool_name());
     o.top_p_given = flags_given(&p, "--top-p");
     o.top_k_given = flags_given(&p, "--top-k");
+    if (!o.env) {
+        static const char *const env_only[] = {"--max-turns", "--max-total-tokens", "--env-timeout"};
+        for (size_t i = 0; i < sizeof env_only / sizeof *env_only; i++)
+            if (flags_given(&p, env_only[i])) die(EX_USAGE, "%s needs --env PROGRAM", env_only[i]);
+    }
     gerr e = {0};
     if (outpath_check(o.out, OUTPATH_FILE, &e) || rollout_run(&o, &e)) die_err(&e);
     return 0;

@@ -51,6 +51,7 @@ void chat_template_force(chat_family f, const char *jinja, chat_template *out) {
     if (!jinja) return;
     if (f == CHAT_CHATML && strstr(jinja, "<|im_start|>")) out->default_system = find_default_system(jinja);
     if (f == CHAT_LLAMA3) out->llama31_header = strstr(jinja, "Cutting Knowledge Date") != NULL;
+    if (f == CHAT_CHATML) out->chatml_tool_response = strstr(jinja, "<tool_response>") != NULL;
 }
 
 int chat_template_detect(const char *jinja, const char *name_for_errors, chat_template *out, gerr *e) {
@@ -77,14 +78,14 @@ void chat_template_free(chat_template *t) {
 }
 
 /* Python's str.strip() as Jinja's |trim does it, for ASCII white space. */
-static void append_trimmed(strbuf *out, const char *s) {
+void chat_append_trimmed(strbuf *out, const char *s) {
     size_t n = strlen(s);
     while (n && strchr(" \t\n\r\f\v", s[n - 1])) n--;
     while (n && strchr(" \t\n\r\f\v", *s)) s++, n--;
     sb_append(out, s, n);
 }
 
-static int message_at(const cJSON *messages, int i, const char **role, const char **content, gerr *e) {
+int chat_message_at(const cJSON *messages, int i, const char **role, const char **content, gerr *e) {
     const cJSON *m = cJSON_GetArrayItem(messages, i);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
@@ -95,56 +96,90 @@ static int message_at(const cJSON *messages, int i, const char **role, const cha
     return 0;
 }
 
-int chat_render(const chat_template *t, const cJSON *messages, bool add_generation_prompt, strbuf *out, gerr *e) {
-    if (!cJSON_IsArray(messages)) return gerr_set(e, EX_DATAERR, "field \"messages\": expected an array");
-    int n = cJSON_GetArraySize(messages);
+static bool role_at_is(const cJSON *messages, int i, const char *role) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(messages, i), "role");
+    return cJSON_IsString(r) && !strcmp(r->valuestring, role);
+}
+
+int chat_render_messages(const chat_template *t, const cJSON *messages, int from, strbuf *out, gerr *e) {
     const char *role, *content;
-    switch (t->family) {
-    case CHAT_RAW:
-        for (int i = 0; i < n; i++) {
-            if (message_at(messages, i, &role, &content, e)) return e->code;
-            sb_puts(out, content);
-        }
-        return 0;
-    case CHAT_CHATML:
-        for (int i = 0; i < n; i++) {
-            if (message_at(messages, i, &role, &content, e)) return e->code;
-            if (i == 0 && t->default_system && strcmp(role, "system")) {
-                sb_puts(out, "<|im_start|>system\n");
-                sb_puts(out, t->default_system);
-                sb_puts(out, "<|im_end|>\n");
+    int n = cJSON_GetArraySize(messages);
+    for (int i = from; i < n; i++) {
+        if (chat_message_at(messages, i, &role, &content, e)) return e->code;
+        bool tool = !strcmp(role, "tool");
+        switch (t->family) {
+        case CHAT_RAW: sb_puts(out, content); break;
+        case CHAT_CHATML:
+            if (tool && (t->chatml_tool_response || t->tools)) { /* consecutive results share one user turn */
+                if (i == 0 || !role_at_is(messages, i - 1, "tool")) sb_puts(out, "<|im_start|>user");
+                sb_puts(out, "\n<tool_response>\n");
+                sb_puts(out, content);
+                sb_puts(out, "\n</tool_response>");
+                if (i == n - 1 || !role_at_is(messages, i + 1, "tool")) sb_puts(out, "<|im_end|>\n");
+                break;
             }
             sb_printf(out, "<|im_start|>%s\n", role);
             sb_puts(out, content);
             sb_puts(out, "<|im_end|>\n");
-        }
-        if (add_generation_prompt) sb_puts(out, "<|im_start|>assistant\n");
-        return 0;
-    case CHAT_LLAMA3: {
-        sb_puts(out, "<|begin_of_text|>");
-        int first = 0;
-        if (t->llama31_header) {
-            /* 3.1+ always opens with a system turn carrying the date header */
-            sb_puts(out, "<|start_header_id|>system<|end_header_id|>\n\n"
-                         "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
-            if (n > 0) {
-                if (message_at(messages, 0, &role, &content, e)) return e->code;
-                if (!strcmp(role, "system")) {
-                    append_trimmed(out, content);
-                    first = 1;
-                }
+            break;
+        case CHAT_LLAMA3:
+            if ((tool || !strcmp(role, "ipython")) && t->llama31_header) { /* 3.1: the result as a JSON string */
+                sb_puts(out, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+                sb_json_string(out, content, strlen(content));
+                sb_puts(out, "<|eot_id|>");
+                break;
             }
-            sb_puts(out, "<|eot_id|>");
-        }
-        for (int i = first; i < n; i++) {
-            if (message_at(messages, i, &role, &content, e)) return e->code;
             sb_printf(out, "<|start_header_id|>%s<|end_header_id|>\n\n", role);
-            append_trimmed(out, content);
+            chat_append_trimmed(out, content);
             sb_puts(out, "<|eot_id|>");
+            break;
         }
-        if (add_generation_prompt) sb_puts(out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-        return 0;
     }
+    return 0;
+}
+
+int chat_render(const chat_template *t, const cJSON *messages, bool add_generation_prompt, strbuf *out, gerr *e) {
+    if (!cJSON_IsArray(messages)) return gerr_set(e, EX_DATAERR, "field \"messages\": expected an array");
+    int n = cJSON_GetArraySize(messages);
+    const char *role = NULL, *content = NULL;
+    if (n > 0 && chat_message_at(messages, 0, &role, &content, e)) return e->code;
+    bool first_is_system = n > 0 && !strcmp(role, "system");
+    int from = 0;
+    switch (t->family) {
+    case CHAT_RAW: break;
+    case CHAT_CHATML:
+        if (t->tools) {
+            chat_render_chatml_tools(t, first_is_system ? content : t->default_system, out);
+            from = first_is_system;
+        } else if (n > 0 && t->default_system && !first_is_system) {
+            sb_puts(out, "<|im_start|>system\n");
+            sb_puts(out, t->default_system);
+            sb_puts(out, "<|im_end|>\n");
+        }
+        break;
+    case CHAT_LLAMA3:
+        sb_puts(out, "<|begin_of_text|>");
+        if (t->llama31_header) { /* 3.1+ always opens with a system turn carrying the date header */
+            sb_puts(out, "<|start_header_id|>system<|end_header_id|>\n\n");
+            if (t->tools) sb_puts(out, "Environment: ipython\n");
+            sb_puts(out, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+            if (first_is_system) chat_append_trimmed(out, content);
+            sb_puts(out, "<|eot_id|>");
+            from = first_is_system;
+        }
+        if (t->tools) { /* the tools go in with the first message after the system one */
+            if (from == 0 && first_is_system && chat_render_messages(t, messages, 0, out, e)) return e->code;
+            if (from == 0 && first_is_system) from = 1;
+            if (from < n && chat_message_at(messages, from, &role, &content, e)) return e->code;
+            chat_render_llama3_tools(t, from < n ? content : "", out);
+            from++;
+        }
+        break;
     }
-    return gerr_set(e, EX_SOFTWARE, "unknown chat family");
+    if (from < n && chat_render_messages(t, messages, from, out, e)) return e->code;
+    if (add_generation_prompt) {
+        if (t->family == CHAT_CHATML) sb_puts(out, "<|im_start|>assistant\n");
+        if (t->family == CHAT_LLAMA3) sb_puts(out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    }
+    return 0;
 }

@@ -11,7 +11,13 @@
  *           their "Cutting Knowledge Date" system header);
  *   raw     the messages' contents joined by nothing, no special tokens: for
  *           base models and for checking tokenizer parity.
- * add_generation_prompt appends the opening of the assistant's turn. */
+ * add_generation_prompt appends the opening of the assistant's turn.
+ *
+ * Tools (tools.c; grpo-rollout --tools) are rendered as each family's own
+ * template does: chatml as Qwen2.5's "# Tools" system block with
+ * <tool_call> JSON calls and tool results in <tool_response> (in a user
+ * turn); llama3 as Llama 3.1's JSON function calls offered in the first
+ * user message and results in an "ipython" turn. */
 #ifndef GRPO_CHAT_H
 #define GRPO_CHAT_H
 
@@ -27,6 +33,10 @@ typedef struct {
     chat_family family;
     char *default_system; /* chatml: inserted when the first message is not a system one; NULL = none */
     bool llama31_header;  /* llama3: the 3.1+ knowledge-date system header */
+    /* chatml: tool results go in a user turn inside <tool_response> (the
+     * template has them, or tools are given); else as a "tool" turn */
+    bool chatml_tool_response;
+    const cJSON *tools; /* OpenAI-format function schemas (not owned); NULL = none */
 } chat_template;
 
 /* "chatml", "llama3", "raw" -> family; anything else is EX_USAGE. */
@@ -44,5 +54,39 @@ void chat_template_free(chat_template *t);
 /* Renders messages (a JSON array of {role, content} with string fields).
  * Errors name the message index: EX_DATAERR. */
 int chat_render(const chat_template *t, const cJSON *messages, bool add_generation_prompt, strbuf *out, gerr *e);
+
+/* Messages from index `from` on, each as the family renders it (no
+ * generation prompt, no default system message). */
+int chat_render_messages(const chat_template *t, const cJSON *messages, int from, strbuf *out, gerr *e);
+/* Message i's role and content (EX_DATAERR naming i when not strings). */
+int chat_message_at(const cJSON *messages, int i, const char **role, const char **content, gerr *e);
+/* s without leading and trailing ASCII white space (Jinja's |trim). */
+void chat_append_trimmed(strbuf *out, const char *s);
+
+/* ---- multi-turn (tools.c) -------------------------------------------------- */
+
+/* Gives t the tool schemas (a JSON array of objects; not copied): EX_DATAERR
+ * naming the element otherwise. */
+int chat_set_tools(chat_template *t, const cJSON *tools, gerr *e);
+/* The text that follows an assistant turn when messages (user or tool) come
+ * after it, up to the opening of the next assistant turn: the assistant
+ * turn's end marker when closed is false (it ended without its end-of-turn
+ * token), the messages as the family renders them, the generation prompt.
+ * Rendering the whole conversation at once gives the same text. */
+int chat_render_continuation(const chat_template *t, const cJSON *messages, bool closed, strbuf *out, gerr *e);
+/* The tool calls in an assistant message's text, as a JSON array of
+ * {"name": string, "arguments": object} (empty when none): chatml (and
+ * raw) <tool_call>JSON</tool_call> blocks with "name" and "arguments";
+ * llama3 a message that is JSON objects with "name" and "parameters" (or
+ * "arguments"). Malformed calls are left out: what the model wrote is not
+ * an error. Never NULL. */
+cJSON *chat_parse_tool_calls(chat_family f, const char *text, size_t len);
+/* v as Python's json.dumps(v, ensure_ascii=False, indent=indent) writes it
+ * (indent < 0: none), which is what HF templates' tojson gives. */
+void chat_json_dumps(const cJSON *v, int indent, strbuf *out);
+/* Renders the tools block of the chatml family's system turn. */
+void chat_render_chatml_tools(const chat_template *t, const char *system, strbuf *out);
+/* Renders llama3's first user turn offering the tools, with content first_user. */
+void chat_render_llama3_tools(const chat_template *t, const char *first_user, strbuf *out);
 
 #endif

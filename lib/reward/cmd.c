@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../env/child.h"
 #include "../util/cleanup.h"
 #include "../util/clock.h"
 #include "reward.h"
@@ -28,9 +29,7 @@
 typedef struct {
     const char *cmd;
     double timeout;
-    pid_t pid;  /* the program, -1 once reaped */
-    pid_t pgid; /* its process group, 0 once it finished cleanly */
-    int to_fd, from_fd; /* -1 once closed */
+    child_proc proc;    /* the program (lib/env/child.h), its pipes and process group */
     strbuf pending;     /* bytes of the program's output not yet taken as answers */
     strbuf out;         /* records waiting to be written */
     long long answers;
@@ -43,48 +42,13 @@ static int cmd_name_len(const cmd_fn *c) {
 }
 
 static int exit_error(cmd_fn *c, const reward_item *it, gerr *e) {
-    int status = 0;
-    pid_t got;
-    do got = waitpid(c->pid, &status, 0);
-    while (got < 0 && errno == EINTR);
-    c->pid = -1;
     char how[64];
-    if (got < 0) snprintf(how, sizeof how, "ended");
-    else if (WIFSIGNALED(status)) snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(status));
-    else snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+    child_reap(&c->proc, how, sizeof how);
     if (it)
         return gerr_at(e, EX_SOFTWARE, it->rec->file, it->rec->line,
                        "cmd '%.*s' %s before answering this record (%lld answers given)", cmd_name_len(c), c->cmd,
                        how, c->answers);
     return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' %s", cmd_name_len(c), c->cmd, how);
-}
-
-/* Writes what the pipe takes without blocking. SIGPIPE is held back while
- * writing, so a program that closed its stdin is an error, not our death. */
-static int write_some(cmd_fn *c, size_t *done, gerr *e) {
-    sigset_t pipe_set, old;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    if (sigprocmask(SIG_BLOCK, &pipe_set, &old)) return gerr_set(e, EX_OSERR, "sigprocmask: %s", strerror(errno));
-    ssize_t n = write(c->to_fd, c->out.data + *done, c->out.len - *done);
-    int err = errno;
-    if (n < 0 && err == EPIPE) {
-        const struct timespec zero = {0, 0};
-        while (sigtimedwait(&pipe_set, NULL, &zero) > 0) {
-        }
-    }
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    if (n >= 0) {
-        *done += (size_t)n;
-        return 0;
-    }
-    if (err == EAGAIN || err == EINTR) return 0;
-    if (err == EPIPE) { /* the program stopped reading: its answers (or exit) tell the rest */
-        close(c->to_fd);
-        c->to_fd = -1;
-        return 0;
-    }
-    return gerr_set(e, EX_IOERR, "cmd '%.*s': writing records: %s", cmd_name_len(c), c->cmd, strerror(err));
 }
 
 /* One answer line into out. */
@@ -118,7 +82,7 @@ static int take_answers(cmd_fn *c, const reward_item *items, size_t want, size_t
 
 static int cmd_score(void *self, const reward_item *items, size_t n, reward_entries *out, gerr *e) {
     cmd_fn *c = self;
-    if (c->pid < 0) return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' is not running", cmd_name_len(c), c->cmd);
+    if (c->proc.pid < 0) return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' is not running", cmd_name_len(c), c->cmd);
     sb_clear(&c->out);
     for (size_t i = 0; i < n; i++) {
         record_serialize(items[i].rec, &c->out);
@@ -129,8 +93,8 @@ static int cmd_score(void *self, const reward_item *items, size_t n, reward_entr
     while (got < n) {
         if (take_answers(c, items, n, &got, out, e)) return -1;
         if (got == n) break;
-        struct pollfd pf[2] = {{.fd = c->from_fd, .events = POLLIN}, {.fd = -1}};
-        if (c->to_fd >= 0 && written < c->out.len) pf[1] = (struct pollfd){.fd = c->to_fd, .events = POLLOUT};
+        struct pollfd pf[2] = {{.fd = c->proc.from_fd, .events = POLLIN}, {.fd = -1}};
+        if (c->proc.to_fd >= 0 && written < c->out.len) pf[1] = (struct pollfd){.fd = c->proc.to_fd, .events = POLLOUT};
         double left = c->timeout - (now_seconds() - last_progress);
         if (left <= 0)
             return gerr_at(e, EX_SOFTWARE, items[got].rec->file, items[got].rec->line,
@@ -144,17 +108,17 @@ static int cmd_score(void *self, const reward_item *items, size_t n, reward_entr
             return gerr_set(e, EX_OSERR, "poll: %s", strerror(errno));
         }
         if (pf[1].revents) {
-            if (write_some(c, &written, e)) return -1;
+            if (child_write_some(&c->proc, c->out.data, c->out.len, &written, e)) return -1;
             last_progress = now_seconds();
-            if (written == c->out.len && items[n - 1].last_of_input && c->to_fd >= 0) {
+            if (written == c->out.len && items[n - 1].last_of_input && c->proc.to_fd >= 0) {
                 /* end of input now: a program that buffers its output flushes at exit */
-                close(c->to_fd);
-                c->to_fd = -1;
+                close(c->proc.to_fd);
+                c->proc.to_fd = -1;
             }
         }
         if (pf[0].revents) {
             sb_reserve(&c->pending, 65536);
-            ssize_t r = read(c->from_fd, c->pending.data + c->pending.len, 65536);
+            ssize_t r = read(c->proc.from_fd, c->pending.data + c->pending.len, 65536);
             if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
             if (r < 0) return gerr_set(e, EX_IOERR, "cmd '%.*s': reading answers: %s", cmd_name_len(c), c->cmd,
                                        strerror(errno));
@@ -171,11 +135,11 @@ static int cmd_score(void *self, const reward_item *items, size_t n, reward_entr
  * without further answers. */
 static int cmd_finish(void *self, gerr *e) {
     cmd_fn *c = self;
-    if (c->to_fd >= 0) close(c->to_fd);
-    c->to_fd = -1;
+    if (c->proc.to_fd >= 0) close(c->proc.to_fd);
+    c->proc.to_fd = -1;
     double deadline = now_seconds() + c->timeout;
     for (;;) {
-        struct pollfd pf = {.fd = c->from_fd, .events = POLLIN};
+        struct pollfd pf = {.fd = c->proc.from_fd, .events = POLLIN};
         double left = deadline - now_seconds();
         if (left <= 0)
             return gerr_set(e, EX_SOFTWARE, "cmd '%.*s' did not exit within %g s of the end of its input",
@@ -184,7 +148,7 @@ static int cmd_finish(void *self, gerr *e) {
         if (ready < 0 && errno != EINTR) return gerr_set(e, EX_OSERR, "poll: %s", strerror(errno));
         if (ready <= 0) continue;
         char buf[4096];
-        ssize_t r = read(c->from_fd, buf, sizeof buf);
+        ssize_t r = read(c->proc.from_fd, buf, sizeof buf);
         if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (r < 0) return gerr_set(e, EX_IOERR, "cmd '%.*s': %s", cmd_name_len(c), c->cmd, strerror(errno));
         if (r == 0) break;
@@ -196,14 +160,14 @@ static int cmd_finish(void *self, gerr *e) {
                             cmd_name_len(c), c->cmd, c->answers);
     int status;
     pid_t got;
-    do got = waitpid(c->pid, &status, 0);
+    do got = waitpid(c->proc.pid, &status, 0);
     while (got < 0 && errno == EINTR);
-    c->pid = -1;
+    c->proc.pid = -1;
     if (got < 0) return gerr_set(e, EX_OSERR, "waitpid: %s", strerror(errno));
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         /* what it left running in the background is its own business */
-        cleanup_unregister_group(c->pgid);
-        c->pgid = 0;
+        cleanup_unregister_group(c->proc.pgid);
+        c->proc.pgid = 0;
         return 0;
     }
     if (WIFSIGNALED(status))
@@ -222,20 +186,8 @@ static void cmd_stats(void *self, cJSON *obj) {
 static void cmd_close(void *self) {
     cmd_fn *c = self;
     if (!c) return;
-    if (c->to_fd >= 0) close(c->to_fd);
-    if (c->from_fd >= 0) close(c->from_fd);
-    /* stopped early (an error, a timeout): SIGTERM to the whole group, a second
-     * for the program to end, then SIGKILL to whatever of the group is left */
-    if (c->pgid > 0) kill(-c->pgid, SIGTERM);
-    for (int i = 0; c->pid > 0 && i < 100; i++) {
-        if (waitpid(c->pid, NULL, WNOHANG) != 0) c->pid = -1;
-        else nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-    }
-    if (c->pgid > 0) {
-        kill(-c->pgid, SIGKILL);
-        cleanup_unregister_group(c->pgid);
-    }
-    if (c->pid > 0) waitpid(c->pid, NULL, 0);
+    /* stopped early (an error, a timeout): the whole group is stopped */
+    child_close(&c->proc);
     sb_free(&c->pending);
     sb_free(&c->out);
     free(c);
@@ -243,49 +195,14 @@ static void cmd_close(void *self) {
 
 int reward_open_cmd(reward_fn *fn, const reward_opts *p, gerr *e) {
     if (!p->cmd || !*p->cmd) return gerr_set(e, EX_USAGE, "--fn cmd needs --cmd 'PROGRAM'");
-    int to[2], from[2];
-    if (pipe2(to, O_CLOEXEC)) return gerr_set(e, EX_OSERR, "pipe: %s", strerror(errno));
-    if (pipe2(from, O_CLOEXEC)) {
-        close(to[0]);
-        close(to[1]);
-        return gerr_set(e, EX_OSERR, "pipe: %s", strerror(errno));
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(to[0]), close(to[1]), close(from[0]), close(from[1]);
-        return gerr_set(e, EX_OSERR, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        if (setpgid(0, 0) < 0 || dup2(to[0], 0) < 0 || dup2(from[1], 1) < 0) _exit(126);
-        closefrom(3);
-        execl("/bin/sh", "sh", "-c", p->cmd, (char *)NULL);
-        _exit(127);
-    }
-    close(to[0]);
-    close(from[1]);
-    /* setpgid also from this side, so the group exists before any kill of it;
-     * EACCES means the child has already exec'd, after making the group itself */
-    const char *failed = NULL;
-    if (setpgid(pid, pid) < 0 && errno != EACCES) failed = "setpgid";
-    else if (!cleanup_register_group(pid)) failed = "registering its process group", errno = ENOSPC;
-    else if (fcntl(to[1], F_SETFL, O_NONBLOCK)) failed = "fcntl";
-    if (failed) {
-        int err = errno;
-        close(to[1]), close(from[0]);
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
-        cleanup_unregister_group(pid);
-        waitpid(pid, NULL, 0);
-        return gerr_set(e, EX_OSERR, "cmd: %s: %s", failed, strerror(err));
-    }
     cmd_fn *c = xcalloc(1, sizeof *c);
     c->cmd = p->cmd;
     c->timeout = p->cmd_timeout > 0 ? p->cmd_timeout : 60;
-    c->pid = pid;
-    c->pgid = pid;
-    c->to_fd = to[1];
-    c->from_fd = from[0];
+    int rc = child_start(&c->proc, p->cmd, e);
+    if (rc) {
+        free(c);
+        return rc;
+    }
     fn->self = c;
     fn->score_named = cmd_score;
     fn->finish = cmd_finish;

@@ -5,15 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../chat/chat.h"
 #include "../cuda/cuda.h"
-#include "../io/jsonl.h"
+#include "../io/mapped.h"
 #include "../ops/blas.h"
 #include "../runner/device.h"
-#include "../runner/runner.h"
 #include "../util/clock.h"
 #include "../util/progress.h"
-#include "seqs.h"
+#include "rollout_internal.h"
 
 void rollout_opts_default(rollout_opts *o) {
     memset(o, 0, sizeof *o);
@@ -24,50 +22,23 @@ void rollout_opts_default(rollout_opts *o) {
     o->device = device_default();
     o->chat_template = "auto";
     o->shard.count = 1;
+    o->max_turns = 4;
+    o->env_timeout = 60;
 }
 
-/* A prompt in flight: its record, tokens and the K completions being made.
- * Prompts leave in input order, each once all its samples are done. */
-typedef struct {
-    record rec;
-    strbuf id;
-    int32_t *tokens;
-    size_t n_tokens;
-    bool had_tokens; /* prompt_tokens came with the record */
-    rollout_seq *samples; /* [K] */
-    int n_done;
-} prompt_slot;
-
-typedef struct {
-    const rollout_opts *o;
-    const backend *be; /* the device the model runs on; NULL: the CPU */
-    model_runner run;
-    bool have_template;
-    chat_template tmpl;
-    sample_opts sp;
-    char *policy;
-    sampler smp;
-    float *logits;  /* [n_slots, vocab] on the host, where sampling reads them */
-    float *dlogits; /* [n_slots, vocab] in the device's memory (be only) */
-    /* Decode steps sample on the device when no top-k, top-p or min-p
-     * truncates (cuda.h's cuda_sample_plain: the same draws), so only
-     * tokens and log-probs come back; [n_slots] each. */
-    bool device_sampling;
-    rng_stream **rngs;
-    int32_t *toks;
-    float *lps;
-    int n_slots;   /* sequences decoded together (KV cache slots) */
-    /* slot -> the sample generating in it (NULL when free) and its prompt */
-    rollout_seq **slot_seq;
-    prompt_slot **slot_prompt;
-    /* prompts in input order: [head, head + n_fifo) in a ring */
-    prompt_slot **fifo;
-    int fifo_cap, fifo_head, n_fifo;
-    prompt_slot **spare; /* finished prompt slots kept for reuse */
-    int n_spare;
-    long long tokens_made, skipped;
-    gerr first_skip;
-} rollout;
+/* The chat template, made on first use. */
+static int need_template(rollout *r, gerr *e) {
+    if (r->have_template) return 0;
+    int rc = model_text_template(&r->run.mt, r->o->chat_template, &r->tmpl, e);
+    if (rc) return rc;
+    r->have_template = true;
+    if (r->tools && (rc = chat_set_tools(&r->tmpl, r->tools, e))) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return gerr_set(e, rc, "--tools %s: %s", r->o->tools, why);
+    }
+    return 0;
+}
 
 /* The prompt's token ids: its prompt_tokens, or its messages rendered with
  * the chat template and encoded. */
@@ -82,12 +53,9 @@ static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
         int rc = record_get_token_ids(rec, "prompt_tokens", vocab, &p->tokens, &p->n_tokens, e);
         if (rc) return rc;
     } else {
-        if (!r->have_template) {
-            int rc = model_text_template(&r->run.mt, r->o->chat_template, &r->tmpl, e);
-            if (rc) return rc;
-            r->have_template = true;
-        }
-        int rc = model_text_prompt_tokens(&r->run.mt, &r->tmpl, rec, &p->tokens, &p->n_tokens, e);
+        int rc = need_template(r, e);
+        if (rc) return rc;
+        rc = model_text_prompt_tokens(&r->run.mt, &r->tmpl, rec, &p->tokens, &p->n_tokens, e);
         if (rc) return rc;
     }
     if (p->n_tokens == 0)
@@ -113,18 +81,27 @@ static int write_sample(rollout *r, jsonl_writer *w, const prompt_slot *p, const
     sb_clear(&b);
     sb_json_int_array(&b, s->tokens, (size_t)s->n);
     record_set_raw(&out, "completion_tokens", b.data, b.len);
+    if (s->multi_turn) {
+        sb_clear(&b);
+        sb_putc(&b, '[');
+        for (int i = 0; i < s->n; i++) sb_puts(&b, i ? (s->mask[i] ? ",1" : ",0") : (s->mask[i] ? "1" : "0"));
+        sb_putc(&b, ']');
+        record_set_raw(&out, "completion_mask", b.data, b.len);
+    }
     record_set_string(&out, "completion", s->text.data ? s->text.data : "", s->text_end);
     sb_clear(&b);
     sb_putc(&b, '[');
     for (int i = 0; i < s->n; i++) {
         if (i) sb_putc(&b, ',');
-        sb_json_float(&b, s->logprobs[i]);
+        if (s->multi_turn && !s->mask[i]) sb_puts(&b, "null"); /* the environment's tokens were not sampled */
+        else sb_json_float(&b, s->logprobs[i]);
     }
     sb_putc(&b, ']');
     record_set_raw(&out, "logprobs", b.data, b.len);
     record_set_number(&out, "temperature", r->sp.temperature);
-    record_set_string(&out, "finish_reason", s->finish == FINISH_STOP ? "stop" : "length",
-                      s->finish == FINISH_STOP ? 4 : 6);
+    static const char *const reasons[] = {"length", "stop", "length", "env", "turns"};
+    record_set_string(&out, "finish_reason", reasons[s->finish], strlen(reasons[s->finish]));
+    if (s->multi_turn) episode_write_fields(r, s, &out);
     record_set_string(&out, "policy", r->policy, strlen(r->policy));
     int rc = jsonl_write(w, &out, e);
     sb_free(&b);
@@ -143,10 +120,9 @@ static char *policy_name(const rollout_opts *o) {
     return name;
 }
 
-/* Room for a prompt of len tokens plus its completions in every slot. */
-static int ensure_capacity(rollout *r, int len, gerr *e) {
-    int rows = r->n_slots > len ? r->n_slots : len;
-    return runner_reserve(&r->run, r->n_slots, len + (int)r->o->max_new_tokens, (size_t)rows, e);
+int rollout_reserve(rollout *r, int positions, int rows, gerr *e) {
+    if (rows < r->n_slots) rows = r->n_slots;
+    return runner_reserve(&r->run, r->n_slots, positions, (size_t)rows, e);
 }
 
 static int free_slots(const rollout *r) {
@@ -167,6 +143,7 @@ static void free_prompt_slot(rollout *r, prompt_slot *p) {
     record_free(&p->rec);
     sb_free(&p->id);
     free(p->tokens);
+    cJSON_Delete(p->messages);
     for (int k = 0; k < (int)r->o->k; k++) seq_free(&p->samples[k]);
     free(p->samples);
     free(p);
@@ -205,7 +182,7 @@ static void forward_rows(rollout *r, int n_rows, const bool *want) {
 
 /* forward_rows, then its n_out rows of logits in r->logits: on a device they
  * are copied back (which waits for it and reports its failures). */
-static int forward(rollout *r, int n_rows, const bool *want, int n_out, gerr *e) {
+int rollout_forward(rollout *r, int n_rows, const bool *want, int n_out, gerr *e) {
     model_runner *run = &r->run;
     forward_rows(r, n_rows, want);
     if (!r->be) return 0;
@@ -213,16 +190,24 @@ static int forward(rollout *r, int n_rows, const bool *want, int n_out, gerr *e)
                                e);
 }
 
-/* Takes the sample's token and frees its slot when it ends. */
-static void take_token(rollout *r, int slot, int32_t t, float lp) {
+void rollout_release(rollout *r, int slot) {
+    r->slot_seq[slot] = NULL;
+    r->slot_prompt[slot]->n_done++;
+}
+
+/* Takes the sample's token; when its turn ends, the environment is asked
+ * what follows (--env), or its slot is freed. */
+static int take_token(rollout *r, int slot, int32_t t, float lp, gerr *e) {
     rollout_seq *s = r->slot_seq[slot];
-    int limit = r->run.cache.max_len < r->run.m.cfg.max_seq_len ? r->run.cache.max_len : r->run.m.cfg.max_seq_len;
-    seq_push(s, &r->run.mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, limit);
+    /* a multi-turn episode may grow its cache up to the model's context */
+    int limit = r->multi_turn || r->run.cache.max_len > r->run.m.cfg.max_seq_len ? r->run.m.cfg.max_seq_len
+                                                                                   : r->run.cache.max_len;
+    seq_push(s, &r->run.mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, (int)r->o->max_total_tokens, limit);
     r->tokens_made++;
-    if (s->finish != FINISH_NONE) {
-        r->slot_seq[slot] = NULL;
-        r->slot_prompt[slot]->n_done++;
-    }
+    if (s->finish == FINISH_NONE) return 0;
+    if (r->multi_turn) return episode_turn_ended(r, slot, e);
+    rollout_release(r, slot);
+    return 0;
 }
 
 /* Takes token t (sampled on the host or the device) for the slot; t < 0
@@ -236,12 +221,10 @@ static int take_sampled(rollout *r, int slot, int32_t t, float lp, gerr *e) {
                         "completion token %d: its weights are broken or overflow",
                         r->o->model, p->id.data, s->sample, s->n);
     }
-    take_token(r, slot, t, lp);
-    return 0;
+    return take_token(r, slot, t, lp, e);
 }
 
-/* Samples the slot's token from its row of logits. */
-static int advance(rollout *r, int slot, const float *logits, gerr *e) {
+int rollout_advance(rollout *r, int slot, const float *logits, gerr *e) {
     float lp;
     int32_t t = sample_token(&r->smp, logits, &r->sp, &r->slot_seq[slot]->rng, &lp);
     return take_sampled(r, slot, t, lp, e);
@@ -251,7 +234,7 @@ static int advance(rollout *r, int slot, const float *logits, gerr *e) {
  * to K-1 more, and draws every sample's first token. */
 static int admit(rollout *r, prompt_slot *p, gerr *e) {
     const int K = (int)r->o->k, len = (int)p->n_tokens;
-    int rc = ensure_capacity(r, len, e);
+    int rc = rollout_reserve(r, len + (int)r->o->max_new_tokens, len, e);
     if (rc) return rc;
     int slots[K];
     for (int i = 0, k = 0; i < r->n_slots && k < K; i++)
@@ -262,15 +245,15 @@ static int admit(rollout *r, prompt_slot *p, gerr *e) {
         r->run.rows.tok[i] = p->tokens[i];
         r->run.rows.want[i] = i == len - 1;
     }
-    if ((rc = forward(r, len, r->run.rows.want, 1, e))) return rc;
+    if ((rc = rollout_forward(r, len, r->run.rows.want, 1, e))) return rc;
     fifo_push(r, p);
     p->n_done = 0;
     for (int k = 0; k < K; k++) {
         if (k) kv_cache_copy_prefix(&r->run.cache, slots[k], slots[0], len);
-        seq_start(&p->samples[k], r->run.mt.tok, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len);
+        seq_start(&p->samples[k], r->run.mt.tok, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len, r->multi_turn);
         r->slot_seq[slots[k]] = &p->samples[k];
         r->slot_prompt[slots[k]] = p;
-        if ((rc = advance(r, slots[k], r->logits, e))) return rc;
+        if ((rc = rollout_advance(r, slots[k], r->logits, e))) return rc;
     }
     return 0;
 }
@@ -280,7 +263,7 @@ static int decode_step(rollout *r, gerr *e) {
     int rows = 0;
     for (int i = 0; i < r->n_slots; i++) {
         rollout_seq *s = r->slot_seq[i];
-        if (!s) continue;
+        if (!s || s->waiting) continue;
         r->run.rows.seq[rows] = i;
         r->run.rows.pos[rows] = s->pos - 1;
         r->run.rows.tok[rows] = s->tokens[s->n - 1];
@@ -298,10 +281,10 @@ static int decode_step(rollout *r, gerr *e) {
             if ((rc = take_sampled(r, run->rows.seq[j], r->toks[j], r->lps[j], e))) return rc;
         return 0;
     }
-    int rc = forward(r, rows, NULL, rows, e);
+    int rc = rollout_forward(r, rows, NULL, rows, e);
     if (rc) return rc;
     for (int j = 0; j < rows; j++) {
-        rc = advance(r, r->run.rows.seq[j], r->logits + (size_t)j * r->run.m.cfg.vocab_size, e);
+        rc = rollout_advance(r, r->run.rows.seq[j], r->logits + (size_t)j * r->run.m.cfg.vocab_size, e);
         if (rc) return rc;
     }
     return 0;
@@ -319,6 +302,36 @@ static int flush_done(rollout *r, jsonl_writer *w, gerr *e) {
         r->fifo_head = (r->fifo_head + 1) % r->fifo_cap;
         r->n_fifo--;
         recycle(r, p);
+    }
+    return 0;
+}
+
+/* --tools F: a JSON array of tool schemas. */
+static int load_tools(rollout *r, gerr *e) {
+    size_t len;
+    char *text = read_whole_file(r->o->tools, &len, e);
+    if (!text) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return gerr_set(e, e->code, "--tools: %s", why);
+    }
+    const char *end = NULL;
+    r->tools = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    long at = r->tools ? 0 : (long)(cJSON_GetErrorPtr() - text);
+    free(text);
+    if (!r->tools) return gerr_set(e, EX_DATAERR, "--tools %s: not JSON (at byte %ld)", r->o->tools, at);
+    if (!cJSON_IsArray(r->tools))
+        return gerr_set(e, EX_DATAERR, "--tools %s: expected a JSON array of tool schemas", r->o->tools);
+    int i = 0;
+    const cJSON *tool;
+    cJSON_ArrayForEach(tool, r->tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
+        if (!cJSON_IsObject(tool) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn ? fn : tool, "name")))
+            return gerr_set(e, EX_DATAERR,
+                            "--tools %s: element %d: expected an OpenAI function schema {\"type\": \"function\", "
+                            "\"function\": {\"name\": ..., \"parameters\": ...}}",
+                            r->o->tools, i);
+        i++;
     }
     return 0;
 }
@@ -356,6 +369,11 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
         r->toks = xcalloc((size_t)r->n_slots, sizeof *r->toks);
         r->lps = xcalloc((size_t)r->n_slots, sizeof *r->lps);
     }
+    if (!rc && o->tools) rc = load_tools(r, e);
+    if (!rc && o->env) {
+        r->multi_turn = true;
+        if (!(rc = need_template(r, e))) rc = episode_open(r, e);
+    }
     return rc;
 }
 
@@ -374,6 +392,8 @@ static void teardown(rollout *r) {
     free(r->policy);
     if (r->smp.prob) sampler_free(&r->smp);
     if (r->have_template) chat_template_free(&r->tmpl);
+    cJSON_Delete(r->tools);
+    episode_close(r);
     runner_close(&r->run);
     device_release(r->be);
 }
@@ -387,6 +407,12 @@ static int next_prompt(rollout *r, jsonl_reader *rd, prompt_slot *p, gerr *e) {
         int rc = record_get_string(&p->rec, "id", true, &p->id, NULL, e);
         if (!rc && !shard_contains(&r->o->shard, p->id.data, p->id.len)) continue;
         if (!rc) rc = prompt_tokens_of(r, p, e);
+        if (!rc && r->multi_turn) { /* the conversation the environment is shown starts here */
+            cJSON_Delete(p->messages);
+            p->messages = NULL;
+            if (record_has(&p->rec, "messages")) rc = record_get_messages(&p->rec, &p->messages, e);
+            if (!rc && !p->messages) p->messages = cJSON_CreateArray();
+        }
         if (!rc) return 1;
         if (!r->o->skip_bad || rc != EX_DATAERR) return -1;
         if (!r->skipped++) r->first_skip = *e;
@@ -434,6 +460,14 @@ int rollout_run(const rollout_opts *o, gerr *e) {
             continue;
         }
         if ((rc = decode_step(&r, e))) goto done;
+        if (r.multi_turn) {
+            /* nothing to decode: wait for the environment; else only take what is there */
+            bool idle = true;
+            for (int i = 0; i < r.n_slots && idle; i++) idle = !r.slot_seq[i] || r.slot_seq[i]->waiting;
+            double waited = now_seconds();
+            if ((rc = episode_take_answers(&r, idle ? 1000 : 0, e))) goto done;
+            if (idle) r.env_wait_seconds += now_seconds() - waited;
+        }
         if ((rc = flush_done(&r, &w, e))) goto done;
         progress_update(&pg, r.tokens_made);
     }
@@ -453,7 +487,11 @@ int rollout_run(const rollout_opts *o, gerr *e) {
                 prompts, r.tokens_made, secs, secs > 0 ? (double)r.tokens_made / secs : 0,
                 r.run.cache_ready ? (double)kv_cache_bytes(&r.run.m.cfg, r.n_slots, r.run.cache.max_len) / (1 << 20) : 0.0,
                 r.n_slots, r.run.cache_ready ? r.run.cache.max_len : 0, blas_core_name(), device);
+        if (r.multi_turn)
+            fprintf(stderr, "grpo-rollout: env: %lld requests; %.1f s with every sequence waiting for an answer\n",
+                    r.env_requests, r.env_wait_seconds);
     }
+    if (r.multi_turn && (rc = episode_finish(&r, e))) goto done;
     if (r.skipped)
         warn("skipped %lld bad records (--skip-bad); the first: %s", r.skipped, r.first_skip.msg);
     rc = jsonl_writer_commit(&w, e);

@@ -7,7 +7,13 @@
  * are done. Sample k of
  * record `id` draws its numbers from the stream keyed (seed, id, k), so its
  * tokens do not depend on which other prompts share the batch beyond
- * float-summation effects of the batched matrix products. */
+ * float-summation effects of the batched matrix products.
+ *
+ * With --env (episode.c) a sample is a multi-turn episode: when its
+ * assistant turn ends the slot waits for the environment's answer while the
+ * other slots go on decoding; the answer's messages are rendered as a
+ * continuation, prefilled into the slot's cache after what it holds, and
+ * decoding resumes on the same random stream. */
 #ifndef GRPO_ROLLOUT_H
 #define GRPO_ROLLOUT_H
 
@@ -34,6 +40,11 @@ typedef struct {
     shard_spec shard;
     bool progress;
     bool skip_bad; /* skip records that cannot be prompted (exit 65 otherwise), count them */
+    const char *env;            /* multi-turn: the environment program (sh -c); NULL = single-turn */
+    long long max_turns;        /* assistant turns per episode */
+    long long max_total_tokens; /* completion tokens per episode, the environment's included; 0 = the context */
+    double env_timeout;         /* seconds one request may wait for its answer */
+    const char *tools;          /* file of tool schemas (a JSON array) rendered into prompts; NULL = none */
 } rollout_opts;
 
 void rollout_opts_default(rollout_opts *o);

@@ -64,3 +64,19 @@ update_fixture() {
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch "$BATS_FILE_TMPDIR/batch.jsonl" 16 97
 }
 needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
+
+# start_server FLAGS...: tests/ref/judge_server.py (the local OpenAI-compatible
+# test server) on a free port, in the background; sets SERVER_PID, PORT and URL.
+# The suite's teardown stops it.
+start_server() {
+    rm -f "$T/port"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$T/port" "$@" > /dev/null 2> "$T/server.err" 3>&- &
+    SERVER_PID=$!
+    local i
+    for ((i = 0; i < 400; i++)); do
+        [ -s "$T/port" ] && break
+        sleep 0.025
+    done
+    PORT=$(cat "$T/port")
+    URL="http://127.0.0.1:$PORT/v1"
+}

@@ -7,20 +7,6 @@ load helpers
 
 KEY=sk-live-4f9Qz7TzSECRETkey0
 
-# start_server FLAGS...: the server on a free port; sets PORT and URL.
-start_server() {
-    rm -f "$T/port"
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$T/port" "$@" > /dev/null 2> "$T/server.err" 3>&- &
-    SERVER_PID=$!
-    local i
-    for ((i = 0; i < 400; i++)); do
-        [ -s "$T/port" ] && break
-        sleep 0.025
-    done
-    PORT=$(cat "$T/port")
-    URL="http://127.0.0.1:$PORT/v1"
-}
-
 teardown() {
     if [ -n "${SERVER_PID:-}" ]; then
         kill "$SERVER_PID" 2> /dev/null || true

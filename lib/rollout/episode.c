@@ -1,0 +1,165 @@
+/* Multi-turn episodes (grpo-rollout --env): what happens when a sample's
+ * assistant turn ends, and when the environment answers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rollout_internal.h"
+
+int episode_open(rollout *r, gerr *e) {
+    int rc = env_open(&r->env, r->o->env, r->o->env_timeout, e);
+    r->env_open = rc == 0;
+    return rc;
+}
+
+/* The conversation so far: the prompt's messages, then the episode's. */
+static cJSON *conversation(const prompt_slot *p, const rollout_seq *s) {
+    cJSON *all = cJSON_Duplicate(p->messages, true);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, s->turns) cJSON_AddItemToArray(all, cJSON_Duplicate(m, true));
+    return all;
+}
+
+/* One request line: the prompt record's fields, then sample, turn,
+ * messages, tool_calls (when the message made any) and last. */
+static int send_request(rollout *r, int slot, const char *content, size_t content_len, gerr *e) {
+    const rollout_seq *s = r->slot_seq[slot];
+    const prompt_slot *p = r->slot_prompt[slot];
+    record req;
+    record_init(&req);
+    record_reset(&req, p->rec.file, p->rec.line);
+    for (size_t i = 0; i < p->rec.n; i++) record_append_field(&req, &p->rec.fields[i]);
+    record_set_int(&req, "sample", s->sample);
+    record_set_int(&req, "turn", s->turn);
+    cJSON *messages = conversation(p, s);
+    cJSON *calls = chat_parse_tool_calls(r->tmpl.family, content, content_len);
+    int rc = record_set_json(&req, "messages", messages, e);
+    if (!rc && cJSON_GetArraySize(calls) > 0) rc = record_set_json(&req, "tool_calls", calls, e);
+    if (!rc && s->turn + 1 >= r->o->max_turns) record_set_raw(&req, "last", "true", 4);
+    cJSON_Delete(messages);
+    cJSON_Delete(calls);
+    strbuf line = {0};
+    if (!rc) {
+        record_serialize(&req, &line);
+        rc = env_ask(&r->env, line.data, line.len, p->id.data, s->sample, s->turn, slot, p->rec.file, p->rec.line, e);
+    }
+    sb_free(&line);
+    record_free(&req);
+    return rc;
+}
+
+int episode_turn_ended(rollout *r, int slot, gerr *e) {
+    rollout_seq *s = r->slot_seq[slot];
+    const char *text = s->text.data ? s->text.data : "";
+    cJSON *msg = cJSON_CreateObject();
+    char *content = strndup(text, s->text_end);
+    if (!msg || !content) die(EX_SOFTWARE, "out of memory");
+    cJSON_AddStringToObject(msg, "role", "assistant");
+    cJSON_AddStringToObject(msg, "content", content);
+    cJSON_AddItemToArray(s->turns, msg);
+    int rc = 0;
+    if (s->bound_hit) { /* no room for another turn: the episode ends here, "length" */
+        rollout_release(r, slot);
+    } else {
+        rc = send_request(r, slot, content, s->text_end, e);
+        s->waiting = true;
+        r->env_requests++;
+    }
+    free(content);
+    return rc;
+}
+
+/* The answer's messages appended as tokens: the turn's last sampled token
+ * (not yet in the cache) and the continuation are prefilled into the slot's
+ * cache in one call, then the next turn's first token is drawn. */
+static int resume(rollout *r, int slot, const cJSON *messages, gerr *e) {
+    rollout_seq *s = r->slot_seq[slot];
+    const prompt_slot *p = r->slot_prompt[slot];
+    const model_text *mt = &r->run.mt;
+    bool closed = model_text_is_eos(mt, s->tokens[s->n - 1]);
+    strbuf text = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = chat_render_continuation(&r->tmpl, messages, closed, &text, e);
+    if (!rc) rc = tok_encode(mt->tok, text.data ? text.data : "", text.len, true, &ids, &n, e);
+    sb_free(&text);
+    if (rc) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        free(ids);
+        return gerr_at(e, rc, p->rec.file, p->rec.line, "env answer for record \"%s\", sample %d, turn %d: %s",
+                       p->id.data, s->sample, s->turn, why);
+    }
+    long long total = (long long)s->n + (long long)n + 1;
+    if ((r->o->max_total_tokens > 0 && total > r->o->max_total_tokens) ||
+        s->pos + (long long)n + 1 > r->run.m.cfg.max_seq_len) {
+        free(ids); /* no room for the answer and one more token: the episode ends, "length" */
+        s->finish = FINISH_LENGTH;
+        rollout_release(r, slot);
+        return 0;
+    }
+    const cJSON *m;
+    cJSON_ArrayForEach(m, messages) cJSON_AddItemToArray(s->turns, cJSON_Duplicate(m, true));
+    int32_t last = s->tokens[s->n - 1];
+    int at = s->pos - 1, rows = (int)n + 1;
+    seq_append_env(s, mt->tok, ids, n);
+    int positions = s->pos + (int)r->o->max_new_tokens;
+    rc = rollout_reserve(r, positions < r->run.m.cfg.max_seq_len ? positions : r->run.m.cfg.max_seq_len, rows, e);
+    if (!rc) {
+        model_rows *mr = &r->run.rows;
+        for (int i = 0; i < rows; i++) {
+            mr->seq[i] = slot;
+            mr->pos[i] = at + i;
+            mr->tok[i] = i ? ids[i - 1] : last;
+            mr->want[i] = i == rows - 1;
+        }
+        rc = rollout_forward(r, rows, mr->want, 1, e);
+    }
+    free(ids);
+    if (!rc) rc = rollout_advance(r, slot, r->logits, e);
+    return rc;
+}
+
+static int apply(rollout *r, const env_answer *a, gerr *e) {
+    rollout_seq *s = r->slot_seq[a->tag];
+    s->waiting = false;
+    if (a->has_reward) {
+        s->has_env_reward = true;
+        s->env_reward = a->reward;
+    }
+    if (a->done || s->turn + 1 >= r->o->max_turns) {
+        s->finish = a->done ? FINISH_ENV : FINISH_TURNS;
+        rollout_release(r, a->tag);
+        return 0;
+    }
+    return resume(r, a->tag, a->messages, e);
+}
+
+int episode_take_answers(rollout *r, int wait_ms, gerr *e) {
+    env_answer a;
+    int got;
+    while ((got = env_next_answer(&r->env, wait_ms, &a, e)) > 0) {
+        wait_ms = 0;
+        int rc = apply(r, &a, e);
+        env_answer_free(&a);
+        if (rc) return rc;
+    }
+    return got < 0 ? e->code : 0;
+}
+
+void episode_write_fields(const rollout *r, const rollout_seq *s, record *out) {
+    (void)r;
+    gerr e = {0};
+    if (record_set_json(out, "turns", s->turns, &e)) die_err(&e);
+    if (s->has_env_reward) record_set_number(out, "env_reward", s->env_reward);
+}
+
+int episode_finish(rollout *r, gerr *e) {
+    int rc = env_finish(&r->env, e);
+    return rc;
+}
+
+void episode_close(rollout *r) {
+    if (r->env_open) env_close(&r->env);
+    r->env_open = false;
+}

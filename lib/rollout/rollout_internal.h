@@ -1,0 +1,91 @@
+/* The state grpo-rollout's parts share (rollout.c: admitting prompts and
+ * decoding; episode.c: multi-turn episodes against --env). Not an API. */
+#ifndef GRPO_ROLLOUT_INTERNAL_H
+#define GRPO_ROLLOUT_INTERNAL_H
+
+#include "../chat/chat.h"
+#include "../env/env.h"
+#include "../io/jsonl.h"
+#include "../runner/runner.h"
+#include "rollout.h"
+#include "seqs.h"
+
+/* A prompt in flight: its record, tokens and the K completions being made.
+ * Prompts leave in input order, each once all its samples are done. */
+typedef struct {
+    record rec;
+    strbuf id;
+    int32_t *tokens;
+    size_t n_tokens;
+    bool had_tokens; /* prompt_tokens came with the record */
+    rollout_seq *samples; /* [K] */
+    int n_done;
+    cJSON *messages; /* --env: the prompt's messages (an empty array without them) */
+} prompt_slot;
+
+typedef struct {
+    const rollout_opts *o;
+    const backend *be; /* the device the model runs on; NULL: the CPU */
+    model_runner run;
+    bool have_template;
+    chat_template tmpl;
+    cJSON *tools; /* --tools */
+    sample_opts sp;
+    char *policy;
+    sampler smp;
+    float *logits;  /* [n_slots, vocab] on the host, where sampling reads them */
+    float *dlogits; /* [n_slots, vocab] in the device's memory (be only) */
+    /* Decode steps sample on the device when no top-k, top-p or min-p
+     * truncates (cuda.h's cuda_sample_plain: the same draws), so only
+     * tokens and log-probs come back; [n_slots] each. */
+    bool device_sampling;
+    rng_stream **rngs;
+    int32_t *toks;
+    float *lps;
+    int n_slots;   /* sequences decoded together (KV cache slots) */
+    /* slot -> the sample generating in it (NULL when free) and its prompt */
+    rollout_seq **slot_seq;
+    prompt_slot **slot_prompt;
+    /* prompts in input order: [head, head + n_fifo) in a ring */
+    prompt_slot **fifo;
+    int fifo_cap, fifo_head, n_fifo;
+    prompt_slot **spare; /* finished prompt slots kept for reuse */
+    int n_spare;
+    long long tokens_made, skipped;
+    gerr first_skip;
+    /* --env: the environment, and what running it costs */
+    bool multi_turn;
+    env_conn env;
+    bool env_open;
+    long long env_requests;
+    double env_wait_seconds; /* time spent with nothing to decode but answers to wait for */
+} rollout;
+
+
+/* model_forward over the rows set in r->run.rows, then n_out rows of logits
+ * in r->logits (copied back from a device). */
+int rollout_forward(rollout *r, int n_rows, const bool *want, int n_out, gerr *e);
+/* Room in every cache slot for `positions` positions, and forward calls of
+ * `rows` rows. */
+int rollout_reserve(rollout *r, int positions, int rows, gerr *e);
+/* Samples the slot's next token from a row of logits and takes it. */
+int rollout_advance(rollout *r, int slot, const float *logits, gerr *e);
+/* The slot's sample is done: frees the slot and counts it for its prompt. */
+void rollout_release(rollout *r, int slot);
+
+/* episode.c */
+int episode_open(rollout *r, gerr *e);
+/* The slot's assistant turn ended: asks the environment what follows, or
+ * ends the episode when no turn can follow. */
+int episode_turn_ended(rollout *r, int slot, gerr *e);
+/* Takes the environment's answers, waiting at most wait_ms for the first:
+ * each ends its episode or appends its messages and resumes decoding. */
+int episode_take_answers(rollout *r, int wait_ms, gerr *e);
+/* The multi-turn fields of a record (formats/rollout.md), after the
+ * completion's tokens. */
+void episode_write_fields(const rollout *r, const rollout_seq *s, record *out);
+/* The environment must exit cleanly at the end. */
+int episode_finish(rollout *r, gerr *e);
+void episode_close(rollout *r);
+
+#endif
