@@ -69,8 +69,7 @@ static int stray_answer(env_conn *v, const char *what, const char *text, size_t 
                    text);
 }
 
-/* Parses one answer line into *got. */
-static int parse_answer(env_conn *v, const char *text, size_t len, env_answer *got, gerr *e) {
+int env_take_answer(env_conn *v, const char *text, size_t len, env_answer *got, gerr *e) {
     const int shown = (int)(len > 80 ? 80 : len);
     if (!v->n_asked) {
         return gerr_set(e, EX_DATAERR, "env '%.*s': answer %lld came with no request waiting, got: %.*s", name_len(v),
@@ -132,7 +131,7 @@ int env_next_answer(env_conn *v, int wait_ms, env_answer *got, gerr *e) {
             size_t n = v->line.len;
             while (n && (s[n - 1] == '\r' || s[n - 1] == ' ')) n--;
             if (!n) continue; /* blank lines are let through */
-            return parse_answer(v, s, n, got, e) ? -1 : 1;
+            return env_take_answer(v, s, n, got, e) ? -1 : 1;
         }
         int at = oldest(v);
         if (at >= 0 && now_seconds() - v->asked[at].sent_at > v->timeout) {

@@ -58,6 +58,11 @@ static inline int env_in_flight(const env_conn *v) { return v->n_asked; }
 /* Waits at most wait_ms (0: only what is there now) and returns through
  * *got one answer: 1, or 0 when none came. Checks every request's deadline. */
 int env_next_answer(env_conn *v, int wait_ms, env_answer *got, gerr *e);
+/* One answer line (what env_next_answer reads from the program) taken
+ * against the requests in flight: 0 with *got filled and its request
+ * forgotten, or EX_DATAERR naming the record. Apart from the pipe so that
+ * it can be fuzzed alone. */
+int env_take_answer(env_conn *v, const char *text, size_t len, env_answer *got, gerr *e);
 void env_answer_free(env_answer *a);
 /* After the last request: the program sees the end of its input and must
  * exit 0 (within the timeout) without writing more. */
