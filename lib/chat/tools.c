@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chat.h"
+#include "../io/json_scan.h"
 
 static void indent_to(strbuf *out, int indent, int depth) {
     sb_putc(out, '\n');
@@ -124,7 +125,7 @@ static void add_call(cJSON *calls, const cJSON *obj, const char *key, const char
 }
 
 static const char *skip_space(const char *p, const char *end) {
-    while (p < end && strchr(" \t\r\n", *p) && *p) p++;
+    while (p < end && json_is_space(*p)) p++;
     return p;
 }
 

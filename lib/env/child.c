@@ -1,4 +1,5 @@
 #include "child.h"
+#include "../io/json_scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -161,7 +162,7 @@ int child_finish(child_proc *c, double timeout, gerr *e) {
         if (child_pump(c, (int)(left * 1000) + 1, e)) return e->code;
     }
     for (size_t i = 0; i < c->in.len; i++)
-        if (!strchr(" \t\r\n", c->in.data[i]))
+        if (!json_is_space(c->in.data[i]))
             return gerr_set(e, EX_DATAERR, "'%.*s' wrote more after its last answer: %.*s", child_name_len(c), c->cmd,
                             (int)(c->in.len - i > 60 ? 60 : c->in.len - i), c->in.data + i);
     char how[64];

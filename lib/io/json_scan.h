@@ -13,6 +13,10 @@
 
 #include "../util/strbuf.h"
 
+/* JSON's white space. Not strchr(" \t\r\n", c), which also matches c == 0
+ * (the string's terminator) and so takes a NUL byte for a space. */
+static inline bool json_is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
 enum { JSON_MAX_DEPTH = 512 };
 
 typedef struct {

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "code_extract.h"
+#include "../io/json_scan.h"
 #include "code_reasons.h"
 #include "reward.h"
 #include "../sandbox/sandbox.h"
@@ -83,7 +84,7 @@ static int read_tests(const record *r, const char *field, strbuf **tests, size_t
     const char *v = f->val;
     size_t len = f->val_len, i = 1, index = 0;
     for (;;) {
-        while (i < len && strchr(" \t\r\n", v[i])) i++;
+        while (i < len && json_is_space(v[i])) i++;
         if (i >= len || v[i] == ']') return 0;
         if (v[i] == ',') {
             i++;
@@ -104,7 +105,7 @@ static int read_tests(const record *r, const char *field, strbuf **tests, size_t
         }
         strbuf *t = &(*tests)[(*n)++];
         sb_clear(t);
-        while (end > i && strchr(" \t\r\n", v[end - 1])) end--;
+        while (end > i && json_is_space(v[end - 1])) end--;
         json_decode_string(v + i + 1, end - i - 2, t);
         i = end;
         index++;

@@ -1,5 +1,6 @@
 /* Failed code runs, described in one line each and counted. */
 #include "code_reasons.h"
+#include "../io/json_scan.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,7 +12,7 @@ static void last_line(const sandbox_result *r, char *out, size_t cap) {
     out[0] = 0;
     if (r->output_len >= SANDBOX_OUTPUT_CAP) return;
     size_t end = r->output_len;
-    while (end > 0 && strchr(" \t\r\n", r->output[end - 1])) end--;
+    while (end > 0 && json_is_space(r->output[end - 1])) end--;
     size_t start = end;
     while (start > 0 && r->output[start - 1] != '\n') start--;
     size_t len = end - start;

@@ -22,12 +22,12 @@ static bool is_sha256_hex(const char *s) {
 /* True when text is exactly one JSON object, white space around it allowed. */
 static bool is_json_object(const char *text) {
     size_t len = strlen(text), i = 0;
-    while (i < len && strchr(" \t\r\n", text[i])) i++;
+    while (i < len && json_is_space(text[i])) i++;
     if (i == len || text[i] != '{') return false;
     json_scan_error se;
     size_t end = json_scan_value(text, len, i, &se);
     if (!end) return false;
-    while (end < len && strchr(" \t\r\n", text[end])) end++;
+    while (end < len && json_is_space(text[end])) end++;
     return end == len;
 }
 
@@ -212,8 +212,8 @@ int state_read(train_state *s, const char *path, gerr *e) {
     if (!text) return e->code;
     /* the record parser wants the object alone on its line: trim around it */
     size_t begin = 0, end = len;
-    while (begin < end && strchr(" \t\r\n", text[begin])) begin++;
-    while (end > begin && strchr(" \t\r\n", text[end - 1])) end--;
+    while (begin < end && json_is_space(text[begin])) begin++;
+    while (end > begin && json_is_space(text[end - 1])) end--;
     record r;
     record_init(&r);
     int rc = record_parse(&r, text + begin, end - begin, path, 0, e);

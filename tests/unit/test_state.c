@@ -215,6 +215,19 @@ static void test_state_json(const char *dir) {
         CHECK_EQ_INT(read_text(dir, "", &e), EX_DATAERR);
         char *ok = good_with("\"step\":3", "\"step\":3");
         CHECK_EQ_INT(read_text(dir, ok, &e), 0); /* the template itself is good */
+        /* a NUL byte is not white space around the object (strchr(" \t\r\n", c) took it for one) */
+        size_t n_ok = strlen(ok);
+        char *nul = xmalloc(n_ok + 1);
+        nul[0] = 0;
+        memcpy(nul + 1, ok, n_ok);
+        char *nul_path = path_in(dir, "nul.json");
+        gerr we = {0};
+        CHECK_EQ_INT(write_file_atomic(nul_path, nul, n_ok + 1, &we), 0);
+        train_state nul_state;
+        CHECK_EQ_INT(state_read(&nul_state, nul_path, &e), EX_DATAERR);
+        state_free(&nul_state);
+        free(nul_path);
+        free(nul);
         free(ok);
         char *missing = path_in(dir, "nothing.json");
         train_state s;
