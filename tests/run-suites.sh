@@ -46,7 +46,15 @@ done
 export PATH="$ROOT/bin:$PATH"
 export GRPO_ROOT="$ROOT"
 export GRPO_PY="$ROOT/.venv/bin/python"
-run_suite bats bats --tap tests/bats
+# Test files run side by side, one job per core (BATS_JOBS=N to change; 1 without
+# GNU parallel, which bats needs for it); the tests within a file stay in order.
+jobs=${BATS_JOBS:-$(nproc 2>/dev/null || echo 1)}
+command -v parallel > /dev/null 2>&1 || jobs=1
+if [ "$jobs" -gt 1 ]; then
+    run_suite bats bats --tap --jobs "$jobs" --no-parallelize-within-files tests/bats
+else
+    run_suite bats bats --tap tests/bats
+fi
 
 # A few seconds of each fuzzer; a crash is a failure with its reproducer saved.
 for f in build/fuzz/fuzz_*; do

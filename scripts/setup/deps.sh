@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential libzstd-dev libcjson-dev libcurl4-openssl-dev libopenblas-dev libopenblas-openmp-dev libpcre2-dev libutf8proc-dev
 libsqlite3-dev libseccomp-dev jq zstd bats python3-venv python3-torch clang libclang-rt-14-dev gnuplot-nox unzip bc cmake man-db
-libopenmpi-dev openmpi-bin"
+libopenmpi-dev openmpi-bin parallel"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
