@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/completion_mask.h"
 #include "reward.h"
 #include "rules.h"
 
@@ -21,33 +22,14 @@ long long length_code_points(const char *s, size_t len) {
     return n;
 }
 
-/* The policy's tokens of a multi-turn record (completion_mask), else
- * every completion token. */
+/* The policy's tokens of a multi-turn record (completion_mask, one entry
+ * per completion token), else every completion token. */
 static int policy_tokens(const reward_item *it, long long *len, gerr *e) {
-    cJSON *mask = NULL;
-    if (record_get_json(it->rec, "completion_mask", false, &mask, e)) return e->code;
-    if (!mask || cJSON_IsNull(mask)) { /* single-turn */
-        cJSON_Delete(mask);
-        if (it->n_tokens < 0) return record_field_error(it->rec, "completion_tokens", "an array of token ids", e);
-        *len = it->n_tokens;
-        return 0;
-    }
-    if (!cJSON_IsArray(mask)) {
-        cJSON_Delete(mask);
-        return record_field_error(it->rec, "completion_mask", "an array of 0 and 1", e);
-    }
-    long long n = 0;
-    int i = 0;
-    for (const cJSON *v = mask->child; v; v = v->next, i++) {
-        if (!cJSON_IsNumber(v) || (v->valuedouble != 0 && v->valuedouble != 1)) {
-            cJSON_Delete(mask);
-            return gerr_at(e, EX_DATAERR, it->rec->file, it->rec->line,
-                           "field \"completion_mask\": entry %d: expected 0 or 1", i);
-        }
-        n += v->valuedouble == 1;
-    }
-    cJSON_Delete(mask);
-    *len = n;
+    if (it->n_tokens < 0) return record_field_error(it->rec, "completion_tokens", "an array of token ids", e);
+    uint8_t *mask = NULL;
+    if (completion_mask_read(it->rec, (size_t)it->n_tokens, &mask, e)) return e->code;
+    *len = completion_mask_count(mask, (int)it->n_tokens);
+    free(mask);
     return 0;
 }
 

@@ -17,7 +17,7 @@
 #include "../util/idset.h"
 #include "../util/stats.h"
 #include "../util/vec.h"
-#include "completion_mask.h"
+#include "../io/completion_mask.h"
 #include "update.h"
 
 /* A sequence that takes part; its tokens and logprobs are in the reader's

@@ -58,4 +58,9 @@ turns_record() { # ID ENV_REWARD_JSON_OR_EMPTY
     jq -c '.completion_mask = "1"' in.jsonl > bad2.jsonl
     run grpo-reward --fn length --max-len 6 --in bad2.jsonl
     [ "$status" -eq 65 ]; assert_one_line_error grpo-reward 'bad2.jsonl:1: field "completion_mask": expected an array'
+    # the mask is read as grpo-update reads it: one entry per completion token
+    jq -c '.completion_mask += [1]' in.jsonl > long.jsonl
+    run grpo-reward --fn length --max-len 6 --in long.jsonl
+    [ "$status" -eq 65 ]
+    assert_one_line_error grpo-reward 'long.jsonl:1: field "completion_mask": expected one entry per completion token \(7\), got 8'
 }

@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "io/record.h"
-#include "train/completion_mask.h"
+#include "io/completion_mask.h"
 
 static int parse(record *r, const char *s, gerr *e) { return record_parse(r, s, strlen(s), "in.jsonl", 7, e); }
 

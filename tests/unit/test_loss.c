@@ -29,7 +29,7 @@
 
 #include "io/mapped.h"
 #include "io/outstream.h"
-#include "train/completion_mask.h"
+#include "io/completion_mask.h"
 #include "train/loss.h"
 #include "util/strbuf.h"
 #include "check.h"

@@ -25,7 +25,7 @@
 #include "formats/safetensors.h"
 #include "model/lora.h"
 #include "model/model.h"
-#include "train/completion_mask.h"
+#include "io/completion_mask.h"
 #include "train/loss.h"
 #include "train/trainer.h"
 #include "util/rng.h"

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../io/record.h"
+#include "record.h"
 #include "../util/err.h"
 
 /* *mask: n_completion flags (xmalloc'd, caller frees), or NULL when the
