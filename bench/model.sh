@@ -2,9 +2,10 @@
 # Model throughput: build/bench/bench_model (SmolLM2-135M prefill and decode
 # next to the sgemm and memory-bandwidth ceilings measured in the same run,
 # with the issue-3 goals), then the peer, bench/torch_peer.py (the same
-# forward in PyTorch fp32 on the same threads), and our/peer ratios.
+# forward in PyTorch fp32 on the same threads) and llama.cpp's
+# llama-batched-bench (bench/llama_peer.sh: f32, Q8_0, Q4_1), and our/peer ratios.
 # No assertions: a benchmark prints.
-#   sh bench/model.sh [MODEL.gguf]      (BENCH_PEER=0 skips PyTorch)
+#   sh bench/model.sh [MODEL.gguf]      (BENCH_PEER=0 skips the peers)
 set -eu
 cd "$(dirname "$0")/.."
 MODEL=${1:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -23,7 +24,35 @@ fi
 "$BIN" "$MODEL" > "$OUT/model.txt"
 grep -v '^kv ' "$OUT/model.txt"
 
-if [ "${BENCH_PEER:-1}" = 0 ] || ! "$PY" -c 'import torch' 2>/dev/null; then
+[ "${BENCH_PEER:-1}" = 0 ] && exit 0
+
+# ours / peer for each measurement both printed: ratios OURS_FILE PEER_FILE PEER_PREFIX
+ratios() {
+    for name in "prefill T=128" "prefill T=512" "decode B=1" "decode B=16" "decode B=64"; do
+        ours=$(sed -n "s/^kv $name tok_s=//p" "$1")
+        peer=$(sed -n "s/^kv $3$name tok_s=//p" "$2")
+        if [ -n "$ours" ] && [ -n "$peer" ]; then
+            printf '  %-15s %8.1f / %8.1f = %5.2fx\n' "$name" "$ours" "$peer" "$(echo "$ours / $peer" | bc -l)"
+        fi
+    done
+}
+
+echo
+sh bench/llama_peer.sh "$OUT" > "$OUT/llama.txt"
+grep -v '^kv ' "$OUT/llama.txt"
+if grep -q '^kv ' "$OUT/llama.txt"; then
+    # llama.cpp's best format at each measurement
+    for name in "prefill T=128" "prefill T=512" "decode B=1" "decode B=16" "decode B=64"; do
+        sed -n "s/^kv llama.cpp [^ ]* $name tok_s=//p" "$OUT/llama.txt" | sort -g | tail -1 | sed "s/^/kv $name tok_s=/"
+    done > "$OUT/llama_best.txt"
+    echo
+    echo "ours / llama.cpp Q8_0 (tokens/s, same machine, same run):"
+    ratios "$OUT/model.txt" "$OUT/llama.txt" "llama.cpp Q8_0 "
+    echo "ours / llama.cpp's best of f32, Q8_0, Q4_1:"
+    ratios "$OUT/model.txt" "$OUT/llama_best.txt" ""
+fi
+
+if ! "$PY" -c 'import torch' 2>/dev/null; then
     echo "peer: PyTorch not available ($PY); skipped"
     exit 0
 fi
@@ -37,10 +66,4 @@ LD_LIBRARY_PATH="$BLAS_OMP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 grep -v '^kv ' "$OUT/torch.txt"
 echo
 echo "ours / PyTorch (tokens/s, same machine, same run):"
-for name in "prefill T=128" "prefill T=512" "decode B=1" "decode B=16" "decode B=64"; do
-    ours=$(sed -n "s/^kv $name tok_s=//p" "$OUT/model.txt")
-    peer=$(sed -n "s/^kv $name tok_s=//p" "$OUT/torch.txt")
-    if [ -n "$ours" ] && [ -n "$peer" ]; then
-        printf '  %-15s %8.1f / %8.1f = %5.2fx\n' "$name" "$ours" "$peer" "$(echo "$ours / $peer" | bc -l)"
-    fi
-done
+ratios "$OUT/model.txt" "$OUT/torch.txt" ""
