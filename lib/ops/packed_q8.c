@@ -1,0 +1,150 @@
+/* The 8-bit panel layout (packed_q8.h): packing, unpacking, the portable
+ * matmul and the dispatch to the AVX2 kernels (packed_q8_avx2.c). */
+#include "packed_q8.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../formats/gguf_quant.h"
+#include "packed_q8_kernels.h"
+#include "../util/half.h"
+
+enum { SCALE_BYTES = Q8W_NR * 4, GROUP_BYTES = Q8W_NR * 4 /* 16 columns x 4 k */ };
+
+bool q8w_supported(void) {
+#if Q8W_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
+static int panel_count(int n) { return (n + Q8W_NR - 1) / Q8W_NR; }
+
+size_t q8w_bytes(int n, int k) {
+    assert(k % Q8W_K_BLOCK == 0);
+    return (size_t)panel_count(n) * (size_t)(k / Q8W_K_BLOCK) * Q8W_BLOCK_BYTES;
+}
+
+/* Block b of column `col` of panel p: d (float32) and its 32 quants. */
+static unsigned char *block_at(void *dst, int p, int b, int k) {
+    return (unsigned char *)dst + ((size_t)p * (size_t)(k / Q8W_K_BLOCK) + (size_t)b) * Q8W_BLOCK_BYTES;
+}
+
+static void put_block(unsigned char *block, int col_in_panel, float d, const int8_t *q) {
+    memcpy(block + (size_t)col_in_panel * 4, &d, sizeof d);
+    for (int i = 0; i < Q8W_K_BLOCK; i++)
+        block[SCALE_BYTES + (i / 4) * GROUP_BYTES + col_in_panel * 4 + i % 4] = (unsigned char)q[i];
+}
+
+static float get_block(const unsigned char *block, int col_in_panel, int8_t *q) {
+    float d;
+    memcpy(&d, block + (size_t)col_in_panel * 4, sizeof d);
+    for (int i = 0; i < Q8W_K_BLOCK; i++)
+        q[i] = (int8_t)block[SCALE_BYTES + (i / 4) * GROUP_BYTES + col_in_panel * 4 + i % 4];
+    return d;
+}
+
+/* One 34-byte Q8_0 block (f16 d little-endian, 32 int8) into the layout. */
+static void put_q8_0_block(unsigned char *block, int col_in_panel, const unsigned char *src) {
+    int8_t q[Q8W_K_BLOCK];
+    memcpy(q, src + 2, sizeof q);
+    put_block(block, col_in_panel, f16_to_f32((uint16_t)(src[0] | src[1] << 8)), q);
+}
+
+static const int8_t zero_quants[Q8W_K_BLOCK];
+
+void q8w_pack_q8_0(void *dst, const void *blocks, int n, int k) {
+    assert(k % Q8W_K_BLOCK == 0);
+    int nb = k / Q8W_K_BLOCK, panels = panel_count(n);
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < panels; p++)
+        for (int j = 0; j < Q8W_NR; j++) {
+            int col = p * Q8W_NR + j;
+            const unsigned char *row = (const unsigned char *)blocks + (size_t)col * (size_t)nb * Q8_0_BYTES;
+            for (int b = 0; b < nb; b++) {
+                if (col < n)
+                    put_q8_0_block(block_at(dst, p, b, k), j, row + (size_t)b * Q8_0_BYTES);
+                else
+                    put_block(block_at(dst, p, b, k), j, 0.0f, zero_quants);
+            }
+        }
+}
+
+void q8w_pack(void *dst, const float *w, int n, int k) {
+    assert(k % Q8W_K_BLOCK == 0);
+    int nb = k / Q8W_K_BLOCK, panels = panel_count(n);
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < panels; p++)
+        for (int j = 0; j < Q8W_NR; j++) {
+            int col = p * Q8W_NR + j;
+            for (int b = 0; b < nb; b++) {
+                if (col < n) {
+                    unsigned char q8_0[Q8_0_BYTES]; /* the GGUF quantizer's bytes, so both packs agree */
+                    gguf_quantize_q8_0(w + (size_t)col * k + (size_t)b * Q8W_K_BLOCK, q8_0, Q8W_K_BLOCK);
+                    put_q8_0_block(block_at(dst, p, b, k), j, q8_0);
+                } else {
+                    put_block(block_at(dst, p, b, k), j, 0.0f, zero_quants);
+                }
+            }
+        }
+}
+
+void q8w_unpack(float *dst, const void *src, int n, int k) {
+    assert(k % Q8W_K_BLOCK == 0);
+    int nb = k / Q8W_K_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int col = 0; col < n; col++)
+        for (int b = 0; b < nb; b++) {
+            int8_t q[Q8W_K_BLOCK];
+            float d = get_block(block_at((void *)(uintptr_t)src, col / Q8W_NR, b, k), col % Q8W_NR, q);
+            for (int i = 0; i < Q8W_K_BLOCK; i++) dst[(size_t)col * k + (size_t)b * Q8W_K_BLOCK + i] = (float)q[i] * d;
+        }
+}
+
+/* One output: the fused multiply-add chain over k in order, exactly what
+ * each SIMD lane of the AVX2 kernel computes. */
+static float dot_column(const float *x, const void *w, int col, int k) {
+    float acc = 0.0f;
+    for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
+        int8_t q[Q8W_K_BLOCK];
+        float d = get_block(block_at((void *)(uintptr_t)w, col / Q8W_NR, b, k), col % Q8W_NR, q);
+        for (int i = 0; i < Q8W_K_BLOCK; i++) acc = fmaf(x[b * Q8W_K_BLOCK + i], (float)q[i] * d, acc);
+    }
+    return acc;
+}
+
+void q8w_matmul_scalar(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    assert(k % Q8W_K_BLOCK == 0);
+#pragma omp parallel for schedule(static)
+    for (int col = 0; col < n; col++)
+        for (int r = 0; r < m; r++)
+        {
+            float acc = dot_column(in + (size_t)r * k, w, col, k);
+            out[(size_t)r * n + col] = bias ? acc + bias[col] : acc; /* no + 0.0f: it would turn -0 into +0 */
+        }
+}
+
+void q8w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    assert(k % Q8W_K_BLOCK == 0);
+    if (m <= 0 || n <= 0) return;
+#if Q8W_X86
+    if (q8w_supported()) {
+        q8w_matmul_avx2(out, in, w, bias, m, k, n);
+        return;
+    }
+#endif
+    q8w_matmul_scalar(out, in, w, bias, m, k, n);
+}
+
+bool q8w_matmul_int8(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    assert(k % Q8W_K_BLOCK == 0);
+#if Q8W_X86
+    if (q8w_supported()) return q8w_matmul_int8_avx2(out, in, w, bias, m, k, n);
+#endif
+    (void)out, (void)in, (void)w, (void)bias, (void)m, (void)k, (void)n;
+    return false;
+}
