@@ -1,5 +1,5 @@
-/* 8-bit weight matmul benchmark (issue 19, section 1): q8w_matmul (int8
- * weights widened to float32) and q8w_matmul_int8 (int8 x int8) against
+/* 8-bit weight matmul benchmark (issue 19, section 1): q8w_matmul (int8 x
+ * int8) and q8w_matmul_widen (int8 weights widened to float32) against
  * OpenBLAS sgemm on float32 weights, at SmolLM2-135M's shapes, m = 1, 16,
  * 64, 128 rows, all threads. Prints GFLOP/s (2 m k n per call, the
  * equivalent float work) and the weights' effective GB/s (bytes of W read
@@ -15,8 +15,8 @@
 #include "ops/packed_q8.h"
 #include "util/clock.h"
 
-enum { SGEMM, Q8_WIDEN, Q8_INT8, KINDS };
-static const char *const kind_names[KINDS] = {"sgemm f32", "q8 widen", "q8 int8"};
+enum { SGEMM, Q8_INT8, Q8_WIDEN, KINDS };
+static const char *const kind_names[KINDS] = {"sgemm f32", "q8 int8", "q8 widen"};
 
 typedef struct {
     int m, k, n;
@@ -31,8 +31,8 @@ static int run_once(int kind, const problem *p) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->m, p->n, p->k, 1.0f, p->x, p->k, p->w, p->k, 0.0f,
                     p->out, p->n);
         return 0;
-    case Q8_WIDEN: q8w_matmul(p->out, p->x, p->wq, NULL, p->m, p->k, p->n); return 0;
-    default: return q8w_matmul_int8(p->out, p->x, p->wq, NULL, p->m, p->k, p->n) ? 0 : -1;
+    case Q8_INT8: q8w_matmul(p->out, p->x, p->wq, NULL, p->m, p->k, p->n); return 0;
+    default: return q8w_matmul_widen(p->out, p->x, p->wq, NULL, p->m, p->k, p->n) ? 0 : -1;
     }
 }
 

@@ -105,31 +105,47 @@ void q8w_unpack(float *dst, const void *src, int n, int k) {
         }
 }
 
-/* One output: the fused multiply-add chain over k in order, exactly what
- * each SIMD lane of the AVX2 kernel computes. */
-static float dot_column(const float *x, const void *w, int col, int k) {
+void q8w_quantize_row(const float *x, int k, int8_t *q, float *d) {
+    for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
+        const float *xb = x + (size_t)b * Q8W_K_BLOCK;
+        float amax = 0.0f;
+        for (int i = 0; i < Q8W_K_BLOCK; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        d[b] = amax / 127.0f;
+        float inv = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
+        for (int i = 0; i < Q8W_K_BLOCK; i++) q[b * Q8W_K_BLOCK + i] = (int8_t)roundf(xb[i] * inv);
+    }
+}
+
+/* One output from a quantized row: exact block dots, then the float32
+ * fused multiply-add over blocks in order, as each lane of the AVX2 kernel. */
+static float dot_column(const int8_t *qx, const float *dx, const void *w, int col, int k) {
     float acc = 0.0f;
     for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
         int8_t q[Q8W_K_BLOCK];
         float d = get_block(block_at((void *)(uintptr_t)w, col / Q8W_NR, b, k), col % Q8W_NR, q);
-        for (int i = 0; i < Q8W_K_BLOCK; i++) acc = fmaf(x[b * Q8W_K_BLOCK + i], (float)q[i] * d, acc);
+        int32_t dot = 0;
+        for (int i = 0; i < Q8W_K_BLOCK; i++) dot += (int32_t)qx[b * Q8W_K_BLOCK + i] * q[i];
+        acc = fmaf((float)dot, dx[b] * d, acc);
     }
     return acc;
 }
 
 void q8w_matmul_scalar(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
-    assert(k % Q8W_K_BLOCK == 0);
+    assert(k % Q8W_K_BLOCK == 0 && k <= Q8W_MAX_K);
 #pragma omp parallel for schedule(static)
-    for (int col = 0; col < n; col++)
-        for (int r = 0; r < m; r++)
-        {
-            float acc = dot_column(in + (size_t)r * k, w, col, k);
+    for (int r = 0; r < m; r++) {
+        int8_t qx[Q8W_MAX_K];
+        float dx[Q8W_MAX_K / Q8W_K_BLOCK];
+        q8w_quantize_row(in + (size_t)r * k, k, qx, dx);
+        for (int col = 0; col < n; col++) {
+            float acc = dot_column(qx, dx, w, col, k);
             out[(size_t)r * n + col] = bias ? acc + bias[col] : acc; /* no + 0.0f: it would turn -0 into +0 */
         }
+    }
 }
 
 void q8w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
-    assert(k % Q8W_K_BLOCK == 0);
+    assert(k % Q8W_K_BLOCK == 0 && k <= Q8W_MAX_K);
     if (m <= 0 || n <= 0) return;
 #if Q8W_X86
     if (q8w_supported()) {
@@ -140,10 +156,13 @@ void q8w_matmul(float *out, const float *in, const void *w, const float *bias, i
     q8w_matmul_scalar(out, in, w, bias, m, k, n);
 }
 
-bool q8w_matmul_int8(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+bool q8w_matmul_widen(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
     assert(k % Q8W_K_BLOCK == 0);
 #if Q8W_X86
-    if (q8w_supported()) return q8w_matmul_int8_avx2(out, in, w, bias, m, k, n);
+    if (q8w_supported()) {
+        if (m > 0 && n > 0) q8w_matmul_widen_avx2(out, in, w, bias, m, k, n);
+        return true;
+    }
 #endif
     (void)out, (void)in, (void)w, (void)bias, (void)m, (void)k, (void)n;
     return false;

@@ -13,17 +13,25 @@
  * widening kernel (each k a byte of the lane) consume; the scales sit beside
  * the quants they scale, so one panel streams front to back.
  *
- * Numerics (the widening kernel, q8w_matmul): q * d is exact in float32
- * (8-bit q times an f16 d), so out[r][c] = bias[c] + the float32 fused
- * multiply-add chain over k = 0 .. K-1 in order of x[r][k] * (q * d): an
- * fp32 matmul against the dequantized weights (q8w_unpack), the same
- * arithmetic for every row whatever m, the other rows or the thread count,
- * and the same in the SIMD kernel and the portable fallback (bit for bit).
- * The int8 x int8 kernel (q8w_matmul_int8) measured slower on this AVX2
- * machine and loses more precision; it stays for the benchmark that
- * measured it (bench/bench_q8.c) and is not used by the model.
+ * Numerics (q8w_matmul): int8 weights x int8 activations. Each row of x
+ * is quantized per 32-block like the weights but in float32 throughout
+ * (dx = max|x| / 127, qx = round(x * (1/dx)), half away from zero); each
+ * block's dot sum(qx * q) is exact in int32; then, over blocks in order,
+ * acc = fma((float)dot, dx * d, acc) in float32, and out = acc (+ bias).
+ * The error against x W^T is the two quantizations' (each value off by at
+ * most half its block's step); the arithmetic after them is fixed, so
+ * results are the same whatever m, the other rows or the thread count, and
+ * the same bits in the AVX2 kernel and the portable fallback.
  *
- * Callers guarantee k % 32 == 0 (asserted). */
+ * Why int8 x int8: on this AVX2 machine (Zen 1, no VNNI) it measured 1.5-2.7x
+ * faster than widening the weights to float32 at m = 1 and up to 1.5x at
+ * m = 16..128 on 1 thread (bench/bench_q8.c prints both); the widening
+ * kernel, whose numerics are an exact float32 matmul against q8w_unpack's
+ * weights, stays as q8w_matmul_widen for that comparison.
+ *
+ * Callers guarantee k % 32 == 0 and k <= Q8W_MAX_K (asserted): each thread
+ * quantizes rows of x into a fixed stack scratch, so q8w_matmul allocates
+ * nothing and cannot fail. */
 #ifndef GRPO_OPS_PACKED_Q8_H
 #define GRPO_OPS_PACKED_Q8_H
 
@@ -33,11 +41,12 @@
 enum {
     Q8W_NR = 16,                              /* columns per panel */
     Q8W_K_BLOCK = 32,                         /* k per quantization block */
-    Q8W_BLOCK_BYTES = Q8W_NR * 4 + Q8W_NR * Q8W_K_BLOCK /* scales, then quants */
+    Q8W_BLOCK_BYTES = Q8W_NR * 4 + Q8W_NR * Q8W_K_BLOCK, /* scales, then quants */
+    Q8W_MAX_K = 65536                                    /* the scratch holds one row */
 };
 
 /* The AVX2+FMA+F16C kernel runs on this CPU (runtime check). When false
- * q8w_matmul runs the portable fallback: same results, slower. */
+ * q8w_matmul runs the portable fallback: the same bits, slower. */
 bool q8w_supported(void);
 
 /* Bytes of W [n, k] in this layout (n rounded up to whole panels). */
@@ -63,11 +72,10 @@ void q8w_matmul(float *out, const float *in, const void *w, const float *bias, i
  * everywhere so tests compare it with the SIMD kernel bit for bit. */
 void q8w_matmul_scalar(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 
-/* The int8 x int8 alternative, measured against q8w_matmul by bench_q8:
- * each row of in quantized per 32-block like the weights (dx = max|x|/127
- * in float32, qx = round(x / dx)), the integer dot of each block exact,
- * then acc = fma((float)dot, dx * d, acc) over blocks in order. Returns
- * false (nothing written) when its scratch cannot be allocated. */
-bool q8w_matmul_int8(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+/* The alternative measured against q8w_matmul by bench_q8: the weights
+ * widened to float32 (q * d, exact) and a fused multiply-add chain over k in
+ * order with the unquantized x, i.e. a float32 matmul with q8w_unpack's W.
+ * AVX2 only: returns false (nothing written) without q8w_supported(). */
+bool q8w_matmul_widen(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 
 #endif

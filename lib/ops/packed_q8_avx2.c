@@ -1,15 +1,16 @@
-/* AVX2 kernels over the 8-bit panels of packed_q8.h.
+/* AVX2 kernels over the 8-bit panels of packed_q8.h: int8 x int8
+ * (q8w_matmul) and weights widened to float32 (q8w_matmul_widen).
  *
  * Both walk one 16-column panel for up to 4 rows at a time (8 float
- * accumulators in registers), tasks being (64-row chunk, panel) pairs as in
- * packed.c, so each output is computed by one kernel call with its sums over
+ * accumulators in registers; one instance per row count, so m = 1 does no
+ * wasted work), each output computed by one kernel call with its sums over
  * k in order: results depend neither on the thread count nor on the other
  * rows. */
 #include "packed_q8_kernels.h"
 
 #if Q8W_X86
 #include <immintrin.h>
-#include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,8 +87,7 @@ TARGET_AVX2 static void widen_rows(int mr, float *out, int ldo, const float *x, 
     }
 }
 
-/* Activations quantized per row per 32-block: scales (float32) and the
- * quants, read by int8_kernel. */
+/* Rows of x quantized per 32-block (q8w_quantize_row): quants and scales. */
 typedef struct {
     const int8_t *q;
     const float *d;
@@ -143,7 +143,7 @@ TARGET_AVX2 static void int8_rows(int mr, float *out, int ldo, quant_rows x, int
 
 static size_t panel_stride(int k) { return (size_t)(k / Q8W_K_BLOCK) * Q8W_BLOCK_BYTES; }
 
-void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+void q8w_matmul_widen_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
     int panels = (n + Q8W_NR - 1) / Q8W_NR, chunks = (m + ROW_CHUNK - 1) / ROW_CHUNK;
     /* task = chunk * panels + panel: each thread takes a run of panels of one chunk */
 #pragma omp parallel for schedule(static)
@@ -158,42 +158,68 @@ void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bi
     }
 }
 
-/* Q8_0's arithmetic on one row: d = max|x| / 127, q = round(x * (1/d)). */
-static void quantize_row(const float *x, int k, int8_t *q, float *d) {
+/* q8w_quantize_row's arithmetic, 32 values at a time: the same float32
+ * max, division, reciprocal and product, then round half away from zero as
+ * trunc(|v|) + (|v| - trunc(|v|) >= 0.5) (the difference is exact). */
+TARGET_AVX2 static void quantize_row_avx2(const float *x, int k, int8_t *q, float *d) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), half = _mm256_set1_ps(0.5f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* undoes the packs' lane interleave */
     for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
         const float *xb = x + (size_t)b * Q8W_K_BLOCK;
-        float amax = 0.0f;
-        for (int i = 0; i < Q8W_K_BLOCK; i++) amax = fmaxf(amax, fabsf(xb[i]));
-        d[b] = amax / 127.0f;
-        float inv = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
-        for (int i = 0; i < Q8W_K_BLOCK; i++) q[b * Q8W_K_BLOCK + i] = (int8_t)roundf(xb[i] * inv);
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(xb + 8 * j);
+            amax = _mm256_max_ps(_mm256_and_ps(v[j], abs_mask), amax); /* a NaN lost, as fmaxf */
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        d[b] = _mm_cvtss_f32(m4) / 127.0f;
+        __m256 inv = _mm256_set1_ps(d[b] != 0.0f ? 1.0f / d[b] : 0.0f);
+        __m256i i[4];
+        for (int j = 0; j < 4; j++) {
+            __m256 s = _mm256_mul_ps(v[j], inv), a = _mm256_and_ps(s, abs_mask);
+            __m256 t = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(a, t), half, _CMP_GE_OQ), _mm256_set1_ps(1.0f));
+            __m256 r = _mm256_or_ps(_mm256_add_ps(t, up), _mm256_andnot_ps(abs_mask, s)); /* the sign back */
+            i[j] = _mm256_cvttps_epi32(r);
+        }
+        __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        _mm256_storeu_si256((__m256i *)(q + (size_t)b * Q8W_K_BLOCK), _mm256_permutevar8x32_epi32(packed, order));
     }
 }
 
-bool q8w_matmul_int8_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
-    int nb = k / Q8W_K_BLOCK;
-    int8_t *q = malloc((size_t)m * (size_t)k);
-    float *d = malloc(sizeof(float) * (size_t)m * (size_t)nb);
-    if (!q || !d) {
-        free(q), free(d);
-        return false;
-    }
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < m; r++) quantize_row(in + (size_t)r * k, k, q + (size_t)r * k, d + (size_t)r * nb);
-    int panels = (n + Q8W_NR - 1) / Q8W_NR, chunks = (m + ROW_CHUNK - 1) / ROW_CHUNK;
-#pragma omp parallel for schedule(static)
-    for (int task = 0; task < chunks * panels; task++) {
-        int p = task % panels, r_end = (task / panels + 1) * ROW_CHUNK, col = p * Q8W_NR;
-        int nr = n - col < Q8W_NR ? n - col : Q8W_NR;
-        const unsigned char *panel = (const unsigned char *)w + (size_t)p * panel_stride(k);
-        if (r_end > m) r_end = m;
-        for (int r = task / panels * ROW_CHUNK; r < r_end; r += MR) {
-            quant_rows rows = {q + (size_t)r * k, d + (size_t)r * nb};
-            int8_rows(r_end - r < MR ? r_end - r : MR, out + (size_t)r * n + col, n, rows, k, panel,
-                      bias ? bias + col : NULL, nr);
+/* Rows of x quantized per pass; the scratch holds at least one row of
+ * Q8W_MAX_K. */
+enum { SCRATCH_QUANTS = Q8W_MAX_K };
+
+void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    int nb = k / Q8W_K_BLOCK, panels = (n + Q8W_NR - 1) / Q8W_NR;
+    int rows_per_pass = SCRATCH_QUANTS / k < ROW_CHUNK ? SCRATCH_QUANTS / k : ROW_CHUNK;
+    /* Each thread owns a run of panels and quantizes every row itself (a
+     * k-sized job against its n/threads-sized share of the dots), so no
+     * buffer is shared or allocated; a pass of rows stays in cache while the
+     * thread's panels stream past it. */
+#pragma omp parallel
+    {
+        int8_t qx[SCRATCH_QUANTS];
+        float dx[SCRATCH_QUANTS / Q8W_K_BLOCK];
+        int threads = omp_get_num_threads(), t = omp_get_thread_num();
+        int p_begin = (int)((long)panels * t / threads), p_end = (int)((long)panels * (t + 1) / threads);
+        for (int r0 = 0; p_begin < p_end && r0 < m; r0 += rows_per_pass) {
+            int rows = m - r0 < rows_per_pass ? m - r0 : rows_per_pass;
+            for (int r = 0; r < rows; r++)
+                quantize_row_avx2(in + (size_t)(r0 + r) * k, k, qx + (size_t)r * k, dx + (size_t)r * nb);
+            for (int p = p_begin; p < p_end; p++) {
+                int col = p * Q8W_NR, nr = n - col < Q8W_NR ? n - col : Q8W_NR;
+                const unsigned char *panel = (const unsigned char *)w + (size_t)p * panel_stride(k);
+                for (int r = 0; r < rows; r += MR) {
+                    quant_rows x = {qx + (size_t)r * k, dx + (size_t)r * nb};
+                    int8_rows(rows - r < MR ? rows - r : MR, out + (size_t)(r0 + r) * n + col, n, x, k, panel,
+                              bias ? bias + col : NULL, nr);
+                }
+            }
         }
     }
-    free(q), free(d);
-    return true;
 }
 #endif

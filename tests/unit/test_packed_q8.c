@@ -1,7 +1,7 @@
 /* lib/ops/packed_q8.{c,h}: the 8-bit weight layout and matmuls against
  * float64 references computed from what the kernels' semantics define (the
- * dequantized weights; for the int8 x int8 kernel also the quantized
- * activations), GGUF Q8_0 blocks taken over verbatim, and results that do
+ * quantized activations and weights for q8w_matmul, the dequantized
+ * weights for q8w_matmul_widen), GGUF Q8_0 blocks taken over verbatim, and results that do
  * not depend on the thread count or on the other rows. */
 #include <math.h>
 #include <omp.h>
@@ -113,14 +113,18 @@ static double chain_bound(const float *x, const float *w, int k, double bias) {
     return (k + 1) * U * mag + 1e-300;
 }
 
-static void test_matmul(void) {
-    TEST("q8w_matmul equals float64 x @ unpack(W)^T within the fp32 chain bound, every shape class");
+static void test_widen_matmul(void) {
+    TEST("q8w_matmul_widen equals float64 x @ unpack(W)^T within the fp32 chain bound, every shape class");
+    if (!q8w_supported()) {
+        SKIP("no AVX2+FMA+F16C: the widening kernel has no fallback");
+        return;
+    }
     for (int s = 0; s < SHAPES; s++) {
         fixture f;
         if (!fixture_make(&f, shapes[s][0], shapes[s][1], shapes[s][2])) return fixture_free(&f);
         for (int with_bias = 0; with_bias < 2; with_bias++) {
             fill_out(&f);
-            q8w_matmul(f.out, f.x, f.packed, with_bias ? f.bias : NULL, f.m, f.k, f.n);
+            CHECK(q8w_matmul_widen(f.out, f.x, f.packed, with_bias ? f.bias : NULL, f.m, f.k, f.n));
             int bad = 0;
             for (int r = 0; r < f.m; r++)
                 for (int c = 0; c < f.n; c++) {
@@ -161,24 +165,19 @@ static void test_scalar_matches_simd(void) {
     }
 }
 
-/* The int8 kernel's semantics, in float64 where they are exact: each row
+/* q8w_matmul's semantics, in float64 where they are exact: each row
  * quantized per block (dx = max|x| / 127 and q = round(x * (1/dx)) in
  * float32), integer block dots, each scaled by the float32 product dx * d.
  * Only the float32 sum over the k/32 blocks rounds: bound (k/32 + 1) u. */
 static void test_int8_matmul(void) {
-    TEST("q8w_matmul_int8 equals its quantized-activation semantics in float64, every shape class");
+    TEST("q8w_matmul equals its quantized-activation semantics in float64, every shape class");
     for (int s = 0; s < SHAPES; s++) {
         fixture f;
         if (!fixture_make(&f, shapes[s][0], shapes[s][1], shapes[s][2])) return fixture_free(&f);
         int nb = f.k / 32;
         for (int with_bias = 0; with_bias < 2; with_bias++) {
             fill_out(&f);
-            bool ran = q8w_matmul_int8(f.out, f.x, f.packed, with_bias ? f.bias : NULL, f.m, f.k, f.n);
-            if (!ran) {
-                CHECK(!q8w_supported());
-                SKIP("no AVX2+FMA+F16C: the int8 kernel has no fallback");
-                break;
-            }
+            q8w_matmul(f.out, f.x, f.packed, with_bias ? f.bias : NULL, f.m, f.k, f.n);
             int bad = 0;
             for (int r = 0; r < f.m; r++)
                 for (int c = 0; c < f.n; c++) {
@@ -257,13 +256,13 @@ static void test_pack_q8_0(void) {
     free(packed);
 }
 
-/* out for m rows on `threads` threads, by kernel `int8`. */
-static bool run_with(fixture *f, int threads, bool int8, float *out, int m) {
+/* out for m rows on `threads` threads, by q8w_matmul or q8w_matmul_widen. */
+static bool run_with(fixture *f, int threads, bool widen, float *out, int m) {
     int before = omp_get_max_threads();
     omp_set_num_threads(threads);
     bool ran = true;
-    if (int8)
-        ran = q8w_matmul_int8(out, f->x, f->packed, f->bias, m, f->k, f->n);
+    if (widen)
+        ran = q8w_matmul_widen(out, f->x, f->packed, f->bias, m, f->k, f->n);
     else
         q8w_matmul(out, f->x, f->packed, f->bias, m, f->k, f->n);
     omp_set_num_threads(before);
@@ -271,24 +270,24 @@ static bool run_with(fixture *f, int threads, bool int8, float *out, int m) {
 }
 
 static void test_invariance(void) {
-    TEST("q8w_matmul and q8w_matmul_int8: the same bits on 1 and 2 threads, and row r alone equals row r of 64");
+    TEST("q8w_matmul and q8w_matmul_widen: the same bits on 1 and 2 threads, and row r alone equals row r of 64");
     fixture f;
     if (!fixture_make(&f, 64, 200, 576)) return fixture_free(&f);
     size_t outs = (size_t)f.m * f.n;
     float *one = malloc(sizeof(float) * outs), *two = malloc(sizeof(float) * outs), *row = malloc(sizeof(float) * f.n);
     CHECK(one && two && row);
-    for (int int8 = 0; one && two && row && int8 < 2; int8++) {
-        if (!run_with(&f, 1, int8, one, f.m)) {
+    for (int widen = 0; one && two && row && widen < 2; widen++) {
+        if (!run_with(&f, 1, widen, one, f.m)) {
             CHECK(!q8w_supported());
             break;
         }
-        CHECK(run_with(&f, 2, int8, two, f.m));
+        CHECK(run_with(&f, 2, widen, two, f.m));
         CHECK(memcmp(one, two, sizeof(float) * outs) == 0);
         int differing = 0;
         for (int r = 0; r < f.m; r++) {
             float *saved_x = f.x;
             f.x += (size_t)r * f.k;
-            CHECK(run_with(&f, 2, int8, row, 1));
+            CHECK(run_with(&f, 2, widen, row, 1));
             f.x = saved_x;
             differing += memcmp(row, one + (size_t)r * f.n, sizeof(float) * f.n) != 0;
         }
@@ -315,9 +314,9 @@ static void test_k_contract(void) {
 int main(void) {
     test_layout_size();
     test_round_trip();
-    test_matmul();
-    test_scalar_matches_simd();
+    test_widen_matmul();
     test_int8_matmul();
+    test_scalar_matches_simd();
     test_pack_q8_0();
     test_invariance();
     test_k_contract();
