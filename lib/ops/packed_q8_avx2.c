@@ -97,8 +97,9 @@ INLINE_AVX2 void int8_kernel(int mr, float *out, int ldo, quant_rows x, int k, c
                              const float *bias, int nr) {
     int nb = k / Q8W_K_BLOCK;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[MR][2];
-    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    /* The float sums live in memory, touched once per block: the 8 integer
+     * dot accumulators and the weights then fit the 16 registers unspilled. */
+    float sums[MR][Q8W_NR] __attribute__((aligned(32))) = {{0}};
     for (int b = 0; b < nb; b++) {
         const unsigned char *block = panel + (size_t)b * Q8W_BLOCK_BYTES;
         __m256i dot[MR][2];
@@ -124,10 +125,14 @@ INLINE_AVX2 void int8_kernel(int mr, float *out, int ldo, quant_rows x, int k, c
 #pragma GCC unroll 4
         for (int r = 0; r < mr; r++) {
             __m256 dx = _mm256_set1_ps(x.d[(size_t)r * nb + b]);
-            acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][0]), _mm256_mul_ps(dx, d0), acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][1]), _mm256_mul_ps(dx, d1), acc[r][1]);
+            __m256 s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][0]), _mm256_mul_ps(dx, d0), _mm256_load_ps(sums[r]));
+            __m256 s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][1]), _mm256_mul_ps(dx, d1), _mm256_load_ps(sums[r] + 8));
+            _mm256_store_ps(sums[r], s0);
+            _mm256_store_ps(sums[r] + 8, s1);
         }
     }
+    __m256 acc[MR][2];
+    for (int r = 0; r < MR; r++) acc[r][0] = _mm256_load_ps(sums[r]), acc[r][1] = _mm256_load_ps(sums[r] + 8);
     store_rows(mr, acc, out, ldo, bias, nr);
 }
 

@@ -256,6 +256,45 @@ static void test_pack_q8_0(void) {
     free(packed);
 }
 
+/* Ties and extremes the random fixtures miss: activations that quantize
+ * to exact halves (x * (1/dx) = j + 0.5, rounded away from zero) and GGUF
+ * weights of -128, whose |w| = 128 the int8 kernel's sign trick must carry. */
+static void test_ties_and_extremes(void) {
+    TEST("q8w_matmul rounds activation ties away from zero and carries q = -128 weights, SIMD = fallback = integers");
+    enum { M = 5, N = 21, K = 64 };
+    float x[M * K], out[M * N], scalar[M * N];
+    for (int r = 0; r < M; r++)
+        for (int i = 0; i < K; i++) /* 127 sets dx = 1, so x * (1/dx) = x: ties at every other value */
+            x[r * K + i] = i % 32 == 0 ? 127.0f : ((i * 7 + r) % 50 - 25) + (i % 2 ? 0.5f : 0.0f);
+    unsigned char blocks[N * (K / 32) * Q8_0_BYTES];
+    for (size_t b = 0; b < sizeof blocks / Q8_0_BYTES; b++) {
+        unsigned char *block = blocks + b * Q8_0_BYTES;
+        uint16_t d = f32_to_f16(1.0f); /* dw = 1: dx * dw = 1, the outputs are the integer dots */
+        block[0] = (unsigned char)(d & 0xFF), block[1] = (unsigned char)(d >> 8);
+        for (int i = 0; i < 32; i++) block[2 + i] = (unsigned char)(int8_t)(i % 3 == 0 ? -128 : (int)(b * 31 + i) % 255 - 127);
+    }
+    unsigned char *packed = malloc(q8w_bytes(N, K));
+    CHECK(packed != NULL);
+    if (!packed) return;
+    q8w_pack_q8_0(packed, blocks, N, K);
+    q8w_matmul(out, x, packed, NULL, M, K, N);
+    q8w_matmul_scalar(scalar, x, packed, NULL, M, K, N);
+    CHECK(memcmp(out, scalar, sizeof out) == 0);
+    int bad = 0;
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) {
+            long dot = 0; /* exact: both scales are 1 and every partial sum is far below 2^24 */
+            for (int i = 0; i < K; i++) {
+                float v = x[r * K + i];
+                long q = (long)(v < 0 ? -floorf(-v + 0.5f) : floorf(v + 0.5f)); /* exact for these halves */
+                dot += q * (int8_t)blocks[((size_t)c * (K / 32) + i / 32) * Q8_0_BYTES + 2 + i % 32];
+            }
+            bad += out[r * N + c] != (float)dot;
+        }
+    CHECK_EQ_INT(bad, 0);
+    free(packed);
+}
+
 /* out for m rows on `threads` threads, by q8w_matmul or q8w_matmul_widen. */
 static bool run_with(fixture *f, int threads, bool widen, float *out, int m) {
     int before = omp_get_max_threads();
@@ -317,6 +356,7 @@ int main(void) {
     test_widen_matmul();
     test_int8_matmul();
     test_scalar_matches_simd();
+    test_ties_and_extremes();
     test_pack_q8_0();
     test_invariance();
     test_k_contract();
