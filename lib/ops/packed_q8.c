@@ -29,9 +29,13 @@ size_t q8w_bytes(int n, int k) {
     return (size_t)panel_count(n) * (size_t)(k / Q8W_K_BLOCK) * Q8W_BLOCK_BYTES;
 }
 
-/* Block b of column `col` of panel p: d (float32) and its 32 quants. */
-static unsigned char *block_at(void *dst, int p, int b, int k) {
-    return (unsigned char *)dst + ((size_t)p * (size_t)(k / Q8W_K_BLOCK) + (size_t)b) * Q8W_BLOCK_BYTES;
+/* Offset of block b (k = 32b .. 32b+31) of panel p: 16 scales, then quants. */
+static size_t block_offset(int p, int b, int k) {
+    return ((size_t)p * (size_t)(k / Q8W_K_BLOCK) + (size_t)b) * Q8W_BLOCK_BYTES;
+}
+static unsigned char *block_at(void *dst, int p, int b, int k) { return (unsigned char *)dst + block_offset(p, b, k); }
+static const unsigned char *block_in(const void *src, int p, int b, int k) {
+    return (const unsigned char *)src + block_offset(p, b, k);
 }
 
 static void put_block(unsigned char *block, int col_in_panel, float d, const int8_t *q) {
@@ -100,7 +104,7 @@ void q8w_unpack(float *dst, const void *src, int n, int k) {
     for (int col = 0; col < n; col++)
         for (int b = 0; b < nb; b++) {
             int8_t q[Q8W_K_BLOCK];
-            float d = get_block(block_at((void *)(uintptr_t)src, col / Q8W_NR, b, k), col % Q8W_NR, q);
+            float d = get_block(block_in(src, col / Q8W_NR, b, k), col % Q8W_NR, q);
             for (int i = 0; i < Q8W_K_BLOCK; i++) dst[(size_t)col * k + (size_t)b * Q8W_K_BLOCK + i] = (float)q[i] * d;
         }
 }
@@ -122,7 +126,7 @@ static float dot_column(const int8_t *qx, const float *dx, const void *w, int co
     float acc = 0.0f;
     for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
         int8_t q[Q8W_K_BLOCK];
-        float d = get_block(block_at((void *)(uintptr_t)w, col / Q8W_NR, b, k), col % Q8W_NR, q);
+        float d = get_block(block_in(w, col / Q8W_NR, b, k), col % Q8W_NR, q);
         int32_t dot = 0;
         for (int i = 0; i < Q8W_K_BLOCK; i++) dot += (int32_t)qx[b * Q8W_K_BLOCK + i] * q[i];
         acc = fmaf((float)dot, dx[b] * d, acc);

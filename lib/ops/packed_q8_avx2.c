@@ -200,7 +200,7 @@ enum { SCRATCH_QUANTS = Q8W_MAX_K };
 
 void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
     int nb = k / Q8W_K_BLOCK, panels = (n + Q8W_NR - 1) / Q8W_NR;
-    int rows_per_pass = SCRATCH_QUANTS / k < ROW_CHUNK ? SCRATCH_QUANTS / k : ROW_CHUNK;
+    int rows_per_pass = k > 0 && SCRATCH_QUANTS / k < ROW_CHUNK ? SCRATCH_QUANTS / k : ROW_CHUNK;
     /* Each thread owns a run of panels and quantizes every row itself (a
      * k-sized job against its n/threads-sized share of the dots), so no
      * buffer is shared or allocated; a pass of rows stays in cache while the

@@ -293,6 +293,19 @@ static void test_ties_and_extremes(void) {
         }
     CHECK_EQ_INT(bad, 0);
     free(packed);
+
+    TEST("q8w_matmul with k = 0: every output is its bias (or 0), on both paths");
+    float bias[N], none[N];
+    unsigned char no_weights[1];
+    for (int c = 0; c < N; c++) bias[c] = (float)c - 3.5f;
+    q8w_matmul(out, x, no_weights, bias, M, 0, N);
+    q8w_matmul_scalar(scalar, x, no_weights, NULL, 1, 0, N);
+    memcpy(none, scalar, sizeof none);
+    int wrong = 0;
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) wrong += out[r * N + c] != bias[c];
+    for (int c = 0; c < N; c++) wrong += none[c] != 0.0f;
+    CHECK_EQ_INT(wrong, 0);
 }
 
 /* out for m rows on `threads` threads, by q8w_matmul or q8w_matmul_widen. */
