@@ -61,24 +61,20 @@ static void put_q8_0_block(unsigned char *block, int col_in_panel, const unsigne
 
 static const int8_t zero_quants[Q8W_K_BLOCK];
 
-void q8w_pack_q8_0(void *dst, const void *blocks, int n, int k) {
-    assert(k % Q8W_K_BLOCK == 0);
-    int nb = k / Q8W_K_BLOCK, panels = panel_count(n);
-#pragma omp parallel for schedule(static)
-    for (int p = 0; p < panels; p++)
-        for (int j = 0; j < Q8W_NR; j++) {
-            int col = p * Q8W_NR + j;
-            const unsigned char *row = (const unsigned char *)blocks + (size_t)col * (size_t)nb * Q8_0_BYTES;
-            for (int b = 0; b < nb; b++) {
-                if (col < n)
-                    put_q8_0_block(block_at(dst, p, b, k), j, row + (size_t)b * Q8_0_BYTES);
-                else
-                    put_block(block_at(dst, p, b, k), j, 0.0f, zero_quants);
-            }
-        }
+/* Block b of column col of W as 34 Q8_0 bytes, from floats or from blocks. */
+typedef void (*q8_0_source)(const void *src, int col, int b, int k, unsigned char out[Q8_0_BYTES]);
+
+static void quantize_source(const void *src, int col, int b, int k, unsigned char out[Q8_0_BYTES]) {
+    /* the GGUF quantizer's bytes, so q8w_pack and q8w_pack_q8_0 agree */
+    gguf_quantize_q8_0((const float *)src + (size_t)col * k + (size_t)b * Q8W_K_BLOCK, out, Q8W_K_BLOCK);
 }
 
-void q8w_pack(void *dst, const float *w, int n, int k) {
+static void q8_0_rows_source(const void *src, int col, int b, int k, unsigned char out[Q8_0_BYTES]) {
+    size_t row_blocks = (size_t)(k / Q8W_K_BLOCK);
+    memcpy(out, (const unsigned char *)src + ((size_t)col * row_blocks + (size_t)b) * Q8_0_BYTES, Q8_0_BYTES);
+}
+
+static void pack_panels(void *dst, const void *src, q8_0_source source, int n, int k) {
     assert(k % Q8W_K_BLOCK == 0);
     int nb = k / Q8W_K_BLOCK, panels = panel_count(n);
 #pragma omp parallel for schedule(static)
@@ -87,8 +83,8 @@ void q8w_pack(void *dst, const float *w, int n, int k) {
             int col = p * Q8W_NR + j;
             for (int b = 0; b < nb; b++) {
                 if (col < n) {
-                    unsigned char q8_0[Q8_0_BYTES]; /* the GGUF quantizer's bytes, so both packs agree */
-                    gguf_quantize_q8_0(w + (size_t)col * k + (size_t)b * Q8W_K_BLOCK, q8_0, Q8W_K_BLOCK);
+                    unsigned char q8_0[Q8_0_BYTES];
+                    source(src, col, b, k, q8_0);
                     put_q8_0_block(block_at(dst, p, b, k), j, q8_0);
                 } else {
                     put_block(block_at(dst, p, b, k), j, 0.0f, zero_quants);
@@ -96,6 +92,10 @@ void q8w_pack(void *dst, const float *w, int n, int k) {
             }
         }
 }
+
+void q8w_pack_q8_0(void *dst, const void *blocks, int n, int k) { pack_panels(dst, blocks, q8_0_rows_source, n, k); }
+
+void q8w_pack(void *dst, const float *w, int n, int k) { pack_panels(dst, w, quantize_source, n, k); }
 
 void q8w_unpack(float *dst, const void *src, int n, int k) {
     assert(k % Q8W_K_BLOCK == 0);
