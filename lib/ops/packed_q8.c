@@ -16,7 +16,7 @@ enum { SCALE_BYTES = Q8W_NR * 4, GROUP_BYTES = Q8W_NR * 4 /* 16 columns x 4 k */
 bool q8w_supported(void) {
 #if Q8W_X86
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
     return false;
 #endif

@@ -45,7 +45,7 @@ enum {
     Q8W_MAX_K = 65536                                    /* the scratch holds one row */
 };
 
-/* The AVX2+FMA+F16C kernel runs on this CPU (runtime check). When false
+/* The AVX2+FMA kernel runs on this CPU (runtime check). When false
  * q8w_matmul runs the portable fallback: the same bits, slower. */
 bool q8w_supported(void);
 

@@ -17,8 +17,8 @@
 
 #include "packed_q8.h"
 
-#define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+#define TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
 
 enum { MR = 4 /* rows per kernel call */, ROW_CHUNK = 64, QUANTS = 64 /* offset of the quants in a block */ };
 

@@ -116,7 +116,7 @@ static double chain_bound(const float *x, const float *w, int k, double bias) {
 static void test_widen_matmul(void) {
     TEST("q8w_matmul_widen equals float64 x @ unpack(W)^T within the fp32 chain bound, every shape class");
     if (!q8w_supported()) {
-        SKIP("no AVX2+FMA+F16C: the widening kernel has no fallback");
+        SKIP("no AVX2+FMA: the widening kernel has no fallback");
         return;
     }
     for (int s = 0; s < SHAPES; s++) {
@@ -145,7 +145,7 @@ static void test_widen_matmul(void) {
 static void test_scalar_matches_simd(void) {
     TEST("q8w_matmul_scalar (the portable fallback) equals the SIMD kernel bit for bit");
     if (!q8w_supported()) {
-        SKIP("no AVX2+FMA+F16C: q8w_matmul is the fallback itself");
+        SKIP("no AVX2+FMA: q8w_matmul is the fallback itself");
         return;
     }
     for (int s = 0; s < SHAPES; s++) {
