@@ -23,15 +23,16 @@
  * results are the same whatever m, the other rows or the thread count, and
  * the same bits in the AVX2 kernel and the portable fallback.
  *
- * Why int8 x int8: on this AVX2 machine (Zen 1, no VNNI) it measured 1.5-2.7x
- * faster than widening the weights to float32 at m = 1 and up to 1.5x at
+ * Why int8 x int8: on this AVX2 machine (Zen 1, no VNNI) it measured 1.4-2.7x
+ * faster than widening the weights to float32 at m = 1 and 1.2-1.6x at
  * m = 16..128 on 1 thread (bench/bench_q8.c prints both); the widening
  * kernel, whose numerics are an exact float32 matmul against q8w_unpack's
  * weights, stays as q8w_matmul_widen for that comparison.
  *
  * Callers guarantee k % 32 == 0 and k <= Q8W_MAX_K (asserted): each thread
  * quantizes rows of x into a fixed stack scratch, so q8w_matmul allocates
- * nothing and cannot fail. */
+ * nothing and cannot fail. x must be finite: a NaN or infinity has no int8
+ * value, and its row's outputs are then undefined. */
 #ifndef GRPO_OPS_PACKED_Q8_H
 #define GRPO_OPS_PACKED_Q8_H
 
