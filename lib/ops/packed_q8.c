@@ -116,7 +116,10 @@ void q8w_quantize_row(const float *x, int k, int8_t *q, float *d) {
         for (int i = 0; i < Q8W_K_BLOCK; i++) amax = fmaxf(amax, fabsf(xb[i]));
         d[b] = amax / 127.0f;
         float inv = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
-        for (int i = 0; i < Q8W_K_BLOCK; i++) q[b * Q8W_K_BLOCK + i] = (int8_t)roundf(xb[i] * inv);
+        /* the clamp changes no finite value (|x * inv| rounds to <= 127) and
+         * keeps a NaN from a non-finite x out of the int8 conversion (UB) */
+        for (int i = 0; i < Q8W_K_BLOCK; i++)
+            q[b * Q8W_K_BLOCK + i] = (int8_t)roundf(fminf(fmaxf(xb[i] * inv, -127.0f), 127.0f));
     }
 }
 
