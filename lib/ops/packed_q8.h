@@ -32,7 +32,7 @@
  * Callers guarantee k % 32 == 0 and k <= Q8W_MAX_K (asserted): each thread
  * quantizes rows of x into a fixed stack scratch, so q8w_matmul allocates
  * nothing and cannot fail. x must be finite: a NaN or infinity has no int8
- * value, and its row's outputs are then undefined. */
+ * value, and its row's outputs are then meaningless (but no UB). */
 #ifndef GRPO_OPS_PACKED_Q8_H
 #define GRPO_OPS_PACKED_Q8_H
 
