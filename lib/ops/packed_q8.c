@@ -1,0 +1,176 @@
+/* The 8-bit panel layout (packed_q8.h): packing, unpacking, the portable
+ * matmul and the dispatch to the AVX2 kernels (packed_q8_avx2.c). */
+#include "packed_q8.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../formats/gguf_quant.h"
+#include "packed_q8_kernels.h"
+#include "../util/half.h"
+
+enum { SCALE_BYTES = Q8W_NR * 4, GROUP_BYTES = Q8W_NR * 4 /* 16 columns x 4 k */ };
+
+bool q8w_supported(void) {
+#if Q8W_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+static int panel_count(int n) { return (n + Q8W_NR - 1) / Q8W_NR; }
+
+size_t q8w_bytes(int n, int k) {
+    assert(k % Q8W_K_BLOCK == 0);
+    return (size_t)panel_count(n) * (size_t)(k / Q8W_K_BLOCK) * Q8W_BLOCK_BYTES;
+}
+
+/* Offset of block b (k = 32b .. 32b+31) of panel p: 16 scales, then quants. */
+static size_t block_offset(int p, int b, int k) {
+    return ((size_t)p * (size_t)(k / Q8W_K_BLOCK) + (size_t)b) * Q8W_BLOCK_BYTES;
+}
+static unsigned char *block_at(void *dst, int p, int b, int k) { return (unsigned char *)dst + block_offset(p, b, k); }
+static const unsigned char *block_in(const void *src, int p, int b, int k) {
+    return (const unsigned char *)src + block_offset(p, b, k);
+}
+
+static void put_block(unsigned char *block, int col_in_panel, float d, const int8_t *q) {
+    memcpy(block + (size_t)col_in_panel * 4, &d, sizeof d);
+    for (int i = 0; i < Q8W_K_BLOCK; i++)
+        block[SCALE_BYTES + (i / 4) * GROUP_BYTES + col_in_panel * 4 + i % 4] = (unsigned char)q[i];
+}
+
+static float get_block(const unsigned char *block, int col_in_panel, int8_t *q) {
+    float d;
+    memcpy(&d, block + (size_t)col_in_panel * 4, sizeof d);
+    for (int i = 0; i < Q8W_K_BLOCK; i++)
+        q[i] = (int8_t)block[SCALE_BYTES + (i / 4) * GROUP_BYTES + col_in_panel * 4 + i % 4];
+    return d;
+}
+
+/* One 34-byte Q8_0 block (f16 d little-endian, 32 int8) into the layout. */
+static void put_q8_0_block(unsigned char *block, int col_in_panel, const unsigned char *src) {
+    int8_t q[Q8W_K_BLOCK];
+    memcpy(q, src + 2, sizeof q);
+    put_block(block, col_in_panel, f16_to_f32((uint16_t)(src[0] | src[1] << 8)), q);
+}
+
+static const int8_t zero_quants[Q8W_K_BLOCK];
+
+/* Block b of column col of W as 34 Q8_0 bytes, from floats or from blocks. */
+typedef void (*q8_0_source)(const void *src, int col, int b, int k, unsigned char out[Q8_0_BYTES]);
+
+static void quantize_source(const void *src, int col, int b, int k, unsigned char out[Q8_0_BYTES]) {
+    /* the GGUF quantizer's bytes, so q8w_pack and q8w_pack_q8_0 agree */
+    gguf_quantize_q8_0((const float *)src + (size_t)col * k + (size_t)b * Q8W_K_BLOCK, out, Q8W_K_BLOCK);
+}
+
+static void q8_0_rows_source(const void *src, int col, int b, int k, unsigned char out[Q8_0_BYTES]) {
+    size_t row_blocks = (size_t)(k / Q8W_K_BLOCK);
+    memcpy(out, (const unsigned char *)src + ((size_t)col * row_blocks + (size_t)b) * Q8_0_BYTES, Q8_0_BYTES);
+}
+
+static void pack_panels(void *dst, const void *src, q8_0_source source, int n, int k) {
+    assert(k % Q8W_K_BLOCK == 0);
+    int nb = k / Q8W_K_BLOCK, panels = panel_count(n);
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < panels; p++)
+        for (int j = 0; j < Q8W_NR; j++) {
+            int col = p * Q8W_NR + j;
+            for (int b = 0; b < nb; b++) {
+                if (col < n) {
+                    unsigned char q8_0[Q8_0_BYTES];
+                    source(src, col, b, k, q8_0);
+                    put_q8_0_block(block_at(dst, p, b, k), j, q8_0);
+                } else {
+                    put_block(block_at(dst, p, b, k), j, 0.0f, zero_quants);
+                }
+            }
+        }
+}
+
+void q8w_pack_q8_0(void *dst, const void *blocks, int n, int k) { pack_panels(dst, blocks, q8_0_rows_source, n, k); }
+
+void q8w_pack(void *dst, const float *w, int n, int k) { pack_panels(dst, w, quantize_source, n, k); }
+
+void q8w_unpack(float *dst, const void *src, int n, int k) {
+    assert(k % Q8W_K_BLOCK == 0);
+    int nb = k / Q8W_K_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int col = 0; col < n; col++)
+        for (int b = 0; b < nb; b++) {
+            int8_t q[Q8W_K_BLOCK];
+            float d = get_block(block_in(src, col / Q8W_NR, b, k), col % Q8W_NR, q);
+            for (int i = 0; i < Q8W_K_BLOCK; i++) dst[(size_t)col * k + (size_t)b * Q8W_K_BLOCK + i] = (float)q[i] * d;
+        }
+}
+
+void q8w_quantize_row(const float *x, int k, int8_t *q, float *d) {
+    for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
+        const float *xb = x + (size_t)b * Q8W_K_BLOCK;
+        float amax = 0.0f;
+        for (int i = 0; i < Q8W_K_BLOCK; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        d[b] = amax / 127.0f;
+        float inv = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
+        /* the clamp changes no finite value (|x * inv| rounds to <= 127) and
+         * keeps a NaN from a non-finite x out of the int8 conversion (UB) */
+        for (int i = 0; i < Q8W_K_BLOCK; i++)
+            q[b * Q8W_K_BLOCK + i] = (int8_t)roundf(fminf(fmaxf(xb[i] * inv, -127.0f), 127.0f));
+    }
+}
+
+/* One output from a quantized row: exact block dots, then the float32
+ * fused multiply-add over blocks in order, as each lane of the AVX2 kernel. */
+static float dot_column(const int8_t *qx, const float *dx, const void *w, int col, int k) {
+    float acc = 0.0f;
+    for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
+        int8_t q[Q8W_K_BLOCK];
+        float d = get_block(block_in(w, col / Q8W_NR, b, k), col % Q8W_NR, q);
+        int32_t dot = 0;
+        for (int i = 0; i < Q8W_K_BLOCK; i++) dot += (int32_t)qx[b * Q8W_K_BLOCK + i] * q[i];
+        acc = fmaf((float)dot, dx[b] * d, acc);
+    }
+    return acc;
+}
+
+void q8w_matmul_scalar(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    assert(k % Q8W_K_BLOCK == 0 && k <= Q8W_MAX_K);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < m; r++) {
+        int8_t qx[Q8W_MAX_K];
+        float dx[Q8W_MAX_K / Q8W_K_BLOCK];
+        q8w_quantize_row(in + (size_t)r * k, k, qx, dx);
+        for (int col = 0; col < n; col++) {
+            float acc = dot_column(qx, dx, w, col, k);
+            out[(size_t)r * n + col] = bias ? acc + bias[col] : acc; /* no + 0.0f: it would turn -0 into +0 */
+        }
+    }
+}
+
+void q8w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    assert(k % Q8W_K_BLOCK == 0 && k <= Q8W_MAX_K);
+    if (m <= 0 || n <= 0) return;
+#if Q8W_X86
+    if (q8w_supported()) {
+        q8w_matmul_avx2(out, in, w, bias, m, k, n);
+        return;
+    }
+#endif
+    q8w_matmul_scalar(out, in, w, bias, m, k, n);
+}
+
+bool q8w_matmul_widen(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    assert(k % Q8W_K_BLOCK == 0);
+#if Q8W_X86
+    if (q8w_supported()) {
+        if (m > 0 && n > 0) q8w_matmul_widen_avx2(out, in, w, bias, m, k, n);
+        return true;
+    }
+#endif
+    (void)out, (void)in, (void)w, (void)bias, (void)m, (void)k, (void)n;
+    return false;
+}

@@ -1,0 +1,82 @@
+/* 8-bit weights for the inference matmul y = x W^T (issue 19, section 1).
+ *
+ * Quantization is GGUF Q8_0's: each block of 32 consecutive values along K
+ * of one row of W has d = max|w| / 127 rounded to f16 and q = round(w / d)
+ * (lib/formats/gguf_quant.c's quantizer, so a GGUF's Q8_0 blocks are taken
+ * over verbatim by q8w_pack_q8_0). The dequantized weight is q * d.
+ *
+ * Layout: W [N, K] becomes ceil(N/16) panels of 16 columns (zero past N);
+ * a panel is K/32 blocks of Q8W_BLOCK_BYTES: the 16 columns' d widened to
+ * float32 (exactly), then the 512 quants as [8 groups][16 columns][4
+ * consecutive k]. One 32-byte load is 8 columns x 4 k: the shape both the
+ * int8 x int8 dot (vpmaddubsw/vpmaddwd, 4 k per 32-bit lane) and the
+ * widening kernel (each k a byte of the lane) consume; the scales sit beside
+ * the quants they scale, so one panel streams front to back.
+ *
+ * Numerics (q8w_matmul): int8 weights x int8 activations. Each row of x
+ * is quantized per 32-block like the weights but in float32 throughout
+ * (dx = max|x| / 127, qx = round(x * (1/dx)), half away from zero); each
+ * block's dot sum(qx * q) is exact in int32; then, over blocks in order,
+ * acc = fma((float)dot, dx * d, acc) in float32, and out = acc (+ bias).
+ * The error against x W^T is the two quantizations' (each value off by at
+ * most half its block's step); the arithmetic after them is fixed, so
+ * results are the same whatever m, the other rows or the thread count, and
+ * the same bits in the AVX2 kernel and the portable fallback.
+ *
+ * Why int8 x int8: on this AVX2 machine (Zen 1, no VNNI) it measured 1.4-2.7x
+ * faster than widening the weights to float32 at m = 1 and 1.2-1.6x at
+ * m = 16..128 on 1 thread (bench/bench_q8.c prints both); the widening
+ * kernel, whose numerics are an exact float32 matmul against q8w_unpack's
+ * weights, stays as q8w_matmul_widen for that comparison.
+ *
+ * Callers guarantee k % 32 == 0 and k <= Q8W_MAX_K (asserted): each thread
+ * quantizes rows of x into a fixed stack scratch, so q8w_matmul allocates
+ * nothing and cannot fail. x must be finite: a NaN or infinity has no int8
+ * value, and its row's outputs are then meaningless (but no UB). */
+#ifndef GRPO_OPS_PACKED_Q8_H
+#define GRPO_OPS_PACKED_Q8_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum {
+    Q8W_NR = 16,                              /* columns per panel */
+    Q8W_K_BLOCK = 32,                         /* k per quantization block */
+    Q8W_BLOCK_BYTES = Q8W_NR * 4 + Q8W_NR * Q8W_K_BLOCK, /* scales, then quants */
+    Q8W_MAX_K = 65536                                    /* the scratch holds one row */
+};
+
+/* The AVX2+FMA kernel runs on this CPU (runtime check). When false
+ * q8w_matmul runs the portable fallback: the same bits, slower. */
+bool q8w_supported(void);
+
+/* Bytes of W [n, k] in this layout (n rounded up to whole panels). */
+size_t q8w_bytes(int n, int k);
+
+/* Quantizes W [n, k] (row-major, HF [out, in]) into dst[q8w_bytes(n, k)]. */
+void q8w_pack(void *dst, const float *w, int n, int k);
+
+/* The same from GGUF Q8_0 rows: per row k/32 blocks of 34 bytes (f16 d,
+ * 32 int8), copied without requantizing. For blocks written by the Q8_0
+ * quantizer (some |q| == 127 in every block) the result is byte-identical
+ * to q8w_pack of the dequantized rows; for any blocks, q8w_unpack gives the
+ * dequantized rows exactly. */
+void q8w_pack_q8_0(void *dst, const void *blocks, int n, int k);
+
+/* Dequantizes back to W [n, k] float32 (q * d, exact). */
+void q8w_unpack(float *dst, const void *src, int n, int k);
+
+/* out[m, n] = in[m, k] @ W^T (+ bias[n]); OpenMP over panels. */
+void q8w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+
+/* The portable fallback q8w_matmul runs without q8w_supported(), callable
+ * everywhere so tests compare it with the SIMD kernel bit for bit. */
+void q8w_matmul_scalar(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+
+/* The alternative measured against q8w_matmul by bench_q8: the weights
+ * widened to float32 (q * d, exact) and a fused multiply-add chain over k in
+ * order with the unquantized x, i.e. a float32 matmul with q8w_unpack's W.
+ * AVX2 only: returns false (nothing written) without q8w_supported(). */
+bool q8w_matmul_widen(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+
+#endif
