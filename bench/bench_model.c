@@ -22,6 +22,7 @@
 #include "ops/blas.h"
 #include "model/model.h"
 #include "ops/packed.h"
+#include "runner/weights.h"
 #include "ops/ops.h"
 #include "util/clock.h"
 
@@ -48,33 +49,35 @@ static long peak_rss_kib(void) {
 /* Best GFLOP/s of C[M,N] = A[M,K] B[N,K]^T (the model's layout: weights
  * [out, in], so the same transpose flags as matmul_forward), over several
  * timed batches of calls each long enough (~0.1 s) to swamp the timer;
- * OpenBLAS's sgemm, or with packed our kernel on B packed once (packed.h). */
-static void gemm_once(bool packed, int M, int K, int N, const float *a, const float *b, const float *bp, float *c) {
+ * OpenBLAS's sgemm (packed false), or our kernel for weights packed once in
+ * format fmt. */
+static void gemm_once(bool packed, weight_format fmt, int M, int K, int N, const float *a, const float *b,
+                      const void *bp, float *c) {
     if (packed)
-        packed_matmul(c, a, bp, NULL, M, K, N);
+        matmul_forward_packed(c, a, bp, fmt, NULL, M, K, N);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
 }
 
-static double sgemm_gflops(int M, int K, int N, bool packed) {
+static double sgemm_gflops(int M, int K, int N, bool packed, weight_format fmt) {
     float *a = alloc_or_die((size_t)M * K * sizeof(float));
     float *b = alloc_or_die((size_t)N * K * sizeof(float));
     float *c = alloc_or_die((size_t)M * N * sizeof(float));
-    float *bp = packed ? alloc_or_die(packed_floats(N, K) * sizeof(float)) : NULL;
+    void *bp = packed ? alloc_or_die(weights_packed_bytes(fmt, N, K)) : NULL;
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.01f;
     for (size_t i = 0; i < (size_t)N * K; i++) b[i] = (float)(i % 5) * 0.01f;
-    if (bp) packed_pack(bp, b, N, K);
+    if (bp) weights_pack(fmt, bp, b, N, K);
     double flop = 2.0 * M * K * N, best = 0;
     int reps = 1;
     for (;;) { /* calibrate reps so one batch takes >= 0.1 s */
         double t0 = now_seconds();
-        for (int r = 0; r < reps; r++) gemm_once(packed, M, K, N, a, b, bp, c);
+        for (int r = 0; r < reps; r++) gemm_once(packed, fmt, M, K, N, a, b, bp, c);
         if (now_seconds() - t0 >= 0.1) break;
         reps *= 2;
     }
     for (int trial = 0; trial < 5; trial++) {
         double t0 = now_seconds();
-        for (int r = 0; r < reps; r++) gemm_once(packed, M, K, N, a, b, bp, c);
+        for (int r = 0; r < reps; r++) gemm_once(packed, fmt, M, K, N, a, b, bp, c);
         double g = flop * reps / (now_seconds() - t0) / 1e9;
         if (g > best) best = g;
     }
@@ -253,8 +256,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
         return rc;
     }
-    /* packed weights, as grpo-rollout runs them (packing counted in the load time) */
-    if ((rc = model_pack_for_inference(&m, &e))) {
+    /* packed weights, as grpo-rollout runs them (packing counted in the load
+     * time), in the format $GRPO_WEIGHTS names (grpo-rollout's --weights) */
+    weight_format fmt;
+    if ((rc = weights_select("GRPO_WEIGHTS", weights_default(), &fmt, &e)) ||
+        (rc = model_pack_for_inference(&m, fmt, &e))) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
         model_free(&m);
         return rc;
@@ -269,7 +275,9 @@ int main(int argc, char **argv) {
         .n_layers = cf->n_layers,
         .q_dim = qd,
     };
-    double weight_bytes = 4.0 * (f.matmul_params + f.head_params); /* fp32 weights one decode step reads */
+    /* the weights one decode step reads: q8 is 34 bytes per 32 (a float16 scale per block) */
+    double bytes_per_weight = !m.packed || fmt == WEIGHTS_F32 ? 4.0 : fmt == WEIGHTS_BF16 ? 2.0 : 34.0 / 32;
+    double weight_bytes = bytes_per_weight * (f.matmul_params + f.head_params);
 
     enum { PROMPT = 64, STEPS = 32 };
     result res[5] = {{0}};
@@ -300,8 +308,8 @@ int main(int argc, char **argv) {
                               {64, 576, 49152}}; /* LM head at B=64 */
     double g_blas[4], g_packed[4] = {0}, ceiling = 0, sgemm_best = 0;
     for (int i = 0; i < 4; i++) {
-        g_blas[i] = sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], false);
-        if (m.packed) g_packed[i] = sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], true);
+        g_blas[i] = sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], false, fmt);
+        if (m.packed) g_packed[i] = sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], true, fmt);
         sgemm_best = fmax(sgemm_best, g_blas[i]);
         ceiling = fmax(ceiling, fmax(sgemm_best, g_packed[i]));
     }
@@ -309,13 +317,13 @@ int main(int argc, char **argv) {
     double bw = read_gbps((size_t)1 << 30, &sink);
     double cp = memcpy_gbps((size_t)512 << 20);
 
-    printf("model benchmark: %s, %d threads\n", path, n_threads);
+    printf("model benchmark: %s, %d threads, weights %s\n", path, n_threads, weight_format_name(fmt));
     printf("  %s: dim %d, hidden %d, %d layers, %d/%d heads x %d, vocab %d\n", model_arch_name(cf->arch), cf->dim,
            cf->hidden_dim, cf->n_layers, cf->n_heads, cf->n_kv_heads, cf->head_dim, cf->vocab_size);
-    printf("  matmul weights per token: %.1f M + LM head %.1f M = %.1f MB of fp32\n", f.matmul_params / 1e6,
-           f.head_params / 1e6, weight_bytes / 1e6);
-    printf("  load %.2f s (weights %s), peak RSS %.0f MiB\n\n", load_s,
-           m.packed ? "packed once for the AVX-512 kernel" : "row-major, OpenBLAS packs per call", rss / 1024.0);
+    printf("  matmul weights per token: %.1f M + LM head %.1f M = %.1f MB of %s\n", f.matmul_params / 1e6,
+           f.head_params / 1e6, weight_bytes / 1e6, m.packed ? weight_format_name(fmt) : "f32");
+    printf("  load %.2f s (weights %s, packed once; OpenBLAS packs row-major f32 per call), peak RSS %.0f MiB\n\n",
+           load_s, model_weights_describe(&m), rss / 1024.0);
     /* OpenBLAS 0.3.21 takes some newer Xeons (in VMs) for a Prescott and
      * runs its SSE3 kernels: say so, it moves every number here ~3x. */
     const char *core = openblas_get_corename();
@@ -323,7 +331,7 @@ int main(int argc, char **argv) {
     if (core && strcmp(core, "Prescott") == 0 && __builtin_cpu_supports("avx2"))
         printf("  warning: the CPU has AVX2 but OpenBLAS runs its SSE3 kernels; try OPENBLAS_CORETYPE=%s\n",
                __builtin_cpu_supports("avx512f") ? "SkylakeX (or Cooperlake)" : "Haswell");
-    printf("  %-24s %9s %9s\n", "GFLOP/s", "OpenBLAS", m.packed ? "packed" : "");
+    printf("  %-24s %9s %9s\n", "GFLOP/s", "OpenBLAS", m.packed ? weight_format_name(fmt) : "");
     for (int i = 0; i < 4; i++) {
         printf("  sgemm %4d x %4d x %-6d %9.1f", shapes[i][0], shapes[i][1], shapes[i][2], g_blas[i]);
         if (m.packed) printf(" %9.1f", g_packed[i]);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Model throughput: build/bench/bench_model (SmolLM2-135M prefill and decode
 # next to the sgemm and memory-bandwidth ceilings measured in the same run,
-# with the issue-3 goals), then the peer, bench/torch_peer.py (the same
+# with the issue-3 goals) with the weights in f32, bf16 and q8, then the peer, bench/torch_peer.py (the same
 # forward in PyTorch fp32 on the same threads) and llama.cpp's
 # llama-batched-bench (bench/llama_peer.sh: f32, Q8_0, Q4_1), and our/peer ratios.
 # No assertions: a benchmark prints.
@@ -20,9 +20,24 @@ if [ ! -f "$MODEL" ]; then
 fi
 [ -x "$BIN" ] || make --no-print-directory "$BIN"
 
-# Nothing else should run meanwhile: both sides use every core.
-"$BIN" "$MODEL" > "$OUT/model.txt"
-grep -v '^kv ' "$OUT/model.txt"
+# Nothing else should run meanwhile: both sides use every core. Each weight
+# format of grpo-rollout --weights (BENCH_WEIGHTS to choose), one after the
+# other; model.txt is the first's (the PyTorch comparison below is fp32's).
+FORMATS=${BENCH_WEIGHTS:-f32 bf16 q8}
+first=
+for w in $FORMATS; do
+    GRPO_WEIGHTS=$w "$BIN" "$MODEL" > "$OUT/model-$w.txt"
+    grep -v '^kv ' "$OUT/model-$w.txt"
+    echo
+    [ -n "$first" ] || { first=$w; cp "$OUT/model-$w.txt" "$OUT/model.txt"; }
+done
+echo "tokens/s by weight format (same run):"
+printf '  %-15s' ""; for w in $FORMATS; do printf ' %9s' "$w"; done; echo
+for name in "prefill T=128" "prefill T=512" "decode B=1" "decode B=16" "decode B=64"; do
+    printf '  %-15s' "$name"
+    for w in $FORMATS; do printf ' %9.1f' "$(sed -n "s/^kv $name tok_s=//p" "$OUT/model-$w.txt")"; done
+    echo
+done
 
 [ "${BENCH_PEER:-1}" = 0 ] && exit 0
 
@@ -45,11 +60,13 @@ if grep -q '^kv ' "$OUT/llama.txt"; then
     for name in "prefill T=128" "prefill T=512" "decode B=1" "decode B=16" "decode B=64"; do
         sed -n "s/^kv llama.cpp [^ ]* $name tok_s=//p" "$OUT/llama.txt" | sort -g | tail -1 | sed "s/^/kv $name tok_s=/"
     done > "$OUT/llama_best.txt"
-    echo
-    echo "ours / llama.cpp Q8_0 (tokens/s, same machine, same run):"
-    ratios "$OUT/model.txt" "$OUT/llama.txt" "llama.cpp Q8_0 "
-    echo "ours / llama.cpp's best of f32, Q8_0, Q4_1:"
-    ratios "$OUT/model.txt" "$OUT/llama_best.txt" ""
+    for w in $FORMATS; do
+        echo
+        echo "ours ($w weights) / llama.cpp Q8_0 (tokens/s, same machine, same run):"
+        ratios "$OUT/model-$w.txt" "$OUT/llama.txt" "llama.cpp Q8_0 "
+        echo "ours ($w weights) / llama.cpp's best of f32, Q8_0, Q4_1:"
+        ratios "$OUT/model-$w.txt" "$OUT/llama_best.txt" ""
+    done
 fi
 
 if ! "$PY" -c 'import torch' 2>/dev/null; then

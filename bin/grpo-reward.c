@@ -246,6 +246,12 @@ int main(int argc, char **argv) {
           "where the reward model runs: auto = an NVIDIA GPU when this build has CUDA and one is present, else the "
           "CPU (default: $GRPO_DEVICE, else auto)",
           0, 0, "auto|cpu|cuda"}},
+        {"rm",
+         {"--rm-weights", NULL, FLAG_CHOICE, &p.rm_weights, "W",
+          "the reward model's matrices on the CPU: f32, bf16 (rounded once; fast with AVX512-BF16), q8 (8-bit "
+          "blocks, GGUF Q8_0's), auto = bf16 where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, "
+          "else auto)",
+          0, 0, "auto|f32|bf16|q8"}},
     };
     enum { N_FLAGS = sizeof rflags / sizeof rflags[0] };
     flag_spec flags[N_FLAGS];

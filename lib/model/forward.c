@@ -54,7 +54,8 @@ void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, cons
     int n = model_forward_hidden(m, c, n_rows, seq, pos, token, want_logits, s->xn, s);
     if (!n) return;
     if (m->head_packed)
-        be->matmul_forward_packed(logits, s->xn, m->head_packed, NULL, n, m->cfg.dim, m->cfg.vocab_size);
+        be->matmul_forward_packed(logits, s->xn, m->head_packed, m->packed_as, NULL, n, m->cfg.dim,
+                                  m->cfg.vocab_size);
     else
         be->matmul_forward(logits, s->xn, m->dev ? m->dev->lm_head : m->w.lm_head, NULL, n, m->cfg.dim,
                            m->cfg.vocab_size);

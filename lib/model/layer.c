@@ -70,7 +70,7 @@ static void linear_forward(const layer_pass *p, float *out, const float *in, con
                            int in_dim, int out_dim, int target, float *u) {
     const backend *be = p->be;
     if (p->m->packed)
-        be->matmul_forward_packed(out, in, w, bias, p->n_rows, in_dim, out_dim);
+        be->matmul_forward_packed(out, in, w, p->m->packed_as, bias, p->n_rows, in_dim, out_dim);
     else
         be->matmul_forward(out, in, w, bias, p->n_rows, in_dim, out_dim);
     if (!adapted(p, target)) return;

@@ -7,6 +7,8 @@
 
 #include "../ops/ops.h"
 #include "../ops/packed.h"
+#include "../ops/packed_bf16.h"
+#include "../ops/packed_q8.h"
 
 static const char *const param_names[MODEL_N_PARAMS] = {
     "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
@@ -71,46 +73,86 @@ void model_free(model *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* W [n, k] (n whole panels) rewritten as packed.h panels in its own place, through tmp. */
-static void pack_in_place(float *w, float *tmp, int n, int k) {
-    memcpy(tmp, w, (size_t)n * k * sizeof *w);
-    packed_pack(w, tmp, n, k);
+/* Why fmt's kernel cannot take an input width of k (NULL: it can). */
+static const char *unpackable(weight_format fmt, int k) {
+    if (fmt == WEIGHTS_Q8 && (k % Q8W_K_BLOCK || k > Q8W_MAX_K))
+        return "8-bit blocks need input widths that are multiples of 32 (at most 65536)";
+    if (fmt == WEIGHTS_BF16 && k > BF16W_MAX_K) return "bf16 panels need input widths of at most 65536";
+    return NULL;
 }
 
-int model_pack_for_inference(model *m, gerr *e) {
+/* W [n, k] packed fits in W's own place: float32 panels need whole panels;
+ * bf16 and q8 fit whenever the padding is smaller than what they save. */
+static bool fits_in_place(weight_format fmt, int n, int k) {
+    if (fmt == WEIGHTS_F32) return n % PACKED_NR == 0;
+    return weights_packed_bytes(fmt, n, k) <= (size_t)n * k * sizeof(float);
+}
+
+/* W [n, k] rewritten in format fmt in its own place, through tmp. */
+static void pack_in_place(weight_format fmt, float *w, float *tmp, int n, int k) {
+    memcpy(tmp, w, (size_t)n * k * sizeof *w);
+    weights_pack(fmt, w, tmp, n, k);
+}
+
+const char *weight_format_name(weight_format fmt) {
+    return fmt == WEIGHTS_BF16 ? "bf16" : fmt == WEIGHTS_Q8 ? "q8" : "f32";
+}
+
+const char *model_weights_describe(const model *m) {
+    if (!m->packed) return "f32 (row-major, OpenBLAS)";
+    switch (m->packed_as) {
+    case WEIGHTS_BF16:
+        return !strcmp(bf16w_kernel(), "avx512bf16") ? "bf16 (AVX512-BF16 kernel)"
+               : !strcmp(bf16w_kernel(), "avx512f") ? "bf16 (emulated on AVX-512F)"
+                                                    : "bf16 (portable kernel)";
+    case WEIGHTS_Q8: return q8w_supported() ? "q8 (SIMD kernel)" : "q8 (portable kernel)";
+    default: return "f32 (packed AVX-512 kernel)";
+    }
+}
+
+int model_pack_for_inference(model *m, weight_format fmt, gerr *e) {
     const model_config *c = &m->cfg;
-    if (m->packed || !packed_supported()) return 0;
+    if (m->packed || (fmt == WEIGHTS_F32 && !packed_supported())) return 0;
     int d = c->dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim, hid = c->hidden_dim;
     /* (param, rows, cols) of each layer's matrices */
     const int mats[][3] = {{P_WQ, qd, d}, {P_WK, kvd, d}, {P_WV, kvd, d}, {P_WO, d, qd},
                            {P_W_GATE, hid, d}, {P_W_UP, hid, d}, {P_W_DOWN, d, hid}};
     size_t n_mats = sizeof mats / sizeof mats[0], biggest = 0;
     for (size_t i = 0; i < n_mats; i++) {
-        if (mats[i][1] % PACKED_NR) return 0; /* in place needs whole panels */
+        const char *why = unpackable(fmt, mats[i][2]);
+        if (!why && !fits_in_place(fmt, mats[i][1], mats[i][2])) {
+            if (fmt == WEIGHTS_F32) return 0; /* OpenBLAS runs the row-major weights */
+            why = "a matrix too narrow to pack in its own place";
+        }
+        if (why)
+            return gerr_set(e, EX_DATAERR, "%s weights: %s (%s is %d x %d)", weight_format_name(fmt), why,
+                            model_param_name(mats[i][0]), mats[i][1], mats[i][2]);
         size_t n = (size_t)mats[i][1] * mats[i][2];
         biggest = n > biggest ? n : biggest;
     }
-    bool head_in_place = m->w.lm_head && m->w.lm_head != m->w.tok_embd && c->vocab_size % PACKED_NR == 0;
+    bool head_in_place = m->w.lm_head && m->w.lm_head != m->w.tok_embd && fits_in_place(fmt, c->vocab_size, d);
     bool head_copy = m->w.lm_head && !head_in_place;
     size_t head_n = (size_t)c->vocab_size * d;
     float *tmp = malloc(sizeof(float) * (head_in_place && head_n > biggest ? head_n : biggest));
-    float *head = head_copy ? malloc(sizeof(float) * packed_floats(c->vocab_size, d)) : NULL;
+    void *head = head_copy ? malloc(weights_packed_bytes(fmt, c->vocab_size, d)) : NULL;
     if (!tmp || (head_copy && !head)) {
         free(tmp), free(head);
         return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
     }
     for (int l = 0; l < c->n_layers; l++)
         for (size_t i = 0; i < n_mats; i++)
-            pack_in_place(m->w.t[mats[i][0]] + (size_t)l * mats[i][1] * mats[i][2], tmp, mats[i][1], mats[i][2]);
+            pack_in_place(fmt, m->w.t[mats[i][0]] + (size_t)l * mats[i][1] * mats[i][2], tmp, mats[i][1],
+                          mats[i][2]);
     if (head_in_place) {
-        pack_in_place(m->w.lm_head, tmp, c->vocab_size, d);
+        pack_in_place(fmt, m->w.lm_head, tmp, c->vocab_size, d);
         m->head_packed = m->w.lm_head;
     } else if (head_copy) {
-        packed_pack(head, m->w.lm_head, c->vocab_size, d);
+        weights_pack(fmt, head, m->w.lm_head, c->vocab_size, d);
         m->head_packed = m->head_packed_own = head;
     }
     free(tmp);
     m->packed = true;
+    m->packed_as = fmt;
     return 0;
 }
 

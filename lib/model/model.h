@@ -61,11 +61,13 @@ typedef struct {
     float *params_memory;
     float inv_freq[512]; /* RoPE frequencies [head_dim/2], scaling applied */
     /* model_pack_for_inference: the layer matrices (wq .. w_down) are
-     * packed.h panels in place, and head_packed the LM head's panels (in
-     * lm_head's own place, or head_packed_own when tied to the embeddings). */
+     * packed in format packed_as in their own place, and head_packed the LM
+     * head's (in lm_head's own place, or head_packed_own when tied to the
+     * embeddings or too narrow to pack in place). */
     bool packed;
-    const float *head_packed;
-    float *head_packed_own;
+    weight_format packed_as;
+    const void *head_packed;
+    void *head_packed_own;
     /* model_to_backend: the forward reads these weights, on their backend
      * (NULL: w above, on the CPU). */
     model_dev *dev;
@@ -74,14 +76,24 @@ typedef struct {
 void model_free(model *m);
 
 /* For a model that only runs model_forward / model_forward_hidden (rollout,
- * a reward model): rewrites the layer matrices in place in the packed.h
- * panel layout, and packs the LM head (a copy when tied), so no matmul of the
- * forward repacks weights. Does nothing (returns 0) when the CPU lacks the
- * packed kernel or a matrix's row count is not a whole number of panels.
- * Afterwards m->w's layer matrices are not row-major: training, export and
- * LoRA merging must not use such a model. EX_SOFTWARE when memory is short
- * (the model is then unchanged). */
-int model_pack_for_inference(model *m, gerr *e);
+ * a reward model): rewrites the layer matrices in place in format fmt
+ * (float32 panels of packed.h, bf16 panels of packed_bf16.h, or 8-bit blocks
+ * of packed_q8.h, each rounded once from the float32 weights), and packs the
+ * LM head (a copy when tied), so no matmul of the forward repacks weights.
+ * The embeddings, norms and biases stay float32. For WEIGHTS_F32 it does
+ * nothing (returns 0) when the CPU lacks the packed kernel or a matrix's row
+ * count is not a whole number of panels (OpenBLAS then runs the row-major
+ * weights); bf16 and q8 always pack (their kernels have portable
+ * fallbacks), and a model whose shapes they cannot hold (q8: an input width
+ * not a multiple of 32) is EX_DATAERR, unchanged. Afterwards m->w's layer
+ * matrices are not row-major: training, export and LoRA merging must not
+ * use such a model. EX_SOFTWARE when memory is short (the model is then
+ * unchanged). */
+int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
+/* "f32", "bf16" or "q8". */
+const char *weight_format_name(weight_format fmt);
+/* The weights' format and kernel, for progress lines: "bf16 (AVX512-BF16 kernel)". */
+const char *model_weights_describe(const model *m);
 
 /* Copies the weights the inference forward reads (not a classifier's score
  * head, which stays on the host) into be's memory and format (bf16 matrices

@@ -37,8 +37,9 @@ typedef struct backend {
                  float beta, float *C, int ldc);
     void (*matmul_forward)(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
                            int out_dim);
-    void (*matmul_forward_packed)(float *out, const float *in, const float *w_packed, const float *bias, int n,
-                                  int in_dim, int out_dim);
+    /* NULL in a backend whose weights are never packed (a device's) */
+    void (*matmul_forward_packed)(float *out, const float *in, const void *w_packed, weight_format fmt,
+                                  const float *bias, int n, int in_dim, int out_dim);
     void (*matmul_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                             int n, int in_dim, int out_dim, bool accumulate);
 

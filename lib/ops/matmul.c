@@ -1,5 +1,5 @@
-/* Matrix products: OpenBLAS's sgemm, and the packed kernel for weights
- * packed once for inference (packed.c). */
+/* Matrix products: OpenBLAS's sgemm, and the kernels for weights packed
+ * once for inference (packed.c: float32, packed_bf16.c, packed_q8.c). */
 #include "ops.h"
 
 #include <cblas.h>
@@ -10,6 +10,8 @@
 
 #include "blas.h"
 #include "packed.h"
+#include "packed_bf16.h"
+#include "packed_q8.h"
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc) {
@@ -47,9 +49,29 @@ void matmul_forward(float *out, const float *in, const float *w, const float *bi
     }
 }
 
-void matmul_forward_packed(float *out, const float *in, const float *w_packed, const float *bias, int n, int in_dim,
-                           int out_dim) {
-    packed_matmul(out, in, w_packed, bias, n, in_dim, out_dim);
+size_t weights_packed_bytes(weight_format fmt, int n, int k) {
+    switch (fmt) {
+    case WEIGHTS_BF16: return bf16w_bytes(n, k);
+    case WEIGHTS_Q8: return q8w_bytes(n, k);
+    default: return packed_floats(n, k) * sizeof(float);
+    }
+}
+
+void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k) {
+    switch (fmt) {
+    case WEIGHTS_BF16: bf16w_pack(dst, w, n, k); return;
+    case WEIGHTS_Q8: q8w_pack(dst, w, n, k); return;
+    default: packed_pack(dst, w, n, k); return;
+    }
+}
+
+void matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
+                           int n, int in_dim, int out_dim) {
+    switch (fmt) {
+    case WEIGHTS_F32: packed_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
+    case WEIGHTS_BF16: bf16w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
+    case WEIGHTS_Q8: q8w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
+    }
 }
 
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,

@@ -46,9 +46,17 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
  * first. */
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
                     int out_dim);
-/* The same with w packed by packed_pack (packed.h). */
-void matmul_forward_packed(float *out, const float *in, const float *w_packed, const float *bias, int n, int in_dim,
-                           int out_dim);
+/* How weights packed once for inference are stored (grpo-rollout and the
+ * rm reward's --weights): float32 panels (packed.h), bf16 panels
+ * (packed_bf16.h) or 8-bit blocks (packed_q8.h). */
+typedef enum { WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8 } weight_format;
+/* Bytes of W [n, k] packed in format fmt, and the packing (packed_pack,
+ * bf16w_pack or q8w_pack; dst must not overlap w). */
+size_t weights_packed_bytes(weight_format fmt, int n, int k);
+void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k);
+/* The same with w packed by weights_pack. */
+void matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
+                           int n, int in_dim, int out_dim);
 /* din = dout W (accumulated when accumulate, else written; din NULL: not
  * wanted); dw += dout^T in (NULL: frozen); db += column sums of dout. */
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,

@@ -1,5 +1,6 @@
 /* The reward functions grpo-reward knows, and every parameter's default. */
 #include "../runner/device.h"
+#include "../runner/weights.h"
 #include <string.h>
 
 #include "reward.h"
@@ -29,6 +30,7 @@ void reward_opts_default(reward_opts *p) {
     p->rm_batch = 16;
     p->rm_chat_template = "auto";
     p->rm_device = device_default();
+    p->rm_weights = weights_default();
     p->threads = 0;
 }
 

@@ -26,6 +26,7 @@
 #include "../chat/chat.h"
 #include "../ops/blas.h"
 #include "../runner/device.h"
+#include "../runner/weights.h"
 #include "../runner/runner.h"
 #include "../util/clock.h"
 #include "reward.h"
@@ -216,8 +217,10 @@ static int open_template(rm_fn *r, const char *choice, gerr *e) {
 }
 
 static int open_model(rm_fn *r, const reward_opts *p, gerr *e) {
-    int rc = device_select("--rm-device", p->rm_device ? p->rm_device : "cpu", &r->be, e);
-    if (!rc) rc = runner_open_on(&r->run, r->path, true, r->be, e);
+    weight_format fmt = WEIGHTS_F32;
+    int rc = weights_select("--rm-weights", p->rm_weights ? p->rm_weights : "f32", &fmt, e);
+    if (!rc) rc = device_select("--rm-device", p->rm_device ? p->rm_device : "cpu", &r->be, e);
+    if (!rc) rc = runner_open_on(&r->run, r->path, true, r->be, fmt, e);
     if (rc) return rc;
     if (r->run.m.cfg.num_labels != 1)
         return gerr_set(e, EX_DATAERR, "%s: num_labels is %d; --fn rm reads a reward model with one label (one score)",

@@ -9,6 +9,7 @@
 #include "../io/mapped.h"
 #include "../ops/blas.h"
 #include "../runner/device.h"
+#include "../runner/weights.h"
 #include "../util/clock.h"
 #include "../util/progress.h"
 #include "rollout_internal.h"
@@ -20,6 +21,7 @@ void rollout_opts_default(rollout_opts *o) {
     o->sampling = (sample_opts){.temperature = -1, .top_k = 0, .top_p = 1, .min_p = 0};
     o->batch = 32;
     o->device = device_default();
+    o->weights = weights_default();
     o->chat_template = "auto";
     o->shard.count = 1;
     o->max_turns = 4;
@@ -341,8 +343,13 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     r->o = o;
     int rc = device_select("--device", o->device, &r->be, e);
     if (rc) return rc;
+    if ((rc = weights_select("--weights", o->weights, &r->weights, e))) {
+        device_release(r->be);
+        r->be = NULL;
+        return rc;
+    }
     if (o->threads > 0) blas_set_threads((int)o->threads);
-    if ((rc = runner_open_on(&r->run, o->model, false, r->be, e))) {
+    if ((rc = runner_open_on(&r->run, o->model, false, r->be, r->weights, e))) {
         device_release(r->be);
         r->be = NULL;
         return rc;
@@ -476,6 +483,10 @@ int rollout_run(const rollout_opts *o, gerr *e) {
     if (pg.enabled) {
         char device[256];
         device_describe(r.be, device, sizeof device);
+        if (!r.be) {
+            size_t at = strlen(device);
+            snprintf(device + at, sizeof device - at, ", weights %s", model_weights_describe(&r.run.m));
+        }
         if (r.be) { /* what our allocations held at most (not the runtime's own) */
             size_t at = strlen(device);
             snprintf(device + at, sizeof device - at, ", peak %.1f MiB allocated", (double)cuda_peak_bytes() / (1 << 20));

@@ -26,6 +26,7 @@ typedef struct {
 typedef struct {
     const rollout_opts *o;
     const backend *be; /* the device the model runs on; NULL: the CPU */
+    weight_format weights; /* how the CPU packs the weights (--weights) */
     model_runner run;
     bool have_template;
     chat_template tmpl;

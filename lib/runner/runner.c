@@ -11,10 +11,11 @@ static void free_model(model_runner *r) {
 }
 
 int runner_open(model_runner *r, const char *path, bool classifier, gerr *e) {
-    return runner_open_on(r, path, classifier, NULL, e);
+    return runner_open_on(r, path, classifier, NULL, WEIGHTS_F32, e);
 }
 
-int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, gerr *e) {
+int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, weight_format fmt,
+                   gerr *e) {
     memset(r, 0, sizeof *r);
     int rc;
     if (classifier)
@@ -22,7 +23,11 @@ int runner_open_on(model_runner *r, const char *path, bool classifier, const bac
     else
         rc = model_text_load(path, &r->mt, e);
     if (!rc) rc = classifier ? model_text_load(path, &r->mt, e) : model_load(&r->m, path, e);
-    if (!rc) rc = be ? model_to_backend(&r->m, be, e) : model_pack_for_inference(&r->m, e);
+    if (!rc && be) rc = model_to_backend(&r->m, be, e);
+    if (!rc && !be && (rc = model_pack_for_inference(&r->m, fmt, e)) == EX_DATAERR) {
+        gerr why = *e;
+        gerr_set(e, rc, "%s: %s", path, why.msg);
+    }
     if (!rc && tok_vocab_size(r->mt.tok) > (size_t)r->m.cfg.vocab_size)
         rc = gerr_set(e, EX_DATAERR, "%s: the tokenizer has %zu tokens but the model only %d embeddings", path,
                       tok_vocab_size(r->mt.tok), r->m.cfg.vocab_size);

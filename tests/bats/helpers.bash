@@ -8,6 +8,9 @@ export PATH="$GRPO_ROOT/bin:$PATH"
 # Tools run on the CPU unless a test asks for a device: the checks held to
 # fp32 and float64 references must not move to a GPU's bf16 by themselves.
 export GRPO_DEVICE=cpu
+# ... nor to bf16 or 8-bit weights on a CPU whose --weights auto picks them:
+# rollout_weights.bats checks those formats at their own tolerances.
+export GRPO_WEIGHTS=f32
 
 setup() {
     T="$BATS_TEST_TMPDIR"

@@ -138,7 +138,7 @@ static int driver(const char *path, const char *tokens_path, const char *out_pat
     }
     /* GRPO_MODEL_PACK=1: the weights packed as grpo-rollout runs them */
     const char *pack = getenv("GRPO_MODEL_PACK");
-    if (pack && *pack == '1' && model_pack_for_inference(&m, &e)) {
+    if (pack && *pack == '1' && model_pack_for_inference(&m, WEIGHTS_F32, &e)) {
         fprintf(stderr, "test_model: %s\n", e.msg);
         return e.code;
     }

@@ -77,11 +77,11 @@ static void test_model_packed(bool tied) {
     }
     model_init_rope(&a), model_init_rope(&b);
     fill(&a, 77), fill(&b, 77);
-    CHECK_EQ_INT(model_pack_for_inference(&b, &e), 0);
+    CHECK_EQ_INT(model_pack_for_inference(&b, WEIGHTS_F32, &e), 0);
     CHECK(b.packed);
     CHECK(b.head_packed != NULL);
     CHECK(tied ? b.head_packed == b.head_packed_own : b.head_packed == b.w.lm_head);
-    CHECK_EQ_INT(model_pack_for_inference(&b, &e), 0); /* a second call changes nothing */
+    CHECK_EQ_INT(model_pack_for_inference(&b, WEIGHTS_F32, &e), 0); /* a second call changes nothing */
     /* what stays row-major stays: the embeddings and the norms */
     CHECK(memcmp(a.w.tok_embd, b.w.tok_embd, sizeof(float) * 96 * 32) == 0);
     CHECK(memcmp(a.w.attn_norm, b.w.attn_norm, sizeof(float) * 2 * 32) == 0);
@@ -126,7 +126,7 @@ static void test_model_not_packed(void) {
     }
     fill(&m, 5);
     float first = m.w.wq[1];
-    CHECK_EQ_INT(model_pack_for_inference(&m, &e), 0);
+    CHECK_EQ_INT(model_pack_for_inference(&m, WEIGHTS_F32, &e), 0);
     CHECK(!m.packed);
     CHECK(m.head_packed == NULL);
     CHECK(m.w.wq[1] == first);

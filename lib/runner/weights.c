@@ -1,0 +1,26 @@
+#include "weights.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/packed_bf16.h"
+
+const char *weights_default(void) {
+    const char *v = getenv("GRPO_WEIGHTS");
+    return v && *v ? v : "auto";
+}
+
+/* bf16 where the CPU multiplies bf16 natively (AVX512-BF16): it halves the
+ * bytes every decode step reads and doubles the matmul rate; elsewhere the
+ * bf16 kernels only emulate it, so float32. q8 is never chosen by itself:
+ * its log-probs move further from the float32 trainer's (README). */
+weight_format weights_auto(void) { return bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32; }
+
+int weights_select(const char *flag, const char *s, weight_format *fmt, gerr *e) {
+    if (!strcmp(s, "auto")) *fmt = weights_auto();
+    else if (!strcmp(s, "f32")) *fmt = WEIGHTS_F32;
+    else if (!strcmp(s, "bf16")) *fmt = WEIGHTS_BF16;
+    else if (!strcmp(s, "q8")) *fmt = WEIGHTS_Q8;
+    else return gerr_set(e, EX_USAGE, "%s %s: expected auto, f32, bf16 or q8", flag, s);
+    return 0;
+}

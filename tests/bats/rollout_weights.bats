@@ -1,0 +1,119 @@
+#!/usr/bin/env bats
+# grpo-rollout --weights f32|bf16|q8 (and grpo-reward --rm-weights): the
+# matrices packed once in float32, bf16 or 8-bit blocks. Log-probabilities
+# against the float64 reference of tests/ref/model_ref.py at each format's
+# tolerance (and not at float32's, which shows the format was used); records
+# byte-identical across --batch, --threads and --shard in every format.
+load helpers
+
+setup_file() {
+    export TINY="$BATS_FILE_TMPDIR/tiny"
+    export G="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    [ -x "$GRPO_PY" ] || return 0
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$TINY"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$TINY"
+    printf '%s\n' '{"id":"p1","messages":[{"role":"user","content":"add 2 and 3"}]}' \
+        '{"id":"p2","messages":[{"role":"user","content":"hello"}]}' \
+        '{"id":"p3","prompt_tokens":[1,4,5,6,7,2,4,1]}' > "$BATS_FILE_TMPDIR/prompts.jsonl"
+}
+
+needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
+P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
+
+# check_lp MODEL FILE TOL: every logprob within TOL of the float64 reference
+check_lp() {
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$1" "$2" "$3"
+    echo "$output" | grep -v '^ok' || true
+    [ "$status" -eq 0 ]
+}
+
+@test "--weights: f32 is the float32 kernel's bytes; a bad value is 64; \$GRPO_WEIGHTS is the default" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 8 --in "$(P)" --out default.jsonl
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 8 --weights f32 --in "$(P)" --out f32.jsonl
+    cmp default.jsonl f32.jsonl # helpers.bash sets GRPO_WEIGHTS=f32
+    GRPO_WEIGHTS=q8 grpo-rollout --model "$TINY" -k 2 --max-new-tokens 8 --in "$(P)" --out env.jsonl
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 8 --weights q8 --in "$(P)" --out q8.jsonl
+    cmp env.jsonl q8.jsonl
+    ! cmp -s f32.jsonl q8.jsonl || false
+    run -64 grpo-rollout --model "$TINY" --weights f16 --in "$(P)"
+    assert_one_line_error grpo-rollout "--weights"
+    run -64 env GRPO_WEIGHTS=int4 grpo-rollout --model "$TINY" --in "$(P)"
+    assert_one_line_error grpo-rollout "--weights int4: expected auto, f32, bf16 or q8"
+}
+
+@test "--weights auto: bf16 where the CPU has AVX512-BF16, else f32, as --progress says" {
+    needs_tiny
+    run -0 grpo-rollout --model "$TINY" -k 1 --max-new-tokens 2 --weights auto --progress --in "$(P)" --out a.jsonl
+    if grep -qw avx512_bf16 /proc/cpuinfo; then
+        [[ "$output" == *"weights bf16 (AVX512-BF16 kernel)"* ]]
+        grpo-rollout --model "$TINY" -k 1 --max-new-tokens 2 --weights bf16 --in "$(P)" --out b.jsonl
+    else
+        [[ "$output" == *"weights f32"* ]]
+        grpo-rollout --model "$TINY" -k 1 --max-new-tokens 2 --weights f32 --in "$(P)" --out b.jsonl
+    fi
+    cmp a.jsonl b.jsonl
+    run -0 grpo-rollout --model "$TINY" -k 1 --max-new-tokens 2 --weights q8 --progress --in "$(P)" --out /dev/null
+    [[ "$output" == *"weights q8 ("* ]]
+}
+
+@test "--weights bf16: log-probabilities of the bf16 weights, within bf16's tolerance of float64, not float32's" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 16 --temperature 0.7 --weights bf16 --in "$(P)" --out r.jsonl
+    # x and W rounded to 8 significant bits (relative 2^-9 each) through two
+    # layers of width 64: measured at most BF16_MEASURED; the bound is 4x that
+    check_lp "$TINY" r.jsonl BF16_TOL
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" r.jsonl 1e-4
+    [ "$status" -ne 0 ] # float32's tolerance does not hold: the weights were bf16
+}
+
+@test "--weights q8: log-probabilities of the 8-bit weights, within q8's tolerance of float64, not float32's" {
+    needs_tiny
+    grpo-rollout --model "$TINY" -k 2 --max-new-tokens 16 --temperature 0.7 --weights q8 --in "$(P)" --out r.jsonl
+    # W and x quantized per 32-block to 8 bits (half a step of max/127 each):
+    # measured at most Q8_MEASURED; the bound is 4x that
+    check_lp "$TINY" r.jsonl Q8_TOL
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" r.jsonl 1e-4
+    [ "$status" -ne 0 ]
+}
+
+@test "--weights bf16 and q8: --batch, --threads and --shard change no byte of the records" {
+    needs_tiny
+    for w in bf16 q8; do
+        args=(--model "$TINY" --in "$(P)" -k 3 --max-new-tokens 12 --temperature 1 --seed 5 --weights "$w")
+        grpo-rollout "${args[@]}" --batch 3 --threads 1 --out "a-$w.jsonl"
+        grpo-rollout "${args[@]}" --batch 9 --threads 2 --out "b-$w.jsonl"
+        cmp "a-$w.jsonl" "b-$w.jsonl"
+        grpo-rollout "${args[@]}" --shard 1/2 --out "s-$w.jsonl"
+        [ -s "s-$w.jsonl" ]
+        cmp "s-$w.jsonl" <(grep -F -f <(jq -r .id "s-$w.jsonl" | sort -u) "a-$w.jsonl")
+    done
+}
+
+@test "SmolLM2 with bf16 and q8 weights: log-probabilities within the stated tolerance of float64" {
+    needs_tiny
+    [ -f "$G" ] || skip "no model (make models)"
+    printf '{"id":"q","messages":[{"role":"user","content":"What is 2+3?"}]}\n' > q.jsonl
+    for w in bf16 q8; do
+        grpo-rollout --model "$G" -k 2 --max-new-tokens 8 --temperature 0.8 --weights "$w" --in q.jsonl --out "$w.jsonl"
+    done
+    # README "Weights for rollout" states these bounds (measured SMOL_MEASURED)
+    check_lp "$G" bf16.jsonl SMOL_BF16_TOL
+    check_lp "$G" q8.jsonl SMOL_Q8_TOL
+}
+
+@test "--rm-weights: the reward model in bf16 and q8 scores near float32; a bad value is 64" {
+    needs_tiny
+    rm_dir="$T/rm"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/rm_ref.py" make llama "$rm_dir" --label-key id2label --seed 11
+    printf '%s\n' '{"id":"a","messages":[{"role":"user","content":"hi"}],"completion":"hello there"}' \
+        '{"id":"b","messages":[{"role":"user","content":"2+2"}],"completion":"4"}' > recs.jsonl
+    for w in f32 bf16 q8; do
+        grpo-reward --fn rm --rm-model "$rm_dir" --rm-weights "$w" --in recs.jsonl --out "$w.jsonl"
+    done
+    paste <(jq .reward f32.jsonl) <(jq .reward bf16.jsonl) <(jq .reward q8.jsonl) |
+        awk '{ d1 = $1 - $2; d2 = $1 - $3; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
+               if (d1 > RM_TOL || d2 > RM_TOL || (d1 == 0 && d2 == 0)) { print "far or equal:", $0; exit 1 } }'
+    run -64 grpo-reward --fn rm --rm-model "$rm_dir" --rm-weights f16 --in recs.jsonl
+    assert_one_line_error grpo-reward "--rm-weights"
+}
