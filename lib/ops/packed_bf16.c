@@ -1,0 +1,120 @@
+/* The bf16 panel layout (packed_bf16.h): rounding, packing, unpacking, the
+ * portable matmul and the dispatch to the AVX-512 kernels. */
+#include "packed_bf16.h"
+
+#include <assert.h>
+#include <string.h>
+
+#include "packed_bf16_kernels.h"
+#include "../util/half.h"
+
+enum { PAIR_BYTES = BF16W_NR * 4 /* one pair of k for the panel's columns */ };
+
+bool bf16w_native(void) {
+#if BF16W_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+}
+
+#if BF16W_X86
+bool bf16w_has_avx512f(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+#endif
+
+const char *bf16w_kernel(void) {
+#if BF16W_X86
+    if (bf16w_native()) return "avx512bf16";
+    if (bf16w_has_avx512f()) return "avx512f";
+#endif
+    return "scalar";
+}
+
+static int panel_count(int n) { return (n + BF16W_NR - 1) / BF16W_NR; }
+static int pair_count(int k) { return (k + 1) / 2; }
+static size_t panel_bytes(int k) { return (size_t)pair_count(k) * PAIR_BYTES; }
+
+size_t bf16w_bytes(int n, int k) { return (size_t)panel_count(n) * panel_bytes(k); }
+
+uint16_t bf16w_round(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7F800000u) == 0) return (uint16_t)(bits >> 16 & 0x8000u); /* vdpbf16ps reads these as zero */
+    return f32_to_bf16(f);
+}
+
+void bf16w_round_pairs(const float *x, int k, int from, uint32_t *pairs) {
+    for (int i = from; i < k; i += 2)
+        pairs[i / 2] = bf16w_round(x[i]) | (uint32_t)(i + 1 < k ? bf16w_round(x[i + 1]) : 0) << 16;
+}
+
+/* Byte offset of (k, column j) in a panel: pairs of k, then columns, then the pair. */
+static size_t element_offset(int i, int j) { return (size_t)(i / 2) * PAIR_BYTES + (size_t)j * 4 + (size_t)(i % 2) * 2; }
+
+static void put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)(v & 0xFF), p[1] = (unsigned char)(v >> 8); }
+static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+void bf16w_pack(void *dst, const float *w, int n, int k) {
+    int panels = panel_count(n);
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < panels; p++) {
+        unsigned char *panel = (unsigned char *)dst + (size_t)p * panel_bytes(k);
+        memset(panel, 0, panel_bytes(k)); /* zero past n and past k */
+        for (int j = 0; j < BF16W_NR && p * BF16W_NR + j < n; j++) {
+            const float *row = w + (size_t)(p * BF16W_NR + j) * k;
+            for (int i = 0; i < k; i++) put16(panel + element_offset(i, j), bf16w_round(row[i]));
+        }
+    }
+}
+
+void bf16w_unpack(float *dst, const void *src, int n, int k) {
+#pragma omp parallel for schedule(static)
+    for (int col = 0; col < n; col++) {
+        const unsigned char *panel = (const unsigned char *)src + (size_t)(col / BF16W_NR) * panel_bytes(k);
+        for (int i = 0; i < k; i++) dst[(size_t)col * k + i] = bf16_to_f32(get16(panel + element_offset(i, col % BF16W_NR)));
+    }
+}
+
+/* One output as each lane of vdpbf16ps computes it: per pair of k, the odd
+ * product then the even one, each added with one rounding (the products of
+ * two bf16 are exact in float32, so a contracted fma gives the same bits). */
+static float dot_column(const uint32_t *x, const unsigned char *panel, int j, int pairs) {
+    float acc = 0.0f;
+    for (int i = 0; i < pairs; i++) {
+        const unsigned char *w = panel + (size_t)i * PAIR_BYTES + (size_t)j * 4;
+        acc += bf16_to_f32((uint16_t)(x[i] >> 16)) * bf16_to_f32(get16(w + 2));
+        acc += bf16_to_f32((uint16_t)(x[i] & 0xFFFF)) * bf16_to_f32(get16(w));
+    }
+    return acc;
+}
+
+void bf16w_matmul_scalar(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    assert(k <= BF16W_MAX_K);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < m; r++) {
+        uint32_t x[BF16W_MAX_K / 2];
+        bf16w_round_pairs(in + (size_t)r * k, k, 0, x);
+        for (int col = 0; col < n; col++) {
+            const unsigned char *panel = (const unsigned char *)w + (size_t)(col / BF16W_NR) * panel_bytes(k);
+            float acc = dot_column(x, panel, col % BF16W_NR, pair_count(k));
+            out[(size_t)r * n + col] = bias ? acc + bias[col] : acc;
+        }
+    }
+}
+
+void bf16w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    assert(k <= BF16W_MAX_K);
+    if (m <= 0 || n <= 0) return;
+#if BF16W_X86
+    if (bf16w_native())
+        bf16w_matmul_avx512bf16(out, in, w, bias, m, k, n);
+    else if (bf16w_has_avx512f())
+        bf16w_matmul_avx512f(out, in, w, bias, m, k, n);
+    else
+#endif
+        bf16w_matmul_scalar(out, in, w, bias, m, k, n);
+}

@@ -1,0 +1,28 @@
+/* Between packed_bf16.c and its AVX-512 kernels (packed_bf16_avx512bf16.c,
+ * packed_bf16_avx512f.c, both built from packed_bf16_tile.h); nothing else
+ * includes this but the unit test, which runs every kernel the CPU has. */
+#ifndef GRPO_OPS_PACKED_BF16_KERNELS_H
+#define GRPO_OPS_PACKED_BF16_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* f32_to_bf16 with float32 subnormals flushed to zero (sign kept): bit for
+ * bit what vcvtne2ps2bf16 gives, NaN and infinity included. */
+uint16_t bf16w_round(float f);
+
+/* x[from..k) rounded into pairs[from/2 ..]: element 2i in the low half of
+ * pairs[i], 2i+1 in the high half, zero past k (from even). */
+void bf16w_round_pairs(const float *x, int k, int from, uint32_t *pairs);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BF16W_X86 1
+bool bf16w_has_avx512f(void);
+/* Call only when the CPU has the instructions (bf16w_native(), bf16w_has_avx512f()). */
+void bf16w_matmul_avx512bf16(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+void bf16w_matmul_avx512f(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+#else
+#define BF16W_X86 0
+#endif
+
+#endif
