@@ -20,9 +20,10 @@ setup_file() {
 needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
 P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
 
-# check_lp MODEL FILE TOL: every logprob within TOL of the float64 reference
+# check_lp MODEL FILE TOL MEAN_TOL: every logprob within TOL of the float64
+# reference, and their mean |difference| within MEAN_TOL
 check_lp() {
-    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$1" "$2" "$3"
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$1" "$2" "$3" "$4"
     echo "$output" | grep -v '^ok' || true
     [ "$status" -eq 0 ]
 }
@@ -61,8 +62,9 @@ check_lp() {
     needs_tiny
     grpo-rollout --model "$TINY" -k 2 --max-new-tokens 16 --temperature 0.7 --weights bf16 --in "$(P)" --out r.jsonl
     # x and W rounded to 8 significant bits (relative 2^-9 each) through two
-    # layers of width 64: measured at most BF16_MEASURED; the bound is 4x that
-    check_lp "$TINY" r.jsonl BF16_TOL
+    # layers of width 64: measured 2026-11-27 max 0.023, mean 0.0047 over 96
+    # tokens; the bounds are about 4x those
+    check_lp "$TINY" r.jsonl 0.1 0.02
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" r.jsonl 1e-4
     [ "$status" -ne 0 ] # float32's tolerance does not hold: the weights were bf16
 }
@@ -71,8 +73,8 @@ check_lp() {
     needs_tiny
     grpo-rollout --model "$TINY" -k 2 --max-new-tokens 16 --temperature 0.7 --weights q8 --in "$(P)" --out r.jsonl
     # W and x quantized per 32-block to 8 bits (half a step of max/127 each):
-    # measured at most Q8_MEASURED; the bound is 4x that
-    check_lp "$TINY" r.jsonl Q8_TOL
+    # measured 2026-11-27 max 0.063, mean 0.017 over 96 tokens; bounds about 4x
+    check_lp "$TINY" r.jsonl 0.25 0.07
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" r.jsonl 1e-4
     [ "$status" -ne 0 ]
 }
@@ -93,13 +95,16 @@ check_lp() {
 @test "SmolLM2 with bf16 and q8 weights: log-probabilities within the stated tolerance of float64" {
     needs_tiny
     [ -f "$G" ] || skip "no model (make models)"
-    printf '{"id":"q","messages":[{"role":"user","content":"What is 2+3?"}]}\n' > q.jsonl
+    printf '%s\n' '{"id":"q","messages":[{"role":"user","content":"What is 2+3?"}]}' \
+        '{"id":"r","messages":[{"role":"user","content":"Name a colour and say why you like it."}]}' > q.jsonl
     for w in bf16 q8; do
-        grpo-rollout --model "$G" -k 2 --max-new-tokens 8 --temperature 0.8 --weights "$w" --in q.jsonl --out "$w.jsonl"
+        grpo-rollout --model "$G" -k 2 --max-new-tokens 16 --temperature 0.8 --weights "$w" --in q.jsonl --out "$w.jsonl"
     done
-    # README "Weights for rollout" states these bounds (measured SMOL_MEASURED)
-    check_lp "$G" bf16.jsonl SMOL_BF16_TOL
-    check_lp "$G" q8.jsonl SMOL_Q8_TOL
+    # README "Weights for rollout": over 175 tokens (2026-11-27) bf16 moved
+    # a log-probability by 0.015 on average and 0.13 at most, q8 by 0.072 and
+    # 0.47 (it quantizes the activations too); the bounds are about 3x those
+    check_lp "$G" bf16.jsonl 0.4 0.05
+    check_lp "$G" q8.jsonl 1.5 0.2
 }
 
 @test "--rm-weights: the reward model in bf16 and q8 scores near float32; a bad value is 64" {
@@ -111,9 +116,10 @@ check_lp() {
     for w in f32 bf16 q8; do
         grpo-reward --fn rm --rm-model "$rm_dir" --rm-weights "$w" --in recs.jsonl --out "$w.jsonl"
     done
+    # measured 2026-11-27: bf16 0.007 and q8 0.015 from float32's score at most; bound 0.06
     paste <(jq .reward f32.jsonl) <(jq .reward bf16.jsonl) <(jq .reward q8.jsonl) |
         awk '{ d1 = $1 - $2; d2 = $1 - $3; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
-               if (d1 > RM_TOL || d2 > RM_TOL || (d1 == 0 && d2 == 0)) { print "far or equal:", $0; exit 1 } }'
+               if (d1 > 0.06 || d2 > 0.06 || (d1 == 0 && d2 == 0)) { print "far or equal:", $0; exit 1 } }'
     run -64 grpo-reward --fn rm --rm-model "$rm_dir" --rm-weights f16 --in recs.jsonl
     assert_one_line_error grpo-reward "--rm-weights"
 }

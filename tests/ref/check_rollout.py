@@ -5,10 +5,12 @@ equal log_softmax(logits / T) of the reference at that position (T = the
 record's temperature; T = 0 is greedy: the token must be the reference's
 argmax and its log-probability is taken at T = 1).
 
-Usage: .venv/bin/python tests/ref/check_rollout.py MODEL ROLLOUTS.jsonl [TOL]
+Usage: .venv/bin/python tests/ref/check_rollout.py MODEL ROLLOUTS.jsonl [TOL [MEAN_TOL]]
 MODEL: a tiny HF directory, or a .gguf (then the GGUF reference forward).
 TOL defaults to 1e-4: fp32 logits of a small model differ from float64 by
-~1e-6, log-softmax keeps that scale. Prints TAP.
+~1e-6, log-softmax keeps that scale. MEAN_TOL, when given, bounds the mean
+|diff| over every token of the file too (weights rounded to bf16 or 8 bits
+move every token a little and a few much). Prints TAP.
 """
 import json
 import os
@@ -28,6 +30,8 @@ def log_softmax(x):
 def main():
     model, path = sys.argv[1], sys.argv[2]
     tol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-4
+    mean_tol = float(sys.argv[4]) if len(sys.argv) > 4 else None
+    total, count = 0.0, 0
     with open(path) as f:
         records = [json.loads(line) for line in f]
     bad = 0
@@ -49,6 +53,7 @@ def main():
             else:
                 ref = log_softmax(row / t)[tok]
             worst = max(worst, abs(ref - lps[j]))
+            total, count = total + abs(ref - lps[j]), count + 1
         if len(lps) != len(comp):
             why = f"{len(lps)} logprobs for {len(comp)} tokens"
         if why or worst > tol:
@@ -56,7 +61,14 @@ def main():
             print(f"not ok {n} - {rec['id']} sample {rec['sample']}: {why or f'max |diff| {worst:.3g} > {tol}'}")
         else:
             print(f"ok {n} - {rec['id']} sample {rec['sample']}: {len(comp)} tokens, max |diff| {worst:.2g}")
-    print(f"1..{len(records)}")
+    mean = total / count if count else 0.0
+    print(f"# mean |diff| {mean:.3g} over {count} tokens")
+    if mean_tol is not None and mean > mean_tol:
+        bad += 1
+        print(f"not ok {len(records) + 1} - mean |diff| {mean:.3g} > {mean_tol}")
+        print(f"1..{len(records) + 1}")
+    else:
+        print(f"1..{len(records)}")
     return 1 if bad or not records else 0
 
 

