@@ -1,5 +1,6 @@
 /* The 8-bit panel layout (packed_q8.h): packing, unpacking, the portable
- * matmul and the dispatch to the AVX2 kernels (packed_q8_avx2.c). */
+ * matmul and the dispatch to the SIMD kernels (packed_q8_avx2.c,
+ * packed_q8_vnni.c). */
 #include "packed_q8.h"
 
 #include <assert.h>
@@ -151,16 +152,40 @@ void q8w_matmul_scalar(float *out, const float *in, const void *w, const float *
     }
 }
 
-void q8w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
-    assert(k % Q8W_K_BLOCK == 0 && k <= Q8W_MAX_K);
-    if (m <= 0 || n <= 0) return;
+static bool vnni_supported(void) {
 #if Q8W_X86
-    if (q8w_supported()) {
-        q8w_matmul_avx2(out, in, w, bias, m, k, n);
-        return;
-    }
+    __builtin_cpu_init();
+    return q8w_supported() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
 #endif
-    q8w_matmul_scalar(out, in, w, bias, m, k, n);
+}
+
+q8w_kernel q8w_kernel_used(void) { return vnni_supported() ? Q8W_VNNI : q8w_supported() ? Q8W_AVX2 : Q8W_SCALAR; }
+
+const char *q8w_kernel_name(q8w_kernel kernel) {
+    static const char *const names[Q8W_KERNELS] = {"scalar", "avx2", "vnni"};
+    return kernel >= 0 && kernel < Q8W_KERNELS ? names[kernel] : "?";
+}
+
+bool q8w_matmul_kernel(q8w_kernel kernel, float *out, const float *in, const void *w, const float *bias, int m, int k,
+                       int n) {
+    assert(k % Q8W_K_BLOCK == 0 && k <= Q8W_MAX_K);
+    if (kernel < 0 || kernel > q8w_kernel_used()) return false;
+    if (m <= 0 || n <= 0) return true;
+    switch (kernel) {
+#if Q8W_X86
+    case Q8W_VNNI: q8w_matmul_vnni(out, in, w, bias, m, k, n); break;
+    case Q8W_AVX2: q8w_matmul_avx2(out, in, w, bias, m, k, n); break;
+#endif
+    default: q8w_matmul_scalar(out, in, w, bias, m, k, n); break;
+    }
+    return true;
+}
+
+void q8w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    q8w_matmul_kernel(q8w_kernel_used(), out, in, w, bias, m, k, n);
 }
 
 bool q8w_matmul_widen(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {

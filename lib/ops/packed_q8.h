@@ -73,6 +73,20 @@ void q8w_matmul(float *out, const float *in, const void *w, const float *bias, i
  * everywhere so tests compare it with the SIMD kernel bit for bit. */
 void q8w_matmul_scalar(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 
+/* q8w_matmul's kernels, slowest first; every one gives the same bits. */
+typedef enum { Q8W_SCALAR, Q8W_AVX2, Q8W_VNNI, Q8W_KERNELS } q8w_kernel;
+
+/* The kernel q8w_matmul runs on this CPU: the fastest it has. */
+q8w_kernel q8w_kernel_used(void);
+
+/* "scalar", "avx2" or "vnni". */
+const char *q8w_kernel_name(q8w_kernel kernel);
+
+/* q8w_matmul through the given kernel, so tests and bench_q8 can compare
+ * them: false (nothing written) when this CPU lacks its instructions. */
+bool q8w_matmul_kernel(q8w_kernel kernel, float *out, const float *in, const void *w, const float *bias, int m, int k,
+                       int n);
+
 /* The alternative measured against q8w_matmul by bench_q8: the weights
  * widened to float32 (q * d, exact) and a fused multiply-add chain over k in
  * order with the unquantized x, i.e. a float32 matmul with q8w_unpack's W.

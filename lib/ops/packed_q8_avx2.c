@@ -166,7 +166,7 @@ void q8w_matmul_widen_avx2(float *out, const float *in, const void *w, const flo
 /* q8w_quantize_row's arithmetic, 32 values at a time: the same float32
  * max, division, reciprocal and product, then round half away from zero as
  * trunc(|v|) + (|v| - trunc(|v|) >= 0.5) (the difference is exact). */
-TARGET_AVX2 static void quantize_row_avx2(const float *x, int k, int8_t *q, float *d) {
+TARGET_AVX2 void q8w_quantize_row_avx2(const float *x, int k, int8_t *q, float *d) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), half = _mm256_set1_ps(0.5f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* undoes the packs' lane interleave */
     for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
@@ -214,7 +214,7 @@ void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bi
         for (int r0 = 0; p_begin < p_end && r0 < m; r0 += rows_per_pass) {
             int rows = m - r0 < rows_per_pass ? m - r0 : rows_per_pass;
             for (int r = 0; r < rows; r++)
-                quantize_row_avx2(in + (size_t)(r0 + r) * k, k, qx + (size_t)r * k, dx + (size_t)r * nb);
+                q8w_quantize_row_avx2(in + (size_t)(r0 + r) * k, k, qx + (size_t)r * k, dx + (size_t)r * nb);
             for (int p = p_begin; p < p_end; p++) {
                 int col = p * Q8W_NR, nr = n - col < Q8W_NR ? n - col : Q8W_NR;
                 const unsigned char *panel = (const unsigned char *)w + (size_t)p * panel_stride(k);
