@@ -42,8 +42,9 @@
 enum {
     Q8W_NR = 16,                              /* columns per panel */
     Q8W_K_BLOCK = 32,                         /* k per quantization block */
-    Q8W_BLOCK_BYTES = Q8W_NR * 4 + Q8W_NR * Q8W_K_BLOCK, /* scales, then quants */
-    Q8W_MAX_K = 65536                                    /* the scratch holds one row */
+    Q8W_SCALE_BYTES = Q8W_NR * 2,             /* one block's 16 f16 scales */
+    Q8W_QUANT_BYTES = Q8W_NR * Q8W_K_BLOCK,   /* one block's 512 quants */
+    Q8W_MAX_K = 65536                         /* the scratch holds one row */
 };
 
 /* The AVX2+FMA kernel runs on this CPU (runtime check). When false

@@ -27,7 +27,7 @@
 
 #include "packed_q8.h"
 
-#define VNNI_FEATURES "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma"
+#define VNNI_FEATURES "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
 #define TARGET_VNNI __attribute__((target(VNNI_FEATURES)))
 #define INLINE_VNNI static inline __attribute__((always_inline, target(VNNI_FEATURES)))
 
@@ -37,7 +37,6 @@ enum {
     GROUP_PANELS = 4, /* panels that stay in cache while all rows pass */
     SPLIT = 4,        /* integer accumulators per block dot at most */
     ROW_CHUNK = 64,   /* rows quantized per pass */
-    QUANTS = 64,      /* offset of the quants in a block */
     GROUP = 64,       /* bytes of one group: 16 columns x 4 k */
     GROUPS = Q8W_K_BLOCK / 4
 };
@@ -59,7 +58,7 @@ INLINE_VNNI void tile(int mr, int np, int split, float *out, int ldo, quant_rows
 #pragma GCC unroll 4
         for (int p = 0; p < NP; p++) acc[r][p] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        const unsigned char *block = panel + (size_t)b * Q8W_BLOCK_BYTES;
+        const unsigned char *block = panel + q8w_quants_at(b);
         /* group g adds into dot[..][g % split]: shorter dependency chains */
         __m512i dot[MR][NP][SPLIT];
 #pragma GCC unroll 8
@@ -77,7 +76,7 @@ INLINE_VNNI void tile(int mr, int np, int split, float *out, int ldo, quant_rows
             __m512i w[NP];
 #pragma GCC unroll 4
             for (int p = 0; p < np; p++)
-                w[p] = _mm512_xor_si512(_mm512_loadu_si512(block + (size_t)p * stride + QUANTS + g * GROUP), flip);
+                w[p] = _mm512_xor_si512(_mm512_loadu_si512(block + (size_t)p * stride + g * GROUP), flip);
 #pragma GCC unroll 8
             for (int r = 0; r < mr; r++) {
                 int32_t four;
@@ -95,7 +94,8 @@ INLINE_VNNI void tile(int mr, int np, int split, float *out, int ldo, quant_rows
                 for (int s = 1; s < split; s++) dot[r][p][0] = _mm512_add_epi32(dot[r][p][0], dot[r][p][s]);
 #pragma GCC unroll 4
         for (int p = 0; p < np; p++) {
-            __m512 d = _mm512_loadu_ps((const float *)(block + (size_t)p * stride));
+            const unsigned char *scales = panel + (size_t)p * stride + q8w_scales_at(b);
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)scales));
 #pragma GCC unroll 8
             for (int r = 0; r < mr; r++) {
                 __m512 s = _mm512_mul_ps(_mm512_set1_ps(x.d[(size_t)r * nb + b]), d);
@@ -148,7 +148,7 @@ enum { SCRATCH_QUANTS = Q8W_MAX_K };
 void q8w_matmul_vnni(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
     int nb = k / Q8W_K_BLOCK, panels = (n + Q8W_NR - 1) / Q8W_NR;
     int rows_per_pass = k > 0 && SCRATCH_QUANTS / k < ROW_CHUNK ? SCRATCH_QUANTS / k : ROW_CHUNK;
-    size_t stride = (size_t)nb * Q8W_BLOCK_BYTES;
+    size_t stride = q8w_panel_bytes(k);
     /* As the AVX2 kernel: each thread owns a run of panels and quantizes
      * every row itself into its stack, so nothing is shared or allocated. */
 #pragma omp parallel

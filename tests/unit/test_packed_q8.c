@@ -74,12 +74,38 @@ static bool canary_intact(const fixture *f) {
     return true;
 }
 
-static void test_layout_size(void) {
-    TEST("q8w_bytes: 16-column panels of 32-k blocks of 16 float32 scales + 512 quants");
-    CHECK_EQ_INT(Q8W_BLOCK_BYTES, 16 * 4 + 16 * 32);
-    CHECK_EQ_INT(q8w_bytes(16, 32), 576);
-    CHECK_EQ_INT(q8w_bytes(17, 64), 2 * 2 * 576);
-    CHECK_EQ_INT(q8w_bytes(49152, 576), (size_t)3072 * 18 * 576);
+static void test_layout(void) {
+    TEST("q8w_bytes: 16-column panels of k/32 blocks in pairs, a 64-byte line of f16 scales then 2 x 512 quants");
+    CHECK_EQ_INT(q8w_bytes(16, 32), 64 + 512);
+    CHECK_EQ_INT(q8w_bytes(17, 64), 2 * (64 + 2 * 512));
+    CHECK_EQ_INT(q8w_bytes(16, 96), 128 + 3 * 512);
+    CHECK_EQ_INT(q8w_bytes(49152, 576), (size_t)3072 * (576 + 18 * 512));
+
+    TEST("the layout byte by byte: pair b/2 at 1088(b/2), scale bits at 32(b%2) + 2j, quant i at 64 + 512(b%2) + 64(i/4) + 4j + i%4, pad zero");
+    enum { N = 17, K = 96, NB = K / 32, PANEL = 128 + NB * 512 };
+    unsigned char blocks[N * NB * Q8_0_BYTES], packed[2 * PANEL];
+    for (int c = 0; c < N; c++)
+        for (int b = 0; b < NB; b++) {
+            unsigned char *block = blocks + ((size_t)c * NB + b) * Q8_0_BYTES;
+            block[0] = (unsigned char)(c * 3 + b), block[1] = (unsigned char)(0x10 + b); /* distinct f16 bits */
+            for (int i = 0; i < 32; i++) block[2 + i] = (unsigned char)(c * 7 + b * 32 + i);
+        }
+    CHECK_EQ_INT(q8w_bytes(N, K), sizeof packed);
+    memset(packed, 0xAB, sizeof packed);
+    q8w_pack_q8_0(packed, blocks, N, K);
+    int wrong = 0;
+    for (int c = 0; c < 2 * 16; c++) /* column 17..31: zero scales and quants */
+        for (int b = 0; b < NB; b++) {
+            const unsigned char *panel = packed + (size_t)(c / 16) * PANEL, *block = blocks + ((size_t)c * NB + b) * Q8_0_BYTES;
+            int j = c % 16;
+            const unsigned char *pair = panel + 1088 * (b / 2);
+            for (int t = 0; t < 2; t++) wrong += pair[32 * (b % 2) + 2 * j + t] != (c < N ? block[t] : 0);
+            for (int i = 0; i < 32; i++)
+                wrong += pair[64 + 512 * (b % 2) + 64 * (i / 4) + 4 * j + i % 4] != (c < N ? block[2 + i] : 0);
+        }
+    for (int p = 0; p < 2; p++) /* the third block's line of scales: 32 bytes of padding */
+        for (int i = 1088 + 32; i < 1088 + 64; i++) wrong += packed[(size_t)p * PANEL + i] != 0;
+    CHECK_EQ_INT(wrong, 0);
 }
 
 /* Every element back within half a quantization step of the original: with
@@ -163,7 +189,7 @@ static void test_dispatch(void) {
     CHECK_EQ_STR(q8w_kernel_name(Q8W_AVX2), "avx2");
     CHECK_EQ_STR(q8w_kernel_name(Q8W_VNNI), "vnni");
     float x[32] = {1}, out[1] = {42.0f};
-    unsigned char w[Q8W_BLOCK_BYTES] = {0};
+    unsigned char w[64 + Q8W_QUANT_BYTES] = {0};
     for (int kernel = Q8W_SCALAR; kernel <= Q8W_KERNELS; kernel++) {
         bool ran = q8w_matmul_kernel((q8w_kernel)kernel, out, x, w, NULL, 1, 32, 1);
         CHECK_EQ_INT(ran, kernel < Q8W_KERNELS && kernel_available((q8w_kernel)kernel));
@@ -411,7 +437,7 @@ static void test_k_contract(void) {
 }
 
 int main(void) {
-    test_layout_size();
+    test_layout();
     test_round_trip();
     test_widen_matmul();
     test_int8_matmul();
