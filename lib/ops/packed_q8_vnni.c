@@ -120,7 +120,10 @@ INLINE_VNNI void tile(int mr, int np, int split, float *out, int ldo, quant_rows
  * tiles are MR x NP; fewer rows take one panel with split dots. */
 TARGET_VNNI static void tile_any(int mr, int np, float *out, int ldo, quant_rows x, int k, const unsigned char *panel,
                                  size_t stride, const float *bias, int cols) {
-    if (mr == MR && np == NP) return tile(MR, NP, 1, out, ldo, x, k, panel, stride, bias, cols);
+    if (mr == MR && np == NP) {
+        tile(MR, NP, 1, out, ldo, x, k, panel, stride, bias, cols);
+        return;
+    }
     switch (mr) {
     case 1: tile(1, 1, 4, out, ldo, x, k, panel, stride, bias, cols); break;
     case 2: tile(2, 1, 4, out, ldo, x, k, panel, stride, bias, cols); break;
