@@ -48,8 +48,14 @@ typedef struct {
     const int32_t *c;
 } quant_rows;
 
+/* Lines of weights a tile prefetches, spread over its blocks. */
+typedef struct {
+    const unsigned char *next;
+    size_t lines_per_block;
+} prefetch;
+
 INLINE_VNNI void tile(int mr, int np, int split, float *out, int ldo, quant_rows x, int k, const unsigned char *panel,
-                      size_t stride, const float *bias, int cols) {
+                      size_t stride, const float *bias, int cols, prefetch pf) {
     int nb = k / Q8W_K_BLOCK;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[MR][NP];
@@ -59,6 +65,8 @@ INLINE_VNNI void tile(int mr, int np, int split, float *out, int ldo, quant_rows
         for (int p = 0; p < NP; p++) acc[r][p] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const unsigned char *block = panel + q8w_quants_at(b);
+        for (size_t l = 0; l < pf.lines_per_block; l++)
+            _mm_prefetch((const char *)pf.next + ((size_t)b * pf.lines_per_block + l) * 64, _MM_HINT_T0);
         /* group g adds into dot[..][g % split]: shorter dependency chains */
         __m512i dot[MR][NP][SPLIT];
 #pragma GCC unroll 8
@@ -119,16 +127,16 @@ INLINE_VNNI void tile(int mr, int np, int split, float *out, int ldo, quant_rows
 /* One instance per tile shape: no wasted work on a short tile. Full
  * tiles are MR x NP; fewer rows take one panel with split dots. */
 TARGET_VNNI static void tile_any(int mr, int np, float *out, int ldo, quant_rows x, int k, const unsigned char *panel,
-                                 size_t stride, const float *bias, int cols) {
+                                 size_t stride, const float *bias, int cols, prefetch pf) {
     if (mr == MR && np == NP) {
-        tile(MR, NP, 1, out, ldo, x, k, panel, stride, bias, cols);
+        tile(MR, NP, 1, out, ldo, x, k, panel, stride, bias, cols, pf);
         return;
     }
     switch (mr) {
-    case 1: tile(1, 1, 4, out, ldo, x, k, panel, stride, bias, cols); break;
-    case 2: tile(2, 1, 4, out, ldo, x, k, panel, stride, bias, cols); break;
-    case 3: tile(3, 1, 2, out, ldo, x, k, panel, stride, bias, cols); break;
-    default: tile(MR, 1, 2, out, ldo, x, k, panel, stride, bias, cols); break;
+    case 1: tile(1, 1, 4, out, ldo, x, k, panel, stride, bias, cols, pf); break;
+    case 2: tile(2, 1, 4, out, ldo, x, k, panel, stride, bias, cols, pf); break;
+    case 3: tile(3, 1, 2, out, ldo, x, k, panel, stride, bias, cols, pf); break;
+    default: tile(MR, 1, 2, out, ldo, x, k, panel, stride, bias, cols, pf); break;
     }
 }
 
@@ -167,14 +175,24 @@ void q8w_matmul_vnni(float *out, const float *in, const void *w, const float *bi
                 quantize_row(in + (size_t)(r0 + r) * k, k, qx + (size_t)r * k, dx + (size_t)r * nb, cx + (size_t)r * nb);
             for (int p0 = p_begin; p0 < p_end; p0 += GROUP_PANELS) {
                 int group_end = p_end - p0 < GROUP_PANELS ? p_end : p0 + GROUP_PANELS;
+                /* The tiles of this group share out the prefetch of the next
+                 * group: from memory 10-25% faster at m = 16..128, but 25%
+                 * slower at m = 1, whose single stream the hardware follows. */
+                int next_end = rows == 1 || p_end - group_end < GROUP_PANELS ? group_end : group_end + GROUP_PANELS;
+                int tiles = rows / MR * ((group_end - p0 + NP - 1) / NP) + (rows % MR ? group_end - p0 : 0);
+                size_t next_lines = (size_t)(next_end - group_end) * stride / 64;
+                size_t tile_lines = (next_lines + (size_t)tiles - 1) / (size_t)tiles, first = 0;
+                const unsigned char *next = (const unsigned char *)w + (size_t)group_end * stride;
                 for (int r = 0; r < rows; r += MR) {
                     int mr = rows - r < MR ? rows - r : MR, np = mr == MR ? NP : 1;
                     quant_rows x = {qx + (size_t)r * k, dx + (size_t)r * nb, cx + (size_t)r * nb};
-                    for (int p = p0; p < group_end; p += np) {
+                    for (int p = p0; p < group_end; p += np, first += tile_lines) {
                         int col = p * Q8W_NR;
+                        size_t lines = first >= next_lines ? 0 : next_lines - first < tile_lines ? next_lines - first : tile_lines;
+                        prefetch pf = {next + first * 64, nb > 0 ? (lines + (size_t)nb - 1) / (size_t)nb : 0};
                         tile_any(mr, group_end - p < np ? group_end - p : np, out + (size_t)(r0 + r) * n + col, n, x,
                                  k, (const unsigned char *)w + (size_t)p * stride, stride, bias ? bias + col : NULL,
-                                 n - col);
+                                 n - col, pf);
                     }
                 }
             }
