@@ -1,5 +1,6 @@
 /* The 8-bit panel layout (packed_q8.h): packing, unpacking, the portable
- * matmul and the dispatch to the AVX2 kernels (packed_q8_avx2.c). */
+ * matmul and the dispatch to the SIMD kernels (packed_q8_avx2.c,
+ * packed_q8_vnni.c). */
 #include "packed_q8.h"
 
 #include <assert.h>
@@ -11,12 +12,12 @@
 #include "packed_q8_kernels.h"
 #include "../util/half.h"
 
-enum { SCALE_BYTES = Q8W_NR * 4, GROUP_BYTES = Q8W_NR * 4 /* 16 columns x 4 k */ };
+enum { GROUP_BYTES = Q8W_NR * 4 /* 16 columns x 4 k */ };
 
 bool q8w_supported(void) {
 #if Q8W_X86
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #else
     return false;
 #endif
@@ -26,37 +27,37 @@ static int panel_count(int n) { return (n + Q8W_NR - 1) / Q8W_NR; }
 
 size_t q8w_bytes(int n, int k) {
     assert(k % Q8W_K_BLOCK == 0);
-    return (size_t)panel_count(n) * (size_t)(k / Q8W_K_BLOCK) * Q8W_BLOCK_BYTES;
+    return (size_t)panel_count(n) * q8w_panel_bytes(k);
 }
 
-/* Offset of block b (k = 32b .. 32b+31) of panel p: 16 scales, then quants. */
-static size_t block_offset(int p, int b, int k) {
-    return ((size_t)p * (size_t)(k / Q8W_K_BLOCK) + (size_t)b) * Q8W_BLOCK_BYTES;
+/* Offsets of block b of column col in the layout: its f16 scale, its
+ * quant i (k = 32b + i). */
+static size_t scale_offset(int col, int b, int k) {
+    return (size_t)(col / Q8W_NR) * q8w_panel_bytes(k) + q8w_scales_at(b) + (size_t)(col % Q8W_NR) * 2;
 }
-static unsigned char *block_at(void *dst, int p, int b, int k) { return (unsigned char *)dst + block_offset(p, b, k); }
-static const unsigned char *block_in(const void *src, int p, int b, int k) {
-    return (const unsigned char *)src + block_offset(p, b, k);
-}
-
-static void put_block(unsigned char *block, int col_in_panel, float d, const int8_t *q) {
-    memcpy(block + (size_t)col_in_panel * 4, &d, sizeof d);
-    for (int i = 0; i < Q8W_K_BLOCK; i++)
-        block[SCALE_BYTES + (i / 4) * GROUP_BYTES + col_in_panel * 4 + i % 4] = (unsigned char)q[i];
+static size_t quant_offset(int col, int b, int k, int i) {
+    return (size_t)(col / Q8W_NR) * q8w_panel_bytes(k) + q8w_quants_at(b) +
+           (size_t)(i / 4) * GROUP_BYTES + (size_t)(col % Q8W_NR) * 4 + (size_t)(i % 4);
 }
 
-static float get_block(const unsigned char *block, int col_in_panel, int8_t *q) {
-    float d;
-    memcpy(&d, block + (size_t)col_in_panel * 4, sizeof d);
-    for (int i = 0; i < Q8W_K_BLOCK; i++)
-        q[i] = (int8_t)block[SCALE_BYTES + (i / 4) * GROUP_BYTES + col_in_panel * 4 + i % 4];
-    return d;
+/* The scale's f16 bits little-endian, as in a Q8_0 block. */
+static void put_block(void *w, int col, int b, int k, uint16_t d, const int8_t *q) {
+    unsigned char *bytes = w, *scale = bytes + scale_offset(col, b, k);
+    scale[0] = (unsigned char)(d & 0xFF), scale[1] = (unsigned char)(d >> 8);
+    for (int i = 0; i < Q8W_K_BLOCK; i++) bytes[quant_offset(col, b, k, i)] = (unsigned char)q[i];
+}
+
+static float get_block(const void *w, int col, int b, int k, int8_t *q) {
+    const unsigned char *bytes = w, *scale = bytes + scale_offset(col, b, k);
+    for (int i = 0; i < Q8W_K_BLOCK; i++) q[i] = (int8_t)bytes[quant_offset(col, b, k, i)];
+    return f16_to_f32((uint16_t)(scale[0] | scale[1] << 8));
 }
 
 /* One 34-byte Q8_0 block (f16 d little-endian, 32 int8) into the layout. */
-static void put_q8_0_block(unsigned char *block, int col_in_panel, const unsigned char *src) {
+static void put_q8_0_block(void *w, int col, int b, int k, const unsigned char *src) {
     int8_t q[Q8W_K_BLOCK];
     memcpy(q, src + 2, sizeof q);
-    put_block(block, col_in_panel, f16_to_f32((uint16_t)(src[0] | src[1] << 8)), q);
+    put_block(w, col, b, k, (uint16_t)(src[0] | src[1] << 8), q);
 }
 
 static const int8_t zero_quants[Q8W_K_BLOCK];
@@ -78,19 +79,22 @@ static void pack_panels(void *dst, const void *src, q8_0_source source, int n, i
     assert(k % Q8W_K_BLOCK == 0);
     int nb = k / Q8W_K_BLOCK, panels = panel_count(n);
 #pragma omp parallel for schedule(static)
-    for (int p = 0; p < panels; p++)
+    for (int p = 0; p < panels; p++) {
+        unsigned char *panel = (unsigned char *)dst + (size_t)p * q8w_panel_bytes(k);
+        if (nb % 2) memset(panel + q8w_scales_at(nb), 0, Q8W_SCALE_BYTES); /* the odd block's pad */
         for (int j = 0; j < Q8W_NR; j++) {
             int col = p * Q8W_NR + j;
             for (int b = 0; b < nb; b++) {
                 if (col < n) {
                     unsigned char q8_0[Q8_0_BYTES];
                     source(src, col, b, k, q8_0);
-                    put_q8_0_block(block_at(dst, p, b, k), j, q8_0);
+                    put_q8_0_block(dst, col, b, k, q8_0);
                 } else {
-                    put_block(block_at(dst, p, b, k), j, 0.0f, zero_quants);
+                    put_block(dst, col, b, k, 0, zero_quants);
                 }
             }
         }
+    }
 }
 
 void q8w_pack_q8_0(void *dst, const void *blocks, int n, int k) { pack_panels(dst, blocks, q8_0_rows_source, n, k); }
@@ -104,7 +108,7 @@ void q8w_unpack(float *dst, const void *src, int n, int k) {
     for (int col = 0; col < n; col++)
         for (int b = 0; b < nb; b++) {
             int8_t q[Q8W_K_BLOCK];
-            float d = get_block(block_in(src, col / Q8W_NR, b, k), col % Q8W_NR, q);
+            float d = get_block(src, col, b, k, q);
             for (int i = 0; i < Q8W_K_BLOCK; i++) dst[(size_t)col * k + (size_t)b * Q8W_K_BLOCK + i] = (float)q[i] * d;
         }
 }
@@ -129,7 +133,7 @@ static float dot_column(const int8_t *qx, const float *dx, const void *w, int co
     float acc = 0.0f;
     for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
         int8_t q[Q8W_K_BLOCK];
-        float d = get_block(block_in(w, col / Q8W_NR, b, k), col % Q8W_NR, q);
+        float d = get_block(w, col, b, k, q);
         int32_t dot = 0;
         for (int i = 0; i < Q8W_K_BLOCK; i++) dot += (int32_t)qx[b * Q8W_K_BLOCK + i] * q[i];
         acc = fmaf((float)dot, dx[b] * d, acc);
@@ -151,16 +155,40 @@ void q8w_matmul_scalar(float *out, const float *in, const void *w, const float *
     }
 }
 
-void q8w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
-    assert(k % Q8W_K_BLOCK == 0 && k <= Q8W_MAX_K);
-    if (m <= 0 || n <= 0) return;
+static bool vnni_supported(void) {
 #if Q8W_X86
-    if (q8w_supported()) {
-        q8w_matmul_avx2(out, in, w, bias, m, k, n);
-        return;
-    }
+    __builtin_cpu_init();
+    return q8w_supported() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
 #endif
-    q8w_matmul_scalar(out, in, w, bias, m, k, n);
+}
+
+q8w_kernel q8w_kernel_used(void) { return vnni_supported() ? Q8W_VNNI : q8w_supported() ? Q8W_AVX2 : Q8W_SCALAR; }
+
+const char *q8w_kernel_name(q8w_kernel kernel) {
+    static const char *const names[Q8W_KERNELS] = {"scalar", "avx2", "vnni"};
+    return kernel >= 0 && kernel < Q8W_KERNELS ? names[kernel] : "?";
+}
+
+bool q8w_matmul_kernel(q8w_kernel kernel, float *out, const float *in, const void *w, const float *bias, int m, int k,
+                       int n) {
+    assert(k % Q8W_K_BLOCK == 0 && k <= Q8W_MAX_K);
+    if (kernel < 0 || kernel > q8w_kernel_used()) return false;
+    if (m <= 0 || n <= 0) return true;
+    switch (kernel) {
+#if Q8W_X86
+    case Q8W_VNNI: q8w_matmul_vnni(out, in, w, bias, m, k, n); break;
+    case Q8W_AVX2: q8w_matmul_avx2(out, in, w, bias, m, k, n); break;
+#endif
+    default: q8w_matmul_scalar(out, in, w, bias, m, k, n); break;
+    }
+    return true;
+}
+
+void q8w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    q8w_matmul_kernel(q8w_kernel_used(), out, in, w, bias, m, k, n);
 }
 
 bool q8w_matmul_widen(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {

@@ -17,10 +17,17 @@
 
 #include "packed_q8.h"
 
-#define TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
+#define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-enum { MR = 4 /* rows per kernel call */, ROW_CHUNK = 64, QUANTS = 64 /* offset of the quants in a block */ };
+enum { MR = 4 /* rows per kernel call */, ROW_CHUNK = 64 };
+
+/* Block b's 16 scales as float32 (exact), 8 columns each. */
+INLINE_AVX2 void load_scales(const unsigned char *panel, int b, __m256 *d0, __m256 *d1) {
+    const unsigned char *scales = panel + q8w_scales_at(b);
+    *d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)scales));
+    *d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + 16)));
+}
 
 /* out[mr, nr] (row stride ldo) = 8 accumulators + bias, masked past nr. */
 INLINE_AVX2 void store_rows(int mr, __m256 acc[MR][2], float *out, int ldo, const float *bias, int nr) {
@@ -56,12 +63,13 @@ INLINE_AVX2 void widen_kernel(int mr, float *out, int ldo, const float *x, int k
     __m256 acc[MR][2];
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
-        const unsigned char *block = panel + (size_t)b * Q8W_BLOCK_BYTES;
-        __m256 d0 = _mm256_loadu_ps((const float *)block), d1 = _mm256_loadu_ps((const float *)block + 8);
+        const unsigned char *block = panel + q8w_quants_at(b);
+        __m256 d0, d1;
+        load_scales(panel, b, &d0, &d1);
         const float *xb = x + (size_t)b * Q8W_K_BLOCK;
         for (int g = 0; g < Q8W_K_BLOCK / 4; g++) {
-            __m256i v0 = _mm256_loadu_si256((const __m256i *)(block + QUANTS + g * 64));
-            __m256i v1 = _mm256_loadu_si256((const __m256i *)(block + QUANTS + g * 64 + 32));
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(block + g * 64));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(block + g * 64 + 32));
 #pragma GCC unroll 4
             for (int t = 0; t < 4; t++) {
                 __m256 w0 = widen(v0, t, d0), w1 = widen(v1, t, d1);
@@ -101,12 +109,12 @@ INLINE_AVX2 void int8_kernel(int mr, float *out, int ldo, quant_rows x, int k, c
      * dot accumulators and the weights then fit the 16 registers unspilled. */
     float sums[MR][Q8W_NR] __attribute__((aligned(32))) = {{0}};
     for (int b = 0; b < nb; b++) {
-        const unsigned char *block = panel + (size_t)b * Q8W_BLOCK_BYTES;
+        const unsigned char *block = panel + q8w_quants_at(b);
         __m256i dot[MR][2];
         for (int r = 0; r < MR; r++) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
         for (int g = 0; g < Q8W_K_BLOCK / 4; g++) {
-            __m256i v0 = _mm256_loadu_si256((const __m256i *)(block + QUANTS + g * 64));
-            __m256i v1 = _mm256_loadu_si256((const __m256i *)(block + QUANTS + g * 64 + 32));
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(block + g * 64));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(block + g * 64 + 32));
             /* |w| is unsigned (128 for -128) and x * sign(w) within int8 for |x| <= 127,
              * so vpmaddubsw's pair sums (<= 2 * 128 * 127) never saturate */
             __m256i a0 = _mm256_abs_epi8(v0), a1 = _mm256_abs_epi8(v1);
@@ -121,7 +129,8 @@ INLINE_AVX2 void int8_kernel(int mr, float *out, int ldo, quant_rows x, int k, c
                 dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(p1, ones));
             }
         }
-        __m256 d0 = _mm256_loadu_ps((const float *)block), d1 = _mm256_loadu_ps((const float *)block + 8);
+        __m256 d0, d1;
+        load_scales(panel, b, &d0, &d1);
 #pragma GCC unroll 4
         for (int r = 0; r < mr; r++) {
             __m256 dx = _mm256_set1_ps(x.d[(size_t)r * nb + b]);
@@ -146,8 +155,6 @@ TARGET_AVX2 static void int8_rows(int mr, float *out, int ldo, quant_rows x, int
     }
 }
 
-static size_t panel_stride(int k) { return (size_t)(k / Q8W_K_BLOCK) * Q8W_BLOCK_BYTES; }
-
 void q8w_matmul_widen_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
     int panels = (n + Q8W_NR - 1) / Q8W_NR, chunks = (m + ROW_CHUNK - 1) / ROW_CHUNK;
     /* task = chunk * panels + panel: each thread takes a run of panels of one chunk */
@@ -155,7 +162,7 @@ void q8w_matmul_widen_avx2(float *out, const float *in, const void *w, const flo
     for (int task = 0; task < chunks * panels; task++) {
         int p = task % panels, r_end = (task / panels + 1) * ROW_CHUNK, col = p * Q8W_NR;
         int nr = n - col < Q8W_NR ? n - col : Q8W_NR;
-        const unsigned char *panel = (const unsigned char *)w + (size_t)p * panel_stride(k);
+        const unsigned char *panel = (const unsigned char *)w + (size_t)p * q8w_panel_bytes(k);
         if (r_end > m) r_end = m;
         for (int r = task / panels * ROW_CHUNK; r < r_end; r += MR)
             widen_rows(r_end - r < MR ? r_end - r : MR, out + (size_t)r * n + col, n, in + (size_t)r * k, k, panel,
@@ -166,7 +173,7 @@ void q8w_matmul_widen_avx2(float *out, const float *in, const void *w, const flo
 /* q8w_quantize_row's arithmetic, 32 values at a time: the same float32
  * max, division, reciprocal and product, then round half away from zero as
  * trunc(|v|) + (|v| - trunc(|v|) >= 0.5) (the difference is exact). */
-TARGET_AVX2 static void quantize_row_avx2(const float *x, int k, int8_t *q, float *d) {
+TARGET_AVX2 void q8w_quantize_row_avx2(const float *x, int k, int8_t *q, float *d) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), half = _mm256_set1_ps(0.5f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* undoes the packs' lane interleave */
     for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
@@ -214,10 +221,10 @@ void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bi
         for (int r0 = 0; p_begin < p_end && r0 < m; r0 += rows_per_pass) {
             int rows = m - r0 < rows_per_pass ? m - r0 : rows_per_pass;
             for (int r = 0; r < rows; r++)
-                quantize_row_avx2(in + (size_t)(r0 + r) * k, k, qx + (size_t)r * k, dx + (size_t)r * nb);
+                q8w_quantize_row_avx2(in + (size_t)(r0 + r) * k, k, qx + (size_t)r * k, dx + (size_t)r * nb);
             for (int p = p_begin; p < p_end; p++) {
                 int col = p * Q8W_NR, nr = n - col < Q8W_NR ? n - col : Q8W_NR;
-                const unsigned char *panel = (const unsigned char *)w + (size_t)p * panel_stride(k);
+                const unsigned char *panel = (const unsigned char *)w + (size_t)p * q8w_panel_bytes(k);
                 for (int r = 0; r < rows; r += MR) {
                     quant_rows x = {qx + (size_t)r * k, dx + (size_t)r * nb};
                     int8_rows(rows - r < MR ? rows - r : MR, out + (size_t)(r0 + r) * n + col, n, x, k, panel,

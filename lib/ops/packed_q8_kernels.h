@@ -1,17 +1,32 @@
-/* Between packed_q8.c and its AVX2 kernels (packed_q8_avx2.c); nothing
- * else includes this. Call the kernels only when q8w_supported(). */
+/* Between packed_q8.c and its kernels (packed_q8_avx2.c, packed_q8_vnni.c);
+ * nothing else includes this. Call each only where q8w_matmul_kernel would. */
 #ifndef GRPO_OPS_PACKED_Q8_KERNELS_H
 #define GRPO_OPS_PACKED_Q8_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-/* Row x [k] quantized per 32-block: d[k/32] = max|x| / 127 and q[k] =
- * round(x * (1/d)), float32, half away from zero (d = 0: all q = 0). */
-void q8w_quantize_row(const float *x, int k, int8_t *q, float *d);
+#include "packed_q8.h"
+
+/* Blocks go in pairs: the pair's 32 f16 scales (one 64-byte line), then
+ * its two blocks' quants, so a panel streams front to back and every
+ * group of quants is line-aligned; an odd last block pads its line. */
+enum { Q8W_PAIR_BYTES = 2 * Q8W_SCALE_BYTES + 2 * Q8W_QUANT_BYTES };
+static inline size_t q8w_panel_bytes(int k) {
+    size_t nb = (size_t)(k / Q8W_K_BLOCK);
+    return (nb + 1) / 2 * (2 * Q8W_SCALE_BYTES) + nb * Q8W_QUANT_BYTES;
+}
+/* Offsets of block b's 16 scales and of its quants in a panel. */
+static inline size_t q8w_scales_at(int b) { return (size_t)(b / 2) * Q8W_PAIR_BYTES + (size_t)(b % 2) * Q8W_SCALE_BYTES; }
+static inline size_t q8w_quants_at(int b) {
+    return (size_t)(b / 2) * Q8W_PAIR_BYTES + 2 * Q8W_SCALE_BYTES + (size_t)(b % 2) * Q8W_QUANT_BYTES;
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define Q8W_X86 1
 void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+void q8w_matmul_vnni(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+void q8w_quantize_row_avx2(const float *x, int k, int8_t *q, float *d); /* q8w_quantize_row's bits */
 void q8w_matmul_widen_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 #else
 #define Q8W_X86 0

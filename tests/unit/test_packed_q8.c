@@ -1,8 +1,10 @@
 /* lib/ops/packed_q8.{c,h}: the 8-bit weight layout and matmuls against
  * float64 references computed from what the kernels' semantics define (the
  * quantized activations and weights for q8w_matmul, the dequantized
- * weights for q8w_matmul_widen), GGUF Q8_0 blocks taken over verbatim, and results that do
- * not depend on the thread count or on the other rows. */
+ * weights for q8w_matmul_widen), GGUF Q8_0 blocks taken over verbatim,
+ * every kernel this CPU has (AVX-512 VNNI, AVX2) equal to the portable
+ * fallback bit for bit, and results that do not depend on the thread count
+ * or on the other rows. */
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -27,8 +29,12 @@ static float uniform(void) { /* xorshift: [-0.5, 0.5) */
 static const double U = 0x1.0p-24; /* float32 unit roundoff */
 
 /* Shapes: m = 1, m not a multiple of the 4-row block nor of the 64-row
- * chunk, n not a multiple of the 16-column panel, k of one and many blocks. */
-static const int shapes[][3] = {{1, 1, 32}, {1, 49, 64}, {7, 17, 96}, {4, 16, 32}, {9, 33, 160}, {130, 40, 64}, {64, 192, 576}};
+ * chunk, n not a multiple of the 16-column panel, k of one and many blocks;
+ * every row remainder of the VNNI tiles (1-3 rows past a multiple of 4)
+ * beside 1-5 panels per thread, and groups of 4 panels cut short. */
+static const int shapes[][3] = {{1, 1, 32},   {1, 49, 64},   {7, 17, 96},   {4, 16, 32},   {9, 33, 160},
+                                {130, 40, 64}, {64, 192, 576}, {2, 113, 96}, {3, 65, 32},  {6, 80, 64},
+                                {5, 129, 64},  {70, 97, 128}};
 enum { SHAPES = sizeof shapes / sizeof shapes[0], CANARY = 16 };
 
 typedef struct {
@@ -41,7 +47,7 @@ static void fixture_free(fixture *f) {
     free(f->x), free(f->w), free(f->bias), free(f->deq), free(f->out), free(f->packed);
 }
 
-/* Random x, W (a few blocks all zero, to cover d = 0), bias; W packed and
+/* Random x, W (a few blocks of each all zero, to cover d = 0), bias; W packed and
  * dequantized. False (and a failed check) when memory runs out. */
 static bool fixture_make(fixture *f, int m, int n, int k) {
     *f = (fixture){m, n, k, malloc(sizeof(float) * (size_t)m * k), malloc(sizeof(float) * (size_t)n * k),
@@ -49,7 +55,7 @@ static bool fixture_make(fixture *f, int m, int n, int k) {
                    malloc(sizeof(float) * ((size_t)m * n + CANARY)), malloc(q8w_bytes(n, k))};
     CHECK(f->x && f->w && f->bias && f->deq && f->out && f->packed);
     if (!f->x || !f->w || !f->bias || !f->deq || !f->out || !f->packed) return false;
-    for (size_t i = 0; i < (size_t)m * k; i++) f->x[i] = uniform();
+    for (size_t i = 0; i < (size_t)m * k; i++) f->x[i] = (i / 32) % 11 == 4 ? 0.0f : uniform();
     for (size_t i = 0; i < (size_t)n * k; i++) f->w[i] = (i / 32) % 7 == 3 ? 0.0f : uniform();
     for (int i = 0; i < n; i++) f->bias[i] = uniform();
     q8w_pack(f->packed, f->w, n, k);
@@ -68,12 +74,38 @@ static bool canary_intact(const fixture *f) {
     return true;
 }
 
-static void test_layout_size(void) {
-    TEST("q8w_bytes: 16-column panels of 32-k blocks of 16 float32 scales + 512 quants");
-    CHECK_EQ_INT(Q8W_BLOCK_BYTES, 16 * 4 + 16 * 32);
-    CHECK_EQ_INT(q8w_bytes(16, 32), 576);
-    CHECK_EQ_INT(q8w_bytes(17, 64), 2 * 2 * 576);
-    CHECK_EQ_INT(q8w_bytes(49152, 576), (size_t)3072 * 18 * 576);
+static void test_layout(void) {
+    TEST("q8w_bytes: 16-column panels of k/32 blocks in pairs, a 64-byte line of f16 scales then 2 x 512 quants");
+    CHECK_EQ_INT(q8w_bytes(16, 32), 64 + 512);
+    CHECK_EQ_INT(q8w_bytes(17, 64), 2 * (64 + 2 * 512));
+    CHECK_EQ_INT(q8w_bytes(16, 96), 128 + 3 * 512);
+    CHECK_EQ_INT(q8w_bytes(49152, 576), (size_t)3072 * (576 + 18 * 512));
+
+    TEST("the layout byte by byte: pair b/2 at 1088(b/2), scale bits at 32(b%2) + 2j, quant i at 64 + 512(b%2) + 64(i/4) + 4j + i%4, pad zero");
+    enum { N = 17, K = 96, NB = K / 32, PANEL = 128 + NB * 512 };
+    unsigned char blocks[N * NB * Q8_0_BYTES], packed[2 * PANEL];
+    for (int c = 0; c < N; c++)
+        for (int b = 0; b < NB; b++) {
+            unsigned char *block = blocks + ((size_t)c * NB + b) * Q8_0_BYTES;
+            block[0] = (unsigned char)(c * 3 + b), block[1] = (unsigned char)(0x10 + b); /* distinct f16 bits */
+            for (int i = 0; i < 32; i++) block[2 + i] = (unsigned char)(c * 7 + b * 32 + i);
+        }
+    CHECK_EQ_INT(q8w_bytes(N, K), sizeof packed);
+    memset(packed, 0xAB, sizeof packed);
+    q8w_pack_q8_0(packed, blocks, N, K);
+    int wrong = 0;
+    for (int c = 0; c < 2 * 16; c++) /* column 17..31: zero scales and quants */
+        for (int b = 0; b < NB; b++) {
+            const unsigned char *panel = packed + (size_t)(c / 16) * PANEL, *block = blocks + ((size_t)c * NB + b) * Q8_0_BYTES;
+            int j = c % 16;
+            const unsigned char *pair = panel + 1088 * (b / 2);
+            for (int t = 0; t < 2; t++) wrong += pair[32 * (b % 2) + 2 * j + t] != (c < N ? block[t] : 0);
+            for (int i = 0; i < 32; i++)
+                wrong += pair[64 + 512 * (b % 2) + 64 * (i / 4) + 4 * j + i % 4] != (c < N ? block[2 + i] : 0);
+        }
+    for (int p = 0; p < 2; p++) /* the third block's line of scales: 32 bytes of padding */
+        for (int i = 1088 + 32; i < 1088 + 64; i++) wrong += packed[(size_t)p * PANEL + i] != 0;
+    CHECK_EQ_INT(wrong, 0);
 }
 
 /* Every element back within half a quantization step of the original: with
@@ -142,8 +174,32 @@ static void test_widen_matmul(void) {
     }
 }
 
+/* The SIMD kernels this CPU runs, by q8w_matmul_kernel. */
+static bool kernel_available(q8w_kernel kernel) { return kernel <= q8w_kernel_used(); }
+
+static void test_dispatch(void) {
+    TEST("q8w_matmul runs the fastest kernel this CPU has; q8w_matmul_kernel refuses the others");
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    bool vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    CHECK_EQ_INT(q8w_kernel_used(), vnni ? Q8W_VNNI : avx2 ? Q8W_AVX2 : Q8W_SCALAR);
+    CHECK_EQ_INT(q8w_supported(), avx2);
+    CHECK_EQ_STR(q8w_kernel_name(Q8W_SCALAR), "scalar");
+    CHECK_EQ_STR(q8w_kernel_name(Q8W_AVX2), "avx2");
+    CHECK_EQ_STR(q8w_kernel_name(Q8W_VNNI), "vnni");
+    float x[32] = {1}, out[1] = {42.0f};
+    unsigned char w[64 + Q8W_QUANT_BYTES] = {0};
+    for (int kernel = Q8W_SCALAR; kernel <= Q8W_KERNELS; kernel++) {
+        bool ran = q8w_matmul_kernel((q8w_kernel)kernel, out, x, w, NULL, 1, 32, 1);
+        CHECK_EQ_INT(ran, kernel < Q8W_KERNELS && kernel_available((q8w_kernel)kernel));
+        CHECK(out[0] == (ran ? 0.0f : 42.0f)); /* nothing written when refused */
+        out[0] = 42.0f;
+    }
+}
+
 static void test_scalar_matches_simd(void) {
-    TEST("q8w_matmul_scalar (the portable fallback) equals the SIMD kernel bit for bit");
+    TEST("q8w_matmul_scalar (the portable fallback) equals every SIMD kernel bit for bit, every shape class");
     if (!q8w_supported()) {
         SKIP("no AVX2+FMA: q8w_matmul is the fallback itself");
         return;
@@ -155,10 +211,15 @@ static void test_scalar_matches_simd(void) {
         CHECK(scalar != NULL);
         for (int with_bias = 0; scalar && with_bias < 2; with_bias++) {
             const float *bias = with_bias ? f.bias : NULL;
-            fill_out(&f);
-            q8w_matmul(f.out, f.x, f.packed, bias, f.m, f.k, f.n);
             q8w_matmul_scalar(scalar, f.x, f.packed, bias, f.m, f.k, f.n);
-            CHECK(memcmp(scalar, f.out, sizeof(float) * (size_t)f.m * f.n) == 0);
+            for (int kernel = Q8W_AVX2; kernel <= (int)q8w_kernel_used(); kernel++) {
+                fill_out(&f);
+                CHECK(q8w_matmul_kernel((q8w_kernel)kernel, f.out, f.x, f.packed, bias, f.m, f.k, f.n));
+                bool same = memcmp(scalar, f.out, sizeof(float) * (size_t)f.m * f.n) == 0;
+                if (!same) printf("#   %s %dx%dx%d bias %d differs\n", q8w_kernel_name((q8w_kernel)kernel), f.m, f.n, f.k, with_bias);
+                CHECK(same);
+                CHECK(canary_intact(&f));
+            }
         }
         free(scalar);
         fixture_free(&f);
@@ -253,6 +314,16 @@ static void test_pack_q8_0(void) {
     q8w_pack_q8_0(packed, blocks, N, K);
     q8w_unpack(got, packed, N, K);
     CHECK(memcmp(expect, got, sizeof got) == 0);
+
+    TEST("every kernel equals the fallback bit for bit on those blocks (q = -128 runs, negative d)");
+    enum { M = 6 };
+    float x[M * K], scalar[M * N], out[M * N];
+    for (int i = 0; i < M * K; i++) x[i] = uniform() * (float)(1 + i % 5);
+    q8w_matmul_scalar(scalar, x, packed, NULL, M, K, N);
+    for (int kernel = Q8W_AVX2; kernel <= (int)q8w_kernel_used(); kernel++) {
+        CHECK(q8w_matmul_kernel((q8w_kernel)kernel, out, x, packed, NULL, M, K, N));
+        CHECK(memcmp(out, scalar, sizeof out) == 0);
+    }
     free(packed);
 }
 
@@ -260,7 +331,7 @@ static void test_pack_q8_0(void) {
  * to exact halves (x * (1/dx) = j + 0.5, rounded away from zero) and GGUF
  * weights of -128, whose |w| = 128 the int8 kernel's sign trick must carry. */
 static void test_ties_and_extremes(void) {
-    TEST("q8w_matmul rounds activation ties away from zero and carries q = -128 weights, SIMD = fallback = integers");
+    TEST("q8w_matmul rounds activation ties away from zero and carries q = -128 weights, every kernel = integers");
     enum { M = 5, N = 21, K = 64 };
     float x[M * K], out[M * N], scalar[M * N];
     for (int r = 0; r < M; r++)
@@ -277,9 +348,12 @@ static void test_ties_and_extremes(void) {
     CHECK(packed != NULL);
     if (!packed) return;
     q8w_pack_q8_0(packed, blocks, N, K);
-    q8w_matmul(out, x, packed, NULL, M, K, N);
     q8w_matmul_scalar(scalar, x, packed, NULL, M, K, N);
-    CHECK(memcmp(out, scalar, sizeof out) == 0);
+    for (int kernel = Q8W_AVX2; kernel <= (int)q8w_kernel_used(); kernel++) {
+        CHECK(q8w_matmul_kernel((q8w_kernel)kernel, out, x, packed, NULL, M, K, N));
+        CHECK(memcmp(out, scalar, sizeof out) == 0);
+    }
+    q8w_matmul(out, x, packed, NULL, M, K, N);
     int bad = 0;
     for (int r = 0; r < M; r++)
         for (int c = 0; c < N; c++) {
@@ -294,52 +368,51 @@ static void test_ties_and_extremes(void) {
     CHECK_EQ_INT(bad, 0);
     free(packed);
 
-    TEST("q8w_matmul with k = 0: every output is its bias (or 0), on both paths");
-    float bias[N], none[N];
+    TEST("q8w_matmul with k = 0: every output is its bias (or 0), every kernel");
+    float bias[N];
     unsigned char no_weights[1];
     for (int c = 0; c < N; c++) bias[c] = (float)c - 3.5f;
-    q8w_matmul(out, x, no_weights, bias, M, 0, N);
-    q8w_matmul_scalar(scalar, x, no_weights, NULL, 1, 0, N);
-    memcpy(none, scalar, sizeof none);
     int wrong = 0;
-    for (int r = 0; r < M; r++)
-        for (int c = 0; c < N; c++) wrong += out[r * N + c] != bias[c];
-    for (int c = 0; c < N; c++) wrong += none[c] != 0.0f;
+    for (int kernel = Q8W_SCALAR; kernel <= (int)q8w_kernel_used(); kernel++) {
+        CHECK(q8w_matmul_kernel((q8w_kernel)kernel, out, x, no_weights, bias, M, 0, N));
+        for (int r = 0; r < M; r++)
+            for (int c = 0; c < N; c++) wrong += out[r * N + c] != bias[c];
+        CHECK(q8w_matmul_kernel((q8w_kernel)kernel, scalar, x, no_weights, NULL, 1, 0, N));
+        for (int c = 0; c < N; c++) wrong += scalar[c] != 0.0f;
+    }
     CHECK_EQ_INT(wrong, 0);
 }
 
-/* out for m rows on `threads` threads, by q8w_matmul or q8w_matmul_widen. */
-static bool run_with(fixture *f, int threads, bool widen, float *out, int m) {
+/* out for m rows on `threads` threads, by q8w_matmul_kernel (which <
+ * Q8W_KERNELS) or q8w_matmul_widen (which == Q8W_KERNELS). */
+static bool run_with(fixture *f, int threads, int which, float *out, int m) {
     int before = omp_get_max_threads();
     omp_set_num_threads(threads);
-    bool ran = true;
-    if (widen)
-        ran = q8w_matmul_widen(out, f->x, f->packed, f->bias, m, f->k, f->n);
-    else
-        q8w_matmul(out, f->x, f->packed, f->bias, m, f->k, f->n);
+    bool ran = which == Q8W_KERNELS ? q8w_matmul_widen(out, f->x, f->packed, f->bias, m, f->k, f->n)
+                                    : q8w_matmul_kernel((q8w_kernel)which, out, f->x, f->packed, f->bias, m, f->k, f->n);
     omp_set_num_threads(before);
     return ran;
 }
 
 static void test_invariance(void) {
-    TEST("q8w_matmul and q8w_matmul_widen: the same bits on 1 and 2 threads, and row r alone equals row r of 64");
+    TEST("every kernel and q8w_matmul_widen: the same bits on 1 and 2 threads, and row r alone equals row r of 64");
     fixture f;
     if (!fixture_make(&f, 64, 200, 576)) return fixture_free(&f);
     size_t outs = (size_t)f.m * f.n;
     float *one = malloc(sizeof(float) * outs), *two = malloc(sizeof(float) * outs), *row = malloc(sizeof(float) * f.n);
     CHECK(one && two && row);
-    for (int widen = 0; one && two && row && widen < 2; widen++) {
-        if (!run_with(&f, 1, widen, one, f.m)) {
-            CHECK(!q8w_supported());
-            break;
+    for (int which = 0; one && two && row && which <= Q8W_KERNELS; which++) {
+        if (!run_with(&f, 1, which, one, f.m)) {
+            CHECK(which == Q8W_KERNELS ? !q8w_supported() : !kernel_available((q8w_kernel)which));
+            continue;
         }
-        CHECK(run_with(&f, 2, widen, two, f.m));
+        CHECK(run_with(&f, 2, which, two, f.m));
         CHECK(memcmp(one, two, sizeof(float) * outs) == 0);
         int differing = 0;
         for (int r = 0; r < f.m; r++) {
             float *saved_x = f.x;
             f.x += (size_t)r * f.k;
-            CHECK(run_with(&f, 2, widen, row, 1));
+            CHECK(run_with(&f, 2, which, row, 1));
             f.x = saved_x;
             differing += memcmp(row, one + (size_t)r * f.n, sizeof(float) * f.n) != 0;
         }
@@ -364,10 +437,11 @@ static void test_k_contract(void) {
 }
 
 int main(void) {
-    test_layout_size();
+    test_layout();
     test_round_trip();
     test_widen_matmul();
     test_int8_matmul();
+    test_dispatch();
     test_scalar_matches_simd();
     test_ties_and_extremes();
     test_pack_q8_0();
