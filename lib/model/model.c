@@ -105,7 +105,10 @@ const char *model_weights_describe(const model *m) {
         return !strcmp(bf16w_kernel(), "avx512bf16") ? "bf16 (AVX512-BF16 kernel)"
                : !strcmp(bf16w_kernel(), "avx512f") ? "bf16 (emulated on AVX-512F)"
                                                     : "bf16 (portable kernel)";
-    case WEIGHTS_Q8: return q8w_supported() ? "q8 (SIMD kernel)" : "q8 (portable kernel)";
+    case WEIGHTS_Q8:
+        return q8w_kernel_used() == Q8W_VNNI ? "q8 (AVX-512 VNNI kernel)"
+               : q8w_kernel_used() == Q8W_AVX2 ? "q8 (AVX2 kernel)"
+                                               : "q8 (portable kernel)";
     default: return "f32 (packed AVX-512 kernel)";
     }
 }
