@@ -177,11 +177,12 @@ static void test_round_trip(void) {
     }
 }
 
-/* Shapes: m = 1 and 2 (the four-panel tiles), m not a multiple of the
- * 12-row tile nor of the 64-row chunk, n not a multiple of 32 nor of 4
- * panels, k = 2, odd k, k that lets the scratch hold only 16 rows (several
- * passes of rows) and k = BF16W_MAX_K (one row a pass). */
-static const int shapes[][3] = {{1, 1, 2},   {1, 49, 64},   {2, 130, 100}, {7, 17, 3},     {12, 32, 2},
+/* Shapes: m = 1, 2 and 3 (the tiles of several panels), m not a multiple of
+ * the 12-row tile (13, 37, 64, 130: tiles of near-equal rows), n not a
+ * multiple of 32 nor of 4 panels, k = 2, odd k, k that lets the scratch
+ * hold only 16 rows (several passes of rows) and k = BF16W_MAX_K (one row a
+ * pass). */
+static const int shapes[][3] = {{1, 1, 2},     {1, 49, 64},    {2, 130, 100},  {3, 200, 40},   {7, 17, 3},    {12, 32, 2},
                                 {13, 33, 577}, {130, 40, 64}, {64, 192, 576}, {37, 20, 4001}, {2, 33, 65536}};
 enum { SHAPES = sizeof shapes / sizeof shapes[0], CANARY = 16 };
 
