@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "ops/packed_q8.h"
-#include "util/clock.h"
+#include "bench_util.h"
 
 enum { SGEMM, Q8_INT8, Q8_WIDEN, KINDS };
 static const char *const kind_names[KINDS] = {"sgemm f32", "q8 int8", "q8 widen"};
@@ -29,7 +29,8 @@ typedef struct {
     float *out;
 } problem;
 
-static int run_once(int kind, const problem *p) {
+static int run_once(int kind, const void *ctx) {
+    const problem *p = ctx;
     switch (kind) {
     case SGEMM:
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->m, p->n, p->k, 1.0f, p->x, p->k, p->w, p->k, 0.0f,
@@ -38,27 +39,6 @@ static int run_once(int kind, const problem *p) {
     case Q8_INT8: q8w_matmul(p->out, p->x, p->wq, NULL, p->m, p->k, p->n); return 0;
     default: return q8w_matmul_widen(p->out, p->x, p->wq, NULL, p->m, p->k, p->n) ? 0 : -1;
     }
-}
-
-/* Best seconds per call, or a negative number when the kind cannot run. */
-static double best_seconds(int kind, const problem *p) {
-    int reps = 1;
-    for (;;) { /* calibrate reps so one batch takes >= 20 ms */
-        double t0 = now_seconds();
-        for (int r = 0; r < reps; r++)
-            if (run_once(kind, p) != 0) return -1;
-        if (now_seconds() - t0 >= 0.02) break;
-        reps *= 2;
-    }
-    double best = 1e30;
-    for (int trial = 0; trial < 20; trial++) {
-        double t0 = now_seconds();
-        for (int r = 0; r < reps; r++)
-            if (run_once(kind, p) != 0) return -1;
-        double t = (now_seconds() - t0) / reps;
-        if (t < best) best = t;
-    }
-    return best;
 }
 
 static int bench_shape(int k, int n) {
@@ -79,7 +59,7 @@ static int bench_shape(int k, int n) {
         double flop = 2.0 * p.m * k * n;
         printf("k=%-5d n=%-6d m=%-4d", k, n, p.m);
         for (int kind = 0; kind < KINDS; kind++) {
-            double s = best_seconds(kind, &p);
+            double s = bench_best_seconds(run_once, kind, &p, 20);
             double bytes = kind == SGEMM ? sizeof(float) * (double)n * k : (double)q8w_bytes(n, k);
             if (s < 0)
                 printf("  %s: n/a", kind_names[kind]);
@@ -103,12 +83,8 @@ static int error_report(int m, int k, int n) {
     int rc = -1;
     if (x && w && out && wq) {
         uint64_t state = 88172645463325252ULL;
-        for (size_t i = 0; i < (size_t)m * k + (size_t)n * k; i++) {
-            state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-            float v = (float)((state >> 11) * 0x1.0p-52 - 1.0);
-            if (i < (size_t)m * k) x[i] = v;
-            else w[i - (size_t)m * k] = v;
-        }
+        bench_fill_uniform(x, (size_t)m * k, &state);
+        bench_fill_uniform(w, (size_t)n * k, &state);
         q8w_pack(wq, w, n, k);
         printf("relative RMS error against float64 x W^T (m=%d k=%d n=%d):", m, k, n);
         for (int widen = 0; widen < 2; widen++) {
