@@ -59,7 +59,7 @@ static int bench_shape(int k, int n) {
         double flop = 2.0 * p.m * k * n;
         printf("k=%-5d n=%-6d m=%-4d", k, n, p.m);
         for (int kind = 0; kind < KINDS; kind++) {
-            double s = bench_best_seconds(run_once, kind, &p, 20);
+            double s = bench_best_seconds(run_once, kind, &p, 0.02, 20, 1e30);
             double bytes = kind == SGEMM ? sizeof(float) * (double)n * k : (double)q8w_bytes(n, k);
             if (s < 0)
                 printf("  %s: n/a", kind_names[kind]);
