@@ -28,7 +28,7 @@ static const char *const kind_names[KINDS] = {"fp32 packed", "q8 int8", "bf16", 
 typedef struct {
     int m, k, n;
     const float *x, *w, *wf; /* W row-major, and in float32 panels (packed_pack) */
-    const void *wq, *wb; /* q8 and bf16 panels */
+    const void *wq, *wb;     /* q8 and bf16 panels */
     float *out;
 } problem;
 
@@ -53,7 +53,9 @@ static int run_once(int kind, const void *ctx) {
 }
 
 static double weight_bytes(int kind, int n, int k) {
-    return kind == FP32 ? sizeof(float) * (double)packed_floats(n, k) : kind == Q8 ? (double)q8w_bytes(n, k) : (double)bf16w_bytes(n, k);
+    return kind == FP32 ? sizeof(float) * (double)packed_floats(n, k)
+           : kind == Q8 ? (double)q8w_bytes(n, k)
+                        : (double)bf16w_bytes(n, k);
 }
 
 /* x, W in every layout, for up to 128 rows; NULL (message printed) without memory. */
@@ -77,8 +79,9 @@ static problem *problem_new(int k, int n, int m_max, uint64_t seed) {
 }
 
 static void problem_free(problem *p) {
-    if (p) free((void *)p->x), free((void *)p->w), free((void *)p->wf), free((void *)p->wq), free((void *)p->wb), free(p->out);
-    free(p);
+    if (!p) return;
+    free((void *)p->x), free((void *)p->w), free((void *)p->wf);
+    free((void *)p->wq), free((void *)p->wb), free(p->out), free(p);
 }
 
 static int bench_shape(int k, int n) {

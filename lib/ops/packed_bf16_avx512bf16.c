@@ -27,7 +27,8 @@ OP_INLINE __m512 dot(__m512 acc, xop x, wop w) { return _mm512_dpbf16_ps(acc, x,
 OP_INLINE void round_row(const float *x, int k, uint32_t *pairs) {
     int i = 0;
     for (; i + 32 <= k; i += 32)
-        _mm512_storeu_si512(pairs + i / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+        _mm512_storeu_si512(pairs + i / 2,
+                            (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
     bf16w_round_pairs(x, k, i, pairs);
 }
 

@@ -45,7 +45,8 @@ TILE_INLINE void tile(int mr, int np, float *out, int ldo, const uint32_t *x, in
     for (int i = 0; i < kp; i++) {
         wop w[2 * NP];
 #pragma GCC unroll 8
-        for (int j = 0; j < 2 * np; j++) w[j] = load_w(panel + (size_t)(j / 2) * stride + (size_t)i * PAIR_BYTES + j % 2 * 64);
+        for (int j = 0; j < 2 * np; j++)
+            w[j] = load_w(panel + (size_t)(j / 2) * stride + (size_t)i * PAIR_BYTES + j % 2 * 64);
 #pragma GCC unroll 12
         for (int r = 0; r < mr; r++) {
             xop a = bcast_x(x + (size_t)r * kp + i);
