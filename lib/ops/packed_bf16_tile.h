@@ -18,7 +18,9 @@
 
 #include <assert.h>
 #include <immintrin.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 #include <stdint.h>
 
 #include "packed_bf16.h"
@@ -148,8 +150,12 @@ BF16W_TARGET static void thread_share(const bf16w_call *c, int t, int threads) {
 
 void BF16W_ENTRY(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
     bf16w_call c = {out, in, w, bias, m, k, n};
+#ifdef _OPENMP
 #pragma omp parallel
     thread_share(&c, omp_get_thread_num(), omp_get_num_threads());
+#else
+    thread_share(&c, 0, 1);
+#endif
 }
 
 #undef TILE_ARGS
