@@ -212,16 +212,17 @@ FUZZ_TIME ?= 600
 fuzz-long: fuzz
 	@sh tests/fuzz/long.sh $(FUZZ_TIME) $(FUZZ_TARGETS)
 
-build/bench/%: bench/%.c build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR)
+build/bench/%: bench/%.c $(wildcard bench/*.h) build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(DEFS) -Ilib $< $(call LINK_LIBS,build/libgrpo.a) -o $@
 
 bench: deps
 	@$(MAKE) --no-print-directory all build/bench/bench_model build/bench/bench_reward build/bench/bench_judge_cache \
-		build/bench/bench_q8 venv models llama-native
+		build/bench/bench_q8 build/bench/bench_bf16 venv models llama-native
 	@sh bench/stream.sh
 	@sh bench/model.sh
 	@build/bench/bench_q8
+	@build/bench/bench_bf16
 	@sh bench/update.sh
 	@sh bench/mpi.sh
 	@sh bench/reward.sh

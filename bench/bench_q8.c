@@ -21,7 +21,7 @@
 #include <stdlib.h>
 
 #include "ops/packed_q8.h"
-#include "util/clock.h"
+#include "bench_util.h"
 
 enum { SGEMM, Q8_VNNI, Q8_AVX2, Q8_WIDEN, KINDS };
 static const char *const kind_names[KINDS] = {"sgemm f32", "q8 vnni", "q8 avx2", "q8 widen"};
@@ -33,7 +33,8 @@ typedef struct {
     float *out;
 } problem;
 
-static int run_once(int kind, const problem *p) {
+static int run_once(int kind, const void *ctx) {
+    const problem *p = ctx;
     switch (kind) {
     case SGEMM:
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->m, p->n, p->k, 1.0f, p->x, p->k, p->w, p->k, 0.0f,
@@ -43,27 +44,6 @@ static int run_once(int kind, const problem *p) {
     case Q8_AVX2: return q8w_matmul_kernel(Q8W_AVX2, p->out, p->x, p->wq, NULL, p->m, p->k, p->n) ? 0 : -1;
     default: return q8w_matmul_widen(p->out, p->x, p->wq, NULL, p->m, p->k, p->n) ? 0 : -1;
     }
-}
-
-/* Best seconds per call, or a negative number when the kind cannot run. */
-static double best_seconds(int kind, const problem *p) {
-    int reps = 1;
-    for (;;) { /* calibrate reps so one batch takes >= 2 ms */
-        double t0 = now_seconds();
-        for (int r = 0; r < reps; r++)
-            if (run_once(kind, p) != 0) return -1;
-        if (now_seconds() - t0 >= 0.002) break;
-        reps *= 2;
-    }
-    double best = 1e30;
-    for (int trial = 0; trial < 100; trial++) {
-        double t0 = now_seconds();
-        for (int r = 0; r < reps; r++)
-            if (run_once(kind, p) != 0) return -1;
-        double t = (now_seconds() - t0) / reps;
-        if (t < best) best = t;
-    }
-    return best;
 }
 
 static int bench_shape(int k, int n) {
@@ -84,7 +64,8 @@ static int bench_shape(int k, int n) {
         double flop = 2.0 * p.m * k * n;
         printf("k=%-5d n=%-6d m=%-4d", k, n, p.m);
         for (int kind = 0; kind < KINDS; kind++) {
-            double s = best_seconds(kind, &p);
+            /* the best of 100 batches of >= 2 ms: short batches find the moments a shared machine is idle */
+            double s = bench_best_seconds(run_once, kind, &p, 0.002, 100, 1e30);
             double bytes = kind == SGEMM ? sizeof(float) * (double)n * k : (double)q8w_bytes(n, k);
             if (s < 0)
                 printf("  %s: n/a", kind_names[kind]);

@@ -53,7 +53,9 @@ void bf16w_round_pairs(const float *x, int k, int from, uint32_t *pairs) {
 }
 
 /* Byte offset of (k, column j) in a panel: pairs of k, then columns, then the pair. */
-static size_t element_offset(int i, int j) { return (size_t)(i / 2) * PAIR_BYTES + (size_t)j * 4 + (size_t)(i % 2) * 2; }
+static size_t element_offset(int i, int j) {
+    return (size_t)(i / 2) * PAIR_BYTES + (size_t)j * 4 + (size_t)(i % 2) * 2;
+}
 
 static void put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)(v & 0xFF), p[1] = (unsigned char)(v >> 8); }
 static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -75,7 +77,8 @@ void bf16w_unpack(float *dst, const void *src, int n, int k) {
 #pragma omp parallel for schedule(static)
     for (int col = 0; col < n; col++) {
         const unsigned char *panel = (const unsigned char *)src + (size_t)(col / BF16W_NR) * panel_bytes(k);
-        for (int i = 0; i < k; i++) dst[(size_t)col * k + i] = bf16_to_f32(get16(panel + element_offset(i, col % BF16W_NR)));
+        for (int i = 0; i < k; i++)
+            dst[(size_t)col * k + i] = bf16_to_f32(get16(panel + element_offset(i, col % BF16W_NR)));
     }
 }
 

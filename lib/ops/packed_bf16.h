@@ -18,6 +18,16 @@
  *
  * Rounding is lib/util/half.h's f32_to_bf16 with subnormals flushed.
  *
+ * Measured on AMD Zen 4 (tests/unit/test_packed_bf16.c checks the first two
+ * on every CPU that has the instructions): vdpbf16ps adds the odd product,
+ * then the even one, each rounded to nearest even (not the pair summed
+ * first, not one rounding); vcvtne2ps2bf16 rounds as f32_to_bf16 with
+ * float32 subnormals flushed to a signed zero, NaN included (truncated, bit
+ * 6 set); vdpbf16ps also flushes a subnormal accumulator or intermediate sum
+ * to zero, where the emulations keep it. One vdpbf16ps per cycle, 6 cycles'
+ * latency: twice the float32 fma's peak, which the kernel reaches from m = 3
+ * (bench/bench_bf16.c).
+ *
  * Callers guarantee k <= BF16W_MAX_K (asserted): rows of x are rounded into a
  * fixed per-thread stack scratch, so bf16w_matmul allocates nothing. */
 #ifndef GRPO_OPS_PACKED_BF16_H

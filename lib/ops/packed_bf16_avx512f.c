@@ -25,15 +25,20 @@ OP_INLINE xop widen(__m512i pairs) {
 }
 OP_INLINE xop bcast_x(const uint32_t *pair) { return widen(_mm512_set1_epi32((int)*pair)); }
 OP_INLINE wop load_w(const unsigned char *p) { return widen(_mm512_loadu_si512(p)); }
-OP_INLINE __m512 dot(__m512 acc, xop x, wop w) { return _mm512_fmadd_ps(x.even, w.even, _mm512_fmadd_ps(x.odd, w.odd, acc)); }
+OP_INLINE __m512 dot(__m512 acc, xop x, wop w) {
+    return _mm512_fmadd_ps(x.even, w.even, _mm512_fmadd_ps(x.odd, w.odd, acc));
+}
 
 /* bf16w_round on 16 floats: nearest even by integer addition, NaN quieted
  * and truncated, float32 subnormals to signed zero. */
 OP_INLINE __m256i round16(const float *x) {
     __m512i b = _mm512_castps_si512(_mm512_loadu_ps(x));
     __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)))), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+        _mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
+                                             _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)))),
+        16);
+    __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
     __mmask16 tiny = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7F800000));
     r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x40)));
     r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x8000)));

@@ -16,8 +16,11 @@
 #ifndef GRPO_OPS_PACKED_BF16_TILE_H
 #define GRPO_OPS_PACKED_BF16_TILE_H
 
+#include <assert.h>
 #include <immintrin.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 #include <stdint.h>
 
 #include "packed_bf16.h"
@@ -25,9 +28,9 @@
 #define TILE_INLINE static inline __attribute__((always_inline)) BF16W_TARGET
 
 enum {
-    MR = 12,       /* rows per tile: 24 accumulators of the 32 registers */
-    NP = 4,        /* panels per tile for one or two rows: 8+ independent sums hide the 6-cycle latency */
-    NP_ROWS = 2,   /* ... up to this many rows */
+    MR = 12, /* rows per tile: 24 accumulators, 2 weight vectors and x of the 32 registers */
+    NP = 4,  /* the most panels per tile, walked together by tiles of 1 to 3 rows (8 panels
+              * measured 2.4x slower at m = 1: panels 2^k bytes apart share L1 sets) */
     PAIR_BYTES = BF16W_NR * 4,
     SCRATCH_PAIRS = BF16W_MAX_K / 2
 };
@@ -44,7 +47,8 @@ TILE_INLINE void tile(int mr, int np, float *out, int ldo, const uint32_t *x, in
     for (int i = 0; i < kp; i++) {
         wop w[2 * NP];
 #pragma GCC unroll 8
-        for (int j = 0; j < 2 * np; j++) w[j] = load_w(panel + (size_t)(j / 2) * stride + (size_t)i * PAIR_BYTES + j % 2 * 64);
+        for (int j = 0; j < 2 * np; j++)
+            w[j] = load_w(panel + (size_t)(j / 2) * stride + (size_t)i * PAIR_BYTES + j % 2 * 64);
 #pragma GCC unroll 12
         for (int r = 0; r < mr; r++) {
             xop a = bcast_x(x + (size_t)r * kp + i);
@@ -74,22 +78,24 @@ typedef struct {
 
 #define TILE_ARGS out, ldo, x, kp, panel, stride, bias, n_left
 #define TILE_CASE(rows, panels) \
-    case rows: tile(rows, panels, TILE_ARGS); break;
+    case rows * 16 + panels: tile(rows, panels, TILE_ARGS); break;
+
+/* Panels per tile of mr rows: 2 mr np independent sums hide vdpbf16ps's
+ * 6-cycle latency where the rows alone do not. */
+static int tile_panels(int mr) { return mr <= 2 ? 4 : mr == 3 ? 2 : 1; }
 
 /* One instance per (rows, panels): m = 1 does no wasted work. */
 BF16W_TARGET __attribute__((noinline)) static void tile_rows(int mr, int np, float *out, int ldo, const uint32_t *x,
                                                              int kp, const unsigned char *panel, size_t stride,
                                                              const float *bias, int n_left) {
-    if (np == NP) {
-        switch (mr) {
-            TILE_CASE(1, NP)
-            TILE_CASE(2, NP)
-        }
-        return;
-    }
-    switch (mr) {
+    switch (mr * 16 + np) {
+        TILE_CASE(1, 4)
+        TILE_CASE(1, 2)
         TILE_CASE(1, 1)
+        TILE_CASE(2, 4)
+        TILE_CASE(2, 2)
         TILE_CASE(2, 1)
+        TILE_CASE(3, 2)
         TILE_CASE(3, 1)
         TILE_CASE(4, 1)
         TILE_CASE(5, 1)
@@ -100,6 +106,7 @@ BF16W_TARGET __attribute__((noinline)) static void tile_rows(int mr, int np, flo
         TILE_CASE(10, 1)
         TILE_CASE(11, 1)
         TILE_CASE(12, 1)
+    default: assert(!"a tile shape without an instance");
     }
 }
 
@@ -126,13 +133,15 @@ BF16W_TARGET static void thread_share(const bf16w_call *c, int t, int threads) {
         for (int r = 0; r < rows; r++) round_row(c->in + (size_t)(r0 + r) * c->k, c->k, x + (size_t)r * kp);
         for (int p = p_begin; p < p_end; p += NP) {
             int group = p_end - p < NP ? p_end - p : NP;
-            for (int r = 0; r < rows; r += MR) {
-                int mr = rows - r < MR ? rows - r : MR;
-                bool wide = group == NP && mr <= NP_ROWS;
-                for (int q = p; q < p + group; q += wide ? NP : 1) {
+            int blocks = (rows + MR - 1) / MR; /* of near-equal rows: 16 is 8 + 8, not 12 + 4 */
+            for (int b = 0, r = 0; b < blocks; r += rows / blocks + (b < rows % blocks), b++) {
+                int mr = rows / blocks + (b < rows % blocks);
+                for (int q = p, np; q < p + group; q += np) {
+                    np = tile_panels(mr);
+                    while (np > p + group - q) np /= 2; /* the group's tail: powers of two */
                     int col = q * BF16W_NR;
-                    tile_rows(mr, wide ? NP : 1, c->out + (size_t)(r0 + r) * c->n + col, c->n, x + (size_t)r * kp,
-                              kp, c->w + (size_t)q * stride, stride, c->bias ? c->bias + col : NULL, c->n - col);
+                    tile_rows(mr, np, c->out + (size_t)(r0 + r) * c->n + col, c->n, x + (size_t)r * kp, kp,
+                              c->w + (size_t)q * stride, stride, c->bias ? c->bias + col : NULL, c->n - col);
                 }
             }
         }
@@ -141,8 +150,12 @@ BF16W_TARGET static void thread_share(const bf16w_call *c, int t, int threads) {
 
 void BF16W_ENTRY(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
     bf16w_call c = {out, in, w, bias, m, k, n};
+#ifdef _OPENMP
 #pragma omp parallel
     thread_share(&c, omp_get_thread_num(), omp_get_num_threads());
+#else
+    thread_share(&c, 0, 1);
+#endif
 }
 
 #undef TILE_ARGS

@@ -55,7 +55,8 @@ static float edge_float(void) {
     uint32_t r = (uint32_t)next_bits();
     switch (next_bits() % 4) {
     case 0: return from_bits(r);
-    case 1: return from_bits(edges[next_bits() % (sizeof edges / sizeof edges[0])] ^ (next_bits() % 2 ? r & 0xFFFF : 0));
+    case 1:
+        return from_bits(edges[next_bits() % (sizeof edges / sizeof edges[0])] ^ (next_bits() % 2 ? r & 0xFFFF : 0));
     case 2: return from_bits((r & 0x80FFFFFFu) | (next_bits() % 2 ? 0x7F000000u : 0)); /* exponent 0/1 or 254/255 */
     default: return from_bits((r & 0xFFFF0000u) | 0x8000u | (next_bits() % 2 ? 0 : r & 0x7FFF)); /* ties */
     }
@@ -149,7 +150,8 @@ static void test_layout(void) {
         for (int col = 0; col < N; col++)
             for (int i = 0; i < K; i++) {
                 uint16_t v = f32_to_bf16(w[col * K + i]);
-                size_t at = (size_t)(col / 32) * 3 * 128 + (size_t)(i / 2) * 128 + (size_t)(col % 32) * 4 + (size_t)(i % 2) * 2;
+                size_t at =
+                    (size_t)(col / 32) * 3 * 128 + (size_t)(i / 2) * 128 + (size_t)(col % 32) * 4 + (size_t)(i % 2) * 2;
                 expect[at] = (unsigned char)(v & 0xFF), expect[at + 1] = (unsigned char)(v >> 8);
             }
         CHECK(memcmp(packed, expect, bytes) == 0);
@@ -177,12 +179,14 @@ static void test_round_trip(void) {
     }
 }
 
-/* Shapes: m = 1 and 2 (the four-panel tiles), m not a multiple of the
- * 12-row tile nor of the 64-row chunk, n not a multiple of 32 nor of 4
- * panels, k = 2, odd k, k that lets the scratch hold only 16 rows (several
- * passes of rows) and k = BF16W_MAX_K (one row a pass). */
-static const int shapes[][3] = {{1, 1, 2},   {1, 49, 64},   {2, 130, 100}, {7, 17, 3},     {12, 32, 2},
-                                {13, 33, 577}, {130, 40, 64}, {64, 192, 576}, {37, 20, 4001}, {2, 33, 65536}};
+/* Shapes: m = 1, 2 and 3 (the tiles of several panels), m not a multiple of
+ * the 12-row tile (13, 37, 64, 130: tiles of near-equal rows), n not a
+ * multiple of 32 nor of 4 panels, k = 2, odd k, k that lets the scratch
+ * hold only 16 rows (several passes of rows) and k = BF16W_MAX_K (one row a
+ * pass). */
+static const int shapes[][3] = {{1, 1, 2},      {1, 49, 64},    {2, 130, 100}, {3, 200, 40},
+                                {7, 17, 3},     {12, 32, 2},    {13, 33, 577}, {130, 40, 64},
+                                {64, 192, 576}, {37, 20, 4001}, {2, 33, 65536}};
 enum { SHAPES = sizeof shapes / sizeof shapes[0], CANARY = 16 };
 
 typedef struct {
@@ -199,9 +203,10 @@ static void fixture_free(fixture *f) {
  * rounding), bias; W packed. False (and a failed check) without memory. */
 static bool fixture_make(fixture *f, int m, int n, int k) {
     size_t xs = (size_t)m * k, ws = (size_t)n * k;
-    *f = (fixture){m, n, k, malloc(sizeof(float) * xs), malloc(sizeof(float) * ws), malloc(sizeof(float) * n),
-                   malloc(sizeof(float) * ((size_t)m * n + CANARY)), malloc(sizeof(float) * xs),
-                   malloc(sizeof(float) * ws), malloc(bf16w_bytes(n, k))};
+    *f = (fixture){.m = m, .n = n, .k = k};
+    f->x = malloc(sizeof(float) * xs), f->xr = malloc(sizeof(float) * xs), f->bias = malloc(sizeof(float) * n);
+    f->w = malloc(sizeof(float) * ws), f->wr = malloc(sizeof(float) * ws), f->packed = malloc(bf16w_bytes(n, k));
+    f->out = malloc(sizeof(float) * ((size_t)m * n + CANARY));
     CHECK(f->x && f->w && f->bias && f->out && f->xr && f->wr && f->packed);
     if (!f->x || !f->w || !f->bias || !f->out || !f->xr || !f->wr || !f->packed) return false;
     for (size_t i = 0; i < xs; i++) f->x[i] = i % 53 == 7 ? 0x1p-130f : i % 29 == 3 ? 0.0f : uniform();
@@ -306,7 +311,7 @@ static void run_with(const kernel *kn, const fixture *f, const float *x, int thr
 }
 
 static void test_invariance(void) {
-    TEST("every kernel: the same bits on 1, 2 and 3 threads, and row r alone (or with one neighbour) equals row r of 64");
+    TEST("every kernel: the same bits on 1, 2 and 3 threads; row r alone (or with one neighbour) equals row r of 64");
     fixture f;
     if (!fixture_make(&f, 64, 200, 577)) return fixture_free(&f);
     size_t outs = (size_t)f.m * f.n;
