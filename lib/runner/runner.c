@@ -41,7 +41,7 @@ int runner_reserve(model_runner *r, int n_seqs, int max_len, size_t rows, gerr *
     int rc;
     if (max_len > cf->max_seq_len) max_len = cf->max_seq_len;
     if (!r->cache_ready) {
-        if ((rc = kv_cache_init_on(&r->cache, on, cf, n_seqs, max_len, e))) return rc;
+        if ((rc = kv_cache_init_as(&r->cache, on, cf, n_seqs, max_len, r->kv_fmt, e))) return rc;
         r->cache_ready = true;
     } else if (max_len > r->cache.max_len) {
         if ((rc = kv_cache_grow(&r->cache, cf, with_headroom(max_len, cf->max_seq_len), e))) return rc;
