@@ -6,6 +6,8 @@
  *
  *   build/bench/bench_model [MODEL.gguf [NAME]]
  * NAME (e.g. "decode B=64") runs that measurement alone, for perf record.
+ * GRPO_WEIGHTS=f32|bf16|q8 packs the weights so (default: the tools' auto),
+ * with the KV cache the tools take with them; GRPO_KV=f32|bf16 overrides it.
  *
  * Lines starting "kv " are key=value results for bench/model.sh. */
 #include <cblas.h>
@@ -154,11 +156,11 @@ typedef struct {
 
 /* One sequence of T tokens in one forward call, logits for the last row
  * (as grpo-rollout prefills). Best of `trials`. */
-static result bench_prefill(const model *m, const flop_model *f, int T, int trials, gerr *e, int *rc) {
+static result bench_prefill(const model *m, const flop_model *f, kv_format kv, int T, int trials, gerr *e, int *rc) {
     result r = {.name = NULL};
     kv_cache c;
     model_scratch s;
-    if ((*rc = kv_cache_init(&c, &m->cfg, 1, T, e))) return r;
+    if ((*rc = kv_cache_init_as(&c, NULL, &m->cfg, 1, T, kv, e))) return r;
     if ((*rc = model_scratch_init(&s, &m->cfg, T, T, e))) {
         kv_cache_free(&c);
         return r;
@@ -191,13 +193,13 @@ static result bench_prefill(const model *m, const flop_model *f, int T, int tria
 /* B sequences share one prefilled prompt of P tokens (copied, as K samples
  * share a prefill), then `steps` decode calls of one row per sequence with
  * logits for every row. Tokens/s counts decoded tokens. Best of `trials`. */
-static result bench_decode(const model *m, const flop_model *f, int B, int P, int steps, int trials, gerr *e,
-                           int *rc) {
+static result bench_decode(const model *m, const flop_model *f, kv_format kv, int B, int P, int steps, int trials,
+                           gerr *e, int *rc) {
     result r = {.name = NULL};
     int L = P + steps, R = B > P ? B : P, V = m->cfg.vocab_size;
     kv_cache c;
     model_scratch s;
-    if ((*rc = kv_cache_init(&c, &m->cfg, B, L, e))) return r;
+    if ((*rc = kv_cache_init_as(&c, NULL, &m->cfg, B, L, kv, e))) return r;
     if ((*rc = model_scratch_init(&s, &m->cfg, R, L, e))) {
         kv_cache_free(&c);
         return r;
@@ -248,6 +250,23 @@ int main(int argc, char **argv) {
     int n_threads = omp_get_max_threads();
     gerr e = {0};
     int rc;
+    /* the weights $GRPO_WEIGHTS names (grpo-rollout's --weights) and the KV
+     * cache the tools take with them, unless $GRPO_KV says f32 or bf16 */
+    weight_format fmt;
+    if ((rc = weights_select("GRPO_WEIGHTS", weights_default(), &fmt, &e))) {
+        fprintf(stderr, "bench_model: %s\n", e.msg);
+        return rc;
+    }
+    const char *kv_env = getenv("GRPO_KV");
+    kv_format kv = weights_kv_format(fmt);
+    if (kv_env && *kv_env) {
+        if (strcmp(kv_env, "bf16") != 0 && strcmp(kv_env, "f32") != 0) {
+            fprintf(stderr, "bench_model: GRPO_KV=%s: f32 or bf16\n", kv_env);
+            return EX_USAGE;
+        }
+        kv = strcmp(kv_env, "bf16") == 0 ? KV_BF16 : KV_F32;
+    }
+    const char *kv_name = kv == KV_BF16 ? "bf16" : "fp32";
 
     /* ---- the model first, so peak RSS is the model's, not the ceiling buffers' */
     model m;
@@ -256,11 +275,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
         return rc;
     }
-    /* packed weights, as grpo-rollout runs them (packing counted in the load
-     * time), in the format $GRPO_WEIGHTS names (grpo-rollout's --weights) */
-    weight_format fmt;
-    if ((rc = weights_select("GRPO_WEIGHTS", weights_default(), &fmt, &e)) ||
-        (rc = model_pack_for_inference(&m, fmt, &e))) {
+    /* packed weights, as grpo-rollout runs them (packing counted in the load time) */
+    if ((rc = model_pack_for_inference(&m, fmt, &e))) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
         model_free(&m);
         return rc;
@@ -285,12 +301,13 @@ int main(int argc, char **argv) {
     int prefill_T[2] = {128, 512}, decode_B[3] = {1, 16, 64};
     for (int i = 0; i < 5; i++) {
         if (only && strcmp(names[i], only) != 0) continue;
-        if (i < 2) res[i] = bench_prefill(&m, &f, prefill_T[i], 2, &e, &rc);
-        else res[i] = bench_decode(&m, &f, decode_B[i - 2], PROMPT, STEPS, 2, &e, &rc);
+        if (i < 2) res[i] = bench_prefill(&m, &f, kv, prefill_T[i], 2, &e, &rc);
+        else res[i] = bench_decode(&m, &f, kv, decode_B[i - 2], PROMPT, STEPS, 2, &e, &rc);
         if (rc) goto fail;
         res[i].name = names[i];
     }
     if (only) { /* profiling one measurement (perf record): no ceilings, no report */
+        printf("KV cache: %s\n", kv_name);
         for (int i = 0; i < 5; i++)
             if (res[i].name) printf("%s: %.1f tokens/s\n", res[i].name, res[i].tok_s);
         model_free(&m);
@@ -322,8 +339,9 @@ int main(int argc, char **argv) {
            cf->hidden_dim, cf->n_layers, cf->n_heads, cf->n_kv_heads, cf->head_dim, cf->vocab_size);
     printf("  matmul weights per token: %.1f M + LM head %.1f M = %.1f MB of %s\n", f.matmul_params / 1e6,
            f.head_params / 1e6, weight_bytes / 1e6, m.packed ? weight_format_name(fmt) : "f32");
-    printf("  load %.2f s (weights %s, packed once; OpenBLAS packs row-major f32 per call), peak RSS %.0f MiB\n\n",
+    printf("  load %.2f s (weights %s, packed once; OpenBLAS packs row-major f32 per call), peak RSS %.0f MiB\n",
            load_s, model_weights_describe(&m), rss / 1024.0);
+    printf("  KV cache: %s (GRPO_KV)\n\n", kv_name);
     /* OpenBLAS 0.3.21 takes some newer Xeons (in VMs) for a Prescott and
      * runs its SSE3 kernels: say so, it moves every number here ~3x. */
     const char *core = openblas_get_corename();

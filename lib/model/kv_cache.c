@@ -9,76 +9,95 @@
 #include "../ops/blas.h"
 #include "model.h"
 
-size_t kv_cache_bytes(const model_config *cfg, int n_seqs, int max_len) {
+/* Bytes of one cached element. */
+static size_t elem_bytes(kv_format fmt) { return fmt == KV_BF16 ? sizeof(uint16_t) : sizeof(float); }
+
+size_t kv_cache_bytes_as(const model_config *cfg, int n_seqs, int max_len, kv_format fmt) {
     return 2 * (size_t)n_seqs * (size_t)cfg->n_layers * (size_t)max_len * (size_t)cfg->n_kv_heads *
-           (size_t)cfg->head_dim * sizeof(float);
+           (size_t)cfg->head_dim * elem_bytes(fmt);
+}
+
+size_t kv_cache_bytes(const model_config *cfg, int n_seqs, int max_len) {
+    return kv_cache_bytes_as(cfg, n_seqs, max_len, KV_F32);
 }
 
 /* A device backend's memory, or NULL for the host's. */
 static const backend *device(const backend *be) { return be && be->mem_alloc ? be : NULL; }
 
 int kv_cache_init(kv_cache *c, const model_config *cfg, int n_seqs, int max_len, gerr *e) {
-    return kv_cache_init_on(c, NULL, cfg, n_seqs, max_len, e);
+    return kv_cache_init_as(c, NULL, cfg, n_seqs, max_len, KV_F32, e);
 }
 
 int kv_cache_init_on(kv_cache *c, const backend *be, const model_config *cfg, int n_seqs, int max_len, gerr *e) {
+    return kv_cache_init_as(c, be, cfg, n_seqs, max_len, KV_F32, e);
+}
+
+int kv_cache_init_as(kv_cache *c, const backend *be, const model_config *cfg, int n_seqs, int max_len, kv_format fmt,
+                     gerr *e) {
     memset(c, 0, sizeof *c);
     if (n_seqs <= 0 || max_len <= 0)
         return gerr_set(e, EX_USAGE, "KV cache: %d sequences of %d positions", n_seqs, max_len);
-    size_t n = kv_cache_bytes(cfg, n_seqs, max_len) / 2 / sizeof(float);
-    if ((c->be = device(be))) {
+    if (fmt != KV_F32 && fmt != KV_BF16) return gerr_set(e, EX_USAGE, "KV cache: unknown element format %d", (int)fmt);
+    if ((c->be = device(be))) fmt = KV_F32; /* a device's attention reads fp32 */
+    size_t bytes = kv_cache_bytes_as(cfg, n_seqs, max_len, fmt) / 2;
+    if (c->be) {
         void *k = NULL, *v = NULL;
-        int rc = c->be->mem_alloc(&k, n * sizeof(float), e);
+        int rc = c->be->mem_alloc(&k, bytes, e);
         c->k = k;
-        if (!rc) rc = c->be->mem_alloc(&v, n * sizeof(float), e);
+        if (!rc) rc = c->be->mem_alloc(&v, bytes, e);
         c->v = v;
         if (rc) {
             kv_cache_free(c);
             return rc;
         }
     } else {
-        c->k = malloc(n * sizeof(float));
-        c->v = malloc(n * sizeof(float));
+        c->k = malloc(bytes);
+        c->v = malloc(bytes);
     }
     if (!c->k || !c->v) {
         kv_cache_free(c);
         return gerr_set(e, EX_SOFTWARE, "cannot allocate a KV cache of %zu MiB (%d sequences of %d positions)",
-                        kv_cache_bytes(cfg, n_seqs, max_len) >> 20, n_seqs, max_len);
+                        2 * bytes >> 20, n_seqs, max_len);
     }
     c->n_seqs = n_seqs;
     c->max_len = max_len;
     c->n_layers = cfg->n_layers;
     c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    c->fmt = fmt;
     return 0;
 }
 
 /* memcpy, or the device backend's copy (ordered with its ops). */
-static void copy(const kv_cache *c, float *dst, const float *src, size_t bytes) {
+static void copy(const kv_cache *c, void *dst, const void *src, size_t bytes) {
     if (c->be)
         c->be->mem_copy(dst, src, bytes);
     else
         memcpy(dst, src, bytes);
 }
 
+/* Element i of K or V, as a byte address. */
+static char *at(void *base, size_t i, kv_format fmt) { return (char *)base + i * elem_bytes(fmt); }
+
 void kv_cache_copy_prefix(kv_cache *c, int dst_seq, int src_seq, int n_positions) {
     if (dst_seq == src_seq || n_positions <= 0) return;
-    size_t per_layer = (size_t)c->max_len * c->kv_dim, n = (size_t)n_positions * c->kv_dim * sizeof(float);
+    size_t per_layer = (size_t)c->max_len * c->kv_dim, n = (size_t)n_positions * c->kv_dim * elem_bytes(c->fmt);
     for (int l = 0; l < c->n_layers; l++) {
         size_t d = ((size_t)dst_seq * c->n_layers + l) * per_layer, s = ((size_t)src_seq * c->n_layers + l) * per_layer;
-        copy(c, c->k + d, c->k + s, n);
-        copy(c, c->v + d, c->v + s, n);
+        copy(c, at(c->k, d, c->fmt), at(c->k, s, c->fmt), n);
+        copy(c, at(c->v, d, c->fmt), at(c->v, s, c->fmt), n);
     }
 }
 
 int kv_cache_grow(kv_cache *c, const model_config *cfg, int max_len, gerr *e) {
     if (max_len <= c->max_len) return 0;
     kv_cache bigger;
-    int rc = kv_cache_init_on(&bigger, c->be, cfg, c->n_seqs, max_len, e);
+    int rc = kv_cache_init_as(&bigger, c->be, cfg, c->n_seqs, max_len, c->fmt, e);
     if (rc) return rc;
     size_t old_block = (size_t)c->max_len * c->kv_dim, new_block = (size_t)max_len * c->kv_dim;
+    size_t bytes = old_block * elem_bytes(c->fmt);
     for (size_t b = 0; b < (size_t)c->n_seqs * c->n_layers; b++) {
-        copy(c, bigger.k + b * new_block, c->k + b * old_block, old_block * sizeof(float));
-        copy(c, bigger.v + b * new_block, c->v + b * old_block, old_block * sizeof(float));
+        copy(c, at(bigger.k, b * new_block, c->fmt), at(c->k, b * old_block, c->fmt), bytes);
+        copy(c, at(bigger.v, b * new_block, c->fmt), at(c->v, b * old_block, c->fmt), bytes);
     }
     if (c->be && (rc = c->be->sync(e))) { /* the copies read c: done before it goes */
         kv_cache_free(&bigger);

@@ -43,7 +43,12 @@ void kv_cache_row_offsets(const kv_cache *c, const int *seq, int n, size_t *row_
 
 kv_view kv_cache_view(const kv_cache *c, int layer, const size_t *row_kv) {
     size_t at = (size_t)layer * c->max_len * c->kv_dim;
-    return (kv_view){c->k + at, c->v + at, row_kv, c->kv_dim};
+    kv_view v = {.row_kv = row_kv, .kv_dim = c->kv_dim, .fmt = c->fmt};
+    if (c->fmt == KV_BF16)
+        v.k_bf16 = c->k_bf16 + at, v.v_bf16 = c->v_bf16 + at;
+    else
+        v.k = c->k + at, v.v = c->v + at;
+    return v;
 }
 
 /* ---- linear layers, with an optional LoRA adapter ------------------------------ */

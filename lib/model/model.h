@@ -111,25 +111,37 @@ const char *model_param_name(int i);
 
 /* ---- KV cache ---------------------------------------------------------------
  * One slot per sequence: K and V of every layer and position,
- * [n_seqs][n_layers][max_len][kv_dim] each. */
+ * [n_seqs][n_layers][max_len][kv_dim] each, in elements of fmt: k/v when
+ * KV_F32, k_bf16/v_bf16 when KV_BF16 (half the bytes; attention then runs
+ * over K and V rounded to bf16, see ops.h). */
 typedef struct {
     int n_seqs, max_len, n_layers, kv_dim;
-    float *k, *v;
+    kv_format fmt;
+    union { float *k; uint16_t *k_bf16; };
+    union { float *v; uint16_t *v_bf16; };
     const backend *be; /* whose memory k and v are; NULL: the host's */
 } kv_cache;
 
-/* Bytes kv_cache_init would allocate. */
+/* Bytes kv_cache_init would allocate (fp32). */
 size_t kv_cache_bytes(const model_config *cfg, int n_seqs, int max_len);
-/* EX_USAGE for non-positive sizes, EX_SOFTWARE when memory is short. */
+/* Bytes a cache of that format would allocate. */
+size_t kv_cache_bytes_as(const model_config *cfg, int n_seqs, int max_len, kv_format fmt);
+/* An fp32 cache. EX_USAGE for non-positive sizes, EX_SOFTWARE when memory
+ * is short. */
 int kv_cache_init(kv_cache *c, const model_config *cfg, int n_seqs, int max_len, gerr *e);
 /* The same in a device backend's memory (be NULL or without memory
  * entries: the host's, as kv_cache_init). */
 int kv_cache_init_on(kv_cache *c, const backend *be, const model_config *cfg, int n_seqs, int max_len, gerr *e);
+/* The same with the element format fmt. A device backend's attention reads
+ * fp32 alone: on one the cache is KV_F32 whatever fmt asks (c->fmt says
+ * what was made). */
+int kv_cache_init_as(kv_cache *c, const backend *be, const model_config *cfg, int n_seqs, int max_len, kv_format fmt,
+                     gerr *e);
 /* Copies positions [0, n_positions) of every layer from src_seq to dst_seq
  * (K samples share one prefill). */
 void kv_cache_copy_prefix(kv_cache *c, int dst_seq, int src_seq, int n_positions);
 /* Makes room for max_len positions per sequence, keeping what is cached
- * (no-op when already that long). On error c is unchanged. */
+ * and the format (no-op when already that long). On error c is unchanged. */
 int kv_cache_grow(kv_cache *c, const model_config *cfg, int max_len, gerr *e);
 void kv_cache_free(kv_cache *c);
 

@@ -10,22 +10,33 @@
  * decode step) go one by one. No [T x T] matrix outlives one tile.
  *
  * The backward keeps only the output and each row's log-sum-exp from the
- * forward and recomputes the scores tile by tile (flash-attention's scheme). */
+ * forward and recomputes the scores tile by tile (flash-attention's scheme).
+ *
+ * Over a bf16 cache (KV_BF16) a tile widens its keys, then its values, into
+ * fp32 scratch and runs the same two sgemm; a single row reads bf16 directly
+ * (attention_bf16.c). */
 #include "ops.h"
 
 #include <math.h>
+
+#include "../util/half.h"
+#include "attention_bf16.h"
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+/* Rows of dp per position: M for the backward's dP, hd for a forward tile's
+ * widened K or V (no more than M in most models, so no extra memory). */
+static size_t dp_rows(size_t M, size_t hd) { return M > hd ? M : hd; }
+
 size_t attn_workspace_floats(const model_config *cf, int max_len) {
-    size_t M = (size_t)ATT_TILE * (size_t)(cf->n_heads / cf->n_kv_heads);
-    return 4 * M * (size_t)cf->head_dim + 2 * M * (size_t)max_len;
+    size_t M = (size_t)ATT_TILE * (size_t)(cf->n_heads / cf->n_kv_heads), hd = (size_t)cf->head_dim;
+    return 4 * M * hd + (M + dp_rows(M, hd)) * (size_t)max_len;
 }
 
 typedef struct {
-    float *qt, *ot, *dot, *dqt, *s, *dp;
+    float *qt, *ot, *dot, *dqt, *s, *dp; /* dp: in the forward, a bf16 tile's K or V in fp32 */
 } tile_bufs;
 
 /* This OpenMP thread's share of the workspace. */
@@ -35,7 +46,7 @@ static tile_bufs thread_bufs(const attn_workspace *ws, const model_config *cf) {
     tid = omp_get_thread_num();
 #endif
     size_t M = (size_t)ATT_TILE * (size_t)(cf->n_heads / cf->n_kv_heads), hd = (size_t)cf->head_dim;
-    size_t max_len = (ws->stride - 4 * M * hd) / (2 * M);
+    size_t max_len = (ws->stride - 4 * M * hd) / (M + dp_rows(M, hd));
     tile_bufs b;
     b.qt = ws->buf + (size_t)tid * ws->stride;
     b.ot = b.qt + M * hd, b.dot = b.ot + M * hd, b.dqt = b.dot + M * hd;
@@ -56,14 +67,19 @@ static void scatter(float *x, const float *t, int r0, int m, int g, int G, int n
 
 static float attn_scale(int hd) { return (float)(1.0 / sqrt((double)hd)); }
 
-/* Rows r0 .. r0+m-1 (one sequence, consecutive positions) and KV head g. */
+/* Rows r0 .. r0+m-1 (one sequence, consecutive positions) and KV head g.
+ * simd: the CPU runs attention_bf16's AVX-512 code. */
 static void attend_tile(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r0, int m,
-                        int g, const model_config *cf, const tile_bufs *b) {
+                        int g, const model_config *cf, const tile_bufs *b, bool simd) {
     const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads;
     const int M = m * G, T = pos[r0 + m - 1] + 1;
+    const bool bf16 = kv->fmt == KV_BF16;
     gather(b->qt, q, r0, m, g, G, nh, hd);
-    const float *kb = kv->k + kv->row_kv[r0] + (size_t)g * hd, *vb = kv->v + kv->row_kv[r0] + (size_t)g * hd;
-    gemm(false, true, M, T, hd, attn_scale(hd), b->qt, hd, kb, kv->kv_dim, 0.0f, b->s, T);
+    size_t at = kv->row_kv[r0] + (size_t)g * hd;
+    const float *kb = bf16 ? b->dp : kv->k + at, *vb = bf16 ? b->dp : kv->v + at;
+    const int ld = bf16 ? hd : kv->kv_dim;
+    if (bf16) widen_rows_bf16(b->dp, kv->k_bf16 + at, T, hd, kv->kv_dim, simd);
+    gemm(false, true, M, T, hd, attn_scale(hd), b->qt, hd, kb, ld, 0.0f, b->s, T);
     for (int i = 0; i < M; i++) {
         int seen = pos[r0 + i / G] + 1; /* causal: keys 0 .. the row's own position */
         float *row = b->s + (size_t)i * T;
@@ -71,17 +87,24 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
         memset(row + seen, 0, (size_t)(T - seen) * sizeof *row);
         if (lse) lse[(size_t)(r0 + i / G) * nh + (size_t)g * G + i % G] = l;
     }
-    gemm(false, false, M, hd, T, 1.0f, b->s, T, vb, kv->kv_dim, 0.0f, b->ot, hd);
+    if (bf16) widen_rows_bf16(b->dp, kv->v_bf16 + at, T, hd, kv->kv_dim, simd);
+    gemm(false, false, M, hd, T, 1.0f, b->s, T, vb, ld, 0.0f, b->ot, hd);
     scatter(out, b->ot, r0, m, g, G, nh, hd);
 }
 
 /* One row and the G heads sharing KV head g: each key and value is read once
  * for the G heads. */
 static void attend_row(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r, int g,
-                       const model_config *cf, const tile_bufs *b) {
+                       const model_config *cf, const tile_bufs *b, bool simd) {
     const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads, T = pos[r] + 1, kvd = kv->kv_dim;
     const float scale = attn_scale(hd);
     const float *qh = q + ((size_t)r * nh + (size_t)g * G) * hd;
+    if (kv->fmt == KV_BF16) {
+        size_t at = kv->row_kv[r] + (size_t)g * hd;
+        attend_row_bf16(out + ((size_t)r * nh + (size_t)g * G) * hd, lse ? lse + (size_t)r * nh + (size_t)g * G : NULL,
+                        qh, kv->k_bf16 + at, kv->v_bf16 + at, T, G, hd, kvd, scale, b->s, simd);
+        return;
+    }
     const float *kb = kv->k + kv->row_kv[r] + (size_t)g * hd, *vb = kv->v + kv->row_kv[r] + (size_t)g * hd;
     float *sc = b->s;
     for (int t = 0; t < T; t++) {
@@ -115,6 +138,7 @@ void attention_forward(float *out, float *lse, const float *q, const kv_view *kv
                        const model_config *cf, attn_workspace *ws) {
     const int nkv = cf->n_kv_heads;
     int n_tasks = 0, *task = ws->tasks;
+    const bool simd = kv->fmt == KV_BF16 && !ws->portable_bf16 && attn_bf16_simd_supported();
     for (int r = 0; r < n;) {
         int end = r + 1;
         while (end < n && kv->row_kv[end] == kv->row_kv[r] && pos[end] == pos[end - 1] + 1) end++;
@@ -134,9 +158,9 @@ void attention_forward(float *out, float *lse, const float *q, const kv_view *kv
         for (int t = 0; t < n_tasks; t++) {
             int r0 = task[3 * t], m = task[3 * t + 1], g = task[3 * t + 2];
             if (m == 1)
-                attend_row(out, lse, q, kv, pos, r0, g, cf, &b);
+                attend_row(out, lse, q, kv, pos, r0, g, cf, &b, simd);
             else
-                attend_tile(out, lse, q, kv, pos, r0, m, g, cf, &b);
+                attend_tile(out, lse, q, kv, pos, r0, m, g, cf, &b, simd);
         }
     }
 }
@@ -187,10 +211,15 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
 }
 
 void kv_write(const kv_view *kv, const float *k, const float *v, const int *pos, int n) {
-    size_t bytes = (size_t)kv->kv_dim * sizeof(float);
+    size_t d = (size_t)kv->kv_dim, bytes = d * sizeof(float);
     for (int r = 0; r < n; r++) {
-        size_t at = kv->row_kv[r] + (size_t)pos[r] * kv->kv_dim;
-        memcpy(kv->k + at, k + (size_t)r * kv->kv_dim, bytes);
-        memcpy(kv->v + at, v + (size_t)r * kv->kv_dim, bytes);
+        size_t at = kv->row_kv[r] + (size_t)pos[r] * d;
+        if (kv->fmt == KV_BF16) {
+            f32_to_bf16_array(k + (size_t)r * d, kv->k_bf16 + at, d);
+            f32_to_bf16_array(v + (size_t)r * d, kv->v_bf16 + at, d);
+        } else {
+            memcpy(kv->k + at, k + (size_t)r * d, bytes);
+            memcpy(kv->v + at, v + (size_t)r * d, bytes);
+        }
     }
 }

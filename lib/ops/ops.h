@@ -125,13 +125,26 @@ enum { ATT_TILE = 64, ATT_MIN_ROWS = 8 };
  * KV head g, and the attention ops run them together. */
 static inline int gqa_kv_head(int h, int n_heads, int n_kv_heads) { return h / (n_heads / n_kv_heads); }
 
+/* The element type of cached keys and values: fp32, or bf16 (half the bytes
+ * a decode step reads; rounded to nearest even when written, widened
+ * exactly when read, so attention over it is attention over K and V
+ * rounded to bf16). */
+typedef enum { KV_F32 = 0, KV_BF16 = 1 } kv_format;
+/* Whether this CPU runs attention's AVX-512 kernels over a bf16 cache
+ * (avx512f, bw, vl). Without them the portable kernels give the same bits
+ * several times slower than the fp32 cache: choose KV_BF16 only where true. */
+bool attn_bf16_simd_supported(void);
+
 /* Where row r's keys and values are: position t of its sequence is at
- * k + row_kv[r] + t * kv_dim (and likewise v). A KV cache and a training
- * batch's own K/V both read this way. */
+ * k + row_kv[r] + t * kv_dim (and likewise v), in elements of fmt (k when
+ * KV_F32, k_bf16 when KV_BF16). A KV cache and a training batch's own K/V
+ * (KV_F32) both read this way. */
 typedef struct {
-    float *k, *v;
+    union { float *k; uint16_t *k_bf16; };
+    union { float *v; uint16_t *v_bf16; };
     const size_t *row_kv;
     int kv_dim;
+    kv_format fmt;
 } kv_view;
 
 /* Per-thread scratch of the attention ops; n_threads is the pool they run on
@@ -142,6 +155,7 @@ typedef struct {
     size_t stride; /* floats per thread */
     int n_threads;
     int *tasks; /* [max_rows * n_kv_heads * 3] */
+    bool portable_bf16; /* tests: a KV_BF16 view runs the portable kernels even where AVX-512 is */
 } attn_workspace;
 
 /* Floats per thread for sequences up to max_len positions. */
@@ -149,7 +163,10 @@ size_t attn_workspace_floats(const model_config *cf, int max_len);
 
 /* out[n, n_heads*hd]: row r (query q[r], position pos[r]) attends over
  * positions 0..pos[r] of its sequence in kv. lse[n, n_heads] (optional)
- * receives each row's log-sum-exp for the backward. */
+ * receives each row's log-sum-exp for the backward. A KV_BF16 view: tiles
+ * widen their keys and values to fp32 and run as over fp32; single rows
+ * read bf16 directly (AVX-512 when the CPU has it, else portable code with
+ * the same bits: fmaf in 16 lanes and one fixed order of sums). */
 void attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
                        const model_config *cf, attn_workspace *ws);
 /* The backward over a training batch: sequence s is rows start[s] ..
@@ -159,7 +176,8 @@ void attention_forward(float *out, float *lse, const float *q, const kv_view *kv
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                         const float *q, const float *k, const float *v, int n_seqs, const int *start,
                         const model_config *cf, attn_workspace *ws);
-/* Writes rows' K and V into the cache view (row r at position pos[r]). */
+/* Writes rows' K and V into the cache view (row r at position pos[r]),
+ * rounded to nearest even when the view is KV_BF16. */
 void kv_write(const kv_view *kv, const float *k, const float *v, const int *pos, int n);
 
 /* ---- rows (rows.c) ----------------------------------------------------------- */

@@ -4,6 +4,7 @@
 
 #include "../ckpt/load.h"
 #include "../model/layer.h"
+#include "weights.h"
 
 static void free_model(model_runner *r) {
     model_free(&r->m);
@@ -24,6 +25,7 @@ int runner_open_on(model_runner *r, const char *path, bool classifier, const bac
         rc = model_text_load(path, &r->mt, e);
     if (!rc) rc = classifier ? model_text_load(path, &r->mt, e) : model_load(&r->m, path, e);
     if (!rc && be) rc = model_to_backend(&r->m, be, e);
+    if (!rc && !be) r->kv_fmt = weights_kv_format(fmt);
     if (!rc && !be && (rc = model_pack_for_inference(&r->m, fmt, e)) == EX_DATAERR) {
         gerr why = *e;
         gerr_set(e, rc, "%s: %s", path, why.msg);
@@ -46,7 +48,7 @@ int runner_reserve(model_runner *r, int n_seqs, int max_len, size_t rows, gerr *
     int rc;
     if (max_len > cf->max_seq_len) max_len = cf->max_seq_len;
     if (!r->cache_ready) {
-        if ((rc = kv_cache_init_on(&r->cache, on, cf, n_seqs, max_len, e))) return rc;
+        if ((rc = kv_cache_init_as(&r->cache, on, cf, n_seqs, max_len, r->kv_fmt, e))) return rc;
         r->cache_ready = true;
     } else if (max_len > r->cache.max_len) {
         if ((rc = kv_cache_grow(&r->cache, cf, with_headroom(max_len, cf->max_seq_len), e))) return rc;

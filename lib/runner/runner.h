@@ -19,6 +19,10 @@ typedef struct {
     model_scratch scratch;
     model_rows rows;
     bool cache_ready, scratch_ready;
+    /* The KV cache's element format, read by the first runner_reserve:
+     * KV_F32 after runner_open; KV_BF16 halves the bytes decode attention
+     * reads (ops.h). A device backend's cache stays fp32. */
+    kv_format kv_fmt;
 } model_runner;
 
 /* Loads path: a causal LM (model_load; its tokenizer first, so a tokenizer

@@ -16,6 +16,10 @@ const char *weights_default(void) {
  * its log-probs move further from the float32 trainer's (README). */
 weight_format weights_auto(void) { return bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32; }
 
+kv_format weights_kv_format(weight_format fmt) {
+    return fmt != WEIGHTS_F32 && attn_bf16_simd_supported() ? KV_BF16 : KV_F32;
+}
+
 int weights_select(const char *flag, const char *s, weight_format *fmt, gerr *e) {
     if (!strcmp(s, "auto")) *fmt = weights_auto();
     else if (!strcmp(s, "f32")) *fmt = WEIGHTS_F32;

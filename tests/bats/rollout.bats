@@ -195,7 +195,7 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
     grpo-rollout --model "$TINY" -k 4 --max-new-tokens 30 --batch 16 --progress --in grow.jsonl --out many.jsonl 2> err.txt
     diff <(jq -c '[.id, .sample, .completion_tokens]' one.jsonl) <(jq -c '[.id, .sample, .completion_tokens]' many.jsonl)
     [ "$(jq -r .id many.jsonl | uniq | tr '\n' ' ')" = "p1 p2 p3 p4 p5 " ]
-    grep -q 'tokens/s); KV cache .* MiB (16 sequences x [0-9]* positions)' err.txt
+    grep -q 'tokens/s); KV cache .* MiB (f32, 16 sequences x [0-9]* positions)' err.txt
 }
 
 @test "OpenBLAS runs kernels for this CPU, not its SSE3 fallback" {

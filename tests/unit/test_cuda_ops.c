@@ -198,14 +198,14 @@ static void test_attention(void) {
     for (int r = 0; r < R; r++) row_kv[r] = (size_t)seq[r] * L * kvd;
     float *dkc = dev(kc, cache_n), *dvc = dev(vc, cache_n), *dk = dev(k, (size_t)R * kvd), *dv = dev(v, (size_t)R * kvd);
     float *dq = dev(q, (size_t)R * qd), *dout = dev(NULL, (size_t)R * qd), *dlse = dev(NULL, (size_t)R * 6);
-    kv_view hv = {kc, vc, row_kv, kvd}, dvv = {dkc, dvc, row_kv, kvd};
+    kv_view hv = {.k = kc, .v = vc, .row_kv = row_kv, .kv_dim = kvd}, dvv = {.k = dkc, .v = dvc, .row_kv = row_kv, .kv_dim = kvd};
     be->kv_write(&dvv, dk, dv, pos, R);
     be->attention_forward(dout, dlse, dq, &dvv, pos, R, &cf, NULL);
     /* prefill rows alone (the one-row kernel) must match them in their tiles */
     const int alone[4] = {0, 7, 8, P - 1};
     float *dout1 = dev(NULL, (size_t)4 * qd);
     for (int i = 0; i < 4; i++) {
-        kv_view one = {dkc, dvc, row_kv + alone[i], kvd};
+        kv_view one = {.k = dkc, .v = dvc, .row_kv = row_kv + alone[i], .kv_dim = kvd};
         be->attention_forward(dout1 + (size_t)i * qd, NULL, dq + (size_t)alone[i] * qd, &one, pos + alone[i], 1, &cf,
                               NULL);
     }

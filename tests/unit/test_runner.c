@@ -71,7 +71,25 @@ int main(void) {
     /* the first rows of sequences 0 and 2 see the same token history length
      * but different tokens: their logits differ */
     CHECK(memcmp(logits, logits + 3 * 11, 11 * sizeof(float)) != 0);
+    runner_close(&r);
 
+    TEST("kv_fmt set before the first reserve: a bf16 cache, kept through growth, near the fp32 logits");
+    float logits16[4 * 11];
+    if (tiny_runner(&r)) {
+        CHECK(0);
+        return check_done();
+    }
+    r.kv_fmt = KV_BF16;
+    CHECK(runner_reserve(&r, 3, 4, 4, &e) == 0);
+    CHECK(r.cache.fmt == KV_BF16);
+    CHECK(runner_reserve(&r, 3, 12, 4, &e) == 0);
+    CHECK(r.cache.fmt == KV_BF16 && r.cache.max_len == 15);
+    model_forward(&r.m, &r.cache, 4, seq, pos, tok, NULL, logits16, &r.scratch);
+    /* K and V rounded to bf16 (2^-9 relative) move these small logits
+     * (|logit| < 1 with weights of at most 0.1) by far less than 2^-6 */
+    float worst = 0;
+    for (int i = 0; i < 4 * 11; i++) worst = fmaxf(worst, fabsf(logits16[i] - logits[i]));
+    CHECK(worst < 0x1.0p-6f);
     runner_close(&r);
     return check_done();
 }
