@@ -218,10 +218,11 @@ build/bench/%: bench/%.c build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR)
 
 bench: deps
 	@$(MAKE) --no-print-directory all build/bench/bench_model build/bench/bench_reward build/bench/bench_judge_cache \
-		build/bench/bench_q8 venv models llama-native
+		build/bench/bench_q8 build/bench/bench_gemm_bf16 venv models llama-native
 	@sh bench/stream.sh
 	@sh bench/model.sh
 	@build/bench/bench_q8
+	@build/bench/bench_gemm_bf16
 	@sh bench/update.sh
 	@sh bench/mpi.sh
 	@sh bench/reward.sh
