@@ -55,6 +55,9 @@ typedef struct trainer_acts trainer_acts;
 
 typedef struct {
     const model *m;
+    /* the ops it runs on: model_backend(m) after trainer_init; a caller may
+     * set another over the same memory (backend_cpu_bf16 for --compute bf16) */
+    const backend *be;
     lora *lora; /* the adapter (TRAINER_LORA); NULL otherwise */
     trainer_mode mode;
     bool recompute;
