@@ -238,23 +238,28 @@ TARGET static void pack_a(const problem *p, const chunk *ch) {
     }
 }
 
-/* The chunk's op(B) into ch->b, panel by panel; ends with a barrier. */
+/* The chunk's op(B) into ch->b; ends with a barrier. */
 TARGET static void pack_b(const problem *p, const chunk *ch) {
     int np = (ch->nc + NR - 1) / NR, nkc = (ch->kc + PACK_KP - 1) / PACK_KP, K = p->K;
+    if (p->tb) { /* B [N, K]: each column a row of B; tasks of panels x pairs */
 #pragma omp for schedule(static)
-    for (int task = 0; task < np * nkc; task++) {
-        int pn = task / nkc, kp0 = task % nkc * PACK_KP, kp1 = imin(ch->kc, kp0 + PACK_KP);
-        uint32_t *panel = ch->b + (size_t)pn * ch->kc * NR;
-        int n0 = ch->n0 + pn * NR, nr = imin(NR, ch->nc - pn * NR);
-        if (p->tb) { /* B [N, K]: each column a row of B */
-            pack_panel_t(panel, p->B + (size_t)n0 * p->ldb + 2 * (size_t)ch->k0, p->ldb, K - 2 * ch->k0, nr, kp0, kp1);
-        } else { /* B [K, N]: rows 2kp and 2kp+1 interleaved */
-            for (int i = kp0; i < kp1; i++) {
-                size_t k = 2 * (size_t)(ch->k0 + i);
-                const float *r0 = p->B + k * p->ldb + n0;
-                pack_pairs(panel + (size_t)i * NR, r0, k + 1 < (size_t)K ? r0 + p->ldb : NULL, nr, NR);
-            }
+        for (int task = 0; task < np * nkc; task++) {
+            int pn = task / nkc, kp0 = task % nkc * PACK_KP, kp1 = imin(ch->kc, kp0 + PACK_KP);
+            int n0 = ch->n0 + pn * NR;
+            pack_panel_t(ch->b + (size_t)pn * ch->kc * NR, p->B + (size_t)n0 * p->ldb + 2 * (size_t)ch->k0, p->ldb,
+                         K - 2 * ch->k0, imin(NR, ch->nc - pn * NR), kp0, kp1);
         }
+        return;
+    }
+    /* B [K, N]: rows 2kp and 2kp+1 interleaved, read whole (the prefetcher
+     * follows rows, not panel-wide strips) and dealt to the panels */
+#pragma omp for schedule(static)
+    for (int i = 0; i < ch->kc; i++) {
+        size_t k = 2 * (size_t)(ch->k0 + i);
+        const float *r0 = p->B + k * p->ldb + ch->n0;
+        for (int pn = 0; pn < np; pn++)
+            pack_pairs(ch->b + ((size_t)pn * ch->kc + i) * NR, r0 + pn * NR,
+                       k + 1 < (size_t)K ? r0 + p->ldb + pn * NR : NULL, imin(NR, ch->nc - pn * NR), NR);
     }
 }
 

@@ -137,6 +137,19 @@ static void point_grads(trainer *t) {
     }
 }
 
+int trainer_compute_backend(const char *compute, const model *m, const backend *cpu_bf16, const backend **be,
+                            gerr *e) {
+    if (!strcmp(compute, "f32")) {
+        *be = model_backend(m);
+        return 0;
+    }
+    if (strcmp(compute, "bf16")) return gerr_set(e, EX_USAGE, "--compute: expected f32 or bf16, got '%s'", compute);
+    if (!cpu_bf16)
+        return gerr_set(e, EX_UNAVAILABLE, "--compute bf16: this CPU has no AVX-512 BF16 (vdpbf16ps); use --compute f32");
+    *be = cpu_bf16;
+    return 0;
+}
+
 int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool recompute, int max_rows, int max_len,
                  int max_targets, gerr *e) {
     memset(t, 0, sizeof *t);

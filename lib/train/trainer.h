@@ -73,6 +73,13 @@ typedef struct {
     trainer_acts *acts;
 } trainer;
 
+/* The backend of grpo-update --compute C: "f32" the model's, "bf16"
+ * cpu_bf16 (backend_cpu_bf16(); NULL where the CPU lacks AVX-512 BF16:
+ * EX_UNAVAILABLE, for this machine cannot run what was asked, however
+ * well-formed). Anything else is EX_USAGE. */
+int trainer_compute_backend(const char *compute, const model *m, const backend *cpu_bf16, const backend **be,
+                            gerr *e);
+
 /* Sizes every buffer for batches of at most max_rows rows, max_len per
  * sequence and max_targets completion tokens. l is the adapter for
  * TRAINER_LORA (it may also be given with TRAINER_INFER: then the adapter is
