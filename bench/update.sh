@@ -6,6 +6,9 @@
 # best kernel including our packed one; FLOPs = 6 x parameters x tokens for
 # full fine-tuning, 4 x for LoRA, as the issue counts them), and peak RSS.
 # Goals: >= 50% of the sgemm ceiling; <= 3 GB peak RSS with --recompute.
+# Then full fine-tuning and LoRA again with --compute bf16 (issue 19: bf16
+# matrix products, float32 sums; CPUs with AVX-512 BF16), and bf16 / f32
+# tokens/s of the same run (goal: >= 1.6x on full fine-tuning).
 # First the peer, bench/update_peer.py (the same step in PyTorch eager on the
 # same batch and threads), so each row also shows its tokens/s and ours / its.
 # No assertions: a benchmark prints.
@@ -50,8 +53,8 @@ if [ -n "$peer" ]; then
 else
     printf '  %-22s %9s %9s %8s %8s %10s\n' mode seconds tokens/s "% sgemm" "% best" "peak RSS"
 fi
-run() { # NAME FLOPS_PER_PARAM_TOKEN FLAGS...
-    name=$1 k=$2; shift 2
+run() { # NAME KEY FLOPS_PER_PARAM_TOKEN FLAGS... (tokens/s kept in tps_KEY)
+    name=$1 key=$2 k=$3; shift 3
     rm -rf "$OUT/update-ckpt"
     /usr/bin/time -f '%e %M' -o "$OUT/update-time" bin/grpo-update --model "$MODEL" --in "$OUT/update-batch.jsonl" \
         --out "$OUT/update-ckpt" --lr 1e-6 --beta 0 --metrics "$OUT/update-metrics.jsonl" "$@" 2>/dev/null
@@ -61,6 +64,7 @@ run() { # NAME FLOPS_PER_PARAM_TOKEN FLAGS...
     tps=$(echo "$tokens / $secs" | bc -l)
     frac=$(echo "$k * $params * $tokens / $secs / ($ceiling * 1000000000) * 100" | bc -l)
     frac_sgemm=$(echo "$k * $params * $tokens / $secs / ($sgemm * 1000000000) * 100" | bc -l)
+    eval "tps_$key=$tps"
     printf '  %-22s %9.1f %9.1f %7.1f%% %7.1f%% %6.0f MiB' "$name" "$secs" "$tps" "$frac_sgemm" "$frac" "$(($2 / 1024))"
     ptps=""
     [ -z "$peer" ] || ptps=$(sed -n "s/^kv $name tok_s=\([0-9.]*\).*/\1/p" "$OUT/update-torch.txt")
@@ -69,9 +73,17 @@ run() { # NAME FLOPS_PER_PARAM_TOKEN FLAGS...
     fi
     echo
 }
-run "full" 6
-run "full --recompute" 6 --recompute
-run "LoRA r=16" 4 --lora-r 16
-run "LoRA r=16 --recompute" 4 --lora-r 16 --recompute
+run "full" full 6
+run "full --recompute" full_rec 6 --recompute
+run "LoRA r=16" lora 4 --lora-r 16
+run "LoRA r=16 --recompute" lora_rec 4 --lora-r 16 --recompute
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+    run "full, bf16" full_bf16 6 --compute bf16
+    run "LoRA r=16, bf16" lora_bf16 4 --lora-r 16 --compute bf16
+    printf 'bf16 / f32 tokens/s: full fine-tuning %.2fx (goal >= 1.6x), LoRA r=16 %.2fx\n' \
+        "$(echo "$tps_full_bf16 / $tps_full" | bc -l)" "$(echo "$tps_lora_bf16 / $tps_lora" | bc -l)"
+else
+    echo "--compute bf16: skipped (no AVX-512 BF16 on this CPU)"
+fi
 echo "goals: >= 50% of the sgemm ceiling (% sgemm); peak RSS <= 3072 MiB with --recompute"
 rm -rf "$OUT/update-ckpt"

@@ -91,6 +91,9 @@ int main(int argc, char **argv) {
          "under mpirun/srun: 1 = ZeRO-1, each rank keeps 1/N of the AdamW state and updates its slice; 0 = every "
          "rank keeps it all", 0, 1, NULL},
         {"--device", NULL, FLAG_CHOICE, &o.device, "D", "where to run", 0, 0, "cpu|cuda"},
+        {"--compute", NULL, FLAG_CHOICE, &o.compute, "C",
+         "matrix products' operands: f32, or bf16 with float32 sums (CPUs with AVX-512 BF16; weights, gradients "
+         "and AdamW state stay float32); a checkpoint continues with its own", 0, 0, "f32|bf16"},
     };
     flag_parser p = {
         .usage = "grpo-update --model M --out DIR [--in F] [--lr X] [--loss L] [--beta B] [--lora-r R] [flags]",
@@ -112,8 +115,9 @@ int main(int argc, char **argv) {
                   "prompt groups and sums the gradients (MPI_Allreduce): the same step as one process up to float\n"
                   "summation order. Every rank runs the same command; rank 0 writes. Without a launcher MPI is\n"
                   "never started. README \"Many machines\".\n"
-                  "Exit: 0 ok, 64 usage, 65 bad records or model, 66 missing input, 73 cannot create --out or\n"
-                  "--metrics (checked before any work), 74 I/O error.\n"
+                  "Exit: 0 ok, 64 usage, 65 bad records or model, 66 missing input, 69 --compute bf16 on a CPU\n"
+                  "without AVX-512 BF16 (the command is well-formed; this machine cannot run it), 73 cannot create\n"
+                  "--out or --metrics (checked before any work), 74 I/O error.\n"
                   "example: grpo-update --model ckpt-0 --in batch.jsonl.zst --out ckpt-1 --lr 1e-5 --lora-r 16 "
                   "--metrics metrics.jsonl",
     };
@@ -122,6 +126,7 @@ int main(int argc, char **argv) {
     if (!o.out) die(EX_USAGE, "--out is required (see %s --help)", tool_name());
     o.seed_given = flags_given(&p, "--seed");
     o.lora_given = flags_given(&p, "--lora-r");
+    o.compute_given = flags_given(&p, "--compute");
     gerr e = {0};
     if (outpath_check(o.out, OUTPATH_DIR, &e) || outpath_check(o.metrics, OUTPATH_APPEND, &e)) die_err(&e);
     if (update_run(&o, &e)) die_err(&e);

@@ -86,5 +86,10 @@ typedef struct backend {
 
 /* The CPU backend: ops.h's functions (OpenBLAS, OpenMP, the packed kernel). */
 const backend *backend_cpu(void);
+/* The same with gemm, matmul_forward and matmul_backward on bf16 operands
+ * with float32 sums (gemm_bf16.h; training with --compute bf16); every other
+ * op, and every buffer, float32 as in backend_cpu. NULL when the CPU lacks
+ * AVX-512 BF16. */
+const backend *backend_cpu_bf16(void);
 
 #endif

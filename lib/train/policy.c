@@ -93,6 +93,24 @@ static int state_ref(const train_state *s, const char *ckpt, const char *state_p
     return rc;
 }
 
+/* The --compute a checkpoint was trained with (flags.compute; "f32" before
+ * the flag existed). Given and different, it is refused as a conflicting
+ * --lora-r is: a run keeps its numerics; left out, it is continued. */
+static int state_compute(const train_state *s, const update_opts *o, const char *state_path, const char **compute,
+                         gerr *e) {
+    cJSON *f = cJSON_Parse(s->flags_json);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(f, "compute");
+    const char *was = !c ? "f32" : !cJSON_IsString(c) ? NULL : !strcmp(c->valuestring, "f32") ? "f32"
+                      : !strcmp(c->valuestring, "bf16") ? "bf16" : NULL;
+    cJSON_Delete(f);
+    if (!was) return gerr_set(e, EX_DATAERR, "%s: field \"flags.compute\": expected \"f32\" or \"bf16\"", state_path);
+    if (o->compute_given && strcmp(o->compute, was))
+        return gerr_set(e, EX_USAGE, "--compute %s: %s was trained with --compute %s; leave --compute out to continue it",
+                        o->compute, o->model, was);
+    *compute = was;
+    return 0;
+}
+
 int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, gerr *e) {
     memset(p, 0, sizeof *p);
     int rc = model_load_adapter(o->model, &p->m, &p->l, &p->has_lora, e);
@@ -119,6 +137,7 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
     sb_printf(&sp, "%s/grpo/state.json", o->model);
     bool resumed = file_exists(sp.data);
     p->seed = o->seed;
+    p->compute = !strcmp(o->compute, "bf16") ? "bf16" : "f32";
     if (resumed) {
         train_state s;
         if ((rc = state_read(&s, sp.data, e))) {
@@ -128,7 +147,8 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
         }
         p->step = s.step, p->next_index = s.next_index;
         if (!o->seed_given) p->seed = s.seed;
-        if (!o->ref && !p->has_lora) rc = state_ref(&s, o->model, sp.data, c->loss.beta > 0, &p->ref_path, e);
+        rc = state_compute(&s, o, sp.data, &p->compute, e);
+        if (!rc && !o->ref && !p->has_lora) rc = state_ref(&s, o->model, sp.data, c->loss.beta > 0, &p->ref_path, e);
         state_free(&s);
         if (rc) {
             sb_free(&sp);

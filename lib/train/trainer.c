@@ -137,11 +137,24 @@ static void point_grads(trainer *t) {
     }
 }
 
+int trainer_compute_backend(const char *compute, const model *m, const backend *cpu_bf16, const backend **be,
+                            gerr *e) {
+    if (!strcmp(compute, "f32")) {
+        *be = model_backend(m);
+        return 0;
+    }
+    if (strcmp(compute, "bf16")) return gerr_set(e, EX_USAGE, "--compute: expected f32 or bf16, got '%s'", compute);
+    if (!cpu_bf16)
+        return gerr_set(e, EX_UNAVAILABLE, "--compute bf16: this CPU has no AVX-512 BF16 (vdpbf16ps); use --compute f32");
+    *be = cpu_bf16;
+    return 0;
+}
+
 int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool recompute, int max_rows, int max_len,
                  int max_targets, gerr *e) {
     memset(t, 0, sizeof *t);
     if (mode == TRAINER_LORA && !l) return gerr_set(e, EX_SOFTWARE, "trainer: LoRA mode without an adapter");
-    t->m = m, t->lora = l, t->mode = mode, t->recompute = recompute;
+    t->m = m, t->be = model_backend(m), t->lora = l, t->mode = mode, t->recompute = recompute;
     t->max_rows = max_rows, t->max_len = max_len, t->max_targets = max_targets > 0 ? max_targets : 1;
     trainer_acts *ac = calloc(1, sizeof *ac);
     if (!ac) return gerr_set(e, EX_SOFTWARE, "out of memory for the trainer");
@@ -201,7 +214,7 @@ void trainer_zero_grad(trainer *t) {
 /* Row bookkeeping, embeddings and RoPE tables of a batch. */
 static void batch_setup(trainer *t, const train_batch *b) {
     const model *m = t->m;
-    const backend *be = model_backend(m);
+    const backend *be = t->be;
     trainer_acts *ac = t->acts;
     int R = b->start[b->n_seqs], d = m->cfg.dim, kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
     assert(R <= t->max_rows && train_batch_targets(b) <= t->max_targets);
@@ -231,7 +244,7 @@ static void batch_setup(trainer *t, const train_batch *b) {
 static layer_pass batch_pass(const trainer *t, const train_batch *b, bool lora_off, bool dropout) {
     trainer_acts *ac = t->acts;
     layer_pass p = {
-        .be = model_backend(t->m),
+        .be = t->be,
         .m = t->m,
         .n_rows = b->start[b->n_seqs],
         .pos = ac->row_pos,
@@ -256,7 +269,7 @@ static layer_pass batch_pass(const trainer *t, const train_batch *b, bool lora_o
 static void head_chunk(const trainer *t, int j0, int n, float temperature, float *logp, float *entropy,
                        float *lse_out) {
     const model *m = t->m;
-    const backend *be = model_backend(m);
+    const backend *be = t->be;
     const trainer_acts *ac = t->acts;
     int V = m->cfg.vocab_size, d = m->cfg.dim;
     be->matmul_forward(ac->logits, ac->xf + (size_t)j0 * d, m->w.lm_head, NULL, n, d, V);
@@ -267,7 +280,7 @@ static void head_chunk(const trainer *t, int j0, int n, float temperature, float
 void trainer_forward(trainer *t, const train_batch *b, float temperature, bool keep, bool lora_off, float *logp,
                      float *entropy) {
     const model_config *c = &t->m->cfg;
-    const backend *be = model_backend(t->m);
+    const backend *be = t->be;
     trainer_acts *ac = t->acts;
     int R = b->start[b->n_seqs], d = c->dim, L = c->n_layers;
     batch_setup(t, b);
@@ -293,7 +306,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
                       const float *entropy) {
     assert(t->mode != TRAINER_INFER);
     const model *m = t->m;
-    const backend *be = model_backend(m);
+    const backend *be = t->be;
     const model_config *c = &m->cfg;
     trainer_acts *ac = t->acts;
     int R = b->start[b->n_seqs], d = c->dim, V = c->vocab_size, L = c->n_layers, n_t = train_batch_targets(b);

@@ -55,6 +55,9 @@ typedef struct trainer_acts trainer_acts;
 
 typedef struct {
     const model *m;
+    /* the ops it runs on: model_backend(m) after trainer_init; a caller may
+     * set another over the same memory (backend_cpu_bf16 for --compute bf16) */
+    const backend *be;
     lora *lora; /* the adapter (TRAINER_LORA); NULL otherwise */
     trainer_mode mode;
     bool recompute;
@@ -69,6 +72,13 @@ typedef struct {
     uint64_t dropout_seed, dropout_pass;
     trainer_acts *acts;
 } trainer;
+
+/* The backend of grpo-update --compute C: "f32" the model's, "bf16"
+ * cpu_bf16 (backend_cpu_bf16(); NULL where the CPU lacks AVX-512 BF16:
+ * EX_UNAVAILABLE, for this machine cannot run what was asked, however
+ * well-formed). Anything else is EX_USAGE. */
+int trainer_compute_backend(const char *compute, const model *m, const backend *cpu_bf16, const backend **be,
+                            gerr *e);
 
 /* Sizes every buffer for batches of at most max_rows rows, max_len per
  * sequence and max_targets completion tokens. l is the adapter for

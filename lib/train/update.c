@@ -38,6 +38,7 @@ void update_opts_default(update_opts *o) {
     o->micro_batch = 2048;
     o->lora_targets = "q,k,v,o,gate,up,down";
     o->device = "cpu";
+    o->compute = "f32";
 }
 
 /* Consecutive sequences packed up to micro_batch tokens (at least one). */
@@ -118,6 +119,8 @@ static int check_opts(const update_opts *o, update_config *c, gerr *e) {
     if (!o->model) return gerr_set(e, EX_USAGE, "--model is required");
     if (!o->out) return gerr_set(e, EX_USAGE, "--out is required");
     if (strcmp(o->device, "cpu")) return gerr_set(e, EX_USAGE, "--device %s: this build has the CPU path only", o->device);
+    if (strcmp(o->compute, "f32") && strcmp(o->compute, "bf16"))
+        return gerr_set(e, EX_USAGE, "--compute: expected f32 or bf16, got '%s'", o->compute);
     c->optim = o->optim;
     if (optim_kind_parse(o->optimizer, &c->optim.kind, e) || sched_kind_parse(o->lr_schedule, &c->optim.schedule, e) ||
         optim_parse_betas(o->betas, &c->optim.beta1, &c->optim.beta2, e) || optim_opts_check(&c->optim, e) ||
@@ -198,8 +201,10 @@ static int reference_pass(trainer *t, const policy *pol, const update_opts *o, c
     if (ref_m.cfg.vocab_size != pol->m.cfg.vocab_size || ref_m.n_params != pol->m.n_params)
         rc = gerr_set(e, EX_DATAERR, "--ref %s: not the same architecture and shape as the policy", pol->ref_path);
     else if (!(rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, max_rows, b->max_len > 0 ? b->max_len : 1,
-                                 max_targets, e)))
+                                 max_targets, e))) {
+        ref_t.be = t->be; /* the policy's --compute */
         logp_pass(&ref_t, b, o->micro_batch, temp, false, ref_logp, NULL);
+    }
     trainer_free(&ref_t);
     model_free(&ref_m);
     return rc;
@@ -230,6 +235,8 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
         return rc;
     }
     const model *m = &pol.m;
+    const backend *be;
+    if ((rc = dist_agree(d, trainer_compute_backend(pol.compute, m, backend_cpu_bf16(), &be, e), e))) goto out_policy;
     strbuf flags = {0};
     update_flags_json(&flags, &pol, o, &cfg, d->size);
     sb_printf(&flags, "\n%s\n%s\n%s", o->model, o->out, o->metrics ? o->metrics : "");
@@ -289,6 +296,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
         goto out_share;
     }
     t.dropout_seed = (uint64_t)pol.seed;
+    t.be = be;
 
     int n_t = b->tgt_start[b->n];
     size_t n_alloc = (size_t)n_t + 1; /* a rank without a share has no target */

@@ -34,6 +34,7 @@ typedef struct {
     size_t lo, hi;
     size_t *bounds;
     long long step, next_index, seed;
+    const char *compute;  /* f32|bf16: --compute, or the checkpoint's when not given */
     char *ref_path;       /* the reference of a full fine-tune (NULL with LoRA) */
 } policy;
 

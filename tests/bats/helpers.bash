@@ -83,3 +83,7 @@ start_server() {
     PORT=$(cat "$T/port")
     URL="http://127.0.0.1:$PORT/v1"
 }
+
+# needs_bf16: skips (visibly) on a CPU without AVX-512 BF16, where
+# grpo-update --compute bf16 exits 69 by design.
+needs_bf16() { grep -qw avx512_bf16 /proc/cpuinfo || skip "no AVX-512 BF16 on this CPU (--compute bf16 exits 69)"; }

@@ -4,6 +4,10 @@
 # importance, beta > 0 with a reference, clipping active on both sides,
 # micro-batches with --recompute, multi-turn records whose environment tokens
 # (completion_mask 0) are context only. Relative error <= 1e-4 per tensor.
+# The bf16 cases (grpo-update --compute bf16: every matrix product on bf16
+# operands) within the bf16 tolerances train_ref.py derives, and no closer
+# than 2^-12 (else the products were not bf16); skipped on a CPU without
+# AVX-512 BF16.
 load helpers
 
 grad_case() {
@@ -31,4 +35,16 @@ grad_case() {
 }
 @test "gradient vs autograd: multi-turn records, qwen3 LoRA, dapo, one sequence per micro-batch, --recompute" {
     grad_case qwen3-lora-turns-dapo-micro-recompute
+}
+@test "gradient vs autograd, bf16 products: llama, full fine-tuning, beta" { needs_bf16; grad_case llama-full-bf16; }
+@test "gradient vs autograd, bf16 products: qwen2 biases, sequence importance, bnpo, beta" {
+    needs_bf16; grad_case qwen2-full-seq-bf16
+}
+@test "gradient vs autograd, bf16 products: qwen3, entropy bonus, two micro-batches, --recompute" {
+    needs_bf16; grad_case qwen3-full-entropy-micro-recompute-bf16
+}
+@test "gradient vs autograd, bf16 products: llama, tied embeddings" { needs_bf16; grad_case llama-tied-full-bf16; }
+@test "gradient vs autograd, bf16 products: llama, LoRA on every projection" { needs_bf16; grad_case llama-lora-bf16; }
+@test "gradient vs autograd, bf16 products: qwen3 LoRA, multi-turn records, dapo, beta" {
+    needs_bf16; grad_case qwen3-lora-turns-bf16
 }

@@ -22,6 +22,28 @@ away from the clip edges so float32 rounding cannot flip a branch.
 build/tests/test_train --grad computes the same in float32; every gradient
 tensor must agree to a relative error (max |ours - ref| / max |ref|) of at
 most 1e-4, and logp to 1e-5 relative to the largest |logp|.
+
+The "-bf16" cases run every matrix product as grpo-update --compute bf16
+does (operands rounded to bf16, float32 sums; lib/ops/gemm_bf16.h), against
+the same float64 reference. Their tolerances follow from bf16's unit
+roundoff 2^-9: a product of two rounded operands is off by up to
+U = 2 * 2^-9 = 2^-8 of its size, so
+  - logp, as the logits, to 2 U relative to the largest |logp| (the logits'
+    sums can cancel, and the hidden states carry the same error from the
+    layers below);
+  - each loss term weighs its token by exp(logp - old): an absolute logp
+    error of U max|logp| moves the weights, the loss and every gradient by
+    that fraction: the loss to U max(1, max|logp|) absolute, each gradient
+    tensor to U (4 + max|logp|) relative (4: the products along the
+    backward themselves).
+Measured (2 layers, dim 64): gradients 1.5e-2 to 2.2e-2 relative where
+max|logp| is 7 to 9 (tolerance 4.3e-2 to 5e-2), 5.4e-2 on the tied head
+(max|logp| 21, tolerance 9.7e-2); logp 2.3e-3 to 3.3e-3 (tolerance 7.8e-3).
+The float32 cases stay under 2e-6. A bf16 case must also differ from the
+reference by more than BF16_FLOOR (2^-12, twice the float32 tolerance): the
+check then fails if the driver ran the products in float32, and a product
+that were wrong by more than rounding (a lost pair of k, a swapped panel)
+is off by far more than U.
 """
 import json
 import math
@@ -37,6 +59,9 @@ import model_ref  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GRAD_TOL = 1e-4
 LOGP_TOL = 1e-5
+BF16_CLIP_MARGIN = 0.08
+BF16_U = 2.0 ** -8
+BF16_FLOOR = 2.0 ** -12
 
 CASES = {
     "llama-full": dict(arch="llama"),
@@ -60,6 +85,17 @@ CASES = {
     "qwen3-lora-turns-dapo-micro-recompute": dict(arch="qwen3", loss="dapo", beta=0.04, turns=True, micro_seqs=1,
                                                   recompute=True,
                                                   lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=6)),
+    # --compute bf16: every matrix product on bf16 operands (BF16 tolerances)
+    "llama-full-bf16": dict(arch="llama", beta=0.04, compute="bf16"),
+    "qwen2-full-seq-bf16": dict(arch="qwen2", sequence_level=True, loss="bnpo", beta=0.1, compute="bf16"),
+    "qwen3-full-entropy-micro-recompute-bf16": dict(arch="qwen3", entropy_coef=0.05, micro_seqs=2, recompute=True,
+                                                    compute="bf16"),
+    # the tied head of N(0, 1) embeddings gives logp down to -90, where bf16's
+    # relative 2^-9 is 0.2 of log-ratio: embeddings of a trained model's scale
+    "llama-tied-full-bf16": dict(arch="llama", tied=True, compute="bf16", embed_scale=0.25),
+    "llama-lora-bf16": dict(arch="llama", compute="bf16", lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=3)),
+    "qwen3-lora-turns-bf16": dict(arch="qwen3", loss="dapo", beta=0.04, turns=True, compute="bf16",
+                                  lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=6)),
 }
 
 # completion_mask of each sequence of a "turns" case (completions of 8, 5,
@@ -140,6 +176,15 @@ def run(case_name, work):
     os.makedirs(work, exist_ok=True)
     mdir = os.path.join(work, "model")
     model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False))
+    if case.get("embed_scale"):
+        from safetensors import safe_open
+        from safetensors.torch import load_file as tl, save_file as ts
+        path = os.path.join(mdir, "model.safetensors")
+        with safe_open(path, "pt") as f:
+            meta = f.metadata()
+        t = tl(path)
+        t["model.embed_tokens.weight"] *= case["embed_scale"]
+        ts(t, path, metadata=meta)
     cfgj = json.load(open(os.path.join(mdir, "config.json")))
     nh = cfgj["num_attention_heads"]
     c = dict(L=cfgj["num_hidden_layers"], nh=nh, nkv=cfgj["num_key_value_heads"],
@@ -172,6 +217,14 @@ def run(case_name, work):
         # noise of +-0.35 with a gap around +-eps: both clip sides active, no ties
         u = torch.rand(n, generator=g, dtype=torch.float64)
         noise = torch.where(u < 0.5, -(0.03 + 0.6 * u), 0.03 + 0.6 * (u - 0.5))
+        if case.get("compute") == "bf16":
+            # bf16 log-probs are off by up to ~0.02 here: keep each token's
+            # log-ratio -noise at least BF16_CLIP_MARGIN from both clip edges,
+            # on its side, so that no rounding flips a clip branch
+            for edge in (math.log(1 - eps), math.log(1 + case.get("epsilon_high", eps))):
+                d = -noise - edge
+                near = d.abs() < BF16_CLIP_MARGIN
+                noise = torch.where(near, -(edge + torch.where(d < 0, -1.0, 1.0) * BF16_CLIP_MARGIN), noise)
         s["old_logp"] = (lp + noise).tolist()
         s["ref_logp"] = (lp + 0.2 * torch.randn(n, generator=g, dtype=torch.float64)).tolist()
         for t, keep in enumerate(s.get("mask") or []):
@@ -183,7 +236,7 @@ def run(case_name, work):
                  epsilon_high=case.get("epsilon_high", eps), beta=case.get("beta", 0.0),
                  max_new_tokens=case.get("max_new_tokens", 16), lora=case.get("lora"),
                  micro_seqs=case.get("micro_seqs", len(seqs)), recompute=case.get("recompute", False),
-                 entropy_coef=case.get("entropy_coef", 0.0))
+                 entropy_coef=case.get("entropy_coef", 0.0), compute=case.get("compute", "f32"))
     bpath, opath = os.path.join(work, "batch.json"), os.path.join(work, "out.safetensors")
     with open(bpath, "w") as f:
         json.dump(batch, f)
@@ -228,13 +281,18 @@ def run(case_name, work):
     if ours["logp"].shape != lp_ref.shape:
         print(f"{ours['logp'].shape[0]} log-probs, want {lp_ref.shape[0]} (the policy's tokens)")
         return 1
-    dl = float(np.max(np.abs(ours["logp"] - lp_ref))) / max(1.0, float(np.max(np.abs(lp_ref))))
-    if dl > LOGP_TOL:
-        print(f"logp differs by {dl:.3g} > {LOGP_TOL}")
+    max_lp = float(np.max(np.abs(lp_ref)))
+    dl = float(np.max(np.abs(ours["logp"] - lp_ref))) / max(1.0, max_lp)
+    bf16 = case.get("compute") == "bf16"
+    grad_tol = BF16_U * (4 + max_lp) if bf16 else GRAD_TOL
+    logp_tol = 2 * BF16_U if bf16 else LOGP_TOL
+    loss_tol = BF16_U * max(1.0, max_lp) if bf16 else 1e-5 * max(1.0, abs(loss.item()))
+    if dl > logp_tol:
+        print(f"logp differs by {dl:.3g} > {logp_tol:.3g}")
         bad += 1
     dloss = abs(float(ours["loss"][0]) - loss.item())
-    if dloss > 1e-5 * max(1.0, abs(loss.item())):
-        print(f"loss {float(ours['loss'][0])} vs reference {loss.item()}")
+    if dloss > loss_tol:
+        print(f"loss {float(ours['loss'][0])} vs reference {loss.item()} (tolerance {loss_tol:.3g})")
         bad += 1
     worst, n = 0.0, 0
     for k, p in params.items():
@@ -252,13 +310,17 @@ def run(case_name, work):
         rel = float(np.max(np.abs(got.reshape(ref.shape) - ref))) / max(scale, 1e-30)
         worst = max(worst, rel)
         n += 1
-        if rel > GRAD_TOL or scale == 0:
+        if rel > grad_tol or scale == 0:
             print(f"{k}: relative error {rel:.3g} (max |grad| {scale:.3g})")
             bad += 1
     clip_lo = sum(1 for s, lp in zip(seqs, base) for o, l in zip(s["old_logp"], lp.tolist())
                   if o is not None and math.exp(l - o) < 1 - eps)
-    print(f"{case_name}: {n} gradient tensors, worst relative error {worst:.2e}, logp {dl:.2e}, "
-          f"loss {loss.item():.6f}, tokens below the clip range {clip_lo}")
+    if bf16 and worst <= BF16_FLOOR:
+        print(f"worst relative error {worst:.3g} <= {BF16_FLOOR:.3g}: the products were not bf16")
+        bad += 1
+    print(f"{case_name}: {n} gradient tensors, worst relative error {worst:.2e} (tolerance {grad_tol:.2e}), "
+          f"logp {dl:.2e} (tolerance {logp_tol:.2e}), loss {loss.item():.6f} (error {dloss:.2e}), "
+          f"tokens below the clip range {clip_lo}")
     return 1 if bad or n == 0 else 0
 
 

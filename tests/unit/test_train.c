@@ -10,7 +10,8 @@
  * loads the model, reads the batch (sequences, prompt lengths, advantages,
  * old and reference log-probs per completion token, an optional multi-turn
  * "mask" per completion token (completion_mask), loss settings, an optional
- * LoRA), runs the GRPO loss forward and backward on the mask-1 tokens (all
+ * LoRA, "compute": "bf16" for backend_cpu_bf16: 69 where the CPU lacks it),
+ * runs the GRPO loss forward and backward on the mask-1 tokens (all
  * without a mask) and writes their logp, the loss and every
  * gradient (HF or PEFT names, prefixed "grad.") plus the LoRA factors used. */
 #include <cjson/cJSON.h>
@@ -390,6 +391,10 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     trainer t;
     if (trainer_init(&t, &m, use_lora ? &l : NULL, use_lora ? TRAINER_LORA : TRAINER_FULL, recompute, R, max_len, n_t, &e))
         return fprintf(stderr, "%s\n", e.msg), e.code;
+    /* "compute": "bf16" runs the matrix products as grpo-update --compute bf16 */
+    const cJSON *cj = cJSON_GetObjectItemCaseSensitive(j, "compute");
+    if (trainer_compute_backend(cJSON_IsString(cj) ? cj->valuestring : "f32", &m, backend_cpu_bf16(), &t.be, &e))
+        return fprintf(stderr, "%s\n", e.msg), e.code;
     trainer_zero_grad(&t);
     loss_stats st = {0};
     for (int s0 = 0, o0 = 0; s0 < n; s0 += micro) {
@@ -448,6 +453,26 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     return rc;
 }
 
+/* --compute: f32 is the model's backend; bf16 the table given, and where
+ * there is none (a CPU without AVX-512 BF16) EX_UNAVAILABLE with a one-line
+ * message; anything else EX_USAGE. */
+static void test_compute_backend(void) {
+    TEST("trainer_compute_backend: f32, bf16, bf16 on a CPU without it (69), a bad name (64)");
+    model m = {0};
+    const backend *be = NULL, *fake = backend_cpu(); /* any table stands for the bf16 one */
+    gerr e = {0};
+    CHECK(trainer_compute_backend("f32", &m, NULL, &be, &e) == 0 && be == model_backend(&m));
+    CHECK(trainer_compute_backend("bf16", &m, fake, &be, &e) == 0 && be == fake);
+    be = NULL;
+    CHECK_EQ_INT(trainer_compute_backend("bf16", &m, NULL, &be, &e), EX_UNAVAILABLE);
+    CHECK(be == NULL && strstr(e.msg, "no AVX-512 BF16") && !strchr(e.msg, '\n'));
+    CHECK_EQ_INT(trainer_compute_backend("fp16", &m, fake, &be, &e), EX_USAGE);
+    CHECK(strstr(e.msg, "fp16") != NULL);
+    /* where the CPU has it, the table is there and is the bf16 one */
+    const backend *b16 = backend_cpu_bf16();
+    CHECK(!b16 || (b16->gemm != backend_cpu()->gemm && b16->attention_forward == backend_cpu()->attention_forward));
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--grad")) return driver(argv[2], argv[3], argv[4]);
     test_finite_differences(ARCH_LLAMA, false, "finite differences: llama, untied");
@@ -458,5 +483,6 @@ int main(int argc, char **argv) {
     test_lora();
     test_infer_matches_kv_forward();
     test_threads_grow_after_init();
+    test_compute_backend();
     return check_done();
 }
