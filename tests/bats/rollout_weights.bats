@@ -9,9 +9,7 @@ load helpers
 setup_file() {
     export TINY="$BATS_FILE_TMPDIR/tiny"
     export G="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-    [ -x "$GRPO_PY" ] || return 0
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$TINY"
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$TINY"
+    make_tiny_llama "$TINY"
     printf '%s\n' '{"id":"p1","messages":[{"role":"user","content":"add 2 and 3"}]}' \
         '{"id":"p2","messages":[{"role":"user","content":"hello"}]}' \
         '{"id":"p3","prompt_tokens":[1,4,5,6,7,2,4,1]}' > "$BATS_FILE_TMPDIR/prompts.jsonl"
