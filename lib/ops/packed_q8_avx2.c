@@ -10,7 +10,6 @@
 
 #if Q8W_X86
 #include <immintrin.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,8 +215,8 @@ void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bi
     {
         int8_t qx[SCRATCH_QUANTS];
         float dx[SCRATCH_QUANTS / Q8W_K_BLOCK];
-        int threads = omp_get_num_threads(), t = omp_get_thread_num();
-        int p_begin = (int)((long)panels * t / threads), p_end = (int)((long)panels * (t + 1) / threads);
+        int p_begin, p_end;
+        q8w_thread_panels(panels, &p_begin, &p_end);
         for (int r0 = 0; p_begin < p_end && r0 < m; r0 += rows_per_pass) {
             int rows = m - r0 < rows_per_pass ? m - r0 : rows_per_pass;
             for (int r = 0; r < rows; r++)

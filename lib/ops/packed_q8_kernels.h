@@ -5,6 +5,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* This thread's share of `panels` in the kernels' parallel region: [*begin,
+ * *end). The whole of them without OpenMP (the clang fuzz build). */
+static inline void q8w_thread_panels(int panels, int *begin, int *end) {
+    int threads = 1, t = 0;
+#ifdef _OPENMP
+    threads = omp_get_num_threads(), t = omp_get_thread_num();
+#endif
+    *begin = (int)((long)panels * t / threads), *end = (int)((long)panels * (t + 1) / threads);
+}
 
 #include "packed_q8.h"
 

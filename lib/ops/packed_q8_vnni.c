@@ -21,7 +21,6 @@
 
 #if Q8W_X86
 #include <immintrin.h>
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -182,8 +181,8 @@ void q8w_matmul_vnni(float *out, const float *in, const void *w, const float *bi
         int8_t *qx = sx->q;
         float *dx = sx->d;
         int32_t *cx = sx->c;
-        int threads = omp_get_num_threads(), t = omp_get_thread_num();
-        int p_begin = (int)((long)panels * t / threads), p_end = (int)((long)panels * (t + 1) / threads);
+        int p_begin, p_end;
+        q8w_thread_panels(panels, &p_begin, &p_end);
         for (int r0 = 0; r0 < m; r0 += rows_per_pass) { /* every thread, for the barriers */
             int rows = m - r0 < rows_per_pass ? m - r0 : rows_per_pass;
             if (m == 1) {
