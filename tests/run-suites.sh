@@ -48,13 +48,21 @@ export GRPO_ROOT="$ROOT"
 export GRPO_PY="$ROOT/.venv/bin/python"
 # Test files run side by side, one job per core (BATS_JOBS=N to change; 1 without
 # GNU parallel, which bats needs for it); the tests within a file stay in order.
+# The code sandbox's files run alone afterwards: each checks that no sandboxed
+# process is left on the machine, which the other's running tests would be.
 jobs=${BATS_JOBS:-$(nproc 2>/dev/null || echo 1)}
 command -v parallel > /dev/null 2>&1 || jobs=1
+alone="tests/bats/reward_code.bats tests/bats/reward_hostile.bats"
+together=$(ls tests/bats/*.bats | grep -v -F -x -e tests/bats/reward_code.bats -e tests/bats/reward_hostile.bats)
 if [ "$jobs" -gt 1 ]; then
-    run_suite bats bats --tap --jobs "$jobs" --no-parallelize-within-files tests/bats
+    # shellcheck disable=SC2086
+    run_suite bats bats --tap --jobs "$jobs" --no-parallelize-within-files $together
 else
-    run_suite bats bats --tap tests/bats
+    # shellcheck disable=SC2086
+    run_suite bats bats --tap $together
 fi
+# shellcheck disable=SC2086
+run_suite bats-sandbox bats --tap $alone
 
 # A few seconds of each fuzzer; a crash is a failure with its reproducer saved.
 for f in build/fuzz/fuzz_*; do

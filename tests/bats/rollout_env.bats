@@ -191,7 +191,8 @@ CASES
     args=(--model "$CHATML" -k 2 --max-new-tokens 4 --in "$(P)" --out r.jsonl)
     grpo-rollout "${args[@]}" --env "$ENV script"
     mv r.jsonl whole.jsonl
-    grpo-rollout "${args[@]}" --env "$ENV log req.jsonl" &
+    # sample 0's first answer comes 5 s late, so the run is still going when killed
+    grpo-rollout "${args[@]}" --env "$ENV slow0 5 req.jsonl" &
     pid=$!
     for _ in $(seq 100); do [ -s req.jsonl ] && break; sleep 0.05; done
     [ -s req.jsonl ]
