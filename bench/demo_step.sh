@@ -7,6 +7,7 @@
 # run is the first argument (default: this one), so that an older build can
 # be timed beside this one on the same machine:
 #   sh bench/demo_step.sh [CHECKOUT] [RUN_DIR]
+# BENCH_DEMO_MAKE='UPDATE_FLAGS += --compute bf16' adds make lines to the settings.
 # No assertions: a benchmark prints.
 set -eu
 cd "$(dirname "$0")/.."
@@ -20,7 +21,8 @@ done
 [ -e "$ROOT/models" ] || ln -s "$HERE/models" "$ROOT/models"
 rm -rf "$RUN"
 mkdir -p "$RUN"
-printf 'include %s\nSTEPS = %s\nEVAL_EVERY = 0\n' "$ROOT/pipelines/demo/config.mk" "$STEPS" > "$RUN/config.mk"
+printf 'include %s\nSTEPS = %s\nEVAL_EVERY = 0\n%s\n' "$ROOT/pipelines/demo/config.mk" "$STEPS" \
+    "${BENCH_DEMO_MAKE:-}" > "$RUN/config.mk"
 (cd "$ROOT" && PATH="$ROOT/bin:$PATH" make --no-print-directory -s -f pipelines/grpo.mk RUN="$RUN" GRPO_ROOT="$ROOT" run \
     > "$RUN/make.log" 2>&1) || { tail -5 "$RUN/make.log"; echo "bench/demo_step.sh: the run failed"; exit 1; }
 echo "demo step ($ROOT, $(git -C "$ROOT" log -1 --format=%h 2>/dev/null || echo '?')), seconds:"
