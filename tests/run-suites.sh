@@ -53,7 +53,8 @@ export GRPO_PY="$ROOT/.venv/bin/python"
 jobs=${BATS_JOBS:-$(nproc 2>/dev/null || echo 1)}
 command -v parallel > /dev/null 2>&1 || jobs=1
 alone="tests/bats/reward_code.bats tests/bats/reward_hostile.bats"
-together=$(ls tests/bats/*.bats | grep -v -F -x -e tests/bats/reward_code.bats -e tests/bats/reward_hostile.bats)
+# shellcheck disable=SC2086
+together=$(ls tests/bats/*.bats | grep -v -F -x "$(printf '%s\n' $alone)")
 if [ "$jobs" -gt 1 ]; then
     # shellcheck disable=SC2086
     run_suite bats bats --tap --jobs "$jobs" --no-parallelize-within-files $together
