@@ -23,7 +23,6 @@
 #include "ckpt/load.h"
 #include "ops/blas.h"
 #include "model/model.h"
-#include "ops/packed.h"
 #include "runner/weights.h"
 #include "ops/ops.h"
 #include "util/clock.h"
