@@ -1,9 +1,10 @@
 # The eval line of scored records (formats/metrics.md, Eval lines), read as a
-# stream: eval_line(records; step; k; passat; temperature; seconds), passat
-# the list of j for which eval/pass@j is written (each 1..k). A sample is
-# correct when rewards.answer == 1; samples whose rewards.answer is null (no
-# reference) count in the length and reward means but not in accuracy or
-# pass@k. Per prompt (records sharing id): n scored samples, c correct;
+# stream: eval_line(records; step; k; passat; temperature; seconds; correct),
+# passat the list of j for which eval/pass@j is written (each 1..k). A sample
+# is correct when rewards[correct] == 1 (correct: a reward function's name,
+# "answer" when left out); samples where it is null (no reference, no
+# environment reward) count in the length and reward means but not in
+# accuracy or pass@k. Per prompt (records sharing id): n scored samples, c correct;
 # pass@j is the unbiased estimator, averaged over the prompts with n >= j.
 # A multi-turn record's length is the model's tokens (completion_mask 1s),
 # as grpo-update's completions/mean_length counts them.
@@ -11,10 +12,10 @@ include "passk";
 
 def mean_or_null($sum; $n): if $n > 0 then $sum / $n else null end;
 
-def eval_line(records; $step; $k; $passat; $temperature; $seconds):
+def eval_line(records; $step; $k; $passat; $temperature; $seconds; $correct):
   reduce records as $r (
     {samples: 0, length: 0, clipped: 0, acc: 0, acc_n: 0, reward: 0, reward_n: 0, prompts: {}};
-    ($r.rewards.answer // null) as $a
+    ($r.rewards[$correct] // null) as $a
     | .samples += 1
     | .length += ($r.completion_mask | if type == "array" then map(select(. == 1)) | length
                                        else $r.completion_tokens | length end)
@@ -37,3 +38,6 @@ def eval_line(records; $step; $k; $passat; $temperature; $seconds):
      "eval/clipped_ratio": mean_or_null(.clipped; .samples),
      "eval/prompts": (.prompts | length),
      "eval/k": $k, "eval/temperature": $temperature, "eval/seconds": $seconds};
+
+def eval_line(records; $step; $k; $passat; $temperature; $seconds):
+  eval_line(records; $step; $k; $passat; $temperature; $seconds; "answer");

@@ -134,6 +134,31 @@ PY
     jq -e '.["eval/reward"] == 2 * .["eval/accuracy"] and .["eval/accuracy"] > 0' w.json
 }
 
+@test "grpo-eval --correct env: a multi-turn environment's success is the accuracy; env added at weight 0, or weighted when named" {
+    needs_tiny
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_env_prefix.py" make chatml chatml
+    # the environment ends every episode at once: odd samples succeed, even ones fail
+    printf '%s\n' 'import json, sys' 'for line in sys.stdin:' '    q = json.loads(line)' \
+        '    print(json.dumps({"id": q["id"], "sample": q["sample"], "turn": q["turn"], "done": True, "reward": q["sample"] % 2}), flush=True)' \
+        > odd.py
+    for i in 0 1 2; do echo "{\"id\":\"g$i\",\"messages\":[{\"role\":\"user\",\"content\":\"Guess $i\"}]}"; done > g.jsonl
+    "$S/grpo-eval" --model chatml --in g.jsonl --out e.json --step 1 --k 4 --max-new-tokens 3 --correct env \
+        --reward '--fn format' --rollout "--env '$GRPO_PY -u odd.py'" --samples s.jsonl
+    [ "$(jq -c '.rewards | keys_unsorted' s.jsonl | sort -u)" = '["format","env"]' ]
+    jq -e -s 'length == 12 and ([.[].rewards.env] == [0,1,0,1,0,1,0,1,0,1,0,1]) and all(.reward == .rewards.format)' s.jsonl
+    # half the samples of every prompt succeed: accuracy 1/2, pass@4 1
+    jq -e '.["eval/accuracy"] == 0.5 and .["eval/pass@1"] == 0.5 and .["eval/pass@4"] == 1 and .["eval/prompts"] == 3' e.json
+    # named in --reward, its weight counts in the reward
+    "$S/grpo-eval" --model chatml --in g.jsonl --out w.json --step 1 --k 4 --max-new-tokens 3 --correct env \
+        --reward '--fn env:2' --rollout "--env '$GRPO_PY -u odd.py'"
+    jq -e '.["eval/accuracy"] == 0.5 and .["eval/reward"] == 1' w.json
+    # without --correct, accuracy is answer's, and these prompts have no answer
+    "$S/grpo-eval" --model chatml --in g.jsonl --out a.json --step 1 --k 4 --max-new-tokens 3 \
+        --reward '--fn env' --rollout "--env '$GRPO_PY -u odd.py'"
+    jq -e '.["eval/accuracy"] == null and .["eval/reward"] == 0.5' a.json
+    no_temp_left .
+}
+
 @test "grpo-eval: prompts without a reference are left out of accuracy and pass@k; none at all gives null" {
     needs_tiny
     for i in 0 1 2; do echo "{\"id\":\"q$i\",\"prompt\":\"n$i\"}"; done |
@@ -190,6 +215,8 @@ PY
     [ "$status" -eq 64 ]; assert_one_line_error grpo-eval "--rollout: grpo-eval sets -k"
     run "$S/grpo-eval" --model m --in p --out o --step 0 --reward "--fn 'answer"
     [ "$status" -eq 64 ]; assert_one_line_error grpo-eval "unbalanced quotes"
+    run "$S/grpo-eval" --model m --in p --out o --step 0 --correct 'answer:1'
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-eval "--correct must be a reward function's name, got 'answer:1'"
     run "$S/grpo-eval" --model m --in p --out o --step 0 --bogus
     [ "$status" -eq 64 ]; assert_one_line_error grpo-eval "unknown argument '--bogus'"
     run "$S/grpo-eval" --model m --in p --out o --step
@@ -197,7 +224,7 @@ PY
     [ ! -e o ]
     run "$S/grpo-eval" --help
     [ "$status" -eq 0 ]
-    for f in --model --in --out --step --k --temperature --max-new-tokens --reward --rollout --pass-at \
+    for f in --model --in --out --step --k --temperature --max-new-tokens --reward --rollout --pass-at --correct \
         --samples --seed --threads; do
         printf '%s\n' "$output" | grep -q -- "  $f " || { echo "missing $f"; false; }
     done
