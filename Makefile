@@ -2,6 +2,7 @@
 #   make            build every tool into bin/
 #   make test       install what is missing, build, run every suite
 #   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
+#   make example-guess  the same model trained against a multi-turn environment (guess-the-number)
 #   make bench      stream throughput against zstd|jq; model throughput and one update step
 #                   against sgemm, PyTorch and llama.cpp (llama-batched-bench, native build); 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
 #                   rule rewards against a Python peer; the judge cache; the LLM judge's
@@ -190,6 +191,14 @@ demo: deps
 	@$(MAKE) --no-print-directory all models
 	@QUICK='$(QUICK)' SEED='$(or $(SEED),1)' bash scripts/demo.sh
 
+# make example-guess [SEED=N]: a multi-turn run, SmolLM2 against the guess-the-number
+# environment (pipelines/examples/guess/config.mk), the same way as the demo
+.PHONY: example-guess
+example-guess: deps
+	@$(MAKE) --no-print-directory all models
+	@DEMO_CONFIG='$(CURDIR)/pipelines/examples/guess/config.mk' DEMO_RUN='runs/guess-seed$(or $(SEED),1)' \
+	    DEMO_TITLE='grpo example: SmolLM2-135M-Instruct guesses a number (multi-turn)' SEED='$(or $(SEED),1)' bash scripts/demo.sh
+
 # make compare [SEEDS='1 2'] [ALGOS='grpo dapo cispo grpo-topent']: the algorithms side by side on
 # the demo's settings (pipelines/compare.mk): runs/compare/compare.md and reward.png
 .PHONY: compare
@@ -255,6 +264,8 @@ install: all
 	install -m 644 pipelines/grpo.mk pipelines/README.md $(SHAREDIR)/pipelines/
 	install -m 755 $(wildcard pipelines/*.sh) $(SHAREDIR)/pipelines/
 	install -m 644 $(wildcard pipelines/demo/*.mk) $(SHAREDIR)/pipelines/demo/
+	install -d $(SHAREDIR)/pipelines/examples/guess
+	install -m 644 $(wildcard pipelines/examples/guess/*) $(SHAREDIR)/pipelines/examples/guess/
 	install -m 644 $(wildcard examples/*) $(SHAREDIR)/examples/
 	ln -sfn ../../bin $(SHAREDIR)/bin
 	for s in $(SCRIPTS); do ln -sf ../share/grpo/scripts/$$s $(BINDIR)/$$s || exit 1; done

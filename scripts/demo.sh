@@ -3,7 +3,8 @@
 # through pipelines/grpo.mk, then held-out accuracy before -> after, the
 # exported HF directory and GGUF, and a PNG of reward, accuracy and KL per step.
 # On a terminal a progress bar (scripts/grpo-progress) sits under the step lines.
-# DEMO_CONFIG=FILE runs another make fragment's settings the same way (the tests do).
+# DEMO_CONFIG=FILE runs another make fragment's settings the same way (make
+# example-guess and the tests do); DEMO_TITLE names it in the plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -35,12 +36,15 @@ if [ -t 2 ]; then show=(scripts/grpo-progress --steps "$steps" "$RUN"); else sho
 make --no-print-directory -f pipelines/grpo.mk RUN="$RUN" GRPO_ROOT="$ROOT" metrics > /dev/null
 seconds=$(($(date +%s) - start))
 
-scripts/grpo-plot --title "grpo demo: SmolLM2-135M-Instruct on arith ($RUN)" "$RUN/metrics.jsonl" "$RUN/curves.png"
+scripts/grpo-plot --title "${DEMO_TITLE:-grpo demo: SmolLM2-135M-Instruct on arith} ($RUN)" "$RUN/metrics.jsonl" "$RUN/curves.png"
 summary=$(scripts/grpo-summary --json "$RUN/metrics.jsonl")
 before=$(printf '%s' "$summary" | jq -r '.metrics["eval/accuracy"].first // "n/a"')
 after=$(printf '%s' "$summary" | jq -r '.metrics["eval/accuracy"].last // "n/a"')
+# how the held-out set was sampled, from the last eval line
+how=$(jq -r -s 'map(select(.kind == "eval")) | last // {} | if (.["eval/temperature"] // 0) == 0 then "greedy"
+      else "sampled at temperature \(.["eval/temperature"]), \(.["eval/k"]) per prompt" end' "$RUN/metrics.jsonl")
 echo
-echo "held-out accuracy (greedy): $before -> $after"
+echo "held-out accuracy ($how): $before -> $after"
 echo "run: $RUN (metrics.jsonl, steps/, ckpt/), $seconds s"
 ls -d "$RUN"/export/* 2>/dev/null | sed 's/^/exported: /'
 echo "curves: $RUN/curves.png"

@@ -464,3 +464,29 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     [ "$status" -eq 64 ]; [[ "$output" == *"unknown flag '--color'"* ]]
     "$GRPO_ROOT/scripts/grpo-progress" --help | grep -q '^usage: make -f pipelines/grpo.mk'
 }
+
+@test "pipelines/examples/guess (make example-guess): a multi-turn run through grpo.mk, the environment's success as held-out accuracy" {
+    needs_tiny
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_env_prefix.py" make chatml chatml
+    # the example's settings, shrunk for a tiny ChatML model: 2 steps of 2 games x 2 episodes
+    mkdir g
+    printf '%s\n' "include $GRPO_ROOT/pipelines/examples/guess/config.mk" "MODEL = $PWD/chatml" "STEPS = 2" \
+        "PROMPTS_PER_STEP = 2" "K = 2" "MAX_NEW_TOKENS = 4" "EVAL_EVERY = 2" "EVAL_K = 1" \
+        "UPDATE_FLAGS = --lora-r 4 --lr 1e-3 --threads 1" "SEED = 5" > g/config.mk
+    mk g run eval
+    mk g metrics > /dev/null
+    # the steps' rollouts are episodes against guess.py: every record has turns and a mask
+    zstd -dc g/steps/0000/rollouts.jsonl.zst | jq -e -s 'length == 4 and all(.turns | length >= 1)
+        and all(.completion_mask | index(0) != null) and all(.finish_reason == "env")
+        and all(.env_reward == 0 or .env_reward == 1)' > /dev/null
+    zstd -dc g/steps/0001/scored.jsonl.zst | jq -e -s 'all(.reward == .env_reward)' > /dev/null
+    [ -s g/ckpt/0002/grpo/state.json ]
+    # held-out: 50 games, one episode each, accuracy = the mean success
+    jq -e -s 'map(select(.kind == "eval")) | length == 2 and all(.["eval/prompts"] == 50 and .["eval/k"] == 1
+        and (.["eval/accuracy"] | type == "number") and .["eval/accuracy"] == .["eval/reward"])' g/metrics.jsonl
+    # make example-guess hands this config to scripts/demo.sh
+    run make --no-print-directory -n -C "$GRPO_ROOT" example-guess SEED=2
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"DEMO_CONFIG='$GRPO_ROOT/pipelines/examples/guess/config.mk' DEMO_RUN='runs/guess-seed2'"* ]]
+    [[ "$output" == *"SEED='2' bash scripts/demo.sh"* ]]
+}
