@@ -5,6 +5,7 @@
 
 #include "../io/mapped.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "../util/finite.h"
+#include "../util/half.h"
 #include "../util/name_index.h"
 #include "format_err.h"
 #include "quant.h"
@@ -635,4 +637,18 @@ int gguf_tensor_to_f32_finite(const gguf_file *f, const gguf_tensor *t, float *o
         rc = gguf_tensor_to_f32(f, t, out, e); /* cannot fail after the checks above: its message if it does */
     if (rc) return rc;
     return bad < n ? nonfinite_error(e, f->name, t->name, bad, out[bad]) : 0;
+}
+
+int gguf_q8_0_check_finite(const gguf_file *f, const gguf_tensor *t, gerr *e) {
+    assert(t->type == GGML_TYPE_Q8_0);
+    const unsigned char *b = t->data;
+    size_t n_blocks = (size_t)t->numel / quant_block_size(t->type), bytes = quant_type_size(t->type);
+    for (size_t i = 0; i < n_blocks; i++, b += bytes) {
+        uint16_t d = (uint16_t)(b[0] | b[1] << 8);
+        if ((d & 0x7C00) != 0x7C00) continue; /* f16 exponent all ones: inf or NaN */
+        /* the block's first value is q[0] * d, as the dequantizer computes it */
+        return nonfinite_error(e, f->name, t->name, i * quant_block_size(t->type),
+                               (float)(int8_t)b[2] * f16_to_f32(d));
+    }
+    return 0;
 }

@@ -136,5 +136,10 @@ int gguf_tensor_to_f32(const gguf_file *f, const gguf_tensor *t, float *out, ger
 /* The same, and EX_DATAERR naming the file, the tensor and the first NaN or
  * infinity (lib/util/finite.h): how weights are loaded. */
 int gguf_tensor_to_f32_finite(const gguf_file *f, const gguf_tensor *t, float *out, gerr *e);
+/* gguf_tensor_to_f32_finite's check of a Q8_0 tensor without its floats:
+ * a value q * d is finite exactly when its block's scale d is, so only the
+ * scales are read. 0, or the same EX_DATAERR (the same first value) as
+ * gguf_tensor_to_f32_finite; t must be Q8_0 (asserted). */
+int gguf_q8_0_check_finite(const gguf_file *f, const gguf_tensor *t, gerr *e);
 
 #endif

@@ -2,12 +2,14 @@
  * once for inference (packed.c: float32, packed_bf16.c, packed_q8.c). */
 #include "ops.h"
 
+#include <assert.h>
 #include <cblas.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "../formats/quant.h"
 #include "blas.h"
 #include "packed.h"
 #include "packed_bf16.h"
@@ -63,6 +65,16 @@ void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k) {
     case WEIGHTS_Q8: q8w_pack(dst, w, n, k); return;
     default: packed_pack(dst, w, n, k); return;
     }
+}
+
+bool weights_takes_blocks(weight_format fmt, uint32_t type) {
+    return fmt == WEIGHTS_Q8 && type == GGML_TYPE_Q8_0;
+}
+
+void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, int n, int k) {
+    assert(fmt == WEIGHTS_Q8); /* the one format that takes blocks */
+    (void)fmt;
+    q8w_pack_q8_0(dst, rows, n, k);
 }
 
 void matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,

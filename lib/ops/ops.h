@@ -54,6 +54,14 @@ typedef enum { WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8 } weight_format;
  * bf16w_pack or q8w_pack; dst must not overlap w). */
 size_t weights_packed_bytes(weight_format fmt, int n, int k);
 void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k);
+/* Whether format fmt takes GGUF blocks of ggml type `type` (quant.h) as
+ * they are: q8 takes Q8_0's (packed_q8.h), no other pair is taken. */
+bool weights_takes_blocks(weight_format fmt, uint32_t type);
+/* W [n, k] packed in format fmt straight from n rows of such blocks, none
+ * rounded (q8w_pack_q8_0); weights_takes_blocks(fmt, the rows' type). For
+ * the quantizer's own blocks the bytes are weights_pack's of the dequantized
+ * rows. */
+void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, int n, int k);
 /* The same with w packed by weights_pack. */
 void matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
                            int n, int in_dim, int out_dim);
@@ -83,6 +91,9 @@ void rope_backward(float *dx, const float *cos_t, const float *sin_t, int n, int
  * n_cols values (1 for a bias). dst and src must not overlap. */
 void qk_permute(float *dst, const float *src, int n_head, int head_dim, size_t n_cols);
 void qk_unpermute(float *dst, const float *src, int n_head, int head_dim, size_t n_cols);
+/* qk_unpermute of rows of row_bytes bytes of any encoding: a quantized row
+ * of GGUF blocks moves whole, as its floats would. */
+void qk_unpermute_rows(void *dst, const void *src, int n_head, int head_dim, size_t row_bytes);
 
 /* ---- SwiGLU (swiglu.c) ------------------------------------------------------- */
 /* out[i] = silu(gate[i]) * up[i]; out may alias gate. */

@@ -62,22 +62,27 @@ void rope_backward(float *dx, const float *cos_t, const float *sin_t, int n, int
     rotate(dx, cos_t, sin_t, n, n_heads, head_dim, -1.0f);
 }
 
-/* Row f = h*hd + j*half + i (HF) sits at g = h*hd + 2i + j (GGUF). */
-static void permute_rows(float *dst, const float *src, int n_head, int head_dim, size_t n_cols, bool to_gguf) {
+/* Row f = h*hd + j*half + i (HF) sits at g = h*hd + 2i + j (GGUF); rows of
+ * row_bytes bytes each. */
+static void permute_rows(void *dst, const void *src, int n_head, int head_dim, size_t row_bytes, bool to_gguf) {
     int half = head_dim / 2;
     for (int h = 0; h < n_head; h++)
         for (int i = 0; i < half; i++)
             for (int j = 0; j < 2; j++) {
                 size_t g = (size_t)h * head_dim + 2 * i + j, f = (size_t)h * head_dim + j * half + i;
                 size_t to = to_gguf ? g : f, from = to_gguf ? f : g;
-                memcpy(dst + to * n_cols, src + from * n_cols, n_cols * sizeof *dst);
+                memcpy((char *)dst + to * row_bytes, (const char *)src + from * row_bytes, row_bytes);
             }
 }
 
 void qk_permute(float *dst, const float *src, int n_head, int head_dim, size_t n_cols) {
-    permute_rows(dst, src, n_head, head_dim, n_cols, true);
+    permute_rows(dst, src, n_head, head_dim, n_cols * sizeof *dst, true);
 }
 
 void qk_unpermute(float *dst, const float *src, int n_head, int head_dim, size_t n_cols) {
-    permute_rows(dst, src, n_head, head_dim, n_cols, false);
+    permute_rows(dst, src, n_head, head_dim, n_cols * sizeof *dst, false);
+}
+
+void qk_unpermute_rows(void *dst, const void *src, int n_head, int head_dim, size_t row_bytes) {
+    permute_rows(dst, src, n_head, head_dim, row_bytes, false);
 }

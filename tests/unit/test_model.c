@@ -279,6 +279,18 @@ static void test_permute(void) {
     qk_permute(m2, m1, NH, HD, COLS);
     CHECK(!memcmp(m0, m2, sizeof m0));
     CHECK(memcmp(m0, m1, sizeof m0) != 0);
+
+    TEST("GGUF Q/K permutation: rows of any bytes (blocks of a quantized row) move as their floats do");
+    unsigned char b1[sizeof m0];
+    qk_unpermute_rows(b1, m0, NH, HD, COLS * sizeof(float));
+    CHECK(!memcmp(b1, m1, sizeof m1));
+    unsigned char r0[NH * HD * 34], r1[NH * HD * 34]; /* one 34-byte Q8_0 block per row */
+    for (size_t i = 0; i < sizeof r0; i++) r0[i] = (unsigned char)(i * 131 % 251);
+    qk_unpermute_rows(r1, r0, NH, HD, 34);
+    for (int h = 0; h < NH; h++) /* HF row h*HD + j*HD/2 + i is GGUF row h*HD + 2i + j */
+        for (int i = 0; i < HD / 2; i++)
+            for (int j = 0; j < 2; j++)
+                CHECK(!memcmp(r1 + (h * HD + j * HD / 2 + i) * 34, r0 + (h * HD + 2 * i + j) * 34, 34));
 }
 
 static int parse(model_config *c, const char *json, gerr *e) {
