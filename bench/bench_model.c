@@ -333,13 +333,14 @@ int main(int argc, char **argv) {
     double bw = read_gbps((size_t)1 << 30, &sink);
     double cp = memcpy_gbps((size_t)512 << 20);
 
+    char described[160];
     printf("model benchmark: %s, %d threads, weights %s\n", path, n_threads, weight_format_name(fmt));
     printf("  %s: dim %d, hidden %d, %d layers, %d/%d heads x %d, vocab %d\n", model_arch_name(cf->arch), cf->dim,
            cf->hidden_dim, cf->n_layers, cf->n_heads, cf->n_kv_heads, cf->head_dim, cf->vocab_size);
     printf("  matmul weights per token: %.1f M + LM head %.1f M = %.1f MB of %s\n", f.matmul_params / 1e6,
            f.head_params / 1e6, weight_bytes / 1e6, m.packed ? weight_format_name(fmt) : "f32");
     printf("  load %.2f s (weights %s, packed once; OpenBLAS packs row-major f32 per call), peak RSS %.0f MiB\n",
-           load_s, model_weights_describe(&m), rss / 1024.0);
+           load_s, model_weights_describe(&m, described, sizeof described), rss / 1024.0);
     printf("  KV cache: %s (GRPO_KV)\n\n", kv_name);
     /* OpenBLAS 0.3.21 takes some newer Xeons (in VMs) for a Prescott and
      * runs its SSE3 kernels: say so, it moves every number here ~3x. */

@@ -49,6 +49,9 @@ typedef union {
     float *t[MODEL_N_PARAMS];
 } model_params;
 
+/* One tensor of the model by name (model_tensor_list, below). */
+typedef struct model_tensor_ref model_tensor_ref;
+
 /* The weights as a device backend holds them (model_dev.c, defined in
  * layer.h): that backend's memory, its weight format. */
 typedef struct model_dev model_dev;
@@ -63,11 +66,15 @@ typedef struct {
     /* model_pack_for_inference: the layer matrices (wq .. w_down) are
      * packed in format packed_as in their own place, and head_packed the LM
      * head's (in lm_head's own place, or head_packed_own when tied to the
-     * embeddings or too narrow to pack in place). */
+     * embeddings or too narrow to pack in place). packed_verbatim of these
+     * matrices (the LM head counted) a loader wrote straight from the file's
+     * blocks, never widened to float32 (model_pack_for_inference_except,
+     * lib/ckpt/load.h's model_load_for_inference); 0 for the others. */
     bool packed;
     weight_format packed_as;
     const void *head_packed;
     void *head_packed_own;
+    int packed_verbatim;
     /* model_to_backend: the forward reads these weights, on their backend
      * (NULL: w above, on the CPU). */
     model_dev *dev;
@@ -90,10 +97,24 @@ void model_free(model *m);
  * use such a model. EX_SOFTWARE when memory is short (the model is then
  * unchanged). */
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
+/* Whether model_pack_for_inference(m, fmt) would pack tensor r of
+ * model_tensor_list in r->dst's own place, where it could already be
+ * written packed: a layer matrix, or an LM head of its own that fits there,
+ * of a model fmt packs (not packed yet). */
+bool model_packs_in_place(const model *m, weight_format fmt, const model_tensor_ref *r);
+/* model_pack_for_inference for a loader that wrote some matrices packed
+ * itself: the tensors i of model_tensor_list with done[i] (done NULL: none)
+ * are taken as already in format fmt in their own place, each one that
+ * model_packs_in_place allowed, and left as they are; the rest are packed
+ * from float32 as model_pack_for_inference does. m->packed_verbatim counts
+ * the done ones. */
+int model_pack_for_inference_except(model *m, weight_format fmt, const bool *done, gerr *e);
 /* "f32", "bf16" or "q8". */
 const char *weight_format_name(weight_format fmt);
-/* The weights' format and kernel, for progress lines: "bf16 (AVX512-BF16 kernel)". */
-const char *model_weights_describe(const model *m);
+/* The weights' format and kernel, for progress lines, into buf (returned):
+ * "bf16 (AVX512-BF16 kernel)", "q8 (AVX2 kernel; 211 of 211 matrices from
+ * the file's Q8_0 blocks)" when packed_verbatim. */
+const char *model_weights_describe(const model *m, char *buf, size_t size);
 
 /* Copies the weights the inference forward reads (not a classifier's score
  * head, which stays on the host) into be's memory and format (bf16 matrices
@@ -217,13 +238,13 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
  * shape ([rows, cols]; cols 0 for a vector) and where it lives in the
  * buffer. Loaders and exporters walk this list. perm_heads is the head count
  * of llama.cpp's Q/K row permutation (0 for other tensors). */
-typedef struct {
+struct model_tensor_ref {
     char hf[96], gguf[64];
     int param, layer; /* layer -1 for the global tensors */
     int64_t rows, cols;
     float *dst;
     int perm_heads;
-} model_tensor_ref;
+};
 
 /* Fills out (when not NULL) and returns the number of tensors. Needs
  * model_alloc first. */

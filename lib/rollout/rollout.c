@@ -485,7 +485,9 @@ int rollout_run(const rollout_opts *o, gerr *e) {
         device_describe(r.be, device, sizeof device);
         if (!r.be) {
             size_t at = strlen(device);
-            snprintf(device + at, sizeof device - at, ", weights %s", model_weights_describe(&r.run.m));
+            char weights[160];
+            snprintf(device + at, sizeof device - at, ", weights %s",
+                     model_weights_describe(&r.run.m, weights, sizeof weights));
         }
         if (r.be) { /* what our allocations held at most (not the runtime's own) */
             size_t at = strlen(device);
