@@ -270,14 +270,9 @@ int main(int argc, char **argv) {
     /* ---- the model first, so peak RSS is the model's, not the ceiling buffers' */
     model m;
     double t0 = now_seconds();
-    if ((rc = model_load(&m, path, &e))) {
+    /* packed weights, as grpo-rollout loads them (packing counted in the load time) */
+    if ((rc = model_load_for_inference(&m, path, false, fmt, &e))) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
-        return rc;
-    }
-    /* packed weights, as grpo-rollout runs them (packing counted in the load time) */
-    if ((rc = model_pack_for_inference(&m, fmt, &e))) {
-        fprintf(stderr, "bench_model: %s\n", e.msg);
-        model_free(&m);
         return rc;
     }
     double load_s = now_seconds() - t0;

@@ -26,6 +26,18 @@ int model_load(model *m, const char *path, gerr *e);
  * architecture. */
 int model_load_classifier(model *m, const char *path, gerr *e);
 
+/* model_load (model_load_classifier when classifier) of a model only to
+ * run on the CPU, packed for inference in fmt as model_pack_for_inference
+ * packs it (its EX_DATAERR, a shape fmt cannot hold, names path). A GGUF
+ * matrix stored in fmt's own blocks (Q8_0 for q8: ops.h's
+ * weights_takes_blocks) where model_packs_in_place allows goes straight
+ * into its packed place, never widened to float32 (the rest of its float32
+ * place is never written, so pages the allocator left unbacked stay so):
+ * the same bytes as packing the dequantized matrix for blocks the Q8_0
+ * quantizer wrote (llama.cpp's, gguf-py's, grpo-export's), the file's
+ * exact values for any blocks; m->packed_verbatim counts them. */
+int model_load_for_inference(model *m, const char *path, bool classifier, weight_format fmt, gerr *e);
+
 /* path an adapter directory: loads its base model into *base (unmerged) and
  * the adapter into *l (l->base the base's path as found, usable from the
  * current directory), *has_adapter = true. Otherwise model_load(base, path),
@@ -34,6 +46,10 @@ int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter
 
 /* ---- internal to load.c: one format each, into a zeroed m ------------------------ */
 int model_load_hf(model *m, const char *dir, gerr *e);
-int model_load_gguf(model *m, const char *path, gerr *e);
+/* pack not NULL: the matrices model_packs_in_place allows that the file
+ * holds in *pack's own blocks are written packed instead, *done flagging
+ * them in model_tensor_list's order (for model_pack_for_inference_except;
+ * the caller frees it; NULL when none are). */
+int model_load_gguf(model *m, const char *path, const weight_format *pack, bool **done, gerr *e);
 
 #endif

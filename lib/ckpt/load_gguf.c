@@ -1,6 +1,9 @@
 /* Loading a GGUF file: the config from its metadata, every tensor
  * dequantized to float32 into the model's one buffer, and llama-arch Q/K
- * rows put back in Hugging Face's rotate-half order.
+ * rows put back in Hugging Face's rotate-half order. Loaded for inference
+ * in a weight format (load.h's model_load_for_inference), a matrix stored
+ * in that format's own blocks is written packed instead, straight from the
+ * file's blocks.
  *
  * GGUF dims are innermost first, so HF's [rows, cols] is dims {cols, rows}.
  * llama.cpp's convert script permutes Q and K (weights and biases) of the
@@ -15,26 +18,66 @@
 #include "../ops/ops.h"
 #include "load.h"
 
-static int load_one(model *m, const gguf_file *f, const model_tensor_ref *r, float **tmp, size_t *tmp_cap,
-                    gerr *e) {
+/* A buffer reused across tensors, grown as needed. */
+typedef struct {
+    void *p;
+    size_t cap;
+} scratch;
+
+static void *scratch_get(scratch *s, size_t bytes) {
+    if (bytes > s->cap) {
+        free(s->p);
+        s->p = xmalloc(bytes);
+        s->cap = bytes;
+    }
+    return s->p;
+}
+
+static const gguf_tensor *find_tensor(const gguf_file *f, const model_tensor_ref *r, gerr *e) {
     const gguf_tensor *t = gguf_find_tensor(f, r->gguf);
-    if (!t) return gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", f->name, r->gguf);
+    if (!t) {
+        gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", f->name, r->gguf);
+        return NULL;
+    }
     int ndim = r->cols ? 2 : 1;
     if (t->n_dims != ndim || (ndim == 2 && (t->dims[0] != (uint64_t)r->cols || t->dims[1] != (uint64_t)r->rows)) ||
-        (ndim == 1 && t->dims[0] != (uint64_t)r->rows))
-        return gerr_set(e, EX_DATAERR, "%s: tensor %s has dims [%llu, %llu], expected [%lld, %lld]", f->name,
-                        r->gguf, (unsigned long long)t->dims[0], (unsigned long long)t->dims[1],
-                        (long long)(ndim == 2 ? r->cols : r->rows), (long long)(ndim == 2 ? r->rows : 1));
-    bool permuted = m->cfg.arch == ARCH_LLAMA && r->perm_heads > 0;
-    if (!permuted) return gguf_tensor_to_f32_finite(f, t, r->dst, e);
-    if (t->numel > *tmp_cap) {
-        free(*tmp);
-        *tmp = xmalloc(t->numel * sizeof **tmp);
-        *tmp_cap = t->numel;
+        (ndim == 1 && t->dims[0] != (uint64_t)r->rows)) {
+        gerr_set(e, EX_DATAERR, "%s: tensor %s has dims [%llu, %llu], expected [%lld, %lld]", f->name, r->gguf,
+                 (unsigned long long)t->dims[0], (unsigned long long)t->dims[1],
+                 (long long)(ndim == 2 ? r->cols : r->rows), (long long)(ndim == 2 ? r->rows : 1));
+        return NULL;
     }
-    int rc = gguf_tensor_to_f32_finite(f, t, *tmp, e);
+    return t;
+}
+
+static bool permuted(const model *m, const model_tensor_ref *r) {
+    return m->cfg.arch == ARCH_LLAMA && r->perm_heads > 0;
+}
+
+/* The tensor as float32 into r->dst. */
+static int load_floats(model *m, const gguf_file *f, const gguf_tensor *t, const model_tensor_ref *r, scratch *tmp,
+                       gerr *e) {
+    if (!permuted(m, r)) return gguf_tensor_to_f32_finite(f, t, r->dst, e);
+    float *gg = scratch_get(tmp, t->numel * sizeof *gg);
+    int rc = gguf_tensor_to_f32_finite(f, t, gg, e);
     if (rc) return rc;
-    qk_unpermute(r->dst, *tmp, r->perm_heads, m->cfg.head_dim, ndim == 2 ? (size_t)r->cols : 1);
+    qk_unpermute(r->dst, gg, r->perm_heads, m->cfg.head_dim, r->cols ? (size_t)r->cols : 1);
+    return 0;
+}
+
+/* The matrix packed in fmt into r->dst straight from its blocks (whole
+ * rows of blocks move in the Q/K un-permutation, as their floats would). */
+static int load_packed(model *m, const gguf_file *f, const gguf_tensor *t, const model_tensor_ref *r,
+                       weight_format fmt, scratch *tmp, gerr *e) {
+    int rc = gguf_q8_0_check_finite(f, t, e);
+    if (rc) return rc;
+    const void *rows = t->data;
+    if (permuted(m, r)) {
+        void *hf = scratch_get(tmp, t->nbytes);
+        qk_unpermute_rows(hf, t->data, r->perm_heads, m->cfg.head_dim, t->nbytes / (size_t)r->rows);
+        rows = hf;
+    }
+    weights_pack_blocks(fmt, r->dst, rows, (int)r->rows, (int)r->cols);
     return 0;
 }
 
@@ -58,21 +101,40 @@ static int load_rope_freqs(model *m, const gguf_file *f, gerr *e) {
     return 0;
 }
 
-int model_load_gguf(model *m, const char *path, gerr *e) {
+/* Every tensor, each packed (flagged in done) where pack allows. */
+static int load_tensors(model *m, const gguf_file *f, const weight_format *pack, bool **done, gerr *e) {
+    size_t n = model_tensor_list(m, NULL);
+    model_tensor_ref *refs = xcalloc(n, sizeof *refs);
+    model_tensor_list(m, refs);
+    scratch tmp = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const gguf_tensor *t = find_tensor(f, &refs[i], e);
+        if (!t) {
+            rc = EX_DATAERR;
+        } else if (pack && weights_takes_blocks(*pack, t->type) && model_packs_in_place(m, *pack, &refs[i])) {
+            if (!*done) *done = xcalloc(n, sizeof **done);
+            (*done)[i] = !(rc = load_packed(m, f, t, &refs[i], *pack, &tmp, e));
+        } else {
+            rc = load_floats(m, f, t, &refs[i], &tmp, e);
+        }
+    }
+    free(tmp.p);
+    free(refs);
+    return rc;
+}
+
+int model_load_gguf(model *m, const char *path, const weight_format *pack, bool **done, gerr *e) {
+    *done = NULL;
     gguf_file f;
     int rc = gguf_open(&f, path, e);
     if (rc) return rc;
-    if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_alloc(m, e)) &&
-        !(rc = load_rope_freqs(m, &f, e))) {
-        size_t n = model_tensor_list(m, NULL);
-        model_tensor_ref *refs = xcalloc(n, sizeof *refs);
-        model_tensor_list(m, refs);
-        float *tmp = NULL;
-        size_t tmp_cap = 0;
-        for (size_t i = 0; i < n && !rc; i++) rc = load_one(m, &f, &refs[i], &tmp, &tmp_cap, e);
-        free(tmp);
-        free(refs);
-    }
+    if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e)))
+        rc = load_tensors(m, &f, pack, done, e);
     gguf_close(&f);
+    if (rc) {
+        free(*done);
+        *done = NULL;
+    }
     return rc;
 }

@@ -31,10 +31,11 @@ typedef struct {
  * weights for inference. EX_DATAERR when the tokenizer has more tokens than
  * the model has embeddings. On error r holds nothing. */
 int runner_open(model_runner *r, const char *path, bool classifier, gerr *e);
-/* The same with the model on backend be (NULL: the CPU, packed in format
- * fmt; runner_open packs float32): on a device the weights are copied there
- * in its own format instead (fmt is not used), and the cache and scratch
- * runner_reserve makes live there too. */
+/* The same with the model on backend be (NULL: the CPU, loaded packed in
+ * format fmt by load.h's model_load_for_inference, a GGUF's Q8_0 blocks
+ * straight into q8's; runner_open packs float32): on a device the weights
+ * are copied there in its own format instead (fmt is not used), and the
+ * cache and scratch runner_reserve makes live there too. */
 int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, weight_format fmt,
                    gerr *e);
 /* Room for n_seqs cache slots of max_len positions (capped at the model's

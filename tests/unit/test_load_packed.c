@@ -1,0 +1,374 @@
+/* Loading a GGUF packed for inference (lib/ckpt/load.h's
+ * model_load_for_inference): Q8_0 matrices go straight into q8's packed
+ * blocks, checked against the path that widens them to float32 and
+ * quantizes again (model_load, then model_pack_for_inference) on tiny GGUFs
+ * written here: every packed byte the same for the quantizer's blocks
+ * (llama with Q/K rows permuted and its own LM head, qwen2 tied, a head too
+ * narrow to pack in place, a file mixing F16 matrices in), the file's exact
+ * values for blocks no quantizer wrote, the same error for a non-finite
+ * block and for a shape q8 cannot hold, and the other formats untouched. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ckpt/load.h"
+#include "formats/gguf.h"
+#include "formats/gguf_meta.h"
+#include "formats/gguf_write.h"
+#include "formats/quant.h"
+#include "model/model.h"
+#include "ops/ops.h"
+#include "ops/packed_q8.h"
+
+/* ---- tiny models as GGUF files ---------------------------------------------------- */
+
+static const model_config llama_cfg = {.arch = ARCH_LLAMA, .dim = 64, .hidden_dim = 96, .n_layers = 2,
+                                       .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .vocab_size = 40,
+                                       .max_seq_len = 64, .rope_theta = 10000, .norm_eps = 1e-5f,
+                                       .bos_id = -1, .pad_id = -1};
+
+static bool make(model *m, const model_config *cfg, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    gerr e = {0};
+    if (model_alloc(m, &e)) return false;
+    uint64_t st = 0x9E3779B97F4A7C15ULL ^ seed;
+    for (size_t i = 0; i < m->n_params; i++) { /* xorshift: [-0.5, 0.5) */
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        m->params_memory[i] = (float)((st >> 11) * 0x1.0p-53 - 0.5);
+    }
+    return true;
+}
+
+/* Vectors F32; matrices Q8_0 where their rows are whole blocks, else F16;
+ * mixed: layer 0's wk, layer 1's w_up and the LM head F16 too. */
+static uint32_t type_of(const model_tensor_ref *r, bool mixed) {
+    if (!r->cols) return GGML_TYPE_F32;
+    bool f16 = mixed && ((r->param == P_WK && r->layer == 0) || (r->param == P_W_UP && r->layer == 1) ||
+                         r->param == P_LM_HEAD);
+    return f16 || r->cols % 32 ? GGML_TYPE_F16 : GGML_TYPE_Q8_0;
+}
+
+typedef struct {
+    const model_tensor_ref *refs;
+    int head_dim;
+    bool llama;
+} source;
+
+/* gguf_write's rows: llama's Q/K a head at a time, permuted as llama.cpp writes them. */
+static const float *rows_of(void *ctx, size_t i, size_t row, size_t n, float *tmp) {
+    const source *s = ctx;
+    const model_tensor_ref *r = &s->refs[i];
+    size_t cols = (size_t)(r->cols ? r->cols : 1);
+    (void)n;
+    if (!s->llama || !r->perm_heads) return r->dst + row * cols;
+    qk_permute(tmp, r->dst + row * cols, 1, s->head_dim, cols);
+    return tmp;
+}
+
+static int write_gguf(const char *path, const model *m, bool mixed) {
+    const model_config *c = &m->cfg;
+    const char *arch = model_arch_name(c->arch);
+    gguf_meta meta = {0};
+    char key[128];
+    gmeta_str(&meta, "general.architecture", arch, strlen(arch));
+    gmeta_u32(&meta, "general.alignment", GGUF_WRITE_ALIGN);
+    const struct {
+        const char *suffix;
+        int v;
+    } ints[] = {{"block_count", c->n_layers},         {"embedding_length", c->dim},
+                {"feed_forward_length", c->hidden_dim}, {"attention.head_count", c->n_heads},
+                {"attention.head_count_kv", c->n_kv_heads}, {"attention.key_length", c->head_dim},
+                {"context_length", c->max_seq_len}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, ints[i].suffix);
+        gmeta_u32(&meta, key, (uint32_t)ints[i].v);
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    gmeta_f32(&meta, key, c->norm_eps);
+    gmeta_arr_str_begin(&meta, "tokenizer.ggml.tokens", (uint64_t)c->vocab_size);
+    for (int i = 0; i < c->vocab_size; i++) {
+        char tok[16];
+        int len = snprintf(tok, sizeof tok, "t%d", i);
+        gmeta_arr_str_item(&meta, tok, (size_t)len);
+    }
+    size_t n = model_tensor_list(m, NULL);
+    model_tensor_ref *refs = xcalloc(n, sizeof *refs);
+    gguf_wtensor *t = xcalloc(n, sizeof *t);
+    model_tensor_list(m, refs);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(t[i].name, sizeof t[i].name, "%s", refs[i].gguf);
+        t[i].rows = refs[i].rows, t[i].cols = refs[i].cols, t[i].type = type_of(&refs[i], mixed);
+        t[i].chunk_rows = refs[i].perm_heads ? (size_t)c->head_dim : (size_t)refs[i].rows;
+    }
+    source s = {.refs = refs, .head_dim = c->head_dim, .llama = c->arch == ARCH_LLAMA};
+    gerr e = {0};
+    int rc = gguf_write(path, &meta, t, n, rows_of, &s, &e);
+    if (rc) printf("# %s\n", e.msg);
+    gmeta_free(&meta);
+    free(t);
+    free(refs);
+    return rc;
+}
+
+/* Rewrites tensor `name`'s data in the file through edit (its bytes, its size). */
+static bool edit_tensor(const char *path, const char *name, void (*edit)(unsigned char *, size_t)) {
+    gguf_file f;
+    gerr e = {0};
+    if (gguf_open(&f, path, &e)) {
+        printf("# %s\n", e.msg);
+        return false;
+    }
+    const gguf_tensor *t = gguf_find_tensor(&f, name);
+    size_t at = t ? (size_t)(f.data_offset + t->offset) : 0, len = t ? (size_t)t->nbytes : 0;
+    unsigned char *bytes = t ? xmalloc(len) : NULL;
+    if (t) memcpy(bytes, t->data, len);
+    gguf_close(&f);
+    if (!t) return false;
+    edit(bytes, len);
+    FILE *out = fopen(path, "r+b");
+    bool ok = out && fseek(out, (long)at, SEEK_SET) == 0 && fwrite(bytes, 1, len, out) == len;
+    if (out && fclose(out)) ok = false;
+    free(bytes);
+    return ok;
+}
+
+/* ---- the two paths ------------------------------------------------------------------ */
+
+enum { N_MATS = 7 };
+
+/* Layer l's matrix i (wq .. w_down) where it is packed, and its shape. */
+static const void *packed_matrix(const model *m, int i, int l, int *rows, int *cols) {
+    const model_config *c = &m->cfg;
+    int d = c->dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim, h = c->hidden_dim;
+    const int mats[N_MATS][3] = {{P_WQ, qd, d}, {P_WK, kvd, d}, {P_WV, kvd, d}, {P_WO, d, qd},
+                                 {P_W_GATE, h, d}, {P_W_UP, h, d}, {P_W_DOWN, d, h}};
+    *rows = mats[i][1], *cols = mats[i][2];
+    return m->w.t[mats[i][0]] + (size_t)l * *rows * *cols;
+}
+
+/* Matrices whose packed bytes differ between a and b (both packed in fmt),
+ * the LM head counted; the float32 tensors (embeddings, norms, biases) must
+ * be equal too (a mismatch there counts as one). */
+static int differing(const model *a, const model *b, weight_format fmt) {
+    const model_config *c = &a->cfg;
+    int diff = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int i = 0; i < N_MATS; i++) {
+            int n, k;
+            const void *x = packed_matrix(a, i, l, &n, &k), *y = packed_matrix(b, i, l, &n, &k);
+            diff += memcmp(x, y, weights_packed_bytes(fmt, n, k)) != 0;
+        }
+    if (a->head_packed || b->head_packed)
+        diff += !a->head_packed || !b->head_packed ||
+                memcmp(a->head_packed, b->head_packed, weights_packed_bytes(fmt, c->vocab_size, c->dim)) != 0;
+    const int floats[] = {P_TOK_EMBD, P_ATTN_NORM, P_BQ, P_BK, P_BV, P_Q_NORM, P_K_NORM, P_FFN_NORM, P_OUT_NORM};
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        int p = floats[i];
+        diff += a->param_sizes[p] && memcmp(a->w.t[p], b->w.t[p], a->param_sizes[p] * sizeof(float)) != 0;
+    }
+    return diff;
+}
+
+/* Loads path both ways in fmt: *widen by model_load + model_pack_for_inference, *direct by
+ * model_load_for_inference. */
+static bool load_both(const char *path, weight_format fmt, model *widen, model *direct) {
+    gerr e = {0};
+    int rc = model_load(widen, path, &e);
+    if (!rc && (rc = model_pack_for_inference(widen, fmt, &e))) model_free(widen);
+    if (rc) {
+        printf("# widen: %s\n", e.msg);
+        return false;
+    }
+    if ((rc = model_load_for_inference(direct, path, false, fmt, &e))) {
+        printf("# direct: %s\n", e.msg);
+        model_free(widen);
+        return false;
+    }
+    return true;
+}
+
+static char dir[] = "/tmp/grpo-test-load-packed-XXXXXX";
+
+static const char *file(const char *name) {
+    static char path[4][256];
+    static int k;
+    char *p = path[k++ % 4];
+    snprintf(p, sizeof path[0], "%s/%s", dir, name);
+    return p;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+/* The quantizer's blocks, straight in: every packed byte as the widening
+ * path's, want_verbatim of them from the file's blocks, said so by the
+ * weights' description. */
+static void check_same(const char *name, const model_config *cfg, bool mixed, int want_verbatim) {
+    TEST(name);
+    model m, a, b;
+    const char *path = file("m.gguf");
+    if (!make(&m, cfg, 7) || write_gguf(path, &m, mixed) || !load_both(path, WEIGHTS_Q8, &a, &b)) {
+        CHECK(0);
+        return;
+    }
+    CHECK(a.packed && b.packed && b.packed_as == WEIGHTS_Q8);
+    CHECK_EQ_INT(differing(&a, &b, WEIGHTS_Q8), 0);
+    CHECK_EQ_INT(a.packed_verbatim, 0);
+    CHECK_EQ_INT(b.packed_verbatim, want_verbatim);
+    char da[160], db[160], want[64];
+    snprintf(want, sizeof want, "; %d of %d matrices from the file's Q8_0 blocks)", want_verbatim,
+             N_MATS * cfg->n_layers + 1);
+    printf("# %s\n", model_weights_describe(&b, db, sizeof db));
+    CHECK(strstr(db, want) != NULL);
+    CHECK(strstr(model_weights_describe(&a, da, sizeof da), "matrices") == NULL);
+    model_free(&m), model_free(&a), model_free(&b);
+}
+
+static void test_same_bytes(void) {
+    check_same("llama Q8_0 (Q/K permuted, its own LM head): every packed byte as widening and requantizing gives",
+               &llama_cfg, false, 15);
+    model_config qwen = llama_cfg;
+    qwen.arch = ARCH_QWEN2, qwen.qkv_bias = true, qwen.tied_embeddings = true;
+    check_same("qwen2 Q8_0 tied: the same bytes; the head, a copy of the embeddings, is packed from their floats",
+               &qwen, false, 14);
+    model_config narrow = llama_cfg;
+    narrow.vocab_size = 4;
+    check_same("an LM head too narrow to pack in its own place is packed from its floats into its copy", &narrow,
+               false, 14);
+    check_same("a GGUF mixing F16 matrices in: the F16 ones (permuted wk among them) widen as before, the same bytes",
+               &llama_cfg, true, 12);
+}
+
+/* Halves every quant of each block and doubles its scale: values the
+ * quantizer would not write (max |q| 63), each exactly representable. */
+static void halve_quants(unsigned char *b, size_t len) {
+    for (size_t at = 0; at + 34 <= len; at += 34) {
+        uint16_t d = (uint16_t)(b[at] | b[at + 1] << 8);
+        d = (uint16_t)(d + 0x0400); /* exponent + 1: d * 2 for a normal d */
+        b[at] = (unsigned char)(d & 0xFF), b[at + 1] = (unsigned char)(d >> 8);
+        for (int i = 0; i < 32; i++) b[at + 2 + i] = (unsigned char)((int8_t)b[at + 2 + i] / 2);
+    }
+}
+
+static void test_any_blocks(void) {
+    TEST("blocks no quantizer wrote (max |q| 63): the file's values exactly, where widening rounds them again");
+    model m, a, b, f;
+    const char *path = file("halved.gguf");
+    gerr e = {0};
+    if (!make(&m, &llama_cfg, 9) || write_gguf(path, &m, false) ||
+        !edit_tensor(path, "blk.0.attn_q.weight", halve_quants) || !load_both(path, WEIGHTS_Q8, &a, &b)) {
+        CHECK(0);
+        return;
+    }
+    CHECK_EQ_INT(model_load(&f, path, &e), 0); /* the file's values as float32, Q rows unpermuted */
+    int n, k;
+    const void *wq = packed_matrix(&b, 0, 0, &n, &k);
+    float *back = xmalloc((size_t)n * k * sizeof *back);
+    q8w_unpack(back, wq, n, k);
+    CHECK(!memcmp(back, f.w.wq, (size_t)n * k * sizeof *back));
+    CHECK_EQ_INT(differing(&a, &b, WEIGHTS_Q8), 1); /* that matrix alone */
+    CHECK(memcmp(packed_matrix(&a, 0, 0, &n, &k), wq, q8w_bytes(n, k)) != 0);
+    CHECK_EQ_INT(b.packed_verbatim, 15);
+    free(back);
+    model_free(&m), model_free(&a), model_free(&b), model_free(&f);
+}
+
+/* Block 5 of the tensor gets scale `scale` (f16 bits) and first quant q0. */
+static uint16_t bad_scale;
+static int8_t bad_q0;
+static void spoil_block(unsigned char *b, size_t len) {
+    if (len < 6 * 34) return;
+    b[5 * 34] = (unsigned char)(bad_scale & 0xFF), b[5 * 34 + 1] = (unsigned char)(bad_scale >> 8);
+    b[5 * 34 + 2] = (unsigned char)bad_q0;
+}
+
+static void test_nonfinite(void) {
+    TEST("a block whose scale is infinite or NaN: the widening path's error, the same first value, word for word");
+    model m;
+    if (!make(&m, &llama_cfg, 11)) {
+        CHECK(0);
+        return;
+    }
+    const struct {
+        uint16_t scale;
+        int8_t q0;
+        const char *is;
+    } cases[] = {{0x7C00, -3, "value 160 is -inf"}, {0x7C00, 0, "value 160 is NaN"}, {0x7E01, 5, "value 160 is NaN"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path = file("bad.gguf");
+        bad_scale = cases[i].scale, bad_q0 = cases[i].q0;
+        if (write_gguf(path, &m, false) || !edit_tensor(path, "blk.1.attn_k.weight", spoil_block)) {
+            CHECK(0);
+            continue;
+        }
+        model a, b;
+        gerr ea = {0}, eb = {0};
+        CHECK_EQ_INT(model_load(&a, path, &ea), EX_DATAERR);
+        CHECK_EQ_INT(model_load_for_inference(&b, path, false, WEIGHTS_Q8, &eb), EX_DATAERR);
+        printf("# %s\n", eb.msg);
+        CHECK_EQ_STR(eb.msg, ea.msg);
+        CHECK(strstr(eb.msg, "tensor 'blk.1.attn_k.weight'") && strstr(eb.msg, cases[i].is));
+    }
+    model_free(&m);
+}
+
+static void test_other_formats(void) {
+    TEST("f32 and bf16 from a Q8_0 GGUF: widened as before (no block taken as it is), the same bytes");
+    model m;
+    const char *path = file("q8_0.gguf");
+    if (!make(&m, &llama_cfg, 13) || write_gguf(path, &m, false)) {
+        CHECK(0);
+        return;
+    }
+    for (weight_format fmt = WEIGHTS_F32; fmt <= WEIGHTS_BF16; fmt++) {
+        model a, b;
+        if (!load_both(path, fmt, &a, &b)) {
+            CHECK(0);
+            continue;
+        }
+        CHECK_EQ_INT(b.packed_verbatim, 0);
+        CHECK_EQ_INT(a.packed, b.packed);
+        if (a.packed) CHECK_EQ_INT(differing(&a, &b, fmt), 0);
+        else CHECK(!memcmp(a.params_memory, b.params_memory, a.n_params * sizeof(float)));
+        model_free(&a), model_free(&b);
+    }
+    model_free(&m);
+
+    TEST("a shape q8 cannot hold (o_proj rows of 48): the widening path's error, naming the file; nothing held");
+    model_config odd = llama_cfg;
+    odd.head_dim = 12; /* q_dim 48: wo's rows are F16 in the file, the rest Q8_0 */
+    gerr ea = {0}, eb = {0};
+    model a, b;
+    if (!make(&m, &odd, 15) || write_gguf(path, &m, false)) {
+        CHECK(0);
+        return;
+    }
+    CHECK_EQ_INT(model_load(&a, path, &ea), 0);
+    CHECK_EQ_INT(model_pack_for_inference(&a, WEIGHTS_Q8, &ea), EX_DATAERR);
+    CHECK_EQ_INT(model_load_for_inference(&b, path, false, WEIGHTS_Q8, &eb), EX_DATAERR);
+    printf("# %s\n", eb.msg);
+    char want[sizeof ea.msg + 300];
+    snprintf(want, sizeof want, "%s: %s", path, ea.msg);
+    CHECK_EQ_STR(eb.msg, want);
+    CHECK(b.params_memory == NULL);
+    model_free(&a), model_free(&m);
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) {
+        printf("# mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    test_same_bytes();
+    test_any_blocks();
+    test_nonfinite();
+    test_other_formats();
+    const char *names[] = {"m.gguf", "halved.gguf", "bad.gguf", "q8_0.gguf"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
+    rmdir(dir);
+    return check_done();
+}
