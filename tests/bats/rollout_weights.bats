@@ -3,7 +3,9 @@
 # matrices packed once in float32, bf16 or 8-bit blocks. Log-probabilities
 # against the float64 reference of tests/ref/model_ref.py at each format's
 # tolerance (and not at float32's, which shows the format was used); records
-# byte-identical across --batch, --threads and --shard in every format.
+# byte-identical across --batch, --threads and --shard in every format; a
+# Q8_0 GGUF's blocks taken straight into q8's give the records its weights
+# widened to float32 give (a file mixing F16 matrices in too).
 load helpers
 
 setup_file() {
@@ -83,6 +85,31 @@ check_lp() {
     check_lp "$TINY" r.jsonl 0.25 0.07
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" r.jsonl 1e-4
     [ "$status" -ne 0 ]
+}
+
+@test "--weights q8 of a Q8_0 GGUF: its blocks straight into q8's, as --progress says; records as from the same weights widened" {
+    needs_tiny
+    grpo-export --model "$TINY" --format gguf --dtype q8_0 --out q8_0.gguf
+    grpo-export --model q8_0.gguf --format gguf --dtype f32 --out f32.gguf # the Q8_0 values, exactly
+    args=(--in "$(P)" -k 2 --max-new-tokens 12 --temperature 1 --seed 3 --policy p --weights q8 --progress)
+    # llama: Q and K rows permuted in the file; the LM head its own tensor
+    run -0 grpo-rollout --model q8_0.gguf "${args[@]}" --out direct.jsonl
+    [[ "$output" == *"weights q8 ("*"; 15 of 15 matrices from the file's Q8_0 blocks)"* ]]
+    run -0 grpo-rollout --model f32.gguf "${args[@]}" --out widened.jsonl
+    [[ "$output" == *"weights q8 ("* && "$output" != *"matrices from the file"* ]]
+    cmp direct.jsonl widened.jsonl
+    # a mixed file: F16 matrices (a permuted K among them, and the head) widen as before
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/mix_gguf.py" q8_0.gguf mixed.gguf blk.0.attn_k.weight blk.1.ffn_up.weight \
+        output.weight
+    run -0 grpo-rollout --model mixed.gguf "${args[@]}" --out mixed.jsonl
+    [[ "$output" == *"; 12 of 15 matrices from the file's Q8_0 blocks)"* ]]
+    grpo-export --model mixed.gguf --format gguf --dtype f32 --out mixed-f32.gguf
+    grpo-rollout --model mixed-f32.gguf "${args[@]}" --out mixed-widened.jsonl
+    cmp mixed.jsonl mixed-widened.jsonl
+    ! cmp -s mixed.jsonl direct.jsonl || false # F16's rounding of those matrices shows
+    # other formats read the floats as before
+    run -0 grpo-rollout --model q8_0.gguf "${args[@]}" --weights bf16 --out /dev/null
+    [[ "$output" == *"weights bf16 ("* && "$output" != *"matrices from the file"* ]]
 }
 
 @test "--weights bf16 and q8: --batch, --threads and --shard change no byte of the records" {
