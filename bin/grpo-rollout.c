@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
          "(default: $GRPO_DEVICE, else auto)", 0, 0, "auto|cpu|cuda"},
         {"--weights", NULL, FLAG_CHOICE, &o.weights, "W",
          "the model's matrices on the CPU: f32, bf16 (rounded once; fast with AVX512-BF16), q8 (8-bit blocks, "
-         "GGUF Q8_0's), auto = bf16 where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, else auto); "
+         "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), auto = bf16 where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, else auto); "
          "logprobs are those of the weights sampled from", 0, 0, "auto|f32|bf16|q8"},
         {"--chat-template", NULL, FLAG_CHOICE, &o.chat_template, "T",
          "for records without prompt_tokens: auto = the model's own", 0, 0, "auto|chatml|llama3|raw"},
