@@ -66,7 +66,9 @@ static int load_floats(model *m, const gguf_file *f, const gguf_tensor *t, const
 }
 
 /* The matrix packed in fmt into r->dst straight from its blocks (whole
- * rows of blocks move in the Q/K un-permutation, as their floats would). */
+ * rows of blocks move in the Q/K un-permutation, as their floats would),
+ * checked finite from its scales: Q8_0, the one type weights_takes_blocks
+ * takes. */
 static int load_packed(model *m, const gguf_file *f, const gguf_tensor *t, const model_tensor_ref *r,
                        weight_format fmt, scratch *tmp, gerr *e) {
     int rc = gguf_q8_0_check_finite(f, t, e);
