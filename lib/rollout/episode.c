@@ -1,9 +1,11 @@
 /* Multi-turn episodes (grpo-rollout --env): what happens when a sample's
  * assistant turn ends, and when the environment answers. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/clock.h"
 #include "rollout_internal.h"
 
 int episode_open(rollout *r, gerr *e) {
@@ -63,6 +65,7 @@ int episode_turn_ended(rollout *r, int slot, gerr *e) {
     } else {
         rc = send_request(r, slot, content, s->text_end, e);
         s->waiting = true;
+        s->asked_at = now_seconds();
         r->env_requests++;
     }
     free(content);
@@ -71,7 +74,8 @@ int episode_turn_ended(rollout *r, int slot, gerr *e) {
 
 /* The answer's messages appended as tokens: the turn's last sampled token
  * (not yet in the cache) and the continuation are prefilled into the slot's
- * cache in one call, then the next turn's first token is drawn. */
+ * cache by the next decode step, whose last row of them draws the next
+ * turn's first token. */
 static int resume(rollout *r, int slot, const cJSON *messages, gerr *e) {
     rollout_seq *s = r->slot_seq[slot];
     const prompt_slot *p = r->slot_prompt[slot];
@@ -100,29 +104,16 @@ static int resume(rollout *r, int slot, const cJSON *messages, gerr *e) {
     }
     const cJSON *m;
     cJSON_ArrayForEach(m, messages) cJSON_AddItemToArray(s->turns, cJSON_Duplicate(m, true));
-    int32_t last = s->tokens[s->n - 1];
-    int at = s->pos - 1, rows = (int)n + 1;
     seq_append_env(s, mt->tok, ids, n);
-    int positions = s->pos + (int)r->o->max_new_tokens;
-    rc = rollout_reserve(r, positions < r->run.m.cfg.max_seq_len ? positions : r->run.m.cfg.max_seq_len, rows, e);
-    if (!rc) {
-        model_rows *mr = &r->run.rows;
-        for (int i = 0; i < rows; i++) {
-            mr->seq[i] = slot;
-            mr->pos[i] = at + i;
-            mr->tok[i] = i ? ids[i - 1] : last;
-            mr->want[i] = i == rows - 1;
-        }
-        rc = rollout_forward(r, rows, mr->want, 1, e);
-    }
     free(ids);
-    if (!rc) rc = rollout_advance(r, slot, r->logits, e);
-    return rc;
+    int positions = s->pos + (int)r->o->max_new_tokens;
+    return rollout_reserve(r, positions < r->run.m.cfg.max_seq_len ? positions : r->run.m.cfg.max_seq_len, 0, e);
 }
 
 static int apply(rollout *r, const env_answer *a, gerr *e) {
     rollout_seq *s = r->slot_seq[a->tag];
     s->waiting = false;
+    r->env_latency[r->n_env_latency++ % 8] = now_seconds() - s->asked_at;
     if (a->has_reward) {
         s->has_env_reward = true;
         s->env_reward = a->reward;
@@ -135,16 +126,57 @@ static int apply(rollout *r, const env_answer *a, gerr *e) {
     return resume(r, a->tag, a->messages, e);
 }
 
-int episode_take_answers(rollout *r, int wait_ms, gerr *e) {
-    env_answer a;
-    int got;
-    while ((got = env_next_answer(&r->env, wait_ms, &a, e)) > 0) {
-        wait_ms = 0;
+/* Requests the last decode step sent that are still unanswered. */
+static bool answers_due(const rollout *r) {
+    for (int i = 0; i < r->n_slots; i++) {
+        const rollout_seq *s = r->slot_seq[i];
+        if (s && s->waiting && s->asked_at >= r->step_ended) return true;
+    }
+    return false;
+}
+
+/* How long a decode step may be held for answers due: what the last step
+ * cost per sequence it advanced (about what a sequence sitting it out
+ * loses), and nothing while the environment's latest answers all took
+ * longer than that. */
+static double hold_seconds(const rollout *r) {
+    if (r->step_seqs <= 0) return 0;
+    double hold = r->step_seconds / r->step_seqs;
+    int n = r->n_env_latency < 8 ? r->n_env_latency : 8;
+    for (int i = 0; i < n; i++)
+        if (r->env_latency[i] <= hold) return hold;
+    return n ? 0 : hold;
+}
+
+int episode_take_answers(rollout *r, bool block, gerr *e) {
+    if (!env_in_flight(&r->env)) return 0;
+    double since = now_seconds(), until = block ? since + 1.0 : r->step_ended + hold_seconds(r);
+    bool held = false;
+    for (;;) {
+        int wait_ms = 0;
+        if (block || answers_due(r)) {
+            double left = until - now_seconds();
+            wait_ms = left > 0 ? (int)ceil(left * 1000) : 0;
+        }
+        held = held || (!block && wait_ms > 0);
+        env_answer a;
+        int got = env_next_answer(&r->env, wait_ms, &a, e);
+        if (got < 0) return e->code;
+        if (!got) break;
         int rc = apply(r, &a, e);
         env_answer_free(&a);
         if (rc) return rc;
+        if (block) { /* the first answer came: now the others due, as after a decode step */
+            double now = now_seconds();
+            r->env_wait_seconds += now - since;
+            since = now;
+            block = false;
+            until = r->step_ended + hold_seconds(r);
+        }
     }
-    return got < 0 ? e->code : 0;
+    if (block) r->env_wait_seconds += now_seconds() - since;
+    else if (held) r->env_hold_seconds += now_seconds() - since;
+    return 0;
 }
 
 void episode_write_fields(const rollout *r, const rollout_seq *s, record *out) {

@@ -184,7 +184,7 @@ static void forward_rows(rollout *r, int n_rows, const bool *want) {
 
 /* forward_rows, then its n_out rows of logits in r->logits: on a device they
  * are copied back (which waits for it and reports its failures). */
-int rollout_forward(rollout *r, int n_rows, const bool *want, int n_out, gerr *e) {
+static int rollout_forward(rollout *r, int n_rows, const bool *want, int n_out, gerr *e) {
     model_runner *run = &r->run;
     forward_rows(r, n_rows, want);
     if (!r->be) return 0;
@@ -226,7 +226,8 @@ static int take_sampled(rollout *r, int slot, int32_t t, float lp, gerr *e) {
     return take_token(r, slot, t, lp, e);
 }
 
-int rollout_advance(rollout *r, int slot, const float *logits, gerr *e) {
+/* Samples the slot's next token from a row of logits and takes it. */
+static int rollout_advance(rollout *r, int slot, const float *logits, gerr *e) {
     float lp;
     int32_t t = sample_token(&r->smp, logits, &r->sp, &r->slot_seq[slot]->rng, &lp);
     return take_sampled(r, slot, t, lp, e);
@@ -260,33 +261,56 @@ static int admit(rollout *r, prompt_slot *p, gerr *e) {
     return 0;
 }
 
-/* One token for every sequence in flight. */
+/* One forward call for every sequence in flight that is not waiting for
+ * the environment: the tokens it has past what its cache holds (its newest
+ * token; after an environment's answer, the turn's last token and the
+ * answer's), then one token sampled for each from its last row's logits.
+ * A sequence's rows sit together at consecutive positions, so attention
+ * tiles them as a call of their own would, and the packed kernels sum each
+ * row alike whatever rows share the call: a continuation prefilled here
+ * gives the numbers of a prefill alone. */
 static int decode_step(rollout *r, gerr *e) {
-    int rows = 0;
+    int rows = 0, seqs = 0;
+    for (int i = 0; i < r->n_slots; i++) {
+        const rollout_seq *s = r->slot_seq[i];
+        if (s && !s->waiting) rows += s->pos - s->cached;
+    }
+    if (!rows) return 0;
+    int rc = rollout_reserve(r, 0, rows, e);
+    if (rc) return rc;
+    model_rows *mr = &r->run.rows;
+    rows = 0;
     for (int i = 0; i < r->n_slots; i++) {
         rollout_seq *s = r->slot_seq[i];
         if (!s || s->waiting) continue;
-        r->run.rows.seq[rows] = i;
-        r->run.rows.pos[rows] = s->pos - 1;
-        r->run.rows.tok[rows] = s->tokens[s->n - 1];
-        rows++;
+        for (int at = s->cached; at < s->pos; at++, rows++) {
+            mr->seq[rows] = i;
+            mr->pos[rows] = at;
+            mr->tok[rows] = s->tokens[s->n - (s->pos - at)];
+            mr->want[rows] = at == s->pos - 1;
+        }
+        s->cached = s->pos;
+        r->step_slot[seqs++] = i;
     }
-    if (!rows) return 0;
+    const bool *want = rows > seqs ? mr->want : NULL; /* NULL: every row, one per sequence */
+    double t0 = now_seconds();
     if (r->device_sampling) { /* the logits stay on the device; tokens come back */
-        model_runner *run = &r->run;
-        forward_rows(r, rows, NULL);
-        for (int j = 0; j < rows; j++) r->rngs[j] = &r->slot_seq[run->rows.seq[j]]->rng;
-        int rc = cuda_sample_plain(r->dlogits, rows, run->m.cfg.vocab_size, r->sp.temperature, r->rngs, r->toks,
-                                   r->lps, e);
-        if (rc) return rc;
-        for (int j = 0; j < rows; j++)
-            if ((rc = take_sampled(r, run->rows.seq[j], r->toks[j], r->lps[j], e))) return rc;
-        return 0;
+        forward_rows(r, rows, want);
+        for (int j = 0; j < seqs; j++) r->rngs[j] = &r->slot_seq[r->step_slot[j]]->rng;
+        rc = cuda_sample_plain(r->dlogits, seqs, r->run.m.cfg.vocab_size, r->sp.temperature, r->rngs, r->toks,
+                               r->lps, e);
+    } else {
+        rc = rollout_forward(r, rows, want, seqs, e);
     }
-    int rc = rollout_forward(r, rows, NULL, rows, e);
     if (rc) return rc;
-    for (int j = 0; j < rows; j++) {
-        rc = rollout_advance(r, r->run.rows.seq[j], r->logits + (size_t)j * r->run.m.cfg.vocab_size, e);
+    r->step_ended = now_seconds();
+    r->step_seconds = r->step_ended - t0;
+    r->step_seqs = seqs;
+    for (int j = 0; j < seqs; j++) {
+        if (r->device_sampling)
+            rc = take_sampled(r, r->step_slot[j], r->toks[j], r->lps[j], e);
+        else
+            rc = rollout_advance(r, r->step_slot[j], r->logits + (size_t)j * r->run.m.cfg.vocab_size, e);
         if (rc) return rc;
     }
     return 0;
@@ -376,6 +400,7 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
         r->toks = xcalloc((size_t)r->n_slots, sizeof *r->toks);
         r->lps = xcalloc((size_t)r->n_slots, sizeof *r->lps);
     }
+    r->step_slot = xcalloc((size_t)r->n_slots, sizeof *r->step_slot);
     if (!rc && o->tools) rc = load_tools(r, e);
     if (!rc && o->env) {
         r->multi_turn = true;
@@ -396,6 +421,7 @@ static void teardown(rollout *r) {
     free(r->rngs);
     free(r->toks);
     free(r->lps);
+    free(r->step_slot);
     free(r->policy);
     if (r->smp.prob) sampler_free(&r->smp);
     if (r->have_template) chat_template_free(&r->tmpl);
@@ -445,6 +471,11 @@ int rollout_run(const rollout_opts *o, gerr *e) {
     double started = now_seconds();
     long long prompts = 0;
     for (;;) {
+        if (r.multi_turn) { /* the answers that are back (or due): wait only when nothing else can go on */
+            bool idle = input_done || free_slots(&r) < (int)o->k;
+            for (int i = 0; i < r.n_slots && idle; i++) idle = !r.slot_seq[i] || r.slot_seq[i]->waiting;
+            if ((rc = episode_take_answers(&r, idle, e))) goto done;
+        }
         /* keep every slot busy: admit prompts while K slots are free */
         while (!input_done && free_slots(&r) >= (int)o->k) {
             prompt_slot *p = take_prompt_slot(&r);
@@ -467,14 +498,6 @@ int rollout_run(const rollout_opts *o, gerr *e) {
             continue;
         }
         if ((rc = decode_step(&r, e))) goto done;
-        if (r.multi_turn) {
-            /* nothing to decode: wait for the environment; else only take what is there */
-            bool idle = true;
-            for (int i = 0; i < r.n_slots && idle; i++) idle = !r.slot_seq[i] || r.slot_seq[i]->waiting;
-            double waited = now_seconds();
-            if ((rc = episode_take_answers(&r, idle ? 1000 : 0, e))) goto done;
-            if (idle) r.env_wait_seconds += now_seconds() - waited;
-        }
         if ((rc = flush_done(&r, &w, e))) goto done;
         progress_update(&pg, r.tokens_made);
     }
@@ -503,8 +526,10 @@ int rollout_run(const rollout_opts *o, gerr *e) {
                                   : 0.0,
                 r.run.cache.fmt == KV_BF16 ? "bf16" : "f32", r.n_slots, r.run.cache_ready ? r.run.cache.max_len : 0, blas_core_name(), device);
         if (r.multi_turn)
-            fprintf(stderr, "grpo-rollout: env: %lld requests; %.1f s with every sequence waiting for an answer\n",
-                    r.env_requests, r.env_wait_seconds);
+            fprintf(stderr,
+                    "grpo-rollout: env: %lld requests; %.1f s with every sequence waiting for an answer, %.1f s "
+                    "holding a decode step for answers due\n",
+                    r.env_requests, r.env_wait_seconds, r.env_hold_seconds);
     }
     if (r.multi_turn && (rc = episode_finish(&r, e))) goto done;
     if (r.skipped)

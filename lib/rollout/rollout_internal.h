@@ -43,6 +43,7 @@ typedef struct {
     rng_stream **rngs;
     int32_t *toks;
     float *lps;
+    int *step_slot; /* [n_slots] the slot of each row of logits a decode step wants */
     int n_slots;   /* sequences decoded together (KV cache slots) */
     /* slot -> the sample generating in it (NULL when free) and its prompt */
     rollout_seq **slot_seq;
@@ -60,17 +61,20 @@ typedef struct {
     bool env_open;
     long long env_requests;
     double env_wait_seconds; /* time spent with nothing to decode but answers to wait for */
+    double env_hold_seconds; /* time a decode step was held for answers due (episode_take_answers) */
+    /* the last decode step: when its forward call ended, how long it took,
+     * how many sequences it advanced */
+    double step_ended, step_seconds;
+    int step_seqs;
+    /* how long the latest answers took after their request (seconds; a ring) */
+    double env_latency[8];
+    int n_env_latency;
 } rollout;
 
 
-/* model_forward over the rows set in r->run.rows, then n_out rows of logits
- * in r->logits (copied back from a device). */
-int rollout_forward(rollout *r, int n_rows, const bool *want, int n_out, gerr *e);
 /* Room in every cache slot for `positions` positions, and forward calls of
  * `rows` rows. */
 int rollout_reserve(rollout *r, int positions, int rows, gerr *e);
-/* Samples the slot's next token from a row of logits and takes it. */
-int rollout_advance(rollout *r, int slot, const float *logits, gerr *e);
 /* The slot's sample is done: frees the slot and counts it for its prompt. */
 void rollout_release(rollout *r, int slot);
 
@@ -79,9 +83,14 @@ int episode_open(rollout *r, gerr *e);
 /* The slot's assistant turn ended: asks the environment what follows, or
  * ends the episode when no turn can follow. */
 int episode_turn_ended(rollout *r, int slot, gerr *e);
-/* Takes the environment's answers, waiting at most wait_ms for the first:
- * each ends its episode or appends its messages and resumes decoding. */
-int episode_take_answers(rollout *r, int wait_ms, gerr *e);
+/* Takes the environment's answers before a decode step: each ends its
+ * episode, or appends its messages as tokens that the next decode step
+ * prefills (with the other sequences' next tokens, in the same call). With
+ * block (nothing else to do) it waits up to a second for the first. The
+ * answers to requests the last step sent are waited for a little (at most
+ * what that step cost per sequence) when the environment has answered that
+ * fast lately: a sequence whose answer misses a step sits that step out. */
+int episode_take_answers(rollout *r, bool block, gerr *e);
 /* The multi-turn fields of a record (formats/rollout.md), after the
  * completion's tokens. */
 void episode_write_fields(const rollout *r, const rollout_seq *s, record *out);

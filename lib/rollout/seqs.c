@@ -15,7 +15,7 @@ void seq_start(rollout_seq *s, const tokenizer *tok, int sample, int pos, uint64
     s->env_reward = 0;
     cJSON_Delete(s->turns);
     s->turns = multi_turn ? cJSON_CreateArray() : NULL;
-    s->pos = pos;
+    s->pos = s->cached = pos;
     rng_init(&s->rng, seed, id, id_len, (uint64_t)sample);
     s->n = 0;
     tok_stream_init(&s->dec, tok, true);

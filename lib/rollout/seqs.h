@@ -20,6 +20,7 @@ typedef enum { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_ENV, FINISH_TURNS
 typedef struct {
     int sample;       /* 0..K-1 */
     int pos;          /* next position to write in the KV cache */
+    int cached;       /* positions already in the cache: the next forward call writes [cached, pos) */
     rng_stream rng;
     int32_t *tokens;  /* completion tokens */
     float *logprobs;
@@ -35,6 +36,7 @@ typedef struct {
     int turn_start;     /* index in tokens of that turn's first token */
     bool bound_hit;     /* the total bound or the context ended the turn: no turn can follow */
     bool waiting;       /* its request is with the environment */
+    double asked_at;    /* when that request went out (now_seconds) */
     cJSON *turns;       /* the messages appended after the prompt */
     bool has_env_reward;
     double env_reward;
@@ -52,7 +54,8 @@ void seq_free(rollout_seq *s);
 void seq_push(rollout_seq *s, const model_text *mt, int32_t token, float logprob, const string_list *stops,
               int max_new, int max_total, int limit_pos);
 /* Appends tokens the environment inserted (mask 0, no log-probability) and
- * starts the next assistant turn: its text starts empty. */
+ * starts the next assistant turn: its text starts empty. They, and the
+ * turn's last sampled token before them, are not yet in the cache. */
 void seq_append_env(rollout_seq *s, const tokenizer *tok, const int32_t *ids, size_t n);
 
 #endif

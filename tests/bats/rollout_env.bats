@@ -89,7 +89,7 @@ t = Tokenizer.from_file(sys.argv[1]); print(t.decode(json.load(open(sys.argv[2])
     [ "$(jq -c 'select(.last == true) | .turn' req.jsonl | sort -u)" = 1 ]
     grpo-rollout --model "$CHATML" -k 1 --max-new-tokens 4 --max-turns 1 --in "$(P)" --out one.jsonl --env "$ENV script" \
         --progress 2> err.txt
-    grep -Eq '^grpo-rollout: env: 3 requests; [0-9.]+ s with every sequence waiting for an answer$' err.txt
+    grep -Eq '^grpo-rollout: env: 3 requests; [0-9.]+ s with every sequence waiting for an answer, [0-9.]+ s holding a decode step for answers due$' err.txt
     jq -e '.finish_reason == "turns" and .env_reward == 0 and (.completion_mask | all(. == 1))
            and (.turns | length) == 1' one.jsonl > /dev/null
 }
@@ -133,6 +133,22 @@ t = Tokenizer.from_file(sys.argv[1]); print(t.decode(json.load(open(sys.argv[2])
     same_records a.jsonl b.jsonl
     key='[.id, .sample, .completion_tokens, .completion_mask, .turns, .finish_reason]'
     diff <(jq -c "$key" a.jsonl | sort) <(cat s0.jsonl s1.jsonl | jq -c "$key" | sort)
+}
+
+@test "an answer prefilled in a call of its own, beside other sequences' decode rows, or with other answers: the same records" {
+    needs_fixture
+    for w in f32 bf16; do
+        args=(--model "$CHATML" -k 3 --max-new-tokens 5 --in "$(P)" --seed 11 --batch 9 --weights $w)
+        # one answer every 0.05 s: each continuation is prefilled while the others wait
+        grpo-rollout "${args[@]}" --out alone.jsonl --env "$ENV sleep 0.05"
+        # answered at once: continuations join the decode step of the sequences still generating
+        grpo-rollout "${args[@]}" --out mixed.jsonl --env "$ENV script"
+        # answers held 0.2 s and sent together: many continuations in one call
+        grpo-rollout "${args[@]}" --out together.jsonl --env "$ENV reverse"
+        same_records alone.jsonl mixed.jsonl
+        same_records alone.jsonl together.jsonl
+        [ "$(jq -s 'map(.turns | length) | add' alone.jsonl)" -gt 9 ]
+    done
 }
 
 @test "while one episode waits for its answer, the others go on decoding" {

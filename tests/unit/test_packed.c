@@ -9,6 +9,7 @@
 #include "check.h"
 #include "model/model.h"
 #include "ops/packed.h"
+#include "runner/weights.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
 static float uniform(void) { /* xorshift: [-0.5, 0.5) */
@@ -133,6 +134,84 @@ static void test_model_not_packed(void) {
     model_free(&m);
 }
 
+/* grpo-rollout --env prefills an environment's answer in the decode step's
+ * call, beside the other sequences' next tokens: for every weight format,
+ * with the cache that goes with it, those rows give the same bits as the
+ * continuation prefilled in a call of its own, the decode rows the same as
+ * alone, and the caches they leave give the same next step. */
+static void test_continuation_in_decode_call(void) {
+    TEST("a continuation prefilled beside other sequences' decode rows: the same bits as alone (f32, bf16, q8)");
+    model_config cfg = {.arch = ARCH_LLAMA, .dim = 64, .hidden_dim = 96, .n_layers = 2, .n_heads = 4,
+                        .n_kv_heads = 2, .head_dim = 16, .vocab_size = 96, .max_seq_len = 64, .rope_theta = 10000,
+                        .norm_eps = 1e-5f, .bos_id = -1, .pad_id = -1};
+    /* prompts of 5, 7 and 6 tokens; sequence 1 then prefills C tokens (past
+     * ATT_MIN_ROWS, so attention takes them as a tile), 0 and 2 decode one */
+    enum { S = 3, C = 11, V = 96, L = 32 };
+    const int len[S] = {5, 7, 6};
+    const weight_format fmts[] = {WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8};
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        model m;
+        memset(&m, 0, sizeof m);
+        m.cfg = cfg;
+        gerr e = {0};
+        if (model_alloc(&m, &e)) {
+            CHECK(0);
+            return;
+        }
+        model_init_rope(&m);
+        fill(&m, 901 + f);
+        CHECK_EQ_INT(model_pack_for_inference(&m, fmts[f], &e), 0);
+        CHECK(m.packed);
+        float out[2][S * V], next[2][S * V];
+        for (int mixed = 0; mixed < 2; mixed++) {
+            kv_cache c;
+            model_scratch s;
+            CHECK_EQ_INT(kv_cache_init_as(&c, NULL, &cfg, S, L, weights_kv_format(fmts[f]), &e), 0);
+            CHECK_EQ_INT(model_scratch_init(&s, &cfg, 2 * L, L, &e), 0);
+            int seq[2 * L], pos[2 * L];
+            int32_t tok[2 * L];
+            bool want[2 * L];
+            float scratch_logits[V];
+            for (int q = 0; q < S; q++) { /* the prompts, one call each */
+                for (int i = 0; i < len[q]; i++) seq[i] = q, pos[i] = i, tok[i] = (int32_t)((i * 29 + 7 * q + 3) % V);
+                for (int i = 0; i < len[q]; i++) want[i] = i == len[q] - 1;
+                model_forward(&m, &c, len[q], seq, pos, tok, want, scratch_logits, &s);
+            }
+            /* the step: rows of sequence 0, 1 (C of them), 2 in slot order */
+            int n = 0;
+            for (int q = 0; q < S; q++) {
+                int k = q == 1 ? C : 1;
+                for (int i = 0; i < k; i++, n++) {
+                    seq[n] = q, pos[n] = len[q] + i, tok[n] = (int32_t)((i * 13 + 5 * q + 1) % V);
+                    want[n] = i == k - 1;
+                }
+            }
+            if (mixed) {
+                model_forward(&m, &c, n, seq, pos, tok, want, out[1], &s);
+            } else { /* each sequence's rows in a call of their own */
+                for (int q = 0, at = 0; q < S; q++) {
+                    int k = q == 1 ? C : 1;
+                    model_forward(&m, &c, k, seq + at, pos + at, tok + at, want + at, out[0] + q * V, &s);
+                    at += k;
+                }
+            }
+            /* the next step reads what the step cached: one decode row each */
+            for (int q = 0; q < S; q++) {
+                seq[q] = q, pos[q] = len[q] + (q == 1 ? C : 1), tok[q] = (int32_t)(q + 40);
+            }
+            model_forward(&m, &c, S, seq, pos, tok, NULL, next[mixed], &s);
+            model_scratch_free(&s);
+            kv_cache_free(&c);
+        }
+        CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
+        CHECK(memcmp(next[0], next[1], sizeof next[0]) == 0);
+        bool finite = true;
+        for (int i = 0; i < S * V; i++) finite = finite && isfinite(out[1][i]) && isfinite(next[1][i]);
+        CHECK(finite);
+        model_free(&m);
+    }
+}
+
 int main(void) {
     if (!packed_supported()) {
         printf("ok 1 - # SKIP no AVX-512 on this CPU: weights stay row-major (OpenBLAS)\n1..1\n");
@@ -142,5 +221,6 @@ int main(void) {
     test_model_packed(false);
     test_model_packed(true);
     test_model_not_packed();
+    test_continuation_in_decode_call();
     return check_done();
 }
