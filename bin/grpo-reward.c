@@ -1,5 +1,6 @@
 /* grpo-reward: rollout records in, scored records out (formats/scored.md). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/outpath.h"
@@ -293,6 +294,7 @@ int main(int argc, char **argv) {
     size_t n_fns;
     int opened = preset ? reward_open_preset(preset, (const char *const *)fn_specs.items, fn_specs.n, &p, &fns, &n_fns, &e)
                         : reward_open_fns((const char *const *)fn_specs.items, fn_specs.n, &p, &fns, &n_fns, &e);
+    free(fn_specs.items);
     if (opened) die_err(&e);
     int rc = reward_stage_run(&o, fns, n_fns, &e);
     reward_close_fns(fns, n_fns);

@@ -1,5 +1,7 @@
 /* grpo-rollout: prompt records in, K sampled completions per prompt out.
  * Flags here; the work is in lib/rollout. */
+#include <stdlib.h>
+
 #include "io/outpath.h"
 #include "ops/blas.h"
 #include "rollout/rollout.h"
@@ -99,6 +101,8 @@ int main(int argc, char **argv) {
             if (flags_given(&p, env_only[i])) die(EX_USAGE, "%s needs --env PROGRAM", env_only[i]);
     }
     gerr e = {0};
-    if (outpath_check(o.out, OUTPATH_FILE, &e) || rollout_run(&o, &e)) die_err(&e);
+    int rc = outpath_check(o.out, OUTPATH_FILE, &e) || rollout_run(&o, &e);
+    free(o.stops.items);
+    if (rc) die_err(&e);
     return 0;
 }
