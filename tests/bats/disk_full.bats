@@ -28,6 +28,13 @@ setup_file() {
     grpo-update --model "$TINY" --in batch.jsonl --out lora --lora-r 4 --lr 1e-3 --threads 1 2> /dev/null
 }
 
+teardown() {
+    if [ -n "${SERVER_PID:-}" ]; then
+        kill "$SERVER_PID" 2> /dev/null || true
+        wait "$SERVER_PID" 2> /dev/null || true
+    fi
+}
+
 needs_ns() {
     [ -d "$TINY" ] || skip "no test venv (make venv)"
     unshare -rm sh -c 'd=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs "$d" && umount "$d" && rmdir "$d"' 2> /dev/null ||
