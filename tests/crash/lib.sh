@@ -72,11 +72,22 @@ settle() {
     echo "$n"
 }
 
-# delay_ms MAX: a random delay in [0, MAX] ms, as seconds (bash's RANDOM, seeded)
-delay_s() {
-    local ms=$(( (RANDOM * 32768 + RANDOM) % ($1 + 1) ))
-    printf '%d.%03d' $((ms / 1000)) $((ms % 1000))
-}
+# delay_ms MAX: a random delay in [0, MAX] ms (bash's RANDOM, seeded)
+delay_ms() { echo $(( (RANDOM * 32768 + RANDOM) % ($1 + 1) )); }
 
 # now_ms: milliseconds since the epoch
 now_ms() { local t=$EPOCHREALTIME; echo $(( ${t%.*} * 1000 + 10#${t#*.} / 1000 )); }
+
+# wait_for PID MS: returns when PID has ended or MS milliseconds have passed,
+# polling every 5 ms without starting a process (read -t on a pipe nobody writes)
+wait_for() {
+    local t=$EPOCHREALTIME fd
+    local end=$(( ${t%.*} * 1000000 + 10#${t#*.} + $2 * 1000 ))
+    exec {fd}<> <(:)
+    while kill -0 "$1" 2> /dev/null; do
+        t=$EPOCHREALTIME
+        (( ${t%.*} * 1000000 + 10#${t#*.} < end )) || break
+        read -r -t 0.005 -u "$fd" _ || :
+    done
+    exec {fd}>&-
+}
