@@ -241,13 +241,13 @@ mk() { (cd "$1" && shift && make --no-print-directory -f "$GRPO_ROOT/pipelines/g
             exit $st' _ "${points[$k]}"
         echo "${stages[$k]}: $status: $stderr"
         [ "$status" -eq 2 ]
-        printf '%s\n' "$stderr" | grep -Eq 'No space left on device|its messages could not be written there'
+        printf '%s\n' "$stderr" | grep -Eq 'No space left on device|its stderr could not be written there'
         [[ "$stderr" == *"make: *** ["*"Error "* ]]
         # a tool fails in one line naming its output; its stderr goes to the stage's
         # log, on the full disk too, so that line may be lost: grpo.mk then says so
         case ${stages[$k]} in rollout | reward | advantage | update | export)
             printf '%s\n' "$stderr" | grep -Eq "^grpo-${stages[$k]}: r/[^ ]*: write failed: No space left on device$" ||
-                printf '%s\n' "$stderr" | grep -Eq "^grpo.mk: r/[^ ]*\.log: the stage failed \(exit 74\) and its messages could not be written there" ;;
+                printf '%s\n' "$stderr" | grep -Eq "^grpo.mk: r/[^ ]*\.log is empty: the stage failed \(exit 74\) without a message, or its stderr could not be written there" ;;
         esac
         # the run's files as they were before the full make, nothing beside them (no
         # temporary; a step's directory, made before its first file, may be there
