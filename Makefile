@@ -12,7 +12,7 @@
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
 #   make crash-matrix  KILLS (200) SIGKILLs at random points of a pipelines/grpo.mk run (SHARDS=2,
 #                   multi-turn rollout, the judge with server faults and its cache) and of each tool
-#                   alone, a rerun after each: same bytes, nothing left over (tests/crash/; about 10 min)
+#                   alone, a rerun after each: same bytes, nothing left over (tests/crash/; about 15 min)
 #   make install    the tools, scripts and pipelines under PREFIX (/usr/local); make uninstall
 #   make llama-cpp  llama.cpp's library (pinned, from PyPI) and tests/llama/llama_ids, which
 #                   loads our GGUF exports in llama.cpp (tests/bats/llama_cpp.bats)
