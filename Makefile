@@ -11,6 +11,9 @@
 #   make bench-gpu  grpo-rollout --device cuda against transformers generate on the same
 #                   NVIDIA card, random weights of three model shapes (bench/gpu.sh)
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
+#   make crash-matrix  KILLS (200) SIGKILLs at random points of a pipelines/grpo.mk run (SHARDS=2,
+#                   multi-turn rollout, the judge with server faults and its cache) and of each tool
+#                   alone, a rerun after each: same bytes, nothing left over (tests/crash/; about 15 min)
 #   make install    the tools, scripts and pipelines under PREFIX (/usr/local); make uninstall
 #   make llama-cpp  llama.cpp's library (pinned, from PyPI) and tests/llama/llama_ids, which
 #                   loads our GGUF exports in llama.cpp (tests/bats/llama_cpp.bats)
@@ -220,6 +223,11 @@ test: deps
 FUZZ_TIME ?= 600
 fuzz-long: fuzz
 	@sh tests/fuzz/long.sh $(FUZZ_TIME) $(FUZZ_TARGETS)
+
+# KILLS kills (half on a grpo.mk run, half on the tools alone), SEED for the delays
+.PHONY: crash-matrix
+crash-matrix: all
+	@KILLS='$(or $(KILLS),200)' SEED='$(or $(SEED),1)' bash tests/crash/crash-matrix.sh
 
 build/bench/%: bench/%.c $(wildcard bench/*.h) build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR)
 	@mkdir -p $(dir $@)

@@ -244,8 +244,11 @@ $(call setting,eval,$(GRPO_EVAL) $(EVAL_ARGS))
 $(call setting,export,$(EXPORT_DTYPE))
 
 # ---- recipe pieces -------------------------------------------------------------
-# $(call logged,LOG): stderr to LOG, shown when the command fails
-logged = 2> $(1) || { s=$$?; cat $(1) >&2; exit $$s; }
+# $(call logged,LOG): stderr to LOG, shown when the command fails; the tools always
+# say why they fail, so an empty LOG is a stage silent by itself (a REWARD) or
+# whose stderr could not be written there (a full disk)
+logged = 2> $(1) || { s=$$?; cat $(1) >&2; [ -s $(1) ] || \
+    echo "grpo.mk: $(1) is empty: the stage failed (exit $$s) without a message, or its stderr could not be written there (a full disk?)" >&2; exit $$s; }
 # $(call seconds,FILE): the wall time since t0 into FILE (a log, as the stage's stderr)
 seconds = awk -v a="$$t0" -v b="$$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }' > $(1)
 # a recipe that writes $@.tmp and renames it: the .tmp goes when the recipe fails

@@ -21,6 +21,8 @@ shard_lines() {
 }
 
 tmp="$out.tmp"
+# a failure (a full disk) or a signal leaves no temporary
+trap 'rm -f "$tmp"' EXIT
 {
     zstd -dcf "$order" | jq -c '.id'
     printf '\001\n'

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sysexits.h>
 #include <unistd.h>
 
@@ -236,7 +237,26 @@ int metrics_append(const char *path, const metrics_line *ml, const update_batch 
     } else {
         /* one write of a whole line: concurrent appenders never interleave */
         ssize_t w = write(fd, l.data, l.len);
-        if (w != (ssize_t)l.len || !outpath_fsync(fd)) rc = gerr_set(e, EX_IOERR, "%s: %s", path, strerror(errno));
+        bool cut = true;
+        if (w >= 0 && w < (ssize_t)l.len) {
+            /* a short write (a full disk): the rest fails with the cause, and the
+             * part written is cut off again, so the file keeps whole lines only */
+            ssize_t more = write(fd, l.data + w, l.len - (size_t)w);
+            if (more == (ssize_t)(l.len - (size_t)w)) {
+                w = (ssize_t)l.len;
+            } else {
+                int err = more < 0 ? errno : ENOSPC;
+                off_t ours = (off_t)w + (more > 0 ? more : 0), end = lseek(fd, 0, SEEK_CUR);
+                struct stat st;
+                cut = end >= ours && !fstat(fd, &st) && st.st_size == end && !ftruncate(fd, end - ours);
+                errno = err;
+                w = -1;
+            }
+        }
+        if (w < 0)
+            rc = gerr_set(e, EX_IOERR, "%s: write failed: %s%s", path, strerror(errno),
+                          cut ? "" : " (a part of the line is left at its end)");
+        else if (!outpath_fsync(fd)) rc = gerr_set(e, EX_IOERR, "%s: fsync failed: %s", path, strerror(errno));
         if (close(fd) && !rc) rc = gerr_set(e, EX_IOERR, "%s: %s", path, strerror(errno));
     }
     sb_free(&l);

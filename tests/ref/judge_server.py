@@ -4,8 +4,9 @@
 Stdlib only (asyncio protocols, HTTP/1.1 keep-alive), one process, one core.
 
 Usage: judge_server.py [--port-file F] [--port N] [--retry-after V] [--slow S]
-                       [--delay S] [--always FAULT] [--fail-after N]
-                       [--reply-format TEXT] [--log F]
+                       [--slow-body S] [--delay S] [--always FAULT] [--fail-after N]
+                       [--fault-mix LIST] [--fault-mix-max N]
+                       [--reply-format TEXT] [--log F] [--sold F]
 
 Prints the port it listens on (127.0.0.1) as one line on stdout, and writes
 it to --port-file (renamed into place, so a reader never sees half of it).
@@ -28,11 +29,23 @@ whose role is "user". Markers in that message change the answer:
       malformed   200 with a body that is not JSON
       nochoices   200 with JSON that has no "choices"
       reset       close the connection without answering
+      truncated   200 whose body stops at half its Content-Length, then the
+                  connection is reset (not an answer)
+      slowbody    200 whose head and body come in 4 pieces over --slow-body
+                  seconds (an answer, only slow)
 --always F: every chat request gets fault F (until POST /control changes it).
 --fail-after N: after N answered requests, every request gets --always's
 fault (500 when --always is not given).
 --delay S: every answer waits S seconds first (for kill -9 mid-run tests).
+--fault-mix LIST (comma-separated faults, e.g. 429,500,reset,truncated,slowbody):
+a request without markers gets, on its first n attempts, faults from LIST,
+n = (byte 0 of sha256(body)) mod (--fault-mix-max + 1), fault i being LIST[(byte
+i+1) mod len]: the same body meets the same faults in the same order, and is
+answered from attempt n on.
 --log F: one line per chat request, "SHA256(body) STATUS", flushed.
+--sold F: one line per answer sold, "SHA256(body)", flushed once its last
+byte was handed to the socket (after a slowbody's last piece): what a paid
+endpoint would have charged for.
 
 GET /stats: {"requests": chat requests, "answered": 200 answers with a
 score, "by_body": {sha256(body): requests}, "auth": [distinct Authorization
@@ -51,7 +64,8 @@ import socket
 import struct
 import sys
 
-MARKER = re.compile(r"\[\[(429|500|502|503|400|401|404|slow|malformed|nochoices|reset)(?:x(\d+|\*))?\]\]")
+FAULTS = "429|500|502|503|400|401|404|slow|malformed|nochoices|reset|truncated|slowbody"
+MARKER = re.compile(r"\[\[(" + FAULTS + r")(?:x(\d+|\*))?\]\]")
 SCORE = re.compile(r"\[\[score:([^\]]*)\]\]")
 REPLY = re.compile(r"\[\[reply:(.*?)\]\]", re.S)
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
@@ -73,11 +87,33 @@ class State:
         self.in_flight = 0
         self.max_in_flight = 0
         self.log = open(args.log, "a") if args.log else None
+        self.sold = open(args.sold, "a") if args.sold else None
+        self.mix = [f for f in args.fault_mix.split(",") if f] if args.fault_mix else []
+        bad = [f for f in self.mix if not re.fullmatch(FAULTS, f)]
+        if bad:
+            raise SystemExit(f"judge_server.py: --fault-mix: unknown fault {bad[0]}")
 
     def stats(self):
         return {"requests": self.requests, "answered": self.answered, "by_body": self.by_body,
                 "auth": sorted(self.auth), "connections": self.connections, "faults": self.faults,
                 "max_in_flight": self.max_in_flight}
+
+
+def mixed_fault(state, digest, attempt):
+    """--fault-mix: the fault of this body's attempt (0-based), or None."""
+    if not state.mix:
+        return None
+    h = bytes.fromhex(digest)
+    if attempt >= h[0] % (state.args.fault_mix_max + 1):
+        return None
+    return state.mix[h[1 + attempt] % len(state.mix)]
+
+
+class Reply:
+    """An answer to send: its bytes, in pieces with a pause between them
+    (slowbody), cut short and reset (truncated), and whether it is sold."""
+    def __init__(self, data, pieces=1, pause=0.0, truncate=False, sold=None):
+        self.data, self.pieces, self.pause, self.truncate, self.sold = data, pieces, pause, truncate, sold
 
 
 def fault_for(user, attempt):
@@ -146,13 +182,34 @@ class Conn(asyncio.Protocol):
 
     async def finish(self, coro):
         reply = await coro
-        self.busy = False
         if self.closed:
+            self.busy = False
             return
         if reply is None:
+            self.busy = False
             self.reset()
             return
-        self.transport.write(reply)
+        if isinstance(reply, Reply):
+            data = reply.data[:len(reply.data) - (len(reply.data) - reply.data.find(b"\r\n\r\n") - 4) // 2] \
+                if reply.truncate else reply.data
+            step = -(-len(data) // reply.pieces)
+            for i in range(0, len(data), step):
+                if i:
+                    await asyncio.sleep(reply.pause)
+                if self.closed:
+                    self.busy = False
+                    return
+                self.transport.write(data[i:i + step])
+            self.busy = False
+            if reply.truncate:
+                self.reset()
+                return
+            if reply.sold and self.state.sold:
+                self.state.sold.write(reply.sold + "\n")
+                self.state.sold.flush()
+        else:
+            self.busy = False
+            self.transport.write(reply)
         self.next_request()
 
     def reset(self):
@@ -203,10 +260,11 @@ class Conn(asyncio.Protocol):
         for m in req["messages"]:
             if m.get("role") == "user":
                 user = m.get("content", "")
-        fault = fault_for(user, attempt)
+        fault = fault_for(user, attempt) if MARKER.search(user) else mixed_fault(st, digest, attempt)
         if fault is None and (st.always or (st.fail_after is not None and st.answered >= st.fail_after)):
             fault = st.always or "500"
-        status = 200 if fault in (None, "slow", "malformed", "nochoices") else (0 if fault == "reset" else int(fault))
+        status = 200 if fault in (None, "slow", "malformed", "nochoices", "truncated", "slowbody") \
+            else (0 if fault == "reset" else int(fault))
         if st.log:
             st.log.write(f"{digest} {fault or 200}\n")
             st.log.flush()
@@ -235,13 +293,19 @@ class Conn(asyncio.Protocol):
             s = SCORE.search(user)
             score = s.group(1) if s else str(1 + int.from_bytes(hashlib.sha256(user.encode()).digest()[:4], "big") % 10)
             content = st.args.reply_format.replace("{score}", score)
-        st.answered += 1
+        if fault != "truncated":
+            st.answered += 1
         out = {"id": "chatcmpl-" + digest[:12], "object": "chat.completion", "model": req.get("model"),
                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                             "finish_reason": "stop"}],
                "usage": {"prompt_tokens": len(user) // 4 + 1, "completion_tokens": len(content) // 4 + 1,
                          "total_tokens": len(user) // 4 + len(content) // 4 + 2}}
-        return response(200, json.dumps(out).encode())
+        data = response(200, json.dumps(out).encode())
+        if fault == "truncated":
+            return Reply(data, truncate=True)
+        if fault == "slowbody":
+            return Reply(data, pieces=4, pause=st.args.slow_body / 3, sold=digest)
+        return Reply(data, sold=digest)
 
 
 async def main():
@@ -250,11 +314,15 @@ async def main():
     ap.add_argument("--port-file")
     ap.add_argument("--retry-after", default="1")
     ap.add_argument("--slow", type=float, default=30.0)
+    ap.add_argument("--slow-body", type=float, default=0.3)
     ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--fault-mix")
+    ap.add_argument("--fault-mix-max", type=int, default=2)
     ap.add_argument("--always")
     ap.add_argument("--fail-after", type=int)
     ap.add_argument("--reply-format", default="{score}")
     ap.add_argument("--log")
+    ap.add_argument("--sold")
     args = ap.parse_args()
     state = State(args)
     loop = asyncio.get_running_loop()
