@@ -226,7 +226,8 @@ fuzz-long: fuzz
 
 # KILLS kills (half on a grpo.mk run, half on the tools alone), SEED for the delays
 .PHONY: crash-matrix
-crash-matrix: all
+crash-matrix: deps
+	@$(MAKE) --no-print-directory all venv
 	@KILLS='$(or $(KILLS),200)' SEED='$(or $(SEED),1)' bash tests/crash/crash-matrix.sh
 
 build/bench/%: bench/%.c $(wildcard bench/*.h) build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR)

@@ -12,6 +12,7 @@
 # the space back, the same make ends with an uninterrupted run's bytes.
 load helpers
 unset MAKEFLAGS MFLAGS MAKELEVEL
+export GRPO_ROOT # the namespaces' shells run mk, which needs it
 
 setup_file() {
     export TINY="$BATS_FILE_TMPDIR/tiny" F="$BATS_FILE_TMPDIR"
