@@ -59,3 +59,20 @@ setup_file() {
     run "$GRPO_ROOT/pipelines/compare-report.sh" out
     [ "$status" -eq 64 ]
 }
+
+@test "pipelines/demo/compare: every shipped algorithm is a run grpo.mk reads, the demo's settings with its own update flags" {
+    local f a
+    for f in "$GRPO_ROOT"/pipelines/demo/compare/*.mk; do
+        a=$(basename "$f" .mk)
+        mkdir "$a"
+        printf 'include %s\nSEED = 2\n' "$f" > "$a/config.mk"
+        run make --no-print-directory -s -f "$GRPO_ROOT/pipelines/grpo.mk" RUN="$a" GRPO_ROOT="$GRPO_ROOT" \
+            --eval='show: ; @echo "$(STEPS) $(K) $(SEED) $(UPDATE_FLAGS)"' show
+        [ "$status" -eq 0 ]
+        [[ "$output" == "16 8 2 --lora-r 16 --lr 5e-4 --beta 0.04"* ]] || [[ "$output" == "16 8 2 --lora-r 16 --lr 5e-4 --beta 0"* ]] ||
+            { echo "$a: $output"; false; }
+    done
+    run make --no-print-directory -s -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=grpo-bf16 GRPO_ROOT="$GRPO_ROOT" \
+        --eval='show: ; @echo "$(UPDATE_FLAGS)"' show
+    [ "$output" = "--lora-r 16 --lr 5e-4 --beta 0.04 --compute bf16" ]
+}
