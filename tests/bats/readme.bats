@@ -64,6 +64,12 @@ LISTED=(
     README.md 'make demo SEED=2     # another seed (runs/demo-config-seed2)'
     'readme.bats: make demo QUICK=1 and SEED=2 reach scripts/demo.sh'
 
+    README.md 'make example-guess           # SmolLM2-135M-Instruct learns guess-the-number against an environment program'
+    'pipeline.bats: pipelines/examples/guess (make example-guess)'
+
+    README.md 'make example-guess SEED=2    # another seed (runs/guess-seed2)'
+    'pipeline.bats: pipelines/examples/guess (make example-guess)'
+
     # the Slurm submission: the same targets, in the same order, run by make in
     # pipeline.bats; `mk=...` and `$mk prompts` before it run here
     pipelines/README.md 'prev='
