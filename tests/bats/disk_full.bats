@@ -81,22 +81,17 @@ intact() {
     diff -r seed after || { echo "the files before the run changed, or others were left:"; ls -la after; return 1; }
 }
 
-full() { # full TOOL CMD...: 74, one line naming d/, nothing changed
-    local tool=$1
-    shift
-    in_ns full "$@"
-    [ "$status" -eq 74 ] || { echo "$* -> $status: $output"; return 1; }
-    assert_one_line_error "$tool" "d/[^ ]*: .*No space left on device" || return 1
+# fails_in MODE STATUS WHY TOOL CMD...: STATUS, one line naming d/ and WHY, nothing changed
+fails_in() {
+    local mode=$1 want=$2 why=$3 tool=$4
+    shift 4
+    in_ns "$mode" "$@"
+    [ "$status" -eq "$want" ] || { echo "$* -> $status: $output"; return 1; }
+    assert_one_line_error "$tool" "d/[^ ]*: .*$why" || return 1
     intact
 }
-readonly_dir() { # readonly_dir TOOL CMD...: 73, one line naming d/, nothing changed
-    local tool=$1
-    shift
-    in_ns readonly "$@"
-    [ "$status" -eq 73 ] || { echo "$* -> $status: $output"; return 1; }
-    assert_one_line_error "$tool" "d/[^ ]*: .*Read-only file system" || return 1
-    intact
-}
+full() { fails_in full 74 'No space left on device' "$@"; }         # full TOOL CMD...
+readonly_dir() { fails_in readonly 73 'Read-only file system' "$@"; } # readonly_dir TOOL CMD...
 
 @test "grpo-prep: a full disk is 74, a read-only directory 73; one line; the previous output intact" {
     needs_ns
