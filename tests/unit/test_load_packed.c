@@ -116,7 +116,8 @@ static int write_gguf(const char *path, const model *m, bool mixed) {
 }
 
 /* Rewrites tensor `name`'s data in the file through edit (its bytes, its size). */
-static bool edit_tensor(const char *path, const char *name, void (*edit)(unsigned char *, size_t)) {
+static bool edit_tensor(const char *path, const char *name, void (*edit)(unsigned char *, size_t, const void *),
+                        const void *ctx) {
     gguf_file f;
     gerr e = {0};
     if (gguf_open(&f, path, &e)) {
@@ -129,7 +130,7 @@ static bool edit_tensor(const char *path, const char *name, void (*edit)(unsigne
     if (t) memcpy(bytes, t->data, len);
     gguf_close(&f);
     if (!t) return false;
-    edit(bytes, len);
+    edit(bytes, len, ctx);
     FILE *out = fopen(path, "r+b");
     bool ok = out && fseek(out, (long)at, SEEK_SET) == 0 && fwrite(bytes, 1, len, out) == len;
     if (out && fclose(out)) ok = false;
@@ -245,7 +246,8 @@ static void test_same_bytes(void) {
 
 /* Halves every quant of each block and doubles its scale: values the
  * quantizer would not write (max |q| 63), each exactly representable. */
-static void halve_quants(unsigned char *b, size_t len) {
+static void halve_quants(unsigned char *b, size_t len, const void *unused) {
+    (void)unused;
     for (size_t at = 0; at + 34 <= len; at += 34) {
         uint16_t d = (uint16_t)(b[at] | b[at + 1] << 8);
         d = (uint16_t)(d + 0x0400); /* exponent + 1: d * 2 for a normal d */
@@ -260,7 +262,7 @@ static void test_any_blocks(void) {
     const char *path = file("halved.gguf");
     gerr e = {0};
     if (!make(&m, &llama_cfg, 9) || write_gguf(path, &m, false) ||
-        !edit_tensor(path, "blk.0.attn_q.weight", halve_quants) || !load_both(path, WEIGHTS_Q8, &a, &b)) {
+        !edit_tensor(path, "blk.0.attn_q.weight", halve_quants, NULL) || !load_both(path, WEIGHTS_Q8, &a, &b)) {
         CHECK(0);
         return;
     }
@@ -278,12 +280,15 @@ static void test_any_blocks(void) {
 }
 
 /* Block 5 of the tensor gets scale `scale` (f16 bits) and first quant q0. */
-static uint16_t bad_scale;
-static int8_t bad_q0;
-static void spoil_block(unsigned char *b, size_t len) {
+typedef struct {
+    uint16_t scale;
+    int8_t q0;
+} bad_block;
+static void spoil_block(unsigned char *b, size_t len, const void *ctx) {
+    const bad_block *bad = ctx;
     if (len < 6 * 34) return;
-    b[5 * 34] = (unsigned char)(bad_scale & 0xFF), b[5 * 34 + 1] = (unsigned char)(bad_scale >> 8);
-    b[5 * 34 + 2] = (unsigned char)bad_q0;
+    b[5 * 34] = (unsigned char)(bad->scale & 0xFF), b[5 * 34 + 1] = (unsigned char)(bad->scale >> 8);
+    b[5 * 34 + 2] = (unsigned char)bad->q0;
 }
 
 static void test_nonfinite(void) {
@@ -300,8 +305,8 @@ static void test_nonfinite(void) {
     } cases[] = {{0x7C00, -3, "value 160 is -inf"}, {0x7C00, 0, "value 160 is NaN"}, {0x7E01, 5, "value 160 is NaN"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *path = file("bad.gguf");
-        bad_scale = cases[i].scale, bad_q0 = cases[i].q0;
-        if (write_gguf(path, &m, false) || !edit_tensor(path, "blk.1.attn_k.weight", spoil_block)) {
+        const bad_block bad = {cases[i].scale, cases[i].q0};
+        if (write_gguf(path, &m, false) || !edit_tensor(path, "blk.1.attn_k.weight", spoil_block, &bad)) {
             CHECK(0);
             continue;
         }
