@@ -16,6 +16,7 @@ records before it; a checksum or header that is wrong raises TxLogError.
 import glob
 import json
 import os
+import re
 import struct
 import zlib
 
@@ -86,6 +87,15 @@ def history(path):
 
 def run_logs(wandb_dir, run_id):
     """The transaction logs of run run_id under wandb_dir/wandb, oldest first
-    (a resumed run has one per process that logged to it)."""
-    pattern = os.path.join(wandb_dir, 'wandb', f'*run-*-{run_id}', f'run-{run_id}.wandb')
-    return sorted(glob.glob(pattern), key=lambda p: os.path.basename(os.path.dirname(p)))
+    (a resumed run has one per process that logged to it). A process that
+    starts in the same second as an earlier one finds its directory name
+    (MODE-run-YYYYMMDD_HHMMSS-ID) taken, and wandb appends -1, -2, ...: those
+    sort after the name without the suffix, in the suffix's order."""
+    name = re.compile(r'(?:offline-)?run-(\d{8}_\d{6})-' + re.escape(run_id) + r'(?:-(\d+))?')
+    found = []
+    for d in glob.glob(os.path.join(wandb_dir, 'wandb', f'*run-*-{run_id}*')):
+        m = name.fullmatch(os.path.basename(d))
+        log = os.path.join(d, f'run-{run_id}.wandb')
+        if m and os.path.isfile(log):
+            found.append(((m.group(1), int(m.group(2) or 0)), log))
+    return [log for _, log in sorted(found)]

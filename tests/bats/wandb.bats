@@ -71,6 +71,30 @@ no_key() { ! grep -rqa -- "$KEY" "$@" || { grep -rla -- "$KEY" "$@"; false; }; }
     [ "$(readback rows run "$id" | jq -s 'map(._step)')" = "$(jq -n "[range($lines)]")" ]
 }
 
+@test "a process that starts in the same second as the last: wandb's -1 directory is read, nothing logged twice" {
+    needs_wandb
+    mkdir run
+    head -n 3 "$FIX/a.jsonl" > m.jsonl
+    wb --run run m.jsonl
+    id=$(cat run/wandb-run-id)
+    # every name the next process could take in the coming minute is taken (empty, no log), as
+    # the last process's own is when the next one starts in the same second
+    now=$(date +%s)
+    for t in $(seq "$now" $((now + 60))); do
+        mkdir -p "run/wandb/offline-run-$(date -d "@$t" +%Y%m%d_%H%M%S)-$id"
+    done
+    cp "$FIX/a.jsonl" m.jsonl
+    printf '%s\n' '{"id":"p1","sample":0,"reward":1,"advantage":0.5,"completion":"x"}' | zstd -q > batch.jsonl.zst
+    wb --run run --samples 3:batch.jsonl.zst m.jsonl
+    logs=(run/wandb/offline-run-*-"$id"-1/run-"$id".wandb)
+    [ -f "${logs[0]}" ] # the collision happened
+    readback check run "$id" m.jsonl
+    [ "$(readback rows run "$id" | jq -s 'map(select(has("samples/_type")) | .step)')" = "$(jq -n '[3]')" ]
+    # a rerun finds everything in the run, the -1 log's rows included: it starts no process
+    wb --run run --samples 3:batch.jsonl.zst m.jsonl
+    [ "$(ls run/wandb/offline-run-*-"$id"*/run-"$id".wandb | wc -l)" -eq 2 ]
+}
+
 @test "grpo.mk WANDB_PROJECT offline: every step, eval and table once; more steps and make metrics append; TensorBoard alike" {
     needs_wandb
     needs_tiny_llama() { [ -d "$1" ] || skip "no test venv (make venv)"; }
