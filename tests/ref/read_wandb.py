@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reads back what scripts/grpo-wandb logged, from the W&B run's own
-transaction logs (WANDB_DIR/wandb/*run-*-ID/run-ID.wandb), for
+transaction logs (WANDB_DIR/wandb/*run-*-ID[-N]/run-ID.wandb), for
 tests/bats/wandb.bats. Records are decoded with wandb's protobuf classes
 (scripts/lib/wandb_txlog.py reads the framing, checksums included).
 
