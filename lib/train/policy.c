@@ -12,6 +12,7 @@
 #include "../ckpt/load.h"
 #include "../dist/shard.h"
 #include "../io/mapped.h"
+#include "../util/bigmem.h"
 #include "../util/strbuf.h"
 #include "state.h"
 #include "update_internal.h"
@@ -191,8 +192,8 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
     }
     if (c->optim.kind == OPTIM_ADAMW) {
         size_t n = p->hi - p->lo;
-        p->exp_avg = calloc(n ? n : 1, sizeof(float));
-        p->exp_avg_sq = calloc(n ? n : 1, sizeof(float));
+        p->exp_avg = big_calloc(n ? n : 1, sizeof(float));
+        p->exp_avg_sq = big_calloc(n ? n : 1, sizeof(float));
         if (!p->exp_avg || !p->exp_avg_sq) {
             policy_free(p);
             return gerr_set(e, EX_SOFTWARE, "out of memory for the optimizer state (%zu MiB)", n * 8 >> 20);

@@ -14,6 +14,7 @@
 #endif
 
 #include "../model/layer.h"
+#include "../util/bigmem.h"
 
 struct trainer_acts {
     float *mem;
@@ -172,9 +173,9 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     arena a = {NULL, 0};
     carve(&a, t, ac);
     ac->n_floats = a.used;
-    ac->mem = malloc(a.used * sizeof(float));
+    ac->mem = big_calloc(a.used, sizeof(float)); /* prefaulted: see bigmem.h */
     t->n_grad = mode == TRAINER_FULL ? m->n_params : mode == TRAINER_LORA ? l->n_params : 0;
-    t->grad = t->n_grad ? calloc(t->n_grad, sizeof(float)) : NULL;
+    t->grad = t->n_grad ? big_calloc(t->n_grad, sizeof(float)) : NULL;
     if (!ac->layer || !ac->x_in || !ac->ws.tasks || !ac->row_pos || !ac->row_kv || !ac->row_key || !ac->target_row ||
         !ac->target_tok || !ac->mem || (t->n_grad && !t->grad)) {
         trainer_free(t);

@@ -1,17 +1,21 @@
 /* SHA-256, id hashes and the Philox RNG against published or independently
  * computed values (Python's hashlib for the id hashes and RNG keys); vec_expf;
- * the process groups of util/cleanup; flags_given; f32_first_nonfinite. */
+ * the process groups of util/cleanup; flags_given; f32_first_nonfinite;
+ * big_calloc. */
 #include <float.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "util/bigmem.h"
 #include "util/cleanup.h"
 #include "util/finite.h"
 #include "util/flags.h"
@@ -325,6 +329,43 @@ int main(void) {
             CHECK_EQ_STR(files.items[3], "c");
         }
         free(files.items);
+    }
+    TEST("big_calloc: zeros, 2 MiB aligned and every page resident at once above 2 MiB; calloc below; overflow is NULL");
+    {
+        float *small = big_calloc(100, sizeof(float));
+        CHECK(small != NULL);
+        bool zero = small != NULL;
+        for (int i = 0; small && i < 100; i++) zero = zero && small[i] == 0.0f;
+        CHECK(zero);
+        free(small);
+        size_t n = ((size_t)5 << 20) / sizeof(float) + 3; /* 5 MiB and a bit: the last huge page partly used */
+        float *big = big_calloc(n, sizeof(float));
+        CHECK(big != NULL);
+        if (big) {
+            CHECK_EQ_INT((uintptr_t)big % ((uintptr_t)2 << 20), 0);
+            zero = true;
+            for (size_t i = 0; i < n; i++) zero = zero && big[i] == 0.0f;
+            CHECK(zero);
+            /* resident before anything here wrote it: the zeros were written, not left
+             * to the zero page (calloc's pages would not be resident yet) */
+            float *fresh = big_calloc(n, sizeof(float));
+            CHECK(fresh != NULL);
+            if (fresh) {
+                long page = sysconf(_SC_PAGESIZE);
+                size_t pages = (n * sizeof(float) + (size_t)page - 1) / (size_t)page;
+                unsigned char *vec = malloc(pages);
+                CHECK(vec && mincore(fresh, n * sizeof(float), vec) == 0);
+                size_t resident = 0;
+                for (size_t i = 0; vec && i < pages; i++) resident += vec[i] & 1;
+                CHECK_EQ_INT(resident, pages);
+                free(vec);
+                free(fresh);
+            }
+            big[n - 1] = 1.0f;
+            free(big);
+        }
+        CHECK(big_calloc(SIZE_MAX / 2, 4) == NULL);
+        CHECK(big_calloc(SIZE_MAX / 4 + 1, 4) == NULL);
     }
     return check_done();
 }

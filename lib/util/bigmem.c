@@ -1,0 +1,25 @@
+#include "bigmem.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+enum { HUGE_PAGE = 2 << 20 };
+
+void *big_calloc(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    size_t bytes = n * size;
+    if (bytes < HUGE_PAGE) return calloc(n ? n : 1, size ? size : 1);
+    if (bytes > SIZE_MAX - HUGE_PAGE) return NULL;
+    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    void *p = aligned_alloc(HUGE_PAGE, rounded);
+    if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+    /* advice only: where it fails (no THP, an old kernel) the pages stay
+     * 4 KiB and the zeros below still make each fault a single write */
+    (void)madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, rounded);
+    return p;
+}
