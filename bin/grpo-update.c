@@ -93,7 +93,8 @@ int main(int argc, char **argv) {
         {"--device", NULL, FLAG_CHOICE, &o.device, "D", "where to run", 0, 0, "cpu|cuda"},
         {"--compute", NULL, FLAG_CHOICE, &o.compute, "C",
          "matrix products' operands: f32, or bf16 with float32 sums (CPUs with AVX-512 BF16; weights, gradients "
-         "and AdamW state stay float32); a checkpoint continues with its own", 0, 0, "f32|bf16"},
+         "and AdamW state stay float32); auto: bf16 where the CPU has it, else f32; a checkpoint continues with its "
+         "own", 0, 0, "f32|bf16|auto"},
     };
     flag_parser p = {
         .usage = "grpo-update --model M --out DIR [--in F] [--lr X] [--loss L] [--beta B] [--lora-r R] [flags]",

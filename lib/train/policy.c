@@ -12,6 +12,7 @@
 #include "../ckpt/load.h"
 #include "../dist/shard.h"
 #include "../io/mapped.h"
+#include "../ops/backend.h"
 #include "../util/bigmem.h"
 #include "../util/strbuf.h"
 #include "state.h"
@@ -96,7 +97,7 @@ static int state_ref(const train_state *s, const char *ckpt, const char *state_p
 
 /* The --compute a checkpoint was trained with (flags.compute; "f32" before
  * the flag existed). Given and different, it is refused as a conflicting
- * --lora-r is: a run keeps its numerics; left out, it is continued. */
+ * --lora-r is: a run keeps its numerics; left out or auto, it is continued. */
 static int state_compute(const train_state *s, const update_opts *o, const char *state_path, const char **compute,
                          gerr *e) {
     cJSON *f = cJSON_Parse(s->flags_json);
@@ -105,7 +106,7 @@ static int state_compute(const train_state *s, const update_opts *o, const char 
                       : !strcmp(c->valuestring, "bf16") ? "bf16" : NULL;
     cJSON_Delete(f);
     if (!was) return gerr_set(e, EX_DATAERR, "%s: field \"flags.compute\": expected \"f32\" or \"bf16\"", state_path);
-    if (o->compute_given && strcmp(o->compute, was))
+    if (o->compute_given && strcmp(o->compute, "auto") && strcmp(o->compute, was))
         return gerr_set(e, EX_USAGE, "--compute %s: %s was trained with --compute %s; leave --compute out to continue it",
                         o->compute, o->model, was);
     *compute = was;
@@ -138,7 +139,11 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
     sb_printf(&sp, "%s/grpo/state.json", o->model);
     bool resumed = file_exists(sp.data);
     p->seed = o->seed;
-    p->compute = !strcmp(o->compute, "bf16") ? "bf16" : "f32";
+    /* auto: bf16 where this CPU has AVX-512 BF16 (a run started so keeps it, as
+     * state_compute says; ranks that resolve it differently disagree on the
+     * flags and stop with 64) */
+    bool bf16 = !strcmp(o->compute, "bf16") || (!strcmp(o->compute, "auto") && backend_cpu_bf16());
+    p->compute = bf16 ? "bf16" : "f32";
     if (resumed) {
         train_state s;
         if ((rc = state_read(&s, sp.data, e))) {

@@ -119,8 +119,8 @@ static int check_opts(const update_opts *o, update_config *c, gerr *e) {
     if (!o->model) return gerr_set(e, EX_USAGE, "--model is required");
     if (!o->out) return gerr_set(e, EX_USAGE, "--out is required");
     if (strcmp(o->device, "cpu")) return gerr_set(e, EX_USAGE, "--device %s: this build has the CPU path only", o->device);
-    if (strcmp(o->compute, "f32") && strcmp(o->compute, "bf16"))
-        return gerr_set(e, EX_USAGE, "--compute: expected f32 or bf16, got '%s'", o->compute);
+    if (strcmp(o->compute, "f32") && strcmp(o->compute, "bf16") && strcmp(o->compute, "auto"))
+        return gerr_set(e, EX_USAGE, "--compute: expected f32, bf16 or auto, got '%s'", o->compute);
     c->optim = o->optim;
     if (optim_kind_parse(o->optimizer, &c->optim.kind, e) || sched_kind_parse(o->lr_schedule, &c->optim.schedule, e) ||
         optim_parse_betas(o->betas, &c->optim.beta1, &c->optim.beta2, e) || optim_opts_check(&c->optim, e) ||

@@ -38,7 +38,7 @@ typedef struct {
     long long threads;
     long long zero;               /* 1: ZeRO-1, AdamW state sharded across MPI ranks */
     const char *device;
-    const char *compute;          /* f32|bf16: the matrix products' operands */
+    const char *compute;          /* f32|bf16|auto: the matrix products' operands */
     bool compute_given;
     bool progress;
 } update_opts;

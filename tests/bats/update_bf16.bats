@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
-# grpo-update --compute f32|bf16 (issue 19): bf16 matrix products with float32
-# sums, weights, gradients and AdamW state. The flag's values, the refusal on
-# a CPU without AVX-512 BF16 (69), the same bytes run to run and for any
-# --threads, the flag in state.json and its resume rule. Gradients against
+# grpo-update --compute f32|bf16|auto (issue 19): bf16 matrix products with
+# float32 sums, weights, gradients and AdamW state. The flag's values, the
+# refusal on a CPU without AVX-512 BF16 (69), the same bytes run to run and
+# for any --threads, the flag in state.json and its resume rule, auto. Gradients against
 # PyTorch: train_grad.bats; the kernel: tests/unit/test_gemm_bf16.c.
 load helpers
 
@@ -15,8 +15,10 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     [ "$status" -eq 0 ]
     printf '%s\n' "$output" | grep -q -- "  --compute C .*bf16"
     printf '%s\n' "$output" | grep -q "69 --compute bf16 on a CPU"
+    printf '%s\n' "$output" | grep -q -- "auto: bf16 where the CPU has it, else f32"
     run grpo-update --model m --out x --compute fp16
     [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--compute"
+    printf '%s\n' "$output" | grep -q "f32|bf16|auto"
     run grpo-update --model m --out x --compute
     [ "$status" -eq 64 ]
 }
@@ -79,4 +81,26 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     jq -e '.step == 2 and .flags.compute == "bf16"' b2/grpo/state.json
     cmp b2/model.safetensors b3/model.safetensors
     jq -e '.kl == 0' m.jsonl
+}
+
+@test "--compute auto: bf16 where the CPU has AVX-512 BF16, else f32, the bytes of that choice; a checkpoint continues with its own" {
+    needs_tiny
+    want=f32
+    if grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo; then want=bf16; fi
+    grpo-update --model "$TINY" --in "$(B)" --out a --lr 1e-3 --beta 0.1 --compute auto 2> /dev/null
+    jq -e --arg w "$want" '.flags.compute == $w' a/grpo/state.json
+    grpo-update --model "$TINY" --in "$(B)" --out e --lr 1e-3 --beta 0.1 --compute "$want" 2> /dev/null
+    cmp a/model.safetensors e/model.safetensors
+    cmp a/grpo/optimizer.safetensors e/grpo/optimizer.safetensors
+    # an f32 checkpoint continues as f32 under auto on any CPU (not refused as bf16 would be),
+    # the same bytes as with --compute left out
+    grpo-update --model "$TINY" --in "$(B)" --out f1 --lr 1e-3 --compute f32 2> /dev/null
+    grpo-update --model f1 --in "$(B)" --out f2 --lr 1e-3 --compute auto 2> /dev/null
+    grpo-update --model f1 --in "$(B)" --out f3 --lr 1e-3 2> /dev/null
+    jq -e '.step == 2 and .flags.compute == "f32"' f2/grpo/state.json
+    cmp f2/model.safetensors f3/model.safetensors
+    needs_bf16
+    # and a bf16 one as bf16
+    grpo-update --model a --in "$(B)" --out a2 --lr 1e-3 --compute auto 2> /dev/null
+    jq -e '.step == 2 and .flags.compute == "bf16"' a2/grpo/state.json
 }
