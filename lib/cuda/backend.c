@@ -1,9 +1,10 @@
 /* backend_cuda(): backend.h's table on the device. Each entry stages the
  * host index arrays it is given, launches its kernel on the context's
- * stream and records a failure instead of returning one (ctx.h). The
- * training entries (backwards, dropout, optimizer updates) are not written
- * yet: they record that and do nothing (issue 15 is inference; training on
- * the GPU is its part 2). */
+ * stream and records a failure instead of returning one (ctx.h). Of the
+ * training entries (issue 16), RMSNorm's and SwiGLU's backwards, the
+ * scatter-add and the optimizer updates are written (train_kernels.cu);
+ * the matmul, attention and head backwards and dropout are not yet: they
+ * record that and do nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +127,7 @@ static void gather(float *dst, const float *src, const int32_t *idx, int n, int 
     if (i) LAUNCH(cu_gather(dst, src, i, n, d, stream()), "gather_rows");
 }
 
-/* ---- not yet on the device: training's entries -------------------------------- */
+/* ---- training's entries (train_kernels.cu), and those not yet written ------------ */
 static void missing(const char *op) {
     char msg[128];
     snprintf(msg, sizeof msg, "%s is not implemented on cuda (training on the GPU is issue 16)", op);
@@ -134,8 +135,7 @@ static void missing(const char *op) {
 }
 static void rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
                         int n, int d) {
-    (void)dx, (void)dw, (void)dy, (void)x, (void)w, (void)rstd, (void)n, (void)d;
-    missing("rmsnorm_backward");
+    LAUNCH(cu_rmsnorm_backward(dx, dw, dy, x, w, rstd, n, d, stream()), "rmsnorm backward");
 }
 static void matmul_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,
                        int in_dim, int out_dim, bool accumulate) {
@@ -144,8 +144,7 @@ static void matmul_bwd(float *din, float *dw, float *db, const float *dout, cons
     missing("matmul_backward");
 }
 static void swiglu_bwd(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n) {
-    (void)dg, (void)du, (void)dh, (void)g, (void)u, (void)n;
-    missing("swiglu_backward");
+    LAUNCH(cu_swiglu_backward(dg, du, dh, g, u, n, stream()), "swiglu backward");
 }
 static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                           const float *q, const float *k, const float *v, int n_seqs, const int *start,
@@ -160,8 +159,8 @@ static void head_lsm_bwd(float *z, int n, int V, float inv_t, const int32_t *tok
     missing("head_logsoftmax_backward");
 }
 static void scatter_add(float *dst, const float *src, const int32_t *idx, int n, int d) {
-    (void)dst, (void)src, (void)idx, (void)n, (void)d;
-    missing("scatter_add_rows");
+    const int32_t *i = cuda_stage(idx, (size_t)n * sizeof *idx, 0);
+    if (i) LAUNCH(cu_scatter_add(dst, src, i, n, d, stream()), "scatter_add_rows");
 }
 static void dropout(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
                     const uint32_t stream_key[2], double p) {
@@ -169,12 +168,12 @@ static void dropout(float *x, int n_rows, int n, const uint64_t *row_key, const 
     missing("dropout_rows");
 }
 static void adamw(const adamw_consts *k, float *param, const float *grad, float *m, float *v, size_t n) {
-    (void)k, (void)param, (void)grad, (void)m, (void)v, (void)n;
-    missing("adamw_update");
+    const float consts[8] = {k->keep,           k->beta1,    k->one_minus_beta1, k->beta2,
+                             k->one_minus_beta2, k->neg_step, k->bias2_sqrt,      k->eps};
+    LAUNCH(cu_adamw(consts, param, grad, m, v, n, stream()), "adamw_update");
 }
 static void sgd(float keep, float neg_lr, float *param, const float *grad, size_t n) {
-    (void)keep, (void)neg_lr, (void)param, (void)grad, (void)n;
-    missing("sgd_update");
+    LAUNCH(cu_sgd(keep, neg_lr, param, grad, n, stream()), "sgd_update");
 }
 
 /* ---- memory ----------------------------------------------------------------- */

@@ -6,19 +6,9 @@
 #include <math.h>
 
 #include "kernels.h"
+#include "kernel_util.h"
 
 namespace {
-
-constexpr int kThreads = 256;
-
-int blocks_for(size_t n) {
-    size_t b = (n + kThreads - 1) / kThreads;
-    return (int)(b < 65535u * 16u ? b : 65535u * 16u);
-}
-
-// A grid-stride loop: any n with a capped grid.
-#define GRID_LOOP(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 __global__ void k_to_bf16(uint16_t *out, const float *x, size_t n) {
     GRID_LOOP(i, n) {
@@ -29,37 +19,6 @@ __global__ void k_to_bf16(uint16_t *out, const float *x, size_t n) {
 
 __global__ void k_bias_add(float *out, const float *bias, int n, int d) {
     GRID_LOOP(i, (size_t)n * d) out[i] += bias[i % d];
-}
-
-// Block-wide sum of one double per thread (blockDim.x == kThreads).
-__device__ double block_sum(double v, double *shared) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads(); // shared may still be read from a previous call
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < kThreads / 32 ? shared[lane] : 0.0;
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-        if (lane == 0) shared[0] = v;
-    }
-    __syncthreads();
-    return shared[0];
-}
-
-__device__ float block_max(float v, float *shared) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < kThreads / 32 ? shared[lane] : -INFINITY;
-        for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-        if (lane == 0) shared[0] = v;
-    }
-    __syncthreads();
-    return shared[0];
 }
 
 // One block per row; the mean of squares in double as norm.c.

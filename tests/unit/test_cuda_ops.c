@@ -176,6 +176,73 @@ static void test_elementwise(void) {
     free(g), free(u), free(o), free(y), free(tab), free(gath), free(ho), free(hg), free(hgath);
 }
 
+/* ---- training's element-wise and row ops (issue 16) --------------------------------- */
+
+static void test_train_rows(void) {
+    TEST("rmsnorm_backward within 1e-6 (dw added to, sums in double), swiglu_backward within 1e-6, "
+         "scatter_add_rows (repeated rows) byte-equal");
+    NEED_DEVICE();
+    int n = 7, d = 576, V = 30, m = 9;
+    size_t nd = (size_t)n * d, ns = 10007;
+    float *x = fl(nd), *w = fl(d), *dy = fl(nd), *rstd = fl(n), *y = fl(nd), *dx = fl(nd), *dw = fl(d);
+    float *g = fl(ns), *u = fl(ns), *dh = fl(ns), *dg = fl(ns), *du = fl(ns), *tab = fl((size_t)V * d),
+          *src = fl((size_t)m * d);
+    rnd(x, nd, 11, 3), rnd(w, d, 12, 1), rnd(dy, nd, 13, 1), rnd(dw, d, 14, 1);
+    rnd(g, ns, 15, 6), rnd(u, ns, 16, 2), rnd(dh, ns, 17, 1), rnd(tab, (size_t)V * d, 18, 1), rnd(src, (size_t)m * d, 19, 1);
+    rmsnorm_forward(y, rstd, x, w, n, d, 1e-5f);
+    int32_t idx[9] = {3, 29, 3, 0, 3, 17, 29, 5, 3};
+    float *ddx = dev(NULL, nd), *ddw = dev(dw, d), *ddy = dev(dy, nd), *dxx = dev(x, nd), *dww = dev(w, d),
+          *drs = dev(rstd, n), *ddg = dev(NULL, ns), *ddu = dev(NULL, ns), *ddh = dev(dh, ns), *dgg = dev(g, ns),
+          *duu = dev(u, ns), *dtab = dev(tab, (size_t)V * d), *dsrc = dev(src, (size_t)m * d);
+    be->rmsnorm_backward(ddx, ddw, ddy, dxx, dww, drs, n, d);
+    be->swiglu_backward(ddg, ddu, ddh, dgg, duu, ns);
+    be->scatter_add_rows(dtab, dsrc, idx, m, d);
+    synced();
+    rmsnorm_backward(dx, dw, dy, x, w, rstd, n, d);
+    swiglu_backward(dg, du, dh, g, u, ns);
+    scatter_add_rows(tab, src, idx, m, d);
+    float *hdx = host(ddx, nd), *hdw = host(ddw, d), *hdg = host(ddg, ns), *hdu = host(ddu, ns),
+          *htab = host(dtab, (size_t)V * d);
+    CHECK(rel(hdx, dx, nd) <= 1e-6);
+    CHECK(rel(hdw, dw, d) <= 1e-6);
+    CHECK(rel(hdg, dg, ns) <= 1e-6);
+    CHECK(rel(hdu, du, ns) <= 1e-6);
+    CHECK(memcmp(htab, tab, (size_t)V * d * sizeof *tab) == 0);
+    FREE_DEV(ddx, ddw, ddy, dxx, dww, drs, ddg, ddu, ddh, dgg, duu, dtab, dsrc);
+    free(x), free(w), free(dy), free(rstd), free(y), free(dx), free(dw), free(g), free(u), free(dh), free(dg), free(du);
+    free(tab), free(src), free(hdx), free(hdw), free(hdg), free(hdu), free(htab);
+}
+
+static void test_optimizer(void) {
+    TEST("adamw_update (with decay, two steps) and sgd_update on the device: the CPU's bits");
+    NEED_DEVICE();
+    size_t n = 100003;
+    float *p = fl(n), *gr = fl(n), *m1 = fl(n), *v1 = fl(n), *q = fl(n);
+    rnd(p, n, 21, 1), rnd(gr, n, 22, 1e-3f), rnd(q, n, 23, 1);
+    for (size_t i = 0; i < n; i++) m1[i] = v1[i] = 0;
+    gr[0] = 0, gr[1] = 1e-9f, gr[2] = -1e-20f; /* the eps-sized and zero gradients of a first step */
+    float *dp = dev(p, n), *dgr = dev(gr, n), *dm = dev(m1, n), *dv = dev(v1, n), *dq = dev(q, n);
+    for (int step = 1; step <= 2; step++) {
+        double lr = 1e-3, b1 = 0.9, b2 = 0.999;
+        adamw_consts k = {.keep = (float)(1 - lr * 0.01), .beta1 = (float)b1, .one_minus_beta1 = (float)(1 - b1),
+                          .beta2 = (float)b2, .one_minus_beta2 = (float)(1 - b2),
+                          .neg_step = (float)(-lr / (1 - pow(b1, step))), .bias2_sqrt = (float)sqrt(1 - pow(b2, step)),
+                          .eps = 1e-8f};
+        be->adamw_update(&k, dp, dgr, dm, dv, n);
+        adamw_update(&k, p, gr, m1, v1, n);
+    }
+    be->sgd_update(0.999f, -0.01f, dq, dgr, n);
+    sgd_update(0.999f, -0.01f, q, gr, n);
+    synced();
+    float *hp = host(dp, n), *hm = host(dm, n), *hv = host(dv, n), *hq = host(dq, n);
+    CHECK(memcmp(hp, p, n * sizeof *p) == 0);
+    CHECK(memcmp(hm, m1, n * sizeof *m1) == 0);
+    CHECK(memcmp(hv, v1, n * sizeof *v1) == 0);
+    CHECK(memcmp(hq, q, n * sizeof *q) == 0);
+    FREE_DEV(dp, dgr, dm, dv, dq);
+    free(p), free(gr), free(m1), free(v1), free(q), free(hp), free(hm), free(hv), free(hq);
+}
+
 /* ---- attention ------------------------------------------------------------------------ */
 
 static void test_attention(void) {
@@ -482,6 +549,8 @@ int main(void) {
     test_rmsnorm();
     test_rope();
     test_elementwise();
+    test_train_rows();
+    test_optimizer();
     test_attention();
     test_matmul_bf16();
     test_gemm();
