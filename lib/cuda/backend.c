@@ -1,10 +1,10 @@
 /* backend_cuda(): backend.h's table on the device. Each entry stages the
  * host index arrays it is given, launches its kernel on the context's
  * stream and records a failure instead of returning one (ctx.h). Of the
- * training entries (issue 16), RMSNorm's and SwiGLU's backwards, the
- * scatter-add and the optimizer updates are written (train_kernels.cu);
- * the matmul, attention and head backwards and dropout are not yet: they
- * record that and do nothing. */
+ * training entries (issue 16), the backwards of RMSNorm, SwiGLU and the
+ * head's log-softmax, the scatter-add and the optimizer updates are
+ * written (train_kernels.cu); the matmul and attention backwards and
+ * dropout are not yet: they record that and do nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,8 +155,9 @@ static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, co
 }
 static void head_lsm_bwd(float *z, int n, int V, float inv_t, const int32_t *tok, const float *dlogp,
                          const float *lse, const float *dentropy, const float *entropy) {
-    (void)z, (void)n, (void)V, (void)inv_t, (void)tok, (void)dlogp, (void)lse, (void)dentropy, (void)entropy;
-    missing("head_logsoftmax_backward");
+    const int32_t *t = cuda_stage(tok, (size_t)n * sizeof *tok, 0);
+    if (t) LAUNCH(cu_head_logsoftmax_backward(z, n, V, inv_t, t, dlogp, lse, dentropy, entropy, stream()),
+                  "head_logsoftmax backward");
 }
 static void scatter_add(float *dst, const float *src, const int32_t *idx, int n, int d) {
     const int32_t *i = cuda_stage(idx, (size_t)n * sizeof *idx, 0);

@@ -42,7 +42,9 @@ cudaError_t cu_attention(float *out, float *lse, const float *q, const float *kc
 cudaError_t cu_head_logsoftmax(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
                                float *lse_out, cudaStream_t st);
 /* Training (train_kernels.cu). ops.h's rmsnorm_backward (dw NULL: none;
- * else added to), swiglu_backward, scatter_add_rows (idx on the device),
+ * else added to), swiglu_backward, head_logsoftmax_backward (tok on the
+ * device; dentropy and entropy NULL or both given), scatter_add_rows (idx
+ * on the device),
  * adamw_update (consts: adamw_consts' fields in their order: keep, beta1,
  * one_minus_beta1, beta2, one_minus_beta2, neg_step, bias2_sqrt, eps) and
  * sgd_update. */
@@ -50,6 +52,9 @@ cudaError_t cu_rmsnorm_backward(float *dx, float *dw, const float *dy, const flo
                                 const float *rstd, int n, int d, cudaStream_t st);
 cudaError_t cu_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n,
                                cudaStream_t st);
+cudaError_t cu_head_logsoftmax_backward(float *z, int n, int V, float inv_t, const int32_t *tok, const float *dlogp,
+                                        const float *lse, const float *dentropy, const float *entropy,
+                                        cudaStream_t st);
 cudaError_t cu_scatter_add(float *dst, const float *src, const int32_t *idx, int n, int d, cudaStream_t st);
 cudaError_t cu_adamw(const float consts[8], float *param, const float *grad, float *m, float *v, size_t n,
                      cudaStream_t st);

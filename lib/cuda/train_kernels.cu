@@ -1,6 +1,6 @@
 // The training kernels of the CUDA backend (issue 16; launchers declared in
-// kernels.h): the backwards of RMSNorm and SwiGLU, the scatter-add of rows,
-// and the optimizer updates. Each mirrors the CPU op of the same name in
+// kernels.h): the backwards of RMSNorm, SwiGLU and the fused head's
+// log-softmax, the scatter-add of rows, and the optimizer updates. Each mirrors the CPU op of the same name in
 // lib/ops. The optimizer updates and the scatter-add do the CPU's float
 // operations in the CPU's order with rounding intrinsics (no fused
 // multiply-add), so their results are the CPU's bits: a checkpoint's
@@ -39,6 +39,23 @@ __global__ void k_swiglu_backward(float *dg, float *du, const float *dh, const f
         float x = g[i], sig = 1.0f / (1.0f + expf(-x)), silu = x * sig, d = dh[i];
         du[i] = d * silu;
         dg[i] = d * u[i] * sig * (1.0f + x * (1.0f - sig));
+    }
+}
+
+// One block per row: z becomes d(loss)/d(logits) = (onehot(tok) - p) g,
+// with the entropy term -p (log p + H) ge where dentropy is given and not 0
+// (softmax.c's head_logsoftmax_backward; expf for vec_expf).
+__global__ void k_head_backward(float *z, int V, float inv_t, const int32_t *tok, const float *dlogp, const float *lse,
+                                const float *dentropy, const float *entropy) {
+    int j = blockIdx.x;
+    float *zj = z + (size_t)j * V, g = dlogp[j] * inv_t, l = lse[j];
+    bool with_h = dentropy && dentropy[j] != 0;
+    float ge = with_h ? dentropy[j] * inv_t : 0.0f, h = with_h ? entropy[j] : 0.0f;
+    int t = tok[j];
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float zl = zj[v] - l, e = expf(zl);
+        float d = with_h ? -(g + ge * (zl + h)) * e : -g * e;
+        zj[v] = v == t ? d + g : d;
     }
 }
 
@@ -87,6 +104,13 @@ cudaError_t cu_rmsnorm_backward(float *dx, float *dw, const float *dy, const flo
 cudaError_t cu_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n,
                                cudaStream_t st) {
     if (n) k_swiglu_backward<<<blocks_for(n), kThreads, 0, st>>>(dg, du, dh, g, u, n);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_head_logsoftmax_backward(float *z, int n, int V, float inv_t, const int32_t *tok, const float *dlogp,
+                                        const float *lse, const float *dentropy, const float *entropy,
+                                        cudaStream_t st) {
+    if (n > 0 && V > 0) k_head_backward<<<n, kThreads, 0, st>>>(z, V, inv_t, tok, dlogp, lse, dentropy, entropy);
     return cudaGetLastError();
 }
 

@@ -380,6 +380,27 @@ static void test_head(void) {
 
 /* ---- random numbers and sampling ------------------------------------------------------ */
 
+static void test_head_backward(void) {
+    TEST("head_logsoftmax_backward, with and without the entropy term (one row each, one row with dentropy 0): "
+         "within 1e-5 of the CPU (V = 49152)");
+    NEED_DEVICE();
+    int n = 3, V = 49152;
+    float inv_t = (float)(1.0 / 0.7), *z = fl((size_t)n * V), lp[3], en[3], ls[3];
+    rnd(z, (size_t)n * V, 31, 8);
+    int32_t tok[3] = {7, 40000, V - 1};
+    head_logsoftmax(z, n, V, inv_t, tok, lp, en, ls); /* z: the scaled logits the backward starts from */
+    float dlogp[3] = {-0.25f, 1.5f, 0.125f}, dent[3] = {0.0f, -0.03f, 0.2f};
+    float *dz = dev(z, (size_t)n * V), *ddl = dev(dlogp, 3), *dls = dev(ls, 3), *dde = dev(dent, 3),
+          *den = dev(en, 3);
+    be->head_logsoftmax_backward(dz, n, V, inv_t, tok, ddl, dls, dde, den);
+    synced();
+    head_logsoftmax_backward(z, n, V, inv_t, tok, dlogp, ls, dent, en);
+    float *gz = host(dz, (size_t)n * V);
+    for (int j = 0; j < n; j++) CHECK(rel(gz + (size_t)j * V, z + (size_t)j * V, V) <= 1e-5);
+    FREE_DEV(dz, ddl, dls, dde, den);
+    free(z), free(gz);
+}
+
 static void test_philox(void) {
     TEST("Philox4x32-10 on the device: every word equal to lib/util/rng.c's");
     NEED_DEVICE();
@@ -555,6 +576,7 @@ int main(void) {
     test_matmul_bf16();
     test_gemm();
     test_head();
+    test_head_backward();
     test_philox();
     test_sample(0.8, "sampling at T = 0.8 on the device: the CPU's tokens (same draws), log-probs within 1e-5");
     test_sample(0, "greedy sampling on the device: the CPU's first argmax, log-probs within 1e-5");
