@@ -44,10 +44,9 @@ cudaError_t cu_head_logsoftmax(float *z, int n, int V, float inv_t, const int32_
 /* Training (train_kernels.cu). ops.h's rmsnorm_backward (dw NULL: none;
  * else added to), swiglu_backward, head_logsoftmax_backward (tok on the
  * device; dentropy and entropy NULL or both given), scatter_add_rows (idx
- * on the device),
- * adamw_update (consts: adamw_consts' fields in their order: keep, beta1,
- * one_minus_beta1, beta2, one_minus_beta2, neg_step, bias2_sqrt, eps) and
- * sgd_update. */
+ * on the device), adamw_update (consts: adamw_consts' fields in their
+ * order: keep, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step,
+ * bias2_sqrt, eps) and sgd_update. */
 cudaError_t cu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                                 const float *rstd, int n, int d, cudaStream_t st);
 cudaError_t cu_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n,

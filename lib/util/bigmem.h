@@ -1,5 +1,5 @@
-/* Large zeroed buffers (gradients, optimizer moments, model parameters)
- * on transparent huge pages where the kernel grants them.
+/* Large zeroed buffers (the trainer's gradients and activations, the
+ * optimizer's moments) on transparent huge pages where the kernel grants them.
  *
  * Why: calloc hands out untouched pages that the first read maps to the
  * shared zero page; the first write then copies it, and with several

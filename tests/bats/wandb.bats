@@ -28,6 +28,14 @@ readback() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/read_wandb.py" "$@"; }
 # no_key DIR FILE...: the API key is in no file under DIR and in none of FILE
 no_key() { ! grep -rqa -- "$KEY" "$@" || { grep -rla -- "$KEY" "$@"; false; }; }
 
+# log_first_lines: a run (run/) that holds the fixture's first 3 lines (m.jsonl); id its W&B id
+log_first_lines() {
+    mkdir run
+    head -n 3 "$FIX/a.jsonl" > m.jsonl
+    wb --run run m.jsonl
+    id=$(cat run/wandb-run-id)
+}
+
 @test "every metric and eval line of a run, read back from the offline run's log; the samples table" {
     needs_wandb
     mkdir run
@@ -51,10 +59,7 @@ no_key() { ! grep -rqa -- "$KEY" "$@" || { grep -rla -- "$KEY" "$@"; false; }; }
 
 @test "resume: a grown file logs only its new lines, a rerun logs nothing, no step twice, the row index goes on" {
     needs_wandb
-    mkdir run
-    head -n 3 "$FIX/a.jsonl" > m.jsonl
-    wb --run run m.jsonl
-    id=$(cat run/wandb-run-id)
+    log_first_lines
     readback check run "$id" m.jsonl
     # the reader sees what is missing: the whole file is not in the run yet
     ! readback check run "$id" "$FIX/a.jsonl" 2> /dev/null || false
@@ -73,10 +78,7 @@ no_key() { ! grep -rqa -- "$KEY" "$@" || { grep -rla -- "$KEY" "$@"; false; }; }
 
 @test "a process that starts in the same second as the last: wandb's -1 directory is read, nothing logged twice" {
     needs_wandb
-    mkdir run
-    head -n 3 "$FIX/a.jsonl" > m.jsonl
-    wb --run run m.jsonl
-    id=$(cat run/wandb-run-id)
+    log_first_lines
     # every name the next process could take in the coming minute is taken (empty, no log), as
     # the last process's own is when the next one starts in the same second
     now=$(date +%s)
