@@ -3,7 +3,8 @@
 # build/tests/test_cuda_ops, build/bench/bench_cuda_model and build/gpu
 # carried (scripts/gpu/bundle.sh): the checks of lib/cuda/README in order,
 # logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
-# "ops memcheck racecheck bats fwd bench".
+# "ops memcheck racecheck bats fwd bench". STEP_SECONDS bounds each step
+# (default 300), so a hung kernel costs one step, not the lease.
 set -u
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-build/gpu-out}
@@ -13,6 +14,7 @@ export PATH="$PWD/bin:$PWD/build/gpu/bats/bin:$PATH"
 # a path: the bats suites test it with -x
 export GRPO_ROOT="$PWD" GRPO_PY="${GRPO_PY:-$(command -v python3)}"
 STEPS=${STEPS:-ops memcheck racecheck bats fwd bench}
+LIMIT=${STEP_SECONDS:-300}
 summary=""
 note() { summary="$summary
 $1"; }
@@ -24,22 +26,22 @@ missing=$(ldd bin/grpo-rollout build/tests/test_cuda_ops build/bench/bench_cuda_
 for step in $STEPS; do
     case $step in
     ops)
-        build/tests/test_cuda_ops > "$LOG/test_cuda_ops.txt" 2>&1
+        timeout "$LIMIT" build/tests/test_cuda_ops > "$LOG/test_cuda_ops.txt" 2>&1
         note "test_cuda_ops: exit $?, $(grep -c '^ok' "$LOG/test_cuda_ops.txt") ok, $(grep -c '^not ok' "$LOG/test_cuda_ops.txt") not ok, $(grep -c '# SKIP' "$LOG/test_cuda_ops.txt") skipped"
         grep -E '^not ok|^#' "$LOG/test_cuda_ops.txt" | head -40 ;;
     memcheck | racecheck)
-        compute-sanitizer --tool "$step" --error-exitcode 9 build/tests/test_cuda_ops > "$LOG/$step.txt" 2>&1
+        timeout "$LIMIT" compute-sanitizer --tool "$step" --error-exitcode 9 build/tests/test_cuda_ops > "$LOG/$step.txt" 2>&1
         note "compute-sanitizer $step: exit $? ($(tail -n 1 "$LOG/$step.txt"))" ;;
     bats)
-        bats --tap tests/bats/rollout_device.bats > "$LOG/bats.txt" 2>&1
+        timeout "$LIMIT" bats --tap tests/bats/rollout_device.bats > "$LOG/bats.txt" 2>&1
         note "rollout_device.bats: exit $?, $(grep -c '^not ok' "$LOG/bats.txt") not ok, $(grep -c '# skip' "$LOG/bats.txt") skipped"
         grep -vE '^ok' "$LOG/bats.txt" | head -40 ;;
     fwd)
-        for m in smollm2-135m qwen2.5-0.5b qwen2.5-1.5b; do build/bench/bench_cuda_model $m; done > "$LOG/fwd.txt" 2>&1
+        for m in smollm2-135m qwen2.5-0.5b qwen2.5-1.5b; do timeout "$LIMIT" build/bench/bench_cuda_model $m; done > "$LOG/fwd.txt" 2>&1
         note "bench_cuda_model: exit $?"
         cat "$LOG/fwd.txt" ;;
     bench)
-        BENCH_DIR="$LOG/bench" sh bench/gpu.sh > "$LOG/bench.txt" 2>&1
+        BENCH_DIR=${BENCH_DIR:-/tmp/grpo-bench-gpu} timeout "$LIMIT" sh bench/gpu.sh ${BENCH_NAMES:-} > "$LOG/bench.txt" 2>&1
         note "bench: exit $?"
         cat "$LOG/bench.txt" ;;
     esac
