@@ -35,15 +35,21 @@ with open(path, "w") as f:
         f.write(json.dumps({"id": f"b{i}", "prompt_tokens": [rnd.randrange(3, 97) for _ in range(plen)]}) + "\n")
 PYEOF
 
-# peak_smi PID: the most memory nvidia-smi saw in use on the card while PID ran (MiB)
-peak_smi() {
-    peak=0
-    while kill -0 "$1" 2>/dev/null; do
-        m=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n 1 | tr -dc 0-9)
-        [ -n "$m" ] && [ "$m" -gt "$peak" ] && peak=$m
-        sleep 0.2
-    done
-    echo "$peak"
+# poll_smi DONE PEAK: in the background until the file DONE exists, the most
+# memory nvidia-smi saw in use on the card (MiB), then written to PEAK. Not
+# "while kill -0 PID": a finished child stays a zombie, alive to kill -0,
+# until this shell waits for it, so that loop never ends.
+poll_smi() {
+    (
+        peak=0
+        while [ ! -e "$1" ]; do
+            m=$(timeout 10 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n 1 | tr -dc 0-9)
+            [ -n "$m" ] && [ "$m" -gt "$peak" ] && peak=$m
+            sleep 0.2
+        done
+        echo "$peak" > "$2"
+    ) &
+    poller=$!
 }
 
 printf '\n%-14s %12s %12s %10s %12s %12s %7s %12s\n' model "ours tok/s" "ours MiB" "smi MiB" "HF tok/s" "HF MiB" ratio \
@@ -55,8 +61,14 @@ for name in ${*:-smollm2-135m qwen2.5-0.5b qwen2.5-1.5b}; do
         --batch $((K * PROMPTS)) --progress --in "$OUT/prompts.jsonl" --out "$OUT/$name.rollout.jsonl" \
         2> "$OUT/$name.ours.txt" &
     pid=$!
-    smi=$(peak_smi $pid)
-    wait $pid
+    rm -f "$OUT/$name.done"
+    poll_smi "$OUT/$name.done" "$OUT/$name.smi"
+    rc=0
+    wait $pid || rc=$?
+    touch "$OUT/$name.done"
+    wait $poller
+    [ $rc -eq 0 ] || { echo "bench/gpu.sh: grpo-rollout failed (exit $rc): $(tail -n 1 "$OUT/$name.ours.txt")" >&2; exit 1; }
+    smi=$(cat "$OUT/$name.smi")
     line=$(grep 'tokens/s' "$OUT/$name.ours.txt" | tail -n 1)
     ours=$(echo "$line" | sed -n 's/.*(\([0-9.]*\) tokens\/s).*/\1/p')
     ours_mib=$(echo "$line" | sed -n 's/.*peak \([0-9.]*\) MiB allocated.*/\1/p')
@@ -65,12 +77,12 @@ for name in ${*:-smollm2-135m qwen2.5-0.5b qwen2.5-1.5b}; do
         for cache in dynamic ${BENCH_CACHE:-}; do
             "$PY" bench/gpu_peer.py "$dir" "$OUT/prompts.jsonl" $K $NEW "$cache" > "$OUT/$name.hf_$cache.txt"
             t=$(sed -n 's/.*tok_s=\([0-9.]*\).*/\1/p' "$OUT/$name.hf_$cache.txt")
-            if [ "$hf" = - ] || [ "$(echo "$t > $hf" | bc -l)" = 1 ]; then
+            if [ "$hf" = - ] || awk -v a="$t" -v b="$hf" 'BEGIN { exit !(a > b) }'; then
                 hf=$t
                 hf_mib=$(sed -n 's/.*peak_mib=\([0-9]*\).*/\1/p' "$OUT/$name.hf_$cache.txt")
             fi
         done
-        ratio=$(printf '%.2f' "$(echo "$ours / $hf" | bc -l)")
+        ratio=$(awk -v a="$ours" -v b="$hf" 'BEGIN { printf "%.2f", a / b }')
     fi
     # decode's memory-bandwidth bound with our fp32 KV cache (bench/gpu_bound.py)
     "$PY" bench/gpu_bound.py "$dir" $((K * PROMPTS)) $PLEN $NEW > "$OUT/$name.bound.txt" 2>&1 || true

@@ -39,6 +39,7 @@ enum { CUDA_STAGE_SLOTS = 3, CUDA_GEMM_ALGOS = 16 };
  * records whatever --batch). */
 typedef struct {
     int out_dim, in_dim;
+    unsigned align; /* the operands' pointer alignment it was chosen for */
     cublasLtMatmulAlgo_t algo;
 } cuda_gemm_algo;
 

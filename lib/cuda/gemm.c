@@ -6,30 +6,65 @@
  * seen as [in, out]: op(A) = transpose, A = W (ld in), B = x (ld in). */
 #include "gemm.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels.h"
 
-/* The algorithm for (out_dim, in_dim), chosen once at a fixed row count and
- * with one split of the inner dimension, so a row's sums are the same
- * whatever the number of rows (records byte-identical across --batch).
- * Whether that holds is one of the GPU checks of lib/cuda/README. */
+/* The largest power of two (up to 256) dividing the address: cuBLASLt's
+ * heuristic assumes 256-byte aligned operands unless told, and an algorithm
+ * chosen under that assumption refuses (INVALID_VALUE) a pointer into the
+ * middle of a row of an odd-sized matrix, as a tiny model's vocabulary gives. */
+static unsigned ptr_align(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    unsigned r = 256;
+    while (r > 1 && a % r) r /= 2;
+    return r;
+}
+
+/* A preference with the operands' true alignment; the caller destroys it. */
+static cublasLtMatmulPreference_t pref_for(cuda_ctx *c, unsigned align) {
+    cublasLtMatmulPreference_t p = NULL;
+    uint32_t a = align;
+    if (cublas_failed(BLAS(cublasLtMatmulPreferenceCreate)(&p), "preference")) return NULL;
+    bool bad = cublas_failed(BLAS(cublasLtMatmulPreferenceSetAttribute)(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                        &c->lt_ws_bytes, sizeof c->lt_ws_bytes),
+                             "preference");
+    const cublasLtMatmulPreferenceAttributes_t which[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && !bad; i++)
+        bad = cublas_failed(BLAS(cublasLtMatmulPreferenceSetAttribute)(p, which[i], &a, sizeof a), "preference");
+    if (bad) {
+        BLAS(cublasLtMatmulPreferenceDestroy)(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* The algorithm for (out_dim, in_dim, alignment), chosen once at a fixed row
+ * count and with one split of the inner dimension, so a row's sums are the
+ * same whatever the number of rows (records byte-identical across --batch).
+ * Checked on an H100 by rollout_device.bats' --batch test. */
 static const cublasLtMatmulAlgo_t *algo_for(cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
-                                            int out_dim, int in_dim) {
+                                            int out_dim, int in_dim, unsigned align) {
     for (int i = 0; i < c->n_algos; i++)
-        if (c->algos[i].out_dim == out_dim && c->algos[i].in_dim == in_dim) return &c->algos[i].algo;
+        if (c->algos[i].out_dim == out_dim && c->algos[i].in_dim == in_dim && c->algos[i].align == align)
+            return &c->algos[i].algo;
     if (c->n_algos == CUDA_GEMM_ALGOS) {
         cuda_fail_msg("more weight shapes than the algorithm cache holds");
         return NULL;
     }
     enum { PROBE_ROWS = 256 };
     cublasLtMatrixLayout_t lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = pref_for(c, align);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     const cublasLtMatmulAlgo_t *out = NULL;
-    if (!cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&lb, CUDA_R_16BF, (uint64_t)in_dim, PROBE_ROWS, in_dim), "layout") &&
+    if (pref &&
+        !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&lb, CUDA_R_16BF, (uint64_t)in_dim, PROBE_ROWS, in_dim), "layout") &&
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&ld, CUDA_R_32F, (uint64_t)out_dim, PROBE_ROWS, out_dim), "layout") &&
-        !cublas_failed(BLAS(cublasLtMatmulAlgoGetHeuristic)(c->lt, op, la, lb, ld, ld, c->pref, 1, &res, &found),
+        !cublas_failed(BLAS(cublasLtMatmulAlgoGetHeuristic)(c->lt, op, la, lb, ld, ld, pref, 1, &res, &found),
                        "heuristic")) {
         if (!found) {
             cuda_fail_msg("cuBLASLt has no bf16 algorithm for a weight shape");
@@ -42,11 +77,13 @@ static const cublasLtMatmulAlgo_t *algo_for(cuda_ctx *c, cublasLtMatmulDesc_t op
             cuda_gemm_algo *a = &c->algos[c->n_algos++];
             a->out_dim = out_dim;
             a->in_dim = in_dim;
+            a->align = align;
             a->algo = res.algo;
             out = &a->algo;
         }
     }
 done:
+    if (pref) BLAS(cublasLtMatmulPreferenceDestroy)(pref);
     if (lb) BLAS(cublasLtMatrixLayoutDestroy)(lb);
     if (ld) BLAS(cublasLtMatrixLayoutDestroy)(ld);
     return out;
@@ -70,17 +107,22 @@ void cuda_matmul_bf16(float *out, const float *in, const uint16_t *w, const floa
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&lb, CUDA_R_16BF, (uint64_t)in_dim, (uint64_t)n, in_dim), "layout") &&
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&ld, CUDA_R_32F, (uint64_t)out_dim, (uint64_t)n, out_dim),
                        "layout")) {
-        const cublasLtMatmulAlgo_t *algo = algo_for(c, op, la, out_dim, in_dim);
+        unsigned align = ptr_align(w);
+        if (ptr_align(x16) < align) align = ptr_align(x16);
+        if (ptr_align(out) < align) align = ptr_align(out);
+        const cublasLtMatmulAlgo_t *algo = algo_for(c, op, la, out_dim, in_dim, align);
         cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
         if (algo)
             st = BLAS(cublasLtMatmul)(c->lt, op, &alpha, w, la, x16, lb, &beta, out, ld, out, ld, algo, c->lt_ws,
                                 c->lt_ws_bytes, c->stream);
-        if (st == CUBLAS_STATUS_NOT_SUPPORTED && !cuda_broken()) {
+        if ((st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) && !cuda_broken()) {
             /* the shape's algorithm refuses this row count: cuBLASLt's own
              * choice for it (the result may then depend on the batch) */
             cublasLtMatmulHeuristicResult_t res;
+            cublasLtMatmulPreference_t pref = pref_for(c, align);
             int found = 0;
-            if (!cublas_failed(BLAS(cublasLtMatmulAlgoGetHeuristic)(c->lt, op, la, lb, ld, ld, c->pref, 1, &res, &found),
+            if (pref &&
+                !cublas_failed(BLAS(cublasLtMatmulAlgoGetHeuristic)(c->lt, op, la, lb, ld, ld, pref, 1, &res, &found),
                                "heuristic")) {
                 if (!found)
                     cuda_fail_msg("cuBLASLt has no bf16 algorithm for a product");
@@ -88,6 +130,7 @@ void cuda_matmul_bf16(float *out, const float *in, const uint16_t *w, const floa
                     st = BLAS(cublasLtMatmul)(c->lt, op, &alpha, w, la, x16, lb, &beta, out, ld, out, ld, &res.algo,
                                         c->lt_ws, c->lt_ws_bytes, c->stream);
             }
+            if (pref) BLAS(cublasLtMatmulPreferenceDestroy)(pref);
         }
         if (!cuda_broken()) cublas_failed(st, "cublasLtMatmul");
     }
