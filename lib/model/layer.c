@@ -122,6 +122,28 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
 
 /* ---- the layer ------------------------------------------------------------------ */
 
+/* Attention's backward over the virtual layout of shared prompts (attn_share). */
+static void shared_attention_backward(const layer_pass *p, const layer_acts *a, const layer_grad_scratch *s) {
+    const backend *be = p->be;
+    const model_config *c = &p->m->cfg;
+    const attn_share *sh = p->share;
+    int R = p->n_rows, Rv = sh->n_virtual, nh = c->n_heads, qd = nh * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    be->gather_rows(sh->q, a->q, sh->vrow, Rv, qd);
+    be->gather_rows(sh->out, a->att, sh->vrow, Rv, qd);
+    be->gather_rows(sh->lse, a->lse, sh->vrow, Rv, nh);
+    be->gather_rows(sh->k, a->k, sh->vrow, Rv, kvd);
+    be->gather_rows(sh->v, a->v, sh->vrow, Rv, kvd);
+    memset(sh->dout, 0, (size_t)Rv * qd * sizeof *sh->dout);
+    be->scatter_add_rows(sh->dout, s->datt, sh->own, R, qd);
+    be->attention_backward(sh->dq, sh->dk, sh->dv, sh->dout, sh->out, sh->lse, sh->q, sh->k, sh->v, p->n_seqs, p->start,
+                           c, p->ws);
+    be->gather_rows(s->dq, sh->dq, sh->own, R, qd);
+    memset(s->dk, 0, (size_t)R * kvd * sizeof *s->dk);
+    memset(s->dv, 0, (size_t)R * kvd * sizeof *s->dv);
+    be->scatter_add_rows(s->dk, sh->dk, sh->vrow, Rv, kvd);
+    be->scatter_add_rows(s->dv, sh->dv, sh->vrow, Rv, kvd);
+}
+
 void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, float *x_out) {
     const backend *be = p->be;
     const model_config *c = &p->m->cfg;
@@ -143,10 +165,15 @@ void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, 
     be->rope_forward(a->q, p->cos_t, p->sin_t, R, nh, hd);
     be->rope_forward(a->k, p->cos_t, p->sin_t, R, nkv, hd);
     kv_view kv = p->kv;
-    if (kv.k)
+    if (kv.k) {
         be->kv_write(&kv, a->k, a->v, p->pos, R);
-    else
+    } else if (p->share) { /* every sequence's keys and values, its prompt's included */
+        be->gather_rows(p->share->k, a->k, p->share->vrow, p->share->n_virtual, kvd);
+        be->gather_rows(p->share->v, a->v, p->share->vrow, p->share->n_virtual, kvd);
+        kv.k = p->share->k, kv.v = p->share->v, kv.kv_dim = kvd;
+    } else {
         kv.k = a->k, kv.v = a->v, kv.kv_dim = kvd;
+    }
     be->attention_forward(a->att, a->lse, a->q, &kv, p->pos, R, c, p->ws);
     linear_forward(p, a->x_mid, a->att, w.wo, NULL, qd, d, LORA_O, a->u[LORA_O]);
     be->add_inplace(a->x_mid, x_in, (size_t)R * d);
@@ -182,8 +209,11 @@ void layer_backward(const layer_pass *p, const layer_acts *a, const float *x_in,
 
     /* attention block */
     linear_backward(p, s->datt, s->dx, a->att, w.wo, qd, d, LORA_O, a->u[LORA_O], g.wo, NULL, false, s->du);
-    be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start, c,
-                           p->ws);
+    if (p->share)
+        shared_attention_backward(p, a, s);
+    else
+        be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start, c,
+                               p->ws);
     be->rope_backward(s->dq, p->cos_t, p->sin_t, R, nh, hd);
     be->rope_backward(s->dk, p->cos_t, p->sin_t, R, nkv, hd);
     if (c->qk_norm) {

@@ -55,6 +55,24 @@ typedef struct {
     float *const *grad_a, *const *grad_b; /* [LORA_N_TARGETS] or NULL: frozen */
 } layer_lora;
 
+/* Sequences of a training batch that share their prompt (trainer.c): the
+ * prompt's rows are computed once, by the first sequence that has it, and
+ * the others hold their completion rows only. Attention still runs over the
+ * batch's whole ("virtual") layout, every sequence with its own copy of the
+ * prompt's keys and values, gathered from the rows that hold them; in the
+ * backward a borrowed prompt row is a query with no gradient of its own
+ * (d out = 0, so it adds exactly nothing), and the keys' and values'
+ * gradients of every copy are summed back into the shared rows. */
+typedef struct {
+    int n_virtual;        /* rows of the whole layout (p->start's) */
+    const int32_t *vrow;  /* [n_virtual]: the row that holds each virtual row */
+    const int32_t *own;   /* [R]: each row's own virtual row */
+    float *k, *v;         /* [n_virtual, kv_dim] scratch */
+    /* backward scratch: [n_virtual, q_dim] q, out, dout, dq; [n_virtual, kv_dim]
+     * dk, dv; [n_virtual, n_heads] lse */
+    float *q, *out, *dout, *dq, *dk, *dv, *lse;
+} attn_share;
+
 typedef struct {
     const backend *be;
     const model *m;
@@ -68,7 +86,11 @@ typedef struct {
     kv_view kv;
     attn_workspace *ws;
     layer_lora lora;
-    /* backward only */
+    /* NULL, or the prompts shared between the batch's sequences (kv.row_kv
+     * then locates each row's sequence in share's virtual layout) */
+    const attn_share *share;
+    /* backward only (attention over the batch's sequences: with share, the
+     * virtual layout's starts) */
     int n_seqs;
     const int *start;
     model_params *grad; /* full fine-tuning's gradients, or NULL */

@@ -26,6 +26,11 @@ struct trainer_acts {
     int32_t *target_tok;
     size_t *row_kv;
     uint64_t *row_key;
+    /* the batch's rows once shared prompts are counted once (attn_share):
+     * n_rows of them, their tokens; share.n_virtual = 0 when none is shared */
+    int n_rows;
+    int32_t *row_tok, *vrow, *own;
+    attn_share share;
     float *xraw, *xf, *rstd_f, *logits;
     layer_grad_scratch gs;
     float *dxf, *xdrop, *out_tmp;
@@ -106,6 +111,12 @@ static void carve(arena *a, trainer *t, trainer_acts *ac) {
         ac->dxf = take(a, (size_t)TRAIN_HEAD_CHUNK * d);
     }
     ac->ws.buf = take(a, (size_t)ac->ws.n_threads * ac->ws.stride);
+    attn_share *sh = &ac->share;
+    sh->k = take(a, R * kvd), sh->v = take(a, R * kvd);
+    if (t->mode != TRAINER_INFER) {
+        sh->q = take(a, R * qd), sh->out = take(a, R * qd), sh->dout = take(a, R * qd), sh->dq = take(a, R * qd);
+        sh->dk = take(a, R * kvd), sh->dv = take(a, R * kvd), sh->lse = take(a, R * (size_t)c->n_heads);
+    }
 }
 
 int train_batch_targets(const train_batch *b) {
@@ -168,6 +179,9 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     ac->row_pos = malloc((size_t)max_rows * sizeof *ac->row_pos);
     ac->row_kv = malloc((size_t)max_rows * sizeof *ac->row_kv);
     ac->row_key = malloc((size_t)max_rows * sizeof *ac->row_key);
+    ac->row_tok = malloc((size_t)max_rows * sizeof *ac->row_tok);
+    ac->vrow = malloc((size_t)max_rows * sizeof *ac->vrow);
+    ac->own = malloc((size_t)max_rows * sizeof *ac->own);
     ac->target_row = malloc((size_t)t->max_targets * sizeof *ac->target_row);
     ac->target_tok = malloc((size_t)t->max_targets * sizeof *ac->target_tok);
     arena a = {NULL, 0};
@@ -176,7 +190,7 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     ac->mem = big_calloc(a.used, sizeof(float)); /* prefaulted: see bigmem.h */
     t->n_grad = mode == TRAINER_FULL ? m->n_params : mode == TRAINER_LORA ? l->n_params : 0;
     t->grad = t->n_grad ? big_calloc(t->n_grad, sizeof(float)) : NULL;
-    if (!ac->layer || !ac->x_in || !ac->ws.tasks || !ac->row_pos || !ac->row_kv || !ac->row_key || !ac->target_row ||
+    if (!ac->layer || !ac->x_in || !ac->ws.tasks || !ac->row_pos || !ac->row_kv || !ac->row_key || !ac->row_tok || !ac->vrow || !ac->own || !ac->target_row ||
         !ac->target_tok || !ac->mem || (t->n_grad && !t->grad)) {
         trainer_free(t);
         return gerr_set(e, EX_SOFTWARE, "out of memory for training activations (%.0f MiB; try --micro-batch smaller or --recompute)",
@@ -198,6 +212,9 @@ void trainer_free(trainer *t) {
         free(ac->row_pos);
         free(ac->row_kv);
         free(ac->row_key);
+        free(ac->row_tok);
+        free(ac->vrow);
+        free(ac->own);
         free(ac->target_row);
         free(ac->target_tok);
         free(ac);
@@ -206,38 +223,69 @@ void trainer_free(trainer *t) {
     memset(t, 0, sizeof *t);
 }
 
+int trainer_rows(const trainer *t) { return t->acts->n_rows; }
+
 size_t trainer_bytes(const trainer *t) { return (t->acts->n_floats + t->n_grad) * sizeof(float); }
 
 void trainer_zero_grad(trainer *t) {
     if (t->grad) memset(t->grad, 0, t->n_grad * sizeof(float));
 }
 
-/* Row bookkeeping, embeddings and RoPE tables of a batch. */
-static void batch_setup(trainer *t, const train_batch *b) {
+/* Whether sequence s has the prompt of sequence o (same length, same tokens). */
+static bool same_prompt(const train_batch *b, int s, int o) {
+    return b->n_prompt[s] == b->n_prompt[o] &&
+           !memcmp(b->tokens + b->start[s], b->tokens + b->start[o], (size_t)b->n_prompt[s] * sizeof *b->tokens);
+}
+
+/* Row bookkeeping, embeddings and RoPE tables of a batch. With share, a
+ * sequence whose prompt equals that of the last sequence that kept its own
+ * (a GRPO group's K completions, packed one after another) keeps only its
+ * completion rows and reads its prompt from that one's rows (attn_share). */
+static void batch_setup(trainer *t, const train_batch *b, bool share) {
     const model *m = t->m;
     const backend *be = t->be;
     trainer_acts *ac = t->acts;
-    int R = b->start[b->n_seqs], d = m->cfg.dim, kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
-    assert(R <= t->max_rows && train_batch_targets(b) <= t->max_targets);
-    int n_t = 0;
+    int Rv = b->start[b->n_seqs], d = m->cfg.dim, kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
+    assert(Rv <= t->max_rows && train_batch_targets(b) <= t->max_targets);
+    int n_t = 0, R = 0, owner = -1, n_shared = 0;
     for (int s = 0; s < b->n_seqs; s++) {
-        int L = b->start[s + 1] - b->start[s];
-        assert(L <= t->max_len && b->n_prompt[s] >= 1 && b->n_prompt[s] <= L);
+        int L = b->start[s + 1] - b->start[s], np = b->n_prompt[s];
+        assert(L <= t->max_len && np >= 1 && np <= L);
+        bool borrows = share && owner >= 0 && same_prompt(b, s, owner);
+        if (!borrows) owner = s;
+        n_shared += borrows;
         for (int i = 0; i < L; i++) {
-            int r = b->start[s] + i;
-            ac->row_pos[r] = i;
-            ac->row_kv[r] = (size_t)b->start[s] * kvd;
-            ac->row_key[r] = b->key ? b->key[s] : (uint64_t)s;
+            int v = b->start[s] + i;
+            if (borrows && i < np) { /* the owner's row at this position */
+                ac->vrow[v] = ac->vrow[b->start[owner] + i];
+                continue;
+            }
+            ac->vrow[v] = R;
+            ac->own[R] = v;
+            ac->row_tok[R] = b->tokens[v];
+            ac->row_pos[R] = i;
+            ac->row_kv[R] = (size_t)b->start[s] * kvd;
+            ac->row_key[R] = b->key ? b->key[s] : (uint64_t)s;
+            R++;
         }
-        for (int i = b->n_prompt[s]; i < L; i++) {
+        for (int i = np; i < L; i++) {
             if (b->target && !b->target[b->start[s] + i]) continue; /* context only */
-            ac->target_row[n_t] = b->start[s] + i - 1;
+            ac->target_row[n_t] = ac->vrow[b->start[s] + i - 1];
             ac->target_tok[n_t++] = b->tokens[b->start[s] + i];
         }
     }
-    for (int r = 0; r < R; r++) assert(b->tokens[r] >= 0 && b->tokens[r] < m->cfg.vocab_size);
-    be->gather_rows(ac->x_in[0], m->w.tok_embd, b->tokens, R, d);
+    ac->n_rows = R;
+    ac->share.n_virtual = n_shared ? Rv : 0;
+    ac->share.vrow = ac->vrow, ac->share.own = ac->own;
+    for (int r = 0; r < R; r++) assert(ac->row_tok[r] >= 0 && ac->row_tok[r] < m->cfg.vocab_size);
+    be->gather_rows(ac->x_in[0], m->w.tok_embd, ac->row_tok, R, d);
     be->rope_cos_sin(ac->cos_t, ac->sin_t, m->inv_freq, m->cfg.head_dim / 2, ac->row_pos, R);
+}
+
+/* Whether a pass applies LoRA dropout: its masks are keyed per sequence, so
+ * a prompt computed once cannot carry each sequence's own. */
+static bool pass_dropout(const trainer *t, bool lora_off, bool dropout) {
+    return t->lora && !lora_off && dropout && t->lora->dropout > 0 && t->mode == TRAINER_LORA;
 }
 
 /* The layer pass of this batch; LoRA (unless lora_off) with its dropout when
@@ -247,19 +295,20 @@ static layer_pass batch_pass(const trainer *t, const train_batch *b, bool lora_o
     layer_pass p = {
         .be = t->be,
         .m = t->m,
-        .n_rows = b->start[b->n_seqs],
+        .n_rows = ac->n_rows,
         .pos = ac->row_pos,
         .cos_t = ac->cos_t,
         .sin_t = ac->sin_t,
         .kv = {.row_kv = ac->row_kv},
         .ws = &ac->ws,
+        .share = ac->share.n_virtual ? &ac->share : NULL,
         .n_seqs = b->n_seqs,
         .start = b->start,
     };
     if (t->lora && !lora_off) {
         p.lora = (layer_lora){.l = t->lora, .on = true, .seed = t->dropout_seed, .pass = t->dropout_pass,
                               .row_key = ac->row_key, .xdrop = ac->xdrop};
-        if (dropout && t->lora->dropout > 0 && t->mode == TRAINER_LORA) p.lora.dropout = t->lora->dropout;
+        if (pass_dropout(t, lora_off, dropout)) p.lora.dropout = t->lora->dropout;
         if (t->mode == TRAINER_LORA) p.lora.grad_a = t->grad_a, p.lora.grad_b = t->grad_b;
     }
     return p;
@@ -283,8 +332,9 @@ void trainer_forward(trainer *t, const train_batch *b, float temperature, bool k
     const model_config *c = &t->m->cfg;
     const backend *be = t->be;
     trainer_acts *ac = t->acts;
-    int R = b->start[b->n_seqs], d = c->dim, L = c->n_layers;
-    batch_setup(t, b);
+    int d = c->dim, L = c->n_layers;
+    batch_setup(t, b, !t->no_prompt_sharing && !pass_dropout(t, lora_off, keep));
+    int R = ac->n_rows;
     layer_pass p = batch_pass(t, b, lora_off, keep);
     for (int l = 0; l < L; l++) {
         p.layer = l;
@@ -310,7 +360,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
     const backend *be = t->be;
     const model_config *c = &m->cfg;
     trainer_acts *ac = t->acts;
-    int R = b->start[b->n_seqs], d = c->dim, V = c->vocab_size, L = c->n_layers, n_t = train_batch_targets(b);
+    int R = ac->n_rows, d = c->dim, V = c->vocab_size, L = c->n_layers, n_t = train_batch_targets(b);
     bool full = t->mode == TRAINER_FULL;
     layer_pass p = batch_pass(t, b, false, true);
     if (full) p.grad = &t->g;
@@ -336,5 +386,5 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
         if (t->recompute) layer_forward(&p, &ac->layer[l], ac->x_in[l], ac->out_tmp);
         layer_backward(&p, &ac->layer[l], ac->x_in[l], &ac->gs);
     }
-    if (full) be->scatter_add_rows(t->g.tok_embd, ac->gs.dx, b->tokens, R, d);
+    if (full) be->scatter_add_rows(t->g.tok_embd, ac->gs.dx, ac->row_tok, R, d);
 }

@@ -70,6 +70,10 @@ typedef struct {
     float *grad_a[LORA_N_TARGETS], *grad_b[LORA_N_TARGETS];
     /* LoRA dropout masks are keyed by (seed, pass, layer, target, key, position) */
     uint64_t dropout_seed, dropout_pass;
+    /* Sequences with the same prompt, one after another (a prompt group),
+     * compute the prompt's rows once (layer.h's attn_share), except under
+     * LoRA dropout; true turns that off (tests compare the two). */
+    bool no_prompt_sharing;
     trainer_acts *acts;
 } trainer;
 
@@ -87,6 +91,9 @@ int trainer_compute_backend(const char *compute, const model *m, const backend *
 int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool recompute, int max_rows, int max_len,
                  int max_targets, gerr *e);
 void trainer_free(trainer *t);
+/* Rows the last trainer_forward computed: the batch's, less the prompt rows
+ * it shared (trainer.no_prompt_sharing). */
+int trainer_rows(const trainer *t);
 /* Bytes of activations, scratch and gradients the trainer holds. */
 size_t trainer_bytes(const trainer *t);
 void trainer_zero_grad(trainer *t);

@@ -196,8 +196,11 @@ def run(case_name, work):
 
     g = torch.Generator().manual_seed(99)
     V = cfgj["vocab_size"]
-    lens, prompts = [12, 7, 16, 9], [4, 2, 5, 1]
+    lens, prompts = [12, 9, 16, 9], [4, 4, 5, 1]
     seqs = [dict(tokens=torch.randint(0, V, (L,), generator=g).tolist(), n_prompt=P) for L, P in zip(lens, prompts)]
+    # the first two share their prompt, as a GRPO group's samples do: the
+    # trainer computes those rows once (lib/model/layer.h, attn_share)
+    seqs[1]["tokens"][:4] = seqs[0]["tokens"][:4]
     temperature = 0.7
     for i, s in enumerate(seqs):
         s["advantage"] = [1.3, -0.8, 0.5, -1.1][i]

@@ -246,6 +246,120 @@ static void test_infer_matches_kv_forward(void) {
     model_free(&m);
 }
 
+/* Two prompt groups (prompts of 4 and 3 tokens; 3 and 2 completions, one
+ * of them empty), then a sequence of its own. */
+enum { G_SEQS = 6 };
+typedef struct {
+    int start[G_SEQS + 1], n_prompt[G_SEQS];
+    int32_t tokens[96];
+    uint8_t target[96];
+    train_batch b;
+} group_batch;
+
+static void make_groups(group_batch *gb, int vocab, bool masked) {
+    static const int comp[G_SEQS] = {5, 3, 0, 6, 2, 4}, prompt[G_SEQS] = {4, 4, 4, 3, 3, 2};
+    static const int group[G_SEQS] = {0, 0, 0, 1, 1, 2};
+    rng_stream r;
+    rng_init(&r, 5, "groups", 6, 0);
+    int32_t prompts[3][8];
+    for (int g = 0; g < 3; g++)
+        for (int i = 0; i < 8; i++) prompts[g][i] = (int32_t)rng_below(&r, (uint64_t)vocab);
+    gb->start[0] = 0;
+    for (int s = 0; s < G_SEQS; s++) {
+        int at = gb->start[s];
+        memcpy(gb->tokens + at, prompts[group[s]], (size_t)prompt[s] * sizeof(int32_t));
+        for (int i = 0; i < prompt[s] + comp[s]; i++) {
+            if (i >= prompt[s]) gb->tokens[at + i] = (int32_t)rng_below(&r, (uint64_t)vocab);
+            gb->target[at + i] = !masked || (i % 3 != 1); /* some environment tokens */
+        }
+        gb->n_prompt[s] = prompt[s];
+        gb->start[s + 1] = at + prompt[s] + comp[s];
+    }
+    gb->b = (train_batch){G_SEQS, gb->start, gb->n_prompt, gb->tokens, NULL, masked ? gb->target : NULL};
+}
+
+/* A prompt group's prompt computed once gives the log-probs and gradients of
+ * computing it per sequence (float32 summation order aside). */
+static void test_shared_prompts(model_arch arch, bool tied, bool use_lora, bool masked, const char *name) {
+    TEST(name);
+    model m;
+    if (tiny_model(&m, arch, tied)) {
+        CHECK(0);
+        return;
+    }
+    gerr e = {0};
+    lora l;
+    unsigned targets;
+    if (use_lora) {
+        CHECK(lora_parse_targets("q,k,v,o,gate,up,down", &targets, &e) == 0);
+        CHECK(lora_alloc(&l, &m.cfg, 4, 8.0, false, 0.0, targets, NULL, &e) == 0);
+        lora_init(&l, 5);
+        fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
+    }
+    trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
+    trainer sh, un, inf_sh, inf_un;
+    CHECK(trainer_init(&sh, &m, use_lora ? &l : NULL, mode, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&un, &m, use_lora ? &l : NULL, mode, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&inf_sh, &m, NULL, TRAINER_INFER, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&inf_un, &m, NULL, TRAINER_INFER, false, 64, 32, 64, &e) == 0);
+    un.no_prompt_sharing = inf_un.no_prompt_sharing = true;
+    group_batch gb;
+    make_groups(&gb, m.cfg.vocab_size, masked);
+    int n = train_batch_targets(&gb.b), rows = gb.start[G_SEQS];
+    float a[64], b[64], ea[64], eb[64];
+    trainer_forward(&inf_sh, &gb.b, 0.9f, false, false, a, ea);
+    trainer_forward(&inf_un, &gb.b, 0.9f, false, false, b, eb);
+    /* 4 + 3 prompt rows are shared: group 0's by two more sequences, group 1's by one */
+    CHECK_EQ_INT(trainer_rows(&inf_sh), rows - 2 * 4 - 3);
+    CHECK_EQ_INT(trainer_rows(&inf_un), rows);
+    double dl = 0, de = 0;
+    for (int j = 0; j < n; j++) dl = fmax(dl, fabs(a[j] - b[j])), de = fmax(de, fabs(ea[j] - eb[j]));
+    CHECK(dl < 1e-5 && de < 1e-5);
+    trainer_zero_grad(&sh), trainer_zero_grad(&un);
+    double ls = linear_loss(&sh, &gb.b, 0.9f, true, 0), lu = linear_loss(&un, &gb.b, 0.9f, true, 0);
+    CHECK_EQ_INT(trainer_rows(&sh), rows - 2 * 4 - 3);
+    CHECK_NEAR(ls, lu, 1e-5 * fabs(lu));
+    double md = 0, mx = 0;
+    for (size_t i = 0; i < sh.n_grad; i++) {
+        md = fmax(md, fabs((double)sh.grad[i] - un.grad[i]));
+        mx = fmax(mx, fabs((double)un.grad[i]));
+    }
+    CHECK(mx > 0);
+    CHECK(md <= 1e-5 * mx);
+    if (md > 1e-5 * mx) fprintf(stderr, "# %s: gradients differ by %.3g of %.3g\n", name, md, mx);
+    trainer_free(&sh), trainer_free(&un), trainer_free(&inf_sh), trainer_free(&inf_un);
+    if (use_lora) lora_free(&l);
+    model_free(&m);
+}
+
+/* LoRA dropout keys its masks per sequence: a training pass with dropout
+ * computes every prompt row; a pass without it (the old policy's log-probs)
+ * still shares. */
+static void test_shared_prompts_dropout(void) {
+    TEST("LoRA dropout: the training pass keeps each sequence's prompt, a forward-only pass shares it");
+    model m;
+    tiny_model(&m, ARCH_LLAMA, false);
+    gerr e = {0};
+    lora l;
+    unsigned targets;
+    CHECK(lora_parse_targets("q,v", &targets, &e) == 0);
+    CHECK(lora_alloc(&l, &m.cfg, 4, 8.0, false, 0.1, targets, NULL, &e) == 0);
+    lora_init(&l, 5);
+    trainer t;
+    CHECK(trainer_init(&t, &m, &l, TRAINER_LORA, false, 64, 32, 64, &e) == 0);
+    group_batch gb;
+    make_groups(&gb, m.cfg.vocab_size, false);
+    float lp[64];
+    trainer_zero_grad(&t);
+    linear_loss(&t, &gb.b, 1.0f, true, 0);
+    CHECK_EQ_INT(trainer_rows(&t), gb.start[G_SEQS]);
+    trainer_forward(&t, &gb.b, 1.0f, false, false, lp, NULL);
+    CHECK_EQ_INT(trainer_rows(&t), gb.start[G_SEQS] - 2 * 4 - 3);
+    trainer_free(&t);
+    lora_free(&l);
+    model_free(&m);
+}
+
 /* ---- driver mode --------------------------------------------------------------- */
 
 /* The attention workspace is sized for the thread pool at trainer_init; a
@@ -482,6 +596,11 @@ int main(int argc, char **argv) {
     test_micro_batches_and_recompute();
     test_lora();
     test_infer_matches_kv_forward();
+    test_shared_prompts(ARCH_LLAMA, false, false, false, "shared prompts: llama, full fine-tuning: log-probs and gradients of the unshared batch");
+    test_shared_prompts(ARCH_LLAMA, true, true, false, "shared prompts: llama, tied, LoRA");
+    test_shared_prompts(ARCH_QWEN3, false, false, true, "shared prompts: qwen3 (q/k norm), multi-turn targets");
+    test_shared_prompts(ARCH_QWEN2, false, true, true, "shared prompts: qwen2 (biases), LoRA, multi-turn targets");
+    test_shared_prompts_dropout();
     test_threads_grow_after_init();
     test_compute_backend();
     return check_done();
