@@ -221,9 +221,9 @@ ranks_said() {
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch big.jsonl 64 97 --seed 3
     mpi 2 --model "$TINY" --in "$(B)" --out ck --lr 1e-3 --beta 0 2> /dev/null
     cp -r ck ck.before
-    mpi 2 --model ck --in big.jsonl --out want --lr 1e-3 --beta 0 --iterations 20 2> /dev/null
+    mpi 2 --model ck --in big.jsonl --out want --lr 1e-3 --beta 0 --iterations 200 2> /dev/null
     timeout 120 mpirun --bind-to none -np 2 grpo-update --threads 1 --model ck --in big.jsonl --out ck --lr 1e-3 \
-        --beta 0 --iterations 20 2> kill.log &
+        --beta 0 --iterations 200 2> kill.log &
     local job=$! ranks=""
     for _ in $(seq 100); do
         ranks=$(pgrep -f -- "^grpo-update --threads 1 --model ck --in big.jsonl" || true)
@@ -238,7 +238,7 @@ ranks_said() {
     grep -q "exited on signal 9" kill.log
     diff -r ck.before ck
     no_temp_left .
-    mpi 2 --model ck --in big.jsonl --out ck --lr 1e-3 --beta 0 --iterations 20 2> /dev/null
+    mpi 2 --model ck --in big.jsonl --out ck --lr 1e-3 --beta 0 --iterations 200 2> /dev/null
     diff -r want/model.safetensors ck/model.safetensors
     diff -r want/grpo ck/grpo
 }
