@@ -6,6 +6,7 @@
 #include "trainer.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
@@ -80,7 +81,7 @@ static void carve_slot(arena *a, layer_acts *s, const model_config *c, const lor
  * its own when a backward will read it. */
 static void carve(arena *a, trainer *t, trainer_acts *ac) {
     const model_config *c = &t->m->cfg;
-    size_t R = t->max_rows, d = c->dim, qd = (size_t)c->n_heads * c->head_dim;
+    size_t R = t->max_computed, Rv = t->max_rows, d = c->dim, qd = (size_t)c->n_heads * c->head_dim;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim, hid = c->hidden_dim, T = t->max_targets;
     int L = c->n_layers;
     bool per_layer = t->mode != TRAINER_INFER && !t->recompute;
@@ -112,10 +113,10 @@ static void carve(arena *a, trainer *t, trainer_acts *ac) {
     }
     ac->ws.buf = take(a, (size_t)ac->ws.n_threads * ac->ws.stride);
     attn_share *sh = &ac->share;
-    sh->k = take(a, R * kvd), sh->v = take(a, R * kvd);
+    sh->k = take(a, Rv * kvd), sh->v = take(a, Rv * kvd);
     if (t->mode != TRAINER_INFER) {
-        sh->q = take(a, R * qd), sh->out = take(a, R * qd), sh->dout = take(a, R * qd), sh->dq = take(a, R * qd);
-        sh->dk = take(a, R * kvd), sh->dv = take(a, R * kvd), sh->lse = take(a, R * (size_t)c->n_heads);
+        sh->q = take(a, Rv * qd), sh->out = take(a, Rv * qd), sh->dout = take(a, Rv * qd), sh->dq = take(a, Rv * qd);
+        sh->dk = take(a, Rv * kvd), sh->dv = take(a, Rv * kvd), sh->lse = take(a, Rv * (size_t)c->n_heads);
     }
 }
 
@@ -162,12 +163,14 @@ int trainer_compute_backend(const char *compute, const model *m, const backend *
     return 0;
 }
 
-int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool recompute, int max_rows, int max_len,
-                 int max_targets, gerr *e) {
+int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool recompute, int max_rows,
+                 int max_computed, int max_len, int max_targets, gerr *e) {
     memset(t, 0, sizeof *t);
     if (mode == TRAINER_LORA && !l) return gerr_set(e, EX_SOFTWARE, "trainer: LoRA mode without an adapter");
     t->m = m, t->be = model_backend(m), t->lora = l, t->mode = mode, t->recompute = recompute;
     t->max_rows = max_rows, t->max_len = max_len, t->max_targets = max_targets > 0 ? max_targets : 1;
+    t->max_computed = max_computed > 0 && max_computed < max_rows ? max_computed : max_rows;
+    int rows = t->max_computed;
     trainer_acts *ac = calloc(1, sizeof *ac);
     if (!ac) return gerr_set(e, EX_SOFTWARE, "out of memory for the trainer");
     t->acts = ac;
@@ -176,12 +179,12 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     ac->layer = calloc((size_t)m->cfg.n_layers, sizeof *ac->layer);
     ac->x_in = calloc((size_t)m->cfg.n_layers, sizeof *ac->x_in);
     ac->ws.tasks = malloc((size_t)max_rows * (size_t)m->cfg.n_kv_heads * 3 * sizeof *ac->ws.tasks);
-    ac->row_pos = malloc((size_t)max_rows * sizeof *ac->row_pos);
-    ac->row_kv = malloc((size_t)max_rows * sizeof *ac->row_kv);
-    ac->row_key = malloc((size_t)max_rows * sizeof *ac->row_key);
-    ac->row_tok = malloc((size_t)max_rows * sizeof *ac->row_tok);
+    ac->row_pos = malloc((size_t)rows * sizeof *ac->row_pos);
+    ac->row_kv = malloc((size_t)rows * sizeof *ac->row_kv);
+    ac->row_key = malloc((size_t)rows * sizeof *ac->row_key);
+    ac->row_tok = malloc((size_t)rows * sizeof *ac->row_tok);
     ac->vrow = malloc((size_t)max_rows * sizeof *ac->vrow);
-    ac->own = malloc((size_t)max_rows * sizeof *ac->own);
+    ac->own = malloc((size_t)rows * sizeof *ac->own);
     ac->target_row = malloc((size_t)t->max_targets * sizeof *ac->target_row);
     ac->target_tok = malloc((size_t)t->max_targets * sizeof *ac->target_tok);
     arena a = {NULL, 0};
@@ -231,10 +234,32 @@ void trainer_zero_grad(trainer *t) {
     if (t->grad) memset(t->grad, 0, t->n_grad * sizeof(float));
 }
 
+/* Whether a pass applies LoRA dropout: its masks are keyed per sequence, so
+ * a prompt computed once cannot carry each sequence's own. */
+static bool pass_dropout(const trainer *t, bool lora_off, bool dropout) {
+    return t->lora && !lora_off && dropout && t->lora->dropout > 0 && t->mode == TRAINER_LORA;
+}
+
 /* Whether sequence s has the prompt of sequence o (same length, same tokens). */
 static bool same_prompt(const train_batch *b, int s, int o) {
     return b->n_prompt[s] == b->n_prompt[o] &&
            !memcmp(b->tokens + b->start[s], b->tokens + b->start[o], (size_t)b->n_prompt[s] * sizeof *b->tokens);
+}
+
+/* The sequence whose prompt rows s reads (s itself when it keeps its own),
+ * given the last sequence that kept its own. */
+static int prompt_owner(const train_batch *b, int s, int owner, bool share) {
+    return share && owner >= 0 && same_prompt(b, s, owner) ? owner : s;
+}
+
+int train_batch_rows(const train_batch *b, bool share) {
+    int rows = 0, owner = -1;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int o = prompt_owner(b, s, owner, share);
+        rows += b->start[s + 1] - b->start[s] - (o == s ? 0 : b->n_prompt[s]);
+        owner = o;
+    }
+    return rows;
 }
 
 /* Row bookkeeping, embeddings and RoPE tables of a batch. With share, a
@@ -247,12 +272,17 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
     trainer_acts *ac = t->acts;
     int Rv = b->start[b->n_seqs], d = m->cfg.dim, kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
     assert(Rv <= t->max_rows && train_batch_targets(b) <= t->max_targets);
+    if (train_batch_rows(b, share) > t->max_computed) { /* sized for sharing, run without it */
+        fprintf(stderr, "trainer: %d rows to compute, sized for %d\n", train_batch_rows(b, share), t->max_computed);
+        abort();
+    }
     int n_t = 0, R = 0, owner = -1, n_shared = 0;
     for (int s = 0; s < b->n_seqs; s++) {
         int L = b->start[s + 1] - b->start[s], np = b->n_prompt[s];
         assert(L <= t->max_len && np >= 1 && np <= L);
-        bool borrows = share && owner >= 0 && same_prompt(b, s, owner);
-        if (!borrows) owner = s;
+        int o = prompt_owner(b, s, owner, share);
+        bool borrows = o != s;
+        owner = o;
         n_shared += borrows;
         for (int i = 0; i < L; i++) {
             int v = b->start[s] + i;
@@ -280,12 +310,6 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
     for (int r = 0; r < R; r++) assert(ac->row_tok[r] >= 0 && ac->row_tok[r] < m->cfg.vocab_size);
     be->gather_rows(ac->x_in[0], m->w.tok_embd, ac->row_tok, R, d);
     be->rope_cos_sin(ac->cos_t, ac->sin_t, m->inv_freq, m->cfg.head_dim / 2, ac->row_pos, R);
-}
-
-/* Whether a pass applies LoRA dropout: its masks are keyed per sequence, so
- * a prompt computed once cannot carry each sequence's own. */
-static bool pass_dropout(const trainer *t, bool lora_off, bool dropout) {
-    return t->lora && !lora_off && dropout && t->lora->dropout > 0 && t->mode == TRAINER_LORA;
 }
 
 /* The layer pass of this batch; LoRA (unless lora_off) with its dropout when

@@ -50,6 +50,10 @@ typedef struct {
 
 /* Number of target tokens of a batch. */
 int train_batch_targets(const train_batch *b);
+/* Rows a forward of the batch computes: all of them, or with share each
+ * shared prompt once (the prompt of a sequence equal to that of the last
+ * sequence that kept its own, as trainer_forward shares them). */
+int train_batch_rows(const train_batch *b, bool share);
 
 typedef struct trainer_acts trainer_acts;
 
@@ -61,7 +65,7 @@ typedef struct {
     lora *lora; /* the adapter (TRAINER_LORA); NULL otherwise */
     trainer_mode mode;
     bool recompute;
-    int max_rows, max_len, max_targets;
+    int max_rows, max_computed, max_len, max_targets;
     /* gradients: full fine-tuning in the model's layout (g.lm_head aliases
      * g.tok_embd when tied), or the adapter's layout in LoRA mode */
     float *grad;
@@ -84,12 +88,13 @@ typedef struct {
 int trainer_compute_backend(const char *compute, const model *m, const backend *cpu_bf16, const backend **be,
                             gerr *e);
 
-/* Sizes every buffer for batches of at most max_rows rows, max_len per
- * sequence and max_targets completion tokens. l is the adapter for
+/* Sizes every buffer for batches of at most max_rows rows (of which at most
+ * max_computed are computed, shared prompts counted once: train_batch_rows;
+ * 0 = max_rows), max_len per sequence and max_targets completion tokens. l is the adapter for
  * TRAINER_LORA (it may also be given with TRAINER_INFER: then the adapter is
  * applied unless switched off per call). */
-int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool recompute, int max_rows, int max_len,
-                 int max_targets, gerr *e);
+int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool recompute, int max_rows,
+                 int max_computed, int max_len, int max_targets, gerr *e);
 void trainer_free(trainer *t);
 /* Rows the last trainer_forward computed: the batch's, less the prompt rows
  * it shared (trainer.no_prompt_sharing). */

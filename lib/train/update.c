@@ -54,17 +54,24 @@ static int next_micro(const update_batch *b, int s0, long long budget, train_bat
     return ns;
 }
 
-/* The biggest micro-batch: rows and targets, to size the trainer. */
-static void micro_sizes(const update_batch *b, long long budget, int *rows, int *targets) {
+/* The biggest micro-batch, to size the trainer: rows, rows computed (with
+ * share, a group's prompt once: train_batch_rows) and targets. */
+typedef struct {
+    int rows, computed, targets;
+} micro_size;
+
+static micro_size micro_sizes(const update_batch *b, long long budget, bool share) {
     int mstart[b->n + 1];
     train_batch tb;
-    *rows = 1, *targets = 1;
+    micro_size z = {1, 1, 1};
     for (int s0 = 0; s0 < b->n;) {
         int ns = next_micro(b, s0, budget, &tb, mstart);
-        int r = mstart[ns], t = b->tgt_start[s0 + ns] - b->tgt_start[s0];
-        *rows = r > *rows ? r : *rows, *targets = t > *targets ? t : *targets;
+        int r = mstart[ns], c = train_batch_rows(&tb, share), t = b->tgt_start[s0 + ns] - b->tgt_start[s0];
+        z.rows = r > z.rows ? r : z.rows, z.targets = t > z.targets ? t : z.targets;
+        z.computed = c > z.computed ? c : z.computed;
         s0 += ns;
     }
+    return z;
 }
 
 /* logp (and entropy, when not NULL) of every target of the batch, forward
@@ -184,7 +191,7 @@ static int global_threshold(const dist *d, const float *gate, int n_mine, long n
 /* The reference log-probs of b's targets: the base under the adapter, or a
  * second model (or the policy itself at step 0). */
 static int reference_pass(trainer *t, const policy *pol, const update_opts *o, const update_batch *b, float temp,
-                          int max_rows, int max_targets, float *ref_logp, gerr *e) {
+                          float *ref_logp, gerr *e) {
     if (pol->has_lora) {
         logp_pass(t, b, o->micro_batch, temp, true, ref_logp, NULL);
         return 0;
@@ -194,14 +201,15 @@ static int reference_pass(trainer *t, const policy *pol, const update_opts *o, c
         logp_pass(t, b, o->micro_batch, temp, false, ref_logp, NULL);
         return 0;
     }
+    micro_size z = micro_sizes(b, o->micro_batch, true); /* a forward only: prompts shared */
     model ref_m;
     trainer ref_t = {0};
     int rc = model_load(&ref_m, pol->ref_path, e);
     if (rc) return rc;
     if (ref_m.cfg.vocab_size != pol->m.cfg.vocab_size || ref_m.n_params != pol->m.n_params)
         rc = gerr_set(e, EX_DATAERR, "--ref %s: not the same architecture and shape as the policy", pol->ref_path);
-    else if (!(rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, max_rows, b->max_len > 0 ? b->max_len : 1,
-                                 max_targets, e))) {
+    else if (!(rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, z.rows, z.computed,
+                                 b->max_len > 0 ? b->max_len : 1, z.targets, e))) {
         ref_t.be = t->be; /* the policy's --compute */
         logp_pass(&ref_t, b, o->micro_batch, temp, false, ref_logp, NULL);
     }
@@ -284,12 +292,12 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     }
     const update_batch *b = bp;
 
-    int max_rows, max_targets;
-    micro_sizes(b, o->micro_batch, &max_rows, &max_targets);
+    /* the training pass shares prompts unless LoRA dropout draws a mask per record */
+    micro_size z = micro_sizes(b, o->micro_batch, !(pol.has_lora && pol.l.dropout > 0));
     trainer t = {0};
     rc = dist_agree(d,
                     trainer_init(&t, m, pol.has_lora ? &pol.l : NULL, pol.has_lora ? TRAINER_LORA : TRAINER_FULL,
-                                 o->recompute, max_rows, b->max_len > 0 ? b->max_len : 1, max_targets, e),
+                                 o->recompute, z.rows, z.computed, b->max_len > 0 ? b->max_len : 1, z.targets, e),
                     e);
     if (rc) {
         trainer_free(&t); /* another rank's failure: this one's trainer was made (freeing a zeroed one is safe) */
@@ -305,7 +313,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     float *dent = xmalloc(sizeof(float) * n_alloc), *gate = NULL;
     if (cfg.loss.beta > 0) {
         ref_logp = xmalloc(sizeof(float) * n_alloc);
-        rc = dist_agree(d, reference_pass(&t, &pol, o, b, temp, max_rows, max_targets, ref_logp, e), e);
+        rc = dist_agree(d, reference_pass(&t, &pol, o, b, temp, ref_logp, e), e);
         if (rc) goto out_train;
     }
     /* the IS correction weighs the sampler against the trainer's own pi_old */

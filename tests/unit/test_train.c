@@ -104,7 +104,7 @@ static void test_finite_differences(model_arch arch, bool tied, const char *name
     make_batch(&tb, 0, N_SEQS, m.cfg.vocab_size);
     trainer t;
     gerr e = {0};
-    CHECK(trainer_init(&t, &m, NULL, TRAINER_FULL, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&t, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
     trainer_zero_grad(&t);
     linear_loss(&t, &tb.b, 0.8f, true, 0);
     /* a few entries of every tensor: central differences in float32 with a
@@ -142,9 +142,9 @@ static void test_micro_batches_and_recompute(void) {
     tiny_model(&m, ARCH_QWEN2, false);
     gerr e = {0};
     trainer whole, parts, rec;
-    CHECK(trainer_init(&whole, &m, NULL, TRAINER_FULL, false, 64, 32, 64, &e) == 0);
-    CHECK(trainer_init(&parts, &m, NULL, TRAINER_FULL, false, 64, 32, 64, &e) == 0);
-    CHECK(trainer_init(&rec, &m, NULL, TRAINER_FULL, true, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&whole, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&parts, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&rec, &m, NULL, TRAINER_FULL, true, 64, 0, 32, 64, &e) == 0);
     tiny_batch all, a, b;
     make_batch(&all, 0, N_SEQS, m.cfg.vocab_size);
     make_batch(&a, 0, 1, m.cfg.vocab_size);
@@ -180,8 +180,8 @@ static void test_lora(void) {
     CHECK(lora_alloc(&l, &m.cfg, 4, 8.0, false, 0.0, targets, NULL, &e) == 0);
     lora_init(&l, 5);
     trainer base, lt;
-    CHECK(trainer_init(&base, &m, NULL, TRAINER_INFER, false, 64, 32, 64, &e) == 0);
-    CHECK(trainer_init(&lt, &m, &l, TRAINER_LORA, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&base, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&lt, &m, &l, TRAINER_LORA, false, 64, 0, 32, 64, &e) == 0);
     tiny_batch tb;
     make_batch(&tb, 0, N_SEQS, m.cfg.vocab_size);
     float lp0[64], lp1[64], lp2[64];
@@ -216,7 +216,7 @@ static void test_infer_matches_kv_forward(void) {
     tiny_model(&m, ARCH_QWEN3, false);
     gerr e = {0};
     trainer t;
-    CHECK(trainer_init(&t, &m, NULL, TRAINER_INFER, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&t, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
     tiny_batch tb;
     make_batch(&tb, 1, 1, m.cfg.vocab_size);
     float logp[64];
@@ -298,10 +298,10 @@ static void test_shared_prompts(model_arch arch, bool tied, bool use_lora, bool 
     }
     trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
     trainer sh, un, inf_sh, inf_un;
-    CHECK(trainer_init(&sh, &m, use_lora ? &l : NULL, mode, false, 64, 32, 64, &e) == 0);
-    CHECK(trainer_init(&un, &m, use_lora ? &l : NULL, mode, false, 64, 32, 64, &e) == 0);
-    CHECK(trainer_init(&inf_sh, &m, NULL, TRAINER_INFER, false, 64, 32, 64, &e) == 0);
-    CHECK(trainer_init(&inf_un, &m, NULL, TRAINER_INFER, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&sh, &m, use_lora ? &l : NULL, mode, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&un, &m, use_lora ? &l : NULL, mode, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&inf_sh, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&inf_un, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
     un.no_prompt_sharing = inf_un.no_prompt_sharing = true;
     group_batch gb;
     make_groups(&gb, m.cfg.vocab_size, masked);
@@ -327,6 +327,19 @@ static void test_shared_prompts(model_arch arch, bool tied, bool use_lora, bool 
     CHECK(mx > 0);
     CHECK(md <= 1e-5 * mx);
     if (md > 1e-5 * mx) fprintf(stderr, "# %s: gradients differ by %.3g of %.3g\n", name, md, mx);
+    /* sized for the rows it computes (ASan checks the fit), the same gradients in less memory */
+    trainer tight;
+    CHECK_EQ_INT(train_batch_rows(&gb.b, true), rows - 2 * 4 - 3);
+    CHECK_EQ_INT(train_batch_rows(&gb.b, false), rows);
+    CHECK(trainer_init(&tight, &m, use_lora ? &l : NULL, mode, false, rows, train_batch_rows(&gb.b, true), 32, 64,
+                       &e) == 0);
+    CHECK(trainer_bytes(&tight) < trainer_bytes(&sh));
+    trainer_zero_grad(&tight);
+    CHECK(linear_loss(&tight, &gb.b, 0.9f, true, 0) == ls);
+    double dt = 0;
+    for (size_t i = 0; i < sh.n_grad; i++) dt = fmax(dt, fabs((double)sh.grad[i] - tight.grad[i]));
+    CHECK(dt == 0);
+    trainer_free(&tight);
     trainer_free(&sh), trainer_free(&un), trainer_free(&inf_sh), trainer_free(&inf_un);
     if (use_lora) lora_free(&l);
     model_free(&m);
@@ -346,7 +359,7 @@ static void test_shared_prompts_dropout(void) {
     CHECK(lora_alloc(&l, &m.cfg, 4, 8.0, false, 0.1, targets, NULL, &e) == 0);
     lora_init(&l, 5);
     trainer t;
-    CHECK(trainer_init(&t, &m, &l, TRAINER_LORA, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&t, &m, &l, TRAINER_LORA, false, 64, 0, 32, 64, &e) == 0);
     group_batch gb;
     make_groups(&gb, m.cfg.vocab_size, false);
     float lp[64];
@@ -379,9 +392,9 @@ static void test_threads_grow_after_init(void) {
     gerr e = {0};
     trainer small, big;
     omp_set_num_threads(1);
-    CHECK(trainer_init(&small, &m, NULL, TRAINER_FULL, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&small, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
     omp_set_num_threads(4);
-    CHECK(trainer_init(&big, &m, NULL, TRAINER_FULL, false, 64, 32, 64, &e) == 0);
+    CHECK(trainer_init(&big, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
     trainer_zero_grad(&small);
     trainer_zero_grad(&big);
     double a = linear_loss(&small, &tb.b, 0.8f, true, 0), b = linear_loss(&big, &tb.b, 0.8f, true, 0);
@@ -503,7 +516,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
             if (l.b[t]) fill_random(l.b[t], (size_t)l.n_layers * l.out_dim[t] * l.r, 0.1, 0.0, 13, (uint64_t)t);
     }
     trainer t;
-    if (trainer_init(&t, &m, use_lora ? &l : NULL, use_lora ? TRAINER_LORA : TRAINER_FULL, recompute, R, max_len, n_t, &e))
+    if (trainer_init(&t, &m, use_lora ? &l : NULL, use_lora ? TRAINER_LORA : TRAINER_FULL, recompute, R, 0, max_len, n_t, &e))
         return fprintf(stderr, "%s\n", e.msg), e.code;
     /* "compute": "bf16" runs the matrix products as grpo-update --compute bf16 */
     const cJSON *cj = cJSON_GetObjectItemCaseSensitive(j, "compute");
