@@ -41,6 +41,10 @@ int main(int argc, char **argv) {
          "the model's matrices on the CPU: f32, bf16 (rounded once; fast with AVX512-BF16), q8 (8-bit blocks, "
          "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), auto = bf16 where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, else auto); "
          "logprobs are those of the weights sampled from", 0, 0, "auto|f32|bf16|q8"},
+        {"--kv-cache", NULL, FLAG_CHOICE, &o.kv_cache, "C",
+         "the KV cache's elements: f32, or bf16 (half the memory and the bytes a decode step reads; keys and values "
+         "rounded once), auto = bf16 on a CPU with AVX-512 when the weights are bf16 or q8, else f32 (f32 on a GPU)",
+         0, 0, "auto|f32|bf16"},
         {"--chat-template", NULL, FLAG_CHOICE, &o.chat_template, "T",
          "for records without prompt_tokens: auto = the model's own", 0, 0, "auto|chatml|llama3|raw"},
         {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",

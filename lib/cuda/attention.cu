@@ -9,7 +9,10 @@
 // Both stream positions 0..pos[r] in chunks of 32 with an online softmax
 // (running max and sum, accumulator rescaled), so no score matrix is
 // stored, and both call attend_chunk in the same order: a row's result does
-// not depend on the kernel it ran in or the rows beside it.
+// not depend on the kernel it ran in or the rows beside it. The cache holds
+// fp32 or bf16 (KV_BF16: half the bytes a decode step reads); a bf16 element
+// is widened exactly where it is read (ld), so the arithmetic is fp32 either
+// way.
 #include <math.h>
 
 #include "kernels.h"
@@ -22,17 +25,21 @@ constexpr int kChunk = 32;                      // positions per softmax step (o
 constexpr int kMaxHeadDim = 256;                // 8 accumulator values per lane
 constexpr int kTileHeadDim = CU_ATT_TILE_HEAD_DIM; // the tiles kernel's chunk: 2 * 32 * 129 floats
 
+__device__ __forceinline__ float ld(const float *p) { return *p; }
+__device__ __forceinline__ float ld(const uint16_t *p) { return __uint_as_float((uint32_t)*p << 16); }
+
 // One chunk of nt (<= 32) positions: lane j scores position j (q . k_j *
 // scale, d in order), then the running max m, sum l and accumulator acc
 // (dims lane + 32 k) move on. k and v rows are `stride` floats apart.
-__device__ __forceinline__ void attend_chunk(const float *q, const float *kb, const float *vb, int stride, int nt,
+template <typename E>
+__device__ __forceinline__ void attend_chunk(const float *q, const E *kb, const E *vb, int stride, int nt,
                                              int head_dim, float scale, float &m, float &l,
                                              float (&acc)[kMaxHeadDim / 32], int lane) {
     float s = -INFINITY;
     if (lane < nt) {
-        const float *kt = kb + (size_t)lane * stride;
+        const E *kt = kb + (size_t)lane * stride;
         float dot = 0;
-        for (int d = 0; d < head_dim; d++) dot += q[d] * kt[d];
+        for (int d = 0; d < head_dim; d++) dot += q[d] * ld(kt + d);
         s = dot * scale;
     }
     float cm = s;
@@ -47,11 +54,11 @@ __device__ __forceinline__ void attend_chunk(const float *q, const float *kb, co
     for (int k = 0; k < kMaxHeadDim / 32; k++) acc[k] *= keep;
     for (int j = 0; j < nt; j++) {
         const float pj = __shfl_sync(0xffffffffu, p, j);
-        const float *vt = vb + (size_t)j * stride;
+        const E *vt = vb + (size_t)j * stride;
 #pragma unroll
         for (int k = 0; k < kMaxHeadDim / 32; k++) {
             const int d = lane + 32 * k;
-            if (d < head_dim) acc[k] += pj * vt[d];
+            if (d < head_dim) acc[k] += pj * ld(vt + d);
         }
     }
     m = m_new;
@@ -71,7 +78,8 @@ __device__ __forceinline__ void finish_row(float *out, float *lse, int r, int h,
 
 struct Args {
     float *out, *lse;
-    const float *q, *kc, *vc;
+    const float *q;
+    const void *kc, *vc; // float or uint16_t (bf16), as the kernel's E
     const size_t *row_kv;
     const int *pos;
     int n_heads, n_kv_heads, head_dim, kv_dim;
@@ -85,6 +93,7 @@ __device__ __forceinline__ void acc_zero(float &m, float &l, float (&acc)[kMaxHe
 }
 
 // rows[i] (or i when rows is NULL) for i < n: one warp per (row, head).
+template <typename E>
 __global__ void k_attention_rows(Args a, const int *rows, int n) {
     __shared__ float qs[kWarps][kMaxHeadDim];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -95,7 +104,8 @@ __global__ void k_attention_rows(Args a, const int *rows, int n) {
     const float *qr = a.q + ((size_t)r * a.n_heads + h) * a.head_dim;
     for (int d = lane; d < a.head_dim; d += 32) qs[warp][d] = qr[d];
     __syncwarp();
-    const float *kb = a.kc + a.row_kv[r] + (size_t)g * a.head_dim, *vb = a.vc + a.row_kv[r] + (size_t)g * a.head_dim;
+    const E *kb = (const E *)a.kc + a.row_kv[r] + (size_t)g * a.head_dim;
+    const E *vb = (const E *)a.vc + a.row_kv[r] + (size_t)g * a.head_dim;
     const int T = a.pos[r] + 1;
     float m, l, acc[kMaxHeadDim / 32];
     acc_zero(m, l, acc);
@@ -110,6 +120,7 @@ __global__ void k_attention_rows(Args a, const int *rows, int n) {
 // Tile b is rows tiles[2b] .. tiles[2b] + tiles[2b+1] - 1 (at most kTile):
 // consecutive rows of one sequence at consecutive positions. blockIdx.y is
 // the query head; warp w runs the tile's row w.
+template <typename E>
 __global__ void k_attention_tiles(Args a, const int *tiles) {
     __shared__ float ks[kChunk][kTileHeadDim + 1], vs[kChunk][kTileHeadDim + 1]; // +1: no bank conflicts
     __shared__ float qs[kTile][kTileHeadDim];
@@ -120,7 +131,7 @@ __global__ void k_attention_tiles(Args a, const int *tiles) {
     const int r = r0 + (mine ? warp : 0);
     if (mine)
         for (int d = lane; d < hd; d += 32) qs[warp][d] = a.q[((size_t)r * a.n_heads + h) * hd + d];
-    const float *kb = a.kc + a.row_kv[r0] + (size_t)g * hd, *vb = a.vc + a.row_kv[r0] + (size_t)g * hd;
+    const E *kb = (const E *)a.kc + a.row_kv[r0] + (size_t)g * hd, *vb = (const E *)a.vc + a.row_kv[r0] + (size_t)g * hd;
     const int T_tile = a.pos[r0 + nr - 1] + 1, T = a.pos[r] + 1;
     float m, l, acc[kMaxHeadDim / 32];
     acc_zero(m, l, acc);
@@ -129,8 +140,8 @@ __global__ void k_attention_tiles(Args a, const int *tiles) {
         __syncthreads(); // the previous chunk is read by every warp (and qs written)
         for (int i = threadIdx.x; i < n_load * hd; i += blockDim.x) {
             const int j = i / hd, d = i % hd;
-            ks[j][d] = kb[(size_t)(t0 + j) * a.kv_dim + d];
-            vs[j][d] = vb[(size_t)(t0 + j) * a.kv_dim + d];
+            ks[j][d] = ld(kb + (size_t)(t0 + j) * a.kv_dim + d);
+            vs[j][d] = ld(vb + (size_t)(t0 + j) * a.kv_dim + d);
         }
         __syncthreads();
         const int nt = T - t0 < kChunk ? T - t0 : kChunk;
@@ -141,8 +152,8 @@ __global__ void k_attention_tiles(Args a, const int *tiles) {
 
 } // namespace
 
-extern "C" cudaError_t cu_attention(float *out, float *lse, const float *q, const float *kc, const float *vc,
-                                    const size_t *row_kv, const int *pos, const int *tiles, int n_tiles,
+extern "C" cudaError_t cu_attention(float *out, float *lse, const float *q, const void *kc, const void *vc,
+                                    int bf16, const size_t *row_kv, const int *pos, const int *tiles, int n_tiles,
                                     const int *rows, int n_rows, int n_heads, int n_kv_heads, int head_dim,
                                     int kv_dim, cudaStream_t st) {
     if (head_dim > kMaxHeadDim || n_kv_heads <= 0 || n_heads % n_kv_heads) return cudaErrorInvalidValue;
@@ -151,13 +162,20 @@ extern "C" cudaError_t cu_attention(float *out, float *lse, const float *q, cons
               (float)(1.0 / sqrt((double)head_dim))};
     if (n_tiles > 0) {
         if (n_tiles > 0x7fffffff || n_heads > 65535) return cudaErrorInvalidConfiguration;
-        k_attention_tiles<<<dim3((unsigned)n_tiles, (unsigned)n_heads), kTile * 32, 0, st>>>(a, tiles);
+        dim3 grid((unsigned)n_tiles, (unsigned)n_heads);
+        if (bf16)
+            k_attention_tiles<uint16_t><<<grid, kTile * 32, 0, st>>>(a, tiles);
+        else
+            k_attention_tiles<float><<<grid, kTile * 32, 0, st>>>(a, tiles);
     }
     long long pairs = (long long)n_rows * n_heads;
     if (pairs > 0) {
         long long blocks = (pairs + kWarps - 1) / kWarps;
         if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-        k_attention_rows<<<(unsigned)blocks, kWarps * 32, 0, st>>>(a, rows, n_rows);
+        if (bf16)
+            k_attention_rows<uint16_t><<<(unsigned)blocks, kWarps * 32, 0, st>>>(a, rows, n_rows);
+        else
+            k_attention_rows<float><<<(unsigned)blocks, kWarps * 32, 0, st>>>(a, rows, n_rows);
     }
     return cudaGetLastError();
 }

@@ -60,7 +60,8 @@ static void swiglu_fwd(float *out, const float *gate, const float *up, size_t n)
 static void kv_wr(const kv_view *kv, const float *k, const float *v, const int *pos, int n) {
     const size_t *row_kv = cuda_stage(kv->row_kv, (size_t)n * sizeof *row_kv, 0);
     const int *p = cuda_stage(pos, (size_t)n * sizeof *pos, 1);
-    if (row_kv && p) LAUNCH(cu_kv_write(kv->k, kv->v, k, v, row_kv, p, n, kv->kv_dim, stream()), "kv_write");
+    if (row_kv && p) LAUNCH(cu_kv_write(kv->k, kv->v, k, v, row_kv, p, n, kv->kv_dim, kv->fmt == KV_BF16, stream()),
+               "kv_write");
 }
 
 /* Runs of at least this many rows of one sequence at consecutive positions
@@ -108,7 +109,8 @@ static void attention_fwd(float *out, float *lse, const float *q, const kv_view 
     const int *dplan = cuda_stage(plan, (size_t)(2 * n_tiles + n_single) * sizeof *plan, 2);
     free(plan);
     if (row_kv && p && dplan)
-        LAUNCH(cu_attention(out, lse, q, kv->k, kv->v, row_kv, p, dplan, n_tiles, dplan + 2 * n_tiles, n_single,
+        LAUNCH(cu_attention(out, lse, q, kv->k, kv->v, kv->fmt == KV_BF16, row_kv, p, dplan, n_tiles,
+                            dplan + 2 * n_tiles, n_single,
                             cf->n_heads, cf->n_kv_heads, cf->head_dim, kv->kv_dim, stream()),
                "attention");
 }

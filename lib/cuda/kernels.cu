@@ -10,11 +10,13 @@
 
 namespace {
 
+__device__ __forceinline__ uint16_t bf16_bits(float x) {
+    __nv_bfloat16 b = __float2bfloat16_rn(x);
+    return *reinterpret_cast<uint16_t *>(&b);
+}
+
 __global__ void k_to_bf16(uint16_t *out, const float *x, size_t n) {
-    GRID_LOOP(i, n) {
-        __nv_bfloat16 b = __float2bfloat16_rn(x[i]);
-        out[i] = *reinterpret_cast<uint16_t *>(&b);
-    }
+    GRID_LOOP(i, n) out[i] = bf16_bits(x[i]);
 }
 
 __global__ void k_bias_add(float *out, const float *bias, int n, int d) {
@@ -61,12 +63,16 @@ __global__ void k_gather(float *dst, const float *src, const int32_t *idx, int n
     GRID_LOOP(i, (size_t)n * d) dst[i] = src[(size_t)idx[i / d] * d + i % d];
 }
 
-__global__ void k_kv_write(float *kc, float *vc, const float *k, const float *v, const size_t *row_kv, const int *pos,
-                           int n, int kv_dim) {
+__device__ __forceinline__ void put(float *c, size_t at, float x) { c[at] = x; }
+__device__ __forceinline__ void put(uint16_t *c, size_t at, float x) { c[at] = bf16_bits(x); }
+
+template <typename E>
+__global__ void k_kv_write(E *kc, E *vc, const float *k, const float *v, const size_t *row_kv, const int *pos, int n,
+                           int kv_dim) {
     GRID_LOOP(i, (size_t)n * kv_dim) {
         size_t r = i / kv_dim, j = i % kv_dim, at = row_kv[r] + (size_t)pos[r] * kv_dim + j;
-        kc[at] = k[i];
-        vc[at] = v[i];
+        put(kc, at, k[i]);
+        put(vc, at, v[i]);
     }
 }
 
@@ -247,9 +253,15 @@ cudaError_t cu_gather(float *dst, const float *src, const int32_t *idx, int n, i
     return cudaGetLastError();
 }
 
-cudaError_t cu_kv_write(float *kc, float *vc, const float *k, const float *v, const size_t *row_kv, const int *pos,
-                        int n, int kv_dim, cudaStream_t st) {
-    if (n && kv_dim) k_kv_write<<<blocks_for((size_t)n * kv_dim), kThreads, 0, st>>>(kc, vc, k, v, row_kv, pos, n, kv_dim);
+cudaError_t cu_kv_write(void *kc, void *vc, const float *k, const float *v, const size_t *row_kv, const int *pos,
+                        int n, int kv_dim, int bf16, cudaStream_t st) {
+    if (!n || !kv_dim) return cudaSuccess;
+    if (bf16)
+        k_kv_write<<<blocks_for((size_t)n * kv_dim), kThreads, 0, st>>>((uint16_t *)kc, (uint16_t *)vc, k, v, row_kv,
+                                                                        pos, n, kv_dim);
+    else
+        k_kv_write<<<blocks_for((size_t)n * kv_dim), kThreads, 0, st>>>((float *)kc, (float *)vc, k, v, row_kv, pos, n,
+                                                                        kv_dim);
     return cudaGetLastError();
 }
 

@@ -23,18 +23,20 @@ cudaError_t cu_rope(float *x, const float *cos_t, const float *sin_t, int n, int
 cudaError_t cu_swiglu(float *out, const float *gate, const float *up, size_t n, cudaStream_t st);
 cudaError_t cu_add(float *x, const float *y, size_t n, cudaStream_t st);
 cudaError_t cu_gather(float *dst, const float *src, const int32_t *idx, int n, int d, cudaStream_t st);
-/* Row r's k, v go to position pos[r] of its sequence: kc + row_kv[r] + pos[r] * kv_dim. */
-cudaError_t cu_kv_write(float *kc, float *vc, const float *k, const float *v, const size_t *row_kv, const int *pos,
-                        int n, int kv_dim, cudaStream_t st);
+/* Row r's k, v go to position pos[r] of its sequence: kc + row_kv[r] + pos[r] * kv_dim
+ * (elements: fp32, or bf16 rounded to nearest even when bf16). */
+cudaError_t cu_kv_write(void *kc, void *vc, const float *k, const float *v, const size_t *row_kv, const int *pos,
+                        int n, int kv_dim, int bf16, cudaStream_t st);
 /* Causal GQA attention, ops.h's attention_forward over a kv_view: row r
  * attends to positions 0..pos[r] at kc/vc + row_kv[r]. Online softmax, no
- * score matrix in memory. Rows come as n_tiles tiles (tiles[2b] the first
+ * score matrix in memory. The cache holds fp32, or bf16 (bf16 != 0) widened
+ * exactly as it is read. Rows come as n_tiles tiles (tiles[2b] the first
  * row, tiles[2b+1] how many, at most CU_ATT_TILE: consecutive rows of one
  * sequence at consecutive positions, head_dim <= CU_ATT_TILE_HEAD_DIM) and
  * n_rows single rows (rows[i]; NULL: rows 0..n_rows-1). The same
  * arithmetic either way. lse may be NULL. */
 enum { CU_ATT_TILE = 8, CU_ATT_TILE_HEAD_DIM = 128 };
-cudaError_t cu_attention(float *out, float *lse, const float *q, const float *kc, const float *vc,
+cudaError_t cu_attention(float *out, float *lse, const float *q, const void *kc, const void *vc, int bf16,
                          const size_t *row_kv, const int *pos, const int *tiles, int n_tiles, const int *rows,
                          int n_rows, int n_heads, int n_kv_heads, int head_dim, int kv_dim, cudaStream_t st);
 /* ops.h's head_logsoftmax: z[n, V] scaled by inv_t in place; logp, entropy,

@@ -38,7 +38,7 @@ int kv_cache_init_as(kv_cache *c, const backend *be, const model_config *cfg, in
     if (n_seqs <= 0 || max_len <= 0)
         return gerr_set(e, EX_USAGE, "KV cache: %d sequences of %d positions", n_seqs, max_len);
     if (fmt != KV_F32 && fmt != KV_BF16) return gerr_set(e, EX_USAGE, "KV cache: unknown element format %d", (int)fmt);
-    if ((c->be = device(be))) fmt = KV_F32; /* a device's attention reads fp32 */
+    c->be = device(be);
     size_t bytes = kv_cache_bytes_as(cfg, n_seqs, max_len, fmt) / 2;
     if (c->be) {
         void *k = NULL, *v = NULL;

@@ -22,6 +22,7 @@ void rollout_opts_default(rollout_opts *o) {
     o->batch = 32;
     o->device = device_default();
     o->weights = weights_default();
+    o->kv_cache = "auto";
     o->chat_template = "auto";
     o->shard.count = 1;
     o->max_turns = 4;
@@ -367,7 +368,9 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     r->o = o;
     int rc = device_select("--device", o->device, &r->be, e);
     if (rc) return rc;
-    if ((rc = weights_select("--weights", o->weights, &r->weights, e))) {
+    kv_format kv = KV_F32;
+    if ((rc = weights_select("--weights", o->weights, &r->weights, e)) ||
+        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights, &kv, e))) {
         device_release(r->be);
         r->be = NULL;
         return rc;
@@ -378,6 +381,7 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
         r->be = NULL;
         return rc;
     }
+    r->run.kv_fmt = kv;
     r->sp = o->sampling;
     if (r->sp.temperature < 0) r->sp.temperature = r->run.mt.temperature >= 0 ? r->run.mt.temperature : 1.0;
     if (!o->top_p_given && r->run.mt.top_p > 0 && r->run.mt.top_p <= 1) r->sp.top_p = r->run.mt.top_p;

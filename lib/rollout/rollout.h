@@ -38,6 +38,7 @@ typedef struct {
     long long threads; /* 0 = every core */
     const char *device;
     const char *weights; /* auto|f32|bf16|q8 (lib/runner/weights.h) */
+    const char *kv_cache; /* auto|f32|bf16 */
     shard_spec shard;
     bool progress;
     bool skip_bad; /* skip records that cannot be prompted (exit 65 otherwise), count them */

@@ -20,6 +20,14 @@ kv_format weights_kv_format(weight_format fmt) {
     return fmt != WEIGHTS_F32 && attn_bf16_simd_supported() ? KV_BF16 : KV_F32;
 }
 
+int kv_cache_select(const char *flag, const char *s, bool on_device, weight_format w, kv_format *fmt, gerr *e) {
+    if (!strcmp(s, "auto")) *fmt = on_device ? KV_F32 : weights_kv_format(w);
+    else if (!strcmp(s, "f32")) *fmt = KV_F32;
+    else if (!strcmp(s, "bf16")) *fmt = KV_BF16;
+    else return gerr_set(e, EX_USAGE, "%s %s: expected auto, f32 or bf16", flag, s);
+    return 0;
+}
+
 int weights_select(const char *flag, const char *s, weight_format *fmt, gerr *e) {
     if (!strcmp(s, "auto")) *fmt = weights_auto();
     else if (!strcmp(s, "f32")) *fmt = WEIGHTS_F32;

@@ -51,7 +51,7 @@ needs_gpu() {
 # gpu_vs_cpu T B1 B2: at temperature T, the GPU's records with --batch B1
 # and B2 are the same bytes and agree with the CPU's (compare_rollouts.py).
 gpu_vs_cpu() {
-    flags=(--model "$TINY" -k 4 --max-new-tokens 24 --temperature "$1" --seed 3 --in "$(P)")
+    flags=(--model "$TINY" -k 4 --max-new-tokens 24 --temperature "$1" --seed 3 --in "$(P)" ${KV:+--kv-cache "$KV"})
     grpo-rollout "${flags[@]}" --device cpu --out "cpu_$1.jsonl"
     grpo-rollout "${flags[@]}" --device cuda --batch "$2" --out "gpu_$1_a.jsonl"
     grpo-rollout "${flags[@]}" --device cuda --batch "$3" --out "gpu_$1_b.jsonl"
@@ -68,6 +68,16 @@ gpu_vs_cpu() {
     gpu_vs_cpu 0 4 32
     # sampling at T = 1 draws the same numbers on both (on the device: no truncation)
     gpu_vs_cpu 1 8 48
+}
+
+@test "GPU: --kv-cache bf16 on the device: records within bf16 tolerance of the CPU's, the same bytes whatever --batch" {
+    needs_tiny
+    needs_gpu
+    run -0 grpo-rollout --model "$TINY" -k 2 --max-new-tokens 4 --device cuda --kv-cache bf16 --progress --in "$(P)" \
+        --out /dev/null
+    [[ "$output" == *"MiB (bf16, "* ]]
+    KV=bf16 gpu_vs_cpu 0 4 32
+    KV=bf16 gpu_vs_cpu 1 8 48
 }
 
 @test "GPU: --progress names the device" {

@@ -5,7 +5,8 @@
 # tolerance (and not at float32's, which shows the format was used); records
 # byte-identical across --batch, --threads and --shard in every format; a
 # Q8_0 GGUF's blocks taken straight into q8's give the records its weights
-# widened to float32 give (a file mixing F16 matrices in too).
+# widened to float32 give (a file mixing F16 matrices in too). --kv-cache
+# f32|bf16 chooses the cache apart from the weights.
 load helpers
 
 setup_file() {
@@ -123,6 +124,35 @@ check_lp() {
         [ -s "s-$w.jsonl" ]
         cmp "s-$w.jsonl" <(grep -F -f <(jq -r .id "s-$w.jsonl" | sort -u) "a-$w.jsonl")
     done
+}
+
+@test "--kv-cache: f32 or bf16 whatever the weights, as --progress says; auto is the default; a bad value is 64" {
+    needs_tiny
+    args=(--model "$TINY" --in "$(P)" -k 2 --max-new-tokens 12 --temperature 0.7 --seed 3 --progress)
+    run -0 grpo-rollout "${args[@]}" --weights f32 --kv-cache bf16 --out kb.jsonl
+    [[ "$output" == *"MiB (bf16, "* ]]
+    run -0 grpo-rollout "${args[@]}" --weights bf16 --kv-cache f32 --out /dev/null
+    [[ "$output" == *"MiB (f32, "* ]]
+    grpo-rollout "${args[@]}" --weights f32 --out default.jsonl 2> /dev/null
+    grpo-rollout "${args[@]}" --weights f32 --kv-cache auto --out auto.jsonl 2> /dev/null
+    grpo-rollout "${args[@]}" --weights f32 --kv-cache f32 --out kf.jsonl 2> /dev/null
+    cmp default.jsonl auto.jsonl
+    cmp default.jsonl kf.jsonl # auto with f32 weights is an f32 cache
+    ! cmp -s kf.jsonl kb.jsonl || false
+    run -64 grpo-rollout --model "$TINY" --kv-cache f16 --in "$(P)"
+    assert_one_line_error grpo-rollout "--kv-cache"
+}
+
+@test "--kv-cache bf16 with f32 weights: log-probabilities within bf16's tolerance of float64, not float32's; --batch and --threads change no byte" {
+    needs_tiny
+    args=(--model "$TINY" --in "$(P)" -k 3 --max-new-tokens 16 --temperature 0.7 --seed 5 --weights f32 --kv-cache bf16)
+    grpo-rollout "${args[@]}" --batch 3 --threads 1 --out a.jsonl
+    grpo-rollout "${args[@]}" --batch 9 --threads 2 --out b.jsonl
+    cmp a.jsonl b.jsonl
+    # only keys and values rounded: the bounds of bf16 weights hold with room
+    check_lp "$TINY" a.jsonl 0.1 0.02
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" a.jsonl 1e-4
+    [ "$status" -ne 0 ] # float32's tolerance does not hold: the cache was bf16
 }
 
 @test "SmolLM2 with bf16 and q8 weights: log-probabilities within the stated tolerance of float64" {

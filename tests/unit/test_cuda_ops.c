@@ -245,17 +245,31 @@ static void test_optimizer(void) {
 
 /* ---- attention ------------------------------------------------------------------------ */
 
-static void test_attention(void) {
-    TEST("kv_write byte-equal; causal GQA attention (prefill tiles and decode rows mixed) within 1e-5, lse 1e-4; "
-         "a prefill row alone gives the bytes it gave in its tile");
+/* With bf16, the cache holds bf16 (KV_BF16) on both sides: kv_write must
+ * round as half.c does, and attention widen exactly. */
+static void test_attention(bool bf16) {
+    TEST(bf16 ? "bf16 KV cache: kv_write byte-equal (rounded as half.c), attention within 1e-5 of the CPU's over the "
+                "same bf16 cache, lse 1e-4; a prefill row alone gives the bytes it gave in its tile"
+              : "kv_write byte-equal; causal GQA attention (prefill tiles and decode rows mixed) within 1e-5, lse 1e-4; "
+                "a prefill row alone gives the bytes it gave in its tile");
     NEED_DEVICE();
     model_config cf = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 64};
     const int S = 3, L = 80, kvd = 2 * 64, qd = 6 * 64, P = 40, R = P + 2;
     size_t cache_n = (size_t)S * L * kvd;
+    /* the cache as floats: cache_n of them, or cache_n bf16 in the first half */
+    size_t cache_f = bf16 ? cache_n / 2 : cache_n;
     float *kc = fl(cache_n), *vc = fl(cache_n), *k = fl((size_t)R * kvd), *v = fl((size_t)R * kvd);
     float *q = fl((size_t)R * qd), *out = fl((size_t)R * qd), *lse = fl((size_t)R * 6);
     rnd(kc, cache_n, 8, 1), rnd(vc, cache_n, 9, 1), rnd(k, (size_t)R * kvd, 10, 1), rnd(v, (size_t)R * kvd, 11, 1);
     rnd(q, (size_t)R * qd, 12, 2);
+    if (bf16) { /* the caches' bf16 bits into the front of their buffers */
+        uint16_t *tmp = malloc(cache_n * sizeof *tmp);
+        CHECK(tmp != NULL);
+        f32_to_bf16_array(kc, tmp, cache_n), memcpy(kc, tmp, cache_n * sizeof *tmp);
+        f32_to_bf16_array(vc, tmp, cache_n), memcpy(vc, tmp, cache_n * sizeof *tmp);
+        free(tmp);
+    }
+    kv_format fmt = bf16 ? KV_BF16 : KV_F32;
     /* a prefill of sequence 0 (positions 0..P-1), a decode row of sequence 1
      * at the cache's last position, one of sequence 2 at position 5 */
     int pos[42], seq[42];
@@ -263,16 +277,17 @@ static void test_attention(void) {
     for (int r = 0; r < P; r++) seq[r] = 0, pos[r] = r;
     seq[P] = 1, pos[P] = L - 1, seq[P + 1] = 2, pos[P + 1] = 5;
     for (int r = 0; r < R; r++) row_kv[r] = (size_t)seq[r] * L * kvd;
-    float *dkc = dev(kc, cache_n), *dvc = dev(vc, cache_n), *dk = dev(k, (size_t)R * kvd), *dv = dev(v, (size_t)R * kvd);
+    float *dkc = dev(kc, cache_f), *dvc = dev(vc, cache_f), *dk = dev(k, (size_t)R * kvd), *dv = dev(v, (size_t)R * kvd);
     float *dq = dev(q, (size_t)R * qd), *dout = dev(NULL, (size_t)R * qd), *dlse = dev(NULL, (size_t)R * 6);
-    kv_view hv = {.k = kc, .v = vc, .row_kv = row_kv, .kv_dim = kvd}, dvv = {.k = dkc, .v = dvc, .row_kv = row_kv, .kv_dim = kvd};
+    kv_view hv = {.k = kc, .v = vc, .row_kv = row_kv, .kv_dim = kvd, .fmt = fmt};
+    kv_view dvv = {.k = dkc, .v = dvc, .row_kv = row_kv, .kv_dim = kvd, .fmt = fmt};
     be->kv_write(&dvv, dk, dv, pos, R);
     be->attention_forward(dout, dlse, dq, &dvv, pos, R, &cf, NULL);
     /* prefill rows alone (the one-row kernel) must match them in their tiles */
     const int alone[4] = {0, 7, 8, P - 1};
     float *dout1 = dev(NULL, (size_t)4 * qd);
     for (int i = 0; i < 4; i++) {
-        kv_view one = {.k = dkc, .v = dvc, .row_kv = row_kv + alone[i], .kv_dim = kvd};
+        kv_view one = {.k = dkc, .v = dvc, .row_kv = row_kv + alone[i], .kv_dim = kvd, .fmt = fmt};
         be->attention_forward(dout1 + (size_t)i * qd, NULL, dq + (size_t)alone[i] * qd, &one, pos + alone[i], 1, &cf,
                               NULL);
     }
@@ -283,10 +298,10 @@ static void test_attention(void) {
     ws.tasks = malloc((size_t)R * cf.n_kv_heads * 3 * sizeof *ws.tasks);
     kv_write(&hv, k, v, pos, R);
     attention_forward(out, lse, q, &hv, pos, R, &cf, &ws);
-    float *gkc = host(dkc, cache_n), *gvc = host(dvc, cache_n), *go = host(dout, (size_t)R * qd);
+    float *gkc = host(dkc, cache_f), *gvc = host(dvc, cache_f), *go = host(dout, (size_t)R * qd);
     float *gl = host(dlse, (size_t)R * 6);
-    CHECK(memcmp(gkc, kc, cache_n * sizeof *kc) == 0);
-    CHECK(memcmp(gvc, vc, cache_n * sizeof *vc) == 0);
+    CHECK(memcmp(gkc, kc, cache_f * sizeof *kc) == 0);
+    CHECK(memcmp(gvc, vc, cache_f * sizeof *vc) == 0);
     CHECK(rel(go, out, (size_t)R * qd) <= 1e-5);
     float *g1 = host(dout1, (size_t)4 * qd);
     for (int i = 0; i < 4; i++) CHECK(memcmp(g1 + (size_t)i * qd, go + (size_t)alone[i] * qd, qd * sizeof *g1) == 0);
@@ -572,7 +587,8 @@ int main(void) {
     test_elementwise();
     test_train_rows();
     test_optimizer();
-    test_attention();
+    test_attention(false);
+    test_attention(true);
     test_matmul_bf16();
     test_gemm();
     test_head();
