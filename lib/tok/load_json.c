@@ -184,6 +184,13 @@ static int load_added(const cJSON *list, tokenizer *t, const char *name, gerr *e
     return 0;
 }
 
+enum { TOK_MAX_ID = (1 << 22) - 1 };
+
+static bool valid_id(const cJSON *v) {
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= TOK_MAX_ID &&
+           v->valuedouble == (int32_t)v->valuedouble;
+}
+
 static int build(const cJSON *root, const char *name, tokenizer **out, gerr *e) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!cJSON_IsObject(model)) return gerr_set(e, EX_DATAERR, "%s: no \"model\" object", name);
@@ -200,18 +207,23 @@ static int build(const cJSON *root, const char *name, tokenizer **out, gerr *e) 
         check_decoder(cJSON_GetObjectItemCaseSensitive(root, "decoder"), name, e))
         return e->code;
 
-    /* ids run to the largest one in the vocab or the added tokens */
+    /* ids run to the largest one in the vocab or the added tokens; every
+     * table is sized by it, so a file naming id 99999999 would cost seconds
+     * and gigabytes (found by fuzz_tokenizer_json): ids stop at TOK_MAX_ID,
+     * 16 times the largest vocabulary in use (Gemma 3's 262,144) */
     double max_id = -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, vocab) {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e8 || it->valuedouble != (int32_t)it->valuedouble)
-            return gerr_set(e, EX_DATAERR, "%s: vocab entry \"%s\" has no valid id", name, it->string);
+        if (!valid_id(it))
+            return gerr_set(e, EX_DATAERR, "%s: vocab entry \"%s\" has no valid id (an integer from 0 to %d)", name,
+                            it->string, TOK_MAX_ID);
         if (it->valuedouble > max_id) max_id = it->valuedouble;
     }
     cJSON_ArrayForEach(it, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1e8)
-            return gerr_set(e, EX_DATAERR, "%s: an added token has no valid \"id\"", name);
+        if (!valid_id(id))
+            return gerr_set(e, EX_DATAERR, "%s: an added token has no valid \"id\" (an integer from 0 to %d)", name,
+                            TOK_MAX_ID);
         if (id->valuedouble > max_id) max_id = id->valuedouble;
     }
     tokenizer *t = tok_alloc((size_t)(max_id + 1));

@@ -435,6 +435,15 @@ int main(void) {
         CHECK_EQ_INT(load_error("[1,2]", "not a JSON object"), EX_DATAERR);
         CHECK_EQ_INT(load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":\"x\"},\"merges\":[]},\"decoder\":{\"type\":\"ByteLevel\"}}", "valid id"),
                      EX_DATAERR);
+        /* an id far past any vocabulary would size every table by it */
+        CHECK_EQ_INT(load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":4194304},\"merges\":[]},"
+                                "\"decoder\":{\"type\":\"ByteLevel\"}}",
+                                "vocab entry \"a\" has no valid id (an integer from 0 to 4194303)"),
+                     EX_DATAERR);
+        CHECK_EQ_INT(load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"added_tokens\":"
+                                "[{\"id\":1.5,\"content\":\"x\"}],\"decoder\":{\"type\":\"ByteLevel\"}}",
+                                "an added token has no valid \"id\""),
+                     EX_DATAERR);
         CHECK_EQ_INT(load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":0},\"merges\":[]},"
                                 "\"decoder\":{\"type\":\"ByteLevel\"}}",
                                 "twice"),
