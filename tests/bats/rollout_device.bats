@@ -80,6 +80,26 @@ gpu_vs_cpu() {
     KV=bf16 gpu_vs_cpu 1 8 48
 }
 
+@test "GPU: SmolLM2-shaped random weights: greedy tokens the CPU's where the margin allows, log-probs within 0.1" {
+    needs_tiny
+    needs_gpu
+    local shapes="$BATS_FILE_TMPDIR/shapes"
+    "$GRPO_PY" "$GRPO_ROOT/bench/gpu_models.py" "$shapes" smollm2-135m
+    for i in 1 2 3 4; do
+        printf '{"id":"s%d","prompt_tokens":[%s]}\n' "$i" "$(seq 1 32 | awk -v i="$i" '{ printf "%s%d", (NR > 1 ? "," : ""), 3 + (NR * 7 + i * 13) % 94 }')"
+    done > smol.jsonl
+    flags=(--model "$shapes/smollm2-135m" -k 1 --max-new-tokens 16 --temperature 0 --in smol.jsonl)
+    grpo-rollout "${flags[@]}" --device cpu --weights f32 --out cpu.jsonl
+    grpo-rollout "${flags[@]}" --device cuda --out gpu.jsonl
+    # random weights give near-uniform rows (log-probs near -6.7 of
+    # ln 49152 = -10.8), so near-ties are many: the CPU's own bf16 weights
+    # against its f32 share 41 of these 64 tokens, part twice at near-ties
+    # (log-probs within 0.006) and agree within 0.029 before (2026-11-27)
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/compare_rollouts.py" gpu.jsonl cpu.jsonl 0.1 0.25 greedy
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
 @test "GPU: --progress names the device" {
     needs_tiny
     needs_gpu
