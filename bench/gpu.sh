@@ -10,7 +10,8 @@
 # tokens/s includes prefill, so it sits below that bound).
 # No assertions: a benchmark prints.
 #   sh bench/gpu.sh [NAME ...]       (BENCH_PEER=0 skips transformers;
-#                                      BENCH_CACHE=static also times HF's static cache)
+#                                      BENCH_CACHE=static also times HF's static cache;
+#                                      BENCH_KV=bf16 runs ours with --kv-cache bf16)
 set -eu
 cd "$(dirname "$0")/.."
 PY=${GRPO_PY:-python3}
@@ -57,7 +58,7 @@ printf '\n%-14s %12s %12s %10s %12s %12s %7s %12s\n' model "ours tok/s" "ours Mi
 for name in ${*:-smollm2-135m qwen2.5-0.5b qwen2.5-1.5b}; do
     "$PY" bench/gpu_models.py "$MODELS" "$name" > "$OUT/$name.make.txt"
     dir="$MODELS/$name"
-    bin/grpo-rollout --model "$dir" --device cuda -k $K --max-new-tokens $NEW --temperature 1 \
+    bin/grpo-rollout --model "$dir" --device cuda ${BENCH_KV:+--kv-cache "$BENCH_KV"} -k $K --max-new-tokens $NEW --temperature 1 \
         --batch $((K * PROMPTS)) --progress --in "$OUT/prompts.jsonl" --out "$OUT/$name.rollout.jsonl" \
         2> "$OUT/$name.ours.txt" &
     pid=$!
