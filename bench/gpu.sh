@@ -11,7 +11,7 @@
 # No assertions: a benchmark prints.
 #   sh bench/gpu.sh [NAME ...]       (BENCH_PEER=0 skips transformers;
 #                                      BENCH_CACHE=static also times HF's static cache;
-#                                      BENCH_KV=bf16 runs ours with --kv-cache bf16)
+#                                      BENCH_KV=f32|bf16 sets ours' --kv-cache; auto = bf16)
 set -eu
 cd "$(dirname "$0")/.."
 PY=${GRPO_PY:-python3}

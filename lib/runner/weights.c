@@ -21,7 +21,7 @@ kv_format weights_kv_format(weight_format fmt) {
 }
 
 int kv_cache_select(const char *flag, const char *s, bool on_device, weight_format w, kv_format *fmt, gerr *e) {
-    if (!strcmp(s, "auto")) *fmt = on_device ? KV_F32 : weights_kv_format(w);
+    if (!strcmp(s, "auto")) *fmt = on_device ? KV_BF16 : weights_kv_format(w);
     else if (!strcmp(s, "f32")) *fmt = KV_F32;
     else if (!strcmp(s, "bf16")) *fmt = KV_BF16;
     else return gerr_set(e, EX_USAGE, "%s %s: expected auto, f32 or bf16", flag, s);

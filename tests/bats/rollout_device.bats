@@ -65,17 +65,19 @@ gpu_vs_cpu() {
     needs_tiny
     needs_gpu
     # greedy: a token differs from the CPU's only where two logits are within bf16 rounding
-    gpu_vs_cpu 0 4 32
+    KV=f32 gpu_vs_cpu 0 4 32
     # sampling at T = 1 draws the same numbers on both (on the device: no truncation)
-    gpu_vs_cpu 1 8 48
+    KV=f32 gpu_vs_cpu 1 8 48
 }
 
-@test "GPU: --kv-cache bf16 on the device: records within bf16 tolerance of the CPU's, the same bytes whatever --batch" {
+@test "GPU: --kv-cache bf16 (auto's choice on the device): records within bf16 tolerance of the CPU's, the same bytes whatever --batch" {
     needs_tiny
     needs_gpu
     run -0 grpo-rollout --model "$TINY" -k 2 --max-new-tokens 4 --device cuda --kv-cache bf16 --progress --in "$(P)" \
         --out /dev/null
     [[ "$output" == *"MiB (bf16, "* ]]
+    run -0 grpo-rollout --model "$TINY" -k 2 --max-new-tokens 4 --device cuda --progress --in "$(P)" --out /dev/null
+    [[ "$output" == *"MiB (bf16, "* ]] # auto on a device
     KV=bf16 gpu_vs_cpu 0 4 32
     KV=bf16 gpu_vs_cpu 1 8 48
 }

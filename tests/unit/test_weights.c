@@ -125,6 +125,24 @@ static void test_select(void) {
     CHECK_EQ_STR(e.msg, "--rm-weights fp16: expected auto, f32, bf16 or q8");
 }
 
+static void test_kv_select(void) {
+    TEST("--kv-cache: f32 and bf16 as named; auto the weights' choice on the CPU, bf16 on a device; else a usage error");
+    gerr e = {0};
+    kv_format k = KV_BF16;
+    CHECK_EQ_INT(kv_cache_select("--kv-cache", "f32", true, WEIGHTS_BF16, &k, &e), 0);
+    CHECK(k == KV_F32);
+    CHECK_EQ_INT(kv_cache_select("--kv-cache", "bf16", false, WEIGHTS_F32, &k, &e), 0);
+    CHECK(k == KV_BF16);
+    CHECK_EQ_INT(kv_cache_select("--kv-cache", "auto", true, WEIGHTS_F32, &k, &e), 0);
+    CHECK(k == KV_BF16);
+    for (int w = WEIGHTS_F32; w <= WEIGHTS_Q8; w++) {
+        CHECK_EQ_INT(kv_cache_select("--kv-cache", "auto", false, (weight_format)w, &k, &e), 0);
+        CHECK(k == weights_kv_format((weight_format)w));
+    }
+    CHECK_EQ_INT(kv_cache_select("--kv-cache", "f16", false, WEIGHTS_F32, &k, &e), EX_USAGE);
+    CHECK_EQ_STR(e.msg, "--kv-cache f16: expected auto, f32 or bf16");
+}
+
 int main(void) {
     /* bounds: 3x the largest measured (bf16: 0.0083 and 0.0066 of the largest
      * logit, q8: 0.029 and 0.019; q8 quantizes the activations too) */
@@ -134,5 +152,6 @@ int main(void) {
     test_close(WEIGHTS_Q8, true, 0.09);
     test_q8_refuses();
     test_select();
+    test_kv_select();
     return check_done();
 }
