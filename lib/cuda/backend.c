@@ -1,10 +1,10 @@
 /* backend_cuda(): backend.h's table on the device. Each entry stages the
  * host index arrays it is given, launches its kernel on the context's
  * stream and records a failure instead of returning one (ctx.h). Of the
- * training entries (issue 16), the backwards of RMSNorm, SwiGLU and the
- * head's log-softmax, the scatter-add and the optimizer updates are
- * written (train_kernels.cu); the matmul and attention backwards and
- * dropout are not yet: they record that and do nothing. */
+ * training entries (issue 16), the backwards of RMSNorm, SwiGLU, the
+ * head's log-softmax and the matmul (gemm.c), the scatter-add and the
+ * optimizer updates are written (train_kernels.cu); the attention backward
+ * and dropout are not yet: they record that and do nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,11 +139,10 @@ static void rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, c
                         int n, int d) {
     LAUNCH(cu_rmsnorm_backward(dx, dw, dy, x, w, rstd, n, d, stream()), "rmsnorm backward");
 }
+/* w is the bf16 copy weight_upload made, as matmul_forward reads it */
 static void matmul_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,
                        int in_dim, int out_dim, bool accumulate) {
-    (void)din, (void)dw, (void)db, (void)dout, (void)in, (void)w, (void)n, (void)in_dim, (void)out_dim,
-        (void)accumulate;
-    missing("matmul_backward");
+    cuda_matmul_backward_bf16(din, dw, db, dout, in, (const uint16_t *)(const void *)w, n, in_dim, out_dim, accumulate);
 }
 static void swiglu_bwd(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n) {
     LAUNCH(cu_swiglu_backward(dg, du, dh, g, u, n, stream()), "swiglu backward");

@@ -116,7 +116,8 @@ void cuda_close(void) {
         free(ctx.staged[i]);
     }
     (void)cudaFree(ctx.out);
-    (void)cudaFree(ctx.act16);
+    (void)cudaFree(ctx.act16[0]);
+    (void)cudaFree(ctx.act16[1]);
     (void)cudaFree(ctx.lt_ws);
     if (ctx.pref) (void)BLAS(cublasLtMatmulPreferenceDestroy)(ctx.pref);
     if (ctx.lt) (void)BLAS(cublasLtDestroy)(ctx.lt);
@@ -245,12 +246,14 @@ void *cuda_out(size_t bytes) {
     return grow(&ctx.out, &ctx.out_bytes, bytes, "result buffer");
 }
 
-uint16_t *cuda_act16(size_t n) {
+uint16_t *cuda_act16_slot(int slot, size_t n) {
     if (cuda_broken()) return NULL;
-    size_t have = ctx.act16_n * sizeof(uint16_t);
-    void *buf = ctx.act16;
+    size_t have = ctx.act16_n[slot] * sizeof(uint16_t);
+    void *buf = ctx.act16[slot];
     void *d = grow(&buf, &have, n * sizeof(uint16_t), "bf16 activations");
-    ctx.act16 = buf;
-    ctx.act16_n = have / sizeof(uint16_t);
+    ctx.act16[slot] = buf;
+    ctx.act16_n[slot] = have / sizeof(uint16_t);
     return d;
 }
+
+uint16_t *cuda_act16(size_t n) { return cuda_act16_slot(0, n); }

@@ -62,8 +62,8 @@ typedef struct {
     size_t staged_bytes[CUDA_STAGE_SLOTS], staged_cap[CUDA_STAGE_SLOTS];
     void *out;  /* small results copied back to the host (sampling) */
     size_t out_bytes;
-    uint16_t *act16; /* bf16 copy of a GEMM's activations */
-    size_t act16_n;
+    uint16_t *act16[2]; /* bf16 copies of a GEMM's operands (a backward rounds two) */
+    size_t act16_n[2];
     cuda_gemm_algo algos[CUDA_GEMM_ALGOS];
     int n_algos;
     size_t live_bytes, peak_bytes;
@@ -85,7 +85,9 @@ bool cuda_broken(void);
 const void *cuda_stage(const void *host, size_t bytes, int slot);
 /* A device buffer of at least bytes for results, reused; NULL after a failure. */
 void *cuda_out(size_t bytes);
-/* The bf16 scratch of n elements for GEMM activations; NULL after a failure. */
+/* The bf16 scratch of n elements for GEMM activations (slot 0 or 1, each
+ * grown as needed); NULL after a failure. */
 uint16_t *cuda_act16(size_t n);
+uint16_t *cuda_act16_slot(int slot, size_t n);
 
 #endif

@@ -149,3 +149,72 @@ void cuda_gemm_f32(bool ta, bool tb, int M, int N, int K, float alpha, const flo
                               M, K, &alpha, B, ldb, A, lda, &beta, C, ldc),
                   "cublasSgemm");
 }
+
+/* D (+)= op(A) op(B), column-major: A stored [a_rows, a_cols] with ld lda, B
+ * likewise, both bf16; D fp32 [m, n] with ld ldd. cuBLASLt's heuristic for
+ * the operands' alignment, one split of the inner dimension (sums in one
+ * order: the same bytes every call). */
+static void lt_gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, float beta, float *D, int ldd) {
+    cuda_ctx *c = cuda_ctx_get();
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    float alpha = 1.0f;
+    int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
+    int b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+    unsigned align = ptr_align(A);
+    if (ptr_align(B) < align) align = ptr_align(B);
+    if (ptr_align(D) < align) align = ptr_align(D);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0, one = 1;
+    if (!cublas_failed(BLAS(cublasLtMatmulDescCreate)(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc") &&
+        !cublas_failed(BLAS(cublasLtMatmulDescSetAttribute)(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa") &&
+        !cublas_failed(BLAS(cublasLtMatmulDescSetAttribute)(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb") &&
+        !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&la, CUDA_R_16BF, (uint64_t)a_rows, (uint64_t)a_cols, lda),
+                       "layout") &&
+        !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&lb, CUDA_R_16BF, (uint64_t)b_rows, (uint64_t)b_cols, ldb),
+                       "layout") &&
+        !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&ld, CUDA_R_32F, (uint64_t)m, (uint64_t)n, ldd), "layout") &&
+        (pref = pref_for(c, align)) &&
+        !cublas_failed(BLAS(cublasLtMatmulAlgoGetHeuristic)(c->lt, op, la, lb, ld, ld, pref, 1, &res, &found),
+                       "heuristic")) {
+        if (!found)
+            cuda_fail_msg("cuBLASLt has no bf16 algorithm for a backward product");
+        else if (!cublas_failed(BLAS(cublasLtMatmulAlgoConfigSetAttribute)(&res.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                                         &one, sizeof one),
+                                "split-k"))
+            cublas_failed(BLAS(cublasLtMatmul)(c->lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &res.algo, c->lt_ws,
+                                               c->lt_ws_bytes, c->stream),
+                          "cublasLtMatmul (backward)");
+    }
+    if (pref) BLAS(cublasLtMatmulPreferenceDestroy)(pref);
+    if (ld) BLAS(cublasLtMatrixLayoutDestroy)(ld);
+    if (lb) BLAS(cublasLtMatrixLayoutDestroy)(lb);
+    if (la) BLAS(cublasLtMatrixLayoutDestroy)(la);
+    if (op) BLAS(cublasLtMatmulDescDestroy)(op);
+}
+
+/* Row-major [r, c] is column-major [c, r]: din[n, in] = dout[n, out] w[out, in]
+ * is, column-major, din^T[in, n] = w^T[in, out] dout^T[out, n] (both as
+ * stored, no transpose); dw[out, in] += dout^T in is dw^T[in, out] +=
+ * in^T[in, n] (dout^T[out, n])^T. */
+void cuda_matmul_backward_bf16(float *din, float *dw, float *db, const float *dout, const float *in,
+                               const uint16_t *w, int n, int in_dim, int out_dim, bool accumulate) {
+    cuda_ctx *c = cuda_ctx_get();
+    if (cuda_broken() || n <= 0) return;
+    if (din || dw) {
+        uint16_t *dout16 = cuda_act16_slot(1, (size_t)n * out_dim);
+        if (!dout16 || cuda_failed(cu_to_bf16(dout16, dout, (size_t)n * out_dim, c->stream), "to bf16")) return;
+        if (din)
+            lt_gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, in_dim, n, out_dim, w, in_dim, dout16, out_dim,
+                         accumulate ? 1.0f : 0.0f, din, in_dim);
+        if (dw && !cuda_broken()) {
+            uint16_t *in16 = cuda_act16_slot(0, (size_t)n * in_dim);
+            if (!in16 || cuda_failed(cu_to_bf16(in16, in, (size_t)n * in_dim, c->stream), "to bf16")) return;
+            lt_gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, in_dim, out_dim, n, in16, in_dim, dout16, out_dim, 1.0f, dw,
+                         in_dim);
+        }
+    }
+    if (db && !cuda_broken()) cuda_failed(cu_colsum_add(db, dout, n, out_dim, c->stream), "column sums");
+}

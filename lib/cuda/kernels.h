@@ -59,6 +59,8 @@ cudaError_t cu_head_logsoftmax_backward(float *z, int n, int V, float inv_t, con
 cudaError_t cu_scatter_add(float *dst, const float *src, const int32_t *idx, int n, int d, cudaStream_t st);
 cudaError_t cu_adamw(const float consts[8], float *param, const float *grad, float *m, float *v, size_t n,
                      cudaStream_t st);
+/* db[o] += (float)(sum over rows r in order of dout[r, o], in double). */
+cudaError_t cu_colsum_add(float *db, const float *dout, int n, int d, cudaStream_t st);
 cudaError_t cu_sgd(float keep, float neg_lr, float *param, const float *grad, size_t n, cudaStream_t st);
 /* Philox4x32-10 on the device (lib/util/rng.h): out[4 * i ..] for
  * (counter[4 * i ..], key[2 * i ..]), n blocks. For tests of the sampler's

@@ -88,6 +88,15 @@ __global__ void k_sgd(float keep, float neg_lr, float *param, const float *grad,
     GRID_LOOP(i, n) param[i] = __fadd_rn(__fmul_rn(param[i], keep), __fmul_rn(neg_lr, grad[i]));
 }
 
+// One thread per column: the rows in order, in double, as matmul.c's db.
+__global__ void k_colsum_add(float *db, const float *dout, int n, int d) {
+    GRID_LOOP(o, (size_t)d) {
+        double acc = 0;
+        for (int r = 0; r < n; r++) acc += dout[(size_t)r * d + o];
+        db[o] += (float)acc;
+    }
+}
+
 } // namespace
 
 extern "C" {
@@ -111,6 +120,11 @@ cudaError_t cu_head_logsoftmax_backward(float *z, int n, int V, float inv_t, con
                                         const float *lse, const float *dentropy, const float *entropy,
                                         cudaStream_t st) {
     if (n > 0 && V > 0) k_head_backward<<<n, kThreads, 0, st>>>(z, V, inv_t, tok, dlogp, lse, dentropy, entropy);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_colsum_add(float *db, const float *dout, int n, int d, cudaStream_t st) {
+    if (n > 0 && d > 0) k_colsum_add<<<blocks_for((size_t)d), kThreads, 0, st>>>(db, dout, n, d);
     return cudaGetLastError();
 }
 

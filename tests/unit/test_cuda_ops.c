@@ -351,6 +351,63 @@ static void test_matmul_bf16(void) {
     free(x), free(w), free(b), free(y), free(ref), free(g), free(g1);
 }
 
+static double bf(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+/* Issue 16's matmul backward: din and dw through bf16 operands with fp32
+ * sums (checked against double products of the same bf16 values), din
+ * replaced or added to, dw added to; db the CPU's column sums bit for bit. */
+static void test_matmul_backward_bf16(void) {
+    TEST("matmul_backward with bf16 operands: din (= and +=) and dw (+=) within 1e-5 of double products of the bf16 "
+         "operands, 1e-2 of fp32; db the CPU's bits");
+    NEED_DEVICE();
+    int n = 37, in = 576, out = 1536; /* n odd: no alignment of the rows to lean on */
+    float *x = fl((size_t)n * in), *w = fl((size_t)out * in), *dy = fl((size_t)n * out);
+    float *dx0 = fl((size_t)n * in), *dw0 = fl((size_t)out * in), *db0 = fl(out);
+    rnd(x, (size_t)n * in, 31, 2), rnd(w, (size_t)out * in, 32, 0.05f), rnd(dy, (size_t)n * out, 33, 1);
+    rnd(dx0, (size_t)n * in, 34, 1), rnd(dw0, (size_t)out * in, 35, 1), rnd(db0, out, 36, 1);
+    /* references in double from the bf16-rounded operands */
+    float *rdx = fl((size_t)n * in), *rdw = fl((size_t)out * in);
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < in; i++) {
+            double s = dx0[(size_t)r * in + i];
+            for (int o = 0; o < out; o++) s += bf(dy[(size_t)r * out + o]) * bf(w[(size_t)o * in + i]);
+            rdx[(size_t)r * in + i] = (float)s;
+        }
+    for (int o = 0; o < out; o++)
+        for (int i = 0; i < in; i++) {
+            double s = dw0[(size_t)o * in + i];
+            for (int r = 0; r < n; r++) s += bf(dy[(size_t)r * out + o]) * bf(x[(size_t)r * in + i]);
+            rdw[(size_t)o * in + i] = (float)s;
+        }
+    /* the CPU's fp32 backward, for the looser check and db's bits */
+    float *cdx = fl((size_t)n * in), *cdw = fl((size_t)out * in), *cdb = fl(out);
+    memcpy(cdx, dx0, (size_t)n * in * sizeof *cdx), memcpy(cdw, dw0, (size_t)out * in * sizeof *cdw);
+    memcpy(cdb, db0, out * sizeof *cdb);
+    matmul_backward(cdx, cdw, cdb, dy, x, w, n, in, out, true);
+    gerr e = {0};
+    float *dw16 = NULL;
+    CHECK_EQ_INT(be->weight_upload(&dw16, w, out, in, &e), 0);
+    float *ddy = dev(dy, (size_t)n * out), *dx_ = dev(x, (size_t)n * in), *ddx = dev(dx0, (size_t)n * in);
+    float *ddx2 = dev(dx0, (size_t)n * in), *ddw = dev(dw0, (size_t)out * in), *ddb = dev(db0, out);
+    if (dw16) {
+        be->matmul_backward(ddx, ddw, ddb, ddy, dx_, dw16, n, in, out, true);
+        be->matmul_backward(ddx2, NULL, NULL, ddy, dx_, dw16, n, in, out, false); /* replaces */
+    }
+    synced();
+    float *gdx = host(ddx, (size_t)n * in), *gdx2 = host(ddx2, (size_t)n * in), *gdw = host(ddw, (size_t)out * in);
+    float *gdb = host(ddb, out);
+    CHECK(rel(gdx, rdx, (size_t)n * in) <= 1e-5);
+    CHECK(rel(gdx, cdx, (size_t)n * in) <= 1e-2);
+    CHECK(rel(gdw, rdw, (size_t)out * in) <= 1e-5);
+    CHECK(rel(gdw, cdw, (size_t)out * in) <= 1e-2);
+    CHECK(memcmp(gdb, cdb, out * sizeof *gdb) == 0);
+    for (size_t i = 0; i < (size_t)n * in; i++) rdx[i] -= dx0[i]; /* without the initial din */
+    CHECK(rel(gdx2, rdx, (size_t)n * in) <= 1e-4);
+    FREE_DEV(dw16, ddy, dx_, ddx, ddx2, ddw, ddb);
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(db0), free(rdx), free(rdw), free(cdx), free(cdw), free(cdb);
+    free(gdx), free(gdx2), free(gdw), free(gdb);
+}
+
 static void test_gemm(void) {
     TEST("gemm in fp32 (cublasSgemm), every transpose: within 1e-5 of the CPU's");
     NEED_DEVICE();
@@ -590,6 +647,7 @@ int main(void) {
     test_attention(false);
     test_attention(true);
     test_matmul_bf16();
+    test_matmul_backward_bf16();
     test_gemm();
     test_head();
     test_head_backward();
