@@ -42,6 +42,16 @@ static cublasLtMatmulPreference_t pref_for(cuda_ctx *c, unsigned align) {
     return p;
 }
 
+/* fp32 compute and scale type, op(A) = ta, op(B) = tb; false on success
+ * (*op then to be destroyed), true (recorded) on a failure. */
+static bool matmul_desc(cublasLtMatmulDesc_t *op, cublasOperation_t ta, cublasOperation_t tb) {
+    return cublas_failed(BLAS(cublasLtMatmulDescCreate)(op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc") ||
+           cublas_failed(BLAS(cublasLtMatmulDescSetAttribute)(*op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+                         "transa") ||
+           cublas_failed(BLAS(cublasLtMatmulDescSetAttribute)(*op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+                         "transb");
+}
+
 /* The algorithm for (out_dim, in_dim, alignment), chosen once at a fixed row
  * count and with one split of the inner dimension, so a row's sums are the
  * same whatever the number of rows (records byte-identical across --batch).
@@ -99,9 +109,7 @@ void cuda_matmul_bf16(float *out, const float *in, const uint16_t *w, const floa
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     float alpha = 1.0f, beta = 0.0f;
-    if (!cublas_failed(BLAS(cublasLtMatmulDescCreate)(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc") &&
-        !cublas_failed(BLAS(cublasLtMatmulDescSetAttribute)(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa") &&
-        !cublas_failed(BLAS(cublasLtMatmulDescSetAttribute)(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb") &&
+    if (!matmul_desc(&op, ta, tb) &&
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&la, CUDA_R_16BF, (uint64_t)in_dim, (uint64_t)out_dim, in_dim),
                        "layout") &&
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&lb, CUDA_R_16BF, (uint64_t)in_dim, (uint64_t)n, in_dim), "layout") &&
@@ -168,9 +176,7 @@ static void lt_gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int 
     if (ptr_align(D) < align) align = ptr_align(D);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0, one = 1;
-    if (!cublas_failed(BLAS(cublasLtMatmulDescCreate)(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc") &&
-        !cublas_failed(BLAS(cublasLtMatmulDescSetAttribute)(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa") &&
-        !cublas_failed(BLAS(cublasLtMatmulDescSetAttribute)(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb") &&
+    if (!matmul_desc(&op, ta, tb) &&
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&la, CUDA_R_16BF, (uint64_t)a_rows, (uint64_t)a_cols, lda),
                        "layout") &&
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&lb, CUDA_R_16BF, (uint64_t)b_rows, (uint64_t)b_cols, ldb),
