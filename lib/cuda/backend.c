@@ -2,9 +2,10 @@
  * host index arrays it is given, launches its kernel on the context's
  * stream and records a failure instead of returning one (ctx.h). Of the
  * training entries (issue 16), the backwards of RMSNorm, SwiGLU, the
- * head's log-softmax and the matmul (gemm.c), the scatter-add and the
- * optimizer updates are written (train_kernels.cu); the attention backward
- * and dropout are not yet: they record that and do nothing. */
+ * head's log-softmax and the matmul (gemm.c), the scatter-add, LoRA's
+ * dropout and the optimizer updates are written (train_kernels.cu,
+ * kernels.cu); the attention backward is not yet: it records that and does
+ * nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,8 +167,13 @@ static void scatter_add(float *dst, const float *src, const int32_t *idx, int n,
 }
 static void dropout(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
                     const uint32_t stream_key[2], double p) {
-    (void)x, (void)n_rows, (void)n, (void)row_key, (void)row_pos, (void)stream_key, (void)p;
-    missing("dropout_rows");
+    if (n_rows <= 0 || n <= 0) return;
+    const uint64_t *k = cuda_stage(row_key, (size_t)n_rows * sizeof *row_key, 0);
+    const int *ps = cuda_stage(row_pos, (size_t)n_rows * sizeof *row_pos, 1);
+    /* rows.c's threshold and scale, computed the same way */
+    uint32_t threshold = (uint32_t)(p * 4294967296.0);
+    float keep_scale = (float)(1.0 / (1.0 - p));
+    if (k && ps) LAUNCH(cu_dropout_rows(x, n_rows, n, k, ps, stream_key, threshold, keep_scale, stream()), "dropout");
 }
 static void adamw(const adamw_consts *k, float *param, const float *grad, float *m, float *v, size_t n) {
     const float consts[8] = {k->keep,           k->beta1,    k->one_minus_beta1, k->beta2,

@@ -122,6 +122,22 @@ __global__ void k_philox(uint32_t *out, const uint32_t *counter, const uint32_t 
     GRID_LOOP(i, (size_t)n) philox(counter + 4 * i, key[2 * i], key[2 * i + 1], out + 4 * i);
 }
 
+// rows.c's dropout_rows: thread i is row i / groups, elements 4 (i % groups)
+// .. + 3, their Philox block keyed as the CPU keys it.
+__global__ void k_dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos, uint32_t k0,
+                               uint32_t k1, uint32_t threshold, float keep_scale) {
+    const int groups = (n + 3) / 4;
+    GRID_LOOP(i, (size_t)n_rows * groups) {
+        const int r = (int)(i / groups), c = (int)(i % groups) * 4;
+        const uint64_t key = row_key[r];
+        const uint32_t ctr[4] = {(uint32_t)(c / 4), (uint32_t)key, (uint32_t)(key >> 32), (uint32_t)row_pos[r]};
+        uint32_t w[4];
+        philox(ctr, k0, k1, w);
+        float *xr = x + (size_t)r * n;
+        for (int j = 0; j < 4 && c + j < n; j++) xr[c + j] = w[j] < threshold ? 0.0f : __fmul_rn(xr[c + j], keep_scale);
+    }
+}
+
 // rng.c's rng_u32 on a stream whose next block is *block with *used words
 // of the previous block taken (4: none left).
 __device__ uint32_t next_u32(uint32_t k0, uint32_t k1, uint64_t *block, int *used) {
@@ -268,6 +284,14 @@ cudaError_t cu_kv_write(void *kc, void *vc, const float *k, const float *v, cons
 cudaError_t cu_head_logsoftmax(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
                                float *lse_out, cudaStream_t st) {
     if (n > 0) k_head<<<n, kThreads, 0, st>>>(z, V, inv_t, tok, logp, entropy, lse_out);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
+                            const uint32_t stream_key[2], uint32_t threshold, float keep_scale, cudaStream_t st) {
+    if (n_rows > 0 && n > 0)
+        k_dropout_rows<<<blocks_for((size_t)n_rows * ((n + 3) / 4)), kThreads, 0, st>>>(
+            x, n_rows, n, row_key, row_pos, stream_key[0], stream_key[1], threshold, keep_scale);
     return cudaGetLastError();
 }
 

@@ -66,6 +66,10 @@ cudaError_t cu_sgd(float keep, float neg_lr, float *param, const float *grad, si
  * (counter[4 * i ..], key[2 * i ..]), n blocks. For tests of the sampler's
  * random numbers. */
 cudaError_t cu_philox(uint32_t *out, const uint32_t *counter, const uint32_t *key, int n, cudaStream_t st);
+/* ops.h's dropout_rows with its threshold and scale computed by the host as
+ * rows.c computes them; row_key and row_pos on the device. */
+cudaError_t cu_dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
+                            const uint32_t stream_key[2], uint32_t threshold, float keep_scale, cudaStream_t st);
 /* Sampling without truncation (sample.h's sample_token with top-k, top-p,
  * min-p off): per row j, z = logits / T, lse, the token whose cumulative
  * probability in id order first exceeds the uniform draw

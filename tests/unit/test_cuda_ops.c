@@ -353,6 +353,31 @@ static void test_matmul_bf16(void) {
 
 static double bf(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
+/* LoRA's dropout: the CPU's mask and scale, bit for bit (n not a multiple of
+ * 4: the last Philox block is partly used). */
+static void test_dropout_rows(void) {
+    TEST("dropout_rows on the device: the CPU's bits (keyed mask, 1/(1-p) scale)");
+    NEED_DEVICE();
+    int rows = 9, n = 203;
+    float *x = fl((size_t)rows * n);
+    rnd(x, (size_t)rows * n, 41, 1);
+    uint64_t key[9];
+    int pos[9];
+    for (int r = 0; r < rows; r++) key[r] = 0x9e3779b97f4a7c15ull * (uint64_t)(r + 1), pos[r] = 3 * r + 1;
+    const uint32_t sk[2] = {0x12345678u, 0x9abcdef0u};
+    float *dx = dev(x, (size_t)rows * n);
+    be->dropout_rows(dx, rows, n, key, pos, sk, 0.1);
+    synced();
+    dropout_rows(x, rows, n, key, pos, sk, 0.1);
+    float *g = host(dx, (size_t)rows * n);
+    CHECK(memcmp(g, x, (size_t)rows * n * sizeof *g) == 0);
+    int zeros = 0;
+    for (int i = 0; i < rows * n; i++) zeros += g[i] == 0.0f;
+    CHECK(zeros > rows * n / 20 && zeros < rows * n / 5); /* about 10% dropped */
+    FREE_DEV(dx);
+    free(x), free(g);
+}
+
 /* Issue 16's matmul backward: din and dw through bf16 operands with fp32
  * sums (checked against double products of the same bf16 values), din
  * replaced or added to, dw added to; db the CPU's column sums bit for bit. */
@@ -648,6 +673,7 @@ int main(void) {
     test_attention(true);
     test_matmul_bf16();
     test_matmul_backward_bf16();
+    test_dropout_rows();
     test_gemm();
     test_head();
     test_head_backward();
