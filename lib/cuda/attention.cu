@@ -179,3 +179,110 @@ extern "C" cudaError_t cu_attention(float *out, float *lse, const float *q, cons
     }
     return cudaGetLastError();
 }
+
+// ---- the backward (issue 16): ops.h's attention_backward over a batch's own
+// K/V, sequence s being rows start[s] .. start[s+1]-1 at positions 0, 1, ...
+// Correctness first: scores and probabilities are recomputed from lse per
+// (query, key) pair, once for dq and once for dk/dv, each warp summing in a
+// fixed order (no atomics: the same bytes every run).
+namespace {
+
+struct BwdArgs {
+    float *dq, *dk, *dv, *di;
+    const float *dout, *out, *lse, *q, *k, *v;
+    const int *row_seq, *start;
+    int n_heads, n_kv_heads, head_dim;
+    float scale;
+};
+
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+// One warp per (query row, head): di = out . dout (double, as the CPU), then
+// dq = scale * sum_t ds_t k_t with ds_t = p_t (dout . v_t - di).
+__global__ void k_attention_bwd_q(BwdArgs a, int n_rows) {
+    const int lane = threadIdx.x % 32;
+    const long long pair = (long long)blockIdx.x * kWarps + threadIdx.x / 32;
+    if (pair >= (long long)n_rows * a.n_heads) return;
+    const int r = (int)(pair / a.n_heads), h = (int)(pair % a.n_heads), hd = a.head_dim;
+    const int G = a.n_heads / a.n_kv_heads, g = h / G, kvd = a.n_kv_heads * hd;
+    const int s0 = a.start[a.row_seq[r]], pos = r - s0;
+    const size_t at = ((size_t)r * a.n_heads + h) * hd;
+    double dip = 0;
+    for (int d = lane; d < hd; d += 32) dip += (double)a.out[at + d] * a.dout[at + d];
+    for (int o = 16; o > 0; o >>= 1) dip += __shfl_xor_sync(0xffffffffu, dip, o);
+    const float di = (float)dip, l = a.lse[(size_t)r * a.n_heads + h];
+    if (lane == 0) a.di[(size_t)r * a.n_heads + h] = di;
+    float acc[kMaxHeadDim / 32] = {0};
+    for (int t = 0; t <= pos; t++) {
+        const float *kt = a.k + (size_t)(s0 + t) * kvd + (size_t)g * hd, *vt = a.v + (size_t)(s0 + t) * kvd + (size_t)g * hd;
+        float s = 0, dp = 0;
+        for (int d = lane; d < hd; d += 32) s += a.q[at + d] * kt[d], dp += a.dout[at + d] * vt[d];
+        s = warp_sum(s), dp = warp_sum(dp);
+        const float p = expf(s * a.scale - l), ds = p * (dp - di);
+#pragma unroll
+        for (int k = 0; k < kMaxHeadDim / 32; k++) {
+            const int d = lane + 32 * k;
+            if (d < hd) acc[k] += ds * kt[d];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxHeadDim / 32; k++) {
+        const int d = lane + 32 * k;
+        if (d < hd) a.dq[at + d] = a.scale * acc[k];
+    }
+}
+
+// One warp per (key row, KV head): over the later rows of its sequence and
+// the heads of the group, dk = scale * sum ds q and dv = sum p dout.
+__global__ void k_attention_bwd_kv(BwdArgs a, int n_rows) {
+    const int lane = threadIdx.x % 32;
+    const long long pair = (long long)blockIdx.x * kWarps + threadIdx.x / 32;
+    if (pair >= (long long)n_rows * a.n_kv_heads) return;
+    const int t_row = (int)(pair / a.n_kv_heads), g = (int)(pair % a.n_kv_heads), hd = a.head_dim;
+    const int G = a.n_heads / a.n_kv_heads, kvd = a.n_kv_heads * hd;
+    const int sq = a.row_seq[t_row], end = a.start[sq + 1];
+    const size_t kat = (size_t)t_row * kvd + (size_t)g * hd;
+    const float *kt = a.k + kat, *vt = a.v + kat;
+    float dk[kMaxHeadDim / 32] = {0}, dv[kMaxHeadDim / 32] = {0};
+    for (int r = t_row; r < end; r++)
+        for (int j = 0; j < G; j++) {
+            const int h = g * G + j;
+            const size_t at = ((size_t)r * a.n_heads + h) * hd;
+            float s = 0, dp = 0;
+            for (int d = lane; d < hd; d += 32) s += a.q[at + d] * kt[d], dp += a.dout[at + d] * vt[d];
+            s = warp_sum(s), dp = warp_sum(dp);
+            const float p = expf(s * a.scale - a.lse[(size_t)r * a.n_heads + h]);
+            const float ds = p * (dp - a.di[(size_t)r * a.n_heads + h]);
+#pragma unroll
+            for (int k = 0; k < kMaxHeadDim / 32; k++) {
+                const int d = lane + 32 * k;
+                if (d < hd) dk[k] += ds * a.q[at + d], dv[k] += p * a.dout[at + d];
+            }
+        }
+#pragma unroll
+    for (int k = 0; k < kMaxHeadDim / 32; k++) {
+        const int d = lane + 32 * k;
+        if (d < hd) a.dk[kat + d] = a.scale * dk[k], a.dv[kat + d] = dv[k];
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t cu_attention_backward(float *dq, float *dk, float *dv, float *di, const float *dout,
+                                             const float *out, const float *lse, const float *q, const float *k,
+                                             const float *v, const int *row_seq, const int *start, int n_rows,
+                                             int n_heads, int n_kv_heads, int head_dim, cudaStream_t st) {
+    if (head_dim > kMaxHeadDim || n_kv_heads <= 0 || n_heads % n_kv_heads) return cudaErrorInvalidValue;
+    if (n_rows <= 0) return cudaSuccess;
+    BwdArgs a = {dq, dk, dv, di, dout, out, lse, q, k, v, row_seq, start, n_heads, n_kv_heads, head_dim,
+                 (float)(1.0 / sqrt((double)head_dim))};
+    long long bq = ((long long)n_rows * n_heads + kWarps - 1) / kWarps;
+    long long bkv = ((long long)n_rows * n_kv_heads + kWarps - 1) / kWarps;
+    if (bq > 0x7fffffffLL || bkv > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    k_attention_bwd_q<<<(unsigned)bq, kWarps * 32, 0, st>>>(a, n_rows); // writes di, read below
+    k_attention_bwd_kv<<<(unsigned)bkv, kWarps * 32, 0, st>>>(a, n_rows);
+    return cudaGetLastError();
+}

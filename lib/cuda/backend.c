@@ -2,10 +2,9 @@
  * host index arrays it is given, launches its kernel on the context's
  * stream and records a failure instead of returning one (ctx.h). Of the
  * training entries (issue 16), the backwards of RMSNorm, SwiGLU, the
- * head's log-softmax and the matmul (gemm.c), the scatter-add, LoRA's
- * dropout and the optimizer updates are written (train_kernels.cu,
- * kernels.cu); the attention backward is not yet: it records that and does
- * nothing. */
+ * head's log-softmax, the matmul (gemm.c) and attention (attention.cu),
+ * the scatter-add, LoRA's dropout and the optimizer updates
+ * (train_kernels.cu, kernels.cu). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,12 +129,7 @@ static void gather(float *dst, const float *src, const int32_t *idx, int n, int 
     if (i) LAUNCH(cu_gather(dst, src, i, n, d, stream()), "gather_rows");
 }
 
-/* ---- training's entries (train_kernels.cu), and those not yet written ------------ */
-static void missing(const char *op) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "%s is not implemented on cuda (training on the GPU is issue 16)", op);
-    cuda_fail_msg(msg);
-}
+/* ---- training's entries -------------------------------------------------------- */
 static void rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
                         int n, int d) {
     LAUNCH(cu_rmsnorm_backward(dx, dw, dy, x, w, rstd, n, d, stream()), "rmsnorm backward");
@@ -151,9 +145,25 @@ static void swiglu_bwd(float *dg, float *du, const float *dh, const float *g, co
 static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                           const float *q, const float *k, const float *v, int n_seqs, const int *start,
                           const model_config *cf, attn_workspace *ws) {
-    (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)lse, (void)q, (void)k, (void)v, (void)n_seqs,
-        (void)start, (void)cf, (void)ws;
-    missing("attention_backward");
+    (void)ws;
+    int n = n_seqs > 0 ? start[n_seqs] : 0;
+    if (cuda_broken() || n <= 0) return;
+    int *row_seq = malloc((size_t)n * sizeof *row_seq);
+    if (!row_seq) {
+        cuda_fail_msg("out of host memory for attention's backward");
+        return;
+    }
+    for (int s = 0; s < n_seqs; s++)
+        for (int r = start[s]; r < start[s + 1]; r++) row_seq[r] = s;
+    const int *drs = cuda_stage(row_seq, (size_t)n * sizeof *row_seq, 0);
+    const int *dst = cuda_stage(start, (size_t)(n_seqs + 1) * sizeof *start, 1);
+    free(row_seq);
+    /* di: one float per (row, head), in the result buffer (not read back) */
+    float *di = cuda_out((size_t)n * cf->n_heads * sizeof *di);
+    if (drs && dst && di)
+        LAUNCH(cu_attention_backward(dq, dk, dv, di, dout, out, lse, q, k, v, drs, dst, n, cf->n_heads, cf->n_kv_heads,
+                                     cf->head_dim, stream()),
+               "attention backward");
 }
 static void head_lsm_bwd(float *z, int n, int V, float inv_t, const int32_t *tok, const float *dlogp,
                          const float *lse, const float *dentropy, const float *entropy) {

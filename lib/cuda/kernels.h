@@ -39,6 +39,13 @@ enum { CU_ATT_TILE = 8, CU_ATT_TILE_HEAD_DIM = 128 };
 cudaError_t cu_attention(float *out, float *lse, const float *q, const void *kc, const void *vc, int bf16,
                          const size_t *row_kv, const int *pos, const int *tiles, int n_tiles, const int *rows,
                          int n_rows, int n_heads, int n_kv_heads, int head_dim, int kv_dim, cudaStream_t st);
+/* ops.h's attention_backward over a batch's own K/V (dk, dv written, not
+ * added to): row r belongs to sequence row_seq[r], whose rows start at
+ * start[row_seq[r]]; di is scratch of n_rows * n_heads floats. */
+cudaError_t cu_attention_backward(float *dq, float *dk, float *dv, float *di, const float *dout, const float *out,
+                                  const float *lse, const float *q, const float *k, const float *v, const int *row_seq,
+                                  const int *start, int n_rows, int n_heads, int n_kv_heads, int head_dim,
+                                  cudaStream_t st);
 /* ops.h's head_logsoftmax: z[n, V] scaled by inv_t in place; logp, entropy,
  * lse_out each optional; tok on the device. */
 cudaError_t cu_head_logsoftmax(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
