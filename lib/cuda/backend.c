@@ -200,6 +200,10 @@ static void mem_copy(void *dst, const void *src, size_t bytes) {
         cuda_failed(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "device copy");
 }
 
+static void mem_zero(void *p, size_t bytes) {
+    if (!cuda_broken() && bytes) cuda_failed(cudaMemsetAsync(p, 0, bytes, stream()), "device memset");
+}
+
 /* fp32 rows to bf16 on the device, one row block at a time through a
  * bounded fp32 buffer (a vocabulary-sized matrix need not be held twice). */
 static int weight_upload(float **dst, const float *src, size_t rows, size_t cols, gerr *e) {
@@ -251,6 +255,7 @@ static const backend cuda_backend = {
     .mem_upload = cuda_upload,
     .mem_download = cuda_download,
     .mem_copy = mem_copy,
+    .mem_zero = mem_zero,
     .weight_upload = weight_upload,
     .sync = cuda_sync,
 };

@@ -65,7 +65,7 @@ static void apply_mask(const layer_pass *p, float *buf, int n, int target) {
 
 /* x[R, n] with the mask applied, in the scratch buffer. */
 static const float *dropped(const layer_pass *p, const float *x, int n, int target) {
-    memcpy(p->lora.xdrop, x, (size_t)p->n_rows * n * sizeof *x);
+    backend_copy(p->be, p->lora.xdrop, x, (size_t)p->n_rows * n * sizeof *x);
     apply_mask(p, p->lora.xdrop, n, target);
     return p->lora.xdrop;
 }
@@ -133,13 +133,13 @@ static void shared_attention_backward(const layer_pass *p, const layer_acts *a, 
     be->gather_rows(sh->lse, a->lse, sh->vrow, Rv, nh);
     be->gather_rows(sh->k, a->k, sh->vrow, Rv, kvd);
     be->gather_rows(sh->v, a->v, sh->vrow, Rv, kvd);
-    memset(sh->dout, 0, (size_t)Rv * qd * sizeof *sh->dout);
+    backend_zero(be, sh->dout, (size_t)Rv * qd * sizeof *sh->dout);
     be->scatter_add_rows(sh->dout, s->datt, sh->own, R, qd);
     be->attention_backward(sh->dq, sh->dk, sh->dv, sh->dout, sh->out, sh->lse, sh->q, sh->k, sh->v, p->n_seqs, p->start,
                            c, p->ws);
     be->gather_rows(s->dq, sh->dq, sh->own, R, qd);
-    memset(s->dk, 0, (size_t)R * kvd * sizeof *s->dk);
-    memset(s->dv, 0, (size_t)R * kvd * sizeof *s->dv);
+    backend_zero(be, s->dk, (size_t)R * kvd * sizeof *s->dk);
+    backend_zero(be, s->dv, (size_t)R * kvd * sizeof *s->dv);
     be->scatter_add_rows(s->dk, sh->dk, sh->vrow, Rv, kvd);
     be->scatter_add_rows(s->dv, sh->dv, sh->vrow, Rv, kvd);
 }

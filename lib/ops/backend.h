@@ -23,6 +23,8 @@
 #ifndef GRPO_BACKEND_H
 #define GRPO_BACKEND_H
 
+#include <string.h>
+
 #include "../util/err.h"
 #include "ops.h"
 
@@ -77,12 +79,28 @@ typedef struct backend {
     int (*mem_upload)(void *dst, const void *src, size_t bytes, gerr *e);
     int (*mem_download)(void *dst, const void *src, size_t bytes, gerr *e);
     void (*mem_copy)(void *dst, const void *src, size_t bytes); /* ordered with the ops */
+    void (*mem_zero)(void *p, size_t bytes);                    /* ordered with the ops */
     /* A weight matrix [rows, cols] from host fp32 rows into the backend's
      * format; *dst is what matmul_forward then takes as w (free: mem_free). */
     int (*weight_upload)(float **dst, const float *src, size_t rows, size_t cols, gerr *e);
     /* Waits for the ops issued so far; the first failure among them, if any. */
     int (*sync)(gerr *e);
 } backend;
+
+/* bytes zeroed or copied in be's memory, ordered with its ops: memset and
+ * memcpy on the CPU, whose memory entries are NULL. */
+static inline void backend_zero(const backend *be, void *p, size_t bytes) {
+    if (be->mem_zero)
+        be->mem_zero(p, bytes);
+    else
+        memset(p, 0, bytes);
+}
+static inline void backend_copy(const backend *be, void *dst, const void *src, size_t bytes) {
+    if (be->mem_copy)
+        be->mem_copy(dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
 
 /* The CPU backend: ops.h's functions (OpenBLAS, OpenMP, the packed kernel). */
 const backend *backend_cpu(void);

@@ -231,7 +231,7 @@ int trainer_rows(const trainer *t) { return t->acts->n_rows; }
 size_t trainer_bytes(const trainer *t) { return (t->acts->n_floats + t->n_grad) * sizeof(float); }
 
 void trainer_zero_grad(trainer *t) {
-    if (t->grad) memset(t->grad, 0, t->n_grad * sizeof(float));
+    if (t->grad) backend_zero(t->be, t->grad, t->n_grad * sizeof(float));
 }
 
 /* Whether a pass applies LoRA dropout: its masks are keyed per sequence, so
@@ -365,8 +365,8 @@ void trainer_forward(trainer *t, const train_batch *b, float temperature, bool k
         float *x_out = l + 1 < L ? ac->x_in[l + 1] : ac->x_final;
         if (x_out == ac->x_in[l]) x_out = ac->out_tmp; /* one shared input slot (INFER) */
         layer_forward(&p, &ac->layer[l], ac->x_in[l], x_out);
-        if (x_out == ac->out_tmp) memcpy(ac->x_in[l], ac->out_tmp, (size_t)R * d * sizeof(float));
-        if (l + 1 == L && x_out != ac->x_final) memcpy(ac->x_final, x_out, (size_t)R * d * sizeof(float));
+        if (x_out == ac->out_tmp) backend_copy(be, ac->x_in[l], ac->out_tmp, (size_t)R * d * sizeof(float));
+        if (l + 1 == L && x_out != ac->x_final) backend_copy(be, ac->x_final, x_out, (size_t)R * d * sizeof(float));
     }
     int n_t = train_batch_targets(b);
     be->gather_rows(ac->xraw, ac->x_final, ac->target_row, n_t, d);
@@ -390,7 +390,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
     if (full) p.grad = &t->g;
 
     /* LM head, chunk by chunk: d logp_j / d z_v = (onehot - softmax) / T */
-    memset(ac->gs.dx, 0, (size_t)R * d * sizeof(float));
+    backend_zero(be, ac->gs.dx, (size_t)R * d * sizeof(float));
     float lse[TRAIN_HEAD_CHUNK];
     float *dxraw = ac->gs.dtmp; /* [n_t, d]: every target row is a batch row, so n_t < R */
     for (int j0 = 0; j0 < n_t; j0 += TRAIN_HEAD_CHUNK) {
@@ -400,7 +400,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
                                      dentropy ? dentropy + j0 : NULL, dentropy ? entropy + j0 : NULL);
         be->matmul_backward(ac->dxf, full ? t->g.lm_head : NULL, NULL, ac->logits, ac->xf + (size_t)j0 * d,
                             m->w.lm_head, n, d, V, false);
-        memcpy(dxraw + (size_t)j0 * d, ac->dxf, (size_t)n * d * sizeof(float));
+        backend_copy(be, dxraw + (size_t)j0 * d, ac->dxf, (size_t)n * d * sizeof(float));
     }
     be->rmsnorm_backward(dxraw, full ? t->g.out_norm : NULL, dxraw, ac->xraw, m->w.out_norm, ac->rstd_f, n_t, d);
     be->scatter_add_rows(ac->gs.dx, dxraw, ac->target_row, n_t, d);

@@ -152,7 +152,8 @@ static void test_rope(void) {
 }
 
 static void test_elementwise(void) {
-    TEST("swiglu within 1e-6 (expf against vec_expf); add_inplace and gather_rows byte-equal");
+    TEST("swiglu within 1e-6 (expf against vec_expf); add_inplace and gather_rows byte-equal; backend_zero and "
+         "backend_copy on the device");
     NEED_DEVICE();
     size_t n = 10007;
     int rows = 6, d = 96, V = 40;
@@ -166,7 +167,18 @@ static void test_elementwise(void) {
     be->swiglu_forward(dout, dg, du, n);
     be->add_inplace(dg, dy, n);
     be->gather_rows(dgath, dtab, idx, rows, d);
+    /* the trainer's memset and memcpy: y's middle zeroed, then u's first half into y */
+    float *dy2 = dev(y, n);
+    backend_zero(be, dy2 + 100, 500 * sizeof(float));
+    backend_copy(be, dy2, du, 50 * sizeof(float));
     synced();
+    float *hy2 = host(dy2, n);
+    memset(y + 100, 0, 500 * sizeof(float)); /* the same on the host (y drawn again below) */
+    memcpy(y, u, 50 * sizeof(float));
+    CHECK(memcmp(hy2, y, n * sizeof *y) == 0);
+    free(hy2);
+    be->mem_free(dy2);
+    rnd(y, n, 6, 1); /* y as it was for add_inplace */
     add_inplace(g, y, n);
     float *ho = host(dout, n), *hg = host(dg, n), *hgath = host(dgath, (size_t)rows * d);
     CHECK(rel(ho, o, n) <= 1e-6);
