@@ -93,11 +93,7 @@ int cuda_open(gerr *e) {
                cublas_failed(BLAS(cublasCreate_v2)(&ctx.blas), "cublasCreate") ||
                cublas_failed(BLAS(cublasSetStream_v2)(ctx.blas, ctx.stream), "cublasSetStream") ||
                cublas_failed(BLAS(cublasLtCreate)(&ctx.lt), "cublasLtCreate") ||
-               cuda_failed(cudaMalloc(&ctx.lt_ws, ctx.lt_ws_bytes), "cudaMalloc (cuBLASLt workspace)") ||
-               cublas_failed(BLAS(cublasLtMatmulPreferenceCreate)(&ctx.pref), "cublasLtMatmulPreferenceCreate") ||
-               cublas_failed(BLAS(cublasLtMatmulPreferenceSetAttribute)(ctx.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                                  &ctx.lt_ws_bytes, sizeof ctx.lt_ws_bytes),
-                             "cublasLtMatmulPreferenceSetAttribute");
+               cuda_failed(cudaMalloc(&ctx.lt_ws, ctx.lt_ws_bytes), "cudaMalloc (cuBLASLt workspace)");
     ctx.open = true; /* so that cuda_close frees what was made */
     if (bad) {
         gerr err = ctx.err;
@@ -119,7 +115,6 @@ void cuda_close(void) {
     (void)cudaFree(ctx.act16[0]);
     (void)cudaFree(ctx.act16[1]);
     (void)cudaFree(ctx.lt_ws);
-    if (ctx.pref) (void)BLAS(cublasLtMatmulPreferenceDestroy)(ctx.pref);
     if (ctx.lt) (void)BLAS(cublasLtDestroy)(ctx.lt);
     if (ctx.blas) (void)BLAS(cublasDestroy_v2)(ctx.blas);
     if (ctx.stream) (void)cudaStreamDestroy(ctx.stream);

@@ -51,7 +51,6 @@ typedef struct {
     cudaStream_t stream;
     cublasHandle_t blas;
     cublasLtHandle_t lt;
-    cublasLtMatmulPreference_t pref; /* the workspace cuBLASLt may use */
     void *lt_ws;
     size_t lt_ws_bytes;
     void *stage[CUDA_STAGE_SLOTS];

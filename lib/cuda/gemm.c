@@ -22,7 +22,16 @@ static unsigned ptr_align(const void *p) {
     return r;
 }
 
-/* A preference with the operands' true alignment; the caller destroys it. */
+/* The alignment all three operands of a product share. */
+static unsigned operands_align(const void *a, const void *b, const void *d) {
+    unsigned r = ptr_align(a);
+    if (ptr_align(b) < r) r = ptr_align(b);
+    if (ptr_align(d) < r) r = ptr_align(d);
+    return r;
+}
+
+/* A preference with the operands' true alignment and the context's
+ * workspace; the caller destroys it. */
 static cublasLtMatmulPreference_t pref_for(cuda_ctx *c, unsigned align) {
     cublasLtMatmulPreference_t p = NULL;
     uint32_t a = align;
@@ -115,9 +124,7 @@ void cuda_matmul_bf16(float *out, const float *in, const uint16_t *w, const floa
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&lb, CUDA_R_16BF, (uint64_t)in_dim, (uint64_t)n, in_dim), "layout") &&
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&ld, CUDA_R_32F, (uint64_t)out_dim, (uint64_t)n, out_dim),
                        "layout")) {
-        unsigned align = ptr_align(w);
-        if (ptr_align(x16) < align) align = ptr_align(x16);
-        if (ptr_align(out) < align) align = ptr_align(out);
+        unsigned align = operands_align(w, x16, out);
         const cublasLtMatmulAlgo_t *algo = algo_for(c, op, la, out_dim, in_dim, align);
         cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
         if (algo)
@@ -171,9 +178,7 @@ static void lt_gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int 
     float alpha = 1.0f;
     int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
     int b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
-    unsigned align = ptr_align(A);
-    if (ptr_align(B) < align) align = ptr_align(B);
-    if (ptr_align(D) < align) align = ptr_align(D);
+    unsigned align = operands_align(A, B, D);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0, one = 1;
     if (!matmul_desc(&op, ta, tb) &&
