@@ -178,7 +178,7 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     ac->ws.stride = attn_workspace_floats(&m->cfg, max_len);
     ac->layer = calloc((size_t)m->cfg.n_layers, sizeof *ac->layer);
     ac->x_in = calloc((size_t)m->cfg.n_layers, sizeof *ac->x_in);
-    ac->ws.tasks = malloc((size_t)max_rows * (size_t)m->cfg.n_kv_heads * 3 * sizeof *ac->ws.tasks);
+    ac->ws.tasks = malloc((size_t)rows * (size_t)m->cfg.n_kv_heads * 3 * sizeof *ac->ws.tasks);
     ac->row_pos = malloc((size_t)rows * sizeof *ac->row_pos);
     ac->row_kv = malloc((size_t)rows * sizeof *ac->row_kv);
     ac->row_key = malloc((size_t)rows * sizeof *ac->row_key);
@@ -272,8 +272,9 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
     trainer_acts *ac = t->acts;
     int Rv = b->start[b->n_seqs], d = m->cfg.dim, kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
     assert(Rv <= t->max_rows && train_batch_targets(b) <= t->max_targets);
-    if (train_batch_rows(b, share) > t->max_computed) { /* sized for sharing, run without it */
-        fprintf(stderr, "trainer: %d rows to compute, sized for %d\n", train_batch_rows(b, share), t->max_computed);
+    int rows = train_batch_rows(b, share);
+    if (rows > t->max_computed) { /* sized for sharing, run without it */
+        fprintf(stderr, "trainer: %d rows to compute, sized for %d\n", rows, t->max_computed);
         abort();
     }
     int n_t = 0, R = 0, owner = -1, n_shared = 0;

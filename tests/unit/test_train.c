@@ -169,16 +169,22 @@ static void test_micro_batches_and_recompute(void) {
     model_free(&m);
 }
 
+/* A rank-4 adapter (alpha 8) on the named targets, initialised with seed 5. */
+static void tiny_lora(lora *l, const model *m, const char *names, double dropout) {
+    gerr e = {0};
+    unsigned targets;
+    CHECK(lora_parse_targets(names, &targets, &e) == 0);
+    CHECK(lora_alloc(l, &m->cfg, 4, 8.0, false, dropout, targets, NULL, &e) == 0);
+    lora_init(l, 5);
+}
+
 static void test_lora(void) {
     TEST("LoRA: B = 0 leaves logp unchanged, only A/B get gradients, lora_off is the base");
     model m;
     tiny_model(&m, ARCH_LLAMA, true);
     gerr e = {0};
     lora l;
-    unsigned targets;
-    CHECK(lora_parse_targets("q,k,v,o,gate,up,down", &targets, &e) == 0);
-    CHECK(lora_alloc(&l, &m.cfg, 4, 8.0, false, 0.0, targets, NULL, &e) == 0);
-    lora_init(&l, 5);
+    tiny_lora(&l, &m, "q,k,v,o,gate,up,down", 0.0);
     trainer base, lt;
     CHECK(trainer_init(&base, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
     CHECK(trainer_init(&lt, &m, &l, TRAINER_LORA, false, 64, 0, 32, 64, &e) == 0);
@@ -289,11 +295,8 @@ static void test_shared_prompts(model_arch arch, bool tied, bool use_lora, bool 
     }
     gerr e = {0};
     lora l;
-    unsigned targets;
     if (use_lora) {
-        CHECK(lora_parse_targets("q,k,v,o,gate,up,down", &targets, &e) == 0);
-        CHECK(lora_alloc(&l, &m.cfg, 4, 8.0, false, 0.0, targets, NULL, &e) == 0);
-        lora_init(&l, 5);
+        tiny_lora(&l, &m, "q,k,v,o,gate,up,down", 0.0);
         fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
     }
     trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
@@ -354,10 +357,7 @@ static void test_shared_prompts_dropout(void) {
     tiny_model(&m, ARCH_LLAMA, false);
     gerr e = {0};
     lora l;
-    unsigned targets;
-    CHECK(lora_parse_targets("q,v", &targets, &e) == 0);
-    CHECK(lora_alloc(&l, &m.cfg, 4, 8.0, false, 0.1, targets, NULL, &e) == 0);
-    lora_init(&l, 5);
+    tiny_lora(&l, &m, "q,v", 0.1);
     trainer t;
     CHECK(trainer_init(&t, &m, &l, TRAINER_LORA, false, 64, 0, 32, 64, &e) == 0);
     group_batch gb;
