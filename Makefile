@@ -130,11 +130,11 @@ build/libgrpo-asan.a: $(OBJ_ASAN)
 bin/grpo-%: bin/grpo-%.c build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR)
 	$(CC) $(WARN) $(CFLAGS) $(DEFS) -Ilib $< $(call LINK_LIBS,build/libgrpo.a) -o $@
 
-build/tests/%: tests/unit/%.c build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR) tests/unit/check.h
+build/tests/%: tests/unit/%.c build/libgrpo.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(DEFS) -Ilib $< $(call LINK_LIBS,build/libgrpo.a) -o $@
 
-build/tests-asan/%: tests/unit/%.c build/libgrpo-asan.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR) tests/unit/check.h
+build/tests-asan/%: tests/unit/%.c build/libgrpo-asan.a $(DEV_LIB) $(DEV_STAMP) $(LIB_HDR) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -O1 -g $(ASAN) $(DEFS) -Ilib $< $(call LINK_LIBS,build/libgrpo-asan.a) -o $@
 

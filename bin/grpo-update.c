@@ -90,7 +90,10 @@ int main(int argc, char **argv) {
         {"--zero", NULL, FLAG_INT, &o.zero, "N",
          "under mpirun/srun: 1 = ZeRO-1, each rank keeps 1/N of the AdamW state and updates its slice; 0 = every "
          "rank keeps it all", 0, 1, NULL},
-        {"--device", NULL, FLAG_CHOICE, &o.device, "D", "where to run", 0, 0, "cpu|cuda"},
+        {"--device", NULL, FLAG_CHOICE, &o.device, "D",
+         "where to train: cpu, cuda (an NVIDIA GPU: bf16 products with float32 sums, float32 master "
+         "weights, gradients and AdamW state; one process, not under mpirun; not yet run on a GPU), or auto (the GPU "
+         "when there is one)", 0, 0, "auto|cpu|cuda"},
         {"--compute", NULL, FLAG_CHOICE, &o.compute, "C",
          "matrix products' operands: f32, or bf16 with float32 sums (CPUs with AVX-512 BF16; weights, gradients "
          "and AdamW state stay float32); auto: bf16 where the CPU has it, else f32; a checkpoint continues with its "

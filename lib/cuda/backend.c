@@ -3,8 +3,10 @@
  * stream and records a failure instead of returning one (ctx.h). Of the
  * training entries (issue 16), the backwards of RMSNorm, SwiGLU, the
  * head's log-softmax, the matmul (gemm.c) and attention (attention.cu),
- * the scatter-add, LoRA's dropout and the optimizer updates
- * (train_kernels.cu, kernels.cu). */
+ * the scatter-add, LoRA's dropout, the optimizer updates, the gradient
+ * norm's sum of squares and scale, and the refresh of a bf16 weight from
+ * its fp32 master (train_kernels.cu, kernels.cu). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +196,27 @@ static void sgd(float keep, float neg_lr, float *param, const float *grad, size_
     LAUNCH(cu_sgd(keep, neg_lr, param, grad, n, stream()), "sgd_update");
 }
 
+/* The gradient norm's square: deterministic (cu_sum_squares' fixed grid and
+ * order), after the ops before it on the stream. A failure, an earlier one
+ * included, stays recorded for sync and gives NaN. */
+static double sum_squares(const float *x, size_t n) {
+    if (cuda_broken()) return NAN;
+    if (!n) return 0;
+    double *work = cuda_out((CU_SUM_BLOCKS + 1) * sizeof *work), r = NAN;
+    if (!work || cuda_failed(cu_sum_squares(work, x, n, stream()), "sum_squares") ||
+        cuda_failed(cudaMemcpyAsync(&r, work + CU_SUM_BLOCKS, sizeof r, cudaMemcpyDeviceToHost, stream()),
+                    "sum_squares result") ||
+        cuda_failed(cudaStreamSynchronize(stream()), "sum_squares"))
+        return NAN;
+    return r;
+}
+static void scale(float *x, float f, size_t n) { LAUNCH(cu_scale(x, f, n, stream()), "scale_inplace"); }
+/* w: a weight_upload handle (bf16 [rows, cols]); src fp32 on the device,
+ * rounded as weight_upload rounds */
+static void weight_refresh(float *w, const float *src, size_t rows, size_t cols) {
+    LAUNCH(cu_to_bf16((uint16_t *)(void *)w, src, rows * cols, stream()), "weight_refresh");
+}
+
 /* ---- memory ----------------------------------------------------------------- */
 static void mem_copy(void *dst, const void *src, size_t bytes) {
     if (!cuda_broken() && bytes)
@@ -250,6 +273,9 @@ static const backend cuda_backend = {
     .dropout_rows = dropout,
     .adamw_update = adamw,
     .sgd_update = sgd,
+    .sum_squares = sum_squares,
+    .scale_inplace = scale,
+    .weight_refresh = weight_refresh,
     .mem_alloc = cuda_alloc,
     .mem_free = cuda_free,
     .mem_upload = cuda_upload,

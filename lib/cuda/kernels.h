@@ -69,6 +69,14 @@ cudaError_t cu_adamw(const float consts[8], float *param, const float *grad, flo
 /* db[o] += (float)(sum over rows r in order of dout[r, o], in double). */
 cudaError_t cu_colsum_add(float *db, const float *dout, int n, int d, cudaStream_t st);
 cudaError_t cu_sgd(float keep, float neg_lr, float *param, const float *grad, size_t n, cudaStream_t st);
+/* The sum of x[i]^2 in double into work[CU_SUM_BLOCKS], deterministic (a
+ * fixed grid of CU_SUM_BLOCKS blocks whatever the device and n, partials
+ * in work[0, CU_SUM_BLOCKS) summed by one block in a fixed order); work
+ * holds CU_SUM_BLOCKS + 1 doubles. n == 0 writes nothing. */
+enum { CU_SUM_BLOCKS = 1024 };
+cudaError_t cu_sum_squares(double *work, const float *x, size_t n, cudaStream_t st);
+/* x[i] = x[i] * f, one float rounding (optim.c's grad_scale). */
+cudaError_t cu_scale(float *x, float f, size_t n, cudaStream_t st);
 /* Philox4x32-10 on the device (lib/util/rng.h): out[4 * i ..] for
  * (counter[4 * i ..], key[2 * i ..]), n blocks. For tests of the sampler's
  * random numbers. */

@@ -1,7 +1,8 @@
 // The training kernels of the CUDA backend (issue 16; launchers declared in
 // kernels.h): the backwards of RMSNorm, SwiGLU and the fused head's
-// log-softmax, the scatter-add of rows, and the optimizer updates. Each mirrors the CPU op of the same name in
-// lib/ops. The optimizer updates and the scatter-add do the CPU's float
+// log-softmax, the scatter-add of rows, the optimizer updates, and the
+// gradient norm's sum of squares and clipping scale. Each mirrors the CPU op
+// of the same name in lib/ops. The optimizer updates and the scatter-add do the CPU's float
 // operations in the CPU's order with rounding intrinsics (no fused
 // multiply-add), so their results are the CPU's bits: a checkpoint's
 // AdamW step does not depend on the device it was taken on.
@@ -97,9 +98,54 @@ __global__ void k_colsum_add(float *db, const float *dout, int n, int d) {
     }
 }
 
+// Sum of squares, deterministic: a fixed grid of CU_SUM_BLOCKS blocks (not
+// sized by the device or by n), thread t of the grid summing x[t],
+// x[t + stride], ... in that order in double (stride = CU_SUM_BLOCKS *
+// kThreads), each block's partial through block_sum's fixed shuffle tree;
+// then one block sums the partials (thread t: partials t, t + kThreads, ...
+// in order, then block_sum). The same bits every run, whatever else runs.
+// A float's square is exact in double.
+__global__ void k_sum_squares_part(double *part, const float *x, size_t n) {
+    __shared__ double red[kThreads / 32];
+    double acc = 0;
+    GRID_LOOP(i, n) {
+        double v = x[i];
+        acc += v * v;
+    }
+    acc = block_sum(acc, red);
+    if (threadIdx.x == 0) part[blockIdx.x] = acc;
+}
+
+__global__ void k_sum_squares_final(double *out, const double *part) {
+    __shared__ double red[kThreads / 32];
+    double acc = 0;
+    for (int i = threadIdx.x; i < CU_SUM_BLOCKS; i += kThreads) acc += part[i];
+    acc = block_sum(acc, red);
+    if (threadIdx.x == 0) *out = acc;
+}
+
+// optim.c's grad_scale: g[j] *= f, one rounding (no contraction to worry
+// about, but __fmul_rn says so).
+__global__ void k_scale(float *x, float f, size_t n) {
+    GRID_LOOP(i, n) x[i] = __fmul_rn(x[i], f);
+}
+
 } // namespace
 
 extern "C" {
+
+cudaError_t cu_sum_squares(double *work, const float *x, size_t n, cudaStream_t st) {
+    if (n) {
+        k_sum_squares_part<<<CU_SUM_BLOCKS, kThreads, 0, st>>>(work, x, n);
+        k_sum_squares_final<<<1, kThreads, 0, st>>>(work + CU_SUM_BLOCKS, work);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t cu_scale(float *x, float f, size_t n, cudaStream_t st) {
+    if (n) k_scale<<<blocks_for(n), kThreads, 0, st>>>(x, f, n);
+    return cudaGetLastError();
+}
 
 cudaError_t cu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                                 const float *rstd, int n, int d, cudaStream_t st) {

@@ -190,7 +190,7 @@ void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, 
 void layer_backward(const layer_pass *p, const layer_acts *a, const float *x_in, const layer_grad_scratch *s) {
     const backend *be = p->be;
     const model_config *c = &p->m->cfg;
-    const layer_params w = model_layer(&p->m->w, c, p->layer);
+    const layer_params w = model_layer_weights(p->m, p->layer);
     const layer_params none = {0};
     const layer_params g = p->grad ? model_layer(p->grad, c, p->layer) : none;
     int R = p->n_rows, d = c->dim, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;

@@ -123,6 +123,11 @@ const char *model_weights_describe(const model *m, char *buf, size_t size);
  * be's memory. m->w stays as it was. The model must not be packed. */
 int model_to_backend(model *m, const backend *be, gerr *e);
 void model_dev_free(model *m);
+/* After an optimizer step on the device: m->dev's copies made again from
+ * params, the model's floats in params_memory's layout in the device's
+ * memory (matrices through the backend's weight_refresh, vectors copied).
+ * Ordered with the backend's ops; failures come out of its sync. */
+void model_dev_refresh(model *m, const float *params);
 
 /* Sizes every parameter tensor from m->cfg and allocates the one buffer
  * (zeroed), pointing m->w into it. For loaders and tests. */
@@ -153,9 +158,8 @@ int kv_cache_init(kv_cache *c, const model_config *cfg, int n_seqs, int max_len,
 /* The same in a device backend's memory (be NULL or without memory
  * entries: the host's, as kv_cache_init). */
 int kv_cache_init_on(kv_cache *c, const backend *be, const model_config *cfg, int n_seqs, int max_len, gerr *e);
-/* The same with the element format fmt. A device backend's attention reads
- * fp32 alone: on one the cache is KV_F32 whatever fmt asks (c->fmt says
- * what was made). */
+/* The same with the element format fmt, on the host or on a device (the
+ * CUDA attention reads either). */
 int kv_cache_init_as(kv_cache *c, const backend *be, const model_config *cfg, int n_seqs, int max_len, kv_format fmt,
                      gerr *e);
 /* Copies positions [0, n_positions) of every layer from src_seq to dst_seq

@@ -38,39 +38,71 @@ static int put_matrix(model_dev *d, float **dst, const float *src, size_t rows, 
     return rc ? rc : keep(d, *dst);
 }
 
-int model_to_backend(model *m, const backend *be, gerr *e) {
+/* Every tensor the forward reads on the device: where its copy's pointer
+ * is kept, its host floats (NULL: the model has none), its shape (cols 0:
+ * a vector of rows floats, kept in fp32; else a matrix in the backend's
+ * format). Returns the count (3 + 14 per layer); fills out when not NULL. */
+typedef struct {
+    float **dst;
+    const float *src;
+    size_t rows, cols;
+} dev_tensor;
+
+static size_t dev_tensors(const model *m, model_dev *d, dev_tensor *out) {
     const model_config *c = &m->cfg;
+    size_t L = (size_t)c->n_layers, d_ = (size_t)c->dim, hd = (size_t)c->head_dim, hid = (size_t)c->hidden_dim;
+    size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd, V = (size_t)c->vocab_size, n = 0;
+#define PUT(d_ptr, s_ptr, r, k) (out ? (void)(out[n] = (dev_tensor){(d_ptr), (s_ptr), (r), (k)}) : (void)0, n++)
+    PUT(&d->tok_embd, m->w.tok_embd, V * d_, 0);
+    PUT(&d->out_norm, m->w.out_norm, d_, 0);
+    PUT(&d->lm_head, m->w.lm_head, V, d_); /* a classifier has none */
+    for (size_t l = 0; l < L; l++) {
+        layer_params h = model_layer(&m->w, c, (int)l), *o = &d->layers[l];
+        PUT(&o->attn_norm, h.attn_norm, d_, 0), PUT(&o->bq, h.bq, qd, 0), PUT(&o->bk, h.bk, kvd, 0);
+        PUT(&o->bv, h.bv, kvd, 0), PUT(&o->q_norm, h.q_norm, hd, 0), PUT(&o->k_norm, h.k_norm, hd, 0);
+        PUT(&o->ffn_norm, h.ffn_norm, d_, 0), PUT(&o->wq, h.wq, qd, d_), PUT(&o->wk, h.wk, kvd, d_);
+        PUT(&o->wv, h.wv, kvd, d_), PUT(&o->wo, h.wo, d_, qd), PUT(&o->w_gate, h.w_gate, hid, d_);
+        PUT(&o->w_up, h.w_up, hid, d_), PUT(&o->w_down, h.w_down, d_, hid);
+    }
+#undef PUT
+    return n;
+}
+
+int model_to_backend(model *m, const backend *be, gerr *e) {
     if (m->packed) return gerr_set(e, EX_SOFTWARE, "model_to_backend: the weights are packed for the CPU");
     if (!be->mem_alloc || !be->weight_upload)
         return gerr_set(e, EX_SOFTWARE, "backend %s keeps no memory of its own", be->name);
     model_dev *d = xcalloc(1, sizeof *d);
     d->be = be;
-    size_t L = (size_t)c->n_layers, d_ = (size_t)c->dim, hd = (size_t)c->head_dim, hid = (size_t)c->hidden_dim;
-    size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd, V = (size_t)c->vocab_size;
-    d->layers = xcalloc(L, sizeof *d->layers);
-    d->owned = xcalloc(14 * L + 3, sizeof *d->owned);
+    d->layers = xcalloc((size_t)m->cfg.n_layers, sizeof *d->layers);
+    size_t n = dev_tensors(m, d, NULL);
+    dev_tensor *t = xcalloc(n, sizeof *t);
+    dev_tensors(m, d, t);
+    d->owned = xcalloc(n, sizeof *d->owned);
     m->dev = d; /* model_dev_free undoes a partial copy */
-    int rc = put_vector(d, &d->tok_embd, m->w.tok_embd, V * d_, e);
-    if (!rc) rc = put_vector(d, &d->out_norm, m->w.out_norm, d_, e);
-    if (!rc && m->w.lm_head) rc = put_matrix(d, &d->lm_head, m->w.lm_head, V, d_, e); /* a classifier has none */
-    for (size_t l = 0; l < L && !rc; l++) {
-        layer_params h = model_layer(&m->w, c, (int)l), *o = &d->layers[l];
-        const struct {
-            float **dst;
-            const float *src;
-            size_t rows, cols; /* cols 0: a vector of rows */
-        } t[] = {
-            {&o->attn_norm, h.attn_norm, d_, 0}, {&o->bq, h.bq, qd, 0},       {&o->bk, h.bk, kvd, 0},
-            {&o->bv, h.bv, kvd, 0},              {&o->q_norm, h.q_norm, hd, 0}, {&o->k_norm, h.k_norm, hd, 0},
-            {&o->ffn_norm, h.ffn_norm, d_, 0},   {&o->wq, h.wq, qd, d_},      {&o->wk, h.wk, kvd, d_},
-            {&o->wv, h.wv, kvd, d_},             {&o->wo, h.wo, d_, qd},      {&o->w_gate, h.w_gate, hid, d_},
-            {&o->w_up, h.w_up, hid, d_},         {&o->w_down, h.w_down, d_, hid},
-        };
-        for (size_t i = 0; i < sizeof t / sizeof *t && !rc; i++)
-            rc = t[i].cols ? put_matrix(d, t[i].dst, t[i].src, t[i].rows, t[i].cols, e)
-                           : put_vector(d, t[i].dst, t[i].src, t[i].rows, e);
-    }
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = !t[i].src ? 0 /* left NULL */
+             : t[i].cols ? put_matrix(d, t[i].dst, t[i].src, t[i].rows, t[i].cols, e)
+                       : put_vector(d, t[i].dst, t[i].src, t[i].rows, e);
+    free(t);
     if (!rc) rc = be->sync(e);
     if (rc) model_dev_free(m);
     return rc;
+}
+
+void model_dev_refresh(model *m, const float *params) {
+    model_dev *d = m->dev;
+    size_t n = dev_tensors(m, d, NULL);
+    dev_tensor *t = xcalloc(n, sizeof *t);
+    dev_tensors(m, d, t);
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].src) continue;
+        const float *src = params + (t[i].src - m->params_memory);
+        if (t[i].cols)
+            d->be->weight_refresh(*t[i].dst, src, t[i].rows, t[i].cols);
+        else
+            d->be->mem_copy(*t[i].dst, src, t[i].rows * sizeof(float));
+    }
+    free(t);
 }

@@ -73,6 +73,17 @@ typedef struct backend {
     void (*adamw_update)(const adamw_consts *k, float *param, const float *grad, float *m, float *v, size_t n);
     void (*sgd_update)(float keep, float neg_lr, float *param, const float *grad, size_t n);
 
+    /* Training on a device (NULL on the CPU, whose gradients lib/train/optim.c
+     * reads in host memory): the sum of x[i]^2 over n floats in double (the
+     * gradient norm's square; it waits for the ops before it, and a failed
+     * device returns NaN, sync says why); x *= f as float multiplies
+     * (clipping, as optim.c's grad_scale); and a matrix weight_upload made
+     * refreshed from fp32 rows [rows, cols] in the backend's own memory
+     * (its weights after an optimizer step). */
+    double (*sum_squares)(const float *x, size_t n);
+    void (*scale_inplace)(float *x, float f, size_t n);
+    void (*weight_refresh)(float *w, const float *src, size_t rows, size_t cols);
+
     /* Memory: NULL in the CPU backend, whose memory is the host's. */
     int (*mem_alloc)(void **p, size_t bytes, gerr *e);
     void (*mem_free)(void *p);

@@ -21,7 +21,7 @@ typedef struct {
     bool cache_ready, scratch_ready;
     /* The KV cache's element format, read by the first runner_reserve:
      * KV_F32 after runner_open; KV_BF16 halves the bytes decode attention
-     * reads (ops.h). A device backend's cache stays fp32. */
+     * reads (ops.h), on the CPU and on a device alike. */
     kv_format kv_fmt;
 } model_runner;
 

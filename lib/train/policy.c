@@ -113,7 +113,7 @@ static int state_compute(const train_state *s, const update_opts *o, const char 
     return 0;
 }
 
-int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, gerr *e) {
+int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, bool device, gerr *e) {
     memset(p, 0, sizeof *p);
     int rc = model_load_adapter(o->model, &p->m, &p->l, &p->has_lora, e);
     if (rc) return rc;
@@ -139,10 +139,12 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
     sb_printf(&sp, "%s/grpo/state.json", o->model);
     bool resumed = file_exists(sp.data);
     p->seed = o->seed;
-    /* auto: bf16 where this CPU has AVX-512 BF16 (a run started so keeps it, as
-     * state_compute says; ranks that resolve it differently disagree on the
-     * flags and stop with 64) */
-    bool bf16 = !strcmp(o->compute, "bf16") || (!strcmp(o->compute, "auto") && backend_cpu_bf16());
+    /* auto, and on a device --compute left out: bf16 on a device and where
+     * this CPU has AVX-512 BF16 (a run started so keeps it, as
+     * state_compute says; ranks that resolve it differently disagree on
+     * the flags and stop with 64) */
+    bool bf16 = !strcmp(o->compute, "bf16") || (!strcmp(o->compute, "auto") && (device || backend_cpu_bf16())) ||
+                (device && !o->compute_given);
     p->compute = bf16 ? "bf16" : "f32";
     if (resumed) {
         train_state s;
@@ -154,6 +156,9 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
         p->step = s.step, p->next_index = s.next_index;
         if (!o->seed_given) p->seed = s.seed;
         rc = state_compute(&s, o, sp.data, &p->compute, e);
+        if (!rc && device && !strcmp(p->compute, "f32"))
+            rc = gerr_set(e, EX_USAGE, "--device: %s was trained with --compute f32, and a device computes bf16 products; continue it with --device cpu",
+                          o->model);
         if (!rc && !o->ref && !p->has_lora) rc = state_ref(&s, o->model, sp.data, c->loss.beta > 0, &p->ref_path, e);
         state_free(&s);
         if (rc) {
@@ -163,6 +168,10 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
         }
     }
     sb_free(&sp);
+    if (device && !strcmp(p->compute, "f32")) {
+        policy_free(p);
+        return gerr_set(e, EX_USAGE, "--compute f32 on a device: its products are bf16 with float32 sums (--compute bf16 or auto)");
+    }
     if (fresh_adapter) lora_init(&p->l, (uint64_t)p->seed);
     if (o->ref) {
         free(p->ref_path);
@@ -217,7 +226,51 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
     return rc;
 }
 
+/* n floats of src (host) into a new buffer in be's memory. */
+static int put_floats(const backend *be, float **dst, const float *src, size_t n, gerr *e) {
+    void *q = NULL;
+    int rc = be->mem_alloc(&q, (n ? n : 1) * sizeof(float), e);
+    if (rc) return rc;
+    *dst = q;
+    return n ? be->mem_upload(q, src, n * sizeof(float), e) : 0;
+}
+
+int policy_to_device(policy *p, const backend *be, gerr *e) {
+    if (p->bounds) return gerr_set(e, EX_USAGE, "--zero 1 on a device: the optimizer state is sharded on the host only");
+    p->dev = be;
+    int rc = model_to_backend(&p->m, be, e);
+    if (!rc) rc = put_floats(be, &p->params_dev, p->params, p->n_trained, e);
+    if (!rc && p->exp_avg) rc = put_floats(be, &p->exp_avg_dev, p->exp_avg, p->n_trained, e);
+    if (!rc && p->exp_avg_sq) rc = put_floats(be, &p->exp_avg_sq_dev, p->exp_avg_sq, p->n_trained, e);
+    if (rc || !p->has_lora) return rc;
+    /* the same adapter with every factor at its place in params_dev */
+    p->l_dev = p->l;
+    p->l_dev.memory = p->params_dev;
+    for (int t = 0; t < LORA_N_TARGETS; t++) {
+        if (p->l.a[t]) p->l_dev.a[t] = p->params_dev + (p->l.a[t] - p->l.memory);
+        if (p->l.b[t]) p->l_dev.b[t] = p->params_dev + (p->l.b[t] - p->l.memory);
+    }
+    return 0;
+}
+
+lora *policy_lora(policy *p) { return !p->has_lora ? NULL : p->dev ? &p->l_dev : &p->l; }
+
+int policy_download(policy *p, gerr *e) {
+    if (!p->dev) return 0;
+    const backend *be = p->dev;
+    size_t bytes = p->n_trained * sizeof(float);
+    int rc = be->mem_download(p->params, p->params_dev, bytes, e);
+    if (!rc && p->exp_avg_dev) rc = be->mem_download(p->exp_avg, p->exp_avg_dev, bytes, e);
+    if (!rc && p->exp_avg_sq_dev) rc = be->mem_download(p->exp_avg_sq, p->exp_avg_sq_dev, bytes, e);
+    return rc;
+}
+
 void policy_free(policy *p) {
+    if (p->dev) {
+        float *bufs[] = {p->params_dev, p->exp_avg_dev, p->exp_avg_sq_dev};
+        for (size_t i = 0; i < 3; i++)
+            if (bufs[i]) p->dev->mem_free(bufs[i]);
+    }
     model_free(&p->m);
     if (p->has_lora) lora_free(&p->l);
     free(p->exp_avg), free(p->exp_avg_sq), free(p->ref_path), free(p->bounds);
@@ -233,24 +286,48 @@ static bool decays(int param) {
  * decay is per tensor); the moments hold lo .. hi-1 of the flat state. */
 static void step_range(policy *p, trainer *t, const update_config *c, long step_t, double lr, size_t lo, size_t hi) {
     const backend *be = model_backend(t->m);
-    float *m = p->exp_avg, *v = p->exp_avg_sq;
+    float *m = p->dev ? p->exp_avg_dev : p->exp_avg, *v = p->dev ? p->exp_avg_sq_dev : p->exp_avg_sq;
+    float *params = p->dev ? p->params_dev : p->params;
     if (p->has_lora) { /* every factor is a matrix: all decay */
         if (hi > lo)
-            optim_step(be, &c->optim, step_t, lr, p->params + lo, t->grad + lo, m, v, hi - lo, true);
+            optim_step(be, &c->optim, step_t, lr, params + lo, t->grad + lo, m, v, hi - lo, true);
         return;
     }
     size_t off = 0;
     for (int i = 0; i < MODEL_N_PARAMS; i++) {
         size_t end = off + p->m.param_sizes[i], a = off > lo ? off : lo, b = end < hi ? end : hi;
         if (b > a)
-            optim_step(be, &c->optim, step_t, lr, p->params + a, t->grad + a, m ? m + (a - p->lo) : NULL,
+            optim_step(be, &c->optim, step_t, lr, params + a, t->grad + a, m ? m + (a - p->lo) : NULL,
                        v ? v + (a - p->lo) : NULL, b - a, decays(i));
         off = end;
     }
 }
 
+/* policy_step on a device: one process (under MPI the ranks reduce host
+ * memory; NCCL is not built), the norm summed there, the weights the ops
+ * read refreshed from the new floats. */
+static int step_on_device(policy *p, trainer *t, const update_config *c, double *grad_norm, double *lr, gerr *e) {
+    const backend *be = p->dev;
+    double sq = be->sum_squares(t->grad, p->n_trained);
+    int rc = be->sync(e);
+    if (rc) return rc;
+    *grad_norm = sqrt(sq);
+    if (!isfinite(*grad_norm))
+        return gerr_set(e, EX_DATAERR, "step %lld: the gradient is not finite (norm %g); nothing written", p->step + 1,
+                        *grad_norm);
+    double scale = grad_clip_scale(*grad_norm, c->optim.max_grad_norm);
+    if (scale != 1.0) be->scale_inplace(t->grad, (float)scale, p->n_trained); /* as grad_scale: a float factor */
+    *lr = optim_lr_at(&c->optim, p->step);
+    step_range(p, t, c, (long)p->step + 1, *lr, 0, p->n_trained);
+    if (!p->has_lora) model_dev_refresh(&p->m, p->params_dev);
+    if ((rc = be->sync(e))) return rc;
+    p->step++;
+    return 0;
+}
+
 int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
                 gerr *e) {
+    if (p->dev) return step_on_device(p, t, c, grad_norm, lr, e);
     /* the gradient summed over ranks: whole on every rank, or with ZeRO-1
      * only this rank's slice (the same bytes on the wire, in two halves) */
     int rc;

@@ -35,6 +35,15 @@ struct trainer_acts {
     float *xraw, *xf, *rstd_f, *logits;
     layer_grad_scratch gs;
     float *dxf, *xdrop, *out_tmp;
+    float *lse_head; /* [TRAIN_HEAD_CHUNK]: the backward's chunk of log-sum-exps */
+    /* On a device (the model's backend keeps memory of its own, lib/ops/
+     * backend.h): the head's outputs and the backward's inputs, [max_targets]
+     * each, copied from and to the caller's host arrays. NULL on the CPU,
+     * which reads and writes the caller's arrays in place. */
+    float *logp_dev, *ent_dev, *dlogp_dev, *dent_dev, *ent_in_dev;
+    bool on_device;
+    gerr err; /* the first failure of a copy to or from the device (trainer_check) */
+    const backend *mem_be; /* whose memory mem and the gradients are */
     attn_workspace ws;
 };
 
@@ -47,6 +56,24 @@ static float *take(arena *a, size_t n) {
     float *p = a->base ? a->base + a->used : NULL;
     a->used += n;
     return p;
+}
+
+/* n zeroed floats in be's memory: prefaulted host memory on the CPU
+ * (bigmem.h), the device's otherwise. NULL when out of memory (on a device
+ * e says why). */
+static float *alloc_floats(const backend *be, size_t n, gerr *e) {
+    if (!be->mem_alloc) return big_calloc(n ? n : 1, sizeof(float));
+    void *p = NULL;
+    if (be->mem_alloc(&p, (n ? n : 1) * sizeof(float), e)) return NULL;
+    be->mem_zero(p, n * sizeof(float));
+    return p;
+}
+
+static void free_floats(const backend *be, float *p) {
+    if (p && be->mem_free)
+        be->mem_free(p);
+    else
+        free(p);
 }
 
 static int n_threads_now(void) {
@@ -99,6 +126,12 @@ static void carve(arena *a, trainer *t, trainer_acts *ac) {
     ac->cos_t = take(a, R * c->head_dim / 2), ac->sin_t = take(a, R * c->head_dim / 2);
     ac->xraw = take(a, T * d), ac->xf = take(a, T * d), ac->rstd_f = take(a, T);
     ac->logits = take(a, (size_t)TRAIN_HEAD_CHUNK * c->vocab_size);
+    ac->lse_head = take(a, TRAIN_HEAD_CHUNK);
+    if (ac->on_device) {
+        ac->logp_dev = take(a, T), ac->ent_dev = take(a, T);
+        if (t->mode != TRAINER_INFER)
+            ac->dlogp_dev = take(a, T), ac->dent_dev = take(a, T), ac->ent_in_dev = take(a, T);
+    }
     ac->out_tmp = take(a, R * d);
     size_t max_in = hid > qd ? hid : qd;
     max_in = max_in > d ? max_in : d;
@@ -152,6 +185,10 @@ static void point_grads(trainer *t) {
 
 int trainer_compute_backend(const char *compute, const model *m, const backend *cpu_bf16, const backend **be,
                             gerr *e) {
+    if (model_backend(m)->mem_alloc) { /* a device: its own products (policy_load refused f32) */
+        *be = model_backend(m);
+        return 0;
+    }
     if (!strcmp(compute, "f32")) {
         *be = model_backend(m);
         return 0;
@@ -174,7 +211,10 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     trainer_acts *ac = calloc(1, sizeof *ac);
     if (!ac) return gerr_set(e, EX_SOFTWARE, "out of memory for the trainer");
     t->acts = ac;
-    ac->ws.n_threads = n_threads_now();
+    ac->mem_be = t->be;
+    ac->on_device = t->be->mem_alloc != NULL;
+    /* the CPU's attention takes a scratch per thread; a device's none */
+    ac->ws.n_threads = ac->on_device ? 1 : n_threads_now();
     ac->ws.stride = attn_workspace_floats(&m->cfg, max_len);
     ac->layer = calloc((size_t)m->cfg.n_layers, sizeof *ac->layer);
     ac->x_in = calloc((size_t)m->cfg.n_layers, sizeof *ac->x_in);
@@ -190,12 +230,15 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     arena a = {NULL, 0};
     carve(&a, t, ac);
     ac->n_floats = a.used;
-    ac->mem = big_calloc(a.used, sizeof(float)); /* prefaulted: see bigmem.h */
     t->n_grad = mode == TRAINER_FULL ? m->n_params : mode == TRAINER_LORA ? l->n_params : 0;
-    t->grad = t->n_grad ? big_calloc(t->n_grad, sizeof(float)) : NULL;
-    if (!ac->layer || !ac->x_in || !ac->ws.tasks || !ac->row_pos || !ac->row_kv || !ac->row_key || !ac->row_tok || !ac->vrow || !ac->own || !ac->target_row ||
-        !ac->target_tok || !ac->mem || (t->n_grad && !t->grad)) {
+    bool host_ok = ac->layer && ac->x_in && ac->ws.tasks && ac->row_pos && ac->row_kv && ac->row_key && ac->row_tok &&
+                   ac->vrow && ac->own && ac->target_row && ac->target_tok;
+    if (host_ok) ac->mem = alloc_floats(t->be, a.used, e);
+    if (host_ok && ac->mem && t->n_grad) t->grad = alloc_floats(t->be, t->n_grad, e);
+    if (!host_ok || !ac->mem || (t->n_grad && !t->grad)) {
+        bool device_said = ac->on_device && host_ok;
         trainer_free(t);
+        if (device_said) return e->code;
         return gerr_set(e, EX_SOFTWARE, "out of memory for training activations (%.0f MiB; try --micro-batch smaller or --recompute)",
                         (double)a.used * 4 / 1048576);
     }
@@ -208,7 +251,8 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
 void trainer_free(trainer *t) {
     trainer_acts *ac = t->acts;
     if (ac) {
-        free(ac->mem);
+        free_floats(ac->mem_be, t->grad);
+        free_floats(ac->mem_be, ac->mem);
         free(ac->layer);
         free(ac->x_in);
         free(ac->ws.tasks);
@@ -222,7 +266,6 @@ void trainer_free(trainer *t) {
         free(ac->target_tok);
         free(ac);
     }
-    free(t->grad);
     memset(t, 0, sizeof *t);
 }
 
@@ -232,6 +275,31 @@ size_t trainer_bytes(const trainer *t) { return (t->acts->n_floats + t->n_grad) 
 
 void trainer_zero_grad(trainer *t) {
     if (t->grad) backend_zero(t->be, t->grad, t->n_grad * sizeof(float));
+}
+
+/* The weights outside the layers as the ops read them: on the model's
+ * device after model_to_backend (lib/model/layer.h), else the host's. */
+static const float *embeddings(const model *m) { return m->dev ? m->dev->tok_embd : m->w.tok_embd; }
+static const float *final_norm(const model *m) { return m->dev ? m->dev->out_norm : m->w.out_norm; }
+static const float *head_weights(const model *m) { return m->dev ? m->dev->lm_head : m->w.lm_head; }
+
+/* Copies between the caller's host arrays and the device's; on failure the
+ * first is kept for trainer_check. */
+static void download(trainer_acts *ac, float *host, const float *dev, size_t n) {
+    if (!ac->err.code) ac->mem_be->mem_download(host, dev, n * sizeof *host, &ac->err);
+}
+static const float *upload(trainer_acts *ac, float *dev, const float *host, size_t n) {
+    if (!ac->err.code) ac->mem_be->mem_upload(dev, host, n * sizeof *host, &ac->err);
+    return dev;
+}
+
+int trainer_check(trainer *t, gerr *e) {
+    trainer_acts *ac = t->acts;
+    if (ac->err.code) {
+        *e = ac->err;
+        return e->code;
+    }
+    return ac->on_device ? ac->mem_be->sync(e) : 0;
 }
 
 /* Whether a pass applies LoRA dropout: its masks are keyed per sequence, so
@@ -309,7 +377,7 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
     ac->share.n_virtual = n_shared ? Rv : 0;
     ac->share.vrow = ac->vrow, ac->share.own = ac->own;
     for (int r = 0; r < R; r++) assert(ac->row_tok[r] >= 0 && ac->row_tok[r] < m->cfg.vocab_size);
-    be->gather_rows(ac->x_in[0], m->w.tok_embd, ac->row_tok, R, d);
+    be->gather_rows(ac->x_in[0], embeddings(m), ac->row_tok, R, d);
     be->rope_cos_sin(ac->cos_t, ac->sin_t, m->inv_freq, m->cfg.head_dim / 2, ac->row_pos, R);
 }
 
@@ -347,7 +415,7 @@ static void head_chunk(const trainer *t, int j0, int n, float temperature, float
     const backend *be = t->be;
     const trainer_acts *ac = t->acts;
     int V = m->cfg.vocab_size, d = m->cfg.dim;
-    be->matmul_forward(ac->logits, ac->xf + (size_t)j0 * d, m->w.lm_head, NULL, n, d, V);
+    be->matmul_forward(ac->logits, ac->xf + (size_t)j0 * d, head_weights(m), NULL, n, d, V);
     be->head_logsoftmax(ac->logits, n, V, 1.0f / temperature, ac->target_tok + j0, logp ? logp + j0 : NULL,
                         entropy ? entropy + j0 : NULL, lse_out);
 }
@@ -371,10 +439,16 @@ void trainer_forward(trainer *t, const train_batch *b, float temperature, bool k
     }
     int n_t = train_batch_targets(b);
     be->gather_rows(ac->xraw, ac->x_final, ac->target_row, n_t, d);
-    be->rmsnorm_forward(ac->xf, ac->rstd_f, ac->xraw, t->m->w.out_norm, n_t, d, c->norm_eps);
+    be->rmsnorm_forward(ac->xf, ac->rstd_f, ac->xraw, final_norm(t->m), n_t, d, c->norm_eps);
+    /* on a device the head writes its own buffers, copied back at the end */
+    float *lp = ac->on_device ? ac->logp_dev : logp, *en = entropy && ac->on_device ? ac->ent_dev : entropy;
     for (int j0 = 0; j0 < n_t; j0 += TRAIN_HEAD_CHUNK) {
         int n = n_t - j0 < TRAIN_HEAD_CHUNK ? n_t - j0 : TRAIN_HEAD_CHUNK;
-        head_chunk(t, j0, n, temperature, logp, entropy, NULL);
+        head_chunk(t, j0, n, temperature, lp, en, NULL);
+    }
+    if (ac->on_device) {
+        download(ac, logp, lp, (size_t)n_t);
+        if (entropy) download(ac, entropy, en, (size_t)n_t);
     }
 }
 
@@ -390,20 +464,30 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
     layer_pass p = batch_pass(t, b, false, true);
     if (full) p.grad = &t->g;
 
+    /* the loss's gradients where the ops read them */
+    if (ac->on_device) {
+        dlogp = upload(ac, ac->dlogp_dev, dlogp, (size_t)n_t);
+        if (dentropy) {
+            dentropy = upload(ac, ac->dent_dev, dentropy, (size_t)n_t);
+            entropy = upload(ac, ac->ent_in_dev, entropy, (size_t)n_t);
+        }
+    }
+    const float *w_head = head_weights(m);
+
     /* LM head, chunk by chunk: d logp_j / d z_v = (onehot - softmax) / T */
     backend_zero(be, ac->gs.dx, (size_t)R * d * sizeof(float));
-    float lse[TRAIN_HEAD_CHUNK];
+    float *lse = ac->lse_head;
     float *dxraw = ac->gs.dtmp; /* [n_t, d]: every target row is a batch row, so n_t < R */
     for (int j0 = 0; j0 < n_t; j0 += TRAIN_HEAD_CHUNK) {
         int n = n_t - j0 < TRAIN_HEAD_CHUNK ? n_t - j0 : TRAIN_HEAD_CHUNK;
         head_chunk(t, j0, n, temperature, NULL, NULL, lse);
         be->head_logsoftmax_backward(ac->logits, n, V, 1.0f / temperature, ac->target_tok + j0, dlogp + j0, lse,
                                      dentropy ? dentropy + j0 : NULL, dentropy ? entropy + j0 : NULL);
-        be->matmul_backward(ac->dxf, full ? t->g.lm_head : NULL, NULL, ac->logits, ac->xf + (size_t)j0 * d,
-                            m->w.lm_head, n, d, V, false);
+        be->matmul_backward(ac->dxf, full ? t->g.lm_head : NULL, NULL, ac->logits, ac->xf + (size_t)j0 * d, w_head, n,
+                            d, V, false);
         backend_copy(be, dxraw + (size_t)j0 * d, ac->dxf, (size_t)n * d * sizeof(float));
     }
-    be->rmsnorm_backward(dxraw, full ? t->g.out_norm : NULL, dxraw, ac->xraw, m->w.out_norm, ac->rstd_f, n_t, d);
+    be->rmsnorm_backward(dxraw, full ? t->g.out_norm : NULL, dxraw, ac->xraw, final_norm(m), ac->rstd_f, n_t, d);
     be->scatter_add_rows(ac->gs.dx, dxraw, ac->target_row, n_t, d);
 
     for (int l = L - 1; l >= 0; l--) {

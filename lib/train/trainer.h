@@ -84,11 +84,17 @@ typedef struct {
 /* The backend of grpo-update --compute C: "f32" the model's, "bf16"
  * cpu_bf16 (backend_cpu_bf16(); NULL where the CPU lacks AVX-512 BF16:
  * EX_UNAVAILABLE, for this machine cannot run what was asked, however
- * well-formed). Anything else is EX_USAGE. */
+ * well-formed). Anything else is EX_USAGE. A model on a device runs on its
+ * device whatever C (its products are bf16 with float32 sums). */
 int trainer_compute_backend(const char *compute, const model *m, const backend *cpu_bf16, const backend **be,
                             gerr *e);
 
-/* Sizes every buffer for batches of at most max_rows rows (of which at most
+/* Activations and gradients are in the memory of the model's backend
+ * (model_backend(m): the host, or a device after model_to_backend), where
+ * the ops run; logp, entropy and the backward's dlogp/dentropy stay the
+ * caller's host arrays, copied to and from the device as needed. With
+ * TRAINER_LORA on a device, l's factors (l->memory) must be in the device's
+ * memory too. Sizes every buffer for batches of at most max_rows rows (of which at most
  * max_computed are computed, shared prompts counted once: train_batch_rows;
  * 0 = max_rows), max_len per sequence and max_targets completion tokens. l is the adapter for
  * TRAINER_LORA (it may also be given with TRAINER_INFER: then the adapter is
@@ -102,6 +108,11 @@ int trainer_rows(const trainer *t);
 /* Bytes of activations, scratch and gradients the trainer holds. */
 size_t trainer_bytes(const trainer *t);
 void trainer_zero_grad(trainer *t);
+
+/* The first failure of the passes since the last check: a device op's (its
+ * backend's sync) or a copy's; 0 on the CPU, where nothing fails. logp and
+ * entropy of a failed trainer_forward are not to be used. */
+int trainer_check(trainer *t, gerr *e);
 
 /* logp[targets] (and entropy[targets] when not NULL) of the batch's
  * completion tokens. keep: store what trainer_backward needs (not in

@@ -16,6 +16,7 @@
 #include "../dist/dist.h"
 #include "../dist/shard.h"
 #include "../ops/blas.h"
+#include "../runner/device.h"
 #include "../model/lora.h"
 #include "../model/model.h"
 #include "../util/clock.h"
@@ -125,7 +126,6 @@ static int check_loss_extras(const update_opts *o, loss_opts *l, gerr *e) {
 static int check_opts(const update_opts *o, update_config *c, gerr *e) {
     if (!o->model) return gerr_set(e, EX_USAGE, "--model is required");
     if (!o->out) return gerr_set(e, EX_USAGE, "--out is required");
-    if (strcmp(o->device, "cpu")) return gerr_set(e, EX_USAGE, "--device %s: this build has the CPU path only", o->device);
     if (strcmp(o->compute, "f32") && strcmp(o->compute, "bf16") && strcmp(o->compute, "auto"))
         return gerr_set(e, EX_USAGE, "--compute: expected f32, bf16 or auto, got '%s'", o->compute);
     c->optim = o->optim;
@@ -194,12 +194,12 @@ static int reference_pass(trainer *t, const policy *pol, const update_opts *o, c
                           float *ref_logp, gerr *e) {
     if (pol->has_lora) {
         logp_pass(t, b, o->micro_batch, temp, true, ref_logp, NULL);
-        return 0;
+        return trainer_check(t, e);
     }
     if (!strcmp(pol->ref_path, o->model)) {
         /* step 0 of a run: the reference is the policy as loaded, no second copy needed */
         logp_pass(t, b, o->micro_batch, temp, false, ref_logp, NULL);
-        return 0;
+        return trainer_check(t, e);
     }
     micro_size z = micro_sizes(b, o->micro_batch, true); /* a forward only: prompts shared */
     model ref_m;
@@ -208,10 +208,13 @@ static int reference_pass(trainer *t, const policy *pol, const update_opts *o, c
     if (rc) return rc;
     if (ref_m.cfg.vocab_size != pol->m.cfg.vocab_size || ref_m.n_params != pol->m.n_params)
         rc = gerr_set(e, EX_DATAERR, "--ref %s: not the same architecture and shape as the policy", pol->ref_path);
-    else if (!(rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, z.rows, z.computed,
+    else if (pol->dev)
+        rc = model_to_backend(&ref_m, pol->dev, e); /* beside the policy, for this pass only */
+    if (!rc && !(rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, z.rows, z.computed,
                                  b->max_len > 0 ? b->max_len : 1, z.targets, e))) {
         ref_t.be = t->be; /* the policy's --compute */
         logp_pass(&ref_t, b, o->micro_batch, temp, false, ref_logp, NULL);
+        rc = trainer_check(&ref_t, e);
     }
     trainer_free(&ref_t);
     model_free(&ref_m);
@@ -234,13 +237,20 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     if (o->threads > 0) blas_set_threads((int)o->threads);
     else if (dist_default_threads(d) > 0) blas_set_threads(dist_default_threads(d));
     blas_setup_threads();
+    const backend *dev = o->backend;
+    if (!dev && (rc = dist_agree(d, device_select("--device", o->device, &dev, e), e))) return rc;
+    if (dev && d->size > 1) {
+        rc = dist_agree(d, gerr_set(e, EX_USAGE, "--device %s under mpirun/srun: the ranks reduce host memory only (NCCL is not built yet); use --device cpu", dev->name), e);
+        goto out_device;
+    }
 
     /* the policy: weights, adapter, and state when it is our checkpoint */
     policy pol;
-    int loaded = policy_load(&pol, o, &cfg, d, e); /* frees what it loaded when it fails */
+    int loaded = policy_load(&pol, o, &cfg, d, dev != NULL, e); /* frees what it loaded when it fails */
+    if (!loaded && dev) loaded = policy_to_device(&pol, dev, e);
     if ((rc = dist_agree(d, loaded, e))) {
-        if (!loaded) policy_free(&pol);
-        return rc;
+        policy_free(&pol); /* a policy that failed to load is zeroed */
+        goto out_device;
     }
     const model *m = &pol.m;
     const backend *be;
@@ -296,7 +306,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     micro_size z = micro_sizes(b, o->micro_batch, !(pol.has_lora && pol.l.dropout > 0));
     trainer t = {0};
     rc = dist_agree(d,
-                    trainer_init(&t, m, pol.has_lora ? &pol.l : NULL, pol.has_lora ? TRAINER_LORA : TRAINER_FULL,
+                    trainer_init(&t, m, policy_lora(&pol), pol.has_lora ? TRAINER_LORA : TRAINER_FULL,
                                  o->recompute, z.rows, z.computed, b->max_len > 0 ? b->max_len : 1, z.targets, e),
                     e);
     if (rc) {
@@ -320,6 +330,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     if (o->recompute_old || cfg.loss.is_level != IS_OFF) {
         old = xmalloc(sizeof(float) * n_alloc);
         logp_pass(&t, b, o->micro_batch, temp, false, old, NULL);
+        if ((rc = dist_agree(d, trainer_check(&t, e), e))) goto out_train;
     }
     bool gated = cfg.loss.top_entropy_quantile < 1;
     if (gated) gate = xmalloc(sizeof(float) * n_alloc);
@@ -336,6 +347,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
          * the same weights (a forward without dropout; logp is overwritten below) */
         if (gated) {
             logp_pass(&t, b, o->micro_batch, temp, false, logp, gate);
+            if ((rc = dist_agree(d, trainer_check(&t, e), e))) goto out_lines;
             if ((rc = global_threshold(d, gate, n_t, lb.n_tokens, cfg.loss.top_entropy_quantile,
                                        &lb.entropy_threshold, e)))
                 goto out_lines;
@@ -344,6 +356,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
             int ns = next_micro(b, s0, o->micro_batch, &tb, mstart);
             int o0 = b->tgt_start[s0];
             trainer_forward(&t, &tb, temp, true, false, logp + o0, ent + o0);
+            if ((rc = dist_agree(d, trainer_check(&t, e), e))) goto out_lines;
             for (int s = s0; s < s0 + ns; s++) {
                 int off = b->tgt_start[s];
                 loss_seq q = {b->tgt_start[s + 1] - off, logp + off, old + off, b->old_logp + off,
@@ -361,6 +374,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
         ml->seconds = now_seconds() - t0 + (it == 0 ? t0 - t_start : 0);
     }
     pol.next_index += o->iterations;
+    if ((rc = dist_agree(d, policy_download(&pol, e), e))) goto out_lines;
     if ((rc = policy_save(&pol, o, &cfg, d, all.sha256, e))) goto out_lines;
     if (o->metrics && d->rank == 0)
         for (long long it = 0; it < o->iterations && !rc; it++) rc = metrics_append(o->metrics, &lines[it], &all, e);
@@ -385,6 +399,8 @@ out_all:
     update_batch_free(&all);
 out_policy:
     policy_free(&pol);
+out_device:
+    if (dev && !o->backend) device_release(dev);
     return rc;
 }
 

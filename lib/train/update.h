@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../ops/backend.h"
 #include "../util/err.h"
 #include "loss.h"
 #include "optim.h"
@@ -37,7 +38,8 @@ typedef struct {
     bool seed_given, lora_given;
     long long threads;
     long long zero;               /* 1: ZeRO-1, AdamW state sharded across MPI ranks */
-    const char *device;
+    const char *device;           /* auto|cpu|cuda (lib/runner/device.h) */
+    const backend *backend;       /* not NULL: run on it, --device aside (the unit tests' fake device) */
     const char *compute;          /* f32|bf16|auto: the matrix products' operands */
     bool compute_given;
     bool progress;

@@ -33,6 +33,16 @@ typedef struct {
      * gathered, so params is always whole. */
     size_t lo, hi;
     size_t *bounds;
+    /* On a device (grpo-update --device cuda; NULL dev: the CPU): the
+     * trained floats and the AdamW moments in its memory, where the step
+     * runs; params, exp_avg and exp_avg_sq above are the host's copies,
+     * filled from these by policy_download before a save. The weights the
+     * ops read are m.dev (model_to_backend: bf16 matrices on CUDA),
+     * refreshed from params_dev after each step of a full fine-tune; with
+     * LoRA, l_dev is the adapter with its factors at params_dev. */
+    const backend *dev;
+    float *params_dev, *exp_avg_dev, *exp_avg_sq_dev;
+    lora l_dev;
     long long step, next_index, seed;
     const char *compute;  /* f32|bf16: --compute, or the checkpoint's when not given */
     char *ref_path;       /* the reference of a full fine-tune (NULL with LoRA) */
@@ -40,9 +50,18 @@ typedef struct {
 
 /* Loads --model: weights, adapter (continued, or made fresh with --lora-r),
  * and grpo/state.json + optimizer.safetensors when --model is our
- * checkpoint. */
-int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, gerr *e);
+ * checkpoint. device: it will train on a device (policy_to_device), whose
+ * products are bf16: --compute auto means bf16 there, f32 is refused. */
+int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, bool device, gerr *e);
 void policy_free(policy *p);
+/* Moves what trains onto the device be (a backend with memory of its own):
+ * the weights (model_to_backend), the trained floats and the moments. */
+int policy_to_device(policy *p, const backend *be, gerr *e);
+/* The adapter the trainer reads: l_dev on a device, else l. */
+lora *policy_lora(policy *p);
+/* The device's trained floats and moments copied back into params,
+ * exp_avg and exp_avg_sq (nothing on the CPU). */
+int policy_download(policy *p, gerr *e);
 /* One optimizer step from the accumulated gradients of t, summed over the
  * ranks first: global norm, clipping, the step at the schedule's learning
  * rate (each rank its slice, then gathered, with --zero 1). */

@@ -255,6 +255,106 @@ static void test_optimizer(void) {
     free(p), free(gr), free(m1), free(v1), free(q), free(hp), free(hm), free(hv), free(hq);
 }
 
+/* ---- the gradient norm, clipping and weight refresh (a device trainer's) ------------ */
+
+/* sum of x[i]^2 in double, compensated (Neumaier): a reference well inside
+ * the 1e-12 the device's order is held to */
+static double host_sum_squares(const float *x, size_t n) {
+    double s = 0, c = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)x[i] * x[i], t = s + v;
+        c += fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s;
+        s = t;
+    }
+    return s + c;
+}
+
+static void test_sum_squares(void) {
+    TEST("sum_squares: within 1e-12 of a host double sum (n = 0, 1, 1000, 5000003), the same bits twice with "
+         "other ops between, ordered after the ops before it");
+    NEED_DEVICE();
+    const size_t sizes[] = {0, 1, 1000, 5000003};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t n = sizes[k];
+        float *x = fl(n), *y = fl(1000);
+        rnd(x, n, 31 + k, 3), rnd(y, 1000, 41, 1);
+        double ref = host_sum_squares(x, n);
+        float *dx = dev(x, n), *dy = dev(y, 1000);
+        double s1 = be->sum_squares(dx, n);
+        be->scale_inplace(dy, 0.5f, 1000); /* other work on the stream between the two */
+        be->add_inplace(dy, dy, 1000);
+        double s2 = be->sum_squares(dx, n);
+        /* a scale by 2 just before it (exact: the sum becomes 4 times s1's) */
+        be->scale_inplace(dx, 2.0f, n);
+        double s4 = be->sum_squares(dx, n);
+        synced();
+        if (n == 0) {
+            CHECK(s1 == 0 && s2 == 0 && s4 == 0);
+        } else {
+            if (!(fabs(s1 - ref) <= 1e-12 * ref)) printf("#   n = %zu: %.17g vs %.17g\n", n, s1, ref);
+            CHECK(fabs(s1 - ref) <= 1e-12 * ref);
+            CHECK(s4 == 4 * s1);
+        }
+        CHECK(memcmp(&s1, &s2, sizeof s1) == 0);
+        FREE_DEV(dx, dy);
+        free(x), free(y);
+    }
+}
+
+static void test_scale_inplace(void) {
+    TEST("scale_inplace: the CPU's products (g[j] *= f), bit for bit, subnormals and zeros included");
+    NEED_DEVICE();
+    size_t n = 100003;
+    float *x = fl(n), f = 0.3719f;
+    rnd(x, n, 51, 2);
+    x[0] = 0, x[1] = -0.0f, x[2] = 1e-38f, x[3] = -3e-39f, x[4] = 3e38f, x[5] = 1e-45f;
+    float *dx = dev(x, n);
+    for (size_t i = 0; i < n; i++) x[i] *= f;
+    be->scale_inplace(dx, f, n);
+    synced();
+    float *h = host(dx, n);
+    CHECK(memcmp(h, x, n * sizeof *x) == 0);
+    FREE_DEV(dx);
+    free(x), free(h);
+}
+
+static void test_weight_refresh(void) {
+    TEST("weight_refresh from device fp32 rows: the bf16 bytes weight_upload makes of them (half.c's rounding), "
+         "and a matmul_forward through it the bytes of one through a fresh upload");
+    NEED_DEVICE();
+    int rows = 1536, cols = 576, n = 5;
+    size_t count = (size_t)rows * cols;
+    float *w0 = fl(count), *w1 = fl(count), *x = fl((size_t)n * cols);
+    rnd(w0, count, 61, 0.05f), rnd(w1, count, 62, 0.05f), rnd(x, (size_t)n * cols, 63, 2);
+    gerr e = {0};
+    float *ha = NULL, *hb = NULL;
+    CHECK_EQ_INT(be->weight_upload(&ha, w0, rows, cols, &e), 0); /* old data, then refreshed */
+    CHECK_EQ_INT(be->weight_upload(&hb, w1, rows, cols, &e), 0);
+    float *dw1 = dev(w1, count), *dx = dev(x, (size_t)n * cols), *ya = dev(NULL, (size_t)n * rows),
+          *yb = dev(NULL, (size_t)n * rows);
+    if (ha && hb) {
+        be->weight_refresh(ha, dw1, rows, cols);
+        be->matmul_forward(ya, dx, ha, NULL, n, cols, rows);
+        be->matmul_forward(yb, dx, hb, NULL, n, cols, rows);
+    }
+    synced();
+    uint16_t *ba = malloc(count * sizeof *ba), *bb = malloc(count * sizeof *bb), *ref = malloc(count * sizeof *ref);
+    if (!ba || !bb || !ref) abort();
+    memset(ba, 0xff, count * sizeof *ba), memset(bb, 0, count * sizeof *bb);
+    if (ha && hb && (be->mem_download(ba, ha, count * sizeof *ba, &e) || be->mem_download(bb, hb, count * sizeof *bb, &e))) {
+        printf("#   download: %s\n", e.msg);
+        CHECK(0);
+    }
+    f32_to_bf16_array(w1, ref, count);
+    CHECK(memcmp(ba, bb, count * sizeof *ba) == 0);
+    CHECK(memcmp(ba, ref, count * sizeof *ba) == 0);
+    float *ga = host(ya, (size_t)n * rows), *gb = host(yb, (size_t)n * rows);
+    CHECK(memcmp(ga, gb, (size_t)n * rows * sizeof *ga) == 0);
+    CHECK(!isnan(ga[0]));
+    FREE_DEV(ha, hb, dw1, dx, ya, yb);
+    free(w0), free(w1), free(x), free(ba), free(bb), free(ref), free(ga), free(gb);
+}
+
 /* ---- attention ------------------------------------------------------------------------ */
 
 /* With bf16, the cache holds bf16 (KV_BF16) on both sides: kv_write must
@@ -725,6 +825,9 @@ int main(void) {
     test_elementwise();
     test_train_rows();
     test_optimizer();
+    test_sum_squares();
+    test_scale_inplace();
+    test_weight_refresh();
     test_attention(false);
     test_attention(true);
     test_attention_backward();

@@ -1,0 +1,279 @@
+/* fake_device(): the CPU backend dressed as a device with memory of its own,
+ * so that CPU unit tests catch the two bugs a first GPU run hits: host code
+ * reading or writing device memory, and a host pointer passed to an op
+ * where device memory is expected.
+ *
+ * Its memory is host memory whose pointers carry bit 54 (a non-canonical,
+ * unmapped address on x86-64): a host dereference faults (SIGSEGV, or an
+ * AddressSanitizer SEGV report), and offsets into an allocation keep the
+ * tag. Every op checks its arguments as backend.h classes them (device
+ * memory tagged, host index arrays untagged), aborts with one line naming
+ * the op and the argument when one is wrong, and calls backend_cpu()'s op
+ * of the same name on the untagged pointers: results equal the CPU
+ * backend's bit for bit (weights stay fp32). Header only, for any test. */
+#ifndef GRPO_TEST_FAKE_DEVICE_H
+#define GRPO_TEST_FAKE_DEVICE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/backend.h"
+#include "train/optim.h"
+
+#define FAKE_DEVICE_TAG ((uintptr_t)1 << 54)
+
+static inline bool fake_device_tagged(const void *p) { return ((uintptr_t)p & FAKE_DEVICE_TAG) != 0; }
+
+static inline void fake_device_die(const char *op, const char *arg, const char *what) {
+    fprintf(stderr, "fake-device: %s: %s is %s\n", op, arg, what);
+    fflush(stderr);
+    abort();
+}
+
+/* A device-memory argument (NULL allowed), untagged for the CPU op. */
+static inline void *fake_device_dev(const char *op, const char *arg, const void *p) {
+    if (!p) return NULL;
+    if (!fake_device_tagged(p)) fake_device_die(op, arg, "a host pointer, given as device memory");
+    return (void *)((uintptr_t)p & ~FAKE_DEVICE_TAG);
+}
+
+/* A host-array argument (index arrays, inv_freq, adamw_consts): never device memory. */
+static inline const void *fake_device_host(const char *op, const char *arg, const void *p) {
+    if (p && fake_device_tagged(p)) fake_device_die(op, arg, "device memory, given as a host array");
+    return p;
+}
+
+/* In fd_NAME, the op's name is __func__ + 3. */
+#define FD_D(p) fake_device_dev(__func__ + 3, #p, (p))
+#define FD_H(p) fake_device_host(__func__ + 3, #p, (p))
+#define FD_CPU backend_cpu()
+
+/* kv_view's k and v are device memory, row_kv a host array. */
+static inline kv_view fake_device_kv(const char *op, const kv_view *kv) {
+    kv_view h = *kv;
+    h.k = fake_device_dev(op, "kv->k", kv->k);
+    h.v = fake_device_dev(op, "kv->v", kv->v);
+    h.row_kv = fake_device_host(op, "kv->row_kv", kv->row_kv);
+    return h;
+}
+
+/* attn_workspace's buf is device memory (tasks a host array). A device's
+ * scratch has no per-thread workspace (stride 0: its kernels keep their own
+ * state), so then the fake keeps its own for the call, for T positions;
+ * *own is what to free. */
+static inline attn_workspace fake_device_ws(const char *op, attn_workspace *ws, const model_config *cf, int T,
+                                            int n_rows, void **own) {
+    attn_workspace h = *ws;
+    h.buf = fake_device_dev(op, "ws->buf", ws->buf);
+    h.tasks = (int *)fake_device_host(op, "ws->tasks", ws->tasks);
+    if (h.n_threads < 1) h.n_threads = 1;
+    size_t stride = h.stride ? 0 : attn_workspace_floats(cf, T > 0 ? T : 1);
+    size_t n_tasks = h.tasks ? 0 : (size_t)(n_rows > 0 ? n_rows : 1) * (size_t)cf->n_kv_heads * 3;
+    *own = NULL;
+    if (stride || n_tasks) {
+        size_t floats = (size_t)h.n_threads * stride, bytes = floats * sizeof(float) + n_tasks * sizeof(int);
+        *own = calloc(1, bytes ? bytes : 1);
+        if (!*own) fake_device_die(op, "its attention workspace", "more memory than the host has");
+        if (stride) h.buf = *own, h.stride = stride;
+        if (n_tasks) h.tasks = (int *)(void *)((float *)*own + floats);
+    }
+    return h;
+}
+
+/* ---- the ops: check, untag, run the CPU's ------------------------------------- */
+
+static inline void fd_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int n, int d,
+                                      float eps) {
+    FD_CPU->rmsnorm_forward(FD_D(out), FD_D(rstd), FD_D(x), FD_D(w), n, d, eps);
+}
+static inline void fd_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                       const float *rstd, int n, int d) {
+    FD_CPU->rmsnorm_backward(FD_D(dx), FD_D(dw), FD_D(dy), FD_D(x), FD_D(w), FD_D(rstd), n, d);
+}
+static inline void fd_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                           int ldb, float beta, float *C, int ldc) {
+    FD_CPU->gemm(ta, tb, M, N, K, alpha, FD_D(A), lda, FD_D(B), ldb, beta, FD_D(C), ldc);
+}
+static inline void fd_matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
+                                     int out_dim) {
+    FD_CPU->matmul_forward(FD_D(out), FD_D(in), FD_D(w), FD_D(bias), n, in_dim, out_dim);
+}
+static inline void fd_matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in,
+                                      const float *w, int n, int in_dim, int out_dim, bool accumulate) {
+    FD_CPU->matmul_backward(FD_D(din), FD_D(dw), FD_D(db), FD_D(dout), FD_D(in), FD_D(w), n, in_dim, out_dim,
+                            accumulate);
+}
+static inline void fd_rope_cos_sin(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos,
+                                   int n) {
+    FD_CPU->rope_cos_sin(FD_D(cos_out), FD_D(sin_out), FD_H(inv_freq), half, FD_H(pos), n);
+}
+static inline void fd_rope_forward(float *x, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim) {
+    FD_CPU->rope_forward(FD_D(x), FD_D(cos_t), FD_D(sin_t), n, n_heads, head_dim);
+}
+static inline void fd_rope_backward(float *dx, const float *cos_t, const float *sin_t, int n, int n_heads,
+                                    int head_dim) {
+    FD_CPU->rope_backward(FD_D(dx), FD_D(cos_t), FD_D(sin_t), n, n_heads, head_dim);
+}
+static inline void fd_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+    FD_CPU->swiglu_forward(FD_D(out), FD_D(gate), FD_D(up), n);
+}
+static inline void fd_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n) {
+    FD_CPU->swiglu_backward(FD_D(dg), FD_D(du), FD_D(dh), FD_D(g), FD_D(u), n);
+}
+static inline void fd_kv_write(const kv_view *kv, const float *k, const float *v, const int *pos, int n) {
+    kv_view h = fake_device_kv("kv_write", kv);
+    FD_CPU->kv_write(&h, FD_D(k), FD_D(v), FD_H(pos), n);
+}
+static inline void fd_attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos,
+                                        int n, const model_config *cf, attn_workspace *ws) {
+    kv_view h = fake_device_kv("attention_forward", kv);
+    const int *p = FD_H(pos);
+    int T = 0;
+    for (int r = 0; r < n; r++) T = p[r] + 1 > T ? p[r] + 1 : T;
+    void *own;
+    attn_workspace w = fake_device_ws("attention_forward", ws, cf, T, n, &own);
+    FD_CPU->attention_forward(FD_D(out), FD_D(lse), FD_D(q), &h, p, n, cf, &w);
+    free(own);
+}
+static inline void fd_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                                         const float *lse, const float *q, const float *k, const float *v, int n_seqs,
+                                         const int *start, const model_config *cf, attn_workspace *ws) {
+    const int *st = FD_H(start);
+    int T = 0;
+    for (int s = 0; s < n_seqs; s++) T = st[s + 1] - st[s] > T ? st[s + 1] - st[s] : T;
+    void *own;
+    attn_workspace w = fake_device_ws("attention_backward", ws, cf, T, n_seqs > 0 ? st[n_seqs] : 0, &own);
+    FD_CPU->attention_backward(FD_D(dq), FD_D(dk), FD_D(dv), FD_D(dout), FD_D(out), FD_D(lse), FD_D(q), FD_D(k),
+                               FD_D(v), n_seqs, st, cf, &w);
+    free(own);
+}
+static inline void fd_head_logsoftmax(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp,
+                                      float *entropy, float *lse_out) {
+    FD_CPU->head_logsoftmax(FD_D(z), n, V, inv_t, FD_H(tok), FD_D(logp), FD_D(entropy), FD_D(lse_out));
+}
+static inline void fd_head_logsoftmax_backward(float *z, int n, int V, float inv_t, const int32_t *tok,
+                                               const float *dlogp, const float *lse, const float *dentropy,
+                                               const float *entropy) {
+    FD_CPU->head_logsoftmax_backward(FD_D(z), n, V, inv_t, FD_H(tok), FD_D(dlogp), FD_D(lse), FD_D(dentropy),
+                                     FD_D(entropy));
+}
+static inline void fd_add_inplace(float *x, const float *y, size_t n) { FD_CPU->add_inplace(FD_D(x), FD_D(y), n); }
+static inline void fd_gather_rows(float *dst, const float *src, const int32_t *idx, int n, int d) {
+    FD_CPU->gather_rows(FD_D(dst), FD_D(src), FD_H(idx), n, d);
+}
+static inline void fd_scatter_add_rows(float *dst, const float *src, const int32_t *idx, int n, int d) {
+    FD_CPU->scatter_add_rows(FD_D(dst), FD_D(src), FD_H(idx), n, d);
+}
+static inline void fd_dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
+                                   const uint32_t stream_key[2], double p) {
+    FD_CPU->dropout_rows(FD_D(x), n_rows, n, FD_H(row_key), FD_H(row_pos), FD_H(stream_key), p);
+}
+static inline void fd_adamw_update(const adamw_consts *k, float *param, const float *grad, float *m, float *v,
+                                   size_t n) {
+    FD_CPU->adamw_update(FD_H(k), FD_D(param), FD_D(grad), FD_D(m), FD_D(v), n);
+}
+static inline void fd_sgd_update(float keep, float neg_lr, float *param, const float *grad, size_t n) {
+    FD_CPU->sgd_update(keep, neg_lr, FD_D(param), FD_D(grad), n);
+}
+
+/* ---- training's device entries: optim.c's functions on one array ------------- */
+
+static inline double fd_sum_squares(const float *x, size_t n) {
+    const float *g = FD_D(x);
+    return grad_sum_squares(&g, &n, 1);
+}
+static inline void fd_scale_inplace(float *x, float f, size_t n) {
+    float *g = FD_D(x);
+    grad_scale(&g, &n, 1, f);
+}
+static inline void fd_weight_refresh(float *w, const float *src, size_t rows, size_t cols) {
+    memcpy(FD_D(w), FD_D(src), rows * cols * sizeof(float));
+}
+
+/* ---- memory: calloc'ed, handed out tagged ------------------------------------ */
+
+static inline int fd_mem_alloc(void **p, size_t bytes, gerr *e) {
+    void *h = calloc(1, bytes ? bytes : 1);
+    if (!h) return gerr_set(e, EX_SOFTWARE, "fake-device: cannot allocate %zu bytes", bytes);
+    *p = (void *)((uintptr_t)h | FAKE_DEVICE_TAG);
+    return 0;
+}
+static inline void fd_mem_free(void *p) { free(FD_D(p)); }
+static inline int fd_mem_upload(void *dst, const void *src, size_t bytes, gerr *e) {
+    (void)e;
+    if (bytes) memcpy(FD_D(dst), FD_H(src), bytes);
+    return 0;
+}
+static inline int fd_mem_download(void *dst, const void *src, size_t bytes, gerr *e) {
+    (void)e;
+    if (bytes) memcpy((void *)FD_H(dst), FD_D(src), bytes);
+    return 0;
+}
+static inline void fd_mem_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes) memcpy(FD_D(dst), FD_D(src), bytes); /* overlap is an error, as cudaMemcpy's */
+}
+static inline void fd_mem_zero(void *p, size_t bytes) {
+    if (bytes) memset(FD_D(p), 0, bytes);
+}
+/* fp32 as it is, so that the results are the CPU backend's */
+static inline int fd_weight_upload(float **dst, const float *src, size_t rows, size_t cols, gerr *e) {
+    void *p = NULL;
+    size_t bytes = rows * cols * sizeof(float);
+    int rc = fd_mem_alloc(&p, bytes, e);
+    if (rc) return rc;
+    if (bytes) memcpy(FD_D(p), FD_H(src), bytes);
+    *dst = p;
+    return 0;
+}
+static inline int fd_sync(gerr *e) {
+    (void)e;
+    return 0;
+}
+
+static inline const backend *fake_device(void) {
+    static const backend be = {
+        .name = "fake-device",
+        .rmsnorm_forward = fd_rmsnorm_forward,
+        .rmsnorm_backward = fd_rmsnorm_backward,
+        .gemm = fd_gemm,
+        .matmul_forward = fd_matmul_forward,
+        .matmul_forward_packed = NULL, /* a device's weights are never packed */
+        .matmul_backward = fd_matmul_backward,
+        .rope_cos_sin = fd_rope_cos_sin,
+        .rope_forward = fd_rope_forward,
+        .rope_backward = fd_rope_backward,
+        .swiglu_forward = fd_swiglu_forward,
+        .swiglu_backward = fd_swiglu_backward,
+        .kv_write = fd_kv_write,
+        .attention_forward = fd_attention_forward,
+        .attention_backward = fd_attention_backward,
+        .head_logsoftmax = fd_head_logsoftmax,
+        .head_logsoftmax_backward = fd_head_logsoftmax_backward,
+        .add_inplace = fd_add_inplace,
+        .gather_rows = fd_gather_rows,
+        .scatter_add_rows = fd_scatter_add_rows,
+        .dropout_rows = fd_dropout_rows,
+        .adamw_update = fd_adamw_update,
+        .sgd_update = fd_sgd_update,
+        .sum_squares = fd_sum_squares,
+        .scale_inplace = fd_scale_inplace,
+        .weight_refresh = fd_weight_refresh,
+        .mem_alloc = fd_mem_alloc,
+        .mem_free = fd_mem_free,
+        .mem_upload = fd_mem_upload,
+        .mem_download = fd_mem_download,
+        .mem_copy = fd_mem_copy,
+        .mem_zero = fd_mem_zero,
+        .weight_upload = fd_weight_upload,
+        .sync = fd_sync,
+    };
+    return &be;
+}
+
+#undef FD_D
+#undef FD_H
+#undef FD_CPU
+
+#endif

@@ -1,0 +1,288 @@
+/* tests/unit/fake_device.h, the CPU backend dressed as a device with memory
+ * of its own: (a) the inference forward on it (model_to_backend, a KV cache
+ * and scratch made on it, as the CUDA rollout runs) gives the CPU backend's
+ * logits bit for bit on tiny random llama, qwen2 and qwen3 models; (b) its
+ * memory faults when the host dereferences it; (c) an op given a host
+ * pointer for device memory (or device memory for a host array) aborts
+ * with a line naming the op and the argument. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fake_device.h"
+#include "model/layer.h"
+#include "model/model.h"
+
+/* ---- (a) the forward ----------------------------------------------------------- */
+
+static void fill_random(model *m, uint64_t st) {
+    for (size_t i = 0; i < m->n_params; i++) { /* xorshift: uniform in [-0.5, 0.5) */
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        m->params_memory[i] = (float)((st >> 11) * 0x1.0p-53 - 0.5);
+    }
+}
+
+enum { T = 13, P = 6, V = 50, MAX_ROWS = 2 * T };
+
+/* One model_forward; its logits appended to out[*at]. */
+static void call(const model *m, kv_cache *c, model_scratch *s, int n, const int *seq, const int *pos,
+                 const int32_t *tok, const bool *want, float *lg, float *out, size_t *at, gerr *e) {
+    const backend *be = model_backend(m);
+    model_forward(m, c, n, seq, pos, tok, want, lg, s);
+    size_t k = 0;
+    for (int r = 0; r < n; r++) k += !want || want[r];
+    if (be->mem_download)
+        be->mem_download(out + *at, lg, k * V * sizeof *lg, e);
+    else
+        memcpy(out + *at, lg, k * V * sizeof *lg);
+    *at += k * V;
+}
+
+/* Every logit of: a prefill of T tokens (sequence 0, tiled attention); P of
+ * them again in sequence 1, then its prefix copied to sequence 2 (the
+ * cache's copy on the backend); one batch carrying the rest of sequences 1
+ * and 2 interleaved, some rows wanted; a decode step of both. out gets them
+ * one call after another; returns how many floats (0 on an error). The
+ * model's backend decides where the cache, scratch and logits live. */
+static size_t run(const model *m, float *out, gerr *e) {
+    const backend *be = model_backend(m);
+    kv_cache c;
+    model_scratch s;
+    if (kv_cache_init_on(&c, be, &m->cfg, 3, T + 2, e)) return 0;
+    if (model_scratch_init_on(&s, be, &m->cfg, MAX_ROWS, T + 2, e)) {
+        kv_cache_free(&c);
+        return 0;
+    }
+    size_t lg_bytes = (size_t)MAX_ROWS * V * sizeof(float);
+    void *lg = NULL;
+    if (be->mem_alloc ? be->mem_alloc(&lg, lg_bytes, e) != 0 : !(lg = malloc(lg_bytes))) abort();
+    int seq[MAX_ROWS], pos[MAX_ROWS];
+    int32_t tok[MAX_ROWS];
+    bool want[MAX_ROWS];
+    size_t at = 0;
+    for (int t = 0; t < T; t++) seq[t] = 0, pos[t] = t, tok[t] = (t * 17 + 3) % V;
+    call(m, &c, &s, T, seq, pos, tok, NULL, lg, out, &at, e);
+    for (int t = 0; t < P; t++) seq[t] = 1, pos[t] = t, tok[t] = (t * 17 + 3) % V;
+    call(m, &c, &s, P, seq, pos, tok, NULL, lg, out, &at, e);
+    kv_cache_copy_prefix(&c, 2, 1, P);
+    int n = 0;
+    for (int t = P; t < T; t++)
+        for (int q = 1; q <= 2; q++, n++) seq[n] = q, pos[n] = t, tok[n] = (t * 7 + q) % V, want[n] = t % 2 || q == 2;
+    call(m, &c, &s, n, seq, pos, tok, want, lg, out, &at, e);
+    for (int q = 1; q <= 2; q++) seq[q - 1] = q, pos[q - 1] = T, tok[q - 1] = 11 * q;
+    call(m, &c, &s, 2, seq, pos, tok, NULL, lg, out, &at, e);
+    if (be->sync && be->sync(e)) at = 0;
+    if (be->mem_free)
+        be->mem_free(lg);
+    else
+        free(lg);
+    model_scratch_free(&s);
+    kv_cache_free(&c);
+    return e->code ? 0 : at;
+}
+
+static void test_forward(model_arch arch, bool tied) {
+    static char names[3][96]; /* TEST keeps the pointer until the next test */
+    char *name = names[arch];
+    snprintf(name, sizeof names[0], "fake device: the forward's logits are the CPU's bit for bit (tiny %s%s)",
+             model_arch_name(arch), tied ? ", tied" : "");
+    TEST(name);
+    model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = (model_config){.arch = arch, .dim = 32, .hidden_dim = 48, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+                           .head_dim = arch == ARCH_QWEN3 ? 12 : 8, .vocab_size = V, .max_seq_len = 64,
+                           .rope_theta = 10000, .norm_eps = 1e-5f, .tied_embeddings = tied,
+                           .qkv_bias = arch == ARCH_QWEN2, .qk_norm = arch == ARCH_QWEN3, .bos_id = -1, .pad_id = -1};
+    gerr e = {0};
+    if (model_alloc(&m, &e)) {
+        CHECK(0);
+        return;
+    }
+    fill_random(&m, 88172645463325252ULL + arch);
+    size_t cap = (size_t)4 * MAX_ROWS * V;
+    float *cpu = calloc(cap, sizeof *cpu), *dev = calloc(cap, sizeof *dev);
+    if (!cpu || !dev) abort();
+    size_t n_cpu = run(&m, cpu, &e);
+    CHECK(n_cpu > 0 && n_cpu <= cap);
+    CHECK_EQ_INT(model_to_backend(&m, fake_device(), &e), 0);
+    CHECK(m.dev != NULL && model_backend(&m) == fake_device());
+    /* the weights the forward reads are device memory now */
+    CHECK(m.dev && fake_device_tagged(m.dev->tok_embd) && fake_device_tagged(m.dev->lm_head) &&
+          fake_device_tagged(m.dev->layers[1].w_down));
+    size_t n_dev = m.dev ? run(&m, dev, &e) : 0;
+    CHECK_EQ_INT(n_dev, n_cpu);
+    CHECK(n_dev == n_cpu && memcmp(cpu, dev, n_cpu * sizeof *cpu) == 0);
+    bool finite = true;
+    for (size_t i = 0; i < n_cpu; i++) finite = finite && isfinite(cpu[i]);
+    CHECK(finite);
+    if (e.code) printf("#   %s\n", e.msg);
+    free(cpu);
+    free(dev);
+    model_free(&m); /* model_dev_free: the device copy goes too */
+}
+
+/* ---- (b), (c): in a child ------------------------------------------------------- */
+
+/* Runs fn in a child with stderr into err[size]; its wait status. */
+static int in_child(void (*fn)(void), char *err, size_t size) {
+    int fd[2];
+    if (pipe(fd)) abort();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) abort();
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        /* the default actions: AddressSanitizer would report a SEGV and exit 1 */
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGBUS, SIG_DFL);
+        close(fd[0]);
+        dup2(fd[1], 2);
+        fn();
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(fd[0], err + n, size - 1 - n)) > 0) n += (size_t)r;
+    err[n] = 0;
+    close(fd[0]);
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) abort();
+    return status;
+}
+
+static void *dev_alloc(size_t bytes) {
+    void *p = NULL;
+    gerr e = {0};
+    if (fake_device()->mem_alloc(&p, bytes, &e)) abort();
+    return p;
+}
+
+static void deref_device(void) {
+    volatile float *p = (float *)dev_alloc(64 * sizeof(float)) + 3;
+    printf("%g\n", (double)*p);
+}
+
+static void test_deref_faults(void) {
+    TEST("fake device: its memory is tagged, and a host dereference of it faults (SIGSEGV or SIGBUS)");
+    void *p = dev_alloc(16);
+    CHECK(fake_device_tagged(p) && fake_device_tagged((char *)p + 15));
+    fake_device()->mem_free(p);
+    char err[4096];
+    int st = in_child(deref_device, err, sizeof err);
+    CHECK(WIFSIGNALED(st) && (WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGBUS));
+    if (!WIFSIGNALED(st)) printf("#   child status %d, stderr: %s\n", st, err);
+}
+
+static float host_buf[64];
+
+static void add_host_x(void) { fake_device()->add_inplace(host_buf, dev_alloc(64 * sizeof(float)), 64); }
+static void add_host_y(void) { fake_device()->add_inplace(dev_alloc(64 * sizeof(float)), host_buf, 64); }
+static void gather_device_idx(void) {
+    float *x = dev_alloc(64 * sizeof(float));
+    fake_device()->gather_rows(x, x, dev_alloc(4 * sizeof(int32_t)), 2, 4);
+}
+static void kv_host_cache(void) {
+    model_config cf = {.dim = 8, .n_heads = 2, .n_kv_heads = 1, .head_dim = 4};
+    size_t row_kv = 0;
+    int pos = 0;
+    kv_view kv = {.k = dev_alloc(64), .v = host_buf, .row_kv = &row_kv, .kv_dim = 4, .fmt = KV_F32};
+    attn_workspace ws = {0};
+    float *d = dev_alloc(64 * sizeof(float));
+    fake_device()->attention_forward(d, NULL, d, &kv, &pos, 1, &cf, &ws);
+}
+static void upload_host_dst(void) {
+    gerr e;
+    fake_device()->mem_upload(host_buf, host_buf, sizeof host_buf, &e);
+}
+static void free_host(void) { fake_device()->mem_free(malloc(8)); }
+
+/* The forward of a tiny model on the fake with one buffer on the host by
+ * mistake: the cache (kv_cache_init) or the logits. */
+static void forward_with_host(bool host_cache) {
+    model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = (model_config){.arch = ARCH_LLAMA, .dim = 8, .hidden_dim = 16, .n_layers = 1, .n_heads = 2,
+                           .n_kv_heads = 1, .head_dim = 4, .vocab_size = V, .max_seq_len = 8, .rope_theta = 10000,
+                           .norm_eps = 1e-5f, .bos_id = -1, .pad_id = -1};
+    gerr e = {0};
+    kv_cache c;
+    model_scratch s;
+    if (model_alloc(&m, &e) || model_to_backend(&m, fake_device(), &e) ||
+        kv_cache_init_on(&c, host_cache ? NULL : fake_device(), &m.cfg, 1, 4, &e) ||
+        model_scratch_init_on(&s, fake_device(), &m.cfg, 2, 4, &e))
+        _exit(3);
+    float *lg = host_cache ? dev_alloc(2 * V * sizeof(float)) : malloc(2 * V * sizeof(float));
+    int seq[2] = {0, 0}, pos[2] = {0, 1};
+    int32_t tok[2] = {1, 2};
+    model_forward(&m, &c, 2, seq, pos, tok, NULL, lg, &s);
+}
+static void forward_host_cache(void) { forward_with_host(true); }
+static void forward_host_logits(void) { forward_with_host(false); }
+
+static void test_host_pointer_aborts(void) {
+    TEST("fake device: an op given a host pointer as device memory (or the reverse) aborts, naming op and argument");
+    const struct {
+        void (*fn)(void);
+        const char *want;
+    } cases[] = {
+        {add_host_x, "fake-device: add_inplace: x is a host pointer, given as device memory"},
+        {add_host_y, "fake-device: add_inplace: y is a host pointer"},
+        {gather_device_idx, "fake-device: gather_rows: idx is device memory, given as a host array"},
+        {kv_host_cache, "fake-device: attention_forward: kv->v is a host pointer"},
+        {upload_host_dst, "fake-device: mem_upload: dst is a host pointer"},
+        {free_host, "fake-device: mem_free: p is a host pointer"},
+        {forward_host_cache, "fake-device: kv_write: kv->k is a host pointer"},
+        {forward_host_logits, "fake-device: matmul_forward: out is a host pointer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[4096];
+        int st = in_child(cases[i].fn, err, sizeof err);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+        CHECK(strstr(err, cases[i].want) != NULL);
+        if (!strstr(err, cases[i].want)) printf("#   case %zu: child status %d, stderr: %s\n", i, st, err);
+    }
+}
+
+/* The training entries on device memory against optim.c's host functions. */
+static void test_training_entries(void) {
+    TEST("fake device: sum_squares, scale_inplace and weight_refresh are optim.c's functions, bit for bit");
+    const backend *be = fake_device();
+    enum { N = 1000 };
+    float h[N], g[N], back[N];
+    for (int i = 0; i < N; i++) h[i] = (float)((i * 37 % 101) - 50) / 7.0f;
+    memcpy(g, h, sizeof h);
+    gerr e = {0};
+    float *d = dev_alloc(sizeof h), *w = dev_alloc(sizeof h);
+    CHECK_EQ_INT(be->mem_upload(d, h, sizeof h, &e), 0);
+    const float *gp = g;
+    size_t n = N;
+    double want = grad_sum_squares(&gp, &n, 1);
+    double got = be->sum_squares(d, N);
+    CHECK(memcmp(&want, &got, sizeof want) == 0);
+    float *gm = g;
+    grad_scale(&gm, &n, 1, 0.3f);
+    be->scale_inplace(d, 0.3f, N);
+    be->weight_refresh(w, d, 10, N / 10);
+    CHECK_EQ_INT(be->mem_download(back, w, sizeof back, &e), 0);
+    CHECK(memcmp(back, g, sizeof g) == 0);
+    be->mem_free(d);
+    be->mem_free(w);
+}
+
+int main(void) {
+    test_deref_faults();
+    test_host_pointer_aborts();
+    test_training_entries();
+    test_forward(ARCH_LLAMA, true);
+    test_forward(ARCH_QWEN2, false);
+    test_forward(ARCH_QWEN3, false);
+    return check_done();
+}

@@ -1,0 +1,225 @@
+/* Training on a device backend, checked without a GPU: the trainer, the
+ * optimizer step and grpo-update's whole run on tests/unit/fake_device.h,
+ * the CPU's ops behind memory the host cannot read (tagged pointers: a
+ * host read of device memory faults, a host array handed to an op as
+ * device memory aborts naming the op). Its ops are the CPU's in float32, so
+ * every result must be the CPU backend's bit for bit: logp, entropies,
+ * gradients, and the checkpoint's weights and AdamW moments after a run
+ * with micro-batches, clipping, a KL reference and two optimizer steps
+ * (the second reads the weights the first refreshed on the device). What
+ * this cannot check is the CUDA kernels' arithmetic: test_cuda_ops and
+ * tests/bats/update_device.bats do that on a GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "ckpt/hf_dir.h"
+#include "fake_device.h"
+#include "tiny_train.h"
+#include "train/update.h"
+
+/* The adapter's factors in the fake device's memory, as policy_to_device
+ * places them; *mem to mem_free. */
+static void lora_to_fake(lora *dev, const lora *host, float **mem) {
+    gerr e = {0};
+    const backend *be = fake_device();
+    CHECK(be->mem_alloc((void **)mem, host->n_params * sizeof(float), &e) == 0);
+    CHECK(be->mem_upload(*mem, host->memory, host->n_params * sizeof(float), &e) == 0);
+    *dev = *host;
+    dev->memory = *mem;
+    for (int t = 0; t < LORA_N_TARGETS; t++) {
+        if (host->a[t]) dev->a[t] = *mem + (host->a[t] - host->memory);
+        if (host->b[t]) dev->b[t] = *mem + (host->b[t] - host->memory);
+    }
+}
+
+/* Forward (kept), then backward with an entropy term, on the CPU and on
+ * the fake device: the same logp, entropies and gradients, bit for bit;
+ * and a forward-only trainer's log-probs. */
+static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropout, bool masked, bool recompute,
+                         const char *name) {
+    TEST(name);
+    model mc, md;
+    if (tiny_model(&mc, arch, tied) || tiny_model(&md, arch, tied)) {
+        CHECK(0);
+        return;
+    }
+    gerr e = {0};
+    CHECK(model_to_backend(&md, fake_device(), &e) == 0);
+    lora l, ld;
+    float *lmem = NULL;
+    if (use_lora) {
+        tiny_lora(&l, &mc, "q,k,v,o,gate,up,down", dropout);
+        fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
+        lora_to_fake(&ld, &l, &lmem);
+    }
+    trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
+    trainer tc, td, ic, id;
+    CHECK(trainer_init(&tc, &mc, use_lora ? &l : NULL, mode, recompute, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&td, &md, use_lora ? &ld : NULL, mode, recompute, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&ic, &mc, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&id, &md, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(td.be == fake_device() && tc.be == backend_cpu());
+    tc.dropout_seed = td.dropout_seed = 17, tc.dropout_pass = td.dropout_pass = 2;
+    group_batch gb;
+    make_groups(&gb, mc.cfg.vocab_size, masked);
+    int n = train_batch_targets(&gb.b);
+    float lc[64], ld_[64], ec[64], ed[64], coef[64], dent[64];
+    fill_random(coef, 64, 1.0, 0.0, 11, 0);
+    fill_random(dent, 64, 0.5, 0.0, 12, 0);
+
+    trainer_forward(&ic, &gb.b, 0.8f, false, false, lc, ec);
+    trainer_forward(&id, &gb.b, 0.8f, false, false, ld_, ed);
+    CHECK(trainer_check(&id, &e) == 0);
+    CHECK(!memcmp(lc, ld_, (size_t)n * sizeof *lc) && !memcmp(ec, ed, (size_t)n * sizeof *ec));
+
+    trainer_zero_grad(&tc), trainer_zero_grad(&td);
+    trainer_forward(&tc, &gb.b, 0.8f, true, false, lc, ec);
+    trainer_forward(&td, &gb.b, 0.8f, true, false, ld_, ed);
+    CHECK(trainer_check(&td, &e) == 0);
+    CHECK(!memcmp(lc, ld_, (size_t)n * sizeof *lc) && !memcmp(ec, ed, (size_t)n * sizeof *ec));
+    trainer_backward(&tc, &gb.b, 0.8f, coef, dent, ec);
+    trainer_backward(&td, &gb.b, 0.8f, coef, dent, ed);
+    CHECK(trainer_check(&td, &e) == 0);
+    CHECK_EQ_INT((int)td.n_grad, (int)tc.n_grad);
+    float *g = malloc(td.n_grad * sizeof *g);
+    CHECK(g && fake_device()->mem_download(g, td.grad, td.n_grad * sizeof *g, &e) == 0);
+    double mx = 0;
+    for (size_t i = 0; g && i < tc.n_grad; i++) mx = fmax(mx, fabs((double)tc.grad[i]));
+    CHECK(mx > 0); /* a gradient that is all zeros would compare equal too */
+    CHECK(g && !memcmp(g, tc.grad, tc.n_grad * sizeof *g));
+    free(g);
+    trainer_free(&tc), trainer_free(&td), trainer_free(&ic), trainer_free(&id);
+    if (use_lora) {
+        fake_device()->mem_free(lmem);
+        lora_free(&l);
+    }
+    model_free(&mc), model_free(&md);
+}
+
+/* ---- grpo-update's run ---------------------------------------------------------- */
+
+/* dir/NAME's bytes into a malloc'ed buffer; NULL when unreadable. */
+static char *slurp(const char *dir, const char *name, size_t *n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) &&
+            fread(buf, 1, (size_t)len, f) != (size_t)len) {
+            free(buf);
+            buf = NULL;
+        }
+        *n = (size_t)len;
+    }
+    fclose(f);
+    return buf;
+}
+
+static bool same_file(const char *a, const char *b, const char *name) {
+    size_t na = 0, nb = 0;
+    char *x = slurp(a, name, &na), *y = slurp(b, name, &nb);
+    bool same = x && y && na == nb && !memcmp(x, y, na);
+    free(x), free(y);
+    return same;
+}
+
+/* A tiny llama as an HF directory, and 4 prompt groups of 3 completions
+ * for it: advantaged records as grpo-advantage writes them. */
+static void write_fixture(const char *dir, const char *batch) {
+    gerr e = {0};
+    model m;
+    CHECK(tiny_model(&m, ARCH_LLAMA, false) == 0);
+    char path[512];
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    CHECK(hf_write_config(path, &m, "/dev/null", "float32", &e) == 0); /* not a directory: generated */
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(hf_write_weights(path, &m, EXPORT_F32, &e) == 0);
+    FILE *f = fopen(batch, "w");
+    CHECK(f != NULL);
+    rng_stream r;
+    rng_init(&r, 21, "batch", 5, 0);
+    for (int g = 0; f && g < 4; g++) {
+        int np = 3 + g % 3;
+        int32_t prompt[8];
+        for (int i = 0; i < np; i++) prompt[i] = (int32_t)rng_below(&r, (uint64_t)m.cfg.vocab_size);
+        for (int k = 0; k < 3; k++) {
+            fprintf(f, "{\"id\":\"g%d\",\"prompt_tokens\":[", g);
+            for (int i = 0; i < np; i++) fprintf(f, "%s%d", i ? "," : "", prompt[i]);
+            int nc = 2 + (g * 3 + k * 5) % 7;
+            fprintf(f, "],\"completion_tokens\":[");
+            for (int i = 0; i < nc; i++) fprintf(f, "%s%d", i ? "," : "", (int)rng_below(&r, (uint64_t)m.cfg.vocab_size));
+            fprintf(f, "],\"logprobs\":[");
+            for (int i = 0; i < nc; i++) fprintf(f, "%s%.4f", i ? "," : "", -3.5 - 0.5 * rng_uniform(&r));
+            fprintf(f, "],\"advantage\":%.3f}\n", (k - 1) * 0.8 + 0.1 * g);
+        }
+    }
+    CHECK(f && fclose(f) == 0);
+    model_free(&m);
+}
+
+/* grpo-update on the CPU and on the fake device with the same flags: the
+ * same checkpoint weights and optimizer state, byte for byte. */
+static void test_update_run(const char *root, const char *what, long long lora_r, double dropout, const char *ref,
+                            const char *name) {
+    TEST(name);
+    char model_dir[512], batch[512], out_cpu[512], out_dev[512];
+    snprintf(model_dir, sizeof model_dir, "%s/tiny", root);
+    snprintf(batch, sizeof batch, "%s/batch.jsonl", root);
+    snprintf(out_cpu, sizeof out_cpu, "%s/%s-cpu", root, what);
+    snprintf(out_dev, sizeof out_dev, "%s/%s-dev", root, what);
+    update_opts o;
+    update_opts_default(&o);
+    o.model = model_dir, o.in = batch, o.ref = ref;
+    o.optim.lr = 1e-3, o.optim.max_grad_norm = 0.05; /* clipping on: the device's norm and scale */
+    o.iterations = 2, o.micro_batch = 24, o.threads = 1, o.seed = 5;
+    o.lora_r = lora_r, o.lora_dropout = dropout;
+    gerr e = {0};
+    o.out = out_cpu;
+    int rc = update_run(&o, &e);
+    if (rc) fprintf(stderr, "# cpu: %s\n", e.msg);
+    CHECK(rc == 0);
+    o.out = out_dev, o.backend = fake_device();
+    rc = update_run(&o, &e);
+    if (rc) fprintf(stderr, "# fake device: %s\n", e.msg);
+    CHECK(rc == 0);
+    CHECK(same_file(out_cpu, out_dev, lora_r ? "adapter_model.safetensors" : "model.safetensors"));
+    CHECK(same_file(out_cpu, out_dev, "grpo/optimizer.safetensors"));
+    /* the steps moved the weights (a run that trained nothing would pass the
+     * above; the LoRA cases' gradients are checked non-zero by test_trainer) */
+    if (!lora_r) CHECK(!same_file(model_dir, out_dev, "model.safetensors"));
+}
+
+int main(void) {
+    test_trainer(ARCH_LLAMA, true, false, 0, false, false, "llama (tied), full: logp, entropy, gradients as the CPU's");
+    test_trainer(ARCH_QWEN2, false, false, 0, true, false, "qwen2 (biases), full, multi-turn mask");
+    test_trainer(ARCH_QWEN3, false, false, 0, false, true, "qwen3 (q/k norm), full, --recompute");
+    test_trainer(ARCH_LLAMA, false, true, 0, false, false, "llama, LoRA (prompts shared)");
+    test_trainer(ARCH_QWEN3, false, true, 0.1, true, false, "qwen3, LoRA with dropout, multi-turn mask");
+
+    char root[] = "/tmp/test_train_device.XXXXXX";
+    if (!mkdtemp(root)) {
+        TEST("grpo-update's fixture");
+        CHECK(0);
+        return check_done();
+    }
+    char dir[600], batch[600], ref[600];
+    snprintf(dir, sizeof dir, "%s/tiny", root);
+    snprintf(batch, sizeof batch, "%s/batch.jsonl", root);
+    snprintf(ref, sizeof ref, "%s/ref", root);
+    write_fixture(dir, batch);
+    write_fixture(ref, "/dev/null");
+    test_update_run(root, "full", 0, 0, NULL, "grpo-update full fine-tuning on the device: the CPU's checkpoint bytes");
+    test_update_run(root, "lora", 4, 0.1, NULL, "grpo-update LoRA with dropout on the device: the CPU's checkpoint bytes");
+    test_update_run(root, "ref", 0, 0, ref, "grpo-update with --ref (a second model on the device): the CPU's bytes");
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "# could not remove %s\n", root);
+    return check_done();
+}

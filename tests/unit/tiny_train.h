@@ -1,0 +1,78 @@
+/* The tiny random models, adapters and batches the training unit tests
+ * share (test_train.c, test_train_device.c): a model of any architecture
+ * small enough for finite differences, an adapter on it, and a batch of two
+ * prompt groups. Include after check.h. */
+#ifndef GRPO_TESTS_TINY_TRAIN_H
+#define GRPO_TESTS_TINY_TRAIN_H
+
+#include <string.h>
+
+#include "model/lora.h"
+#include "model/model.h"
+#include "train/trainer.h"
+#include "util/rng.h"
+
+static void fill_random(float *p, size_t n, double scale, double offset, uint64_t seed, uint64_t index) {
+    rng_stream r;
+    rng_init(&r, seed, "test", 4, index);
+    for (size_t i = 0; i < n; i++) p[i] = (float)(offset + scale * (2 * rng_uniform(&r) - 1));
+}
+
+static int tiny_model(model *m, model_arch arch, bool tied) {
+    gerr e = {0};
+    memset(m, 0, sizeof *m);
+    model_config *c = &m->cfg;
+    c->arch = arch, c->dim = 32, c->hidden_dim = 48, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
+    c->head_dim = arch == ARCH_QWEN3 ? 12 : 8, c->vocab_size = 61, c->max_seq_len = 64, c->rope_theta = 10000;
+    c->norm_eps = 1e-5f, c->tied_embeddings = tied, c->qkv_bias = arch == ARCH_QWEN2, c->qk_norm = arch == ARCH_QWEN3;
+    c->bos_id = -1;
+    if (model_alloc(m, &e)) return 1;
+    for (int i = 0; i < MODEL_N_PARAMS; i++) {
+        if (!m->param_sizes[i]) continue;
+        bool norm = i == P_ATTN_NORM || i == P_FFN_NORM || i == P_OUT_NORM || i == P_Q_NORM || i == P_K_NORM;
+        fill_random(m->w.t[i], m->param_sizes[i], norm ? 0.2 : 0.3, norm ? 1.0 : 0.0, 7, (uint64_t)i);
+    }
+    return 0;
+}
+
+static void tiny_lora(lora *l, const model *m, const char *names, double dropout) {
+    gerr e = {0};
+    unsigned targets;
+    CHECK(lora_parse_targets(names, &targets, &e) == 0);
+    CHECK(lora_alloc(l, &m->cfg, 4, 8.0, false, dropout, targets, NULL, &e) == 0);
+    lora_init(l, 5);
+}
+
+/* Two prompt groups (prompts of 4 and 3 tokens; 3 and 2 completions, one
+ * of them empty), then a sequence of its own. */
+enum { G_SEQS = 6 };
+typedef struct {
+    int start[G_SEQS + 1], n_prompt[G_SEQS];
+    int32_t tokens[96];
+    uint8_t target[96];
+    train_batch b;
+} group_batch;
+
+static void make_groups(group_batch *gb, int vocab, bool masked) {
+    static const int comp[G_SEQS] = {5, 3, 0, 6, 2, 4}, prompt[G_SEQS] = {4, 4, 4, 3, 3, 2};
+    static const int group[G_SEQS] = {0, 0, 0, 1, 1, 2};
+    rng_stream r;
+    rng_init(&r, 5, "groups", 6, 0);
+    int32_t prompts[3][8];
+    for (int g = 0; g < 3; g++)
+        for (int i = 0; i < 8; i++) prompts[g][i] = (int32_t)rng_below(&r, (uint64_t)vocab);
+    gb->start[0] = 0;
+    for (int s = 0; s < G_SEQS; s++) {
+        int at = gb->start[s];
+        memcpy(gb->tokens + at, prompts[group[s]], (size_t)prompt[s] * sizeof(int32_t));
+        for (int i = 0; i < prompt[s] + comp[s]; i++) {
+            if (i >= prompt[s]) gb->tokens[at + i] = (int32_t)rng_below(&r, (uint64_t)vocab);
+            gb->target[at + i] = !masked || (i % 3 != 1); /* some environment tokens */
+        }
+        gb->n_prompt[s] = prompt[s];
+        gb->start[s + 1] = at + prompt[s] + comp[s];
+    }
+    gb->b = (train_batch){G_SEQS, gb->start, gb->n_prompt, gb->tokens, NULL, masked ? gb->target : NULL};
+}
+
+#endif
