@@ -1,22 +1,25 @@
 #!/bin/sh
 # Gathers into build/gpu what the CUDA checks need on a GPU machine whose
 # image has CUDA and PyTorch but not this project's build dependencies:
-#   build/gpu/lib   the shared libraries grpo-rollout and test_cuda_ops load,
-#                   other than glibc's, the C++ runtime's and CUDA's (those
-#                   come from the image): cJSON, PCRE2, utf8proc, zstd, the
-#                   OpenMP OpenBLAS and its Fortran runtime
-#   build/gpu/bats  bats-core, for tests/bats/rollout_device.bats
-# Carry bin/grpo-rollout, build/tests/test_cuda_ops, build/bench/bench_cuda_model
-# and build/gpu (about 45 MiB); scripts/gpu/check.sh there sets
-# LD_LIBRARY_PATH and PATH.
-#   make CUDA=1 bin/grpo-rollout build/tests/test_cuda_ops build/bench/bench_cuda_model
+#   build/gpu/lib   the shared libraries grpo-rollout, grpo-update and
+#                   test_cuda_ops load, other than glibc's, the C++ runtime's
+#                   and CUDA's (those come from the image): cJSON, PCRE2,
+#                   utf8proc, zstd, the OpenMP OpenBLAS and its Fortran
+#                   runtime, Open MPI's (grpo-update links it; MPI starts only
+#                   under a launcher)
+#   build/gpu/bats  bats-core, for tests/bats/rollout_device.bats and
+#                   update_device.bats
+# Carry bin/grpo-rollout, bin/grpo-update, build/tests/test_cuda_ops,
+# build/bench/bench_cuda_model and build/gpu (about 50 MiB);
+# scripts/gpu/check.sh there sets LD_LIBRARY_PATH and PATH.
+#   make CUDA=1 bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/bench/bench_cuda_model
 #   sh scripts/gpu/bundle.sh
 set -eu
 cd "$(dirname "$0")/../.."
 OUT=build/gpu
 rm -rf "$OUT"
 mkdir -p "$OUT/lib"
-ldd bin/grpo-rollout build/tests/test_cuda_ops build/bench/bench_cuda_model | awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
+ldd bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/bench/bench_cuda_model | awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
         libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) continue ;;
         libstdc++.so.* | libgcc_s.so.*) continue ;; # every image has them, newer than ours

@@ -1,9 +1,11 @@
 #!/bin/sh
 # On a GPU machine, from the repository root, with bin/grpo-rollout,
-# build/tests/test_cuda_ops, build/bench/bench_cuda_model and build/gpu
-# carried (scripts/gpu/bundle.sh): the checks of lib/cuda/README in order,
-# logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
-# "ops memcheck racecheck bats fwd bench". STEP_SECONDS bounds each step
+# bin/grpo-update, build/tests/test_cuda_ops, build/bench/bench_cuda_model and
+# build/gpu carried (scripts/gpu/bundle.sh): the checks of lib/cuda/README in
+# order, logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
+# "ops memcheck racecheck bats train fwd bench" (train:
+# tests/bats/update_device.bats, grpo-update --device cuda against the CPU).
+# STEP_SECONDS bounds each step
 # (default 300), so a hung kernel costs one step, not the lease.
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,14 +15,14 @@ export LD_LIBRARY_PATH="$PWD/build/gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PWD/bin:$PWD/build/gpu/bats/bin:$PATH"
 # a path: the bats suites test it with -x
 export GRPO_ROOT="$PWD" GRPO_PY="${GRPO_PY:-$(command -v python3)}"
-STEPS=${STEPS:-ops memcheck racecheck bats fwd bench}
+STEPS=${STEPS:-ops memcheck racecheck bats train fwd bench}
 LIMIT=${STEP_SECONDS:-300}
 summary=""
 note() { summary="$summary
 $1"; }
 
 nvidia-smi -L || true
-missing=$(ldd bin/grpo-rollout build/tests/test_cuda_ops build/bench/bench_cuda_model | grep 'not found' || true)
+missing=$(ldd bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/bench/bench_cuda_model | grep 'not found' || true)
 [ -z "$missing" ] || { echo "missing libraries:"; echo "$missing"; exit 1; }
 
 for step in $STEPS; do
@@ -36,6 +38,10 @@ for step in $STEPS; do
         timeout "$LIMIT" bats --tap tests/bats/rollout_device.bats > "$LOG/bats.txt" 2>&1
         note "rollout_device.bats: exit $?, $(grep -c '^not ok' "$LOG/bats.txt") not ok, $(grep -c '# skip' "$LOG/bats.txt") skipped"
         grep -vE '^ok' "$LOG/bats.txt" | head -40 ;;
+    train)
+        timeout "$LIMIT" bats --tap tests/bats/update_device.bats > "$LOG/train.txt" 2>&1
+        note "update_device.bats: exit $?, $(grep -c '^not ok' "$LOG/train.txt") not ok, $(grep -c '# skip' "$LOG/train.txt") skipped"
+        grep -vE '^ok' "$LOG/train.txt" | head -40 ;;
     fwd)
         for m in smollm2-135m qwen2.5-0.5b qwen2.5-1.5b; do timeout "$LIMIT" build/bench/bench_cuda_model $m; done > "$LOG/fwd.txt" 2>&1
         note "bench_cuda_model: exit $?"
