@@ -13,6 +13,7 @@
 #include <sysexits.h>
 
 #include "../ckpt/load.h"
+#include "../cuda/cuda.h"
 #include "../dist/dist.h"
 #include "../dist/shard.h"
 #include "../ops/blas.h"
@@ -385,6 +386,11 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
                 tool_name(), pol.step, all.n, all.n_no_advantage, all.n_masked, lb.n_tokens, all.total_tokens,
                 lines[o->iterations - 1].loss.loss, now_seconds() - t_start);
         if (d->size > 1) fprintf(stderr, " (%d ranks%s)", d->size, pol.bounds ? ", ZeRO-1" : "");
+        if (dev && !o->backend) {
+            char where[256];
+            device_describe(dev, where, sizeof where);
+            fprintf(stderr, " on %s, peak %.1f MiB allocated", where, (double)cuda_peak_bytes() / (1 << 20));
+        }
         fputc('\n', stderr);
     }
 out_lines:

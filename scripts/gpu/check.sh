@@ -3,8 +3,9 @@
 # bin/grpo-update, build/tests/test_cuda_ops, build/bench/bench_cuda_model and
 # build/gpu carried (scripts/gpu/bundle.sh): the checks of lib/cuda/README in
 # order, logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
-# "ops memcheck racecheck bats train fwd bench" (train:
-# tests/bats/update_device.bats, grpo-update --device cuda against the CPU).
+# "ops memcheck racecheck bats train fwd bench trainbench" (train:
+# tests/bats/update_device.bats, grpo-update --device cuda against the CPU;
+# trainbench: bench/gpu_train.sh, against a PyTorch eager step).
 # STEP_SECONDS bounds each step
 # (default 300), so a hung kernel costs one step, not the lease.
 set -u
@@ -50,6 +51,10 @@ for step in $STEPS; do
         BENCH_DIR=${BENCH_DIR:-/tmp/grpo-bench-gpu} timeout "$LIMIT" sh bench/gpu.sh ${BENCH_NAMES:-} > "$LOG/bench.txt" 2>&1
         note "bench: exit $?"
         cat "$LOG/bench.txt" ;;
+    trainbench)
+        BENCH_DIR=${BENCH_DIR:-/tmp/grpo-bench-gpu} timeout "$LIMIT" sh bench/gpu_train.sh ${BENCH_NAMES:-} > "$LOG/trainbench.txt" 2>&1
+        note "trainbench: exit $?"
+        cat "$LOG/trainbench.txt" ;;
     esac
 done
 echo "---- summary$summary"
