@@ -10,16 +10,17 @@
 #   build/gpu/bats  bats-core, for tests/bats/rollout_device.bats and
 #                   update_device.bats
 # Carry bin/grpo-rollout, bin/grpo-update, build/tests/test_cuda_ops,
-# build/bench/bench_cuda_model and build/gpu (about 50 MiB);
+# build/tests/test_cuda_train, build/bench/bench_cuda_model and build/gpu (about 50 MiB);
 # scripts/gpu/check.sh there sets LD_LIBRARY_PATH and PATH.
-#   make CUDA=1 bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/bench/bench_cuda_model
+#   make CUDA=1 bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/tests/test_cuda_train \
+#        build/bench/bench_cuda_model
 #   sh scripts/gpu/bundle.sh
 set -eu
 cd "$(dirname "$0")/../.."
 OUT=build/gpu
 rm -rf "$OUT"
 mkdir -p "$OUT/lib"
-ldd bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/bench/bench_cuda_model | awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
+ldd bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/tests/test_cuda_train build/bench/bench_cuda_model | awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
         libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) continue ;;
         libstdc++.so.* | libgcc_s.so.*) continue ;; # every image has them, newer than ours

@@ -1,7 +1,7 @@
 #!/bin/sh
 # On a GPU machine, from the repository root, with bin/grpo-rollout,
-# bin/grpo-update, build/tests/test_cuda_ops, build/bench/bench_cuda_model and
-# build/gpu carried (scripts/gpu/bundle.sh): the checks of lib/cuda/README in
+# bin/grpo-update, build/tests/test_cuda_ops, build/tests/test_cuda_train,
+# build/bench/bench_cuda_model and build/gpu carried (scripts/gpu/bundle.sh): the checks of lib/cuda/README in
 # order, logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
 # "ops memcheck racecheck bats train fwd bench trainbench" (train:
 # tests/bats/update_device.bats, grpo-update --device cuda against the CPU;
@@ -23,18 +23,22 @@ note() { summary="$summary
 $1"; }
 
 nvidia-smi -L || true
-missing=$(ldd bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/bench/bench_cuda_model | grep 'not found' || true)
+missing=$(ldd bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/tests/test_cuda_train build/bench/bench_cuda_model | grep 'not found' || true)
 [ -z "$missing" ] || { echo "missing libraries:"; echo "$missing"; exit 1; }
 
 for step in $STEPS; do
     case $step in
     ops)
-        timeout "$LIMIT" build/tests/test_cuda_ops > "$LOG/test_cuda_ops.txt" 2>&1
-        note "test_cuda_ops: exit $?, $(grep -c '^ok' "$LOG/test_cuda_ops.txt") ok, $(grep -c '^not ok' "$LOG/test_cuda_ops.txt") not ok, $(grep -c '# SKIP' "$LOG/test_cuda_ops.txt") skipped"
-        grep -E '^not ok|^#' "$LOG/test_cuda_ops.txt" | head -40 ;;
+        for t in test_cuda_ops test_cuda_train; do
+            timeout "$LIMIT" build/tests/$t > "$LOG/$t.txt" 2>&1
+            note "$t: exit $?, $(grep -c '^ok' "$LOG/$t.txt") ok, $(grep -c '^not ok' "$LOG/$t.txt") not ok, $(grep -c '# SKIP' "$LOG/$t.txt") skipped"
+            grep -E '^not ok|^#' "$LOG/$t.txt" | head -40
+        done ;;
     memcheck | racecheck)
-        timeout "$LIMIT" compute-sanitizer --tool "$step" --error-exitcode 9 build/tests/test_cuda_ops > "$LOG/$step.txt" 2>&1
-        note "compute-sanitizer $step: exit $? ($(tail -n 1 "$LOG/$step.txt"))" ;;
+        for t in test_cuda_ops test_cuda_train; do
+            timeout "$LIMIT" compute-sanitizer --tool "$step" --error-exitcode 9 build/tests/$t > "$LOG/$step-$t.txt" 2>&1
+            note "compute-sanitizer $step $t: exit $? ($(tail -n 1 "$LOG/$step-$t.txt"))"
+        done ;;
     bats)
         timeout "$LIMIT" bats --tap tests/bats/rollout_device.bats > "$LOG/bats.txt" 2>&1
         note "rollout_device.bats: exit $?, $(grep -c '^not ok' "$LOG/bats.txt") not ok, $(grep -c '# skip' "$LOG/bats.txt") skipped"

@@ -20,21 +20,6 @@
 #include "tiny_train.h"
 #include "train/update.h"
 
-/* The adapter's factors in the fake device's memory, as policy_to_device
- * places them; *mem to mem_free. */
-static void lora_to_fake(lora *dev, const lora *host, float **mem) {
-    gerr e = {0};
-    const backend *be = fake_device();
-    CHECK(be->mem_alloc((void **)mem, host->n_params * sizeof(float), &e) == 0);
-    CHECK(be->mem_upload(*mem, host->memory, host->n_params * sizeof(float), &e) == 0);
-    *dev = *host;
-    dev->memory = *mem;
-    for (int t = 0; t < LORA_N_TARGETS; t++) {
-        if (host->a[t]) dev->a[t] = *mem + (host->a[t] - host->memory);
-        if (host->b[t]) dev->b[t] = *mem + (host->b[t] - host->memory);
-    }
-}
-
 /* Forward (kept), then backward with an entropy term, on the CPU and on
  * the fake device: the same logp, entropies and gradients, bit for bit;
  * and a forward-only trainer's log-probs. */
@@ -53,7 +38,7 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     if (use_lora) {
         tiny_lora(&l, &mc, "q,k,v,o,gate,up,down", dropout);
         fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
-        lora_to_fake(&ld, &l, &lmem);
+        lora_on_backend(fake_device(), &ld, &l, &lmem);
     }
     trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
     trainer tc, td, ic, id;

@@ -75,4 +75,19 @@ static void make_groups(group_batch *gb, int vocab, bool masked) {
     gb->b = (train_batch){G_SEQS, gb->start, gb->n_prompt, gb->tokens, NULL, masked ? gb->target : NULL};
 }
 
+/* The adapter's factors copied into be's memory, laid out as
+ * lib/train/policy.c's policy_to_device places them: *dev is host's adapter
+ * with every factor pointer moved into *mem (mem_free it). */
+static void lora_on_backend(const backend *be, lora *dev, const lora *host, float **mem) {
+    gerr e = {0};
+    CHECK(be->mem_alloc((void **)mem, host->n_params * sizeof(float), &e) == 0);
+    CHECK(be->mem_upload(*mem, host->memory, host->n_params * sizeof(float), &e) == 0);
+    *dev = *host;
+    dev->memory = *mem;
+    for (int t = 0; t < LORA_N_TARGETS; t++) {
+        if (host->a[t]) dev->a[t] = *mem + (host->a[t] - host->memory);
+        if (host->b[t]) dev->b[t] = *mem + (host->b[t] - host->memory);
+    }
+}
+
 #endif

@@ -1,0 +1,148 @@
+/* The trainer (lib/train/trainer.c) on the CUDA backend against the CPU
+ * backend, on the tiny random models of tests/unit/tiny_train.h: the
+ * forward's log-probs and entropies, then the gradients of a loss linear in
+ * them (and in the entropies), full fine-tuning and LoRA (with dropout once),
+ * prompt groups shared, a multi-turn mask; and the same gradient bytes when
+ * run twice. What test_train_device checks exactly on a fake device (the
+ * memory plumbing), this checks for the kernels' arithmetic. The measured
+ * differences are printed as TAP comments whatever the outcome.
+ *
+ * Tolerances (bf16 products with float32 sums against float32): log-probs
+ * and entropies within 0.05 absolute (lib/cuda/README's emulation moved tiny
+ * models' log-probs by at most 0.022); gradients within 5e-2 relative
+ * (||g_gpu - g_cpu|| / ||g_cpu||, over every trained float).
+ *
+ * Without a CUDA build or a device every test reports a TAP skip. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cuda/cuda.h"
+#include "tiny_train.h"
+
+static const backend *be; /* NULL: no device, every test skips */
+static char skip_why[200] = "no CUDA device";
+
+/* The largest |a - b| over n floats; infinity where either is NaN. */
+static double max_abs(const float *a, const float *b, int n) {
+    double m = 0;
+    for (int i = 0; i < n; i++) m = isnan(a[i]) || isnan(b[i]) ? INFINITY : fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+static double rel_l2(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i])) return INFINITY;
+        double d = (double)a[i] - ref[i];
+        num += d * d, den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : INFINITY;
+}
+
+/* One forward (kept) and backward on t; the gradients downloaded into g. */
+static void step(trainer *t, const train_batch *b, const float *coef, const float *dent, float *logp, float *ent,
+                 float *g) {
+    gerr e = {0};
+    trainer_zero_grad(t);
+    trainer_forward(t, b, 0.8f, true, false, logp, ent);
+    trainer_backward(t, b, 0.8f, coef, dent, ent);
+    int rc = trainer_check(t, &e);
+    if (rc) printf("#   device: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (t->be->mem_download) {
+        rc = t->be->mem_download(g, t->grad, t->n_grad * sizeof *g, &e);
+        if (rc) printf("#   download: %s\n", e.msg);
+        CHECK_EQ_INT(rc, 0);
+    } else {
+        memcpy(g, t->grad, t->n_grad * sizeof *g);
+    }
+}
+
+static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropout, bool masked, const char *name) {
+    TEST(name);
+    if (!be) {
+        SKIP(skip_why);
+        return;
+    }
+    model mc, mg;
+    if (tiny_model(&mc, arch, tied) || tiny_model(&mg, arch, tied)) {
+        CHECK(0);
+        return;
+    }
+    gerr e = {0};
+    int rc = model_to_backend(&mg, be, &e);
+    if (rc) printf("#   model_to_backend: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
+    lora l, lg;
+    float *lmem = NULL;
+    if (use_lora) {
+        tiny_lora(&l, &mc, "q,k,v,o,gate,up,down", dropout);
+        fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
+        lora_on_backend(be, &lg, &l, &lmem);
+    }
+    trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
+    trainer tc, tg;
+    CHECK(trainer_init(&tc, &mc, use_lora ? &l : NULL, mode, false, 64, 0, 32, 64, &e) == 0);
+    rc = rc ? rc : trainer_init(&tg, &mg, use_lora ? &lg : NULL, mode, false, 64, 0, 32, 64, &e);
+    if (rc) {
+        printf("#   trainer_init: %s\n", e.msg);
+        CHECK(0);
+        trainer_free(&tc);
+        model_free(&mc), model_free(&mg);
+        return;
+    }
+    tc.dropout_seed = tg.dropout_seed = 17, tc.dropout_pass = tg.dropout_pass = 2;
+    group_batch gb;
+    make_groups(&gb, mc.cfg.vocab_size, masked);
+    int n = train_batch_targets(&gb.b);
+    float lc[64], lgp[64], ec[64], eg[64], coef[64], dent[64];
+    fill_random(coef, 64, 1.0, 0.0, 11, 0);
+    fill_random(dent, 64, 0.5, 0.0, 12, 0);
+    float *gc = malloc(tc.n_grad * sizeof *gc), *gg = malloc(tg.n_grad * sizeof *gg),
+          *gg2 = malloc(tg.n_grad * sizeof *gg2);
+    CHECK(gc && gg && gg2);
+    step(&tc, &gb.b, coef, dent, lc, ec, gc);
+    step(&tg, &gb.b, coef, dent, lgp, eg, gg);
+    double dl = max_abs(lgp, lc, n), de = max_abs(eg, ec, n), dg = rel_l2(gg, gc, tc.n_grad);
+    printf("#   measured: log-probs %.3g, entropies %.3g (absolute), gradients %.3g (relative)\n", dl, de, dg);
+    CHECK(dl <= 0.05);
+    CHECK(de <= 0.05);
+    CHECK(dg <= 5e-2);
+    /* no atomics, one algorithm per product: the same bytes again */
+    float lgp2[64], eg2[64];
+    step(&tg, &gb.b, coef, dent, lgp2, eg2, gg2);
+    CHECK(!memcmp(lgp, lgp2, (size_t)n * sizeof *lgp) && !memcmp(gg, gg2, tg.n_grad * sizeof *gg));
+    free(gc), free(gg), free(gg2);
+    trainer_free(&tc), trainer_free(&tg);
+    if (use_lora) {
+        be->mem_free(lmem);
+        lora_free(&l);
+    }
+    model_free(&mc), model_free(&mg);
+}
+
+int main(void) {
+    gerr e = {0};
+    bool try_device = true;
+#ifdef __SANITIZE_ADDRESS__
+    /* as test_cuda_ops: ASan and the CUDA driver's mappings collide */
+    snprintf(skip_why, sizeof skip_why, "no CUDA device under ASan (compute-sanitizer checks the device)");
+    try_device = false;
+#endif
+    if (try_device && cuda_device_count() > 0) {
+        if (cuda_open(&e))
+            snprintf(skip_why, sizeof skip_why, "no CUDA device could be opened: %.150s", e.msg);
+        else
+            be = backend_cuda();
+    }
+    test_trainer(ARCH_LLAMA, true, false, 0, false, "trainer on the device, llama (tied), full: the CPU's within bf16 tolerance");
+    test_trainer(ARCH_QWEN2, false, false, 0, true, "trainer on the device, qwen2 (biases), full, multi-turn mask");
+    test_trainer(ARCH_QWEN3, false, false, 0, false, "trainer on the device, qwen3 (q/k norm), full");
+    test_trainer(ARCH_LLAMA, false, true, 0, false, "trainer on the device, llama, LoRA, prompts shared");
+    test_trainer(ARCH_QWEN3, false, true, 0.1, true, "trainer on the device, qwen3, LoRA with dropout, multi-turn mask");
+    if (be) cuda_close();
+    return check_done();
+}
