@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "cuda/cuda.h"
+#include "cuda_device.h"
 #include "model/layer.h"
 #include "model/model.h"
 #include "ops/ops.h"
@@ -802,21 +803,7 @@ static void test_model(model_arch arch, const char *name) {
 }
 
 int main(void) {
-    gerr e = {0};
-    bool try_device = true;
-#ifdef __SANITIZE_ADDRESS__
-    /* ASan's shadow memory and the CUDA driver's mappings collide, and the
-     * driver's own allocations read as leaks: device code is checked by
-     * compute-sanitizer instead (lib/cuda/README) */
-    snprintf(skip_why, sizeof skip_why, "no CUDA device under ASan (compute-sanitizer checks the device)");
-    try_device = false;
-#endif
-    if (try_device && cuda_device_count() > 0) {
-        if (cuda_open(&e))
-            snprintf(skip_why, sizeof skip_why, "no CUDA device could be opened: %.150s", e.msg);
-        else
-            be = backend_cuda();
-    }
+    be = cuda_test_device(skip_why, sizeof skip_why);
     char name[200];
     cuda_device_name(name, sizeof name);
     printf("# device: %s\n", be ? name : "none");

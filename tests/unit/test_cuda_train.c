@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "cuda/cuda.h"
+#include "cuda_device.h"
 #include "tiny_train.h"
 
 static const backend *be; /* NULL: no device, every test skips */
@@ -125,19 +126,7 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
 }
 
 int main(void) {
-    gerr e = {0};
-    bool try_device = true;
-#ifdef __SANITIZE_ADDRESS__
-    /* as test_cuda_ops: ASan and the CUDA driver's mappings collide */
-    snprintf(skip_why, sizeof skip_why, "no CUDA device under ASan (compute-sanitizer checks the device)");
-    try_device = false;
-#endif
-    if (try_device && cuda_device_count() > 0) {
-        if (cuda_open(&e))
-            snprintf(skip_why, sizeof skip_why, "no CUDA device could be opened: %.150s", e.msg);
-        else
-            be = backend_cuda();
-    }
+    be = cuda_test_device(skip_why, sizeof skip_why);
     test_trainer(ARCH_LLAMA, true, false, 0, false, "trainer on the device, llama (tied), full: the CPU's within bf16 tolerance");
     test_trainer(ARCH_QWEN2, false, false, 0, true, "trainer on the device, qwen2 (biases), full, multi-turn mask");
     test_trainer(ARCH_QWEN3, false, false, 0, false, "trainer on the device, qwen3 (q/k norm), full");
