@@ -1,7 +1,13 @@
 // Causal grouped-query attention over a KV view (ops.h's attention_forward)
-// in two kernels that do the same arithmetic per row:
-//   k_attention_rows  one warp per (row, query head), for decode rows and
-//                     anything not in a tile;
+// in kernels that do the same arithmetic per row:
+//   k_attention_group decode rows (anything not in a tile): a block per
+//                     (row, KV head), warp w the group's query head w; each
+//                     32-position K/V chunk is loaded into shared memory once
+//                     (coalesced) for the group's G heads;
+//   k_attention_rows  one warp per (row, query head), reading K/V where
+//                     they lie: the decode rows of a shape the group kernel
+//                     cannot take (G > 32, head_dim > 128, or its shared
+//                     memory over 48 KiB);
 //   k_attention_tiles flash-style prefill: a block per (tile of up to kTile
 //                     consecutive positions of one sequence, query head)
 //                     loads each 32-position K/V chunk into shared memory
@@ -150,6 +156,37 @@ __global__ void k_attention_tiles(Args a, const int *tiles) {
     if (mine) finish_row(a.out, a.lse, r, h, a.n_heads, hd, m, l, acc, lane);
 }
 
+// Rows rows[blockIdx.x] (or blockIdx.x when rows is NULL), KV head
+// blockIdx.y, its G query heads one per warp. Dynamic shared memory: the K
+// and V chunk, [kChunk][head_dim + 1] each (+1: no bank conflicts), then
+// each warp's query [head_dim]. attend_chunk runs over the chunk as in the
+// tiles kernel: a row gets the bytes it gets in a tile or alone.
+template <typename E>
+__global__ void k_attention_group(Args a, const int *rows) {
+    extern __shared__ float sm[];
+    const int hd = a.head_dim, G = a.n_heads / a.n_kv_heads, g = blockIdx.y, stride = hd + 1;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = g * G + warp;
+    const int r = rows ? rows[blockIdx.x] : (int)blockIdx.x;
+    float *ks = sm, *vs = ks + kChunk * stride, *qs = vs + kChunk * stride + warp * hd;
+    for (int d = lane; d < hd; d += 32) qs[d] = a.q[((size_t)r * a.n_heads + h) * hd + d];
+    const E *kb = (const E *)a.kc + a.row_kv[r] + (size_t)g * hd, *vb = (const E *)a.vc + a.row_kv[r] + (size_t)g * hd;
+    const int T = a.pos[r] + 1;
+    float m, l, acc[kMaxHeadDim / 32];
+    acc_zero(m, l, acc);
+    for (int t0 = 0; t0 < T; t0 += kChunk) {
+        const int nt = T - t0 < kChunk ? T - t0 : kChunk;
+        __syncthreads(); // every warp is done with the previous chunk (and qs is written)
+        for (int i = threadIdx.x; i < nt * hd; i += blockDim.x) {
+            const int j = i / hd, d = i % hd;
+            ks[j * stride + d] = ld(kb + (size_t)(t0 + j) * a.kv_dim + d);
+            vs[j * stride + d] = ld(vb + (size_t)(t0 + j) * a.kv_dim + d);
+        }
+        __syncthreads();
+        attend_chunk(qs, ks, vs, stride, nt, hd, a.scale, m, l, acc, lane);
+    }
+    finish_row(a.out, a.lse, r, h, a.n_heads, hd, m, l, acc, lane);
+}
+
 } // namespace
 
 extern "C" cudaError_t cu_attention(float *out, float *lse, const float *q, const void *kc, const void *vc,
@@ -167,6 +204,16 @@ extern "C" cudaError_t cu_attention(float *out, float *lse, const float *q, cons
             k_attention_tiles<uint16_t><<<grid, kTile * 32, 0, st>>>(a, tiles);
         else
             k_attention_tiles<float><<<grid, kTile * 32, 0, st>>>(a, tiles);
+    }
+    const int G = n_heads / n_kv_heads;
+    const size_t group_shm = (2 * (size_t)kChunk * (head_dim + 1) + (size_t)G * head_dim) * sizeof(float);
+    if (n_rows > 0 && G <= 32 && head_dim <= kTileHeadDim && group_shm <= 48 * 1024 && n_kv_heads <= 65535) {
+        dim3 grid((unsigned)n_rows, (unsigned)n_kv_heads);
+        if (bf16)
+            k_attention_group<uint16_t><<<grid, G * 32, group_shm, st>>>(a, rows);
+        else
+            k_attention_group<float><<<grid, G * 32, group_shm, st>>>(a, rows);
+        return cudaGetLastError();
     }
     long long pairs = (long long)n_rows * n_heads;
     if (pairs > 0) {
