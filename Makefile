@@ -8,9 +8,10 @@
 #                   rule rewards against a Python peer; the judge cache; the LLM judge's
 #                   requests/s against the local test server; multi-turn rollout (--env,
 #                   instant and 50 ms environments) against single-turn
-#   make bench-gpu  grpo-rollout --device cuda against transformers generate, and grpo-update
-#                   --device cuda against a PyTorch eager step, on the same NVIDIA card, random
-#                   weights of three model shapes (bench/gpu.sh, bench/gpu_train.sh)
+#   make bench-gpu  grpo-rollout --device cuda against transformers generate, grpo-update
+#                   --device cuda against a PyTorch eager step, and a whole GRPO step against
+#                   TRL's GRPOTrainer, on the same NVIDIA card, random weights of three model
+#                   shapes (bench/gpu.sh, bench/gpu_train.sh, bench/gpu_grpo_step.sh)
 #   make fuzz       libFuzzer targets (long runs: make fuzz-long)
 #   make crash-matrix  KILLS (200) SIGKILLs at random points of a pipelines/grpo.mk run (SHARDS=2,
 #                   multi-turn rollout, the judge with server faults and its cache) and of each tool
@@ -298,6 +299,7 @@ uninstall:
 bench-gpu: all
 	@sh bench/gpu.sh
 	@sh bench/gpu_train.sh
+	@sh bench/gpu_grpo_step.sh
 
 clean:
 	rm -rf build $(TOOLS)

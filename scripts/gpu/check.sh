@@ -3,9 +3,10 @@
 # bin/grpo-update, build/tests/test_cuda_ops, build/tests/test_cuda_train,
 # build/bench/bench_cuda_model and build/gpu carried (scripts/gpu/bundle.sh): the checks of lib/cuda/README in
 # order, logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
-# "ops memcheck racecheck bats train fwd bench trainbench" (train:
+# "ops memcheck racecheck bats train fwd bench trainbench step" (train:
 # tests/bats/update_device.bats, grpo-update --device cuda against the CPU;
-# trainbench: bench/gpu_train.sh, against a PyTorch eager step).
+# trainbench: bench/gpu_train.sh, against a PyTorch eager step; step:
+# bench/gpu_grpo_step.sh, a whole GRPO step against TRL's, with .whl carried).
 # STEP_SECONDS bounds each step
 # (default 300), so a hung kernel costs one step, not the lease.
 set -u
@@ -55,6 +56,14 @@ for step in $STEPS; do
         BENCH_DIR=${BENCH_DIR:-/tmp/grpo-bench-gpu} timeout "$LIMIT" sh bench/gpu.sh ${BENCH_NAMES:-} > "$LOG/bench.txt" 2>&1
         note "bench: exit $?"
         cat "$LOG/bench.txt" ;;
+    step)
+        if [ -d .whl ]; then # the TRL peer's wheels (scripts/gpu/wheels.sh)
+            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
+                export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+        fi
+        BENCH_DIR=${BENCH_DIR:-/tmp/grpo-bench-gpu} timeout "$LIMIT" sh bench/gpu_grpo_step.sh > "$LOG/step.txt" 2>&1
+        note "step: exit $?"
+        cat "$LOG/step.txt" ;;
     trainbench)
         BENCH_DIR=${BENCH_DIR:-/tmp/grpo-bench-gpu} timeout "$LIMIT" sh bench/gpu_train.sh ${BENCH_NAMES:-} > "$LOG/trainbench.txt" 2>&1
         note "trainbench: exit $?"
