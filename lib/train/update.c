@@ -333,8 +333,19 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
         logp_pass(&t, b, o->micro_batch, temp, false, old, NULL);
         if ((rc = dist_agree(d, trainer_check(&t, e), e))) goto out_train;
     }
-    bool gated = cfg.loss.top_entropy_quantile < 1;
-    if (gated) gate = xmalloc(sizeof(float) * n_alloc);
+    bool gated = cfg.loss.top_entropy_quantile < 1, single_pass = false;
+    if (gated) {
+        gate = xmalloc(sizeof(float) * n_alloc);
+        /* the threshold needs the whole batch's entropies before the first
+         * backward: with every rank's share in one micro-batch and no
+         * dropout, the training forward's (the same bits as a forward of
+         * their own); else a forward pass of their own first */
+        int mstart[b->n + 1];
+        train_batch tb;
+        double split = b->n > 0 && next_micro(b, 0, o->micro_batch, &tb, mstart) == b->n ? 0 : 1;
+        if ((rc = dist_sum_doubles(d, &split, 1, e))) goto out_train;
+        single_pass = split == 0 && !(pol.has_lora && pol.l.dropout > 0);
+    }
 
     metrics_line *lines = xcalloc((size_t)o->iterations, sizeof *lines);
     for (long long it = 0; it < o->iterations; it++) {
@@ -346,18 +357,24 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
         train_batch tb;
         /* the entropy threshold is the whole batch's: its entropies first, at
          * the same weights (a forward without dropout; logp is overwritten below) */
-        if (gated) {
+        if (gated && !single_pass) {
             logp_pass(&t, b, o->micro_batch, temp, false, logp, gate);
             if ((rc = dist_agree(d, trainer_check(&t, e), e))) goto out_lines;
             if ((rc = global_threshold(d, gate, n_t, lb.n_tokens, cfg.loss.top_entropy_quantile,
                                        &lb.entropy_threshold, e)))
                 goto out_lines;
         }
-        for (int s0 = 0; s0 < b->n;) {
+        for (int s0 = 0; s0 < b->n && !rc;) {
             int ns = next_micro(b, s0, o->micro_batch, &tb, mstart);
             int o0 = b->tgt_start[s0];
             trainer_forward(&t, &tb, temp, true, false, logp + o0, ent + o0);
-            if ((rc = dist_agree(d, trainer_check(&t, e), e))) goto out_lines;
+            if ((rc = trainer_check(&t, e))) break; /* agreed below: ranks' micro-batch counts differ */
+            if (single_pass) { /* every rank is here once, its whole share forwarded */
+                memcpy(gate, ent, sizeof(float) * (size_t)n_t);
+                if ((rc = global_threshold(d, gate, n_t, lb.n_tokens, cfg.loss.top_entropy_quantile,
+                                           &lb.entropy_threshold, e)))
+                    break;
+            }
             for (int s = s0; s < s0 + ns; s++) {
                 int off = b->tgt_start[s];
                 loss_seq q = {b->tgt_start[s + 1] - off, logp + off, old + off, b->old_logp + off,
@@ -367,6 +384,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
             trainer_backward(&t, &tb, temp, dlogp + o0, cfg.loss.entropy_coef != 0 ? dent + o0 : NULL, ent + o0);
             s0 += ns;
         }
+        if ((rc = dist_agree(d, rc, e))) goto out_lines;
         metrics_line *ml = &lines[it];
         if ((rc = merge_stats(d, &st, e)) || (rc = policy_step(&pol, &t, &cfg, d, &ml->grad_norm, &ml->lr, e)))
             goto out_lines;
