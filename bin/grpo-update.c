@@ -92,8 +92,8 @@ int main(int argc, char **argv) {
          "rank keeps it all", 0, 1, NULL},
         {"--device", NULL, FLAG_CHOICE, &o.device, "D",
          "where to train: cpu, cuda (an NVIDIA GPU: bf16 products with float32 sums, float32 master "
-         "weights, gradients and AdamW state; one process, not under mpirun; not yet run on a GPU), or auto (the GPU "
-         "when there is one)", 0, 0, "auto|cpu|cuda"},
+         "weights, gradients and AdamW state; under mpirun a GPU per rank, gradients summed over NCCL, no --zero; "
+         "not yet run on a GPU), or auto (the GPU when there is one)", 0, 0, "auto|cpu|cuda"},
         {"--compute", NULL, FLAG_CHOICE, &o.compute, "C",
          "matrix products' operands: f32, or bf16 with float32 sums (CPUs with AVX-512 BF16; weights, gradients "
          "and AdamW state stay float32); auto: bf16 where the CPU has it, else f32; a checkpoint continues with its "

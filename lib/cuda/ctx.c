@@ -75,11 +75,18 @@ static int load_blas(gerr *e) {
     return 0;
 }
 
-int cuda_open(gerr *e) {
-    if (ctx.open) return 0;
+int cuda_open(gerr *e) { return ctx.open ? 0 : cuda_open_device(0, e); }
+
+int cuda_open_device(int index, gerr *e) {
+    if (ctx.open)
+        return ctx.device == index ? 0
+                                   : gerr_set(e, EX_SOFTWARE, "cuda: the context is open on device %d, not %d",
+                                              ctx.device, index);
     int n = cuda_device_count();
     if (n <= 0) return gerr_set(e, EX_UNAVAILABLE, "no CUDA device found");
+    if (index < 0 || index >= n) return gerr_set(e, EX_UNAVAILABLE, "no CUDA device %d (%d found)", index, n);
     memset(&ctx, 0, sizeof ctx);
+    ctx.device = index;
     int rc = load_blas(e);
     if (rc) {
         if (ctx.lib_lt) dlclose(ctx.lib_lt);
@@ -88,7 +95,7 @@ int cuda_open(gerr *e) {
         return rc;
     }
     ctx.lt_ws_bytes = (size_t)32 << 20; /* cuBLASLt's workspace: Hopper kernels want 32 MiB */
-    bool bad = cuda_failed(cudaSetDevice(0), "cudaSetDevice") ||
+    bool bad = cuda_failed(cudaSetDevice(index), "cudaSetDevice") ||
                cuda_failed(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
                cublas_failed(BLAS(cublasCreate_v2)(&ctx.blas), "cublasCreate") ||
                cublas_failed(BLAS(cublasSetStream_v2)(ctx.blas, ctx.stream), "cublasSetStream") ||
@@ -107,6 +114,7 @@ int cuda_open(gerr *e) {
 void cuda_close(void) {
     if (!ctx.open) return;
     if (ctx.stream) (void)cudaStreamSynchronize(ctx.stream);
+    cuda_nccl_close();
     for (int i = 0; i < CUDA_STAGE_SLOTS; i++) {
         (void)cudaFree(ctx.stage[i]);
         free(ctx.staged[i]);
@@ -119,9 +127,9 @@ void cuda_close(void) {
     if (ctx.blas) (void)BLAS(cublasDestroy_v2)(ctx.blas);
     if (ctx.stream) (void)cudaStreamDestroy(ctx.stream);
     /* the libraries stay loaded: a later cuda_open finds them again */
-    void *lt = ctx.lib_lt, *blas = ctx.lib_blas;
+    void *lt = ctx.lib_lt, *blas = ctx.lib_blas, *nccl = ctx.lib_nccl;
     memset(&ctx, 0, sizeof ctx);
-    ctx.lib_lt = lt, ctx.lib_blas = blas;
+    ctx.lib_lt = lt, ctx.lib_blas = blas, ctx.lib_nccl = nccl;
 }
 
 int cuda_sync(gerr *e) {
@@ -133,7 +141,7 @@ void cuda_device_name(char *buf, size_t n) {
     struct cudaDeviceProp p;
     if (!n) return;
     buf[0] = 0;
-    if (cuda_device_count() <= 0 || cudaGetDeviceProperties(&p, 0) != cudaSuccess) return;
+    if (cuda_device_count() <= 0 || cudaGetDeviceProperties(&p, ctx.open ? ctx.device : 0) != cudaSuccess) return;
     snprintf(buf, n, "%s, %.1f GiB, sm_%d%d", p.name, (double)p.totalGlobalMem / (1 << 30), p.major, p.minor);
 }
 

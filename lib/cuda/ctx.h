@@ -48,6 +48,7 @@ typedef struct {
     int device;
     cuda_blas_fns fn;
     void *lib_lt, *lib_blas; /* dlopen handles */
+    void *lib_nccl, *nccl_comm; /* nccl.c: libnccl's handle, the communicator (NULL: none) */
     cudaStream_t stream;
     cublasHandle_t blas;
     cublasLtHandle_t lt;
@@ -70,6 +71,8 @@ typedef struct {
 } cuda_ctx;
 
 cuda_ctx *cuda_ctx_get(void);
+/* nccl.c: destroys the communicator, if any (cuda_close). */
+void cuda_nccl_close(void);
 
 /* Records a failure (the first one sticks) and returns true when rc is one. */
 bool cuda_failed(cudaError_t rc, const char *what);

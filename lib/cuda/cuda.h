@@ -32,6 +32,10 @@ int cuda_device_count(void);
  * without a CUDA build or a device, EX_SOFTWARE when a handle or buffer
  * cannot be made. */
 int cuda_open(gerr *e);
+/* The same on device `index` (0 .. cuda_device_count() - 1): under mpirun a
+ * rank takes its local rank's. A context open on another device is
+ * EX_SOFTWARE. */
+int cuda_open_device(int index, gerr *e);
 void cuda_close(void);
 /* The table over device memory; NULL in a build without CUDA. Its memory
  * entries work only after cuda_open. */
@@ -48,6 +52,22 @@ int cuda_upload(void *dst, const void *src, size_t bytes, gerr *e);
 int cuda_download(void *dst, const void *src, size_t bytes, gerr *e);
 /* Peak bytes the context's allocations held (for the bench). */
 size_t cuda_peak_bytes(void);
+
+/* ---- NCCL (nccl.c): sums of device buffers across the ranks of a run ------ */
+/* libnccl.so.2 is loaded at first use (dlopen: a tool that never reduces
+ * maps nothing); EX_UNAVAILABLE when it cannot be, or when this build found
+ * no nccl.h. NCCL's unique id, which one rank makes and every rank is given
+ * (over MPI: lib/dist/nccl.c): */
+enum { CUDA_NCCL_ID_BYTES = 128 };
+/* Loads libnccl (every rank first, so that none fails alone later). */
+int cuda_nccl_load(gerr *e);
+int cuda_nccl_id(unsigned char id[CUDA_NCCL_ID_BYTES], gerr *e);
+/* Joins the communicator of `size` ranks as `rank`, on the open context's
+ * device and stream. */
+int cuda_nccl_init(int rank, int size, const unsigned char id[CUDA_NCCL_ID_BYTES], gerr *e);
+/* In place: every rank's n floats of device memory summed, on every rank,
+ * in order with the backend's ops; returns once it is done. */
+int cuda_nccl_sum(float *buf, size_t n, gerr *e);
 
 /* ---- sampling on the device (sample.c) ------------------------------------ */
 /* sample.h's sample_token for n rows of device logits [n, V] when top-k,

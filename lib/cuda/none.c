@@ -5,6 +5,23 @@
 bool cuda_built(void) { return false; }
 int cuda_device_count(void) { return 0; }
 int cuda_open(gerr *e) { return gerr_set(e, EX_UNAVAILABLE, "this build has no CUDA support (make CUDA=1)"); }
+int cuda_open_device(int index, gerr *e) {
+    (void)index;
+    return cuda_open(e);
+}
+int cuda_nccl_load(gerr *e) { return cuda_open(e); }
+int cuda_nccl_id(unsigned char id[CUDA_NCCL_ID_BYTES], gerr *e) {
+    (void)id;
+    return cuda_open(e);
+}
+int cuda_nccl_init(int rank, int size, const unsigned char id[CUDA_NCCL_ID_BYTES], gerr *e) {
+    (void)rank, (void)size, (void)id;
+    return cuda_open(e);
+}
+int cuda_nccl_sum(float *buf, size_t n, gerr *e) {
+    (void)buf, (void)n;
+    return cuda_open(e);
+}
 void cuda_close(void) {}
 const backend *backend_cuda(void) { return NULL; }
 int cuda_sync(gerr *e) {

@@ -64,7 +64,8 @@ int dist_start(dist *d, gerr *e) {
     MPI_Comm local;
     if ((rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local)) !=
             MPI_SUCCESS ||
-        (rc = MPI_Comm_size(local, &d->local_size)) != MPI_SUCCESS || (rc = MPI_Comm_free(&local)) != MPI_SUCCESS)
+        (rc = MPI_Comm_size(local, &d->local_size)) != MPI_SUCCESS ||
+        (rc = MPI_Comm_rank(local, &d->local_rank)) != MPI_SUCCESS || (rc = MPI_Comm_free(&local)) != MPI_SUCCESS)
         return dist_mpi_error(e, "MPI_Comm_split_type", rc);
     long want = launcher_size();
     if (want && want != d->size)

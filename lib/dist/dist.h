@@ -23,6 +23,7 @@
 typedef struct {
     int rank, size;
     int local_size; /* ranks on this machine */
+    int local_rank; /* this rank among them (its GPU's index, nccl.c) */
     bool mpi;       /* MPI_Init was called: dist_end finalizes */
 } dist;
 
@@ -78,5 +79,17 @@ int dist_allgatherv_floats(const dist *d, const float *mine, float *all, const s
  * run the same build on the same architecture, so plain structs travel as
  * bytes. */
 int dist_allgather_bytes(const dist *d, const void *mine, void *all, size_t n, gerr *e);
+
+/* ---- device buffers over NCCL (nccl.c) ----------------------------------------- */
+
+/* Under MPI with the CUDA backend: this rank's GPU (its local rank's,
+ * modulo the devices it sees), opened before anything else opens device 0.
+ * Nothing without MPI or without a device. */
+int dist_device_open(const dist *d, gerr *e);
+/* The NCCL communicator of every rank, its unique id made by rank 0 and
+ * handed out over MPI. Every rank calls it (a collective). */
+int dist_nccl_start(const dist *d, gerr *e);
+/* In place: the sum over ranks of n floats of device memory (NCCL). */
+int dist_nccl_sum(const dist *d, float *dev_buf, size_t n, gerr *e);
 
 #endif

@@ -303,14 +303,17 @@ static void step_range(policy *p, trainer *t, const update_config *c, long step_
     }
 }
 
-/* policy_step on a device: one process (under MPI the ranks reduce host
- * memory; NCCL is not built), the norm summed there, the weights the ops
- * read refreshed from the new floats. */
-static int step_on_device(policy *p, trainer *t, const update_config *c, double *grad_norm, double *lr, gerr *e) {
+/* policy_step on a device: the gradient summed over the ranks in device
+ * memory (NCCL, lib/dist/nccl.c; every rank then holds it whole and steps
+ * alike), the norm summed there, the weights the ops read refreshed from
+ * the new floats. */
+static int step_on_device(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm,
+                          double *lr, gerr *e) {
     const backend *be = p->dev;
-    double sq = be->sum_squares(t->grad, p->n_trained);
-    int rc = be->sync(e);
+    int rc = dist_nccl_sum(d, t->grad, p->n_trained, e);
     if (rc) return rc;
+    double sq = be->sum_squares(t->grad, p->n_trained);
+    if ((rc = be->sync(e))) return rc;
     *grad_norm = sqrt(sq);
     if (!isfinite(*grad_norm))
         return gerr_set(e, EX_DATAERR, "step %lld: the gradient is not finite (norm %g); nothing written", p->step + 1,
@@ -327,7 +330,7 @@ static int step_on_device(policy *p, trainer *t, const update_config *c, double 
 
 int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
                 gerr *e) {
-    if (p->dev) return step_on_device(p, t, c, grad_norm, lr, e);
+    if (p->dev) return step_on_device(p, t, c, d, grad_norm, lr, e);
     /* the gradient summed over ranks: whole on every rank, or with ZeRO-1
      * only this rank's slice (the same bytes on the wire, in two halves) */
     int rc;

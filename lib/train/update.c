@@ -238,11 +238,22 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     if (o->threads > 0) blas_set_threads((int)o->threads);
     else if (dist_default_threads(d) > 0) blas_set_threads(dist_default_threads(d));
     blas_setup_threads();
+    /* the device: under MPI each rank its local rank's GPU, the gradients
+     * summed there over NCCL (lib/dist/nccl.c) */
     const backend *dev = o->backend;
+    if (!dev && strcmp(o->device, "cpu") && (rc = dist_agree(d, dist_device_open(d, e), e))) return rc;
     if (!dev && (rc = dist_agree(d, device_select("--device", o->device, &dev, e), e))) return rc;
-    if (dev && d->size > 1) {
-        rc = dist_agree(d, gerr_set(e, EX_USAGE, "--device %s under mpirun/srun: the ranks reduce host memory only (NCCL is not built yet); use --device cpu", dev->name), e);
-        goto out_device;
+    if (d->size > 1) {
+        double on = dev != NULL;
+        if ((rc = dist_sum_doubles(d, &on, 1, e))) goto out_device;
+        if (on != 0 && on != d->size)
+            rc = gerr_set(e, EX_UNAVAILABLE, "--device %s: %g of %d ranks found a GPU; give every rank one, or --device cpu",
+                          o->device, on, d->size);
+        else if (dev && o->backend)
+            rc = gerr_set(e, EX_USAGE, "a device of the caller's (%s) under MPI: only CUDA's sums over NCCL", dev->name);
+        else if (dev)
+            rc = dist_nccl_start(d, e);
+        if ((rc = dist_agree(d, rc, e))) goto out_device;
     }
 
     /* the policy: weights, adapter, and state when it is our checkpoint */

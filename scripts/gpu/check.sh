@@ -17,6 +17,10 @@ export LD_LIBRARY_PATH="$PWD/build/gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PWD/bin:$PWD/build/gpu/bats/bin:$PATH"
 # a path: the bats suites test it with -x
 export GRPO_ROOT="$PWD" GRPO_PY="${GRPO_PY:-$(command -v python3)}"
+# libnccl.so.2 for grpo-update under mpirun (lib/cuda/nccl.c dlopens it): the
+# image has it in PyTorch's nvidia-nccl package, off the loader's path
+nccl_lib=$("$GRPO_PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2> /dev/null || true)
+[ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
 STEPS=${STEPS:-ops memcheck racecheck bats train fwd bench}
 LIMIT=${STEP_SECONDS:-300}
 summary=""

@@ -122,15 +122,30 @@ EOF
     ref close c2/model.safetensors g2/model.safetensors 5e-2
 }
 
-@test "GPU: --compute f32 and mpirun are refused on the device: 64, nothing written" {
+@test "GPU: --compute f32 is refused on the device: 64, nothing written" {
     needs_gpu
     run -64 grpo-update --model "$TINY" --in "$(B)" --out c --device cuda --compute f32
     assert_one_line_error grpo-update "--compute f32 on a device"
     [ ! -e c ]
+}
+
+# NCCL refuses two ranks on one GPU, so on a machine of one GPU two ranks
+# must fail cleanly (every rank's one line naming NCCL, nothing written);
+# with a GPU per rank they must train the one-process step.
+@test "GPU: mpirun -np 2 --device cuda: the one-process step with a GPU per rank, else NCCL's refusal and nothing written" {
+    needs_gpu
     command -v mpirun > /dev/null || skip "no mpirun"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-    run mpirun --oversubscribe -np 2 grpo-update --model "$TINY" --in "$(B)" --out c --device cuda
-    [ "$status" -ne 0 ]
-    [[ "$output" == *"under mpirun/srun"* ]]
-    [ ! -e c ]
+    flags=(--model "$TINY" --in "$(B)" --device cuda --optimizer sgd --lr 1e-2 --threads 1)
+    run timeout 300 mpirun --oversubscribe --bind-to none -np 2 grpo-update "${flags[@]}" --out two
+    echo "$output"
+    if [ "$(nvidia-smi -L 2> /dev/null | wc -l)" -ge 2 ]; then
+        [ "$status" -eq 0 ]
+        grpo-update "${flags[@]}" --out one 2> /dev/null
+        ref close-delta "$TINY/model.safetensors" two/model.safetensors one/model.safetensors 1e-3
+    else
+        [ "$status" -ne 0 ] && [ "$status" -ne 124 ] # refused, not hung
+        [[ "$output" == *nccl* || "$output" == *NCCL* ]]
+        [ ! -e two ]
+    fi
 }

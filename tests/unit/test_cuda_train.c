@@ -125,6 +125,41 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     model_free(&mc), model_free(&mg);
 }
 
+/* NCCL (lib/cuda/nccl.c, the gradients' sum across ranks) in a
+ * communicator of one rank, all one GPU can hold (NCCL refuses two ranks on
+ * one device): the library loads, the id is made, the communicator joins,
+ * and a sum over one rank leaves the buffer's bytes as they were. Skips
+ * (saying why) when libnccl cannot be loaded. */
+static void test_nccl_one_rank(void) {
+    TEST("NCCL: a communicator of one rank; its sum leaves the bytes unchanged");
+    if (!be) {
+        SKIP(skip_why);
+        return;
+    }
+    gerr e = {0};
+    if (cuda_nccl_load(&e)) {
+        char why[200];
+        snprintf(why, sizeof why, "%.190s", e.msg);
+        SKIP(why);
+        return;
+    }
+    unsigned char id[CUDA_NCCL_ID_BYTES];
+    enum { N = 1000 };
+    float h[N], g[N];
+    fill_random(h, N, 1.0, 0.0, 31, 0);
+    void *d = NULL;
+    int rc = cuda_nccl_id(id, &e);
+    if (!rc) rc = cuda_nccl_init(0, 1, id, &e);
+    if (!rc) rc = be->mem_alloc(&d, sizeof h, &e);
+    if (!rc) rc = be->mem_upload(d, h, sizeof h, &e);
+    if (!rc) rc = cuda_nccl_sum(d, N, &e);
+    if (!rc) rc = be->mem_download(g, d, sizeof g, &e);
+    if (rc) printf("#   nccl: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(!rc && memcmp(g, h, sizeof h) == 0);
+    if (d) be->mem_free(d);
+}
+
 int main(void) {
     be = cuda_test_device(skip_why, sizeof skip_why);
     test_trainer(ARCH_LLAMA, true, false, 0, false, "trainer on the device, llama (tied), full: the CPU's within bf16 tolerance");
@@ -132,6 +167,7 @@ int main(void) {
     test_trainer(ARCH_QWEN3, false, false, 0, false, "trainer on the device, qwen3 (q/k norm), full");
     test_trainer(ARCH_LLAMA, false, true, 0, false, "trainer on the device, llama, LoRA, prompts shared");
     test_trainer(ARCH_QWEN3, false, true, 0.1, true, "trainer on the device, qwen3, LoRA with dropout, multi-turn mask");
+    test_nccl_one_rank();
     if (be) cuda_close();
     return check_done();
 }
