@@ -1,6 +1,6 @@
 #!/bin/sh
 # make bench-gpu's whole-GRPO-step row: one step of the grpo tools on the GPU
-# (grpo-rollout --device cuda, grpo-reward, grpo-advantage, grpo-update
+# (grpo-rollout --device cuda, a reward program, grpo-advantage, grpo-update
 # --device cuda, each a process that loads the model itself, as a make-driven
 # run does) against one step of TRL's GRPOTrainer without vLLM
 # (bench/gpu_trl_peer.py) on the same card: random weights of SmolLM2-135M's
@@ -44,7 +44,16 @@ t0=$(now)
 bin/grpo-rollout --model "$dir" --device cuda -k $K --max-new-tokens $NEW --temperature 1 --batch $((K * PROMPTS)) --progress \
     --in "$OUT/step_prompts.jsonl" --out "$S/rollouts.jsonl" 2> "$S/rollout.txt"
 t1=$(now)
-bin/grpo-reward --fn repetition --in "$S/rollouts.jsonl" --out "$S/scored.jsonl" 2> "$S/reward.txt"
+# the reward as TRL's peer computes it (the completion's distinct
+# characters), by a program of its own as grpo.mk's REWARD= allows: its cost
+# is not what is measured, and grpo-reward's libraries (curl, SQLite, TLS)
+# would not fit the device call beside the rest
+"$PY" -c 'import json, sys
+with open(sys.argv[2], "w") as out:
+    for line in open(sys.argv[1]):
+        r = json.loads(line)
+        r["reward"] = float(len(set(r["completion"])))
+        out.write(json.dumps(r) + "\n")' "$S/rollouts.jsonl" "$S/scored.jsonl"
 bin/grpo-advantage --in "$S/scored.jsonl" --out "$S/advantaged.jsonl" 2> "$S/advantage.txt"
 t2=$(now)
 bin/grpo-update --device cuda --model "$dir" --in "$S/advantaged.jsonl" --out "$S/ckpt" --beta 0 --lr 1e-6 --loss grpo \

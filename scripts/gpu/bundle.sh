@@ -9,18 +9,25 @@
 #                   under a launcher)
 #   build/gpu/bats  bats-core, for tests/bats/rollout_device.bats and
 #                   update_device.bats
-# Carry bin/grpo-rollout, bin/grpo-update, build/tests/test_cuda_ops,
-# build/tests/test_cuda_train, build/bench/bench_cuda_model and build/gpu (about 50 MiB);
+# Carry bin/grpo-rollout, bin/grpo-update, bin/grpo-advantage,
+# build/tests/test_cuda_ops, build/tests/test_cuda_train, build/gpu and .whl
+# (scripts/gpu/wheels.sh): 7 paths, under 60 MiB with the tree (about 50 MiB);
 # scripts/gpu/check.sh there sets LD_LIBRARY_PATH and PATH.
-#   make CUDA=1 bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/tests/test_cuda_train \
-#        build/bench/bench_cuda_model
+#   make CUDA=1 bin/grpo-rollout bin/grpo-update bin/grpo-advantage \
+#        build/tests/test_cuda_ops build/tests/test_cuda_train
 #   sh scripts/gpu/bundle.sh
 set -eu
 cd "$(dirname "$0")/../.."
+# the binaries a GPU call carries, without their debug sections (half their
+# size: the device call's tree is limited to 64 MiB)
+for f in bin/grpo-rollout bin/grpo-update bin/grpo-advantage build/tests/test_cuda_ops \
+    build/tests/test_cuda_train build/bench/bench_cuda_model; do
+    [ -e "$f" ] && strip --strip-debug "$f"
+done
 OUT=build/gpu
 rm -rf "$OUT"
 mkdir -p "$OUT/lib"
-ldd bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/tests/test_cuda_train build/bench/bench_cuda_model | awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
+ldd bin/grpo-rollout bin/grpo-update bin/grpo-advantage build/tests/test_cuda_ops build/tests/test_cuda_train | awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
         libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) continue ;;
         libstdc++.so.* | libgcc_s.so.*) continue ;; # every image has them, newer than ours

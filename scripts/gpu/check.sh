@@ -28,7 +28,8 @@ note() { summary="$summary
 $1"; }
 
 nvidia-smi -L || true
-missing=$(ldd bin/grpo-rollout bin/grpo-update build/tests/test_cuda_ops build/tests/test_cuda_train build/bench/bench_cuda_model | grep 'not found' || true)
+missing=$(for f in bin/grpo-rollout bin/grpo-update bin/grpo-advantage build/tests/test_cuda_ops build/tests/test_cuda_train \
+    build/bench/bench_cuda_model; do [ ! -e "$f" ] || ldd "$f"; done | grep 'not found' || true)
 [ -z "$missing" ] || { echo "missing libraries:"; echo "$missing"; exit 1; }
 
 for step in $STEPS; do
