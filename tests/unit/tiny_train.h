@@ -12,13 +12,13 @@
 #include "train/trainer.h"
 #include "util/rng.h"
 
-static void fill_random(float *p, size_t n, double scale, double offset, uint64_t seed, uint64_t index) {
+static inline void fill_random(float *p, size_t n, double scale, double offset, uint64_t seed, uint64_t index) {
     rng_stream r;
     rng_init(&r, seed, "test", 4, index);
     for (size_t i = 0; i < n; i++) p[i] = (float)(offset + scale * (2 * rng_uniform(&r) - 1));
 }
 
-static int tiny_model(model *m, model_arch arch, bool tied) {
+static inline int tiny_model(model *m, model_arch arch, bool tied) {
     gerr e = {0};
     memset(m, 0, sizeof *m);
     model_config *c = &m->cfg;
@@ -35,7 +35,7 @@ static int tiny_model(model *m, model_arch arch, bool tied) {
     return 0;
 }
 
-static void tiny_lora(lora *l, const model *m, const char *names, double dropout) {
+static inline void tiny_lora(lora *l, const model *m, const char *names, double dropout) {
     gerr e = {0};
     unsigned targets;
     CHECK(lora_parse_targets(names, &targets, &e) == 0);
@@ -53,7 +53,7 @@ typedef struct {
     train_batch b;
 } group_batch;
 
-static void make_groups(group_batch *gb, int vocab, bool masked) {
+static inline void make_groups(group_batch *gb, int vocab, bool masked) {
     static const int comp[G_SEQS] = {5, 3, 0, 6, 2, 4}, prompt[G_SEQS] = {4, 4, 4, 3, 3, 2};
     static const int group[G_SEQS] = {0, 0, 0, 1, 1, 2};
     rng_stream r;
@@ -78,7 +78,7 @@ static void make_groups(group_batch *gb, int vocab, bool masked) {
 /* The adapter's factors copied into be's memory, laid out as
  * lib/train/policy.c's policy_to_device places them: *dev is host's adapter
  * with every factor pointer moved into *mem (mem_free it). */
-static void lora_on_backend(const backend *be, lora *dev, const lora *host, float **mem) {
+static inline void lora_on_backend(const backend *be, lora *dev, const lora *host, float **mem) {
     gerr e = {0};
     CHECK(be->mem_alloc((void **)mem, host->n_params * sizeof(float), &e) == 0);
     CHECK(be->mem_upload(*mem, host->memory, host->n_params * sizeof(float), &e) == 0);
