@@ -12,7 +12,10 @@
 # Prints tokens/s, peak GPU memory of each (ours: what our allocations held;
 # theirs: torch's max_memory_allocated), the ratio, and our MFU against the
 # card's measured cuBLAS bf16 GEMM rate. Ours computes each group's prompt
-# once (lib/train/trainer.c); the peer, as TRL, computes it per completion.
+# once (lib/train/trainer.c) and the LM head on completion tokens only; the
+# peer, as TRL, computes both for every token. MFU counts the model's
+# nominal FLOPs for every token of the batch (bench/gpu_train_peer.py), as
+# MFU is usually counted, so it credits ours with work those two skip.
 # No assertions: a benchmark prints.
 #   sh bench/gpu_train.sh [NAME ...]
 set -eu
