@@ -1,6 +1,9 @@
-/* lib/ops/packed.c against a float64 reference, and a packed model's
- * forward against the same model row-major. Skipped (reported) on a CPU
- * without AVX-512, where nothing is packed. */
+/* lib/ops/packed.c against a float64 reference, against its own definition
+ * bit for bit (fused multiply-adds over k in order from zero, then the
+ * bias: what both kernels, AVX-512 and AVX2, must compute), a row alone
+ * against the same row among others, and a packed model's forward against
+ * the same model row-major. Skipped (reported) on a CPU without AVX-512 or
+ * AVX2 with FMA, where nothing is packed. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,6 +55,34 @@ static void test_matmul(void) {
         }
         free(x), free(w), free(bias), free(p), free(out);
     }
+}
+
+/* Every output is fmaf over k in order from zero, plus the bias, to the
+ * bit: so the AVX-512 and the AVX2 kernel agree, and a row does not depend
+ * on the rows computed with it (each row alone, then all 13 at once). */
+static void test_exact_order(void) {
+    TEST("packed_matmul is fmaf over k in order, then the bias, to the bit; a row alone gives the same bits");
+    enum { M = 13, N = 70, K = 37 };
+    float x[M * K], w[N * K], bias[N], p[((N + 31) / 32) * 32 * K], out[M * N], one[N];
+    for (int i = 0; i < M * K; i++) x[i] = uniform();
+    for (int i = 0; i < N * K; i++) w[i] = uniform();
+    for (int i = 0; i < N; i++) bias[i] = uniform();
+    packed_pack(p, w, N, K);
+    packed_matmul(out, x, p, bias, M, K, N);
+    int wrong = 0, alone = 0;
+    for (int r = 0; r < M; r++) {
+        for (int c = 0; c < N; c++) {
+            float acc = 0.0f;
+            for (int i = 0; i < K; i++) acc = fmaf(x[r * K + i], w[c * K + i], acc);
+            float want = acc + bias[c];
+            wrong += memcmp(&want, &out[r * N + c], sizeof want) != 0;
+        }
+        packed_matmul(one, x + r * K, p, bias, 1, K, N);
+        alone += memcmp(one, out + r * N, sizeof one) != 0;
+    }
+    if (wrong || alone) printf("#   %d outputs off the definition, %d rows differ alone\n", wrong, alone);
+    CHECK(wrong == 0);
+    CHECK(alone == 0);
 }
 
 static void fill(model *m, uint64_t seed) {
@@ -214,10 +245,11 @@ static void test_continuation_in_decode_call(void) {
 
 int main(void) {
     if (!packed_supported()) {
-        printf("ok 1 - # SKIP no AVX-512 on this CPU: weights stay row-major (OpenBLAS)\n1..1\n");
+        printf("ok 1 - # SKIP neither AVX-512 nor AVX2 with FMA on this CPU: weights stay row-major (OpenBLAS)\n1..1\n");
         return 0;
     }
     test_matmul();
+    test_exact_order();
     test_model_packed(false);
     test_model_packed(true);
     test_model_not_packed();
