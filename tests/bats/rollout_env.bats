@@ -20,12 +20,15 @@ setup_file() {
 }
 
 # same_records A B: byte for byte where the weights are packed for our own
-# kernel (AVX-512); elsewhere OpenBLAS's sums follow the rows batched together,
+# kernel (AVX-512, or AVX2 with FMA); elsewhere OpenBLAS's sums follow the rows batched together,
 # which in a multi-turn run follow when the answers came: the same tokens,
 # masks, turns and finish reasons, log-probabilities within 1e-5
 # (formats/rollout.md, "Sampling and determinism").
 same_records() {
-    if grep -q avx512f /proc/cpuinfo; then cmp "$1" "$2"; return; fi
+    if grep -qw avx512f /proc/cpuinfo || { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; }; then
+        cmp "$1" "$2"
+        return
+    fi
     local key='[.id, .sample, .prompt_tokens, .completion_tokens, .completion_mask, .turns, .finish_reason, .env_reward]'
     diff <(jq -c "$key" "$1") <(jq -c "$key" "$2")
     paste <(jq -c .logprobs "$1") <(jq -c .logprobs "$2") | jq -R -e 'split("\t") | map(fromjson) | transpose
