@@ -27,14 +27,7 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 date -u
 
-"$PY" - "$OUT/prompts.jsonl" "$PROMPTS" "$PLEN" <<'PYEOF'
-import json, random, sys
-path, n, plen = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rnd = random.Random(7)
-with open(path, "w") as f:
-    for i in range(n):  # ids 3..96: the tiny tokenizer's symbols, no EOS
-        f.write(json.dumps({"id": f"b{i}", "prompt_tokens": [rnd.randrange(3, 97) for _ in range(plen)]}) + "\n")
-PYEOF
+"$PY" bench/gpu_prompts.py "$OUT/prompts.jsonl" "$PROMPTS" "$PLEN"
 
 # poll_smi DONE PEAK: in the background until the file DONE exists, the most
 # memory nvidia-smi saw in use on the card (MiB), then written to PEAK. Not

@@ -26,14 +26,7 @@ if ! bin/grpo-update --device cuda --model /nonexistent --out "$OUT/probe" 2>&1 
     echo "bench/gpu_grpo_step.sh: grpo-update cannot use a GPU here: $(bin/grpo-update --device cuda --model /nonexistent --out "$OUT/probe" 2>&1)" >&2
     exit 0
 fi
-"$PY" - "$OUT/step_prompts.jsonl" "$PROMPTS" "$PLEN" <<'PYEOF'
-import json, random, sys
-path, n, plen = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rnd = random.Random(7)
-with open(path, "w") as f:
-    for i in range(n):  # ids 3..96: the tiny tokenizer's symbols, no EOS
-        f.write(json.dumps({"id": f"s{i}", "prompt_tokens": [rnd.randrange(3, 97) for _ in range(plen)]}) + "\n")
-PYEOF
+"$PY" bench/gpu_prompts.py "$OUT/step_prompts.jsonl" "$PROMPTS" "$PLEN"
 "$PY" bench/gpu_models.py "$MODELS" "$NAME" > "$OUT/$NAME.make.txt"
 dir="$MODELS/$NAME"
 S="$OUT/step"
