@@ -243,10 +243,11 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
     jq -e 'select(.id != "p0") | .finish_reason == "length" and (.completion_tokens | length) == 1' o.jsonl > /dev/null
 }
 
-@test "packed weights (AVX-512): --batch, --threads and --shard change no byte of the records" {
+@test "packed weights (AVX-512, or AVX2 with FMA): --batch, --threads and --shard change no byte of the records" {
     smol="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     [ -f "$smol" ] || skip "no model (make models)"
-    grep -q avx512f /proc/cpuinfo || skip "no AVX-512: weights stay row-major and OpenBLAS's sums depend on the batch"
+    grep -qw avx512f /proc/cpuinfo || { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; } ||
+        skip "neither AVX-512 nor AVX2 with FMA: weights stay row-major and OpenBLAS's sums depend on the batch"
     grpo-prep --task arith --n 3 --seed 3 --model "$smol" --out p.jsonl
     args=(--model "$smol" --in p.jsonl -k 3 --max-new-tokens 12 --temperature 1 --seed 5)
     grpo-rollout "${args[@]}" --batch 3 --threads 1 --out a.jsonl
