@@ -111,7 +111,7 @@ static const char *kernel_describe(const model *m) {
         return q8w_kernel_used() == Q8W_VNNI ? "q8 (AVX-512 VNNI kernel"
                : q8w_kernel_used() == Q8W_AVX2 ? "q8 (AVX2 kernel"
                                                : "q8 (portable kernel";
-    default: return packed_kernel() && !strcmp(packed_kernel(), "avx2") ? "f32 (packed AVX2 kernel" : "f32 (packed AVX-512 kernel";
+    default: return !strcmp(packed_kernel(), "avx2") ? "f32 (packed AVX2 kernel" : "f32 (packed AVX-512 kernel";
     }
 }
 

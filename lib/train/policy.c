@@ -303,38 +303,18 @@ static void step_range(policy *p, trainer *t, const update_config *c, long step_
     }
 }
 
-/* policy_step on a device: the gradient summed over the ranks in device
- * memory (NCCL, lib/dist/nccl.c; every rank then holds it whole and steps
- * alike), the norm summed there, the weights the ops read refreshed from
- * the new floats. */
-static int step_on_device(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm,
-                          double *lr, gerr *e) {
-    const backend *be = p->dev;
-    int rc = dist_nccl_sum(d, t->grad, p->n_trained, e);
-    if (rc) return rc;
-    double sq = be->sum_squares(t->grad, p->n_trained);
-    if ((rc = be->sync(e))) return rc;
-    *grad_norm = sqrt(sq);
-    if (!isfinite(*grad_norm))
-        return gerr_set(e, EX_DATAERR, "step %lld: the gradient is not finite (norm %g); nothing written", p->step + 1,
-                        *grad_norm);
-    double scale = grad_clip_scale(*grad_norm, c->optim.max_grad_norm);
-    if (scale != 1.0) be->scale_inplace(t->grad, (float)scale, p->n_trained); /* as grad_scale: a float factor */
-    *lr = optim_lr_at(&c->optim, p->step);
-    step_range(p, t, c, (long)p->step + 1, *lr, 0, p->n_trained);
-    if (!p->has_lora) model_dev_refresh(&p->m, p->params_dev);
-    if ((rc = be->sync(e))) return rc;
-    p->step++;
-    return 0;
-}
-
-int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
-                gerr *e) {
-    if (p->dev) return step_on_device(p, t, c, d, grad_norm, lr, e);
-    /* the gradient summed over ranks: whole on every rank, or with ZeRO-1
-     * only this rank's slice (the same bytes on the wire, in two halves) */
+/* The gradient summed over ranks and its global norm. On the host: whole on
+ * every rank, or with ZeRO-1 only this rank's slice (the same bytes on the
+ * wire, in two halves). On a device: whole on every rank, summed in device
+ * memory (NCCL, lib/dist/nccl.c), the norm taken there. */
+static int reduce_and_norm(policy *p, trainer *t, const dist *d, double *grad_norm, gerr *e) {
     int rc;
-    if (p->bounds) {
+    if (p->dev) {
+        if ((rc = dist_nccl_sum(d, t->grad, p->n_trained, e))) return rc;
+        double sq = p->dev->sum_squares(t->grad, p->n_trained);
+        if ((rc = p->dev->sync(e))) return rc;
+        *grad_norm = sqrt(sq);
+    } else if (p->bounds) {
         if ((rc = dist_reduce_scatter_floats(d, t->grad, p->bounds, e))) return rc;
         const float *g = t->grad + p->lo;
         size_t n = p->hi - p->lo;
@@ -346,15 +326,29 @@ int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, do
         const float *g_all = t->grad;
         *grad_norm = grad_global_norm(&g_all, &p->n_trained, 1);
     }
+    return 0;
+}
+
+int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
+                gerr *e) {
+    int rc = reduce_and_norm(p, t, d, grad_norm, e);
+    if (rc) return rc;
     if (!isfinite(*grad_norm))
         return gerr_set(e, EX_DATAERR, "step %lld: the gradient is not finite (norm %g); nothing written", p->step + 1,
                         *grad_norm);
     double scale = grad_clip_scale(*grad_norm, c->optim.max_grad_norm);
     float *g_mut = t->grad + p->lo;
     size_t n_mine = p->hi - p->lo;
-    grad_scale(&g_mut, &n_mine, 1, scale);
+    if (!p->dev)
+        grad_scale(&g_mut, &n_mine, 1, scale);
+    else if (scale != 1.0)
+        p->dev->scale_inplace(g_mut, (float)scale, n_mine); /* as grad_scale: a float factor */
     *lr = optim_lr_at(&c->optim, p->step);
     step_range(p, t, c, (long)p->step + 1, *lr, p->lo, p->hi);
+    if (p->dev) { /* the weights the ops read, made again from the new floats */
+        if (!p->has_lora) model_dev_refresh(&p->m, p->params_dev);
+        if ((rc = p->dev->sync(e))) return rc;
+    }
     if (p->bounds && (rc = dist_allgather_floats(d, p->params, p->bounds, e))) return rc;
     p->step++;
     return 0;

@@ -41,9 +41,8 @@ struct trainer_acts {
      * each, copied from and to the caller's host arrays. NULL on the CPU,
      * which reads and writes the caller's arrays in place. */
     float *logp_dev, *ent_dev, *dlogp_dev, *dent_dev, *ent_in_dev;
-    bool on_device;
     gerr err; /* the first failure of a copy to or from the device (trainer_check) */
-    const backend *mem_be; /* whose memory mem and the gradients are */
+    const backend *mem_be; /* whose memory mem and the gradients are: a device's when it has memory entries */
     attn_workspace ws;
 };
 
@@ -75,6 +74,8 @@ static void free_floats(const backend *be, float *p) {
     else
         free(p);
 }
+
+static bool on_device(const trainer_acts *ac) { return ac->mem_be->mem_alloc != NULL; }
 
 static int n_threads_now(void) {
 #ifdef _OPENMP
@@ -127,7 +128,7 @@ static void carve(arena *a, trainer *t, trainer_acts *ac) {
     ac->xraw = take(a, T * d), ac->xf = take(a, T * d), ac->rstd_f = take(a, T);
     ac->logits = take(a, (size_t)TRAIN_HEAD_CHUNK * c->vocab_size);
     ac->lse_head = take(a, TRAIN_HEAD_CHUNK);
-    if (ac->on_device) {
+    if (on_device(ac)) {
         ac->logp_dev = take(a, T), ac->ent_dev = take(a, T);
         if (t->mode != TRAINER_INFER)
             ac->dlogp_dev = take(a, T), ac->dent_dev = take(a, T), ac->ent_in_dev = take(a, T);
@@ -185,11 +186,8 @@ static void point_grads(trainer *t) {
 
 int trainer_compute_backend(const char *compute, const model *m, const backend *cpu_bf16, const backend **be,
                             gerr *e) {
-    if (model_backend(m)->mem_alloc) { /* a device: its own products (policy_load refused f32) */
-        *be = model_backend(m);
-        return 0;
-    }
-    if (!strcmp(compute, "f32")) {
+    /* a device runs its own products (policy_load refused f32 there) */
+    if (model_backend(m)->mem_alloc || !strcmp(compute, "f32")) {
         *be = model_backend(m);
         return 0;
     }
@@ -212,9 +210,8 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     if (!ac) return gerr_set(e, EX_SOFTWARE, "out of memory for the trainer");
     t->acts = ac;
     ac->mem_be = t->be;
-    ac->on_device = t->be->mem_alloc != NULL;
     /* the CPU's attention takes a scratch per thread; a device's none */
-    ac->ws.n_threads = ac->on_device ? 1 : n_threads_now();
+    ac->ws.n_threads = on_device(ac) ? 1 : n_threads_now();
     ac->ws.stride = attn_workspace_floats(&m->cfg, max_len);
     ac->layer = calloc((size_t)m->cfg.n_layers, sizeof *ac->layer);
     ac->x_in = calloc((size_t)m->cfg.n_layers, sizeof *ac->x_in);
@@ -236,7 +233,7 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     if (host_ok) ac->mem = alloc_floats(t->be, a.used, e);
     if (host_ok && ac->mem && t->n_grad) t->grad = alloc_floats(t->be, t->n_grad, e);
     if (!host_ok || !ac->mem || (t->n_grad && !t->grad)) {
-        bool device_said = ac->on_device && host_ok;
+        bool device_said = on_device(ac) && host_ok;
         trainer_free(t);
         if (device_said) return e->code;
         return gerr_set(e, EX_SOFTWARE, "out of memory for training activations (%.0f MiB; try --micro-batch smaller or --recompute)",
@@ -299,7 +296,7 @@ int trainer_check(trainer *t, gerr *e) {
         *e = ac->err;
         return e->code;
     }
-    return ac->on_device ? ac->mem_be->sync(e) : 0;
+    return on_device(ac) ? ac->mem_be->sync(e) : 0;
 }
 
 /* Whether a pass applies LoRA dropout: its masks are keyed per sequence, so
@@ -441,12 +438,12 @@ void trainer_forward(trainer *t, const train_batch *b, float temperature, bool k
     be->gather_rows(ac->xraw, ac->x_final, ac->target_row, n_t, d);
     be->rmsnorm_forward(ac->xf, ac->rstd_f, ac->xraw, final_norm(t->m), n_t, d, c->norm_eps);
     /* on a device the head writes its own buffers, copied back at the end */
-    float *lp = ac->on_device ? ac->logp_dev : logp, *en = entropy && ac->on_device ? ac->ent_dev : entropy;
+    float *lp = on_device(ac) ? ac->logp_dev : logp, *en = entropy && on_device(ac) ? ac->ent_dev : entropy;
     for (int j0 = 0; j0 < n_t; j0 += TRAIN_HEAD_CHUNK) {
         int n = n_t - j0 < TRAIN_HEAD_CHUNK ? n_t - j0 : TRAIN_HEAD_CHUNK;
         head_chunk(t, j0, n, temperature, lp, en, NULL);
     }
-    if (ac->on_device) {
+    if (on_device(ac)) {
         download(ac, logp, lp, (size_t)n_t);
         if (entropy) download(ac, entropy, en, (size_t)n_t);
     }
@@ -465,7 +462,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
     if (full) p.grad = &t->g;
 
     /* the loss's gradients where the ops read them */
-    if (ac->on_device) {
+    if (on_device(ac)) {
         dlogp = upload(ac, ac->dlogp_dev, dlogp, (size_t)n_t);
         if (dentropy) {
             dentropy = upload(ac, ac->dent_dev, dentropy, (size_t)n_t);

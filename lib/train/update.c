@@ -375,7 +375,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
                                        &lb.entropy_threshold, e)))
                 goto out_lines;
         }
-        for (int s0 = 0; s0 < b->n && !rc;) {
+        for (int s0 = 0; s0 < b->n;) {
             int ns = next_micro(b, s0, o->micro_batch, &tb, mstart);
             int o0 = b->tgt_start[s0];
             trainer_forward(&t, &tb, temp, true, false, logp + o0, ent + o0);

@@ -43,25 +43,6 @@ static double rel_l2(const float *a, const float *ref, size_t n) {
     return den > 0 ? sqrt(num / den) : INFINITY;
 }
 
-/* One forward (kept) and backward on t; the gradients downloaded into g. */
-static void step(trainer *t, const train_batch *b, const float *coef, const float *dent, float *logp, float *ent,
-                 float *g) {
-    gerr e = {0};
-    trainer_zero_grad(t);
-    trainer_forward(t, b, 0.8f, true, false, logp, ent);
-    trainer_backward(t, b, 0.8f, coef, dent, ent);
-    int rc = trainer_check(t, &e);
-    if (rc) printf("#   device: %s\n", e.msg);
-    CHECK_EQ_INT(rc, 0);
-    if (t->be->mem_download) {
-        rc = t->be->mem_download(g, t->grad, t->n_grad * sizeof *g, &e);
-        if (rc) printf("#   download: %s\n", e.msg);
-        CHECK_EQ_INT(rc, 0);
-    } else {
-        memcpy(g, t->grad, t->n_grad * sizeof *g);
-    }
-}
-
 static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropout, bool masked, const char *name) {
     TEST(name);
     if (!be) {
@@ -105,8 +86,8 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     float *gc = malloc(tc.n_grad * sizeof *gc), *gg = malloc(tg.n_grad * sizeof *gg),
           *gg2 = malloc(tg.n_grad * sizeof *gg2);
     CHECK(gc && gg && gg2);
-    step(&tc, &gb.b, coef, dent, lc, ec, gc);
-    step(&tg, &gb.b, coef, dent, lgp, eg, gg);
+    train_step_grads(&tc, &gb.b, coef, dent, lc, ec, gc);
+    train_step_grads(&tg, &gb.b, coef, dent, lgp, eg, gg);
     double dl = max_abs(lgp, lc, n), de = max_abs(eg, ec, n), dg = rel_l2(gg, gc, tc.n_grad);
     printf("#   measured: log-probs %.3g, entropies %.3g (absolute), gradients %.3g (relative)\n", dl, de, dg);
     CHECK(dl <= 0.05);
@@ -114,7 +95,7 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     CHECK(dg <= 5e-2);
     /* no atomics, one algorithm per product: the same bytes again */
     float lgp2[64], eg2[64];
-    step(&tg, &gb.b, coef, dent, lgp2, eg2, gg2);
+    train_step_grads(&tg, &gb.b, coef, dent, lgp2, eg2, gg2);
     CHECK(!memcmp(lgp, lgp2, (size_t)n * sizeof *lgp) && !memcmp(gg, gg2, tg.n_grad * sizeof *gg));
     free(gc), free(gg), free(gg2);
     trainer_free(&tc), trainer_free(&tg);

@@ -5,6 +5,7 @@
 #ifndef GRPO_TESTS_TINY_TRAIN_H
 #define GRPO_TESTS_TINY_TRAIN_H
 
+#include <stdio.h>
 #include <string.h>
 
 #include "model/lora.h"
@@ -87,6 +88,27 @@ static inline void lora_on_backend(const backend *be, lora *dev, const lora *hos
     for (int t = 0; t < LORA_N_TARGETS; t++) {
         if (host->a[t]) dev->a[t] = *mem + (host->a[t] - host->memory);
         if (host->b[t]) dev->b[t] = *mem + (host->b[t] - host->memory);
+    }
+}
+
+/* One forward (kept, temperature 0.8) and backward of a loss with the
+ * given d/d logp and d/d entropy on t, on any backend; logp, entropies and
+ * the gradients (downloaded from a device) into the host arrays. */
+static inline void train_step_grads(trainer *t, const train_batch *b, const float *coef, const float *dent,
+                                    float *logp, float *ent, float *g) {
+    gerr e = {0};
+    trainer_zero_grad(t);
+    trainer_forward(t, b, 0.8f, true, false, logp, ent);
+    trainer_backward(t, b, 0.8f, coef, dent, ent);
+    int rc = trainer_check(t, &e);
+    if (rc) printf("#   device: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (t->be->mem_download) {
+        rc = t->be->mem_download(g, t->grad, t->n_grad * sizeof *g, &e);
+        if (rc) printf("#   download: %s\n", e.msg);
+        CHECK_EQ_INT(rc, 0);
+    } else {
+        memcpy(g, t->grad, t->n_grad * sizeof *g);
     }
 }
 
