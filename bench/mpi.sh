@@ -7,6 +7,8 @@
 #                        gives the bytes each rank sent in one step (against
 #                        the ring all-reduce's 2 (N-1)/N x 4 x parameters)
 #   2 ranks x 1 thread, --zero 1, over shared memory
+#   2 ranks x 1 thread, --group-sums, over shared memory (float64 sums: the
+#                        one-process step to float64 rounding)
 # Prints each one's step time (the second of --iterations 2, so loading is
 # not in it), the ratio to the peer (goal >= 0.9), the CPU seconds of all
 # ranks together (load included), and every rank's peak RSS. No assertions:
@@ -41,10 +43,10 @@ lo_tx() { awk '$1 == "lo:" { print $10 }' /proc/net/dev; }
 # two_ranks NAME ITERATIONS MPIRUN-FLAGS...: a 2-rank run, one thread each
 two_ranks() {
     name=$1 it=$2
-    zero=${zero:-}
+    extra=${extra:-}
     shift 2
     mpirun --bind-to core -np 2 "$@" sh -c '/usr/bin/time -f "%M %U %S" -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' \
-        "$OUT/rss-$name" bin/grpo-update $flags --iterations "$it" --threads 1 $zero --out "$OUT/c-$name" \
+        "$OUT/rss-$name" bin/grpo-update $flags --iterations "$it" --threads 1 $extra --out "$OUT/c-$name" \
         --metrics "$OUT/m-$name.jsonl" 2> "$OUT/$name.log"
 }
 
@@ -61,12 +63,14 @@ b1=$(lo_tx)
 # shellcheck disable=SC2086
 two_ranks z0 2 $tcp
 b2=$(lo_tx)
-zero="--zero 1" two_ranks z1 2
+extra="--zero 1" two_ranks z1 2
+extra="--group-sums" two_ranks gs 2
 step_bytes=$(( (b2 - b1 - (b1 - b0)) / 2 ))
 params=134515008   # SmolLM2-135M (tied embeddings)
 one=$(step_seconds "$OUT/m-one.jsonl")
 z0=$(step_seconds "$OUT/m-z0.jsonl")
 z1=$(step_seconds "$OUT/m-z1.jsonl")
+gs=$(step_seconds "$OUT/m-gs.jsonl")
 echo "grpo-update, SmolLM2-135M full fine-tuning, 16 x (32 + 64) tokens, the second of 2 steps:"
 printf '  %-34s %8s %7s %11s   %s\n' layout seconds "1x2/it" "CPU s (all)" "peak RSS per rank (MiB)"
 printf '  %-34s %8.2f %7s %11s   %s\n' "1 rank x 2 threads" "$one" 1.00 "$(cpu_sum "$OUT/rss-one")" "$(rss_list "$OUT/rss-one")"
@@ -74,7 +78,9 @@ printf '  %-34s %8.2f %7.2f %11s   %s\n' "2 ranks x 1 thread (TCP loopback)" "$z
     "$(cpu_sum "$OUT/rss-z0")" "$(rss_list "$OUT/rss-z0")"
 printf '  %-34s %8.2f %7.2f %11s   %s\n' "2 ranks x 1 thread, --zero 1 (shm)" "$z1" "$(echo "$one / $z1" | bc -l)" \
     "$(cpu_sum "$OUT/rss-z1")" "$(rss_list "$OUT/rss-z1")"
+printf '  %-34s %8.2f %7.2f %11s   %s\n' "2 ranks x 1 thread, --group-sums" "$gs" "$(echo "$one / $gs" | bc -l)" \
+    "$(cpu_sum "$OUT/rss-gs")" "$(rss_list "$OUT/rss-gs")"
 echo "  bytes each rank sent in one step (loopback TCP): $step_bytes; ring all-reduce model 2 (N-1)/N 4 P:" \
     "$(( 2 * 4 * params / 2 ))"
-echo "kv mpi one_s=$one two_s=$z0 two_zero_s=$z1 bytes_per_rank_step=$step_bytes" \
-    "rss_one=\"$(rss_list "$OUT/rss-one")\" rss_two=\"$(rss_list "$OUT/rss-z0")\" rss_two_zero=\"$(rss_list "$OUT/rss-z1")\""
+echo "kv mpi one_s=$one two_s=$z0 two_zero_s=$z1 two_group_sums_s=$gs bytes_per_rank_step=$step_bytes" \
+    "rss_one=\"$(rss_list "$OUT/rss-one")\" rss_two=\"$(rss_list "$OUT/rss-z0")\" rss_two_zero=\"$(rss_list "$OUT/rss-z1")\" rss_two_group_sums=\"$(rss_list "$OUT/rss-gs")\""

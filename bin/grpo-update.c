@@ -70,6 +70,10 @@ int main(int argc, char **argv) {
          1e12, NULL},
         {"--micro-batch", NULL, FLAG_INT, &o.micro_batch, "N",
          "tokens per micro-batch (gradients accumulate; only float summation order depends on it)", 1, 1 << 30, NULL},
+        {"--group-sums", NULL, FLAG_BOOL, &o.group_sums, NULL,
+         "micro-batches within prompt groups, their gradients summed in float64: any number of MPI ranks, and any "
+         "--micro-batch of at least a group's tokens, take the same step (on the CPU: auto picks it, cuda is "
+         "refused; 8 more bytes per trained parameter)", 0, 0, NULL},
         {"--recompute", NULL, FLAG_BOOL, &o.recompute, NULL,
          "keep only each layer's input, recompute the rest in the backward (less memory, ~1/3 more compute)", 0, 0, NULL},
         {"--lora-r", NULL, FLAG_INT, &o.lora_r, "R", "train a LoRA adapter of rank R (0 = full fine-tuning)", 0, 65536,

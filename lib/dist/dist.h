@@ -61,12 +61,14 @@ int dist_check_same(const dist *d, const char *text, const char *what, int code,
 
 /* In place, every rank ends with the elementwise sum over ranks. */
 int dist_sum_floats(const dist *d, float *buf, size_t n, gerr *e);
-/* The same for a few doubles. */
-int dist_sum_doubles(const dist *d, double *buf, int n, gerr *e);
+/* The same for doubles. */
+int dist_sum_doubles(const dist *d, double *buf, size_t n, gerr *e);
 /* buf holds n = bounds[size] floats on every rank; afterwards buf[bounds[r]
  * .. bounds[r+1]) on rank r is the sum over ranks of that range (the rest of
  * buf is scratch). ZeRO-1's gradient reduction. */
 int dist_reduce_scatter_floats(const dist *d, float *buf, const size_t *bounds, gerr *e);
+/* The same for doubles (--group-sums). */
+int dist_reduce_scatter_doubles(const dist *d, double *buf, const size_t *bounds, gerr *e);
 /* Rank r's range buf[bounds[r] .. bounds[r+1]) is copied to every rank. */
 int dist_allgather_floats(const dist *d, float *buf, const size_t *bounds, gerr *e);
 /* Rank 0 receives every rank's `mine` (counts[r] floats) into all, in rank

@@ -17,20 +17,23 @@
  * spend on them what it saves on the moments. */
 #define SUM_CHUNK ((size_t)1 << 24)
 
-int dist_sum_floats(const dist *d, float *buf, size_t n, gerr *e) {
+/* In place, in chunks of SUM_CHUNK elements of `size` bytes. */
+static int sum_chunked(const dist *d, void *buf, size_t n, size_t size, MPI_Datatype type, gerr *e) {
     if (d->size == 1) return 0;
     for (size_t off = 0; off < n; off += SUM_CHUNK) {
         int count = (int)(n - off < SUM_CHUNK ? n - off : SUM_CHUNK);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, buf + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * size, count, type, MPI_SUM, MPI_COMM_WORLD);
         if (rc != MPI_SUCCESS) return dist_mpi_error(e, "MPI_Allreduce", rc);
     }
     return 0;
 }
 
-int dist_sum_doubles(const dist *d, double *buf, int n, gerr *e) {
-    if (d->size == 1) return 0;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    return rc == MPI_SUCCESS ? 0 : dist_mpi_error(e, "MPI_Allreduce", rc);
+int dist_sum_floats(const dist *d, float *buf, size_t n, gerr *e) {
+    return sum_chunked(d, buf, n, sizeof *buf, MPI_FLOAT, e);
+}
+
+int dist_sum_doubles(const dist *d, double *buf, size_t n, gerr *e) {
+    return sum_chunked(d, buf, n, sizeof *buf, MPI_DOUBLE, e);
 }
 
 /* counts[r] and displs[r] as ints; EX_SOFTWARE when one does not fit. */
@@ -60,27 +63,36 @@ static int bounds_layout(const dist *d, const size_t *bounds, int **cnt, int **d
     return rc;
 }
 
-int dist_reduce_scatter_floats(const dist *d, float *buf, const size_t *bounds, gerr *e) {
+/* dist_reduce_scatter_floats for elements of `size` bytes of MPI type `type`. */
+static int reduce_scatter(const dist *d, void *buf, const size_t *bounds, size_t size, MPI_Datatype type, gerr *e) {
     if (d->size == 1) return 0;
     size_t n = (size_t)d->size, piece = SUM_CHUNK / n > 0 ? SUM_CHUNK / n : 1, longest = 0;
     for (size_t r = 0; r < n; r++) longest = bounds[r + 1] - bounds[r] > longest ? bounds[r + 1] - bounds[r] : longest;
     /* round k sums piece k of every rank's slice: the pieces packed in rank
      * order into send, this rank's sum back into its slice */
-    float *send = xmalloc(sizeof(float) * piece * n), *recv = xmalloc(sizeof(float) * piece);
+    char *bytes = buf, *send = xmalloc(size * piece * n), *recv = xmalloc(size * piece);
     int *cnt = xmalloc(sizeof(int) * n), rc = 0;
     for (size_t off = 0; !rc && off < longest; off += piece) {
         size_t packed = 0;
         for (size_t r = 0; r < n; r++) {
             size_t len = bounds[r + 1] - bounds[r], c = off < len ? (len - off < piece ? len - off : piece) : 0;
-            if (c) memcpy(send + packed, buf + bounds[r] + off, sizeof(float) * c);
+            if (c) memcpy(send + packed * size, bytes + (bounds[r] + off) * size, size * c);
             cnt[r] = (int)c, packed += c;
         }
-        rc = MPI_Reduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        rc = MPI_Reduce_scatter(send, recv, cnt, type, MPI_SUM, MPI_COMM_WORLD);
         if (rc != MPI_SUCCESS) rc = dist_mpi_error(e, "MPI_Reduce_scatter", rc);
-        else if (cnt[d->rank]) memcpy(buf + bounds[d->rank] + off, recv, sizeof(float) * (size_t)cnt[d->rank]);
+        else if (cnt[d->rank]) memcpy(bytes + (bounds[d->rank] + off) * size, recv, size * (size_t)cnt[d->rank]);
     }
     free(send), free(recv), free(cnt);
     return rc;
+}
+
+int dist_reduce_scatter_floats(const dist *d, float *buf, const size_t *bounds, gerr *e) {
+    return reduce_scatter(d, buf, bounds, sizeof *buf, MPI_FLOAT, e);
+}
+
+int dist_reduce_scatter_doubles(const dist *d, double *buf, const size_t *bounds, gerr *e) {
+    return reduce_scatter(d, buf, bounds, sizeof *buf, MPI_DOUBLE, e);
 }
 
 int dist_allgather_floats(const dist *d, float *buf, const size_t *bounds, gerr *e) {

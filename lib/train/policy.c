@@ -307,9 +307,30 @@ static void step_range(policy *p, trainer *t, const update_config *c, long step_
  * every rank, or with ZeRO-1 only this rank's slice (the same bytes on the
  * wire, in two halves). On a device: whole on every rank, summed in device
  * memory (NCCL, lib/dist/nccl.c), the norm taken there. */
+/* --group-sums: the float64 sums of every rank summed (this rank's slice
+ * with ZeRO-1), then rounded once to the float gradient the step uses. */
+static int reduce_group_sums(policy *p, trainer *t, const dist *d, gerr *e) {
+    int rc = p->bounds ? dist_reduce_scatter_doubles(d, t->grad_sum, p->bounds, e)
+                       : dist_sum_doubles(d, t->grad_sum, p->n_trained, e);
+    if (rc) return rc;
+    const double *sum = t->grad_sum;
+    float *g = t->grad;
+    long lo = (long)p->lo, hi = (long)p->hi;
+#pragma omp parallel for schedule(static)
+    for (long i = lo; i < hi; i++) g[i] = (float)sum[i];
+    return 0;
+}
+
 static int reduce_and_norm(policy *p, trainer *t, const dist *d, double *grad_norm, gerr *e) {
     int rc;
-    if (p->dev) {
+    if (t->grad_sum) {
+        if ((rc = reduce_group_sums(p, t, d, e))) return rc;
+        const float *g = t->grad + p->lo;
+        size_t n = p->hi - p->lo;
+        double sq = grad_sum_squares(&g, &n, 1);
+        if (p->bounds && (rc = dist_sum_doubles(d, &sq, 1, e))) return rc;
+        *grad_norm = sqrt(sq);
+    } else if (p->dev) {
         if ((rc = dist_nccl_sum(d, t->grad, p->n_trained, e))) return rc;
         double sq = p->dev->sum_squares(t->grad, p->n_trained);
         if ((rc = p->dev->sync(e))) return rc;

@@ -249,6 +249,7 @@ void trainer_free(trainer *t) {
     trainer_acts *ac = t->acts;
     if (ac) {
         free_floats(ac->mem_be, t->grad);
+        free(t->grad_sum);
         free_floats(ac->mem_be, ac->mem);
         free(ac->layer);
         free(ac->x_in);
@@ -272,6 +273,28 @@ size_t trainer_bytes(const trainer *t) { return (t->acts->n_floats + t->n_grad) 
 
 void trainer_zero_grad(trainer *t) {
     if (t->grad) backend_zero(t->be, t->grad, t->n_grad * sizeof(float));
+    if (t->grad_sum) memset(t->grad_sum, 0, t->n_grad * sizeof *t->grad_sum);
+}
+
+int trainer_keep_sums(trainer *t, gerr *e) {
+    if (on_device(t->acts))
+        return gerr_set(e, EX_USAGE, "--group-sums: the float64 gradient sums are kept on the host; not with a device");
+    t->grad_sum = calloc(t->n_grad ? t->n_grad : 1, sizeof *t->grad_sum);
+    if (!t->grad_sum)
+        return gerr_set(e, EX_SOFTWARE, "out of memory for --group-sums (%.0f MiB of float64 gradient sums)",
+                        (double)t->n_grad * sizeof(double) / (1 << 20));
+    return 0;
+}
+
+void trainer_fold_grad(trainer *t) {
+    double *sum = t->grad_sum;
+    float *g = t->grad;
+    long n = (long)t->n_grad;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) {
+        sum[i] += g[i];
+        g[i] = 0.0f;
+    }
 }
 
 /* The weights outside the layers as the ops read them: on the model's

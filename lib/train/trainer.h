@@ -78,6 +78,10 @@ typedef struct {
      * compute the prompt's rows once (layer.h's attn_share), except under
      * LoRA dropout; true turns that off (tests compare the two). */
     bool no_prompt_sharing;
+    /* --group-sums: the gradient of each micro-batch folded into float64
+     * sums (trainer_fold_grad), so that the step does not depend on how the
+     * batch was split across ranks; NULL otherwise. Host memory only. */
+    double *grad_sum;
     trainer_acts *acts;
 } trainer;
 
@@ -107,7 +111,13 @@ void trainer_free(trainer *t);
 int trainer_rows(const trainer *t);
 /* Bytes of activations, scratch and gradients the trainer holds. */
 size_t trainer_bytes(const trainer *t);
+/* Zeroes the gradient (and grad_sum). */
 void trainer_zero_grad(trainer *t);
+/* Allocates grad_sum (zeroed): on the host only (EX_USAGE on a device),
+ * EX_SOFTWARE when the memory is not there. */
+int trainer_keep_sums(trainer *t, gerr *e);
+/* grad_sum += grad, then grad = 0: after each micro-batch's backward. */
+void trainer_fold_grad(trainer *t);
 
 /* The first failure of the passes since the last check: a device op's (its
  * backend's sync) or a copy's; 0 on the CPU, where nothing fails. logp and

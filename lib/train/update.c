@@ -43,10 +43,17 @@ void update_opts_default(update_opts *o) {
     o->compute = "f32";
 }
 
-/* Consecutive sequences packed up to micro_batch tokens (at least one). */
-static int next_micro(const update_batch *b, int s0, long long budget, train_batch *tb, int *mstart) {
-    int ns = 0;
-    while (s0 + ns < b->n) {
+/* Consecutive sequences packed up to micro_batch tokens (at least one);
+ * by_group: none past the end of s0's prompt group, so that a group is cut
+ * into the same micro-batches whatever share of the batch it is in. */
+static int next_micro(const update_batch *b, int s0, long long budget, bool by_group, train_batch *tb, int *mstart) {
+    int ns = 0, end = b->n;
+    if (by_group) {
+        int g = 0;
+        while (g < b->n_groups && b->group_start[g + 1] <= s0) g++;
+        if (g < b->n_groups) end = b->group_start[g + 1];
+    }
+    while (s0 + ns < end) {
         int len = b->start[s0 + ns + 1] - b->start[s0 + ns];
         if (ns > 0 && (long long)(b->start[s0 + ns] - b->start[s0]) + len > budget) break;
         ns++;
@@ -62,12 +69,12 @@ typedef struct {
     int rows, computed, targets;
 } micro_size;
 
-static micro_size micro_sizes(const update_batch *b, long long budget, bool share) {
+static micro_size micro_sizes(const update_batch *b, long long budget, bool by_group, bool share) {
     int mstart[b->n + 1];
     train_batch tb;
     micro_size z = {1, 1, 1};
     for (int s0 = 0; s0 < b->n;) {
-        int ns = next_micro(b, s0, budget, &tb, mstart);
+        int ns = next_micro(b, s0, budget, by_group, &tb, mstart);
         int r = mstart[ns], c = train_batch_rows(&tb, share), t = b->tgt_start[s0 + ns] - b->tgt_start[s0];
         z.rows = r > z.rows ? r : z.rows, z.targets = t > z.targets ? t : z.targets;
         z.computed = c > z.computed ? c : z.computed;
@@ -78,12 +85,12 @@ static micro_size micro_sizes(const update_batch *b, long long budget, bool shar
 
 /* logp (and entropy, when not NULL) of every target of the batch, forward
  * only: the reference, the old policy, or the entropies of the policy. */
-static void logp_pass(trainer *t, const update_batch *b, long long budget, float temp, bool lora_off, float *out,
-                      float *entropy) {
+static void logp_pass(trainer *t, const update_batch *b, long long budget, bool by_group, float temp, bool lora_off,
+                      float *out, float *entropy) {
     int mstart[b->n + 1];
     train_batch tb;
     for (int s0 = 0; s0 < b->n;) {
-        int ns = next_micro(b, s0, budget, &tb, mstart);
+        int ns = next_micro(b, s0, budget, by_group, &tb, mstart);
         int o0 = b->tgt_start[s0];
         trainer_forward(t, &tb, temp, false, lora_off, out + o0, entropy ? entropy + o0 : NULL);
         s0 += ns;
@@ -129,6 +136,8 @@ static int check_opts(const update_opts *o, update_config *c, gerr *e) {
     if (!o->out) return gerr_set(e, EX_USAGE, "--out is required");
     if (strcmp(o->compute, "f32") && strcmp(o->compute, "bf16") && strcmp(o->compute, "auto"))
         return gerr_set(e, EX_USAGE, "--compute: expected f32, bf16 or auto, got '%s'", o->compute);
+    if (o->group_sums && !strcmp(o->device, "cuda"))
+        return gerr_set(e, EX_USAGE, "--group-sums: the float64 gradient sums are kept on the host; not with --device cuda");
     c->optim = o->optim;
     if (optim_kind_parse(o->optimizer, &c->optim.kind, e) || sched_kind_parse(o->lr_schedule, &c->optim.schedule, e) ||
         optim_parse_betas(o->betas, &c->optim.beta1, &c->optim.beta2, e) || optim_opts_check(&c->optim, e) ||
@@ -194,15 +203,15 @@ static int global_threshold(const dist *d, const float *gate, int n_mine, long n
 static int reference_pass(trainer *t, const policy *pol, const update_opts *o, const update_batch *b, float temp,
                           float *ref_logp, gerr *e) {
     if (pol->has_lora) {
-        logp_pass(t, b, o->micro_batch, temp, true, ref_logp, NULL);
+        logp_pass(t, b, o->micro_batch, o->group_sums, temp, true, ref_logp, NULL);
         return trainer_check(t, e);
     }
     if (!strcmp(pol->ref_path, o->model)) {
         /* step 0 of a run: the reference is the policy as loaded, no second copy needed */
-        logp_pass(t, b, o->micro_batch, temp, false, ref_logp, NULL);
+        logp_pass(t, b, o->micro_batch, o->group_sums, temp, false, ref_logp, NULL);
         return trainer_check(t, e);
     }
-    micro_size z = micro_sizes(b, o->micro_batch, true); /* a forward only: prompts shared */
+    micro_size z = micro_sizes(b, o->micro_batch, o->group_sums, true); /* a forward only: prompts shared */
     model ref_m;
     trainer ref_t = {0};
     int rc = model_load(&ref_m, pol->ref_path, e);
@@ -214,7 +223,7 @@ static int reference_pass(trainer *t, const policy *pol, const update_opts *o, c
     if (!rc && !(rc = trainer_init(&ref_t, &ref_m, NULL, TRAINER_INFER, false, z.rows, z.computed,
                                  b->max_len > 0 ? b->max_len : 1, z.targets, e))) {
         ref_t.be = t->be; /* the policy's --compute */
-        logp_pass(&ref_t, b, o->micro_batch, temp, false, ref_logp, NULL);
+        logp_pass(&ref_t, b, o->micro_batch, o->group_sums, temp, false, ref_logp, NULL);
         rc = trainer_check(&ref_t, e);
     }
     trainer_free(&ref_t);
@@ -241,8 +250,9 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     /* the device: under MPI each rank its local rank's GPU, the gradients
      * summed there over NCCL (lib/dist/nccl.c) */
     const backend *dev = o->backend;
-    if (!dev && strcmp(o->device, "cpu") && (rc = dist_agree(d, dist_device_open(d, e), e))) return rc;
-    if (!dev && (rc = dist_agree(d, device_select("--device", o->device, &dev, e), e))) return rc;
+    const char *device = o->group_sums ? "cpu" : o->device; /* auto; cuda was refused above */
+    if (!dev && strcmp(device, "cpu") && (rc = dist_agree(d, dist_device_open(d, e), e))) return rc;
+    if (!dev && (rc = dist_agree(d, device_select("--device", device, &dev, e), e))) return rc;
     if (d->size > 1) {
         double on = dev != NULL;
         if ((rc = dist_sum_doubles(d, &on, 1, e))) goto out_device;
@@ -254,6 +264,10 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
         else if (dev)
             rc = dist_nccl_start(d, e);
         if ((rc = dist_agree(d, rc, e))) goto out_device;
+    }
+    if (dev && o->group_sums) { /* the caller's device (the unit tests') */
+        rc = gerr_set(e, EX_USAGE, "--group-sums: the float64 gradient sums are kept on the host; not with a device");
+        goto out_device;
     }
 
     /* the policy: weights, adapter, and state when it is our checkpoint */
@@ -315,7 +329,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     const update_batch *b = bp;
 
     /* the training pass shares prompts unless LoRA dropout draws a mask per record */
-    micro_size z = micro_sizes(b, o->micro_batch, !(pol.has_lora && pol.l.dropout > 0));
+    micro_size z = micro_sizes(b, o->micro_batch, o->group_sums, !(pol.has_lora && pol.l.dropout > 0));
     trainer t = {0};
     rc = dist_agree(d,
                     trainer_init(&t, m, policy_lora(&pol), pol.has_lora ? TRAINER_LORA : TRAINER_FULL,
@@ -333,6 +347,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     float *logp = xmalloc(sizeof(float) * n_alloc), *ent = xmalloc(sizeof(float) * n_alloc);
     float *dlogp = xmalloc(sizeof(float) * n_alloc), *ref_logp = NULL, *old = b->old_logp;
     float *dent = xmalloc(sizeof(float) * n_alloc), *gate = NULL;
+    if (o->group_sums && (rc = dist_agree(d, trainer_keep_sums(&t, e), e))) goto out_train;
     if (cfg.loss.beta > 0) {
         ref_logp = xmalloc(sizeof(float) * n_alloc);
         rc = dist_agree(d, reference_pass(&t, &pol, o, b, temp, ref_logp, e), e);
@@ -341,7 +356,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     /* the IS correction weighs the sampler against the trainer's own pi_old */
     if (o->recompute_old || cfg.loss.is_level != IS_OFF) {
         old = xmalloc(sizeof(float) * n_alloc);
-        logp_pass(&t, b, o->micro_batch, temp, false, old, NULL);
+        logp_pass(&t, b, o->micro_batch, o->group_sums, temp, false, old, NULL);
         if ((rc = dist_agree(d, trainer_check(&t, e), e))) goto out_train;
     }
     bool gated = cfg.loss.top_entropy_quantile < 1, single_pass = false;
@@ -353,7 +368,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
          * their own); else a forward pass of their own first */
         int mstart[b->n + 1];
         train_batch tb;
-        double split = b->n > 0 && next_micro(b, 0, o->micro_batch, &tb, mstart) == b->n ? 0 : 1;
+        double split = b->n > 0 && next_micro(b, 0, o->micro_batch, o->group_sums, &tb, mstart) == b->n ? 0 : 1;
         if ((rc = dist_sum_doubles(d, &split, 1, e))) goto out_train;
         single_pass = split == 0 && !(pol.has_lora && pol.l.dropout > 0);
     }
@@ -369,14 +384,14 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
         /* the entropy threshold is the whole batch's: its entropies first, at
          * the same weights (a forward without dropout; logp is overwritten below) */
         if (gated && !single_pass) {
-            logp_pass(&t, b, o->micro_batch, temp, false, logp, gate);
+            logp_pass(&t, b, o->micro_batch, o->group_sums, temp, false, logp, gate);
             if ((rc = dist_agree(d, trainer_check(&t, e), e))) goto out_lines;
             if ((rc = global_threshold(d, gate, n_t, lb.n_tokens, cfg.loss.top_entropy_quantile,
                                        &lb.entropy_threshold, e)))
                 goto out_lines;
         }
         for (int s0 = 0; s0 < b->n;) {
-            int ns = next_micro(b, s0, o->micro_batch, &tb, mstart);
+            int ns = next_micro(b, s0, o->micro_batch, o->group_sums, &tb, mstart);
             int o0 = b->tgt_start[s0];
             trainer_forward(&t, &tb, temp, true, false, logp + o0, ent + o0);
             if ((rc = trainer_check(&t, e))) break; /* agreed below: ranks' micro-batch counts differ */
@@ -393,6 +408,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
                 loss_completion(&cfg.loss, &lb, &q, dlogp + off, dent + off, &st);
             }
             trainer_backward(&t, &tb, temp, dlogp + o0, cfg.loss.entropy_coef != 0 ? dent + o0 : NULL, ent + o0);
+            if (t.grad_sum) trainer_fold_grad(&t);
             s0 += ns;
         }
         if ((rc = dist_agree(d, rc, e))) goto out_lines;

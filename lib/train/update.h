@@ -29,6 +29,7 @@ typedef struct {
     double temperature;           /* < 0: the records' own (else 1) */
     long long max_new_tokens;     /* dr_grpo's L; 0 = the longest completion in the batch */
     long long micro_batch;        /* tokens per micro-batch */
+    bool group_sums;              /* micro-batches within prompt groups, summed in float64 */
     long long lora_r;             /* 0: full fine-tuning */
     double lora_alpha;            /* <= 0: 2 r */
     double lora_dropout;
@@ -79,7 +80,8 @@ typedef struct {
 int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, gerr *e);
 void update_batch_free(update_batch *b);
 /* Sequences s0 .. s1-1 of all as a batch of their own (offsets from 0; keys,
- * temperature, hash and batch metrics as all's): one rank's share. */
+ * temperature, hash and batch metrics as all's; its groups those of all,
+ * which s0 and s1 must bound): one rank's share. */
 void update_batch_share(const update_batch *all, int s0, int s1, update_batch *mine);
 
 #endif

@@ -266,7 +266,12 @@ void update_batch_share(const update_batch *all, int s0, int s1, update_batch *m
     if (nt) memcpy(mine->tokens, all->tokens + t0, sizeof(int32_t) * nt);
     if (nt) memcpy(mine->target, all->target + t0, nt);
     if (ng) memcpy(mine->old_logp, all->old_logp + g0, sizeof(float) * ng);
-    /* groups are the whole batch's business (the split); a share has none of its own */
-    mine->n_groups = 0;
-    mine->group_start = NULL;
+    /* a share is whole groups (the split): those of all within s0 .. s1 */
+    int first = 0, last;
+    while (first < all->n_groups && all->group_start[first] < s0) first++;
+    for (last = first; last < all->n_groups && all->group_start[last] < s1; last++) {}
+    mine->n_groups = last - first;
+    mine->group_start = xmalloc(sizeof(int) * (size_t)(mine->n_groups + 1));
+    for (int g = 0; g < mine->n_groups; g++) mine->group_start[g] = all->group_start[first + g] - s0;
+    mine->group_start[mine->n_groups] = n;
 }

@@ -73,6 +73,7 @@ void update_flags_json(strbuf *b, const policy *p, const update_opts *o, const u
     kv_num(b, "temperature", o->temperature);
     kv_num(b, "max_new_tokens", (double)o->max_new_tokens);
     kv_num(b, "micro_batch", (double)o->micro_batch);
+    kv_bool(b, "group_sums", o->group_sums);
     kv_bool(b, "recompute", o->recompute);
     kv_str(b, "compute", p->compute);
     kv_num(b, "lora_r", p->has_lora ? p->l.r : 0);

@@ -15,7 +15,8 @@ ref() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" "$@"; }
     for f in --model --out --in --ref --loss --importance-level --epsilon --epsilon-high --beta --iterations \
         --recompute-old --mask-truncated --temperature --max-new-tokens --optimizer --lr --betas --adam-eps \
         --weight-decay --lr-schedule --warmup-steps --total-steps --max-grad-norm --micro-batch --recompute \
-        --lora-r --lora-alpha --lora-dropout --lora-targets --rslora --metrics --seed --threads --device; do
+        --lora-r --lora-alpha --lora-dropout --lora-targets --rslora --metrics --seed --threads --device \
+        --group-sums; do
         printf '%s\n' "$output" | grep -q -- "  $f " || { echo "missing $f"; false; }
     done
     run grpo-update --version
@@ -163,6 +164,25 @@ PY
     grpo-update --model "$TINY" --in "$(B)" --out large --lr 1e-3 --micro-batch 100000
     # AdamW's first moment after one step is 0.1 * gradient
     ref close small/grpo/optimizer.safetensors large/grpo/optimizer.safetensors 1e-5
+}
+
+@test "--group-sums: the same gradient; the same bytes for any --micro-batch of a group or more; cuda refused" {
+    needs_tiny
+    # the batch's groups are 4 records of at most 18 tokens: 72 tokens or fewer
+    grpo-update --threads 1 --model "$TINY" --in "$(B)" --out plain --lr 1e-3
+    grpo-update --threads 1 --model "$TINY" --in "$(B)" --out g72 --lr 1e-3 --group-sums --micro-batch 72
+    grpo-update --threads 1 --model "$TINY" --in "$(B)" --out gbig --lr 1e-3 --group-sums --micro-batch 100000
+    ref close plain/grpo/optimizer.safetensors gbig/grpo/optimizer.safetensors 1e-5
+    cmp g72/model.safetensors gbig/model.safetensors
+    cmp g72/grpo/optimizer.safetensors gbig/grpo/optimizer.safetensors
+    jq -e '.flags.group_sums == true' gbig/grpo/state.json
+    jq -e '.flags.group_sums == false' plain/grpo/state.json
+    # micro-batches smaller than a group still sum the whole gradient
+    grpo-update --threads 1 --model "$TINY" --in "$(B)" --out g20 --lr 1e-3 --group-sums --micro-batch 20
+    ref close plain/grpo/optimizer.safetensors g20/grpo/optimizer.safetensors 1e-5
+    run grpo-update --model "$TINY" --in "$(B)" --out c --group-sums --device cuda
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--group-sums"
+    [ ! -e c ]
 }
 
 @test "null advantages are skipped and counted; --mask-truncated leaves length completions out" {

@@ -114,6 +114,38 @@ EOF
     done
 }
 
+@test "--group-sums: 1, 2 and 3 ranks, every loss kind, full and LoRA, with and without --zero 1: the one-process step to 1e-6 relative, element by element" {
+    needs_mpi
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch masked.jsonl 24 97 --seed 7 --null-adv 2 --truncated 5
+    local kinds=(grpo bnpo dr_grpo dapo cispo sapo)
+    local extras=("--top-entropy-quantile 0.5" "--mask-truncated" "--recompute-old --max-grad-norm 0.05"
+                  "--is-correction token --beta 0" "--importance-level sequence --beta 0.04" "--entropy-coef 0.01")
+    for i in 0 1 2 3 4 5; do
+        local k=${kinds[$i]} x=${extras[$i]}
+        for mode in full lora; do
+            local lora="" file=model.safetensors
+            if [ "$mode" = lora ]; then lora="--lora-r 4 --lora-dropout 0.1"; file=adapter_model.safetensors; fi
+            # shellcheck disable=SC2086
+            one --model "$TINY" --in masked.jsonl --out "1-$k-$mode" --lr 1e-3 --loss "$k" $x $lora --group-sums \
+                --metrics "1-$k-$mode.jsonl" 2> /dev/null
+            for n in 2 3; do
+                local zero=$(((n + i) % 2))
+                # shellcheck disable=SC2086
+                mpi "$n" --model "$TINY" --in masked.jsonl --out "$n-$k-$mode" --lr 1e-3 --loss "$k" $x $lora \
+                    --group-sums --zero "$zero" --metrics "$n-$k-$mode.jsonl" 2> /dev/null
+                echo "# $k $mode $x: $n ranks, --zero $zero"
+                ref close-each "1-$k-$mode/$file" "$n-$k-$mode/$file" 1e-6
+                ref close-each "1-$k-$mode/grpo/optimizer.safetensors" "$n-$k-$mode/grpo/optimizer.safetensors" 1e-6
+                same_metrics "1-$k-$mode.jsonl" "$n-$k-$mode.jsonl"
+            done
+        done
+    done
+    # without it, the first AdamW step moves some element by more (the test can fail)
+    one --model "$TINY" --in masked.jsonl --out plain1 --lr 1e-3 2> /dev/null
+    mpi 2 --model "$TINY" --in masked.jsonl --out plain2 --lr 1e-3 2> /dev/null
+    ! ref close-each plain1/model.safetensors plain2/model.safetensors 1e-6 || false
+}
+
 @test "multi-turn records (completion_mask): 2 ranks with --zero 1 train the one-process step on the model's tokens" {
     needs_mpi
     ref make-turns "$(B)" turns.jsonl 97
@@ -243,7 +275,7 @@ ranks_said() {
     diff -r want/grpo ck/grpo
 }
 
-@test "SmolLM2-135M, LoRA, 2 ranks: the one-process step" {
+@test "SmolLM2-135M, LoRA, 2 ranks: the one-process step; with --group-sums to 1e-6" {
     needs_mpi
     local smol="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     [ -e "$smol" ] || skip "no SmolLM2 (make models)"
@@ -253,6 +285,11 @@ ranks_said() {
     # as same_step; the gradient of this deeper model sums more terms [3e-5]
     ref close a/grpo/optimizer.safetensors b/grpo/optimizer.safetensors 1e-4
     ref close a/adapter_model.safetensors b/adapter_model.safetensors 0.1
+    # --group-sums: the step to 1e-6 relative, element by element
+    one --model "$smol" --in smol.jsonl --out ga --lr 1e-4 --lora-r 8 --beta 0 --group-sums 2> /dev/null
+    mpi 2 --model "$smol" --in smol.jsonl --out gb --lr 1e-4 --lora-r 8 --beta 0 --zero 1 --group-sums 2> /dev/null
+    ref close-each ga/adapter_model.safetensors gb/adapter_model.safetensors 1e-6
+    ref close-each ga/grpo/optimizer.safetensors gb/grpo/optimizer.safetensors 1e-6
 }
 
 @test "pipelines/grpo.mk: UPDATE_LAUNCH goes before grpo-update, and only there" {

@@ -15,6 +15,9 @@
   close A.safetensors B.safetensors TOL
       Every tensor of A equals B's within TOL relative to the largest |B|
       of that tensor (exit 1 otherwise); prints the worst.
+  close-each A.safetensors B.safetensors TOL
+      Every element of A equals B's within TOL relative to the larger of the
+      two magnitudes (1e-30 absolute where both are 0); prints the worst.
   close-delta BASE A B TOL
       The updates A - BASE and B - BASE agree within TOL relative to the
       largest |B - BASE| of each tensor (runs that differ only in how the
@@ -92,6 +95,21 @@ def close(a, b, tol):
     return 0 if worst <= tol else 1
 
 
+def close_each(a, b, tol):
+    A, B = load(a), load(b)
+    if set(A) != set(B):
+        print("tensor names differ")
+        return 1
+    worst, where = 0.0, ""
+    for k in A:
+        x, y = A[k].astype(np.float64), B[k].astype(np.float64)
+        rel = np.abs(x - y) / np.maximum(np.maximum(np.abs(x), np.abs(y)), 1e-30)
+        if rel.size and float(rel.max()) > worst:
+            worst, where = float(rel.max()), k
+    print(f"worst elementwise relative difference {worst:.3g} {where}")
+    return 0 if worst <= tol else 1
+
+
 def close_delta(base, a, b, tol):
     Z, A, B = load(base), load(a), load(b)
     worst = 0.0
@@ -131,6 +149,8 @@ def main(argv):
         return 0
     if cmd == "close":
         return close(argv[2], argv[3], float(argv[4]))
+    if cmd == "close-each":
+        return close_each(argv[2], argv[3], float(argv[4]))
     if cmd == "close-delta":
         return close_delta(argv[2], argv[3], argv[4], float(argv[5]))
     if cmd == "differ":

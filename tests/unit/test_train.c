@@ -147,6 +147,50 @@ static void test_micro_batches_and_recompute(void) {
     model_free(&m);
 }
 
+/* --group-sums: each micro-batch's gradient folded into float64 sums. */
+static void test_group_sums(void) {
+    TEST("trainer_fold_grad: the float64 sums are the micro-batches' gradients added in double; fold zeroes them");
+    model m;
+    tiny_model(&m, ARCH_LLAMA, false);
+    gerr e = {0};
+    trainer alone_a, alone_b, folded;
+    CHECK(trainer_init(&alone_a, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&alone_b, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&folded, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(folded.grad_sum == NULL);
+    CHECK(trainer_keep_sums(&folded, &e) == 0);
+    tiny_batch a, b;
+    make_batch(&a, 0, 1, m.cfg.vocab_size);
+    make_batch(&b, 1, 2, m.cfg.vocab_size);
+    trainer_zero_grad(&alone_a), trainer_zero_grad(&alone_b), trainer_zero_grad(&folded);
+    linear_loss(&alone_a, &a.b, 1.0f, true, 0);
+    linear_loss(&alone_b, &b.b, 1.0f, true, train_batch_targets(&a.b));
+    linear_loss(&folded, &a.b, 1.0f, true, 0);
+    trainer_fold_grad(&folded);
+    size_t zero = 0, same_a = 0;
+    for (size_t i = 0; i < m.n_params; i++) {
+        zero += folded.grad[i] == 0.0f;
+        same_a += folded.grad_sum[i] == (double)alone_a.grad[i];
+    }
+    CHECK(zero == m.n_params);
+    CHECK(same_a == m.n_params);
+    linear_loss(&folded, &b.b, 1.0f, true, train_batch_targets(&a.b));
+    trainer_fold_grad(&folded);
+    size_t exact = 0, moved = 0;
+    for (size_t i = 0; i < m.n_params; i++) {
+        exact += folded.grad_sum[i] == (double)alone_a.grad[i] + (double)alone_b.grad[i];
+        moved += alone_b.grad[i] != 0.0f;
+    }
+    CHECK(exact == m.n_params);
+    CHECK(moved > 0);
+    trainer_zero_grad(&folded);
+    size_t cleared = 0;
+    for (size_t i = 0; i < m.n_params; i++) cleared += folded.grad_sum[i] == 0.0;
+    CHECK(cleared == m.n_params);
+    trainer_free(&alone_a), trainer_free(&alone_b), trainer_free(&folded);
+    model_free(&m);
+}
+
 /* A rank-4 adapter (alpha 8) on the named targets, initialised with seed 5. */
 static void test_lora(void) {
     TEST("LoRA: B = 0 leaves logp unchanged, only A/B get gradients, lora_off is the base");
@@ -545,6 +589,7 @@ int main(int argc, char **argv) {
     test_finite_differences(ARCH_QWEN2, false, "finite differences: qwen2 (q/k/v bias)");
     test_finite_differences(ARCH_QWEN3, false, "finite differences: qwen3 (q/k norm)");
     test_micro_batches_and_recompute();
+    test_group_sums();
     test_lora();
     test_infer_matches_kv_forward();
     test_shared_prompts(ARCH_LLAMA, false, false, false, "shared prompts: llama, full fine-tuning: log-probs and gradients of the unshared batch");

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sysexits.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ckpt/hf_dir.h"
@@ -175,8 +177,24 @@ static void test_update_run(const char *root, const char *what, long long lora_r
     if (!lora_r) CHECK(!same_file(model_dir, out_dev, "model.safetensors"));
 }
 
+static void test_group_sums_refused(void) {
+    TEST("--group-sums on a device: trainer_keep_sums refuses (64), as update_run does");
+    model m;
+    CHECK(tiny_model(&m, ARCH_LLAMA, false) == 0);
+    gerr e = {0};
+    CHECK(model_to_backend(&m, fake_device(), &e) == 0);
+    trainer t;
+    CHECK(trainer_init(&t, &m, NULL, TRAINER_FULL, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_keep_sums(&t, &e) == EX_USAGE);
+    CHECK(strstr(e.msg, "--group-sums") != NULL);
+    CHECK(t.grad_sum == NULL);
+    trainer_free(&t);
+    model_free(&m);
+}
+
 int main(void) {
     test_trainer(ARCH_LLAMA, true, false, 0, false, false, "llama (tied), full: logp, entropy, gradients as the CPU's");
+    test_group_sums_refused();
     test_trainer(ARCH_QWEN2, false, false, 0, true, false, "qwen2 (biases), full, multi-turn mask");
     test_trainer(ARCH_QWEN3, false, false, 0, false, true, "qwen3 (q/k norm), full, --recompute");
     test_trainer(ARCH_LLAMA, false, true, 0, false, false, "llama, LoRA (prompts shared)");
@@ -197,6 +215,18 @@ int main(void) {
     test_update_run(root, "full", 0, 0, NULL, "grpo-update full fine-tuning on the device: the CPU's checkpoint bytes");
     test_update_run(root, "lora", 4, 0.1, NULL, "grpo-update LoRA with dropout on the device: the CPU's checkpoint bytes");
     test_update_run(root, "ref", 0, 0, ref, "grpo-update with --ref (a second model on the device): the CPU's bytes");
+    {
+        TEST("grpo-update --group-sums on the caller's device: 64, nothing written");
+        update_opts o;
+        update_opts_default(&o);
+        char out[700];
+        snprintf(out, sizeof out, "%s/gs", root);
+        o.model = dir, o.in = batch, o.out = out, o.threads = 1, o.group_sums = true, o.backend = fake_device();
+        gerr e = {0};
+        CHECK(update_run(&o, &e) == EX_USAGE);
+        CHECK(strstr(e.msg, "--group-sums") != NULL);
+        CHECK(access(out, F_OK) != 0);
+    }
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0) fprintf(stderr, "# could not remove %s\n", root);
