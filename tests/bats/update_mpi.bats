@@ -292,6 +292,20 @@ ranks_said() {
     ref close-each ga/grpo/optimizer.safetensors gb/grpo/optimizer.safetensors 1e-6
 }
 
+@test "SmolLM2-135M, full fine-tuning, 3 ranks, --group-sums: the one-process step to 1e-6" {
+    needs_mpi
+    local smol="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    [ -e "$smol" ] || skip "no SmolLM2 (make models)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch smol.jsonl 12 49152 --seed 4
+    one --model "$smol" --in smol.jsonl --out fa --lr 1e-5 --beta 0 --group-sums 2> /dev/null
+    mpi 3 --model "$smol" --in smol.jsonl --out fb --lr 1e-5 --beta 0 --group-sums 2> /dev/null
+    ref close-each fa/model.safetensors fb/model.safetensors 1e-6
+    ref close-each fa/grpo/optimizer.safetensors fb/grpo/optimizer.safetensors 1e-6
+    # the step moved: the moments are not all zero
+    "$GRPO_PY" -c 'import sys, numpy as np; from safetensors.numpy import load_file as l
+sys.exit(0 if any(np.abs(v).max() > 0 for v in l(sys.argv[1]).values()) else 1)' fa/grpo/optimizer.safetensors
+}
+
 @test "pipelines/grpo.mk: UPDATE_LAUNCH goes before grpo-update, and only there" {
     needs_tiny
     run make -n -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r MODEL="$TINY" UPDATE_LAUNCH='mpirun -np 2' step-0000
