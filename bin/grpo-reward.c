@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
           0, 0, "auto|cpu|cuda"}},
         {"rm",
          {"--rm-weights", NULL, FLAG_CHOICE, &p.rm_weights, "W",
-          "the reward model's matrices on the CPU: f32, bf16 (rounded once; fast with AVX512-BF16), q8 (8-bit "
+          "the reward model's matrices on the CPU: f32, bf16 (rounded once; fastest with AVX512-BF16, emulated with the same bits on AVX-512F or AVX2), q8 (8-bit "
           "blocks, GGUF Q8_0's), auto = bf16 where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, "
           "else auto)",
           0, 0, "auto|f32|bf16|q8"}},

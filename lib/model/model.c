@@ -106,6 +106,7 @@ static const char *kernel_describe(const model *m) {
     case WEIGHTS_BF16:
         return !strcmp(bf16w_kernel(), "avx512bf16") ? "bf16 (AVX512-BF16 kernel"
                : !strcmp(bf16w_kernel(), "avx512f") ? "bf16 (emulated on AVX-512F"
+               : !strcmp(bf16w_kernel(), "avx2")    ? "bf16 (emulated on AVX2"
                                                     : "bf16 (portable kernel";
     case WEIGHTS_Q8:
         return q8w_kernel_used() == Q8W_VNNI ? "q8 (AVX-512 VNNI kernel"

@@ -1,5 +1,5 @@
 /* The bf16 panel layout (packed_bf16.h): rounding, packing, unpacking, the
- * portable matmul and the dispatch to the AVX-512 kernels. */
+ * portable matmul and the dispatch to the SIMD kernels. */
 #include "packed_bf16.h"
 
 #include <assert.h>
@@ -24,12 +24,18 @@ bool bf16w_has_avx512f(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f");
 }
+
+bool bf16w_has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
 #endif
 
 const char *bf16w_kernel(void) {
 #if BF16W_X86
     if (bf16w_native()) return "avx512bf16";
     if (bf16w_has_avx512f()) return "avx512f";
+    if (bf16w_has_avx2()) return "avx2";
 #endif
     return "scalar";
 }
@@ -117,6 +123,8 @@ void bf16w_matmul(float *out, const float *in, const void *w, const float *bias,
         bf16w_matmul_avx512bf16(out, in, w, bias, m, k, n);
     else if (bf16w_has_avx512f())
         bf16w_matmul_avx512f(out, in, w, bias, m, k, n);
+    else if (bf16w_has_avx2())
+        bf16w_matmul_avx2(out, in, w, bias, m, k, n);
     else
 #endif
         bf16w_matmul_scalar(out, in, w, bias, m, k, n);

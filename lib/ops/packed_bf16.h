@@ -12,9 +12,9 @@
  * acc += x[2i+1]*w[2i+1]; acc += x[2i]*w[2i] in float32 (each product of two
  * bf16 is exact in float32, so each step rounds once), then out = acc (+
  * bias). Results therefore do not depend on m, on the other rows or on the
- * thread count, and the AVX512-BF16 kernel, the AVX-512F emulation and the
- * portable fallback give the same bits (except where a sum passes through the
- * float32 subnormal range, which vdpbf16ps flushes).
+ * thread count, and the AVX512-BF16 kernel, the AVX-512F and AVX2
+ * emulations and the portable fallback give the same bits (except where a
+ * sum passes through the float32 subnormal range, which vdpbf16ps flushes).
  *
  * Rounding is lib/util/half.h's f32_to_bf16 with subnormals flushed.
  *
@@ -41,8 +41,8 @@ enum {
     BF16W_MAX_K = 65536 /* the scratch holds one row */
 };
 
-/* The fastest kernel this CPU runs: "avx512bf16", "avx512f" (bf16 widened
- * to float32, same bits) or "scalar". */
+/* The fastest kernel this CPU runs: "avx512bf16", "avx512f" or "avx2" (bf16
+ * widened to float32, same bits) or "scalar". */
 const char *bf16w_kernel(void);
 /* The CPU has AVX512-BF16 (vdpbf16ps): bf16 pays off here. */
 bool bf16w_native(void);

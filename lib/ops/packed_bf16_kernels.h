@@ -1,5 +1,6 @@
-/* Between packed_bf16.c and its AVX-512 kernels (packed_bf16_avx512bf16.c,
- * packed_bf16_avx512f.c, both built from packed_bf16_tile.h); nothing else
+/* Between packed_bf16.c and its SIMD kernels (packed_bf16_avx512bf16.c,
+ * packed_bf16_avx512f.c, both built from packed_bf16_tile.h, and
+ * packed_bf16_avx2.c); nothing else
  * includes this but the unit test, which runs every kernel the CPU has. */
 #ifndef GRPO_OPS_PACKED_BF16_KERNELS_H
 #define GRPO_OPS_PACKED_BF16_KERNELS_H
@@ -18,9 +19,12 @@ void bf16w_round_pairs(const float *x, int k, int from, uint32_t *pairs);
 #if defined(__x86_64__) && defined(__GNUC__)
 #define BF16W_X86 1
 bool bf16w_has_avx512f(void);
+/* AVX2 with FMA (packed_bf16_avx2.c). */
+bool bf16w_has_avx2(void);
 /* Call only when the CPU has the instructions (bf16w_native(), bf16w_has_avx512f()). */
 void bf16w_matmul_avx512bf16(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 void bf16w_matmul_avx512f(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+void bf16w_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 #else
 #define BF16W_X86 0
 #endif

@@ -97,12 +97,13 @@ typedef struct {
 } kernel;
 
 /* bf16w_matmul and every SIMD kernel this CPU runs, scalar last. */
-static int kernels(kernel out[4]) {
+static int kernels(kernel out[5]) {
     int n = 0;
     out[n++] = (kernel){"bf16w_matmul", bf16w_matmul};
 #if BF16W_X86
     if (bf16w_native()) out[n++] = (kernel){"avx512bf16", bf16w_matmul_avx512bf16};
     if (bf16w_has_avx512f()) out[n++] = (kernel){"avx512f", bf16w_matmul_avx512f};
+    if (bf16w_has_avx2()) out[n++] = (kernel){"avx2", bf16w_matmul_avx2};
 #endif
     out[n++] = (kernel){"scalar", bf16w_matmul_scalar};
     return n;
@@ -117,7 +118,7 @@ static void test_identity_rounding(void) {
     if (!packed) return;
     for (int i = 0; i < K; i++) eye[i * K + i] = 1.0f;
     bf16w_pack(packed, eye, K, K);
-    kernel ks[4];
+    kernel ks[5];
     int nk = kernels(ks), bad = 0;
     for (int trial = 0; trial < 2000; trial++) {
         for (int i = 0; i < M * K; i++) {
@@ -254,8 +255,8 @@ static void test_matmul_reference(void) {
 }
 
 static void test_kernels_agree(void) {
-    TEST("every kernel this CPU runs (avx512bf16, avx512f) equals bf16w_matmul_scalar bit for bit, every shape class");
-    kernel ks[4];
+    TEST("every kernel this CPU runs (avx512bf16, avx512f, avx2) equals bf16w_matmul_scalar bit for bit, every shape class");
+    kernel ks[5];
     int nk = kernels(ks);
     for (int s = 0; s < SHAPES; s++) {
         fixture f;
@@ -277,7 +278,7 @@ static void test_kernels_agree(void) {
         free(scalar);
         fixture_free(&f);
     }
-    if (nk < 4) SKIP("not every SIMD kernel runs on this CPU: those that do were compared");
+    if (nk < 5) SKIP("not every SIMD kernel runs on this CPU: those that do were compared");
 }
 
 static void test_degenerate(void) {
@@ -286,7 +287,7 @@ static void test_degenerate(void) {
     float x[M], bias[N], out[M * N + CANARY];
     unsigned char no_weights[1];
     for (int c = 0; c < N; c++) bias[c] = (float)c - 3.5f;
-    kernel ks[4];
+    kernel ks[5];
     int nk = kernels(ks), wrong = 0;
     for (int kk = 0; kk < nk; kk++)
         for (int with_bias = 0; with_bias < 2; with_bias++) {
@@ -317,7 +318,7 @@ static void test_invariance(void) {
     size_t outs = (size_t)f.m * f.n;
     float *one = malloc(sizeof(float) * outs), *other = malloc(sizeof(float) * outs);
     CHECK(one && other);
-    kernel ks[4];
+    kernel ks[5];
     int nk = kernels(ks);
     for (int kk = 0; one && other && kk < nk; kk++) {
         run_with(&ks[kk], &f, f.x, 1, one, f.m);
