@@ -48,10 +48,14 @@ void update_opts_default(update_opts *o) {
  * into the same micro-batches whatever share of the batch it is in. */
 static int next_micro(const update_batch *b, int s0, long long budget, bool by_group, train_batch *tb, int *mstart) {
     int ns = 0, end = b->n;
-    if (by_group) {
-        int g = 0;
-        while (g < b->n_groups && b->group_start[g + 1] <= s0) g++;
-        if (g < b->n_groups) end = b->group_start[g + 1];
+    if (by_group && b->n_groups > 0) { /* the first group start past s0 (binary search) */
+        int lo = 1, hi = b->n_groups;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (b->group_start[mid] <= s0) lo = mid + 1;
+            else hi = mid;
+        }
+        end = b->group_start[lo];
     }
     while (s0 + ns < end) {
         int len = b->start[s0 + ns + 1] - b->start[s0 + ns];
