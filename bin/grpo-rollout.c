@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
          "logprobs are those of the weights sampled from", 0, 0, "auto|f32|bf16|q8"},
         {"--kv-cache", NULL, FLAG_CHOICE, &o.kv_cache, "C",
          "the KV cache's elements: f32, or bf16 (half the memory and the bytes a decode step reads; keys and values "
-         "rounded once), auto = bf16 on a GPU, and on a CPU with AVX-512 when the weights are bf16 or q8, else f32",
+         "rounded once), auto = bf16 on a GPU, and on a CPU with AVX-512 or AVX2 when the weights are bf16 or q8, else f32",
          0, 0, "auto|f32|bf16"},
         {"--chat-template", NULL, FLAG_CHOICE, &o.chat_template, "T",
          "for records without prompt_tokens: auto = the model's own", 0, 0, "auto|chatml|llama3|raw"},

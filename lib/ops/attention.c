@@ -68,9 +68,9 @@ static void scatter(float *x, const float *t, int r0, int m, int g, int G, int n
 static float attn_scale(int hd) { return (float)(1.0 / sqrt((double)hd)); }
 
 /* Rows r0 .. r0+m-1 (one sequence, consecutive positions) and KV head g.
- * simd: the CPU runs attention_bf16's AVX-512 code. */
+ * kernel: attention_bf16's code that runs over a bf16 cache. */
 static void attend_tile(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r0, int m,
-                        int g, const model_config *cf, const tile_bufs *b, bool simd) {
+                        int g, const model_config *cf, const tile_bufs *b, attn_bf16_kernel kernel) {
     const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads;
     const int M = m * G, T = pos[r0 + m - 1] + 1;
     const bool bf16 = kv->fmt == KV_BF16;
@@ -78,7 +78,7 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
     size_t at = kv->row_kv[r0] + (size_t)g * hd;
     const float *kb = bf16 ? b->dp : kv->k + at, *vb = bf16 ? b->dp : kv->v + at;
     const int ld = bf16 ? hd : kv->kv_dim;
-    if (bf16) widen_rows_bf16(b->dp, kv->k_bf16 + at, T, hd, kv->kv_dim, simd);
+    if (bf16) widen_rows_bf16(b->dp, kv->k_bf16 + at, T, hd, kv->kv_dim, kernel);
     gemm(false, true, M, T, hd, attn_scale(hd), b->qt, hd, kb, ld, 0.0f, b->s, T);
     for (int i = 0; i < M; i++) {
         int seen = pos[r0 + i / G] + 1; /* causal: keys 0 .. the row's own position */
@@ -87,7 +87,7 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
         memset(row + seen, 0, (size_t)(T - seen) * sizeof *row);
         if (lse) lse[(size_t)(r0 + i / G) * nh + (size_t)g * G + i % G] = l;
     }
-    if (bf16) widen_rows_bf16(b->dp, kv->v_bf16 + at, T, hd, kv->kv_dim, simd);
+    if (bf16) widen_rows_bf16(b->dp, kv->v_bf16 + at, T, hd, kv->kv_dim, kernel);
     gemm(false, false, M, hd, T, 1.0f, b->s, T, vb, ld, 0.0f, b->ot, hd);
     scatter(out, b->ot, r0, m, g, G, nh, hd);
 }
@@ -95,14 +95,14 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
 /* One row and the G heads sharing KV head g: each key and value is read once
  * for the G heads. */
 static void attend_row(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r, int g,
-                       const model_config *cf, const tile_bufs *b, bool simd) {
+                       const model_config *cf, const tile_bufs *b, attn_bf16_kernel kernel) {
     const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads, T = pos[r] + 1, kvd = kv->kv_dim;
     const float scale = attn_scale(hd);
     const float *qh = q + ((size_t)r * nh + (size_t)g * G) * hd;
     if (kv->fmt == KV_BF16) {
         size_t at = kv->row_kv[r] + (size_t)g * hd;
         attend_row_bf16(out + ((size_t)r * nh + (size_t)g * G) * hd, lse ? lse + (size_t)r * nh + (size_t)g * G : NULL,
-                        qh, kv->k_bf16 + at, kv->v_bf16 + at, T, G, hd, kvd, scale, b->s, simd);
+                        qh, kv->k_bf16 + at, kv->v_bf16 + at, T, G, hd, kvd, scale, b->s, kernel);
         return;
     }
     const float *kb = kv->k + kv->row_kv[r] + (size_t)g * hd, *vb = kv->v + kv->row_kv[r] + (size_t)g * hd;
@@ -138,7 +138,7 @@ void attention_forward(float *out, float *lse, const float *q, const kv_view *kv
                        const model_config *cf, attn_workspace *ws) {
     const int nkv = cf->n_kv_heads;
     int n_tasks = 0, *task = ws->tasks;
-    const bool simd = kv->fmt == KV_BF16 && !ws->portable_bf16 && attn_bf16_simd_supported();
+    const attn_bf16_kernel kernel = ws->portable_bf16 ? ATTN_BF16_PORTABLE : attn_bf16_best();
     for (int r = 0; r < n;) {
         int end = r + 1;
         while (end < n && kv->row_kv[end] == kv->row_kv[r] && pos[end] == pos[end - 1] + 1) end++;
@@ -158,9 +158,9 @@ void attention_forward(float *out, float *lse, const float *q, const kv_view *kv
         for (int t = 0; t < n_tasks; t++) {
             int r0 = task[3 * t], m = task[3 * t + 1], g = task[3 * t + 2];
             if (m == 1)
-                attend_row(out, lse, q, kv, pos, r0, g, cf, &b, simd);
+                attend_row(out, lse, q, kv, pos, r0, g, cf, &b, kernel);
             else
-                attend_tile(out, lse, q, kv, pos, r0, m, g, cf, &b, simd);
+                attend_tile(out, lse, q, kv, pos, r0, m, g, cf, &b, kernel);
         }
     }
 }

@@ -5,8 +5,8 @@
  * bytes is the point, and the arithmetic only has to keep up. A bf16 value
  * widens to fp32 exactly by a 16-bit shift.
  *
- * The same bits on every CPU: the AVX-512 code and the portable code do the
- * same IEEE operations in the same order. A score is a dot product over hd
+ * The same bits on every CPU: the AVX-512 code, the AVX2 code and the
+ * portable code do the same IEEE operations in the same order. A score is a dot product over hd
  * in 16 lanes: lane l accumulates elements 2l, 2l+1, 32+2l, 32+2l+1, ...
  * with fused multiply-adds from zero (elements past hd, up to a multiple of
  * 32, count as 0 * 0), the lanes then summed in one tree (sum16). That lane
@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "../util/half.h"
 #include "ops.h"
@@ -32,15 +33,17 @@
 
 enum { LANES = 16 };
 
-bool attn_bf16_simd_supported(void) {
+attn_bf16_kernel attn_bf16_best(void) {
 #if BF16_X86
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-#else
-    return false;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return ATTN_BF16_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ATTN_BF16_AVX2;
 #endif
+    return ATTN_BF16_PORTABLE;
 }
+
+bool attn_bf16_simd_supported(void) { return attn_bf16_best() != ATTN_BF16_PORTABLE; }
 
 /* ---- portable ------------------------------------------------------------------ */
 
@@ -204,36 +207,153 @@ TARGET_AVX512 static void widen_avx512(float *dst, const uint16_t *src, int T, i
 }
 #endif
 
+/* ---- AVX2 ---------------------------------------------------------------------- */
+#if BF16_X86
+#define TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* n bf16 from p (n < 16: the rest read as 0) as 16 words. */
+INLINE_AVX2 __m256i load16(const uint16_t *p, int n) {
+    if (n >= 16) return _mm256_loadu_si256((const __m256i *)p);
+    uint16_t t[16] = {0};
+    for (int i = 0; i < n && i < 16; i++) t[i] = p[i];
+    return _mm256_loadu_si256((const __m256i *)t);
+}
+
+/* sum16 of the lanes a[0..7] (lo) and a[8..15] (hi), its pairs in its order. */
+INLINE_AVX2 float sum16_avx2(__m256 lo, __m256 hi) {
+    __m256 b = _mm256_add_ps(lo, hi);                                            /* l + (l+8) */
+    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1)); /* + 4 */
+    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));                               /* + 2 */
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));               /* + 1 */
+}
+
+/* Lane l of a chunk of 32 (c): elements c+2l (even) and c+2l+1 (odd), l < 8
+ * in the first vector, 8 <= l < 16 in the second: q deinterleaved once per
+ * head into qe/qo[chunk][16], elements past hd as 0. */
+TARGET_AVX2 static void scores_avx2(float *sc, const float *q, const uint16_t *k, int T, int G, int hd, int kvd,
+                                    float scale) {
+    enum { MAX_CHUNKS = 16 };
+    int chunks = (hd + 2 * LANES - 1) / (2 * LANES);
+    if (chunks > MAX_CHUNKS) { /* heads past 512: the portable code, the same bits */
+        scores_portable(sc, q, k, T, G, hd, kvd, scale);
+        return;
+    }
+    for (int j = 0; j < G; j++) {
+        const float *qj = q + (size_t)j * hd;
+        float qe[MAX_CHUNKS][LANES], qo[MAX_CHUNKS][LANES];
+        for (int c = 0; c < chunks; c++)
+            for (int l = 0; l < LANES; l++) {
+                int i = c * 2 * LANES + 2 * l;
+                qe[c][l] = i < hd ? qj[i] : 0.0f;
+                qo[c][l] = i + 1 < hd ? qj[i + 1] : 0.0f;
+            }
+        const __m256i odd_mask = _mm256_set1_epi32((int)0xFFFF0000u);
+        for (int t = 0; t < T; t++) {
+            const uint16_t *kt = k + (size_t)t * kvd;
+            __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+            for (int c = 0; c < chunks; c++) {
+                int at = c * 2 * LANES;
+                __m256i k0 = load16(kt + at, hd - at), k1 = load16(kt + at + LANES, hd - at - LANES);
+                lo = _mm256_fmadd_ps(_mm256_loadu_ps(qe[c]), _mm256_castsi256_ps(_mm256_slli_epi32(k0, 16)), lo);
+                hi = _mm256_fmadd_ps(_mm256_loadu_ps(qe[c] + 8), _mm256_castsi256_ps(_mm256_slli_epi32(k1, 16)), hi);
+                lo = _mm256_fmadd_ps(_mm256_loadu_ps(qo[c]), _mm256_castsi256_ps(_mm256_and_si256(k0, odd_mask)), lo);
+                hi = _mm256_fmadd_ps(_mm256_loadu_ps(qo[c] + 8), _mm256_castsi256_ps(_mm256_and_si256(k1, odd_mask)), hi);
+            }
+            sc[(size_t)j * T + t] = sum16_avx2(lo, hi) * scale;
+        }
+    }
+}
+
+/* 8 bf16 (n < 8: the rest read as 0) widened to fp32. */
+INLINE_AVX2 __m256 widen8(const uint16_t *p, int n) {
+    __m128i h;
+    if (n >= 8) {
+        h = _mm_loadu_si128((const __m128i *)p);
+    } else {
+        uint16_t t[8] = {0};
+        for (int i = 0; i < n; i++) t[i] = p[i];
+        h = _mm_loadu_si128((const __m128i *)t);
+    }
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* 32 output elements of up to 2 heads per pass: eight independent sums. */
+TARGET_AVX2 static void values_avx2(float *out, const float *p, const uint16_t *v, int T, int G, int hd, int kvd) {
+    for (int c = 0; c < hd; c += 32) {
+        for (int j0 = 0; j0 < G; j0 += 2) {
+            int nj = G - j0 < 2 ? G - j0 : 2;
+            __m256 acc[2][4];
+#pragma GCC unroll 2
+            for (int jj = 0; jj < 2; jj++)
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++) acc[jj][e] = _mm256_setzero_ps();
+            for (int t = 0; t < T; t++) {
+                const uint16_t *vt = v + (size_t)t * kvd + c;
+                __m256 w[4];
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++) w[e] = widen8(vt + 8 * e, hd - c - 8 * e);
+#pragma GCC unroll 2
+                for (int jj = 0; jj < 2; jj++)
+                    if (jj < nj) {
+                        __m256 pj = _mm256_set1_ps(p[(size_t)(j0 + jj) * T + t]);
+#pragma GCC unroll 4
+                        for (int e = 0; e < 4; e++) acc[jj][e] = _mm256_fmadd_ps(pj, w[e], acc[jj][e]);
+                    }
+            }
+            for (int jj = 0; jj < nj; jj++)
+                for (int e = 0; e < 4; e++) {
+                    int n = hd - c - 8 * e;
+                    if (n <= 0) break;
+                    float o[8];
+                    _mm256_storeu_ps(o, acc[jj][e]);
+                    memcpy(out + (size_t)(j0 + jj) * hd + c + 8 * e, o, sizeof(float) * (size_t)(n < 8 ? n : 8));
+                }
+        }
+    }
+}
+
+TARGET_AVX2 static void widen_avx2(float *dst, const uint16_t *src, int T, int hd, int kvd) {
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < hd; c += 8) {
+            float o[8];
+            _mm256_storeu_ps(o, widen8(src + (size_t)t * kvd + c, hd - c));
+            memcpy(dst + (size_t)t * hd + c, o, sizeof(float) * (size_t)(hd - c < 8 ? hd - c : 8));
+        }
+}
+#endif
+
 /* ---- entry points ---------------------------------------------------------------- */
 
 void attend_row_bf16(float *out, float *lse, const float *q, const uint16_t *k, const uint16_t *v, int T, int G, int hd,
-                     int kvd, float scale, float *sc, bool simd) {
+                     int kvd, float scale, float *sc, attn_bf16_kernel kernel) {
+    switch (kernel) {
 #if BF16_X86
-    if (simd)
-        scores_avx512(sc, q, k, T, G, hd, kvd, scale);
-    else
+    case ATTN_BF16_AVX512: scores_avx512(sc, q, k, T, G, hd, kvd, scale); break;
+    case ATTN_BF16_AVX2: scores_avx2(sc, q, k, T, G, hd, kvd, scale); break;
 #endif
-        scores_portable(sc, q, k, T, G, hd, kvd, scale);
-    (void)simd;
+    default: scores_portable(sc, q, k, T, G, hd, kvd, scale);
+    }
     for (int j = 0; j < G; j++) {
         float l = softmax_row(sc + (size_t)j * T, T);
         if (lse) lse[j] = l;
     }
+    switch (kernel) {
 #if BF16_X86
-    if (simd)
-        values_avx512(out, sc, v, T, G, hd, kvd);
-    else
+    case ATTN_BF16_AVX512: values_avx512(out, sc, v, T, G, hd, kvd); break;
+    case ATTN_BF16_AVX2: values_avx2(out, sc, v, T, G, hd, kvd); break;
 #endif
-        values_portable(out, sc, v, T, G, hd, kvd);
+    default: values_portable(out, sc, v, T, G, hd, kvd);
+    }
 }
 
-void widen_rows_bf16(float *dst, const uint16_t *src, int T, int hd, int kvd, bool simd) {
+void widen_rows_bf16(float *dst, const uint16_t *src, int T, int hd, int kvd, attn_bf16_kernel kernel) {
+    switch (kernel) {
 #if BF16_X86
-    if (simd) {
-        widen_avx512(dst, src, T, hd, kvd);
-        return;
-    }
+    case ATTN_BF16_AVX512: widen_avx512(dst, src, T, hd, kvd); return;
+    case ATTN_BF16_AVX2: widen_avx2(dst, src, T, hd, kvd); return;
 #endif
-    (void)simd;
-    for (int t = 0; t < T; t++) bf16_to_f32_array(src + (size_t)t * kvd, dst + (size_t)t * hd, (size_t)hd);
+    default:
+        for (int t = 0; t < T; t++) bf16_to_f32_array(src + (size_t)t * kvd, dst + (size_t)t * hd, (size_t)hd);
+    }
 }

@@ -1,12 +1,17 @@
 /* Attention's kernels over a bf16 KV cache (attention_bf16.c), called by
- * attention.c for a KV_BF16 view. Each comes as AVX-512 code and as portable
- * code that gives the same bits (simd false), so which one a CPU runs never
- * changes a result (attn_bf16_simd_supported in ops.h says which runs). */
+ * attention.c for a KV_BF16 view. Each comes as AVX-512 code, AVX2 code and
+ * portable code that give the same bits, so which one a CPU runs never
+ * changes a result. */
 #ifndef GRPO_ATTENTION_BF16_H
 #define GRPO_ATTENTION_BF16_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+/* Which code runs: each gives the same bits. */
+typedef enum { ATTN_BF16_PORTABLE, ATTN_BF16_AVX2, ATTN_BF16_AVX512 } attn_bf16_kernel;
+/* The fastest this CPU runs (AVX-512 F/BW/VL, else AVX2 with FMA, else portable). */
+attn_bf16_kernel attn_bf16_best(void);
 
 /* One decode row: the G query heads q[G, hd] sharing one KV head attend
  * over its positions 0..T-1, key t at k + t*kvd (value likewise).
@@ -14,9 +19,9 @@
  * Scores are 16-lane fmaf sums over hd summed in one fixed tree, times
  * scale; the output sums fmaf(p_t, v_t, .) over t in order. */
 void attend_row_bf16(float *out, float *lse, const float *q, const uint16_t *k, const uint16_t *v, int T, int G, int hd,
-                     int kvd, float scale, float *sc, bool simd);
+                     int kvd, float scale, float *sc, attn_bf16_kernel kernel);
 
 /* dst[T, hd] = rows src + t*kvd widened to fp32 (exact). */
-void widen_rows_bf16(float *dst, const uint16_t *src, int T, int hd, int kvd, bool simd);
+void widen_rows_bf16(float *dst, const uint16_t *src, int T, int hd, int kvd, attn_bf16_kernel kernel);
 
 #endif

@@ -141,9 +141,10 @@ static inline int gqa_kv_head(int h, int n_heads, int n_kv_heads) { return h / (
  * exactly when read, so attention over it is attention over K and V
  * rounded to bf16). */
 typedef enum { KV_F32 = 0, KV_BF16 = 1 } kv_format;
-/* Whether this CPU runs attention's AVX-512 kernels over a bf16 cache
- * (avx512f, bw, vl). Without them the portable kernels give the same bits
- * several times slower than the fp32 cache: choose KV_BF16 only where true. */
+/* Whether this CPU runs attention's SIMD kernels over a bf16 cache (AVX-512
+ * F/BW/VL, or AVX2 with FMA). Without them the portable kernels give the
+ * same bits several times slower than the fp32 cache: choose KV_BF16 only
+ * where true. */
 bool attn_bf16_simd_supported(void);
 
 /* Where row r's keys and values are: position t of its sequence is at
@@ -166,7 +167,7 @@ typedef struct {
     size_t stride; /* floats per thread */
     int n_threads;
     int *tasks; /* [max_rows * n_kv_heads * 3] */
-    bool portable_bf16; /* tests: a KV_BF16 view runs the portable kernels even where AVX-512 is */
+    bool portable_bf16; /* tests: a KV_BF16 view runs the portable kernels even where SIMD ones run */
 } attn_workspace;
 
 /* Floats per thread for sequences up to max_len positions. */

@@ -57,8 +57,9 @@ check_lp() {
     cmp a.jsonl b.jsonl
     run -0 grpo-rollout --model "$TINY" -k 1 --max-new-tokens 2 --weights q8 --progress --in "$(P)" --out /dev/null
     [[ "$output" == *"weights q8 ("* ]]
-    # the KV cache goes with the weights: bf16 with bf16 or q8 where AVX-512 reads it, else f32
-    if grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+    # the KV cache goes with the weights: bf16 with bf16 or q8 where AVX-512 or AVX2 reads it, else f32
+    if { grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; } ||
+        { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; }; then
         [[ "$output" == *"MiB (bf16, "* ]]
     else
         [[ "$output" == *"MiB (f32, "* ]]

@@ -244,9 +244,9 @@ static void test_attention_reference(int n_heads, int n_kv, int hd) {
 static bool same_bits(const float *x, const float *y, size_t n) { return memcmp(x, y, n * sizeof *x) == 0; }
 
 static void test_simd_portable(void) {
-    TEST("the AVX-512 bf16 kernels give the portable kernels' bits (decode rows, tiles, every hd tail)");
+    TEST("the SIMD bf16 kernels (AVX-512, AVX2) give the portable kernels' bits (decode rows, tiles, every hd tail)");
     if (!attn_bf16_simd_supported()) {
-        SKIP("this CPU lacks avx512f/bw/vl: the portable kernels alone run");
+        SKIP("this CPU has neither avx512f/bw/vl nor avx2 with fma: the portable kernels alone run");
         return;
     }
     const int shapes[][3] = {{4, 2, 8}, {4, 2, 12}, {9, 3, 64}, {6, 2, 40}, {4, 1, 128}, {8, 8, 16}, {2, 2, 20}};
@@ -269,11 +269,17 @@ static void test_simd_portable(void) {
         /* the kernel itself, at every length 1..L: the tails of 16 keys */
         int hd = a.cf.head_dim, G = a.cf.n_heads / a.cf.n_kv_heads;
         float *sc = xcalloc((size_t)G * L, sizeof(float));
-        for (int T = 1; T <= L; T++) {
-            attend_row_bf16(o1, l1, a.q, a.kb, a.vb, T, G, hd, a.kvd, 0.3f, sc, true);
-            attend_row_bf16(o2, l2, a.q, a.kb, a.vb, T, G, hd, a.kvd, 0.3f, sc, false);
-            bad += !same_bits(o1, o2, (size_t)G * hd) || !same_bits(l1, l2, (size_t)G);
-        }
+        for (int kernel = ATTN_BF16_AVX2; kernel <= (int)attn_bf16_best(); kernel++) /* AVX2 runs where AVX-512 does */
+            for (int T = 1; T <= L; T++) {
+                attend_row_bf16(o1, l1, a.q, a.kb, a.vb, T, G, hd, a.kvd, 0.3f, sc, (attn_bf16_kernel)kernel);
+                attend_row_bf16(o2, l2, a.q, a.kb, a.vb, T, G, hd, a.kvd, 0.3f, sc, ATTN_BF16_PORTABLE);
+                bad += !same_bits(o1, o2, (size_t)G * hd) || !same_bits(l1, l2, (size_t)G);
+                float *w1 = xcalloc((size_t)T * hd, sizeof(float)), *w2 = xcalloc((size_t)T * hd, sizeof(float));
+                widen_rows_bf16(w1, a.kb, T, hd, a.kvd, (attn_bf16_kernel)kernel);
+                widen_rows_bf16(w2, a.kb, T, hd, a.kvd, ATTN_BF16_PORTABLE);
+                bad += !same_bits(w1, w2, (size_t)T * hd);
+                free(w1), free(w2);
+            }
         free(sc), free(o1), free(o2), free(l1), free(l2);
         case_free(&a);
     }
