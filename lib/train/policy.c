@@ -303,10 +303,6 @@ static void step_range(policy *p, trainer *t, const update_config *c, long step_
     }
 }
 
-/* The gradient summed over ranks and its global norm. On the host: whole on
- * every rank, or with ZeRO-1 only this rank's slice (the same bytes on the
- * wire, in two halves). On a device: whole on every rank, summed in device
- * memory (NCCL, lib/dist/nccl.c), the norm taken there. */
 /* --group-sums: the float64 sums of every rank summed (this rank's slice
  * with ZeRO-1), then rounded once to the float gradient the step uses. */
 static int reduce_group_sums(policy *p, trainer *t, const dist *d, gerr *e) {
@@ -321,6 +317,11 @@ static int reduce_group_sums(policy *p, trainer *t, const dist *d, gerr *e) {
     return 0;
 }
 
+/* The gradient summed over ranks and its global norm. On the host: whole on
+ * every rank, or with ZeRO-1 only this rank's slice (the same bytes on the
+ * wire, in two halves); with --group-sums from the float64 sums. On a
+ * device: whole on every rank, summed in device memory (NCCL,
+ * lib/dist/nccl.c), the norm taken there. */
 static int reduce_and_norm(policy *p, trainer *t, const dist *d, double *grad_norm, gerr *e) {
     int rc;
     if (t->grad_sum) {

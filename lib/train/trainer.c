@@ -269,7 +269,9 @@ void trainer_free(trainer *t) {
 
 int trainer_rows(const trainer *t) { return t->acts->n_rows; }
 
-size_t trainer_bytes(const trainer *t) { return (t->acts->n_floats + t->n_grad) * sizeof(float); }
+size_t trainer_bytes(const trainer *t) {
+    return (t->acts->n_floats + t->n_grad) * sizeof(float) + (t->grad_sum ? t->n_grad * sizeof *t->grad_sum : 0);
+}
 
 void trainer_zero_grad(trainer *t) {
     if (t->grad) backend_zero(t->be, t->grad, t->n_grad * sizeof(float));

@@ -109,7 +109,7 @@ void trainer_free(trainer *t);
 /* Rows the last trainer_forward computed: the batch's, less the prompt rows
  * it shared (trainer.no_prompt_sharing). */
 int trainer_rows(const trainer *t);
-/* Bytes of activations, scratch and gradients the trainer holds. */
+/* Bytes of activations, scratch and gradients (and grad_sum) the trainer holds. */
 size_t trainer_bytes(const trainer *t);
 /* Zeroes the gradient (and grad_sum). */
 void trainer_zero_grad(trainer *t);
