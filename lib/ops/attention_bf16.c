@@ -6,10 +6,11 @@
  * widens to fp32 exactly by a 16-bit shift.
  *
  * The same bits on every CPU: the AVX-512 code, the AVX2 code and the
- * portable code do the same IEEE operations in the same order. A score is a dot product over hd
- * in 16 lanes: lane l accumulates elements 2l, 2l+1, 32+2l, 32+2l+1, ...
- * with fused multiply-adds from zero (elements past hd, up to a multiple of
- * 32, count as 0 * 0), the lanes then summed in one tree (sum16). That lane
+ * portable code do the same IEEE operations in the same order. A score is a
+ * dot product over hd in 16 lanes: lane l accumulates elements 2l, 2l+1,
+ * 32+2l, 32+2l+1, ... with fused multiply-adds from zero (elements past hd,
+ * up to a multiple of 32, count as 0 * 0), the lanes then summed in one
+ * tree (sum16). That lane
  * order is what 32 bf16 loaded as 16 words give for free: a shift widens
  * the even elements, a mask the odd ones, with no shuffle. The AVX-512 code
  * sums sixteen keys' lanes at once with shuffles that add exactly sum16's
@@ -216,7 +217,7 @@ TARGET_AVX512 static void widen_avx512(float *dst, const uint16_t *src, int T, i
 INLINE_AVX2 __m256i load16(const uint16_t *p, int n) {
     if (n >= 16) return _mm256_loadu_si256((const __m256i *)p);
     uint16_t t[16] = {0};
-    for (int i = 0; i < n && i < 16; i++) t[i] = p[i];
+    for (int i = 0; i < n; i++) t[i] = p[i];
     return _mm256_loadu_si256((const __m256i *)t);
 }
 

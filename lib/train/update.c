@@ -254,7 +254,9 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     /* the device: under MPI each rank its local rank's GPU, the gradients
      * summed there over NCCL (lib/dist/nccl.c) */
     const backend *dev = o->backend;
-    const char *device = o->group_sums ? "cpu" : o->device; /* auto; cuda was refused above */
+    /* --group-sums: auto is the CPU (cuda was refused above; a caller's
+     * device, trainer_keep_sums refuses) */
+    const char *device = o->group_sums ? "cpu" : o->device;
     if (!dev && strcmp(device, "cpu") && (rc = dist_agree(d, dist_device_open(d, e), e))) return rc;
     if (!dev && (rc = dist_agree(d, device_select("--device", device, &dev, e), e))) return rc;
     if (d->size > 1) {
@@ -268,10 +270,6 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
         else if (dev)
             rc = dist_nccl_start(d, e);
         if ((rc = dist_agree(d, rc, e))) goto out_device;
-    }
-    if (dev && o->group_sums) { /* the caller's device (the unit tests') */
-        rc = gerr_set(e, EX_USAGE, "--group-sums: the float64 gradient sums are kept on the host; not with a device");
-        goto out_device;
     }
 
     /* the policy: weights, adapter, and state when it is our checkpoint */
