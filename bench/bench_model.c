@@ -8,6 +8,8 @@
  * NAME (e.g. "decode B=64") runs that measurement alone, for perf record.
  * GRPO_WEIGHTS=f32|bf16|q8 packs the weights so (default: the tools' auto),
  * with the KV cache the tools take with them; GRPO_KV=f32|bf16 overrides it.
+ * GRPO_BENCH_PROMPT=N: the decode measurements' context before their 32
+ * steps (default 64; attention's share grows with it).
  *
  * Lines starting "kv " are key=value results for bench/model.sh. */
 #include <cblas.h>
@@ -289,14 +291,21 @@ int main(int argc, char **argv) {
     double bytes_per_weight = !m.packed || fmt == WEIGHTS_F32 ? 4.0 : fmt == WEIGHTS_BF16 ? 2.0 : 34.0 / 32;
     double weight_bytes = bytes_per_weight * (f.matmul_params + f.head_params);
 
-    enum { PROMPT = 64, STEPS = 32 };
+    enum { STEPS = 32 };
+    const char *prompt_env = getenv("GRPO_BENCH_PROMPT");
+    int prompt = prompt_env ? atoi(prompt_env) : 64;
+    if (prompt < 1 || prompt + STEPS > m.cfg.max_seq_len) {
+        fprintf(stderr, "bench_model: GRPO_BENCH_PROMPT=%s: expected 1 .. %d\n", prompt_env, m.cfg.max_seq_len - STEPS);
+        model_free(&m);
+        return 64;
+    }
     result res[5] = {{0}};
     const char *names[5] = {"prefill T=128", "prefill T=512", "decode B=1", "decode B=16", "decode B=64"};
     int prefill_T[2] = {128, 512}, decode_B[3] = {1, 16, 64};
     for (int i = 0; i < 5; i++) {
         if (only && strcmp(names[i], only) != 0) continue;
         if (i < 2) res[i] = bench_prefill(&m, &f, kv, prefill_T[i], 2, &e, &rc);
-        else res[i] = bench_decode(&m, &f, kv, decode_B[i - 2], PROMPT, STEPS, 2, &e, &rc);
+        else res[i] = bench_decode(&m, &f, kv, decode_B[i - 2], prompt, STEPS, 2, &e, &rc);
         if (rc) goto fail;
         res[i].name = names[i];
     }

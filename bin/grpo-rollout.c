@@ -90,8 +90,9 @@ int main(int argc, char **argv) {
                   "completion_mask (1 sampled, 0 inserted), turns, env_reward, null logprobs at inserted tokens,\n"
                   "completion = the last assistant message, finish_reason env|turns|length. A bad answer, one to\n"
                   "a request never asked, or the program's death is 65; no answer within --env-timeout is 75.\n"
-                  "Without AVX-512, answer timing changes which rows are batched: reruns then agree to float\n"
-                  "rounding, not byte for byte (formats/rollout.md).\n"
+                  "f32 weights on a CPU with neither AVX-512 nor AVX2+FMA go through OpenBLAS, whose sums follow\n"
+                  "the rows batched together, so answer timing: reruns then agree to float rounding, not byte\n"
+                  "for byte (formats/rollout.md).\n"
                   "example: grpo-rollout --model models/SmolLM2-135M-Instruct.Q4_1.gguf -k 8 --in prompts.jsonl "
                   "--out rollouts.jsonl.zst",
     };

@@ -13,14 +13,15 @@
  * forward and recomputes the scores tile by tile (flash-attention's scheme).
  *
  * Over a bf16 cache (KV_BF16) a tile widens its keys, then its values, into
- * fp32 scratch and runs the same two sgemm; a single row reads bf16 directly
- * (attention_bf16.c). */
+ * fp32 scratch and runs the same two sgemm. A single row runs
+ * attention_row.h's kernels, over bf16 (attention_bf16.c) or float32
+ * (attention_f32.c). */
 #include "ops.h"
 
 #include <math.h>
 
 #include "../util/half.h"
-#include "attention_bf16.h"
+#include "attention_row.h"
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -70,7 +71,7 @@ static float attn_scale(int hd) { return (float)(1.0 / sqrt((double)hd)); }
 /* Rows r0 .. r0+m-1 (one sequence, consecutive positions) and KV head g.
  * kernel: attention_bf16's code that runs over a bf16 cache. */
 static void attend_tile(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r0, int m,
-                        int g, const model_config *cf, const tile_bufs *b, attn_bf16_kernel kernel) {
+                        int g, const model_config *cf, const tile_bufs *b, attn_kernel kernel) {
     const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads;
     const int M = m * G, T = pos[r0 + m - 1] + 1;
     const bool bf16 = kv->fmt == KV_BF16;
@@ -95,50 +96,23 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
 /* One row and the G heads sharing KV head g: each key and value is read once
  * for the G heads. */
 static void attend_row(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r, int g,
-                       const model_config *cf, const tile_bufs *b, attn_bf16_kernel kernel) {
+                       const model_config *cf, const tile_bufs *b, attn_kernel kernel) {
     const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads, T = pos[r] + 1, kvd = kv->kv_dim;
     const float scale = attn_scale(hd);
-    const float *qh = q + ((size_t)r * nh + (size_t)g * G) * hd;
-    if (kv->fmt == KV_BF16) {
-        size_t at = kv->row_kv[r] + (size_t)g * hd;
-        attend_row_bf16(out + ((size_t)r * nh + (size_t)g * G) * hd, lse ? lse + (size_t)r * nh + (size_t)g * G : NULL,
-                        qh, kv->k_bf16 + at, kv->v_bf16 + at, T, G, hd, kvd, scale, b->s, kernel);
-        return;
-    }
-    const float *kb = kv->k + kv->row_kv[r] + (size_t)g * hd, *vb = kv->v + kv->row_kv[r] + (size_t)g * hd;
-    float *sc = b->s;
-    for (int t = 0; t < T; t++) {
-        const float *kt = kb + (size_t)t * kvd;
-        for (int j = 0; j < G; j++) {
-            const float *qv = qh + (size_t)j * hd;
-            float dot = 0;
-            /* without a reduction clause the compiler keeps this sum scalar */
-#pragma omp simd reduction(+ : dot)
-            for (int i = 0; i < hd; i++) dot += qv[i] * kt[i];
-            sc[(size_t)j * T + t] = dot * scale;
-        }
-    }
-    float *o = out + ((size_t)r * nh + (size_t)g * G) * hd;
-    memset(o, 0, (size_t)G * hd * sizeof *o);
-    for (int j = 0; j < G; j++) {
-        float l = softmax_row(sc + (size_t)j * T, T);
-        if (lse) lse[(size_t)r * nh + (size_t)g * G + j] = l;
-    }
-    for (int t = 0; t < T; t++) {
-        const float *vt = vb + (size_t)t * kvd;
-        for (int j = 0; j < G; j++) {
-            float p = sc[(size_t)j * T + t], *oj = o + (size_t)j * hd;
-#pragma omp simd
-            for (int i = 0; i < hd; i++) oj[i] += p * vt[i];
-        }
-    }
+    const size_t head = (size_t)r * nh + (size_t)g * G, at = kv->row_kv[r] + (size_t)g * hd;
+    const float *qh = q + head * hd;
+    float *o = out + head * hd, *l = lse ? lse + head : NULL;
+    if (kv->fmt == KV_BF16)
+        attend_row_bf16(o, l, qh, kv->k_bf16 + at, kv->v_bf16 + at, T, G, hd, kvd, scale, b->s, kernel);
+    else
+        attend_row_f32(o, l, qh, kv->k + at, kv->v + at, T, G, hd, kvd, scale, b->s, kernel);
 }
 
 void attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
                        const model_config *cf, attn_workspace *ws) {
     const int nkv = cf->n_kv_heads;
     int n_tasks = 0, *task = ws->tasks;
-    const attn_bf16_kernel kernel = ws->portable_bf16 ? ATTN_BF16_PORTABLE : attn_bf16_best();
+    const attn_kernel kernel = ws->portable_kernels ? ATTN_PORTABLE : attn_kernel_best();
     for (int r = 0; r < n;) {
         int end = r + 1;
         while (end < n && kv->row_kv[end] == kv->row_kv[r] && pos[end] == pos[end - 1] + 1) end++;

@@ -1,4 +1,4 @@
-/* Decode attention reading a bf16 KV cache directly (attention_bf16.h).
+/* Decode attention reading a bf16 KV cache directly (attention_row.h).
  *
  * A decode step at a large batch reads every cached key and value once per
  * row and does two flops per element read: memory-bound, so halving the
@@ -16,46 +16,29 @@
  * sums sixteen keys' lanes at once with shuffles that add exactly sum16's
  * pairs. The output of a head is fmaf(p_t, v_t, acc) over t = 0 .. T-1
  * from zero, element by element. */
-#include "attention_bf16.h"
+#include "attention_row.h"
 
 #include <math.h>
 #include <stddef.h>
-#include <string.h>
 
 #include "../util/half.h"
 #include "ops.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define BF16_X86 1
-#else
-#define BF16_X86 0
-#endif
+#include "attention_lanes.h"
 
-enum { LANES = 16 };
-
-attn_bf16_kernel attn_bf16_best(void) {
-#if BF16_X86
+attn_kernel attn_kernel_best(void) {
+#if ATTN_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-        return ATTN_BF16_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ATTN_BF16_AVX2;
+        return ATTN_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ATTN_AVX2;
 #endif
-    return ATTN_BF16_PORTABLE;
+    return ATTN_PORTABLE;
 }
 
-bool attn_bf16_simd_supported(void) { return attn_bf16_best() != ATTN_BF16_PORTABLE; }
+bool attn_bf16_simd_supported(void) { return attn_kernel_best() != ATTN_PORTABLE; }
 
 /* ---- portable ------------------------------------------------------------------ */
-
-/* The 16 lane sums to one, in the fixed order: l + (l+8), then + 4, + 2, + 1. */
-static float sum16(const float a[LANES]) {
-    float b[8], c[4], d[2];
-    for (int l = 0; l < 8; l++) b[l] = a[l] + a[l + 8];
-    for (int l = 0; l < 4; l++) c[l] = b[l] + b[l + 4];
-    for (int l = 0; l < 2; l++) d[l] = c[l] + c[l + 2];
-    return d[0] + d[1];
-}
 
 static float dot_portable(const float *q, const uint16_t *k, int hd) {
     float acc[LANES] = {0};
@@ -85,7 +68,7 @@ static void values_portable(float *out, const float *p, const uint16_t *v, int T
 }
 
 /* ---- AVX-512 ------------------------------------------------------------------- */
-#if BF16_X86
+#if ATTN_X86
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define INLINE_AVX512 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl")))
 
@@ -209,24 +192,15 @@ TARGET_AVX512 static void widen_avx512(float *dst, const uint16_t *src, int T, i
 #endif
 
 /* ---- AVX2 ---------------------------------------------------------------------- */
-#if BF16_X86
+#if ATTN_X86
 #define TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
 
 /* n bf16 from p (n < 16: the rest read as 0) as 16 words. */
-INLINE_AVX2 __m256i load16(const uint16_t *p, int n) {
+ATTN_INLINE_AVX2 __m256i load16(const uint16_t *p, int n) {
     if (n >= 16) return _mm256_loadu_si256((const __m256i *)p);
     uint16_t t[16] = {0};
     for (int i = 0; i < n; i++) t[i] = p[i];
     return _mm256_loadu_si256((const __m256i *)t);
-}
-
-/* sum16 of the lanes a[0..7] (lo) and a[8..15] (hi), its pairs in its order. */
-INLINE_AVX2 float sum16_avx2(__m256 lo, __m256 hi) {
-    __m256 b = _mm256_add_ps(lo, hi);                                            /* l + (l+8) */
-    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1)); /* + 4 */
-    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));                               /* + 2 */
-    return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));               /* + 1 */
 }
 
 /* Lane l of a chunk of 32 (c): elements c+2l (even) and c+2l+1 (odd), l < 8
@@ -266,72 +240,24 @@ TARGET_AVX2 static void scores_avx2(float *sc, const float *q, const uint16_t *k
     }
 }
 
-/* 8 bf16 (n < 8: the rest read as 0) widened to fp32. */
-INLINE_AVX2 __m256 widen8(const uint16_t *p, int n) {
-    __m128i h;
-    if (n >= 8) {
-        h = _mm_loadu_si128((const __m128i *)p);
-    } else {
-        uint16_t t[8] = {0};
-        for (int i = 0; i < n; i++) t[i] = p[i];
-        h = _mm_loadu_si128((const __m128i *)t);
-    }
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* 32 output elements of up to 2 heads per pass: eight independent sums. */
 TARGET_AVX2 static void values_avx2(float *out, const float *p, const uint16_t *v, int T, int G, int hd, int kvd) {
-    for (int c = 0; c < hd; c += 32) {
-        for (int j0 = 0; j0 < G; j0 += 2) {
-            int nj = G - j0 < 2 ? G - j0 : 2;
-            __m256 acc[2][4];
-#pragma GCC unroll 2
-            for (int jj = 0; jj < 2; jj++)
-#pragma GCC unroll 4
-                for (int e = 0; e < 4; e++) acc[jj][e] = _mm256_setzero_ps();
-            for (int t = 0; t < T; t++) {
-                const uint16_t *vt = v + (size_t)t * kvd + c;
-                __m256 w[4];
-#pragma GCC unroll 4
-                for (int e = 0; e < 4; e++) w[e] = widen8(vt + 8 * e, hd - c - 8 * e);
-#pragma GCC unroll 2
-                for (int jj = 0; jj < 2; jj++)
-                    if (jj < nj) {
-                        __m256 pj = _mm256_set1_ps(p[(size_t)(j0 + jj) * T + t]);
-#pragma GCC unroll 4
-                        for (int e = 0; e < 4; e++) acc[jj][e] = _mm256_fmadd_ps(pj, w[e], acc[jj][e]);
-                    }
-            }
-            for (int jj = 0; jj < nj; jj++)
-                for (int e = 0; e < 4; e++) {
-                    int n = hd - c - 8 * e;
-                    if (n <= 0) break;
-                    float o[8];
-                    _mm256_storeu_ps(o, acc[jj][e]);
-                    memcpy(out + (size_t)(j0 + jj) * hd + c + 8 * e, o, sizeof(float) * (size_t)(n < 8 ? n : 8));
-                }
-        }
-    }
+    weighted_values_avx2(out, p, NULL, v, T, G, hd, kvd);
 }
 
 TARGET_AVX2 static void widen_avx2(float *dst, const uint16_t *src, int T, int hd, int kvd) {
     for (int t = 0; t < T; t++)
-        for (int c = 0; c < hd; c += 8) {
-            float o[8];
-            _mm256_storeu_ps(o, widen8(src + (size_t)t * kvd + c, hd - c));
-            memcpy(dst + (size_t)t * hd + c, o, sizeof(float) * (size_t)(hd - c < 8 ? hd - c : 8));
-        }
+        for (int c = 0; c < hd; c += 8) store8(dst + (size_t)t * hd + c, widen8(src + (size_t)t * kvd + c, hd - c), hd - c);
 }
 #endif
 
 /* ---- entry points ---------------------------------------------------------------- */
 
 void attend_row_bf16(float *out, float *lse, const float *q, const uint16_t *k, const uint16_t *v, int T, int G, int hd,
-                     int kvd, float scale, float *sc, attn_bf16_kernel kernel) {
+                     int kvd, float scale, float *sc, attn_kernel kernel) {
     switch (kernel) {
-#if BF16_X86
-    case ATTN_BF16_AVX512: scores_avx512(sc, q, k, T, G, hd, kvd, scale); break;
-    case ATTN_BF16_AVX2: scores_avx2(sc, q, k, T, G, hd, kvd, scale); break;
+#if ATTN_X86
+    case ATTN_AVX512: scores_avx512(sc, q, k, T, G, hd, kvd, scale); break;
+    case ATTN_AVX2: scores_avx2(sc, q, k, T, G, hd, kvd, scale); break;
 #endif
     default: scores_portable(sc, q, k, T, G, hd, kvd, scale);
     }
@@ -340,19 +266,19 @@ void attend_row_bf16(float *out, float *lse, const float *q, const uint16_t *k, 
         if (lse) lse[j] = l;
     }
     switch (kernel) {
-#if BF16_X86
-    case ATTN_BF16_AVX512: values_avx512(out, sc, v, T, G, hd, kvd); break;
-    case ATTN_BF16_AVX2: values_avx2(out, sc, v, T, G, hd, kvd); break;
+#if ATTN_X86
+    case ATTN_AVX512: values_avx512(out, sc, v, T, G, hd, kvd); break;
+    case ATTN_AVX2: values_avx2(out, sc, v, T, G, hd, kvd); break;
 #endif
     default: values_portable(out, sc, v, T, G, hd, kvd);
     }
 }
 
-void widen_rows_bf16(float *dst, const uint16_t *src, int T, int hd, int kvd, attn_bf16_kernel kernel) {
+void widen_rows_bf16(float *dst, const uint16_t *src, int T, int hd, int kvd, attn_kernel kernel) {
     switch (kernel) {
-#if BF16_X86
-    case ATTN_BF16_AVX512: widen_avx512(dst, src, T, hd, kvd); return;
-    case ATTN_BF16_AVX2: widen_avx2(dst, src, T, hd, kvd); return;
+#if ATTN_X86
+    case ATTN_AVX512: widen_avx512(dst, src, T, hd, kvd); return;
+    case ATTN_AVX2: widen_avx2(dst, src, T, hd, kvd); return;
 #endif
     default:
         for (int t = 0; t < T; t++) bf16_to_f32_array(src + (size_t)t * kvd, dst + (size_t)t * hd, (size_t)hd);

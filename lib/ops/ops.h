@@ -167,7 +167,7 @@ typedef struct {
     size_t stride; /* floats per thread */
     int n_threads;
     int *tasks; /* [max_rows * n_kv_heads * 3] */
-    bool portable_bf16; /* tests: a KV_BF16 view runs the portable kernels even where SIMD ones run */
+    bool portable_kernels; /* tests: a decode row runs the portable kernels even where SIMD ones run */
 } attn_workspace;
 
 /* Floats per thread for sequences up to max_len positions. */

@@ -1,8 +1,10 @@
-/* The bf16 KV cache (KV_BF16): what kv_write stores, the cache's copies and
- * growth, attention over it against a float64 reference over K and V rounded
- * to bf16, the AVX-512 kernels against the portable ones bit for bit, a row's
- * result whatever else is in the call and however many threads run it, and
- * the forward of a tiny random model with a bf16 cache against an fp32 one. */
+/* The bf16 KV cache (KV_BF16) and attention's decode-row kernels: what
+ * kv_write stores, the cache's copies and growth, attention over a bf16 and
+ * an fp32 view against a float64 reference (over K and V rounded to bf16 for
+ * the first), the SIMD kernels (AVX-512, AVX2) of both against the portable
+ * ones bit for bit, a row's result whatever else is in the call and however
+ * many threads run it, and the forward of a tiny random model with a bf16
+ * cache against an fp32 one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@
 
 #include "check.h"
 #include "model/model.h"
-#include "ops/attention_bf16.h"
+#include "ops/attention_row.h"
 #include "ops/ops.h"
 #include "util/half.h"
 
@@ -138,24 +140,30 @@ static kv_view view_of(attn_case *a, const size_t *row_kv, bool bf16) {
     return (kv_view){.k = a->kf, .v = a->vf, .row_kv = row_kv, .kv_dim = a->kvd};
 }
 
-/* Row r of sequence seq[r] at pos[r] in float64 over the bf16 K/V: out[qd]. */
-static void reference_row(const attn_case *a, const float *q, size_t row_kv, int pos, double *out) {
+/* Row r of sequence seq[r] at pos[r] in float64 over the bf16 K/V (bf16) or
+ * the fp32 ones: out[qd]. */
+static double kv_at(const attn_case *a, bool bf16, bool value, size_t i) {
+    if (bf16) return bf16_to_f32(value ? a->vb[i] : a->kb[i]);
+    return value ? a->vf[i] : a->kf[i];
+}
+
+static void reference_row(const attn_case *a, bool bf16, const float *q, size_t row_kv, int pos, double *out) {
     int hd = a->cf.head_dim, G = a->cf.n_heads / a->cf.n_kv_heads;
     double *s = xcalloc((size_t)pos + 1, sizeof *s);
     for (int h = 0; h < a->cf.n_heads; h++) {
         int g = h / G;
         double mx = -INFINITY, z = 0;
         for (int t = 0; t <= pos; t++) {
-            const uint16_t *k = a->kb + row_kv + (size_t)t * a->kvd + (size_t)g * hd;
+            size_t k = row_kv + (size_t)t * a->kvd + (size_t)g * hd;
             double d = 0;
-            for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * bf16_to_f32(k[i]);
+            for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * kv_at(a, bf16, false, k + (size_t)i);
             s[t] = d / sqrt((double)hd);
             mx = fmax(mx, s[t]);
         }
         for (int t = 0; t <= pos; t++) z += s[t] = exp(s[t] - mx);
         for (int i = 0; i < hd; i++) {
             double o = 0;
-            for (int t = 0; t <= pos; t++) o += s[t] / z * bf16_to_f32(a->vb[row_kv + (size_t)t * a->kvd + g * hd + i]);
+            for (int t = 0; t <= pos; t++) o += s[t] / z * kv_at(a, bf16, true, row_kv + (size_t)t * a->kvd + g * hd + i);
             out[h * hd + i] = o;
         }
     }
@@ -176,8 +184,8 @@ static void test_attention_reference(int n_heads, int n_kv, int hd) {
     static char names[4][128];
     static int k;
     char *name = names[k++ % 4];
-    snprintf(name, sizeof names[0], "attention over bf16 K/V (%d/%d heads x %d): prefill tiles and decode rows "
-             "against float64", n_heads, n_kv, hd);
+    snprintf(name, sizeof names[0], "attention over bf16 and fp32 K/V (%d/%d heads x %d): prefill tiles and decode "
+             "rows against float64", n_heads, n_kv, hd);
     TEST(name);
     enum { S = 4, L = 41, P = 20, R = 30 };
     attn_case a;
@@ -187,15 +195,16 @@ static void test_attention_reference(int n_heads, int n_kv, int hd) {
     layout(&a, P, pos, row_kv);
     float *out = xcalloc((size_t)R * a.qd, sizeof(float)), *out32 = xcalloc((size_t)R * a.qd, sizeof(float));
     float *lse = xcalloc((size_t)R * n_heads, sizeof(float));
-    double *ref = xcalloc((size_t)a.qd, sizeof(double));
+    double *ref = xcalloc((size_t)a.qd, sizeof(double)), *ref32 = xcalloc((size_t)a.qd, sizeof(double));
     kv_view kv = view_of(&a, row_kv, true), kv32 = view_of(&a, row_kv, false);
     attention_forward(out, lse, a.q, &kv, pos, R, &a.cf, &a.ws);
     attention_forward(out32, NULL, a.q, &kv32, pos, R, &a.cf, &a.ws);
-    double worst = 0, worst32 = 0, bound_min = INFINITY;
+    double worst = 0, worst32 = 0, worst_f32 = 0, bound_min = INFINITY;
     bool within = true, finite = true;
     int G = n_heads / n_kv;
     for (int r = 0; r < R; r++) {
-        reference_row(&a, a.q + (size_t)r * a.qd, row_kv[r], pos[r], ref);
+        reference_row(&a, true, a.q + (size_t)r * a.qd, row_kv[r], pos[r], ref);
+        reference_row(&a, false, a.q + (size_t)r * a.qd, row_kv[r], pos[r], ref32);
         for (int h = 0; h < n_heads; h++) {
             /* fp32 against float64 over the same bf16 values: a score sums hd
              * products in 16 lanes (hd/16 fused steps, then 4 adds), the
@@ -204,8 +213,9 @@ static void test_attention_reference(int n_heads, int n_kv, int hd) {
              * T <= 41, exp and the sums of softmax_row included. */
             for (int i = 0; i < hd; i++) {
                 double d = fabs(out[(size_t)r * a.qd + h * hd + i] - ref[h * hd + i]);
-                worst = fmax(worst, d);
-                within = within && d <= 1e-5;
+                double d32 = fabs(out32[(size_t)r * a.qd + h * hd + i] - ref32[h * hd + i]); /* the same bound */
+                worst = fmax(worst, d), worst_f32 = fmax(worst_f32, d32);
+                within = within && d <= 1e-5 && d32 <= 1e-5;
                 finite = finite && isfinite(out[(size_t)r * a.qd + h * hd + i]);
             }
             /* against the fp32 cache: K and V are off by at most 2^-9
@@ -231,12 +241,12 @@ static void test_attention_reference(int n_heads, int n_kv, int hd) {
             }
         }
     }
-    printf("# max |bf16 - float64| %.3g, max |bf16 cache - fp32 cache| %.3g (smallest bound %.3g)\n", worst, worst32,
-           bound_min);
+    printf("# max |bf16 - float64| %.3g, max |fp32 - float64| %.3g, max |bf16 cache - fp32 cache| %.3g (smallest "
+           "bound %.3g)\n", worst, worst_f32, worst32, bound_min);
     CHECK(within);
     CHECK(finite);
     CHECK(worst32 > 0); /* the cache really was rounded */
-    free(out), free(out32), free(lse), free(ref);
+    free(out), free(out32), free(lse), free(ref), free(ref32);
     case_free(&a);
 }
 
@@ -244,7 +254,8 @@ static void test_attention_reference(int n_heads, int n_kv, int hd) {
 static bool same_bits(const float *x, const float *y, size_t n) { return memcmp(x, y, n * sizeof *x) == 0; }
 
 static void test_simd_portable(void) {
-    TEST("the SIMD bf16 kernels (AVX-512, AVX2) give the portable kernels' bits (decode rows, tiles, every hd tail)");
+    TEST("the SIMD kernels (bf16: AVX-512, AVX2; fp32: AVX2) give the portable kernels' bits (decode rows, tiles, "
+         "every hd tail)");
     if (!attn_bf16_simd_supported()) {
         SKIP("this CPU has neither avx512f/bw/vl nor avx2 with fma: the portable kernels alone run");
         return;
@@ -261,24 +272,30 @@ static void test_simd_portable(void) {
         size_t no = (size_t)R * a.qd, nl = (size_t)R * a.cf.n_heads;
         float *o1 = xcalloc(no, sizeof(float)), *o2 = xcalloc(no, sizeof(float));
         float *l1 = xcalloc(nl, sizeof(float)), *l2 = xcalloc(nl, sizeof(float));
-        kv_view kv = view_of(&a, row_kv, true);
-        attention_forward(o1, l1, a.q, &kv, pos, R, &a.cf, &a.ws);
-        a.ws.portable_bf16 = true;
-        attention_forward(o2, l2, a.q, &kv, pos, R, &a.cf, &a.ws);
-        bad += !same_bits(o1, o2, no) || !same_bits(l1, l2, nl);
-        /* the kernel itself, at every length 1..L: the tails of 16 keys */
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            kv_view kv = view_of(&a, row_kv, bf16);
+            a.ws.portable_kernels = false;
+            attention_forward(o1, l1, a.q, &kv, pos, R, &a.cf, &a.ws);
+            a.ws.portable_kernels = true;
+            attention_forward(o2, l2, a.q, &kv, pos, R, &a.cf, &a.ws);
+            bad += !same_bits(o1, o2, no) || !same_bits(l1, l2, nl);
+        }
+        /* the kernels themselves, at every length 1..L: the tails of 16 keys (bf16) and of 4 (fp32) */
         int hd = a.cf.head_dim, G = a.cf.n_heads / a.cf.n_kv_heads;
         float *sc = xcalloc((size_t)G * L, sizeof(float));
-        for (int kernel = ATTN_BF16_AVX2; kernel <= (int)attn_bf16_best(); kernel++) /* AVX2 runs where AVX-512 does */
+        for (int kernel = ATTN_AVX2; kernel <= (int)attn_kernel_best(); kernel++) /* AVX2 runs where AVX-512 does */
             for (int T = 1; T <= L; T++) {
-                attend_row_bf16(o1, l1, a.q, a.kb, a.vb, T, G, hd, a.kvd, 0.3f, sc, (attn_bf16_kernel)kernel);
-                attend_row_bf16(o2, l2, a.q, a.kb, a.vb, T, G, hd, a.kvd, 0.3f, sc, ATTN_BF16_PORTABLE);
+                attend_row_bf16(o1, l1, a.q, a.kb, a.vb, T, G, hd, a.kvd, 0.3f, sc, (attn_kernel)kernel);
+                attend_row_bf16(o2, l2, a.q, a.kb, a.vb, T, G, hd, a.kvd, 0.3f, sc, ATTN_PORTABLE);
                 bad += !same_bits(o1, o2, (size_t)G * hd) || !same_bits(l1, l2, (size_t)G);
                 float *w1 = xcalloc((size_t)T * hd, sizeof(float)), *w2 = xcalloc((size_t)T * hd, sizeof(float));
-                widen_rows_bf16(w1, a.kb, T, hd, a.kvd, (attn_bf16_kernel)kernel);
-                widen_rows_bf16(w2, a.kb, T, hd, a.kvd, ATTN_BF16_PORTABLE);
+                widen_rows_bf16(w1, a.kb, T, hd, a.kvd, (attn_kernel)kernel);
+                widen_rows_bf16(w2, a.kb, T, hd, a.kvd, ATTN_PORTABLE);
                 bad += !same_bits(w1, w2, (size_t)T * hd);
                 free(w1), free(w2);
+                attend_row_f32(o1, l1, a.q, a.kf, a.vf, T, G, hd, a.kvd, 0.3f, sc, (attn_kernel)kernel);
+                attend_row_f32(o2, l2, a.q, a.kf, a.vf, T, G, hd, a.kvd, 0.3f, sc, ATTN_PORTABLE);
+                bad += !same_bits(o1, o2, (size_t)G * hd) || !same_bits(l1, l2, (size_t)G);
             }
         free(sc), free(o1), free(o2), free(l1), free(l2);
         case_free(&a);
@@ -287,7 +304,8 @@ static void test_simd_portable(void) {
 }
 
 static void test_row_independent(void) {
-    TEST("a bf16 row's attention is the same bits alone, among other rows, and on 1 or all threads");
+    TEST("a row's attention over a bf16 or fp32 view is the same bits alone, among other rows, and on 1 or all "
+         "threads");
     enum { S = 6, L = 50, P = 24, R = 40 };
     attn_case a;
     case_init(&a, 9, 3, 64, S, L, R, 4242);
@@ -296,16 +314,17 @@ static void test_row_independent(void) {
     layout(&a, P, pos, row_kv);
     size_t qd = (size_t)a.qd;
     float *all = xcalloc(R * qd, sizeof(float)), *one = xcalloc(R * qd, sizeof(float));
-    kv_view kv = view_of(&a, row_kv, true);
     int bad = 0;
-    for (int portable = 0; portable < 2; portable++) {
-        a.ws.portable_bf16 = portable;
+    for (int mode = 0; mode < 4; mode++) {
+        bool bf16 = mode & 1;
+        kv_view kv = view_of(&a, row_kv, bf16);
+        a.ws.portable_kernels = mode >> 1;
         attention_forward(all, NULL, a.q, &kv, pos, R, &a.cf, &a.ws);
         /* each decode row alone, on one thread */
         int threads = a.ws.n_threads;
         a.ws.n_threads = 1;
         for (int r = P; r < R; r++) {
-            kv_view alone = view_of(&a, row_kv + r, true);
+            kv_view alone = view_of(&a, row_kv + r, bf16);
             attention_forward(one + r * qd, NULL, a.q + r * qd, &alone, pos + r, 1, &a.cf, &a.ws);
             bad += !same_bits(one + r * qd, all + r * qd, qd);
         }
@@ -322,7 +341,7 @@ static void test_row_independent(void) {
             rpos[i] = pos[src], rkv[i] = row_kv[src];
             memcpy(rq + i * qd, a.q + src * qd, qd * sizeof(float));
         }
-        kv_view rkvv = view_of(&a, rkv, true);
+        kv_view rkvv = view_of(&a, rkv, bf16);
         attention_forward(rout, NULL, rq, &rkvv, rpos, R, &a.cf, &a.ws);
         for (int i = 0; i < R; i++) {
             int src = i < R - P ? R - 1 - i : i - (R - P);
