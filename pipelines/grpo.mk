@@ -81,7 +81,8 @@
 #   KEEP              keep only the last N checkpoints (0 = all) [0]
 #   KEEP_RECORDS      0: delete a step's rollouts, scored and batch files once its
 #                     checkpoint is written [1]
-#   SHARDS            rollout and reward run as N shards (make -j), merged in prompt order [1]
+#   SHARDS            rollout and reward run as N shards (make -j), merged in prompt order; above 1,
+#                     OMP_WAIT_POLICY=passive is exported unless already set [1]
 #   STEP              the step of the shard-I-of-N targets (Slurm) [none]
 #   EXPORT_FORMAT     grpo-export formats for make export: hf, peft, gguf (several allowed) [hf]
 #   EXPORT_DTYPE      grpo-export --dtype [auto]
@@ -160,6 +161,13 @@ WANDB_PY ?= $(GRPO_ROOT)/.venv/bin/python
 $(foreach v,WANDB_PROJECT WANDB_MODE WANDB_ENTITY WANDB_NAME,$(if $(strip $($(v))),$(eval export $(v))))
 PROGRESS ?= 1
 V ?= 0
+# Shards run side by side (make -j) on the same cores: OpenMP threads that spin while they wait
+# would starve the other shard's (README, "Slow on a busy machine"), so they sleep instead, unless
+# the environment or config.mk says otherwise.
+ifneq ($(SHARDS),1)
+OMP_WAIT_POLICY ?= passive
+export OMP_WAIT_POLICY
+endif
 
 # ---- grpo-prep flags, read by make: "--name VALUE" and "--name=VALUE" alike
 space := $(subst ,, )

@@ -36,7 +36,8 @@ setup_file() {
     [ "$status" -eq 0 ]
     for r in plain-seed1 clipped-seed1 plain-seed2 clipped-seed2; do
         grep -q "^SEED = ${r##*seed}$" out/$r/config.mk
-        [ -s out/$r/eval/0002.json ] && [ -s out/$r/eval/0000.json ]
+        [ -s out/$r/eval/0002.json ]
+        [ -s out/$r/eval/0000.json ]
     done
     grep -q -- '--epsilon-high 0.28' out/clipped-seed1/settings/update
     # the table: a row per run with its numbers, then a mean per algorithm

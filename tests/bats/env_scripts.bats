@@ -76,7 +76,7 @@ teardown() {
     jq -s -e 'map(select(.sample == 3))[0] | .done == true' out.jsonl > /dev/null
     [ "$(wc -l < out.jsonl)" -eq 4 ]
     [ "$(grep -c ' 429$' "$T/server.log")" -eq 2 ]
-    ! grep -q sk-secret <<< "$stderr$output"
+    ! grep -q sk-secret <<< "$stderr$output" || false
     # an endpoint that refuses: status 75, one line naming the record and turn
     run --separate-stderr python3 "$E/sim_user.py" --url "$URL" --model m --retries 0 < <(req z 0 1 "[[401]] hi")
     [ "$status" -eq 75 ]

@@ -51,7 +51,8 @@ SCRIPTS=(grpo-eval grpo-summary grpo-compare grpo-plot grpo-progress grpo-sample
     cd "$T"
     make --no-print-directory -C "$GRPO_ROOT" uninstall PREFIX="$P" > uninstall.log
     [ -z "$(find "$P" -mindepth 1 ! -type d)" ] || { find "$P"; false; }
-    [ ! -e "$P/share/grpo" ] && [ ! -e "$P/share/man" ]
+    [ ! -e "$P/share/grpo" ]
+    [ ! -e "$P/share/man" ]
 }
 
 @test "the installed grpo-eval runs the installed grpo-rollout and grpo-reward, and its jq helpers" {

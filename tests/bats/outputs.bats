@@ -185,10 +185,12 @@ open("got", "wb").write(data)' &
     # and the same command with the directory there trains and writes both
     mkdir -p missing/dir
     grpo-update --model "$TINY" --in "$BATS_FILE_TMPDIR/batch.jsonl" --out ckpt --metrics missing/dir/m.jsonl
-    [ -d ckpt ] && [ -s missing/dir/m.jsonl ]
+    [ -d ckpt ]
+    [ -s missing/dir/m.jsonl ]
     # --metrics to a device: appended in place, nothing to fsync there is no error
     grpo-update --model "$TINY" --in "$BATS_FILE_TMPDIR/batch.jsonl" --out ckpt2 --metrics /dev/null
-    [ -d ckpt2 ] && [ -c /dev/null ]
+    [ -d ckpt2 ]
+    [ -c /dev/null ]
 }
 
 @test "a directory where a file goes, a file or FIFO where a checkpoint goes: 73, one line, untouched" {
@@ -209,7 +211,8 @@ open("got", "wb").write(data)' &
         [ "$status" -eq 73 ]
         assert_one_line_error grpo-export "$out: exists and is not a directory"
     done
-    [ "$(cat file)" = keep ] && [ -p fifo ]
+    [ "$(cat file)" = keep ]
+    [ -p fifo ]
     run grpo-update --model no-model --out ckpt --metrics adir
     [ "$status" -eq 73 ]
     # a checkpoint needs a name: "." is a usage error, before any work
@@ -221,7 +224,7 @@ open("got", "wb").write(data)' &
 @test "stale temporaries: a dead writer's is removed when the output is written, a live one's stays" {
     local dead
     dead=$(dead_pid)
-    ! kill -0 "$dead" 2>/dev/null
+    ! kill -0 "$dead" 2>/dev/null || false
     kill -0 $$
     touch ".out.jsonl.tmp-$dead" ".out.jsonl.tmp-$$" ".other.jsonl.tmp-$dead"
     grpo-prep --task arith --n 3 --out out.jsonl
@@ -282,14 +285,16 @@ open("got", "wb").write(data)' &
     timeout 60 cat s.fifo > got.jsonl &
     "$S/grpo-eval" --model "$TINY" --in p.jsonl --out link.json --step 0 --max-new-tokens 4 --samples s.fifo
     wait $! || true
-    [ -L link.json ] && [ -p s.fifo ]
+    [ -L link.json ]
+    [ -p s.fifo ]
     [ "$(jq -r .kind elsewhere/e.json)" = eval ]
     [ "$(wc -l < got.jsonl)" = 2 ]
     [ ! -e "elsewhere/.e.json.tmp-$dead" ] # a killed run's, removed
     [ -e "elsewhere/.e.json.tmp-$$" ]      # a live one's, kept
     rm "elsewhere/.e.json.tmp-$$"
     run bash -c "'$S/grpo-eval' --model '$TINY' --in p.jsonl --out /dev/stdout --step 0 --max-new-tokens 4 | jq -r .kind"
-    [ "$status" -eq 0 ] && [ "$output" = eval ]
+    [ "$status" -eq 0 ]
+    [ "$output" = eval ]
     [ -L /dev/stdout ]
     no_temp_left .
     no_temp_left elsewhere

@@ -108,7 +108,9 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     # export the final checkpoint as a Hugging Face directory the rollout loads
     run mk r export
     [ "$status" -eq 0 ]
-    [ -s r/export/hf/config.json ] && [ -s r/export/hf/model.safetensors ] && [ ! -e r/export/hf/grpo ]
+    [ -s r/export/hf/config.json ]
+    [ -s r/export/hf/model.safetensors ]
+    [ ! -e r/export/hf/grpo ]
     echo '{"id":"x","prompt_tokens":[59,76,69]}' | grpo-rollout --model r/export/hf -k 2 --max-new-tokens 4 > x.jsonl
     [ "$(wc -l < x.jsonl)" -eq 2 ]
     mk r -q export
@@ -123,8 +125,10 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     touch r/marker
     # new update flags: the updates again, the rollouts from checkpoint 1 on (new policies)
     mk r UPDATE_FLAGS='--lr 2e-3 --beta 0.04 --threads 1' 2>/dev/null
-    [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ] && [ ! r/steps/0000/batch.jsonl.zst -nt r/marker ]
-    [ r/ckpt/0001/grpo/state.json -nt r/marker ] && [ r/steps/0001/rollouts.jsonl.zst -nt r/marker ]
+    [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ]
+    [ ! r/steps/0000/batch.jsonl.zst -nt r/marker ]
+    [ r/ckpt/0001/grpo/state.json -nt r/marker ]
+    [ r/steps/0001/rollouts.jsonl.zst -nt r/marker ]
     jq -e '.flags.lr == 0.002' r/ckpt/0003/grpo/state.json
     mk r -q UPDATE_FLAGS='--lr 2e-3 --beta 0.04 --threads 1'
     # back to the config: the same bytes as before (same settings, deterministic tools)
@@ -135,7 +139,8 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     # the prompt slicing: a new P re-slices and re-runs everything
     touch r/marker
     mk r PROMPTS_PER_STEP=4 2>/dev/null
-    [ "$(wc -l < r/steps/0002/prompts.jsonl)" -eq 4 ] && [ r/steps/0000/rollouts.jsonl.zst -nt r/marker ]
+    [ "$(wc -l < r/steps/0002/prompts.jsonl)" -eq 4 ]
+    [ r/steps/0000/rollouts.jsonl.zst -nt r/marker ]
     [ ! r/prompts.jsonl -nt r/marker ]
 }
 
@@ -222,15 +227,18 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     mk r REWARD='jq -c ". + {reward: (.completion | length)}"' 2>/dev/null
     # step 0's rollouts (from MODEL) are kept; its scores, batch and every checkpoint are new
     [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ]
-    [ r/steps/0000/scored.jsonl.zst -nt r/marker ] && [ r/steps/0000/batch.jsonl.zst -nt r/marker ]
-    [ r/ckpt/0001/grpo/state.json -nt r/marker ] && [ r/metrics.jsonl -nt r/marker ]
+    [ r/steps/0000/scored.jsonl.zst -nt r/marker ]
+    [ r/steps/0000/batch.jsonl.zst -nt r/marker ]
+    [ r/ckpt/0001/grpo/state.json -nt r/marker ]
+    [ r/metrics.jsonl -nt r/marker ]
     zstd -dc r/steps/0000/scored.jsonl.zst | jq -e -s 'all(.reward == (.completion | length))'
     # the same REWARD again: nothing to do
     mk r -q REWARD='jq -c ". + {reward: (.completion | length)}"'
     # back to grpo-reward: the reward stage runs again, the rollouts of step 0 stay
     touch r/marker
     mk r 2>/dev/null
-    [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ] && [ r/steps/0000/scored.jsonl.zst -nt r/marker ]
+    [ ! r/steps/0000/rollouts.jsonl.zst -nt r/marker ]
+    [ r/steps/0000/scored.jsonl.zst -nt r/marker ]
     zstd -dc r/steps/0000/scored.jsonl.zst | jq -e -s 'all(has("rewards") and (.rewards | has("answer")))'
     # a failing REWARD: its stderr is shown, make stops, and the stage is still to do
     cp r/steps/0000/scored.jsonl.zst scored0.jsonl.zst
@@ -251,7 +259,8 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     config slurm "ROLLOUT_FLAGS = --threads 1 --batch 4"
     mk one 2>/dev/null
     mk two SHARDS=2 -j2 2>/dev/null
-    [ -s two/steps/0000/rollouts.0-of-2.jsonl.zst ] && [ -s two/steps/0000/scored.1-of-2.jsonl.zst ]
+    [ -s two/steps/0000/rollouts.0-of-2.jsonl.zst ]
+    [ -s two/steps/0000/scored.1-of-2.jsonl.zst ]
     # both shards hold records: the split is real
     [ "$(zstd -dc two/steps/0000/rollouts.0-of-2.jsonl.zst | wc -l)" -gt 0 ]
     [ "$(zstd -dc two/steps/0000/rollouts.1-of-2.jsonl.zst | wc -l)" -gt 0 ]
@@ -272,6 +281,28 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     mk slurm SHARDS=2 2>/dev/null
     cmp one/ckpt/0003/model.safetensors slurm/ckpt/0003/model.safetensors
     cmp one/steps/0002/batch.jsonl.zst slurm/steps/0002/batch.jsonl.zst
+}
+
+@test "SHARDS above 1 exports OMP_WAIT_POLICY=passive to the tools unless it is set; SHARDS=1 leaves it unset" {
+    needs_tiny
+    # a grpo-rollout that notes the policy it was started with, then runs the real one
+    mkdir wrap
+    for f in "$GRPO_ROOT"/bin/grpo-*; do [ -x "$f" ] && [[ "$f" != *.c ]] && ln -s "$f" wrap/; done
+    rm wrap/grpo-rollout
+    printf '#!/bin/sh\necho "${OMP_WAIT_POLICY-unset}" >> %s\nexec %s "$@"\n' "$PWD/seen" "$GRPO_ROOT/bin/grpo-rollout" \
+        > wrap/grpo-rollout
+    chmod +x wrap/grpo-rollout
+    unset OMP_WAIT_POLICY
+    for run in two own one; do config $run "STEPS = 1" "GRPO_BIN = $PWD/wrap"; done
+    mk two SHARDS=2 -j2 2>/dev/null
+    [ "$(sort -u seen)" = passive ]
+    [ "$(wc -l < seen)" -ge 2 ]
+    rm seen
+    OMP_WAIT_POLICY=active mk own SHARDS=2 -j2 2>/dev/null
+    [ "$(sort -u seen)" = active ]
+    rm seen
+    mk one 2>/dev/null
+    [ "$(sort -u seen)" = unset ]
 }
 
 @test "merge.sh: shard records back in the order of the prompts; foreign ids and blank lines are errors" {
@@ -297,8 +328,11 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     [ "$(cd r/ckpt && echo *)" = "0003" ]
     [ -z "$(ls -A r/ckpt | grep -v '^0003$')" ]
     for n in 0000 0001 0002; do
-        [ ! -e r/steps/$n/rollouts.jsonl.zst ] && [ ! -e r/steps/$n/batch.jsonl.zst ]
-        [ -s r/steps/$n/metrics.jsonl ] && [ -s r/steps/$n/prompts.jsonl ] && [ -s r/steps/$n/stats.json ]
+        [ ! -e r/steps/$n/rollouts.jsonl.zst ]
+        [ ! -e r/steps/$n/batch.jsonl.zst ]
+        [ -s r/steps/$n/metrics.jsonl ]
+        [ -s r/steps/$n/prompts.jsonl ]
+        [ -s r/steps/$n/stats.json ]
     done
     run mk r
     [ "$status" -eq 0 ]; [ "$output" = "make: Nothing to be done for 'run'." ]
@@ -405,7 +439,8 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     run env REWARD='jq -c "error(\"bad record\")"' "$GRPO_ROOT/pipelines/step.sh" "$TINY" p.jsonl c2
     [ "$status" -ne 0 ]
     [[ "$output" == *"step.sh: a stage of the pipe failed"* ]]
-    [ ! -e c2 ] && [ ! -e c2.part ]
+    [ ! -e c2 ]
+    [ ! -e c2.part ]
 }
 
 @test "scripts/demo.sh (make demo) on the tiny model: before -> after, the exports, the plot; a progress bar on a terminal" {
@@ -423,8 +458,10 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     before=$(jq -r 'select(.kind == "eval" and .step == 0) | ."eval/accuracy"' d/metrics.jsonl)
     after=$(jq -r 'select(.kind == "eval" and .step == 3) | ."eval/accuracy"' d/metrics.jsonl)
     [[ "$output" == *"held-out accuracy (greedy): $before -> $after"* ]]
-    [[ "$output" == *"exported: $PWD/d/export/hf"* ]] && [[ "$output" == *"exported: $PWD/d/export/model.gguf"* ]]
-    [ -s d/export/hf/config.json ] && [ -s d/export/model.gguf ]
+    [[ "$output" == *"exported: $PWD/d/export/hf"* ]]
+    [[ "$output" == *"exported: $PWD/d/export/model.gguf"* ]]
+    [ -s d/export/hf/config.json ]
+    [ -s d/export/model.gguf ]
     [ "$(head -c 8 d/curves.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]
     # the step lines carry the batch accuracy that the plot draws
     jq -se 'map(select(.kind == null) | .["rewards/answer/mean"] | type == "number") | length == 3 and all' d/metrics.jsonl

@@ -54,7 +54,8 @@ group_ids() { zstd -dcf "$1" | jq -c .id | uniq; }
         d=r/steps/$n
         rounds=$(jq '."fill/rounds"' $d/fill.json)
         # this reward leaves the step's own round short of 4 non-flat groups, so rounds were drawn
-        [ "$rounds" -ge 2 ] && [ "$rounds" -le 4 ]
+        [ "$rounds" -ge 2 ]
+        [ "$rounds" -le 4 ]
         [ "$(ls -d $d/fill/* | wc -l)" -eq $((rounds - 1)) ]
         round_dirs=("$d"); for ((i = 1; i < rounds; i++)); do round_dirs+=("$d/fill/$(printf %02d $i)"); done
         # every round's prompts are 4 records of the set, none drawn twice in the step
@@ -105,7 +106,9 @@ group_ids() { zstd -dcf "$1" | jq -c .id | uniq; }
             and ."fill/groups_kept" == 4 and ."fill/groups_dropped" == 8' r/steps/$n/fill.json
         [ "$(jq .groups_flat r/steps/$n/stats.json)" -eq 4 ]
         # the rounds' files went with the step's records
-        [ ! -e r/steps/$n/fill ] && [ ! -e r/steps/$n/filled.jsonl.zst ] && [ ! -e r/steps/$n/scored.jsonl.zst ]
+        [ ! -e r/steps/$n/fill ]
+        [ ! -e r/steps/$n/filled.jsonl.zst ]
+        [ ! -e r/steps/$n/scored.jsonl.zst ]
     done
     mk r -q
 }

@@ -311,7 +311,9 @@ start_judge() {
     [ "$n" -gt 0 ]
     [ "$n" -lt 12 ]
     # make install put the tools and scripts under ~/.local
-    [ -x home/.local/bin/grpo-prep ] && [ -x home/.local/bin/grpo-eval ] && [ -s home/.local/share/grpo/pipelines/grpo.mk ]
+    [ -x home/.local/bin/grpo-prep ]
+    [ -x home/.local/bin/grpo-eval ]
+    [ -s home/.local/share/grpo/pipelines/grpo.mk ]
     # 8 completions of each prompt, scored, advantaged, trained on twice, exported
     [ "$(zstd -dc rollouts.jsonl.zst | wc -l)" -eq 512 ]
     zstd -dc scored.jsonl.zst | jq -e -s 'length == 512 and all(.rewards | has("answer") and has("format"))'

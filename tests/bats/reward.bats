@@ -95,7 +95,9 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     grpo-reward --fn cmd --cmd "$LEN_CMD" --in in.jsonl --out all.jsonl --quiet
     for i in 0 1 2; do grpo-reward --fn cmd --cmd "$LEN_CMD" --in in.jsonl --out s$i.jsonl --shard $i/3 --quiet; done
     cat s0.jsonl s1.jsonl s2.jsonl | sort | cmp - <(sort all.jsonl)
-    [ -s s0.jsonl ] && [ -s s1.jsonl ] && [ -s s2.jsonl ]
+    [ -s s0.jsonl ]
+    [ -s s1.jsonl ]
+    [ -s s2.jsonl ]
     # an id never appears in two shards
     [ -z "$(comm -12 <(jq -r .id s0.jsonl | sort -u) <(jq -r .id s1.jsonl | sort -u))" ]
     # --shard needs ids
@@ -155,7 +157,7 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     run -65 grpo-reward --fn cmd --cmd "exec sleep 987654" --cmd-timeout 100 --in in.jsonl --out out.jsonl
     assert_one_line_error grpo-reward 'in.jsonl:4: field "completion_tokens": expected an array of token ids'
     sleep 0.2
-    ! pgrep -f 'sleep 987654'
+    ! pgrep -f 'sleep 987654' || false
 }
 
 @test "grpo-reward stopped by a signal takes the program and all it started down with it" {
@@ -163,7 +165,8 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     grpo-reward --fn cmd --cmd "sleep 987651 | sleep 987652" --in in.jsonl --out out.jsonl 3>&- &
     pid=$!
     for ((i = 0; i < 100; i++)); do pgrep -f 'sleep 987652' > /dev/null && break; sleep 0.05; done
-    pgrep -f 'sleep 987651' && pgrep -f 'sleep 987652'
+    pgrep -f 'sleep 987651'
+    pgrep -f 'sleep 987652'
     kill -TERM "$pid"
     wait "$pid" || true
     sleep 0.2

@@ -90,7 +90,8 @@ cached() {
     [ "$(jq -s 'length' a.jsonl)" -eq 120 ]
     [ "$(cached)" -eq 120 ]
     first=$(requests)
-    [ "$first" -ge 120 ] && [ "$first" -le 240 ]
+    [ "$first" -ge 120 ]
+    [ "$first" -le 240 ]
     # shards written by two processes at once fill one cache a third run reads whole
     judge --in in.jsonl --out c.jsonl --quiet
     [ "$(requests)" -eq "$first" ]
@@ -113,7 +114,8 @@ cached() {
     wait "$pid" || true
     [ ! -e out.jsonl ]
     stored=$(cached)
-    [ "$stored" -ge 20 ] && [ "$stored" -lt 200 ]
+    [ "$stored" -ge 20 ]
+    [ "$stored" -lt 200 ]
     before=$(requests)
     judge --in in.jsonl --out out.jsonl --stats st.json --quiet
     [ "$(jq -s length out.jsonl)" -eq 200 ]

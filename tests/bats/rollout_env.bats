@@ -120,10 +120,10 @@ t = Tokenizer.from_file(sys.argv[1]); print(t.decode(json.load(open(sys.argv[2])
     done
     # --tools renders the schemas into the prompt the family's way
     grpo-rollout --model "$CHATML" -k 1 --max-new-tokens 2 --in "$(P)" --out t.jsonl --tools "$(TOOLS)"
-    ! jq -e 'has("completion_mask")' t.jsonl > /dev/null
+    ! jq -e 'has("completion_mask")' t.jsonl > /dev/null || false
 }
 
-@test "answers in any order; the same records on a rerun; --batch, --threads and --shard change no sample's tokens" {
+@test "answers in any order; the same records on a rerun and across --batch, --threads and --shard" {
     needs_fixture
     args=(--model "$CHATML" -k 3 --max-new-tokens 5 --in "$(P)" --seed 7)
     grpo-rollout "${args[@]}" --batch 9 --out a.jsonl --env "$ENV reverse"
@@ -131,11 +131,16 @@ t = Tokenizer.from_file(sys.argv[1]); print(t.decode(json.load(open(sys.argv[2])
     same_records a.jsonl a2.jsonl
     grpo-rollout "${args[@]}" --batch 3 --threads 1 --out b.jsonl --env "$ENV reverse"
     for i in 0 1; do grpo-rollout "${args[@]}" --shard $i/2 --out s$i.jsonl --env "$ENV script"; done
-    # OpenBLAS's summation order may follow the rows batched together (formats/rollout.md): tokens,
-    # masks and turns are the same, log-probabilities agree to 1e-5
+    # where OpenBLAS sums (float32 weights without AVX2/AVX-512: formats/rollout.md) its order may
+    # follow the rows batched together: tokens, masks and turns the same, log-probabilities to 1e-5
     same_records a.jsonl b.jsonl
-    key='[.id, .sample, .completion_tokens, .completion_mask, .turns, .finish_reason]'
-    diff <(jq -c "$key" a.jsonl | sort) <(cat s0.jsonl s1.jsonl | jq -c "$key" | sort)
+    # the shards' records are the whole run's (each line starts with its id and sample, so sorted
+    # lines pair up)
+    [ -s s0.jsonl ]
+    [ -s s1.jsonl ]
+    sort a.jsonl > all.jsonl
+    cat s0.jsonl s1.jsonl | sort > shards.jsonl
+    same_records all.jsonl shards.jsonl
 }
 
 @test "an answer prefilled in a call of its own, beside other sequences' decode rows, or with other answers: the same records" {

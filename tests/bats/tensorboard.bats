@@ -42,20 +42,21 @@ pairs() { tb raw "$1" | grep -v '^version' | awk '{ n = split($2, t, ","); for (
 {"step":9,"a\u0062":2,"c\/d":{"e\u0066":3}}
 EOF2
     run grpo-tensorboard --logdir tb m.jsonl "$FIX/b.jsonl"
-    [ "$status" -eq 0 ] && [ -z "$output" ]
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
     f=$(event_file tb)
     [[ "$(basename "$f")" =~ ^events\.out\.tfevents\.[0-9]{10}\.[^/]+\.[0-9]+\.grpo$ ]]
     diff <(tb expect m.jsonl "$FIX/b.jsonl") <(tb scalars tb)
     # the tags as named, nested ones joined with '/'
     tb scalars tb | cut -f1 | sort -u > tags
-    grep -qx 'rewards/answer/mean' tags && grep -qx 'rewards/format/mean' tags && grep -qx 'eval/pass@1' tags
-    grep -qx 'ab' tags && grep -qx 'c/d/ef' tags
+    for tag in rewards/answer/mean rewards/format/mean eval/pass@1 ab c/d/ef; do grep -qx "$tag" tags; done
     ! grep -qx 'kl' <(tb scalars tb | awk '$2 == 7' | cut -f1) || false
     ! grep -Eqx 'note|flag|list|step|kind|wall_time|rewards/answer/std' tags || false
     [ "$(tb scalars tb | awk '$1 == "reward" && $2 == 7 { print $3 }')" = 0.75 ]
     # the first record is the file version; then each (tag, step) once, as expected
     tb raw "$f" > recs
-    [ "$(sed -n 1p recs)" = "version brain.Event:2" ] && [ "$(grep -c '^version' recs)" -eq 1 ]
+    [ "$(sed -n 1p recs)" = "version brain.Event:2" ]
+    [ "$(grep -c '^version' recs)" -eq 1 ]
     diff <(tb expect m.jsonl "$FIX/b.jsonl" | cut -f1,2) <(pairs "$f" | sort)
     # wall time: the line's own, else the time of the run
     [ "$(tb walls tb | awk '$2 == 8 { print $4 }')" = 1700000000.25 ]

@@ -44,7 +44,7 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     cmp a/model.safetensors c/model.safetensors
     cmp a/grpo/optimizer.safetensors c/grpo/optimizer.safetensors
     grpo-update --model "$TINY" --in "$(B)" --out f --lr 1e-3 --beta 0.1 2> /dev/null
-    ! cmp -s a/model.safetensors f/model.safetensors
+    ! cmp -s a/model.safetensors f/model.safetensors || false
     jq -e '.flags.compute == "bf16"' a/grpo/state.json
     jq -e '.flags.compute == "f32"' f/grpo/state.json
     # the reference pass runs on bf16 too: at step 0 the policy is its own reference, exactly

@@ -144,7 +144,8 @@ EOF
         grpo-update "${flags[@]}" --out one 2> /dev/null
         ref close-delta "$TINY/model.safetensors" two/model.safetensors one/model.safetensors 1e-3
     else
-        [ "$status" -ne 0 ] && [ "$status" -ne 124 ] # refused, not hung
+        [ "$status" -ne 0 ]
+        [ "$status" -ne 124 ] # refused, not hung
         [[ "$output" == *nccl* || "$output" == *NCCL* ]]
         [ ! -e two ]
     fi

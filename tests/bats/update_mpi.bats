@@ -266,7 +266,8 @@ ranks_said() {
     kill -9 "$(printf '%s\n' "$ranks" | tail -n 1)"
     local status=0
     wait "$job" || status=$?
-    [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended by mpirun, not by the timeout
+    [ "$status" -ne 0 ]
+    [ "$status" -ne 124 ]   # ended by mpirun, not by the timeout
     grep -q "exited on signal 9" kill.log
     diff -r ck.before ck
     no_temp_left .

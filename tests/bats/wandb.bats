@@ -44,9 +44,11 @@ log_first_lines() {
         '{"id":"p2","sample":0,"reward":0,"advantage":0,"completion":"x"}' | zstd -q > batch.jsonl.zst
     run wb --run run --samples-n 2 --samples 1:batch.jsonl.zst "$FIX/a.jsonl"
     echo "$output"
-    [ "$status" -eq 0 ] && [ -z "$output" ]
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
     id=$(cat run/wandb-run-id)
-    [ -n "$id" ] && [ -d run/wandb ]
+    [ -n "$id" ]
+    [ -d run/wandb ]
     readback check run "$id" "$FIX/a.jsonl"
     # the table: the batch's first 2 records, as wandb wrote them
     table=(run/wandb/offline-run-*-"$id"/files/media/table/samples_*.table.json)
@@ -147,26 +149,33 @@ EOF
     needs_wandb
     mkdir run
     run env -u WANDB_PROJECT "$GRPO_PY" "$GRPO_ROOT/scripts/grpo-wandb" --run run "$FIX/a.jsonl"
-    [ "$status" -eq 64 ] && assert_one_line_error grpo-wandb 'WANDB_PROJECT is not set'
+    [ "$status" -eq 64 ]
+    assert_one_line_error grpo-wandb 'WANDB_PROJECT is not set'
     run wb "$FIX/a.jsonl"
     [ "$status" -eq 64 ]
     run wb --run nodir "$FIX/a.jsonl"
-    [ "$status" -eq 66 ] && assert_one_line_error grpo-wandb 'nodir: no such directory'
+    [ "$status" -eq 66 ]
+    assert_one_line_error grpo-wandb 'nodir: no such directory'
     run wb --run run missing.jsonl
-    [ "$status" -eq 66 ] && assert_one_line_error grpo-wandb 'missing.jsonl: no such file'
+    [ "$status" -eq 66 ]
+    assert_one_line_error grpo-wandb 'missing.jsonl: no such file'
     printf '{"step":1,"loss":0.5}\n{"loss":1}\n' > nostep.jsonl
     run wb --run run nostep.jsonl
-    [ "$status" -eq 65 ] && assert_one_line_error grpo-wandb '^grpo-wandb: nostep.jsonl:2: field "step": expected an integer'
+    [ "$status" -eq 65 ]
+    assert_one_line_error grpo-wandb '^grpo-wandb: nostep.jsonl:2: field "step": expected an integer'
     printf '{"step":1}\nnot json\n' > bad.jsonl
     run wb --run run bad.jsonl
-    [ "$status" -eq 65 ] && assert_one_line_error grpo-wandb '^grpo-wandb: bad.jsonl:2: invalid JSON'
+    [ "$status" -eq 65 ]
+    assert_one_line_error grpo-wandb '^grpo-wandb: bad.jsonl:2: invalid JSON'
     run wb --run run --samples x "$FIX/a.jsonl"
-    [ "$status" -eq 64 ] && assert_one_line_error grpo-wandb '--samples: expected STEP:FILE'
+    [ "$status" -eq 64 ]
+    assert_one_line_error grpo-wandb '--samples: expected STEP:FILE'
     run wb --run run --samples-n 0 "$FIX/a.jsonl"
     [ "$status" -eq 64 ]
     # nothing was logged by a failed call
     [ ! -e run/wandb ]
     run wb --help
-    [ "$status" -eq 0 ] && [[ "$output" == *WANDB_MODE* ]]
+    [ "$status" -eq 0 ]
+    [[ "$output" == *WANDB_MODE* ]]
     [[ "$output" != *"$KEY"* ]]
 }
