@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../cuda/cuda.h"
 #include "../io/mapped.h"
@@ -230,8 +233,28 @@ static int take_sampled(rollout *r, int slot, int32_t t, float lp, gerr *e) {
 /* Samples the slot's next token from a row of logits and takes it. */
 static int rollout_advance(rollout *r, int slot, const float *logits, gerr *e) {
     float lp;
-    int32_t t = sample_token(&r->smp, logits, &r->sp, &r->slot_seq[slot]->rng, &lp);
+    int32_t t = sample_token(&r->smp[0], logits, &r->sp, &r->slot_seq[slot]->rng, &lp);
     return take_sampled(r, slot, t, lp, e);
+}
+
+/* A token for each of a decode step's sequences from its row of r->logits,
+ * into r->toks and r->lps: the rows spread over the threads, since one
+ * thread drawing them all (an exp per vocabulary entry and row) would leave
+ * the others idle for as long as the step's matmuls on many cores. Each row
+ * draws from its own sequence's stream, so the thread that samples it
+ * changes nothing. */
+static void sample_rows(rollout *r, int seqs) {
+    const size_t V = (size_t)r->run.m.cfg.vocab_size;
+    int threads = seqs < r->n_smp ? seqs : r->n_smp;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+    for (int j = 0; j < seqs; j++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        r->toks[j] = sample_token(&r->smp[tid], r->logits + (size_t)j * V, &r->sp, &r->slot_seq[r->step_slot[j]]->rng,
+                                  &r->lps[j]);
+    }
 }
 
 /* Admits a prompt: prefills it once into one free slot, forks that cache
@@ -300,20 +323,15 @@ static int decode_step(rollout *r, gerr *e) {
         for (int j = 0; j < seqs; j++) r->rngs[j] = &r->slot_seq[r->step_slot[j]]->rng;
         rc = cuda_sample_plain(r->dlogits, seqs, r->run.m.cfg.vocab_size, r->sp.temperature, r->rngs, r->toks,
                                r->lps, e);
-    } else {
-        rc = rollout_forward(r, rows, want, seqs, e);
+    } else if (!(rc = rollout_forward(r, rows, want, seqs, e))) {
+        sample_rows(r, seqs);
     }
     if (rc) return rc;
     r->step_ended = now_seconds();
     r->step_seconds = r->step_ended - t0;
     r->step_seqs = seqs;
-    for (int j = 0; j < seqs; j++) {
-        if (r->device_sampling)
-            rc = take_sampled(r, r->step_slot[j], r->toks[j], r->lps[j], e);
-        else
-            rc = rollout_advance(r, r->step_slot[j], r->logits + (size_t)j * r->run.m.cfg.vocab_size, e);
-        if (rc) return rc;
-    }
+    for (int j = 0; j < seqs; j++)
+        if ((rc = take_sampled(r, r->step_slot[j], r->toks[j], r->lps[j], e))) return rc;
     return 0;
 }
 
@@ -393,7 +411,13 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     r->spare = xcalloc((size_t)r->n_slots + 1, sizeof *r->spare);
     size_t n_logits = (size_t)r->n_slots * (size_t)r->run.m.cfg.vocab_size;
     r->logits = xmalloc(n_logits * sizeof *r->logits);
-    sampler_init(&r->smp, r->run.m.cfg.vocab_size);
+    r->n_smp = 1;
+#ifdef _OPENMP
+    r->n_smp = omp_get_max_threads(); /* --threads, set above, or every core */
+#endif
+    if (r->n_smp > r->n_slots) r->n_smp = r->n_slots;
+    r->smp = xcalloc((size_t)r->n_smp, sizeof *r->smp);
+    for (int i = 0; i < r->n_smp; i++) sampler_init(&r->smp[i], r->run.m.cfg.vocab_size);
     if (r->be) {
         void *d = NULL;
         rc = r->be->mem_alloc(&d, n_logits * sizeof(float), e);
@@ -401,9 +425,9 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
         int V = r->run.m.cfg.vocab_size;
         r->device_sampling = (r->sp.top_k <= 0 || r->sp.top_k >= V) && r->sp.top_p >= 1 && r->sp.min_p <= 0;
         r->rngs = xcalloc((size_t)r->n_slots, sizeof *r->rngs);
-        r->toks = xcalloc((size_t)r->n_slots, sizeof *r->toks);
-        r->lps = xcalloc((size_t)r->n_slots, sizeof *r->lps);
     }
+    r->toks = xcalloc((size_t)r->n_slots, sizeof *r->toks);
+    r->lps = xcalloc((size_t)r->n_slots, sizeof *r->lps);
     r->step_slot = xcalloc((size_t)r->n_slots, sizeof *r->step_slot);
     if (!rc && o->tools) rc = load_tools(r, e);
     if (!rc && o->env) {
@@ -427,7 +451,9 @@ static void teardown(rollout *r) {
     free(r->lps);
     free(r->step_slot);
     free(r->policy);
-    if (r->smp.prob) sampler_free(&r->smp);
+    for (int i = 0; i < r->n_smp; i++)
+        if (r->smp[i].prob) sampler_free(&r->smp[i]);
+    free(r->smp);
     if (r->have_template) chat_template_free(&r->tmpl);
     cJSON_Delete(r->tools);
     episode_close(r);

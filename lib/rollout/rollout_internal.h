@@ -33,16 +33,19 @@ typedef struct {
     cJSON *tools; /* --tools */
     sample_opts sp;
     char *policy;
-    sampler smp;
+    /* [n_smp] scratch: a decode step samples its rows on up to n_smp
+     * threads, a sampler each (smp[0] where one thread samples) */
+    sampler *smp;
+    int n_smp;
     float *logits;  /* [n_slots, vocab] on the host, where sampling reads them */
     float *dlogits; /* [n_slots, vocab] in the device's memory (be only) */
     /* Decode steps sample on the device when no top-k, top-p or min-p
      * truncates (cuda.h's cuda_sample_plain: the same draws), so only
-     * tokens and log-probs come back; [n_slots] each. */
+     * tokens and log-probs come back. */
     bool device_sampling;
-    rng_stream **rngs;
-    int32_t *toks;
-    float *lps;
+    rng_stream **rngs; /* [n_slots] (be only) */
+    int32_t *toks;     /* [n_slots] a decode step's tokens and their log-probs, */
+    float *lps;        /* row by row, before they are taken */
     int *step_slot; /* [n_slots] the slot of each row of logits a decode step wants */
     int n_slots;   /* sequences decoded together (KV cache slots) */
     /* slot -> the sample generating in it (NULL when free) and its prompt */

@@ -243,7 +243,7 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
     jq -e 'select(.id != "p0") | .finish_reason == "length" and (.completion_tokens | length) == 1' o.jsonl > /dev/null
 }
 
-@test "packed weights (AVX-512, or AVX2 with FMA): --batch, --threads and --shard change no byte of the records" {
+@test "packed weights (AVX-512, or AVX2 with FMA): --batch, --threads and --shard change no byte of the records, truncated sampling too" {
     smol="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     [ -f "$smol" ] || skip "no model (make models)"
     grep -qw avx512f /proc/cpuinfo || { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; } ||
@@ -253,6 +253,11 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
     grpo-rollout "${args[@]}" --batch 3 --threads 1 --out a.jsonl
     grpo-rollout "${args[@]}" --batch 9 --threads 2 --out b.jsonl
     cmp a.jsonl b.jsonl
+    # a step's rows are sampled on several threads, each with its own scratch: truncated sampling too
+    grpo-rollout "${args[@]}" --top-k 40 --top-p 0.9 --min-p 0.02 --batch 3 --threads 1 --out ta.jsonl
+    grpo-rollout "${args[@]}" --top-k 40 --top-p 0.9 --min-p 0.02 --batch 9 --threads 2 --out tb.jsonl
+    cmp ta.jsonl tb.jsonl
+    ! cmp -s a.jsonl ta.jsonl || false
     # each output column comes from one thread and one kernel call whatever the rows
     # batched with it, so a shard's records are the whole run's, byte for byte
     grpo-rollout "${args[@]}" --shard 1/2 --out s1.jsonl
