@@ -10,12 +10,11 @@
  * dot product over hd in 16 lanes: lane l accumulates elements 2l, 2l+1,
  * 32+2l, 32+2l+1, ... with fused multiply-adds from zero (elements past hd,
  * up to a multiple of 32, count as 0 * 0), the lanes then summed in one
- * tree (sum16). That lane
- * order is what 32 bf16 loaded as 16 words give for free: a shift widens
- * the even elements, a mask the odd ones, with no shuffle. The AVX-512 code
- * sums sixteen keys' lanes at once with shuffles that add exactly sum16's
- * pairs. The output of a head is fmaf(p_t, v_t, acc) over t = 0 .. T-1
- * from zero, element by element. */
+ * tree (sum16, attention_lanes.h). That lane order is what 32 bf16 loaded
+ * as 16 words give for free: a shift widens the even elements, a mask the
+ * odd ones, with no shuffle. The AVX-512 code sums sixteen keys' lanes at
+ * once with shuffles that add exactly sum16's pairs. The output of a head
+ * is fmaf(p_t, v_t, acc) over t = 0 .. T-1 from zero, element by element. */
 #include "attention_row.h"
 
 #include <math.h>
@@ -193,8 +192,6 @@ TARGET_AVX512 static void widen_avx512(float *dst, const uint16_t *src, int T, i
 
 /* ---- AVX2 ---------------------------------------------------------------------- */
 #if ATTN_X86
-#define TARGET_AVX2 __attribute__((target("avx2,fma")))
-
 /* n bf16 from p (n < 16: the rest read as 0) as 16 words. */
 ATTN_INLINE_AVX2 __m256i load16(const uint16_t *p, int n) {
     if (n >= 16) return _mm256_loadu_si256((const __m256i *)p);
@@ -206,7 +203,7 @@ ATTN_INLINE_AVX2 __m256i load16(const uint16_t *p, int n) {
 /* Lane l of a chunk of 32 (c): elements c+2l (even) and c+2l+1 (odd), l < 8
  * in the first vector, 8 <= l < 16 in the second: q deinterleaved once per
  * head into qe/qo[chunk][16], elements past hd as 0. */
-TARGET_AVX2 static void scores_avx2(float *sc, const float *q, const uint16_t *k, int T, int G, int hd, int kvd,
+ATTN_TARGET_AVX2 static void scores_avx2(float *sc, const float *q, const uint16_t *k, int T, int G, int hd, int kvd,
                                     float scale) {
     enum { MAX_CHUNKS = 16 };
     int chunks = (hd + 2 * LANES - 1) / (2 * LANES);
@@ -233,20 +230,22 @@ TARGET_AVX2 static void scores_avx2(float *sc, const float *q, const uint16_t *k
                 lo = _mm256_fmadd_ps(_mm256_loadu_ps(qe[c]), _mm256_castsi256_ps(_mm256_slli_epi32(k0, 16)), lo);
                 hi = _mm256_fmadd_ps(_mm256_loadu_ps(qe[c] + 8), _mm256_castsi256_ps(_mm256_slli_epi32(k1, 16)), hi);
                 lo = _mm256_fmadd_ps(_mm256_loadu_ps(qo[c]), _mm256_castsi256_ps(_mm256_and_si256(k0, odd_mask)), lo);
-                hi = _mm256_fmadd_ps(_mm256_loadu_ps(qo[c] + 8), _mm256_castsi256_ps(_mm256_and_si256(k1, odd_mask)), hi);
+                hi = _mm256_fmadd_ps(_mm256_loadu_ps(qo[c] + 8), _mm256_castsi256_ps(_mm256_and_si256(k1, odd_mask)),
+                                     hi);
             }
             sc[(size_t)j * T + t] = sum16_avx2(lo, hi) * scale;
         }
     }
 }
 
-TARGET_AVX2 static void values_avx2(float *out, const float *p, const uint16_t *v, int T, int G, int hd, int kvd) {
+ATTN_TARGET_AVX2 static void values_avx2(float *out, const float *p, const uint16_t *v, int T, int G, int hd, int kvd) {
     weighted_values_avx2(out, p, NULL, v, T, G, hd, kvd);
 }
 
-TARGET_AVX2 static void widen_avx2(float *dst, const uint16_t *src, int T, int hd, int kvd) {
+ATTN_TARGET_AVX2 static void widen_avx2(float *dst, const uint16_t *src, int T, int hd, int kvd) {
     for (int t = 0; t < T; t++)
-        for (int c = 0; c < hd; c += 8) store8(dst + (size_t)t * hd + c, widen8(src + (size_t)t * kvd + c, hd - c), hd - c);
+        for (int c = 0; c < hd; c += 8)
+            store8(dst + (size_t)t * hd + c, widen8(src + (size_t)t * kvd + c, hd - c), hd - c);
 }
 #endif
 
@@ -261,10 +260,7 @@ void attend_row_bf16(float *out, float *lse, const float *q, const uint16_t *k, 
 #endif
     default: scores_portable(sc, q, k, T, G, hd, kvd, scale);
     }
-    for (int j = 0; j < G; j++) {
-        float l = softmax_row(sc + (size_t)j * T, T);
-        if (lse) lse[j] = l;
-    }
+    softmax_heads(sc, lse, T, G);
     switch (kernel) {
 #if ATTN_X86
     case ATTN_AVX512: values_avx512(out, sc, v, T, G, hd, kvd); break;

@@ -20,7 +20,6 @@
 #include <stddef.h>
 
 #include "attention_lanes.h"
-#include "ops.h"
 
 /* ---- portable ------------------------------------------------------------------ */
 
@@ -51,8 +50,6 @@ static void values_portable(float *out, const float *p, const float *v, int T, i
 
 /* ---- AVX2 ---------------------------------------------------------------------- */
 #if ATTN_X86
-#define TARGET_AVX2 __attribute__((target("avx2,fma")))
-
 /* sum16 of four keys' lanes at once (key u: lanes 0-7 in lo[u], 8-15 in
  * hi[u]), its pairs in its order; lane u of the result is key u's sum. */
 ATTN_INLINE_AVX2 __m128 sum16x4(const __m256 lo[4], const __m256 hi[4]) {
@@ -68,7 +65,7 @@ ATTN_INLINE_AVX2 __m128 sum16x4(const __m256 lo[4], const __m256 hi[4]) {
     return _mm_unpacklo_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-TARGET_AVX2 static void scores_avx2(float *sc, const float *q, const float *k, int T, int G, int hd, int kvd,
+ATTN_TARGET_AVX2 static void scores_avx2(float *sc, const float *q, const float *k, int T, int G, int hd, int kvd,
                                     float scale) {
     const __m128 vscale = _mm_set1_ps(scale);
     for (int j = 0; j < G; j++) {
@@ -103,20 +100,12 @@ TARGET_AVX2 static void scores_avx2(float *sc, const float *q, const float *k, i
     }
 }
 
-TARGET_AVX2 static void values_avx2(float *out, const float *p, const float *v, int T, int G, int hd, int kvd) {
+ATTN_TARGET_AVX2 static void values_avx2(float *out, const float *p, const float *v, int T, int G, int hd, int kvd) {
     weighted_values_avx2(out, p, v, NULL, T, G, hd, kvd);
 }
 #endif
 
 /* ---- entry point ----------------------------------------------------------------- */
-
-/* Each head's scores to probabilities, its log-sum-exp to lse[j] (optional). */
-static void softmax_heads(float *sc, float *lse, int T, int G) {
-    for (int j = 0; j < G; j++) {
-        float l = softmax_row(sc + (size_t)j * T, T);
-        if (lse) lse[j] = l;
-    }
-}
 
 void attend_row_f32(float *out, float *lse, const float *q, const float *k, const float *v, int T, int G, int hd,
                     int kvd, float scale, float *sc, attn_kernel kernel) {

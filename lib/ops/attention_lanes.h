@@ -1,9 +1,13 @@
 /* What the decode-row kernels (attention_bf16.c, attention_f32.c) share: the
  * fixed tree that sums a score's 16 lanes, so that their portable and SIMD
- * codes add the same pairs in the same order, and the AVX2 weighted sum of
- * values. Internal to lib/ops. */
+ * codes add the same pairs in the same order, the softmax of each head's
+ * scores, and the AVX2 weighted sum of values. Internal to lib/ops. */
 #ifndef GRPO_ATTENTION_LANES_H
 #define GRPO_ATTENTION_LANES_H
+
+#include <stddef.h>
+
+#include "ops.h"
 
 enum { LANES = 16 };
 
@@ -16,11 +20,20 @@ static inline float sum16(const float a[LANES]) {
     return d[0] + d[1];
 }
 
+/* Each of the G heads' T scores (sc[G, T]) to probabilities, its
+ * log-sum-exp to lse[j] (optional). */
+static inline void softmax_heads(float *sc, float *lse, int T, int G) {
+    for (int j = 0; j < G; j++) {
+        float l = softmax_row(sc + (size_t)j * T, T);
+        if (lse) lse[j] = l;
+    }
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#include <stddef.h>
 #include <stdint.h>
 #define ATTN_X86 1
+#define ATTN_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #define ATTN_INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
 
 /* sum16 of the lanes a[0..7] (lo) and a[8..15] (hi), its pairs in its order. */
@@ -56,7 +69,7 @@ ATTN_INLINE_AVX2 __m256 widen8(const uint16_t *p, int n) {
         h = _mm_loadu_si128((const __m128i *)p);
     } else {
         uint16_t t[8] = {0};
-        for (int i = 0; i < n && i < 8; i++) t[i] = p[i];
+        for (int i = 0; i < n; i++) t[i] = p[i];
         h = _mm_loadu_si128((const __m128i *)t);
     }
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -93,7 +106,8 @@ ATTN_INLINE_AVX2 void weighted_values_avx2(float *out, const float *p, const flo
                     }
             }
             for (int jj = 0; jj < nj; jj++)
-                for (int e = 0; e < 4; e++) store8(out + (size_t)(j0 + jj) * hd + c + 8 * e, acc[jj][e], hd - c - 8 * e);
+                for (int e = 0; e < 4; e++)
+                    store8(out + (size_t)(j0 + jj) * hd + c + 8 * e, acc[jj][e], hd - c - 8 * e);
         }
     }
 }
