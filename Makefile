@@ -36,8 +36,8 @@ ARCH_TRIPLET := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-
 OPENBLAS_DIR := /usr/lib/$(ARCH_TRIPLET)/openblas-openmp
 WARN    += -I/usr/include/$(ARCH_TRIPLET)/openblas-openmp
 LDLIBS  := -lseccomp -lzstd -lcjson -lpcre2-8 -lutf8proc -lcurl -lsqlite3 -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm
-# MPI (lib/dist, grpo-update under mpirun/srun): Open MPI's headers, and libmpi
-# linked only into the programs that call it (--as-needed); lib/dist/comm.c says
+# MPI (lib/dataparallel, grpo-update under mpirun/srun): Open MPI's headers, and libmpi
+# linked only into the programs that call it (--as-needed); lib/dataparallel/comm.c says
 # why it is linked rather than dlopen'ed.
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)

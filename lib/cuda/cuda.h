@@ -57,7 +57,7 @@ size_t cuda_peak_bytes(void);
 /* libnccl.so.2 is loaded at first use (dlopen: a tool that never reduces
  * maps nothing); EX_UNAVAILABLE when it cannot be, or when this build found
  * no nccl.h. NCCL's unique id, which one rank makes and every rank is given
- * (over MPI: lib/dist/nccl.c): */
+ * (over MPI: lib/dataparallel/nccl.c): */
 enum { CUDA_NCCL_ID_BYTES = 128 };
 /* Loads libnccl (every rank first, so that none fails alone later). */
 int cuda_nccl_load(gerr *e);

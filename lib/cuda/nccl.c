@@ -1,5 +1,5 @@
 /* NCCL for data-parallel training on GPUs (cuda.h): the gradients of every
- * rank summed in device memory, over the communicator lib/dist/nccl.c sets
+ * rank summed in device memory, over the communicator lib/dataparallel/nccl.c sets
  * up through MPI. libnccl is dlopen'ed at first use, like cuBLAS (ctx.c), so
  * a tool that never reduces maps nothing. The types come from nccl.h when
  * this build found it (the CUDA toolkit's, or NCCL's own install); without

@@ -10,7 +10,7 @@
 
 #include "../ckpt/ckpt_paths.h"
 #include "../ckpt/load.h"
-#include "../dist/shard.h"
+#include "../dataparallel/shard.h"
 #include "../io/mapped.h"
 #include "../ops/backend.h"
 #include "../util/bigmem.h"
@@ -321,7 +321,7 @@ static int reduce_group_sums(policy *p, trainer *t, const dist *d, gerr *e) {
  * every rank, or with ZeRO-1 only this rank's slice (the same bytes on the
  * wire, in two halves); with --group-sums from the float64 sums. On a
  * device: whole on every rank, summed in device memory (NCCL,
- * lib/dist/nccl.c), the norm taken there. */
+ * lib/dataparallel/nccl.c), the norm taken there. */
 static int reduce_and_norm(policy *p, trainer *t, const dist *d, double *grad_norm, gerr *e) {
     int rc;
     if (t->grad_sum) {

@@ -14,8 +14,8 @@
 
 #include "../ckpt/load.h"
 #include "../cuda/cuda.h"
-#include "../dist/dist.h"
-#include "../dist/shard.h"
+#include "../dataparallel/dist.h"
+#include "../dataparallel/shard.h"
 #include "../ops/blas.h"
 #include "../runner/device.h"
 #include "../model/lora.h"
@@ -175,7 +175,7 @@ static int merge_stats(const dist *d, loss_stats *st, gerr *e) {
 }
 
 /* This rank's share of the batch, by whole prompt groups balanced by tokens
- * (lib/dist/shard.h). */
+ * (lib/dataparallel/shard.h). */
 static void take_share(const dist *d, const update_batch *all, update_batch *mine) {
     long long *cum = xmalloc(sizeof *cum * (size_t)(all->n_groups + 1));
     for (int g = 0; g <= all->n_groups; g++) cum[g] = all->start[all->group_start[g]];
@@ -252,7 +252,7 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     else if (dist_default_threads(d) > 0) blas_set_threads(dist_default_threads(d));
     blas_setup_threads();
     /* the device: under MPI each rank its local rank's GPU, the gradients
-     * summed there over NCCL (lib/dist/nccl.c) */
+     * summed there over NCCL (lib/dataparallel/nccl.c) */
     const backend *dev = o->backend;
     /* --group-sums: auto is the CPU (cuda was refused above; a caller's
      * device, trainer_keep_sums refuses) */

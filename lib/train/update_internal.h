@@ -3,7 +3,7 @@
 #ifndef GRPO_UPDATE_INTERNAL_H
 #define GRPO_UPDATE_INTERNAL_H
 
-#include "../dist/dist.h"
+#include "../dataparallel/dist.h"
 #include "../model/lora.h"
 #include "../model/model.h"
 #include "../util/strbuf.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# grpo-update data-parallel under mpirun (lib/dist): 1, 2 and 3 ranks (and 5
+# grpo-update data-parallel under mpirun (lib/dataparallel): 1, 2 and 3 ranks (and 5
 # on a 4-group batch) oversubscribed on the tiny random llama against the
 # one-process step, every loss kind, full and LoRA, with and without --zero 1;
 # same bytes for the same N; resuming with another N; ranks that disagree on

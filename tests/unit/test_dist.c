@@ -1,10 +1,10 @@
-/* lib/dist without a launcher: which environments count as an MPI launch,
+/* lib/dataparallel without a launcher: which environments count as an MPI launch,
  * and that a process outside one is rank 0 of 1 whose collectives are plain
  * copies (the MPI paths run under mpirun in tests/bats/update_mpi.bats). */
 #include <stdlib.h>
 
 #include "check.h"
-#include "dist/dist.h"
+#include "dataparallel/dist.h"
 
 static const char *const launch_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_ID",
                                           "SLURM_STEP_NUM_TASKS"};

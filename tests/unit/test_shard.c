@@ -1,9 +1,9 @@
-/* lib/dist/shard.c: the batch split by prompt groups balanced by tokens, and
+/* lib/dataparallel/shard.c: the batch split by prompt groups balanced by tokens, and
  * ZeRO-1's parameter slices. */
 #include <stdlib.h>
 
 #include "check.h"
-#include "dist/shard.h"
+#include "dataparallel/shard.h"
 
 /* Every rank's groups in order cover 0 .. n_groups-1 exactly once. */
 static int covers(const int *first, int size, int n_groups) {

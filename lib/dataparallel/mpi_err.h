@@ -1,4 +1,4 @@
-/* An MPI call's failure as a gerr (lib/dist only). */
+/* An MPI call's failure as a gerr (lib/dataparallel only). */
 #ifndef GRPO_MPI_ERR_H
 #define GRPO_MPI_ERR_H
 
