@@ -9,8 +9,9 @@
 # without KL, lr 1e-6, micro-batches of 64 completions, one optimizer step.
 # Prints each side's step time, sampled tokens per second of the step, peak
 # GPU memory (ours: the larger of rollout's and update's; TRL's: torch's
-# max_memory_allocated) and the ratio. TRL is not in the GPU image: carry
-# its wheels (lib/cuda/README) and set PYTHONPATH, or BENCH_TRL=0 skips it.
+# max_memory_allocated) and the ratio. Where TRL is not installed, install
+# its wheels (scripts/gpu/wheels.sh, docs/gpu.md) and set PYTHONPATH, or
+# BENCH_TRL=0 skips it.
 # No assertions: a benchmark prints.
 #   sh bench/gpu_grpo_step.sh
 set -eu
@@ -39,8 +40,8 @@ bin/grpo-rollout --model "$dir" --device cuda -k $K --max-new-tokens $NEW --temp
 t1=$(now)
 # the reward as TRL's peer computes it (the completion's distinct
 # characters), by a program of its own as grpo.mk's REWARD= allows: its cost
-# is not what is measured, and grpo-reward's libraries (curl, SQLite, TLS)
-# would not fit the device call beside the rest
+# is not what is measured, and a GPU machine with only scripts/gpu/bundle.sh's
+# libraries lacks grpo-reward's (curl, SQLite, TLS)
 "$PY" -c 'import json, sys
 with open(sys.argv[2], "w") as out:
     for line in open(sys.argv[1]):

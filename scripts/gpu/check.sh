@@ -1,14 +1,16 @@
 #!/bin/sh
 # On a GPU machine, from the repository root, with bin/grpo-rollout,
-# bin/grpo-update, build/tests/test_cuda_ops, build/tests/test_cuda_train,
-# build/bench/bench_cuda_model and build/gpu carried (scripts/gpu/bundle.sh): the checks of lib/cuda/README in
+# bin/grpo-update, build/tests/test_cuda_ops, build/tests/test_cuda_train and
+# build/bench/bench_cuda_model built (and build/gpu from scripts/gpu/bundle.sh
+# where the machine lacks the C libraries): the checks of docs/gpu.md in
 # order, logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
 # "ops memcheck racecheck bats train fwd bench trainbench step" (train:
 # tests/bats/update_device.bats, grpo-update --device cuda against the CPU;
 # trainbench: bench/gpu_train.sh, against a PyTorch eager step; step:
-# bench/gpu_grpo_step.sh, a whole GRPO step against TRL's, with .whl carried).
+# bench/gpu_grpo_step.sh, a whole GRPO step against TRL's, with TRL's wheels in
+# .whl from scripts/gpu/wheels.sh).
 # STEP_SECONDS bounds each step
-# (default 300), so a hung kernel costs one step, not the lease.
+# (default 300), so a hung kernel costs one step, not the whole run.
 set -u
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-build/gpu-out}

@@ -3,8 +3,9 @@
 # (bench/gpu_trl_peer.py), downloaded here (where PyPI is reachable) into
 # .whl (git-ignored through .git/info/exclude): TRL and datasets, and the two
 # packages of datasets' the image does not have. The image's own
-# transformers, accelerate, pyarrow and pandas are used as they are. Carry
-# .whl; scripts/gpu/check.sh's "step" installs them under /tmp/site.
+# transformers, accelerate, pyarrow and pandas are used as they are. Copy
+# .whl to the GPU machine; scripts/gpu/check.sh's "step" installs them under
+# /tmp/site.
 set -eu
 cd "$(dirname "$0")/../.."
 mkdir -p .git/info .whl

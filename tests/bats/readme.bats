@@ -46,6 +46,9 @@ export OMP_NUM_THREADS=1
 # cannot run ("not run: ..."). The test "LISTED agrees with the READMEs" fails
 # when a line here is no longer in its README, so a README change shows here.
 LISTED=(
+    README.md 'make check    # the fast suites: unit tests and the tool tests that need no network'
+    'not run: it runs the suites, this file among them'
+
     README.md 'make test     # installs what is missing, builds, runs every suite'
     'not run: it is the command that runs this suite (tests/run-suites.sh)'
 
@@ -193,9 +196,9 @@ subst() {
 # directory; stdout and stderr in readme.log. Refuses a script that would
 # still use SmolLM2, Slurm, the network or make test.
 run_script() {
-    if printf '%s\n' "$script" | grep -Eq 'SmolLM2-135M-Instruct\.Q4_1\.gguf|sbatch|^[[:space:]]*make (test|demo|models|bench|deps|fuzz)'; then
+    if printf '%s\n' "$script" | grep -Eq 'SmolLM2-135M-Instruct\.Q4_1\.gguf|sbatch|^[[:space:]]*make (check|test|demo|models|bench|deps|fuzz)'; then
         echo "readme.bats: $file: a command that cannot run here is not LISTED or substituted:"
-        printf '%s\n' "$script" | grep -E 'SmolLM2-135M-Instruct\.Q4_1\.gguf|sbatch|^[[:space:]]*make (test|demo|models|bench|deps|fuzz)'
+        printf '%s\n' "$script" | grep -E 'SmolLM2-135M-Instruct\.Q4_1\.gguf|sbatch|^[[:space:]]*make (check|test|demo|models|bench|deps|fuzz)'
         return 1
     fi
     printf '%s\n' "$script" > readme.sh
@@ -500,4 +503,54 @@ start_judge() {
         run=$((run + n))
     done
     echo "# $run README commands: $((run - ${#LISTED[@]} / 3)) run here, $((${#LISTED[@]} / 3)) listed" >&3
+}
+
+# Every relative link of every markdown page (README.md, docs/, bench/, tests/,
+# formats/, pipelines/, scripts/) names a file that exists, and a #anchor into
+# a markdown page names one of its headings (GitHub's slugs: lower case,
+# punctuation dropped, spaces as hyphens, -1, -2 ... for repeats).
+@test "every relative link and anchor in the project's markdown resolves" {
+    local pages
+    pages=$(cd "$GRPO_ROOT" && find . \( -name .git -o -name .venv -o -name .venv-peft -o -name build -o -name runs -o -name models \) -prune \
+        -o -name '*.md' -print | sed 's|^\./||' | sort)
+    # the pages this test is for are among them (a wrong find would check nothing)
+    for f in README.md bench/README.md tests/README.md docs/gpu.md docs/many-machines.md formats/README.md; do
+        printf '%s\n' "$pages" | grep -qxF "$f" || { echo "$f not found"; false; }
+    done
+    # shellcheck disable=SC2086
+    python3 - "$GRPO_ROOT" $pages <<'PY'
+import os, re, sys
+root, files = sys.argv[1], sys.argv[2:]
+def slugs(path):
+    out, seen, fence = set(), {}, False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        m = None if fence else re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        s = re.sub(r"[^\w\- ]", "", m.group(2).lower().replace("`", "")).replace(" ", "-")
+        n = seen.get(s, 0)
+        seen[s] = n + 1
+        out.add(s if n == 0 else f"{s}-{n}")
+    return out
+bad = links = 0
+for f in files:
+    text = open(os.path.join(root, f), encoding="utf-8").read()
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        links += 1
+        path, _, anchor = target.partition("#")
+        full = os.path.normpath(os.path.join(root, os.path.dirname(f), path)) if path else os.path.join(root, f)
+        if not os.path.exists(full):
+            print(f"{f}: link to {target}: no such file"); bad += 1
+        elif anchor and full.endswith(".md") and anchor not in slugs(full):
+            print(f"{f}: link to {target}: no heading #{anchor} in {os.path.relpath(full, root)}"); bad += 1
+print(f"{links} relative links in {len(files)} pages, {bad} broken")
+sys.exit(1 if bad or links < 50 else 0)
+PY
 }
