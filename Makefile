@@ -251,7 +251,7 @@ bench: deps
 	@sh bench/multiturn.sh
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=...]; make uninstall ----------
-# PREFIX/bin: the six tools and the scripts (links into share); PREFIX/share/man/man1:
+# PREFIX/bin: the seven tools and the scripts (links into share); PREFIX/share/man/man1:
 # a page for each, its --help (scripts/setup/manpage.sh). PREFIX/share/grpo:
 # scripts/ (with the jq programs and lib/ they read beside them, found from their
 # own path), pipelines/ and examples/; its bin links to PREFIX/bin, so the

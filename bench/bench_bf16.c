@@ -1,4 +1,4 @@
-/* bf16 weight matmul benchmark (issue 19, section 1): bf16w_matmul beside
+/* bf16 weight matmul benchmark (grpo-rollout --weights bf16): bf16w_matmul beside
  * the float32 packed kernel (packed_matmul) and the 8-bit one (q8w_matmul)
  * at SmolLM2-135M's shapes, m = 1, 16, 64, 128 rows, on one thread (the
  * kernels, not the thread pool). Prints GFLOP/s (2 m k n per call) and the

@@ -1,5 +1,5 @@
 /* The bf16 GEMM (lib/ops/gemm_bf16.c) against OpenBLAS sgemm at the
- * shapes grpo-update runs on SmolLM2-135M (issue 19, section 2): one
+ * shapes grpo-update runs on SmolLM2-135M (--compute bf16): one
  * micro-batch of R rows (default 1920: 10 sequences of 192 tokens) through
  * a layer's projections, forward (x W^T), backward to the input (dy W) and
  * to the weights (dy^T x), and a 256-row chunk of the LM head (vocabulary

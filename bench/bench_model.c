@@ -1,7 +1,7 @@
-/* CPU model benchmark (issue 3, section 6): SmolLM2-135M prefill and decode
+/* CPU model benchmark: SmolLM2-135M prefill and decode
  * throughput next to the machine's own ceilings measured in the same run
  * (sgemm GFLOP/s at the model's shapes, streaming-read GB/s), with the
- * fraction of the ceiling each reaches and the issue's goals beside them.
+ * fraction of the ceiling each reaches and the project's goals beside them.
  * A benchmark, not a test: it prints and exits 0 unless it cannot run.
  *
  *   build/bench/bench_model [MODEL.gguf [NAME]]
@@ -373,7 +373,7 @@ int main(int argc, char **argv) {
 
     double pre_frac = res[1].gflops / ceiling, pre128 = res[0].gflops / ceiling;
     double dec64 = res[4].gflops / ceiling, bw_ratio = bound / res[2].tok_s;
-    printf("goals (issue 3):\n");
+    printf("goals:\n");
     printf("  decode B=64 >= 50%% of ceiling:      %3.0f%%  %s\n", 100 * dec64, verdict(dec64 >= 0.5));
     printf("  prefill >= 60%% of ceiling:          %3.0f%% (T=512), %.0f%% (T=128)  %s\n", 100 * pre_frac,
            100 * pre128, verdict(pre_frac >= 0.6 && pre128 >= 0.6));

@@ -1,4 +1,4 @@
-/* 8-bit weight matmul benchmark (issue 19, section 1): q8w_matmul (int8 x
+/* 8-bit weight matmul benchmark (grpo-rollout --weights q8): q8w_matmul (int8 x
  * int8) through each SIMD kernel this CPU has (AVX-512 VNNI, AVX2; the line
  * above the table names the one q8w_matmul runs) and q8w_matmul_widen
  * (int8 weights widened to float32) against

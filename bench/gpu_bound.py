@@ -2,7 +2,7 @@
 """The memory-bandwidth bound of grpo-rollout's decode on the card: a
 decode step of B sequences must read every bf16 weight matrix once (the
 embedding rows it gathers are few) and each sequence's K and V so far (fp32
-in our cache today, bf16 in transformers'), so at a measured bandwidth of
+or bf16 in our cache, bf16 in transformers'), so at a measured bandwidth of
 BW bytes/s it makes at most B tokens per (weights + B * kv_per_seq) / BW.
 The context is taken at its mean over the run (prompt + new / 2).
 Prints `kv` lines: the measured device-to-device copy bandwidth (torch) and

@@ -13,8 +13,8 @@ and trained with bf16 autocast (bf16=True): float32 master weights and
 bf16 products, as grpo-update --device cuda. Two steps; the second is timed
 (the first pays CUDA's and the allocator's start-up).
 
-TRL is not in the GPU image: carry its wheels (lib/cuda/README's checklist;
-the wheels named there) and put them on PYTHONPATH.
+Where TRL is not installed, install its wheels (scripts/gpu/wheels.sh,
+docs/gpu.md) and put them on PYTHONPATH.
 
 Prints `kv name=value` lines.
 Usage: python3 bench/gpu_trl_peer.py MODEL_DIR PROMPTS.jsonl K MAX_NEW MICRO OUTDIR

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The judge path (issue 5): grpo-reward --fn judge against the local
+# The judge path: grpo-reward --fn judge against the local
 # OpenAI-compatible test server (tests/ref/judge_server.py, one Python
 # process) at --judge-concurrency 64. Prints requests/s and, to show the
 # client is never the bottleneck, the client's CPU time per request beside

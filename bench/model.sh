@@ -1,7 +1,7 @@
 #!/bin/sh
 # Model throughput: build/bench/bench_model (SmolLM2-135M prefill and decode
 # next to the sgemm and memory-bandwidth ceilings measured in the same run,
-# with the issue-3 goals) with the weights in f32, bf16 and q8, then the peer, bench/torch_peer.py (the same
+# with its goals) with the weights in f32, bf16 and q8, then the peer, bench/torch_peer.py (the same
 # forward in PyTorch fp32 on the same threads) and llama.cpp's
 # llama-batched-bench (bench/llama_peer.sh: f32, Q8_0, Q4_1), and our/peer ratios.
 # No assertions: a benchmark prints.

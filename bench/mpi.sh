@@ -1,5 +1,5 @@
 #!/bin/sh
-# Data-parallel grpo-update (issue 18) on this machine: one full fine-tuning
+# Data-parallel grpo-update on this machine: one full fine-tuning
 # step of SmolLM2-135M on 16 completions (4 prompts x 4, 32 + 64 tokens),
 #   1 rank x 2 threads   (the peer: one process using both cores)
 #   2 ranks x 1 thread   (mpirun --bind-to core) through Open MPI's TCP

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Multi-turn rollout throughput (issue 17): grpo-rollout --env on SmolLM2-135M
+# Multi-turn rollout throughput: grpo-rollout --env on SmolLM2-135M
 # against an environment that answers at once and one that answers 50 ms
 # after each request (bench/env_peer.py; answered concurrently), beside
 # single-turn rollout of the same prompts with --max-new-tokens = turns x the

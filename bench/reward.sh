@@ -1,5 +1,5 @@
 #!/bin/sh
-# Rule rewards and the judge cache (issue 5).
+# Rule rewards and the judge cache.
 # 1. bench_reward: answer + format + length inside the library on one core,
 #    next to the ceiling of any per-record function (parsing and decoding the
 #    record alone). Goal: >= 200k records/s.

@@ -1,12 +1,12 @@
 #!/bin/sh
-# Update throughput (issue 4): one grpo-update over 64 completions of 128
+# Update throughput: one grpo-update over 64 completions of 128
 # tokens after 64-token prompts on SmolLM2-135M, full fine-tuning and LoRA
 # r=16, with and without --recompute: tokens/s, the fractions of the
 # ceilings bench_model measured in the same run (OpenBLAS's sgemm, and the
 # best kernel including our packed one; FLOPs = 6 x parameters x tokens for
-# full fine-tuning, 4 x for LoRA, as the issue counts them), and peak RSS.
+# full fine-tuning, 4 x for LoRA), and peak RSS.
 # Goals: >= 50% of the sgemm ceiling; <= 3 GB peak RSS with --recompute.
-# Then full fine-tuning and LoRA again with --compute bf16 (issue 19: bf16
+# Then full fine-tuning and LoRA again with --compute bf16 (bf16
 # matrix products, float32 sums; CPUs with AVX-512 BF16), and bf16 / f32
 # tokens/s of the same run (goal: >= 1.6x on full fine-tuning).
 # First the peer, bench/update_peer.py (the same step in PyTorch eager on the

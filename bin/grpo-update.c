@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
                   "Data-parallel: mpirun -np N grpo-update ... (or srun) splits the batch between N ranks by\n"
                   "prompt groups and sums the gradients (MPI_Allreduce): the same step as one process up to float\n"
                   "summation order. Every rank runs the same command; rank 0 writes. Without a launcher MPI is\n"
-                  "never started. README \"Many machines\".\n"
+                  "never started (docs/many-machines.md).\n"
                   "Exit: 0 ok, 64 usage, 65 bad records or model, 66 missing input, 69 --compute bf16 on a CPU\n"
                   "without AVX-512 BF16 (the command is well-formed; this machine cannot run it), 73 cannot create\n"
                   "--out or --metrics (checked before any work), 74 I/O error.\n"

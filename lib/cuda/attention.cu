@@ -227,7 +227,7 @@ extern "C" cudaError_t cu_attention(float *out, float *lse, const float *q, cons
     return cudaGetLastError();
 }
 
-// ---- the backward (issue 16): ops.h's attention_backward over a batch's own
+// ---- the backward (training): ops.h's attention_backward over a batch's own
 // K/V, sequence s being rows start[s] .. start[s+1]-1 at positions 0, 1, ...
 // Correctness first: scores and probabilities are recomputed from lse per
 // (query, key) pair, once for dq and once for dk/dv, each warp summing in a

@@ -1,7 +1,7 @@
 /* backend_cuda(): backend.h's table on the device. Each entry stages the
  * host index arrays it is given, launches its kernel on the context's
  * stream and records a failure instead of returning one (ctx.h). Of the
- * training entries (issue 16), the backwards of RMSNorm, SwiGLU, the
+ * training entries (grpo-update --device cuda), the backwards of RMSNorm, SwiGLU, the
  * head's log-softmax, the matmul (gemm.c) and attention (attention.cu),
  * the scatter-add, LoRA's dropout, the optimizer updates, the gradient
  * norm's sum of squares and scale, and the refresh of a bf16 weight from

@@ -11,7 +11,8 @@
  * of backend.h return nothing, so a failed CUDA or cuBLAS call inside one is
  * recorded (the first of them) and the op does nothing further; the caller
  * reads it back with cuda_sync, which also waits for the device.
- * Read lib/cuda/README for what is implemented and what was verified. */
+ * lib/cuda/README says what is implemented, docs/gpu.md what has been
+ * verified on a GPU. */
 #ifndef GRPO_CUDA_H
 #define GRPO_CUDA_H
 

@@ -3,9 +3,9 @@
  * up through MPI. libnccl is dlopen'ed at first use, like cuBLAS (ctx.c), so
  * a tool that never reduces maps nothing. The types come from nccl.h when
  * this build found it (the CUDA toolkit's, or NCCL's own install); without
- * it every entry says so. Written 2026-11-28 and not yet run on several
- * GPUs: NCCL refuses two ranks on one device, so one GPU cannot test it
- * beyond a communicator of one rank (test_cuda_ops). */
+ * it every entry says so. Not yet run on several GPUs (docs/gpu.md): NCCL
+ * refuses two ranks on one device, so one GPU cannot test it beyond a
+ * communicator of one rank (test_cuda_train). */
 #include "ctx.h"
 
 #include <dlfcn.h>

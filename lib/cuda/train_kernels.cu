@@ -1,4 +1,4 @@
-// The training kernels of the CUDA backend (issue 16; launchers declared in
+// The training kernels of the CUDA backend (grpo-update --device cuda; launchers declared in
 // kernels.h): the backwards of RMSNorm, SwiGLU and the fused head's
 // log-softmax, the scatter-add of rows, the optimizer updates, and the
 // gradient norm's sum of squares and clipping scale. Each mirrors the CPU op

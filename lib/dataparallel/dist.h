@@ -1,6 +1,6 @@
 /* Data-parallel training over MPI: which rank this process is, and the
- * collectives grpo-update needs (formats/checkpoint.md, README "Many
- * machines").
+ * collectives grpo-update needs (formats/checkpoint.md,
+ * docs/many-machines.md).
  *
  * A process started by mpirun or srun (seen in its environment, see
  * dist_launched) calls MPI_Init; any other process never touches MPI and

@@ -1,8 +1,7 @@
 /* Data-parallel sums of device buffers (dist.h): NCCL's communicator over
  * the ranks MPI started, bootstrapped by handing rank 0's unique id to every
  * rank, and each rank on the GPU of its local rank. The sums themselves run
- * in lib/cuda/nccl.c. Not yet run on several GPUs (README, "Many
- * machines"). */
+ * in lib/cuda/nccl.c. Not yet run on several GPUs (docs/many-machines.md). */
 #include <stdlib.h>
 
 #include "../cuda/cuda.h"

@@ -1,5 +1,5 @@
 /* A general matrix product with bf16 operands and float32 accumulation, for
- * training (grpo-update --compute bf16, issue 19): the CPU's gemm (ops.h)
+ * training (grpo-update --compute bf16): the CPU's gemm (ops.h)
  * at about twice OpenBLAS's sgemm rate on AVX-512 BF16 (vdpbf16ps).
  *
  * C[M, N] = alpha op(A) op(B) + beta C, row-major, op = transpose when t*,

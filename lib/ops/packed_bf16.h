@@ -1,4 +1,4 @@
-/* bf16 weights for the inference matmul y = x W^T (issue 19, section 1).
+/* bf16 weights for the inference matmul y = x W^T (grpo-rollout --weights bf16).
  *
  * W [N, K] (row-major, HF [out, in]) is rounded to bf16 (round to nearest
  * even; subnormals flushed to zero, as vdpbf16ps reads them) and laid out in

@@ -20,9 +20,9 @@ enum { GROUP_BYTES = Q8W_NR * 4 /* 16 columns x 4 k */ };
 /* F16C (the scales' vcvtph2ps). GCC reads it from libgcc's CPU model, set
  * once per process; clang 14, which builds the fuzzers, does not know the
  * name "f16c" there, so its builds execute CPUID itself. That instruction
- * exits to the hypervisor in a VM: 7-8 us each on the development VM, and
- * q8w_matmul asks on every call, which cost decode at batch 1 a third of its
- * time (211 calls a token) before GCC builds stopped asking CPUID. */
+ * exits to the hypervisor in a VM (7-8 us each on a cloud VM); asked on
+ * every q8w_matmul call it would cost decode at batch 1 a third of its time
+ * (211 calls a token); GCC builds ask libgcc, which asks once. */
 static bool f16c_supported(void) {
 #if Q8W_X86 && defined(__clang__)
     unsigned eax, ebx, ecx, edx;

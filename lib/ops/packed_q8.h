@@ -1,4 +1,4 @@
-/* 8-bit weights for the inference matmul y = x W^T (issue 19, section 1).
+/* 8-bit weights for the inference matmul y = x W^T (grpo-rollout --weights q8).
  *
  * Quantization is GGUF Q8_0's: each block of 32 consecutive values along K
  * of one row of W has d = max|w| / 127 rounded to f16 and q = round(w / d)
@@ -15,7 +15,7 @@
  * scales sit beside the quants they scale, so one panel streams front to
  * back (scales all at a panel's front measured 2x slower from memory at m =
  * 1: a second stream), and every group stays line-aligned. 544 bytes per
- * block, 34 per 32 weights: Q8_0's own size (float32 scales were 576).
+ * block, 34 per 32 weights: Q8_0's own size (float32 scales would take 576).
  *
  * Numerics (q8w_matmul): int8 weights x int8 activations. Each row of x
  * is quantized per 32-block like the weights but in float32 throughout
@@ -36,7 +36,7 @@
  *
  * Why VNNI where the CPU has it (avx512_vnni with avx512bw/vl): vpdpbusd
  * does vpmaddubsw + vpmaddwd + vpaddd on 64 bytes in one instruction. On
- * the 2-core AMD EPYC Zen 4 VM, 2026-11-27, 1 thread: 2.5-3x the AVX2
+ * AMD Zen 4, 1 thread (bench/README.md): 2.5-3x the AVX2
  * kernel from m = 4 on (~300-340 GFLOP/s at SmolLM2's in-cache shapes, ~3/4
  * of the measured vpdpbusd peak of 445: the per-block convert, scale product
  * and fma cost a slot each beside the 8 dpbusd), 1.4-1.6x at m = 1 from

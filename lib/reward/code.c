@@ -7,7 +7,7 @@
  * itself, and every run's verdict comes from the kernel (exit status,
  * deadline) rather than from code inside the interpreter that the program
  * under test could disable (an in-process alarm, a try/except). The price
- * is one interpreter start per test (see README for the numbers), paid in
+ * is one interpreter start per test, paid in
  * parallel with -j.
  *
  * A test passes when the interpreter exits 0 after running the program and

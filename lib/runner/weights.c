@@ -13,7 +13,7 @@ const char *weights_default(void) {
 /* bf16 where the CPU multiplies bf16 natively (AVX512-BF16): it halves the
  * bytes every decode step reads and doubles the matmul rate; elsewhere the
  * bf16 kernels only emulate it, so float32. q8 is never chosen by itself:
- * its log-probs move further from the float32 trainer's (README). */
+ * its log-probs move further from the float32 trainer's (docs/weights.md). */
 weight_format weights_auto(void) { return bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32; }
 
 kv_format weights_kv_format(weight_format fmt) {

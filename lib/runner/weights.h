@@ -18,14 +18,14 @@ int weights_select(const char *flag, const char *s, weight_format *fmt, gerr *e)
 weight_format weights_auto(void);
 /* The KV cache that goes with weights in format fmt on the CPU: bf16 with
  * bf16 or q8 weights where AVX-512 reads it (measured 1.12-1.76x faster at
- * decode batch 64, README), whose runs already accept bf16-sized
+ * decode batch 64, bench/README.md), whose runs already accept bf16-sized
  * differences; float32 with float32 weights, which stay the exact reference,
  * and without AVX-512, where the portable bf16 attention is slow. */
 kv_format weights_kv_format(weight_format fmt);
 /* --kv-cache auto|f32|bf16: *fmt for the value s of flag. auto is
  * weights_kv_format(w) on the CPU and bf16 on a device (on_device), whose
  * weights are bf16 already: half the memory, and rollout 1.33-1.37x faster
- * on an H100 (README, "On an NVIDIA GPU"). Another value: EX_USAGE. */
+ * on an H100 (bench/README.md). Another value: EX_USAGE. */
 int kv_cache_select(const char *flag, const char *s, bool on_device, weight_format w, kv_format *fmt, gerr *e);
 
 #endif

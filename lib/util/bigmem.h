@@ -4,10 +4,10 @@
  * Why: calloc hands out untouched pages that the first read maps to the
  * shared zero page; the first write then copies it, and with several
  * threads each such fault also flushes the other CPUs' TLBs (an IPI). A
- * grpo-update process takes one optimizer step, so every step paid that for
- * each 4 KiB of its gradient and AdamW moments: perf put 21% of a 16 x 192
- * token full fine-tuning step's samples in those faults (SmolLM2-135M, 2
- * threads, 2026-11-27). big_calloc asks for 2 MiB pages (madvise
+ * grpo-update process takes one optimizer step, so with calloc every step
+ * would pay that for each 4 KiB of its gradient and AdamW moments: perf
+ * puts about a fifth of a 16 x 192 token full fine-tuning step's samples
+ * in those faults (SmolLM2-135M, 2 threads). big_calloc asks for 2 MiB pages (madvise
  * MADV_HUGEPAGE: Debian's default THP mode is "madvise") and writes the
  * zeros itself, so every page faults once, as a write, 512 times fewer
  * faults where huge pages are granted and no copy where they are not. */

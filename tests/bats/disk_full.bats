@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# A full disk and an unwritable output directory at every stage (issue 21):
+# A full disk and an unwritable output directory at every stage:
 # each tool's output goes to a 1 MiB tmpfs whose free space a filler file has
 # taken, or to a read-only bind mount, inside a user and mount namespace
 # (unshare -rm). Promised (README, Conventions): a full disk is one line on

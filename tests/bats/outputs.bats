@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Where outputs go (issue 13): devices, FIFOs, sockets and descriptors written
+# Where outputs go: devices, FIFOs, sockets and descriptors written
 # in place, symlinks followed to their target, every output checked before
 # any work (exit 73 naming the user's path), stale temporaries of killed runs
 # removed, every exit code documented.
@@ -64,7 +64,7 @@ dead_pid() {
 @test "a FIFO gets the bytes (plain and .zst), and stays a FIFO" {
     grpo-prep --task arith --n 30 --out want.jsonl
     mkfifo p
-    timeout 20 cat p > got & # the old code never opened the FIFO: no hang
+    timeout 20 cat p > got & # a writer that never opens the FIFO fails here instead of hanging
     grpo-prep --task arith --n 30 --out p
     wait $! || true
     [ -p p ]

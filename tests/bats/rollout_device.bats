@@ -96,7 +96,7 @@ gpu_vs_cpu() {
     # random weights give near-uniform rows (log-probs near -6.7 of
     # ln 49152 = -10.8), so near-ties are many: the CPU's own bf16 weights
     # against its f32 share 41 of these 64 tokens, part twice at near-ties
-    # (log-probs within 0.006) and agree within 0.029 before (2026-11-27)
+    # (log-probs within 0.006) and agree within 0.029 before
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/compare_rollouts.py" gpu.jsonl cpu.jsonl 0.1 0.25 greedy
     echo "$output"
     [ "$status" -eq 0 ]

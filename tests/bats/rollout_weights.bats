@@ -72,7 +72,7 @@ check_lp() {
     needs_tiny
     grpo-rollout --model "$TINY" -k 2 --max-new-tokens 16 --temperature 0.7 --weights bf16 --in "$(P)" --out r.jsonl
     # x and W rounded to 8 significant bits (relative 2^-9 each) through two
-    # layers of width 64: measured 2026-11-27 max 0.023, mean 0.0047 over 96
+    # layers of width 64: measured max 0.023, mean 0.0047 over 96
     # tokens; the bounds are about 4x those
     check_lp "$TINY" r.jsonl 0.1 0.02
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" r.jsonl 1e-4
@@ -83,7 +83,7 @@ check_lp() {
     needs_tiny
     grpo-rollout --model "$TINY" -k 2 --max-new-tokens 16 --temperature 0.7 --weights q8 --in "$(P)" --out r.jsonl
     # W and x quantized per 32-block to 8 bits (half a step of max/127 each):
-    # measured 2026-11-27 max 0.063, mean 0.017 over 96 tokens; bounds about 4x
+    # measured max 0.063, mean 0.017 over 96 tokens; bounds about 4x
     check_lp "$TINY" r.jsonl 0.25 0.07
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$TINY" r.jsonl 1e-4
     [ "$status" -ne 0 ]
@@ -164,7 +164,7 @@ check_lp() {
     for w in bf16 q8; do
         grpo-rollout --model "$G" -k 2 --max-new-tokens 16 --temperature 0.8 --weights "$w" --in q.jsonl --out "$w.jsonl"
     done
-    # README "Weights for rollout": over 175 tokens (2026-11-27) bf16 moved
+    # docs/weights.md: over 175 tokens bf16 moved
     # a log-probability by 0.015 on average and 0.10 at most, q8 by 0.074 and
     # 0.96 (it quantizes the activations too); the mean bounds are about 3x
     # those, the max ones 3x and 2x (one token in a hundred moves that far)
@@ -181,7 +181,7 @@ check_lp() {
     for w in f32 bf16 q8; do
         grpo-reward --fn rm --rm-model "$rm_dir" --rm-weights "$w" --in recs.jsonl --out "$w.jsonl"
     done
-    # measured 2026-11-27: bf16 0.007 and q8 0.015 from float32's score at most; bound 0.06
+    # measured: bf16 0.007 and q8 0.015 from float32's score at most; bound 0.06
     paste <(jq .reward f32.jsonl) <(jq .reward bf16.jsonl) <(jq .reward q8.jsonl) |
         awk '{ d1 = $1 - $2; d2 = $1 - $3; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
                if (d1 > 0.06 || d2 > 0.06 || (d1 == 0 && d2 == 0)) { print "far or equal:", $0; exit 1 } }'

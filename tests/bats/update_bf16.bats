@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# grpo-update --compute f32|bf16|auto (issue 19): bf16 matrix products with
+# grpo-update --compute f32|bf16|auto: bf16 matrix products with
 # float32 sums, weights, gradients and AdamW state. The flag's values, the
 # refusal on a CPU without AVX-512 BF16 (69), the same bytes run to run and
 # for any --threads, the flag in state.json and its resume rule, auto. Gradients against

@@ -9,7 +9,7 @@
 # is lr times the gradient, compared to the CPU's float32 step as
 # update_ref.py close-delta does (the largest difference over the largest
 # update, per tensor): 5e-2, from the 0.5-2.2% that bf16 operands moved the
-# tiny models' logits and log-probs in lib/cuda/README's emulation; the
+# tiny models' logits and log-probs in docs/gpu.md's emulation; the
 # metrics' loss and grad_norm within 5e-2 relative.
 load helpers
 

@@ -6,7 +6,7 @@
 # flags or batch; a rank killed with -9; grpo.mk's UPDATE_LAUNCH; the Slurm
 # recipes' syntax.
 #
-# What is compared, and to what (measured on the 2-core AMD dev machine in
+# What is compared, and to what (measured on a 2-core AMD machine in
 # brackets): the AdamW moments, i.e. the summed gradient and its square, to
 # 1e-5 of each tensor's largest element [2.4e-6]; with SGD the weight update
 # itself, lr g, to 1e-5 [2e-6]. The new AdamW weights are held more loosely,

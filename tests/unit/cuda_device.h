@@ -13,7 +13,7 @@ static const backend *cuda_test_device(char *why, size_t n) {
 #ifdef __SANITIZE_ADDRESS__
     /* ASan's shadow memory and the CUDA driver's mappings collide, and the
      * driver's own allocations read as leaks: device code is checked by
-     * compute-sanitizer instead (lib/cuda/README) */
+     * compute-sanitizer instead (docs/gpu.md) */
     snprintf(why, n, "no CUDA device under ASan (compute-sanitizer checks the device)");
     return NULL;
 #else

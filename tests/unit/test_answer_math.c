@@ -12,7 +12,7 @@
 #include "answer/mexpr.h"
 
 #define PAIRS "tests/fixtures/answer/math_pairs.tsv"
-/* The floor the table must clear; README quotes the measured rate. */
+/* The floor the table must clear; docs/rewards.md quotes the measured rate. */
 #define MIN_AGREEMENT 0.95
 
 static bool scored_equal(const char *completion, const char *gold) {

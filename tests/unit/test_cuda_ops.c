@@ -189,7 +189,7 @@ static void test_elementwise(void) {
     free(g), free(u), free(o), free(y), free(tab), free(gath), free(ho), free(hg), free(hgath);
 }
 
-/* ---- training's element-wise and row ops (issue 16) --------------------------------- */
+/* ---- training's element-wise and row ops --------------------------------------------- */
 
 static void test_train_rows(void) {
     TEST("rmsnorm_backward within 1e-6 (dw added to, sums in double), swiglu_backward within 1e-6, "
@@ -427,7 +427,7 @@ static void test_attention(bool bf16) {
     free(gkc), free(gvc), free(go), free(gl);
 }
 
-/* Issue 16's attention backward over a batch's own K/V, against the CPU's
+/* Training's attention backward over a batch's own K/V, against the CPU's
  * (fp32 both, other summation orders: 1e-4), the same bytes twice. */
 static void test_attention_backward(void) {
     TEST("attention_backward over a batch's own K/V: dq, dk, dv within 1e-4 of the CPU's; the same bytes twice");
@@ -535,7 +535,7 @@ static void test_dropout_rows(void) {
     free(x), free(g);
 }
 
-/* Issue 16's matmul backward: din and dw through bf16 operands with fp32
+/* Training's matmul backward: din and dw through bf16 operands with fp32
  * sums (checked against double products of the same bf16 values), din
  * replaced or added to, dw added to; db the CPU's column sums bit for bit. */
 static void test_matmul_backward_bf16(void) {

@@ -8,7 +8,7 @@
  * differences are printed as TAP comments whatever the outcome.
  *
  * Tolerances (bf16 products with float32 sums against float32): log-probs
- * and entropies within 0.05 absolute (lib/cuda/README's emulation moved tiny
+ * and entropies within 0.05 absolute (docs/gpu.md's emulation moved tiny
  * models' log-probs by at most 0.022); gradients within 5e-2 relative
  * (||g_gpu - g_cpu|| / ||g_cpu||, over every trained float).
  *

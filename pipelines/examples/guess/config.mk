@@ -2,8 +2,8 @@
 # environment, guess-the-number (scripts/env/guess.py, formats/env.md): the
 # model guesses a whole number between 1 and 10, the environment answers
 # "higher" or "lower" after each guess, and an episode that finds the number
-# within 4 assistant turns gets reward 1, else 0. LoRA on the CPU; README
-# ("A multi-turn example") reports success before and after, over two seeds.
+# within 4 assistant turns gets reward 1, else 0. LoRA on the CPU;
+# bench/README.md reports success before and after, over two seeds.
 #
 # The prompt files were written by the environment itself:
 #   python3 scripts/env/guess.py --prompts 1000 --seed 1 --max 10 | zstd -19 -o train.jsonl.zst
