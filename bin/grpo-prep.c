@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
         {"--test-fraction", NULL, FLAG_DOUBLE, &o.test_fraction, "X",
          "share of ids in the test split: SHA-256 fraction of the id < X", 0, 1, NULL},
         {"--format", NULL, FLAG_CHOICE, &o.format_name, "FMT",
-         "system instruction: <think>..</think><answer>..</answer>, <answer> only, or none", 0, 0,
+         "system instruction: <think>..</think><answer>..</answer>, <answer> only, or plain (none)", 0, 0,
          "think-answer|answer|plain"},
         {"--system", NULL, FLAG_STRING, &o.system, "TEXT", "system message instead of the --format one ('' = none)", 0,
          0, NULL},

@@ -130,6 +130,12 @@ void flags_print_one(const flag_spec *f) {
                  f->metavar ? f->metavar : "");
     else
         snprintf(left, sizeof left, "%s%s%s", f->name, f->metavar ? " " : "", f->metavar ? f->metavar : "");
+    /* a help text that says its own default (one read from the environment)
+     * is not given a second one */
+    if (strstr(f->help, "(default: ")) {
+        printf("  %-28s %s\n", left, f->help);
+        return;
+    }
     describe_default(f, def, sizeof def);
     printf("  %-28s %s (default: %s)\n", left, f->help, def);
 }

@@ -39,10 +39,25 @@ TOOLS="grpo-prep grpo-advantage grpo-reward"
         local missing
         missing=$(printf '%s\n' "$output" | grep -E '^  -' | grep -vE -- '--help|--version' | grep -v '(default: ' || true)
         [ -z "$missing" ] || { echo "no default: $missing"; false; }
+        # ... once: a help text that states its default is not given a second
+        local twice
+        twice=$(printf '%s\n' "$output" | grep -E '\(default: .*\(default: ' || true)
+        [ -z "$twice" ] || { echo "two defaults: $twice"; false; }
         run "$t" --version
         [ "$status" -eq 0 ]
         [[ "$output" =~ ^$t\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
     done
+}
+
+@test "grpo-prep --help names --format's values as they are accepted" {
+    run grpo-prep --help
+    [ "$status" -eq 0 ]
+    local line
+    line=$(printf '%s\n' "$output" | grep -E -- '^  --format ')
+    [[ "$line" == *"plain"* ]]
+    run grpo-prep --task arith --n 2 --format plain
+    [ "$status" -eq 0 ]
+    run -64 grpo-prep --task arith --n 2 --format none
 }
 
 @test "unknown flags, missing values and stray arguments exit 64 with one line" {
