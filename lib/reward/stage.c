@@ -194,43 +194,26 @@ static void chunk_free(chunk *c) {
     free(c->named);
 }
 
-/* Elements of an array that holds strings or nested values. */
-static long long count_nested_elements(const char *raw, size_t len) {
+/* The elements of a token-id array, counted from its raw text (which passed
+ * the JSON scanner): each must be a non-negative integer written as digits.
+ * Returns -1 with *bad set to the first element that is not one. */
+static long long count_token_ids(const char *raw, size_t len, long long *bad) {
     long long n = 0;
-    int depth = 0;
-    bool in_string = false, any = false;
-    for (size_t i = 0; i < len; i++) {
-        char ch = raw[i];
-        if (in_string) {
-            if (ch == '\\') i++;
-            else if (ch == '"') in_string = false;
-            continue;
+    size_t i = 1; /* past '[' */
+    while (i < len && json_is_space(raw[i])) i++;
+    if (i < len && raw[i] == ']') return 0;
+    for (;;) {
+        while (i < len && json_is_space(raw[i])) i++;
+        size_t digits = 0;
+        while (i < len && raw[i] >= '0' && raw[i] <= '9') i++, digits++;
+        while (i < len && json_is_space(raw[i])) i++;
+        if (digits == 0 || i >= len || (raw[i] != ',' && raw[i] != ']')) {
+            *bad = n;
+            return -1;
         }
-        if (ch == '"') in_string = true;
-        if (ch == '[' || ch == '{') depth++;
-        else if (ch == ']' || ch == '}') depth--;
-        else if (ch == ',' && depth == 1) n++;
-        if (depth >= 1 && !(depth == 1 && (ch == '[' || ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r')))
-            any = true;
+        n++;
+        if (raw[i++] == ']') return n;
     }
-    return any ? n + 1 : 0;
-}
-
-/* Elements of a token-id array, counted from its raw text (which passed the
- * scanner). Flat arrays of numbers are counted by their commas alone. */
-static long long count_array_elements(const char *raw, size_t len) {
-    long long commas = 0;
-    bool flat = true, any = false;
-    for (size_t i = 1; i + 1 < len; i++) {
-        char ch = raw[i];
-        if (ch == ',') commas++;
-        else if (ch == '"' || ch == '[' || ch == '{') {
-            flat = false;
-            break;
-        } else if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') any = true;
-    }
-    if (flat) return any ? commas + 1 : 0;
-    return count_nested_elements(raw, len);
 }
 
 /* Decodes what every function reads into the slot's item. */
@@ -246,8 +229,15 @@ static int prepare_item(slot *sl, reward_item *it, gerr *e) {
     it->has_completion = present == 2;
     it->n_tokens = -1;
     const rec_field *f = record_find(r, "completion_tokens");
-    if (f && json_kind_of(f->val) == JSON_ARRAY) it->n_tokens = count_array_elements(f->val, f->val_len);
-    else if (f && json_kind_of(f->val) != JSON_NULL) {
+    if (f && json_kind_of(f->val) == JSON_ARRAY) {
+        long long bad = 0;
+        it->n_tokens = count_token_ids(f->val, f->val_len, &bad);
+        if (it->n_tokens < 0) {
+            gerr_at(e, EX_DATAERR, r->file, r->line,
+                    "field \"completion_tokens\": element %lld: expected a token id (an integer >= 0)", bad);
+            return -1;
+        }
+    } else if (f && json_kind_of(f->val) != JSON_NULL) {
         record_field_error(r, "completion_tokens", "an array of token ids", e);
         return -1;
     }

@@ -96,6 +96,19 @@ load helpers
     assert_one_line_error grpo-reward 'bare.jsonl:1: field "completion_tokens": expected an array of token ids'
 }
 
+@test "length: completion_tokens must be token ids, not strings, nested arrays or fractions" {
+    local bad
+    for bad in '["a","b","c"]' '[[1,2],[3,4,5,6,7]]' '[1,2.5]' '[1,-2]' '[{"t":1}]' '[1,true]'; do
+        printf '{"id":"a","completion":"abc","completion_tokens":[1]}\n{"id":"b","completion":"abc","completion_tokens":%s}\n' "$bad" > in.jsonl
+        run -65 grpo-reward --fn length --max-len 4 --in in.jsonl --out out.jsonl
+        assert_one_line_error grpo-reward 'in.jsonl:2: field "completion_tokens": element [01]: expected a token id'
+        [ ! -e out.jsonl ]
+    done
+    printf '{"id":"a","completion":"abc","completion_tokens":[ 1 , 2 ,3 ]}\n{"id":"b","completion":"","completion_tokens":[ ]}\n' > ok.jsonl
+    run -0 bash -c 'grpo-reward --fn length --min-len 3 --in ok.jsonl --quiet | jq -c .rewards.length | paste -sd" "'
+    [ "$output" = "0 -1" ]
+}
+
 @test "repetition: open-r1's penalty with --rep-ngram and --rep-penalty, weighted with the others" {
     printf '%s\n' '{"id":"a","answer":"4","completion":"a b c a b c a b c"}' \
         '{"id":"a","answer":"4","completion":"<think>one two three</think><answer>4</answer>"}' > in.jsonl
