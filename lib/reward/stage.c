@@ -338,9 +338,10 @@ static int read_one(jsonl_reader *rd, slot *sl, const reward_stage_opts *o, prog
         int got = jsonl_next(rd, &sl->rec, e);
         if (got <= 0) return got;
         progress_update(pg, ++*read);
-        if (o->shard.count <= 1) return 1;
+        /* every record names its prompt group, as every stage requires */
         sb_clear(&sl->id);
         if (record_get_string(&sl->rec, "id", true, &sl->id, NULL, e)) return -1;
+        if (o->shard.count <= 1) return 1;
         if (shard_contains(&o->shard, sl->id.data ? sl->id.data : "", sl->id.len)) return 1;
     }
 }

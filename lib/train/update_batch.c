@@ -47,7 +47,7 @@ typedef struct {
     double reward_sum;
     long n_reward, sum_len, n_length;
     strbuf last_id; /* the id of the last sequence pushed */
-    bool last_has_id;
+    bool any_id; /* a record was read: last_id is its id */
 } reader;
 
 static void reader_free(reader *rd) {
@@ -106,8 +106,7 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     if ((rc = record_get_string(r, "finish_reason", false, &fin, &present, e))) goto out;
     bool truncated = present == 2 && !strcmp(fin.data, "length");
     rd->sum_len += n_model, rd->n_length += truncated;
-    if ((rc = record_get_string(r, "id", false, &id, &present, e))) goto out;
-    int present_id = present;
+    if ((rc = record_get_string(r, "id", true, &id, NULL, e))) goto out;
     if ((rc = record_get_number(r, "reward", false, &reward, &present, e))) goto out;
     if (present == 2) {
         add_reward(rd, &id, reward);
@@ -130,12 +129,10 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     rd->seqs = vec_reserve(rd->seqs, &rd->cap_seqs, rd->n_seqs + 1, sizeof *rd->seqs);
     /* a prompt group is a run of records with one id (formats/rollout.md: the K
      * samples of a prompt are written next to each other) */
-    bool has_id = present_id == 2;
-    bool new_group = !has_id || !rd->last_has_id || rd->last_id.len != id.len ||
-                     (id.len && memcmp(rd->last_id.data, id.data, id.len));
-    rd->last_has_id = has_id;
+    bool new_group = !rd->any_id || rd->last_id.len != id.len || (id.len && memcmp(rd->last_id.data, id.data, id.len));
+    rd->any_id = true;
     rd->last_id.len = 0;
-    if (has_id) sb_append(&rd->last_id, id.data, id.len);
+    sb_append(&rd->last_id, id.data, id.len);
     rd->seqs[rd->n_seqs++] = (seq){(int)np, (int)nc, n_model, adv, key, new_group};
     rd->tokens = vec_reserve(rd->tokens, &rd->cap_tokens, rd->n_tokens + np + nc, sizeof *rd->tokens);
     memcpy(rd->tokens + rd->n_tokens, prompt, sizeof(int32_t) * np);

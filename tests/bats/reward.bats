@@ -106,6 +106,16 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     assert_one_line_error grpo-reward 'noid.jsonl:1: .*"id"'
 }
 
+@test "every record needs a string id, sharded or not (as every stage requires)" {
+    local rec
+    for rec in '{"completion":"x"}' '{"id":null,"completion":"x"}' '{"id":3,"completion":"x"}'; do
+        printf '{"id":"a","completion":"y"}\n%s\n' "$rec" > in.jsonl
+        run -65 grpo-reward --fn cmd --cmd "$LEN_CMD" --in in.jsonl --out out.jsonl
+        assert_one_line_error grpo-reward 'in.jsonl:2: field "id": expected a string'
+        [ ! -e out.jsonl ]
+    done
+}
+
 @test "--chunk does not change the output" {
     rollouts in.jsonl 25
     grpo-reward --fn cmd --cmd "$LEN_CMD" --in in.jsonl --out a.jsonl --chunk 512 --quiet
@@ -193,19 +203,22 @@ PY
         and .reward == 0.5 * .rewards.length + 2 * ($w + (if $w < 4 then 1 else 0 end)))' out.jsonl
 }
 
-@test "completion_tokens are counted whatever their spacing; a non-array is exit 65" {
+@test "completion_tokens are counted whatever their spacing; anything but token ids is exit 65" {
     printf '%s\n' '{"id":"a","completion":"","completion_tokens":[]}' '{"id":"b","completion":"","completion_tokens":[ ]}' \
         '{"id":"c","completion":"","completion_tokens":[7]}' '{"id":"d","completion":"","completion_tokens":[ 1 , 2 ,3 ]}' \
         '{"id":"e","completion":"","completion_tokens":["a,b",[1,2],{"x":[3,4]}]}' '{"id":"f","completion":""}' > in.jsonl
-    # the length reward is -1 exactly where the count exceeds --max-len (f has no tokens: 65 below)
-    head -n 5 in.jsonl > five.jsonl
+    # the length reward is -1 exactly where the count is under --min-len
+    head -n 4 in.jsonl > four.jsonl
     for max in 0 1 2 3; do
-        grpo-reward --fn length --max-len $((max + 1000)) --min-len $((max + 1)) --in five.jsonl --quiet | jq -c .rewards.length | paste -sd ' ' > got-$max
+        grpo-reward --fn length --max-len $((max + 1000)) --min-len $((max + 1)) --in four.jsonl --quiet | jq -c .rewards.length | paste -sd ' ' > got-$max
     done
-    [ "$(cat got-0)" = "-1 -1 0 0 0" ]
-    [ "$(cat got-1)" = "-1 -1 -1 0 0" ]
-    [ "$(cat got-2)" = "-1 -1 -1 0 0" ]
-    [ "$(cat got-3)" = "-1 -1 -1 -1 -1" ]
+    [ "$(cat got-0)" = "-1 -1 0 0" ]
+    [ "$(cat got-1)" = "-1 -1 -1 0" ]
+    [ "$(cat got-2)" = "-1 -1 -1 0" ]
+    [ "$(cat got-3)" = "-1 -1 -1 -1" ]
     run -65 grpo-reward --fn length --max-len 5 --in in.jsonl
-    assert_one_line_error grpo-reward 'in.jsonl:6: .*"completion_tokens"'
+    assert_one_line_error grpo-reward 'in.jsonl:5: field "completion_tokens": element 0: expected a token id'
+    sed 5d in.jsonl > nofive.jsonl
+    run -65 grpo-reward --fn length --max-len 5 --in nofive.jsonl
+    assert_one_line_error grpo-reward 'nofive.jsonl:5: .*"completion_tokens"'
 }

@@ -94,6 +94,15 @@ ref() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" "$@"; }
     sed -n 3p "$(B)" | jq -c '.temperature = 0.5' >> t.jsonl
     run grpo-update --model "$TINY" --in t.jsonl --out c
     [ "$status" -eq 65 ]; assert_one_line_error grpo-update 't.jsonl:3: field "temperature"'
+    # id: a string in every record, as every stage requires
+    local f
+    for f in 'del(.id)' '.id = null' '.id = 7'; do
+        head -n 1 "$(B)" > i.jsonl
+        sed -n 2p "$(B)" | jq -c "$f" >> i.jsonl
+        run grpo-update --model "$TINY" --in i.jsonl --out c
+        [ "$status" -eq 65 ]
+        assert_one_line_error grpo-update 'i.jsonl:2: field "id": expected a string'
+    done
     [ ! -e c ]
     no_temp_left .
 }
