@@ -20,6 +20,14 @@ static bool blank(const char *s, size_t n) {
     return true;
 }
 
+/* A line longer than memory holds: named by file and line, not just "out of
+ * memory". */
+static int gather(jsonl_reader *r, const char *s, size_t n, gerr *e) {
+    if (sb_try_append(&r->line, s, n)) return 0;
+    return gerr_at(e, EX_SOFTWARE, r->name, r->line_no + 1, "out of memory reading a line of more than %zu MiB",
+                   (r->line.len + n) >> 20);
+}
+
 int jsonl_next_line(jsonl_reader *r, const char **line, size_t *len, gerr *e) {
     sb_clear(&r->line);
     bool gathering = false; /* part of the line is in r->line already */
@@ -50,7 +58,7 @@ int jsonl_next_line(jsonl_reader *r, const char **line, size_t *len, gerr *e) {
         size_t avail = r->chunk_len - r->chunk_pos;
         const char *nl = memchr(start, '\n', avail);
         if (!nl) {
-            sb_append(&r->line, start, avail);
+            if (gather(r, start, avail, e)) return -1;
             r->chunk_pos = r->chunk_len;
             gathering = true;
             continue;
@@ -61,7 +69,7 @@ int jsonl_next_line(jsonl_reader *r, const char **line, size_t *len, gerr *e) {
         const char *text;
         size_t text_len;
         if (gathering) {
-            sb_append(&r->line, start, n);
+            if (gather(r, start, n, e)) return -1;
             text = r->line.data;
             text_len = r->line.len;
         } else {

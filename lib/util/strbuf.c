@@ -9,14 +9,29 @@
 
 #include "err.h"
 
-void sb_reserve(strbuf *b, size_t extra) {
+bool sb_try_reserve(strbuf *b, size_t extra) {
     size_t need = b->len + extra + 1;
-    if (need <= b->cap) return;
+    if (need <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need) cap *= 2;
-    b->data = xrealloc(b->data, cap);
+    char *data = realloc(b->data, cap);
+    if (!data) return false;
+    b->data = data;
     b->cap = cap;
     b->data[b->len] = 0; /* a fresh buffer is "" too */
+    return true;
+}
+
+void sb_reserve(strbuf *b, size_t extra) {
+    if (!sb_try_reserve(b, extra)) die(EX_SOFTWARE, "out of memory allocating %zu bytes", b->len + extra + 1);
+}
+
+bool sb_try_append(strbuf *b, const void *data, size_t len) {
+    if (!sb_try_reserve(b, len)) return false;
+    if (len) memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = 0;
+    return true;
 }
 
 void sb_append(strbuf *b, const void *data, size_t len) {

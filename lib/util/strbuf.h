@@ -11,8 +11,13 @@ typedef struct {
     size_t len, cap;
 } strbuf;
 
+/* Room for extra more bytes; exit 70 when memory runs out. */
 void sb_reserve(strbuf *b, size_t extra);
 void sb_append(strbuf *b, const void *data, size_t len);
+/* The same, returning false (the buffer unchanged) when memory runs out, for
+ * callers that can name what was being read. */
+bool sb_try_reserve(strbuf *b, size_t extra);
+bool sb_try_append(strbuf *b, const void *data, size_t len);
 void sb_puts(strbuf *b, const char *s);
 void sb_putc(strbuf *b, char c);
 void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -217,3 +217,13 @@ kill_mid_write() {
         assert_one_line_error "$t" "no/such/dir/out.jsonl: cannot create"
     done
 }
+
+@test "a line longer than memory holds: 70 naming the file and line, nothing written" {
+    printf '{"id":"a","reward":1}\n{"id":"a","reward":0}\n' > big.jsonl
+    { printf '{"id":"b","x":"'; head -c 600000000 /dev/zero | tr '\0' a; printf '"}\n'; } >> big.jsonl
+    run -70 bash -c 'ulimit -v 400000; grpo-advantage --in big.jsonl --out out.jsonl'
+    assert_one_line_error grpo-advantage 'big.jsonl:3: out of memory reading a line of more than [0-9]+ MiB'
+    [ ! -e out.jsonl ]
+    no_temp_left .
+    rm big.jsonl
+}
