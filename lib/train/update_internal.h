@@ -1,5 +1,5 @@
-/* The pieces of grpo-update's run (update.c) that live in policy.c and
- * update_out.c. */
+/* The pieces of grpo-update's run (update.c) that live in policy.c,
+ * update_micro.c and update_out.c. */
 #ifndef GRPO_UPDATE_INTERNAL_H
 #define GRPO_UPDATE_INTERNAL_H
 
@@ -89,5 +89,31 @@ typedef struct {
 
 /* Appends one metrics line (formats/metrics.md) to path. */
 int metrics_append(const char *path, const metrics_line *ml, const update_batch *b, gerr *e);
+
+/* ---- micro-batches (update_micro.c) ----------------------------------------------- */
+
+/* Consecutive sequences of b from s0 packed up to budget tokens (at least
+ * one) as *tb, their row offsets in mstart [b->n + 1]; by_group: none past
+ * the end of s0's prompt group, so that a group is cut into the same
+ * micro-batches whatever share of the batch it is in. Returns how many. */
+int micro_next(const update_batch *b, int s0, long long budget, bool by_group, train_batch *tb, int *mstart);
+
+/* The biggest micro-batch, to size the trainer: rows, rows computed (with
+ * share, a group's prompt once: train_batch_rows) and targets. */
+typedef struct {
+    int rows, computed, targets;
+} micro_size;
+
+micro_size micro_sizes(const update_batch *b, long long budget, bool by_group, bool share);
+
+/* logp (and entropy, when not NULL) of every target of b, forward only:
+ * the reference, the old policy, or the entropies of the policy. */
+void logp_pass(trainer *t, const update_batch *b, long long budget, bool by_group, float temp, bool lora_off,
+               float *out, float *entropy);
+
+/* The reference log-probs of b's targets: the base under the adapter, or a
+ * second model (or the policy itself at step 0). */
+int reference_pass(trainer *t, const policy *pol, const update_opts *o, const update_batch *b, float temp,
+                   float *ref_logp, gerr *e);
 
 #endif

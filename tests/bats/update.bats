@@ -251,7 +251,7 @@ PY
     [ "$status" -eq 0 ]
     jq -e '.step == 2 and .flags.lora_r == 4' l2/grpo/state.json
     run grpo-update --model l1 --in "$(B)" --out l3 --lora-r 8
-    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "already has an adapter"
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "already has an adapter \(r=4\)"
     echo '{"id":"a","prompt_tokens":[1,5,6]}' | grpo-rollout --model l2 -k 1 --max-new-tokens 3 > r.jsonl
     [ "$(wc -l < r.jsonl)" -eq 1 ]
 }
