@@ -15,10 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sysexits.h>
 
-#include "../ckpt/load.h"
 #include "../cuda/cuda.h"
 #include "../dataparallel/dist.h"
 #include "../dataparallel/shard.h"
@@ -31,82 +29,6 @@
 #include "state.h"
 #include "trainer.h"
 #include "update_internal.h"
-
-void update_opts_default(update_opts *o) {
-    memset(o, 0, sizeof *o);
-    optim_opts_default(&o->optim);
-    o->optim.max_grad_norm = 1.0;
-    o->optimizer = "adamw", o->lr_schedule = "constant", o->betas = "0.9,0.999";
-    o->loss = "grpo", o->importance_level = "token";
-    o->beta = 0.04, o->epsilon = 0.2, o->epsilon_high = -1;
-    o->sapo_tau_pos = 1.0, o->sapo_tau_neg = 1.05, o->top_entropy_quantile = 1, o->off_policy_mask_threshold = -1;
-    o->is_correction = "none", o->is_mode = "mask", o->is_cap = 3.0;
-    o->iterations = 1;
-    o->temperature = -1;
-    o->micro_batch = 2048;
-    o->lora_targets = "q,k,v,o,gate,up,down";
-    o->device = "cpu";
-    o->compute = "f32";
-}
-
-/* The flags of the newer losses and masks (formats/loss.md). */
-static int check_loss_extras(const update_opts *o, loss_opts *l, gerr *e) {
-    bool ppo = l->kind != LOSS_CISPO && l->kind != LOSS_SAPO;
-    if (o->delta != 0 && !ppo) return gerr_set(e, EX_USAGE, "--delta: only for the clipped losses, not --loss %s", o->loss);
-    /* at or below 1 + eps_high the bound would change the A > 0 branch too */
-    if (o->delta != 0 && !(o->delta > 1 + l->epsilon_high && isfinite(o->delta)))
-        return gerr_set(e, EX_USAGE, "--delta: expected a number > 1 + --epsilon-high (%g), got %g", 1 + l->epsilon_high,
-                        o->delta);
-    l->delta = o->delta;
-    if (!(o->sapo_tau_pos > 0 && o->sapo_tau_neg > 0 && isfinite(o->sapo_tau_pos) && isfinite(o->sapo_tau_neg)))
-        return gerr_set(e, EX_USAGE, "--sapo-tau-pos/--sapo-tau-neg: expected numbers > 0, got %g and %g",
-                        o->sapo_tau_pos, o->sapo_tau_neg);
-    l->tau_pos = o->sapo_tau_pos, l->tau_neg = o->sapo_tau_neg;
-    if (!(o->entropy_coef >= 0 && isfinite(o->entropy_coef)))
-        return gerr_set(e, EX_USAGE, "--entropy-coef: expected a number >= 0, got %g", o->entropy_coef);
-    l->entropy_coef = o->entropy_coef;
-    if (!(o->top_entropy_quantile >= 0 && o->top_entropy_quantile <= 1))
-        return gerr_set(e, EX_USAGE, "--top-entropy-quantile: expected a number in [0, 1], got %g", o->top_entropy_quantile);
-    l->top_entropy_quantile = o->top_entropy_quantile;
-    if (!isfinite(o->off_policy_mask_threshold))
-        return gerr_set(e, EX_USAGE, "--off-policy-mask-threshold: expected a number, got %g", o->off_policy_mask_threshold);
-    l->off_policy_threshold = o->off_policy_mask_threshold;
-    if (!strcmp(o->is_correction, "none")) l->is_level = IS_OFF;
-    else if (!strcmp(o->is_correction, "token")) l->is_level = IS_TOKEN;
-    else if (!strcmp(o->is_correction, "sequence")) l->is_level = IS_SEQUENCE;
-    else return gerr_set(e, EX_USAGE, "--is-correction: expected none, token or sequence, got '%s'", o->is_correction);
-    if (strcmp(o->is_mode, "truncate") && strcmp(o->is_mode, "mask"))
-        return gerr_set(e, EX_USAGE, "--is-mode: expected truncate or mask, got '%s'", o->is_mode);
-    l->is_mask = !strcmp(o->is_mode, "mask");
-    if (!(o->is_cap >= 1 && isfinite(o->is_cap))) return gerr_set(e, EX_USAGE, "--is-cap: expected a number >= 1, got %g", o->is_cap);
-    l->is_cap = o->is_cap;
-    return 0;
-}
-
-static int check_opts(const update_opts *o, update_config *c, gerr *e) {
-    if (!o->model) return gerr_set(e, EX_USAGE, "--model is required");
-    if (!o->out) return gerr_set(e, EX_USAGE, "--out is required");
-    if (strcmp(o->compute, "f32") && strcmp(o->compute, "bf16") && strcmp(o->compute, "auto"))
-        return gerr_set(e, EX_USAGE, "--compute: expected f32, bf16 or auto, got '%s'", o->compute);
-    if (o->group_sums && !strcmp(o->device, "cuda"))
-        return gerr_set(e, EX_USAGE, "--group-sums: the float64 gradient sums are kept on the host; not with --device cuda");
-    c->optim = o->optim;
-    if (optim_kind_parse(o->optimizer, &c->optim.kind, e) || sched_kind_parse(o->lr_schedule, &c->optim.schedule, e) ||
-        optim_parse_betas(o->betas, &c->optim.beta1, &c->optim.beta2, e) || optim_opts_check(&c->optim, e) ||
-        loss_kind_parse(o->loss, &c->loss.kind, e))
-        return e->code;
-    if (strcmp(o->importance_level, "token") && strcmp(o->importance_level, "sequence"))
-        return gerr_set(e, EX_USAGE, "--importance-level: expected token or sequence, got '%s'", o->importance_level);
-    c->loss.sequence_level = !strcmp(o->importance_level, "sequence");
-    if (!(o->epsilon >= 0 && o->epsilon < 1)) return gerr_set(e, EX_USAGE, "--epsilon: expected a number in [0, 1), got %g", o->epsilon);
-    c->loss.epsilon_low = o->epsilon;
-    c->loss.epsilon_high = o->epsilon_high < 0 ? o->epsilon : o->epsilon_high;
-    if (!(o->beta >= 0 && isfinite(o->beta))) return gerr_set(e, EX_USAGE, "--beta: expected a number >= 0, got %g", o->beta);
-    c->loss.beta = o->beta;
-    if (check_loss_extras(o, &c->loss, e)) return e->code;
-    if (o->lora_r > 0 && lora_parse_targets(o->lora_targets, &c->lora_targets, e)) return e->code;
-    return 0;
-}
 
 /* The loss sums of every rank merged in rank order: the metrics of the
  * whole batch, the same on every rank. */
@@ -151,15 +73,14 @@ static int global_threshold(const dist *d, const float *gate, int n_mine, long n
 }
 
 
-static const char *input_name(const update_opts *o) { return o->in && strcmp(o->in, "-") ? o->in : "<stdin>"; }
+static const char *input_name(const update_run_opts *o) { return o->in && strcmp(o->in, "-") ? o->in : "<stdin>"; }
 
 /* One rank's run: what the set-up makes, the pre-passes fill and the steps
  * read. Zeroed at the start, so that run_free frees whatever was made. */
 typedef struct {
-    const update_opts *o;
+    const update_plan *plan;
     dist *d;
     double t_start;
-    update_config cfg;
     const backend *dev;      /* where it trains; NULL: the CPU */
     policy pol;
     const backend *be;       /* the matrix products' backend (--compute) */
@@ -183,14 +104,14 @@ typedef struct {
 /* The threads, and the device: under MPI each rank its local rank's GPU,
  * the gradients summed there over NCCL (lib/dataparallel/nccl.c). */
 static int setup_device(rank_run *r, gerr *e) {
-    const update_opts *o = r->o;
+    const update_run_opts *o = &r->plan->run;
     dist *d = r->d;
     if (o->threads > 0) blas_set_threads((int)o->threads);
     else if (dist_default_threads(d) > 0) blas_set_threads(dist_default_threads(d));
     blas_setup_threads();
     r->dev = o->backend;
-    /* --group-sums: auto is the CPU (cuda was refused by check_opts; a
-     * caller's device, trainer_keep_sums refuses) */
+    /* --group-sums: auto is the CPU (cuda was refused by
+     * update_plan_resolve; a caller's device, trainer_keep_sums refuses) */
     const char *device = o->group_sums ? "cpu" : o->device;
     int rc;
     if (!r->dev && strcmp(device, "cpu") && (rc = dist_agree(d, dist_device_open(d, e), e))) return rc;
@@ -211,15 +132,15 @@ static int setup_device(rank_run *r, gerr *e) {
 /* The policy: weights, adapter, and state when it is our checkpoint; on the
  * device when there is one. The ranks then compare their command lines. */
 static int setup_policy(rank_run *r, gerr *e) {
-    const update_opts *o = r->o;
+    const update_run_opts *o = &r->plan->run;
     dist *d = r->d;
-    int rc = policy_load(&r->pol, o, &r->cfg, d, r->dev != NULL, e);
+    int rc = policy_load(&r->pol, r->plan, d, r->dev != NULL, e);
     if (!rc && r->dev) rc = policy_to_device(&r->pol, r->dev, e);
     if ((rc = dist_agree(d, rc, e))) return rc;
     rc = trainer_compute_backend(r->pol.compute, &r->pol.m, backend_cpu_bf16(), &r->be, e);
     if ((rc = dist_agree(d, rc, e))) return rc;
     strbuf flags = {0};
-    update_flags_json(&flags, &r->pol, o, &r->cfg, d->size);
+    update_flags_json(&flags, &r->pol, r->plan, d->size);
     sb_printf(&flags, "\n%s\n%s\n%s", o->model, o->out, o->metrics ? o->metrics : "");
     rc = dist_check_same(d, flags.data, "the command line (flags, --model, --out or --metrics)", EX_USAGE, e);
     sb_free(&flags);
@@ -229,7 +150,7 @@ static int setup_policy(rank_run *r, gerr *e) {
 /* The batch, the same on every rank (its hash compared), its temperature
  * and normalisers, and this rank's share of it. */
 static int setup_batch(rank_run *r, gerr *e) {
-    const update_opts *o = r->o;
+    const update_run_opts *o = &r->plan->run;
     dist *d = r->d;
     update_batch *all = &r->all;
     int rc = update_batch_read(all, o->in, r->pol.m.cfg.vocab_size, o->mask_truncated, e);
@@ -269,7 +190,7 @@ static int setup_batch(rank_run *r, gerr *e) {
 /* The trainer, sized for the biggest micro-batch, and the per-target
  * buffers the steps fill. */
 static int setup_trainer(rank_run *r, gerr *e) {
-    const update_opts *o = r->o;
+    const update_run_opts *o = &r->plan->run;
     const update_batch *b = r->b;
     policy *pol = &r->pol;
     /* the training pass shares prompts unless LoRA dropout draws a mask per record */
@@ -302,22 +223,22 @@ static int setup(rank_run *r, gerr *e) {
  * weighs the sampler against the trainer's own pi_old), and whether the
  * entropy gate can take its entropies from the training forward. */
 static int prepasses(rank_run *r, gerr *e) {
-    const update_opts *o = r->o;
+    const update_run_opts *o = &r->plan->run;
     const update_batch *b = r->b;
     dist *d = r->d;
     size_t n_alloc = (size_t)r->n_t + 1;
     int rc;
-    if (r->cfg.loss.beta > 0) {
+    if (r->plan->loss.beta > 0) {
         r->ref_logp = xmalloc(sizeof(float) * n_alloc);
-        rc = reference_pass(&r->t, &r->pol, o, b, r->temp, r->ref_logp, e);
+        rc = reference_pass(&r->t, &r->pol, r->plan, b, r->temp, r->ref_logp, e);
         if ((rc = dist_agree(d, rc, e))) return rc;
     }
-    if (o->recompute_old || r->cfg.loss.is_level != IS_OFF) {
+    if (o->recompute_old || r->plan->loss.is_level != IS_OFF) {
         r->old_own = xmalloc(sizeof(float) * n_alloc);
         logp_pass(&r->t, b, o->micro_batch, o->group_sums, r->temp, false, r->old_own, NULL);
         if ((rc = dist_agree(d, trainer_check(&r->t, e), e))) return rc;
     }
-    if (r->cfg.loss.top_entropy_quantile < 1) {
+    if (r->plan->loss.top_entropy_quantile < 1) {
         r->gate = xmalloc(sizeof(float) * n_alloc);
         /* the threshold needs the whole batch's entropies before the first
          * backward: with every rank's share in one micro-batch and no
@@ -343,16 +264,16 @@ static void micro_loss(rank_run *r, int s0, int ns, loss_stats *st) {
         int off = b->tgt_start[s];
         loss_seq q = {b->tgt_start[s + 1] - off, r->logp + off, old + off, b->old_logp + off,
                       r->ref_logp ? r->ref_logp + off : NULL, (r->gate ? r->gate : r->ent) + off, b->advantage[s]};
-        loss_completion(&r->cfg.loss, &r->lb, &q, r->dlogp + off, r->dent + off, st);
+        loss_completion(&r->plan->loss, &r->lb, &q, r->dlogp + off, r->dent + off, st);
     }
 }
 
 /* Optimizer step it: forward and backward of every micro-batch with the
  * gradients accumulated, then one step over their sum (policy_step). */
 static int train_step(rank_run *r, long long it, gerr *e) {
-    const update_opts *o = r->o;
+    const update_run_opts *o = &r->plan->run;
     const update_batch *b = r->b;
-    const loss_opts *lc = &r->cfg.loss;
+    const loss_opts *lc = &r->plan->loss;
     dist *d = r->d;
     trainer *t = &r->t;
     double t0 = now_seconds();
@@ -389,7 +310,7 @@ static int train_step(rank_run *r, long long it, gerr *e) {
     }
     if ((rc = dist_agree(d, rc, e))) return rc;
     metrics_line *ml = &r->lines[it];
-    if ((rc = merge_stats(d, &st, e)) || (rc = policy_step(&r->pol, t, &r->cfg, d, &ml->grad_norm, &ml->lr, e)))
+    if ((rc = merge_stats(d, &st, e)) || (rc = policy_step(&r->pol, t, &r->plan->optim, d, &ml->grad_norm, &ml->lr, e)))
         return rc;
     ml->step = r->pol.step;
     ml->loss = loss_stats_metrics(lc, &st);
@@ -398,9 +319,9 @@ static int train_step(rank_run *r, long long it, gerr *e) {
 }
 
 static int train_steps(rank_run *r, gerr *e) {
-    r->lines = xcalloc((size_t)r->o->iterations, sizeof *r->lines);
+    r->lines = xcalloc((size_t)r->plan->run.iterations, sizeof *r->lines);
     int rc = 0;
-    for (long long it = 0; it < r->o->iterations && !rc; it++) rc = train_step(r, it, e);
+    for (long long it = 0; it < r->plan->run.iterations && !rc; it++) rc = train_step(r, it, e);
     return rc;
 }
 
@@ -411,9 +332,9 @@ static void print_summary(const rank_run *r) {
     fprintf(stderr, "%s: step %lld: %d completions (%ld skipped without advantage, %ld masked), %ld completion tokens "
             "trained on, %ld tokens with the prompts (metrics \"tokens\"), loss %.6g, %.1f s",
             tool_name(), r->pol.step, all->n, all->n_no_advantage, all->n_masked, r->lb.n_tokens, all->total_tokens,
-            r->lines[r->o->iterations - 1].loss.loss, now_seconds() - r->t_start);
+            r->lines[r->plan->run.iterations - 1].loss.loss, now_seconds() - r->t_start);
     if (r->d->size > 1) fprintf(stderr, " (%d ranks%s)", r->d->size, r->pol.bounds ? ", ZeRO-1" : "");
-    if (r->dev && !r->o->backend) {
+    if (r->dev && !r->plan->run.backend) {
         char where[256];
         device_describe(r->dev, where, sizeof where);
         fprintf(stderr, " on %s, peak %.1f MiB allocated", where, (double)cuda_peak_bytes() / (1 << 20));
@@ -423,11 +344,11 @@ static void print_summary(const rank_run *r) {
 
 /* The next checkpoint, the metrics lines (rank 0), and the summary line. */
 static int finish(rank_run *r, gerr *e) {
-    const update_opts *o = r->o;
+    const update_run_opts *o = &r->plan->run;
     dist *d = r->d;
     r->pol.next_index += o->iterations;
     int rc = dist_agree(d, policy_download(&r->pol, e), e);
-    if (!rc) rc = policy_save(&r->pol, o, &r->cfg, d, r->all.sha256, e);
+    if (!rc) rc = policy_save(&r->pol, r->plan, d, r->all.sha256, e);
     if (rc) return rc;
     if (o->metrics && d->rank == 0)
         for (long long it = 0; it < o->iterations && !rc; it++) rc = metrics_append(o->metrics, &r->lines[it], &r->all, e);
@@ -443,7 +364,7 @@ static void run_free(rank_run *r) {
     update_batch_free(&r->share);
     update_batch_free(&r->all);
     policy_free(&r->pol);
-    if (r->dev && !r->o->backend) device_release(r->dev);
+    if (r->dev && !r->plan->run.backend) device_release(r->dev);
 }
 
 /* One rank's part of the update (the only one without MPI). Every rank
@@ -452,10 +373,9 @@ static void run_free(rank_run *r) {
  * hash agreed across ranks), and each rank trains on its share. After each
  * step that can fail on one rank alone the ranks agree (dist_agree), so an
  * error leaves every rank at once and nothing is written. */
-static int update_ranks(const update_opts *o, dist *d, gerr *e) {
-    rank_run r = {.o = o, .d = d, .t_start = now_seconds()};
-    int rc = dist_agree(d, check_opts(o, &r.cfg, e), e);
-    if (!rc) rc = setup(&r, e);
+static int update_ranks(const update_plan *plan, dist *d, gerr *e) {
+    rank_run r = {.plan = plan, .d = d, .t_start = now_seconds()};
+    int rc = setup(&r, e);
     if (!rc) rc = prepasses(&r, e);
     if (!rc) rc = train_steps(&r, e);
     if (!rc) rc = finish(&r, e);
@@ -463,14 +383,14 @@ static int update_ranks(const update_opts *o, dist *d, gerr *e) {
     return rc;
 }
 
-int update_run(const update_opts *o, gerr *e) {
+int update_run(const update_plan *plan, gerr *e) {
     dist d;
     int rc = dist_start(&d, e);
     if (rc) {
         dist_end(&d);
         return rc;
     }
-    rc = update_ranks(o, &d, e);
+    rc = update_ranks(plan, &d, e);
     if (rc && d.mpi) {
         /* mpirun ends the job at the first rank that exits non-zero, which
          * would cut off the others' messages: every rank reports, waits

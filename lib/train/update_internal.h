@@ -13,12 +13,6 @@
 #include "trainer.h"
 #include "update.h"
 
-typedef struct {
-    optim_opts optim;
-    loss_opts loss;
-    unsigned lora_targets;
-} update_config;
-
 /* What is trained and its optimizer state. */
 typedef struct {
     model m;
@@ -52,7 +46,7 @@ typedef struct {
  * and grpo/state.json + optimizer.safetensors when --model is our
  * checkpoint. device: it will train on a device (policy_to_device), whose
  * products are bf16: --compute auto means bf16 there, f32 is refused. */
-int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, bool device, gerr *e);
+int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e);
 void policy_free(policy *p);
 /* Moves what trains onto the device be (a backend with memory of its own):
  * the weights (model_to_backend), the trained floats and the moments. */
@@ -65,21 +59,19 @@ int policy_download(policy *p, gerr *e);
 /* One optimizer step from the accumulated gradients of t, summed over the
  * ranks first: global norm, clipping, the step at the schedule's learning
  * rate (each rank its slice, then gathered, with --zero 1). */
-int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
-                gerr *e);
+int policy_step(policy *p, trainer *t, const optim_opts *c, const dist *d, double *grad_norm, double *lr, gerr *e);
 
 /* The optimizer state's tensors: one per trained tensor, named as in the
  * weights file, pointing into p's moments. Caller frees *out and names. */
 size_t policy_optim_tensors(const policy *p, optim_tensor **out);
 
-/* Writes the next checkpoint to o->out, whole or not at all. Every rank
+/* Writes the next checkpoint to --out, whole or not at all. Every rank
  * calls it: with --zero 1 the moments' slices are gathered to rank 0, which
  * alone writes; every rank returns the same result. */
-int policy_save(const policy *p, const update_opts *o, const update_config *c, const dist *d,
-                const char *batch_sha256, gerr *e);
+int policy_save(const policy *p, const update_plan *plan, const dist *d, const char *batch_sha256, gerr *e);
 /* state.json's "flags": every flag as used, defaults filled in, and the
  * number of ranks that trained the step; ranks compare it before any work. */
-void update_flags_json(strbuf *b, const policy *p, const update_opts *o, const update_config *c, int ranks);
+void update_flags_json(strbuf *b, const policy *p, const update_plan *plan, int ranks);
 
 typedef struct {
     long long step;
@@ -113,7 +105,7 @@ void logp_pass(trainer *t, const update_batch *b, long long budget, bool by_grou
 
 /* The reference log-probs of b's targets: the base under the adapter, or a
  * second model (or the policy itself at step 0). */
-int reference_pass(trainer *t, const policy *pol, const update_opts *o, const update_batch *b, float temp,
+int reference_pass(trainer *t, const policy *pol, const update_plan *plan, const update_batch *b, float temp,
                    float *ref_logp, gerr *e);
 
 #endif

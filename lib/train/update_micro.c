@@ -54,8 +54,9 @@ void logp_pass(trainer *t, const update_batch *b, long long budget, bool by_grou
     }
 }
 
-int reference_pass(trainer *t, const policy *pol, const update_opts *o, const update_batch *b, float temp,
+int reference_pass(trainer *t, const policy *pol, const update_plan *plan, const update_batch *b, float temp,
                    float *ref_logp, gerr *e) {
+    const update_run_opts *o = &plan->run;
     if (pol->has_lora) {
         logp_pass(t, b, o->micro_batch, o->group_sums, temp, true, ref_logp, NULL);
         return trainer_check(t, e);
