@@ -2,6 +2,7 @@
  * next checkpoint out. Flags here; the work is in lib/train. */
 #include "io/outpath.h"
 #include "ops/blas.h"
+#include "runner/device.h"
 #include "train/update.h"
 #include "util/err.h"
 #include "util/flags.h"
@@ -10,98 +11,103 @@ int main(int argc, char **argv) {
     blas_ensure_fast_kernels(argv);
     update_opts o;
     update_opts_default(&o);
+    update_run_opts *r = &o.run;
+    /* the choices are the kind tables' that parse them; the ranges are
+     * update_plan_resolve's (0, 0 here: a number is only parsed) */
+    char losses[64], levels[32], is_levels[32], is_modes[32], optimizers[32], schedules[32], devices[32], computes[32];
     const flag_spec flags[] = {
-        {"--model", NULL, FLAG_STRING, &o.model, "M", "policy: HF directory, our checkpoint, or .gguf (required)", 0, 0, NULL},
-        {"--out", NULL, FLAG_STRING, &o.out, "DIR",
+        {"--model", NULL, FLAG_STRING, &r->model, "M", "policy: HF directory, our checkpoint, or .gguf (required)", 0, 0, NULL},
+        {"--out", NULL, FLAG_STRING, &r->out, "DIR",
          "the next checkpoint, written whole or not at all; may be --model, unless that is the KL reference "
          "(required)", 0, 0, NULL},
-        {"--in", NULL, FLAG_STRING, &o.in, "F", "advantaged records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL},
-        {"--ref", NULL, FLAG_STRING, &o.ref, "M",
+        {"--in", NULL, FLAG_STRING, &r->in, "F", "advantaged records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL},
+        {"--ref", NULL, FLAG_STRING, &r->ref, "M",
          "reference for the KL term (default: the run's initial model; with LoRA the base, adapter off)", 0, 0, NULL},
-        {"--loss", NULL, FLAG_CHOICE, &o.loss, "L", "grpo, bnpo, dr_grpo, dapo (the clipped surrogate and its aggregations), cispo or sapo "
-         "(formats/loss.md)", 0, 0,
-         "grpo|bnpo|dr_grpo|dapo|cispo|sapo"},
-        {"--importance-level", NULL, FLAG_CHOICE, &o.importance_level, "L", "token ratios, or one per sequence (GSPO)", 0,
-         0, "token|sequence"},
-        {"--epsilon", NULL, FLAG_DOUBLE, &o.epsilon, "E", "clip the ratio below at 1 - E (and above, see --epsilon-high)",
-         0, 1, NULL},
-        {"--epsilon-high", NULL, FLAG_DOUBLE, &o.epsilon_high, "E", "clip above at 1 + E (negative: = --epsilon)", -1, 100,
+        {"--loss", NULL, FLAG_CHOICE, &o.choice.loss, "L", "grpo, bnpo, dr_grpo, dapo (the clipped surrogate and its aggregations), cispo or sapo "
+         "(formats/loss.md)", 0, 0, FLAGS_CHOICES(losses, loss_kind_names)},
+        {"--importance-level", NULL, FLAG_CHOICE, &o.choice.importance_level, "L", "token ratios, or one per sequence (GSPO)", 0,
+         0, FLAGS_CHOICES(levels, loss_level_names)},
+        {"--epsilon", NULL, FLAG_DOUBLE, &o.loss.epsilon_low, "E", "clip the ratio below at 1 - E (and above, see --epsilon-high)",
+         0, 0, NULL},
+        {"--epsilon-high", NULL, FLAG_DOUBLE, &o.loss.epsilon_high, "E", "clip above at 1 + E (negative: = --epsilon)", 0, 0,
          NULL},
-        {"--beta", NULL, FLAG_DOUBLE, &o.beta, "B", "weight of the k3 KL to the reference, 0 = no reference", 0, 1e6, NULL},
-        {"--delta", NULL, FLAG_DOUBLE, &o.delta, "D",
-         "INTELLECT-2's two-sided clip: the ratio bounded by D where A < 0 (> 1 + --epsilon-high; 0 = off)", 0, 1e6,
+        {"--beta", NULL, FLAG_DOUBLE, &o.loss.beta, "B", "weight of the k3 KL to the reference, 0 = no reference", 0, 0, NULL},
+        {"--delta", NULL, FLAG_DOUBLE, &o.loss.delta, "D",
+         "INTELLECT-2's two-sided clip: the ratio bounded by D where A < 0 (> 1 + --epsilon-high; 0 = off)", 0, 0,
          NULL},
-        {"--sapo-tau-pos", NULL, FLAG_DOUBLE, &o.sapo_tau_pos, "T", "--loss sapo: gate temperature for A > 0", 0, 1e6,
+        {"--sapo-tau-pos", NULL, FLAG_DOUBLE, &o.loss.tau_pos, "T", "--loss sapo: gate temperature for A > 0", 0, 0,
          NULL},
-        {"--sapo-tau-neg", NULL, FLAG_DOUBLE, &o.sapo_tau_neg, "T", "--loss sapo: gate temperature for A <= 0", 0, 1e6,
+        {"--sapo-tau-neg", NULL, FLAG_DOUBLE, &o.loss.tau_neg, "T", "--loss sapo: gate temperature for A <= 0", 0, 0,
          NULL},
-        {"--entropy-coef", NULL, FLAG_DOUBLE, &o.entropy_coef, "C", "entropy bonus: C * H per loss token, subtracted",
-         0, 1e6, NULL},
-        {"--top-entropy-quantile", NULL, FLAG_DOUBLE, &o.top_entropy_quantile, "Q",
-         "policy term only on the batch's top Q fraction of tokens by entropy (1 = all)", 0, 1, NULL},
-        {"--off-policy-mask-threshold", NULL, FLAG_DOUBLE, &o.off_policy_mask_threshold, "X",
-         "drop completions with A < 0 whose mean log(sampler/policy) exceeds X (negative = off)", -1, 1e6, NULL},
-        {"--is-correction", NULL, FLAG_CHOICE, &o.is_correction, "L",
+        {"--entropy-coef", NULL, FLAG_DOUBLE, &o.loss.entropy_coef, "C", "entropy bonus: C * H per loss token, subtracted",
+         0, 0, NULL},
+        {"--top-entropy-quantile", NULL, FLAG_DOUBLE, &o.loss.top_entropy_quantile, "Q",
+         "policy term only on the batch's top Q fraction of tokens by entropy (1 = all)", 0, 0, NULL},
+        {"--off-policy-mask-threshold", NULL, FLAG_DOUBLE, &o.loss.off_policy_threshold, "X",
+         "drop completions with A < 0 whose mean log(sampler/policy) exceeds X (negative = off)", 0, 0, NULL},
+        {"--is-correction", NULL, FLAG_CHOICE, &o.choice.is_correction, "L",
          "weigh the policy term by pi_old/sampler per token or per completion (recomputes pi_old)", 0, 0,
-         "none|token|sequence"},
-        {"--is-mode", NULL, FLAG_CHOICE, &o.is_mode, "M", "weights above --is-cap: cut to it, or set to 0", 0, 0,
-         "truncate|mask"},
-        {"--is-cap", NULL, FLAG_DOUBLE, &o.is_cap, "C", "cap of the sampler/trainer importance weight", 1, 1e6, NULL},
-        {"--iterations", NULL, FLAG_INT, &o.iterations, "N", "optimizer steps over the batch (GRPO's mu)", 1, 1000000, NULL},
-        {"--recompute-old", NULL, FLAG_BOOL, &o.recompute_old, NULL,
+         FLAGS_CHOICES(is_levels, is_level_names)},
+        {"--is-mode", NULL, FLAG_CHOICE, &o.choice.is_mode, "M", "weights above --is-cap: cut to it, or set to 0", 0, 0,
+         FLAGS_CHOICES(is_modes, is_mode_names)},
+        {"--is-cap", NULL, FLAG_DOUBLE, &o.loss.is_cap, "C", "cap of the sampler/trainer importance weight", 0, 0, NULL},
+        {"--iterations", NULL, FLAG_INT, &r->iterations, "N", "optimizer steps over the batch (GRPO's mu)", 0, 0, NULL},
+        {"--recompute-old", NULL, FLAG_BOOL, &r->recompute_old, NULL,
          "pi_old from the policy before the first step instead of the records' logprobs", 0, 0, NULL},
-        {"--mask-truncated", NULL, FLAG_BOOL, &o.mask_truncated, NULL,
+        {"--mask-truncated", NULL, FLAG_BOOL, &r->mask_truncated, NULL,
          "leave completions with finish_reason length out of the loss", 0, 0, NULL},
-        {"--temperature", NULL, FLAG_DOUBLE, &o.temperature, "T",
-         "log-probs under logits/T; must match the records' (negative: the records', else 1)", -1, 100, NULL},
-        {"--max-new-tokens", NULL, FLAG_INT, &o.max_new_tokens, "N",
-         "dr_grpo's divisor (0: the longest completion in the batch)", 0, 1 << 24, NULL},
-        {"--optimizer", NULL, FLAG_CHOICE, &o.optimizer, "O", "optimizer", 0, 0, "adamw|sgd"},
-        {"--lr", NULL, FLAG_DOUBLE, &o.optim.lr, "X", "peak learning rate", 0, 1e6, NULL},
+        {"--temperature", NULL, FLAG_DOUBLE, &r->temperature, "T",
+         "log-probs under logits/T; must match the records' (negative: the records', else 1)", 0, 0, NULL},
+        {"--max-new-tokens", NULL, FLAG_INT, &r->max_new_tokens, "N",
+         "dr_grpo's divisor (0: the longest completion in the batch)", 0, 0, NULL},
+        {"--optimizer", NULL, FLAG_CHOICE, &o.choice.optimizer, "O", "optimizer", 0, 0,
+         FLAGS_CHOICES(optimizers, optim_kind_names)},
+        {"--lr", NULL, FLAG_DOUBLE, &o.optim.lr, "X", "peak learning rate", 0, 0, NULL},
         {"--betas", NULL, FLAG_STRING, &o.betas, "B1,B2", "AdamW moment decays", 0, 0, NULL},
-        {"--adam-eps", NULL, FLAG_DOUBLE, &o.optim.eps, "E", "AdamW denominator epsilon", 0, 1, NULL},
+        {"--adam-eps", NULL, FLAG_DOUBLE, &o.optim.eps, "E", "AdamW denominator epsilon", 0, 0, NULL},
         {"--weight-decay", NULL, FLAG_DOUBLE, &o.optim.weight_decay, "W",
-         "decoupled weight decay on weight matrices (not norms or biases)", 0, 1e6, NULL},
-        {"--lr-schedule", NULL, FLAG_CHOICE, &o.lr_schedule, "S", "learning-rate schedule over --total-steps", 0, 0,
-         "constant|linear|cosine"},
-        {"--warmup-steps", NULL, FLAG_INT, &o.optim.warmup_steps, "N", "linear warmup from 0 over N steps", 0, 1e12, NULL},
-        {"--total-steps", NULL, FLAG_INT, &o.optim.total_steps, "N", "end of the linear/cosine schedule", 0, 1e12, NULL},
+         "decoupled weight decay on weight matrices (not norms or biases)", 0, 0, NULL},
+        {"--lr-schedule", NULL, FLAG_CHOICE, &o.choice.lr_schedule, "S", "learning-rate schedule over --total-steps", 0, 0,
+         FLAGS_CHOICES(schedules, sched_kind_names)},
+        {"--warmup-steps", NULL, FLAG_INT, &o.optim.warmup_steps, "N", "linear warmup from 0 over N steps", 0, 0, NULL},
+        {"--total-steps", NULL, FLAG_INT, &o.optim.total_steps, "N", "end of the linear/cosine schedule", 0, 0, NULL},
         {"--max-grad-norm", NULL, FLAG_DOUBLE, &o.optim.max_grad_norm, "X", "clip the global gradient norm, 0 = off", 0,
-         1e12, NULL},
-        {"--micro-batch", NULL, FLAG_INT, &o.micro_batch, "N",
-         "tokens per micro-batch (gradients accumulate; only float summation order depends on it)", 1, 1 << 30, NULL},
-        {"--group-sums", NULL, FLAG_BOOL, &o.group_sums, NULL,
+         0, NULL},
+        {"--micro-batch", NULL, FLAG_INT, &r->micro_batch, "N",
+         "tokens per micro-batch (gradients accumulate; only float summation order depends on it)", 0, 0, NULL},
+        {"--group-sums", NULL, FLAG_BOOL, &r->group_sums, NULL,
          "micro-batches within prompt groups, their gradients summed in float64: any number of MPI ranks, and any "
          "--micro-batch of at least a group's tokens, take the same step (on the CPU: auto picks it, cuda is "
          "refused; 8 more bytes per trained parameter)", 0, 0, NULL},
-        {"--recompute", NULL, FLAG_BOOL, &o.recompute, NULL,
+        {"--recompute", NULL, FLAG_BOOL, &r->recompute, NULL,
          "keep only each layer's input, recompute the rest in the backward (less memory, ~1/3 more compute)", 0, 0, NULL},
-        {"--lora-r", NULL, FLAG_INT, &o.lora_r, "R", "train a LoRA adapter of rank R (0 = full fine-tuning)", 0, 65536,
+        {"--lora-r", NULL, FLAG_INT, &r->lora_r, "R", "train a LoRA adapter of rank R (0 = full fine-tuning)", 0, 0,
          NULL},
-        {"--lora-alpha", NULL, FLAG_DOUBLE, &o.lora_alpha, "A", "LoRA scale numerator (0: 2 R)", 0, 1e9, NULL},
-        {"--lora-dropout", NULL, FLAG_DOUBLE, &o.lora_dropout, "P", "dropout on the adapter's input while training", 0,
-         0.99, NULL},
+        {"--lora-alpha", NULL, FLAG_DOUBLE, &r->lora_alpha, "A", "LoRA scale numerator (0: 2 R)", 0, 0, NULL},
+        {"--lora-dropout", NULL, FLAG_DOUBLE, &r->lora_dropout, "P", "dropout on the adapter's input while training", 0,
+         0, NULL},
         {"--lora-targets", NULL, FLAG_STRING, &o.lora_targets, "LIST", "projections that get an adapter (or all)", 0, 0,
          NULL},
-        {"--rslora", NULL, FLAG_BOOL, &o.rslora, NULL, "scale alpha/sqrt(R) instead of alpha/R", 0, 0, NULL},
-        {"--metrics", NULL, FLAG_STRING, &o.metrics, "F", "append one JSON line per optimizer step (formats/metrics.md)",
+        {"--rslora", NULL, FLAG_BOOL, &r->rslora, NULL, "scale alpha/sqrt(R) instead of alpha/R", 0, 0, NULL},
+        {"--metrics", NULL, FLAG_STRING, &r->metrics, "F", "append one JSON line per optimizer step (formats/metrics.md)",
          0, 0, NULL},
-        {"--seed", NULL, FLAG_INT, &o.seed, "S", "LoRA init and dropout streams (default: the checkpoint's, else 0)", 0,
-         1e18, NULL},
-        {"--threads", NULL, FLAG_INT, &o.threads, "N",
+        {"--seed", NULL, FLAG_INT, &r->seed, "S", "LoRA init and dropout streams (default: the checkpoint's, else 0)", 0,
+         0, NULL},
+        {"--threads", NULL, FLAG_INT, &r->threads, "N",
          "CPU threads for OpenMP and OpenBLAS, 0 = every core (under MPI: the rank's cores, or its share of an "
-         "unbound machine)", 0, 4096, NULL},
-        {"--zero", NULL, FLAG_INT, &o.zero, "N",
+         "unbound machine)", 0, 0, NULL},
+        {"--zero", NULL, FLAG_INT, &r->zero, "N",
          "under mpirun/srun: 1 = ZeRO-1, each rank keeps 1/N of the AdamW state and updates its slice; 0 = every "
-         "rank keeps it all", 0, 1, NULL},
-        {"--device", NULL, FLAG_CHOICE, &o.device, "D",
+         "rank keeps it all", 0, 0, NULL},
+        {"--device", NULL, FLAG_CHOICE, &r->device, "D",
          "where to train: cpu, cuda (an NVIDIA GPU: bf16 products with float32 sums, float32 master "
          "weights, gradients and AdamW state; under mpirun a GPU per rank, gradients summed over NCCL, no --zero; "
-         "not yet run on a GPU), or auto (the GPU when there is one)", 0, 0, "auto|cpu|cuda"},
-        {"--compute", NULL, FLAG_CHOICE, &o.compute, "C",
+         "not yet run on a GPU), or auto (the GPU when there is one)", 0, 0,
+         FLAGS_CHOICES(devices, device_names)},
+        {"--compute", NULL, FLAG_CHOICE, &r->compute, "C",
          "matrix products' operands: f32, or bf16 with float32 sums (CPUs with AVX-512 BF16; weights, gradients "
          "and AdamW state stay float32); auto: bf16 where the CPU has it, else f32; a checkpoint continues with its "
-         "own", 0, 0, "f32|bf16|auto"},
+         "own", 0, 0, FLAGS_CHOICES(computes, update_compute_names)},
     };
     flag_parser p = {
         .usage = "grpo-update --model M --out DIR [--in F] [--lr X] [--loss L] [--beta B] [--lora-r R] [flags]",
@@ -130,13 +136,14 @@ int main(int argc, char **argv) {
                   "--metrics metrics.jsonl",
     };
     flags_parse(&p, argc, argv);
-    if (!o.model) die(EX_USAGE, "--model is required (see %s --help)", tool_name());
-    if (!o.out) die(EX_USAGE, "--out is required (see %s --help)", tool_name());
-    o.seed_given = flags_given(&p, "--seed");
-    o.lora_given = flags_given(&p, "--lora-r");
-    o.compute_given = flags_given(&p, "--compute");
+    r->seed_given = flags_given(&p, "--seed");
+    r->lora_given = flags_given(&p, "--lora-r");
+    r->compute_given = flags_given(&p, "--compute");
+    update_plan plan;
     gerr e = {0};
-    if (outpath_check(o.out, OUTPATH_DIR, &e) || outpath_check(o.metrics, OUTPATH_APPEND, &e)) die_err(&e);
-    if (update_run(&o, &e)) die_err(&e);
+    if (update_plan_resolve(&o, &plan, &e) || outpath_check(plan.run.out, OUTPATH_DIR, &e) ||
+        outpath_check(plan.run.metrics, OUTPATH_APPEND, &e))
+        die_err(&e);
+    if (update_run(&plan, &e)) die_err(&e);
     return 0;
 }

@@ -6,6 +6,8 @@
 
 #include "../cuda/cuda.h"
 
+const char *const device_names[] = {"auto", "cpu", "cuda"};
+
 const char *device_default(void) {
     const char *v = getenv("GRPO_DEVICE");
     return v && *v ? v : "auto";

@@ -5,6 +5,11 @@
 #include "../ops/backend.h"
 #include "../util/err.h"
 
+/* A --device flag's choices, for its flag table (lib/util/flags.h's kind
+ * tables). */
+enum { DEVICE_N_NAMES = 3 };
+extern const char *const device_names[DEVICE_N_NAMES];
+
 /* The default of a --device flag: $GRPO_DEVICE when set and not empty
  * (the test suites set cpu, so that checks held to fp32 references stay on
  * the CPU on a GPU machine), else "auto". */

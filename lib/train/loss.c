@@ -7,20 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo"};
-enum { N_KINDS = sizeof kind_names / sizeof *kind_names };
+#include "../util/flags.h"
+
+const char *const loss_kind_names[] = {"grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo"};
+const char *const loss_level_names[] = {"token", "sequence"};
+const char *const is_level_names[] = {"none", "token", "sequence"};
+const char *const is_mode_names[] = {"truncate", "mask"};
 
 int loss_kind_parse(const char *s, loss_kind *k, gerr *e) {
-    for (int i = 0; i < N_KINDS; i++) {
-        if (!strcmp(s, kind_names[i])) {
-            *k = (loss_kind)i;
-            return 0;
-        }
-    }
-    return gerr_set(e, EX_USAGE, "--loss: expected grpo, bnpo, dr_grpo, dapo, cispo or sapo, got '%s'", s);
+    int i;
+    int rc = flags_choice_parse("--loss", loss_kind_names, LOSS_N_KINDS, s, &i, e);
+    if (!rc) *k = (loss_kind)i;
+    return rc;
 }
 
-const char *loss_kind_name(loss_kind k) { return (unsigned)k < N_KINDS ? kind_names[k] : NULL; }
+const char *loss_kind_name(loss_kind k) { return (unsigned)k < LOSS_N_KINDS ? loss_kind_names[k] : NULL; }
 
 loss_opts loss_opts_plain(loss_kind kind, bool sequence_level, double epsilon_low, double epsilon_high, double beta) {
     return (loss_opts){.kind = kind,
@@ -33,6 +34,36 @@ loss_opts loss_opts_plain(loss_kind kind, bool sequence_level, double epsilon_lo
                        .top_entropy_quantile = 1,
                        .off_policy_threshold = -1,
                        .is_cap = 3.0};
+}
+
+loss_opts loss_opts_default(void) {
+    loss_opts c = loss_opts_plain(LOSS_GRPO, false, 0.2, 0.2, 0.04);
+    c.is_mask = true; /* once --is-correction is on, weights above the cap are masked */
+    return c;
+}
+
+int loss_opts_check(const loss_opts *c, gerr *e) {
+    if (!loss_kind_name(c->kind)) return gerr_set(e, EX_SOFTWARE, "loss: unknown kind %d", (int)c->kind);
+    int rc;
+    if ((rc = flags_range_check("--epsilon", c->epsilon_low, FLAG_RANGE_OPEN_HI(0, 1), e)) ||
+        (rc = flags_range_check("--epsilon-high", c->epsilon_high, FLAG_RANGE(0, 100), e)) ||
+        (rc = flags_range_check("--beta", c->beta, FLAG_RANGE(0, 1e6), e)) ||
+        (rc = flags_range_check("--delta", c->delta, FLAG_RANGE(0, 1e6), e)) ||
+        (rc = flags_range_check("--entropy-coef", c->entropy_coef, FLAG_RANGE(0, 1e6), e)) ||
+        (rc = flags_range_check("--top-entropy-quantile", c->top_entropy_quantile, FLAG_RANGE(0, 1), e)) ||
+        (rc = flags_range_check("--off-policy-mask-threshold", c->off_policy_threshold, FLAG_RANGE(-1, 1e6), e)) ||
+        (rc = flags_range_check("--is-cap", c->is_cap, FLAG_RANGE(1, 1e6), e)))
+        return rc;
+    if (!(c->tau_pos > 0 && c->tau_neg > 0 && c->tau_pos <= 1e6 && c->tau_neg <= 1e6))
+        return gerr_set(e, EX_USAGE, "--sapo-tau-pos/--sapo-tau-neg: expected numbers > 0 (at most 1e6), got %g and %g",
+                        c->tau_pos, c->tau_neg);
+    bool clipped = c->kind != LOSS_CISPO && c->kind != LOSS_SAPO;
+    if (c->delta != 0 && !clipped)
+        return gerr_set(e, EX_USAGE, "--delta: only for the clipped losses, not --loss %s", loss_kind_name(c->kind));
+    if (c->delta != 0 && !(c->delta > 1 + c->epsilon_high))
+        return gerr_set(e, EX_USAGE, "--delta: expected a number > 1 + --epsilon-high (%g), got %g", 1 + c->epsilon_high,
+                        c->delta);
+    return 0;
 }
 
 int loss_batch_check(const loss_opts *c, const loss_batch *b, gerr *e) {

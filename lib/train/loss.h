@@ -34,15 +34,25 @@
 #include "../util/err.h"
 
 typedef enum { LOSS_GRPO, LOSS_BNPO, LOSS_DR_GRPO, LOSS_DAPO, LOSS_CISPO, LOSS_SAPO } loss_kind;
-
-/* "grpo|bnpo|dr_grpo|dapo|cispo|sapo"; EX_USAGE naming --loss on anything else. */
-int loss_kind_parse(const char *s, loss_kind *k, gerr *e);
-/* The flag's spelling; NULL for a value outside the enum. */
-const char *loss_kind_name(loss_kind k);
+enum { LOSS_N_KINDS = LOSS_SAPO + 1 };
 
 /* Importance-sampling correction between the sampler and the trainer's old
  * policy (--is-correction): off, per token, or one weight per completion. */
 typedef enum { IS_OFF, IS_TOKEN, IS_SEQUENCE } is_level;
+enum { IS_N_LEVELS = IS_SEQUENCE + 1 };
+
+/* The flags' spellings, in enum order (lib/util/flags.h's kind tables):
+ * --loss, --importance-level (token, sequence: sequence_level false, true),
+ * --is-correction, and --is-mode (truncate, mask: is_mask false, true). */
+extern const char *const loss_kind_names[LOSS_N_KINDS];
+extern const char *const loss_level_names[2];
+extern const char *const is_level_names[IS_N_LEVELS];
+extern const char *const is_mode_names[2];
+
+/* One of loss_kind_names; EX_USAGE naming --loss on anything else. */
+int loss_kind_parse(const char *s, loss_kind *k, gerr *e);
+/* The flag's spelling; NULL for a value outside the enum. */
+const char *loss_kind_name(loss_kind k);
 
 typedef struct {
     loss_kind kind;
@@ -60,8 +70,21 @@ typedef struct {
     double is_cap;
 } loss_opts;
 
-/* loss_opts with every extra off: the plain clipped surrogate. */
+/* loss_opts with every extra off (the sapo gate temperatures 1 and 1.05,
+ * the IS cap 3, truncating, for when they are turned on): the plain clipped
+ * surrogate. */
 loss_opts loss_opts_plain(loss_kind kind, bool sequence_level, double epsilon_low, double epsilon_high, double beta);
+/* grpo-update's defaults (formats/loss.md): loss_opts_plain of grpo at
+ * token level, epsilon 0.2 both ways and beta 0.04, IS weights above the
+ * cap masked. */
+loss_opts loss_opts_default(void);
+/* Each number within its range, EX_USAGE naming the flag otherwise: the one
+ * place the ranges are decided. epsilon_low in [0, 1) keeps the lower clip
+ * bound 1 - epsilon_low a positive ratio (at or below 0 it could never bind,
+ * rho being exp(...) > 0); delta is 0 or above 1 + epsilon_high (at or
+ * below, the bound would change the A > 0 branch too), and only for the
+ * clipped losses. */
+int loss_opts_check(const loss_opts *c, gerr *e);
 
 /* Totals over the batch's unmasked completions. */
 typedef struct {

@@ -5,37 +5,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/flags.h"
+
 /* Below this many elements a loop is not worth waking the thread pool. */
 #define PARALLEL_MIN 65536
 /* The norm sums chunks of this many elements, then the chunks in order:
  * the same bits for any thread count. */
 #define NORM_CHUNK 32768
 
-static const char *const optim_names[] = {"adamw", "sgd"};
-static const char *const sched_names[] = {"constant", "linear", "cosine"};
+const char *const optim_kind_names[] = {"adamw", "sgd"};
+const char *const sched_kind_names[] = {"constant", "linear", "cosine"};
+const char optim_default_betas[] = "0.9,0.999";
 
 int optim_kind_parse(const char *s, optim_kind *k, gerr *e) {
-    for (int i = 0; i < 2; i++) {
-        if (!strcmp(s, optim_names[i])) {
-            *k = (optim_kind)i;
-            return 0;
-        }
-    }
-    return gerr_set(e, EX_USAGE, "--optimizer: expected adamw or sgd, got '%s'", s);
+    int i;
+    int rc = flags_choice_parse("--optimizer", optim_kind_names, OPTIM_N_KINDS, s, &i, e);
+    if (!rc) *k = (optim_kind)i;
+    return rc;
 }
 
 int sched_kind_parse(const char *s, sched_kind *k, gerr *e) {
-    for (int i = 0; i < 3; i++) {
-        if (!strcmp(s, sched_names[i])) {
-            *k = (sched_kind)i;
-            return 0;
-        }
-    }
-    return gerr_set(e, EX_USAGE, "--lr-schedule: expected constant, linear or cosine, got '%s'", s);
+    int i;
+    int rc = flags_choice_parse("--lr-schedule", sched_kind_names, SCHED_N_KINDS, s, &i, e);
+    if (!rc) *k = (sched_kind)i;
+    return rc;
 }
 
-const char *optim_kind_name(optim_kind k) { return (unsigned)k < 2 ? optim_names[k] : NULL; }
-const char *sched_kind_name(sched_kind k) { return (unsigned)k < 3 ? sched_names[k] : NULL; }
+const char *optim_kind_name(optim_kind k) { return (unsigned)k < OPTIM_N_KINDS ? optim_kind_names[k] : NULL; }
+const char *sched_kind_name(sched_kind k) { return (unsigned)k < SCHED_N_KINDS ? sched_kind_names[k] : NULL; }
 
 /* One number of --betas ending at `end`; false when malformed or out of [0, 1). */
 static bool parse_beta(const char *s, char end, const char **next, double *out) {
@@ -61,24 +58,25 @@ void optim_opts_default(optim_opts *o) {
     memset(o, 0, sizeof *o);
     o->kind = OPTIM_ADAMW;
     o->lr = 1e-6;
-    o->beta1 = 0.9;
-    o->beta2 = 0.999;
+    gerr never = {0};
+    optim_parse_betas(optim_default_betas, &o->beta1, &o->beta2, &never);
     o->eps = 1e-8;
     o->schedule = SCHED_CONSTANT;
 }
 
 int optim_opts_check(const optim_opts *c, gerr *e) {
-    if (!(c->lr >= 0 && isfinite(c->lr))) return gerr_set(e, EX_USAGE, "--lr: expected a number >= 0, got %g", c->lr);
+    if (!optim_kind_name(c->kind) || !sched_kind_name(c->schedule))
+        return gerr_set(e, EX_SOFTWARE, "optimizer: unknown kind %d or schedule %d", (int)c->kind, (int)c->schedule);
     if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1))
         return gerr_set(e, EX_USAGE, "--betas: expected both in [0, 1), got %g,%g", c->beta1, c->beta2);
-    if (!(c->eps >= 0 && isfinite(c->eps)))
-        return gerr_set(e, EX_USAGE, "--adam-eps: expected a number >= 0, got %g", c->eps);
-    if (!(c->weight_decay >= 0 && isfinite(c->weight_decay)))
-        return gerr_set(e, EX_USAGE, "--weight-decay: expected a number >= 0, got %g", c->weight_decay);
-    if (!(c->max_grad_norm >= 0 && isfinite(c->max_grad_norm)))
-        return gerr_set(e, EX_USAGE, "--max-grad-norm: expected a number >= 0, got %g", c->max_grad_norm);
-    if (c->warmup_steps < 0) return gerr_set(e, EX_USAGE, "--warmup-steps: expected >= 0, got %ld", c->warmup_steps);
-    if (c->total_steps < 0) return gerr_set(e, EX_USAGE, "--total-steps: expected >= 0, got %ld", c->total_steps);
+    int rc;
+    if ((rc = flags_range_check("--lr", c->lr, FLAG_RANGE(0, 1e6), e)) ||
+        (rc = flags_range_check("--adam-eps", c->eps, FLAG_RANGE_OPEN_LO(0, 1), e)) ||
+        (rc = flags_range_check("--weight-decay", c->weight_decay, FLAG_RANGE(0, 1e6), e)) ||
+        (rc = flags_range_check("--max-grad-norm", c->max_grad_norm, FLAG_RANGE(0, 1e12), e)) ||
+        (rc = flags_range_check("--warmup-steps", (double)c->warmup_steps, FLAG_RANGE(0, 1e12), e)) ||
+        (rc = flags_range_check("--total-steps", (double)c->total_steps, FLAG_RANGE(0, 1e12), e)))
+        return rc;
     if (c->schedule != SCHED_CONSTANT && c->total_steps < 1)
         return gerr_set(e, EX_USAGE, "--lr-schedule %s needs --total-steps N (N >= 1): the schedule decays to 0 at N",
                         sched_kind_name(c->schedule));

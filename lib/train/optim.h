@@ -17,9 +17,14 @@
 
 typedef enum { OPTIM_ADAMW, OPTIM_SGD } optim_kind;
 typedef enum { SCHED_CONSTANT, SCHED_LINEAR, SCHED_COSINE } sched_kind;
+enum { OPTIM_N_KINDS = OPTIM_SGD + 1, SCHED_N_KINDS = SCHED_COSINE + 1 };
 
-/* "adamw|sgd" and "constant|linear|cosine"; EX_USAGE naming the flag
- * (--optimizer, --lr-schedule) on anything else. */
+/* The flags' spellings (--optimizer, --lr-schedule), in enum order
+ * (lib/util/flags.h's kind tables). */
+extern const char *const optim_kind_names[OPTIM_N_KINDS];
+extern const char *const sched_kind_names[SCHED_N_KINDS];
+
+/* One of the names; EX_USAGE naming the flag on anything else. */
 int optim_kind_parse(const char *s, optim_kind *k, gerr *e);
 int sched_kind_parse(const char *s, sched_kind *k, gerr *e);
 /* The flags' spellings; NULL for a value outside the enum. */
@@ -27,6 +32,8 @@ const char *optim_kind_name(optim_kind k);
 const char *sched_kind_name(sched_kind k);
 /* "B1,B2" for --betas: two numbers in [0, 1). EX_USAGE otherwise. */
 int optim_parse_betas(const char *s, double *beta1, double *beta2, gerr *e);
+/* --betas' default, "0.9,0.999": what optim_opts_default sets. */
+extern const char optim_default_betas[];
 
 typedef struct {
     optim_kind kind;
@@ -43,8 +50,11 @@ typedef struct {
  * schedule without warmup, no clipping. */
 void optim_opts_default(optim_opts *o);
 
-/* EX_USAGE naming the flag: lr, eps, weight decay, warmup or max grad norm
- * negative or not finite, betas outside [0, 1), total_steps < 1 with the
+/* Each number within its range, EX_USAGE naming the flag otherwise: the one
+ * place the ranges are decided. lr in [0, 1e6], betas in [0, 1), eps in
+ * (0, 1] (AdamW divides by sqrt(v) + eps, and v is 0 where a gradient is:
+ * 0 would give 0/0), weight decay in [0, 1e6], max grad norm in [0, 1e12],
+ * warmup and total steps in [0, 1e12], and total_steps >= 1 with the
  * linear or cosine schedule (they need an end). */
 int optim_opts_check(const optim_opts *c, gerr *e);
 

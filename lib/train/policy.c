@@ -98,7 +98,7 @@ static int state_ref(const train_state *s, const char *ckpt, const char *state_p
 /* The --compute a checkpoint was trained with (flags.compute; "f32" before
  * the flag existed). Given and different, it is refused as a conflicting
  * --lora-r is: a run keeps its numerics; left out or auto, it is continued. */
-static int state_compute(const train_state *s, const update_opts *o, const char *state_path, const char **compute,
+static int state_compute(const train_state *s, const update_run_opts *o, const char *state_path, const char **compute,
                          gerr *e) {
     cJSON *f = cJSON_Parse(s->flags_json);
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(f, "compute");
@@ -113,31 +113,34 @@ static int state_compute(const train_state *s, const update_opts *o, const char 
     return 0;
 }
 
-int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, bool device, gerr *e) {
-    memset(p, 0, sizeof *p);
-    int rc = model_load_adapter(o->model, &p->m, &p->l, &p->has_lora, e);
-    if (rc) return rc;
-    bool fresh_adapter = false;
+/* The adapter: continued as --model has it (a conflicting --lora-r or
+ * --lora-targets refused), or a fresh one with --lora-r (initialised once
+ * the seed is known: *fresh). */
+static int load_adapter(policy *p, const update_plan *plan, bool *fresh, gerr *e) {
+    const update_run_opts *o = &plan->run;
+    *fresh = false;
     if (p->has_lora) {
-        if (o->lora_given && (o->lora_r != p->l.r || c->lora_targets != p->l.targets)) {
-            policy_free(p);
-            return gerr_set(e, EX_USAGE, "--lora-r/--lora-targets: %s already has an adapter (r=%d); leave them out to continue it",
+        if (o->lora_given && (o->lora_r != p->l.r || plan->lora_targets != p->l.targets))
+            return gerr_set(e, EX_USAGE,
+                            "--lora-r/--lora-targets: %s already has an adapter (r=%d); leave them out to continue it",
                             o->model, p->l.r);
-        }
-    } else if (o->lora_r > 0) {
-        double alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_r;
-        if ((rc = lora_alloc(&p->l, &p->m.cfg, (int)o->lora_r, alpha, o->rslora, o->lora_dropout, c->lora_targets,
-                             o->model, e))) {
-            policy_free(p);
-            return rc;
-        }
-        p->has_lora = fresh_adapter = true;
+        p->l.dropout = o->lora_dropout; /* dropout is a training choice */
+        return 0;
     }
-    if (p->has_lora && !fresh_adapter) p->l.dropout = o->lora_dropout; /* dropout is a training choice */
+    if (o->lora_r == 0) return 0;
+    double alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_r;
+    int rc = lora_alloc(&p->l, &p->m.cfg, (int)o->lora_r, alpha, o->rslora, o->lora_dropout, plan->lora_targets,
+                        o->model, e);
+    if (rc) return rc;
+    p->has_lora = *fresh = true;
+    return 0;
+}
 
-    strbuf sp = {0};
-    sb_printf(&sp, "%s/grpo/state.json", o->model);
-    bool resumed = file_exists(sp.data);
+/* The seed, the numerics (--compute) and, when --model is our checkpoint
+ * (*resumed), the step, RNG position and reference its grpo/state.json
+ * holds. */
+static int load_state(policy *p, const update_plan *plan, bool device, bool *resumed, gerr *e) {
+    const update_run_opts *o = &plan->run;
     p->seed = o->seed;
     /* auto, and on a device --compute left out: bf16 on a device and where
      * this CPU has AVX-512 BF16 (a run started so keeps it, as
@@ -146,11 +149,14 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
     bool bf16 = !strcmp(o->compute, "bf16") || (!strcmp(o->compute, "auto") && (device || backend_cpu_bf16())) ||
                 (device && !o->compute_given);
     p->compute = bf16 ? "bf16" : "f32";
-    if (resumed) {
+    strbuf sp = {0};
+    sb_printf(&sp, "%s/grpo/state.json", o->model);
+    *resumed = file_exists(sp.data);
+    int rc = 0;
+    if (*resumed) {
         train_state s;
         if ((rc = state_read(&s, sp.data, e))) {
             sb_free(&sp);
-            policy_free(p);
             return rc;
         }
         p->step = s.step, p->next_index = s.next_index;
@@ -159,43 +165,44 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
         if (!rc && device && !strcmp(p->compute, "f32"))
             rc = gerr_set(e, EX_USAGE, "--device: %s was trained with --compute f32, and a device computes bf16 products; continue it with --device cpu",
                           o->model);
-        if (!rc && !o->ref && !p->has_lora) rc = state_ref(&s, o->model, sp.data, c->loss.beta > 0, &p->ref_path, e);
+        if (!rc && !o->ref && !p->has_lora) rc = state_ref(&s, o->model, sp.data, plan->loss.beta > 0, &p->ref_path, e);
         state_free(&s);
-        if (rc) {
-            sb_free(&sp);
-            policy_free(p);
-            return rc;
-        }
     }
     sb_free(&sp);
-    if (device && !strcmp(p->compute, "f32")) {
-        policy_free(p);
-        return gerr_set(e, EX_USAGE, "--compute f32 on a device: its products are bf16 with float32 sums (--compute bf16 or auto)");
+    if (!rc && device && !strcmp(p->compute, "f32"))
+        rc = gerr_set(e, EX_USAGE, "--compute f32 on a device: its products are bf16 with float32 sums (--compute bf16 or auto)");
+    return rc;
+}
+
+/* The KL reference: --ref, else the one the state names, else --model
+ * itself (step 0); none with LoRA (the base, adapter off). */
+static int pick_ref(policy *p, const update_run_opts *o, const loss_opts *c, gerr *e) {
+    if (p->has_lora) {
+        free(p->ref_path);
+        p->ref_path = NULL;
+        if (o->ref) return gerr_set(e, EX_USAGE, "--ref: with LoRA the reference is the base model with the adapter off");
+        return 0;
     }
-    if (fresh_adapter) lora_init(&p->l, (uint64_t)p->seed);
     if (o->ref) {
         free(p->ref_path);
         p->ref_path = xstrdup(o->ref);
     } else if (!p->ref_path) {
         p->ref_path = xstrdup(o->model);
     }
-    if (p->has_lora) {
-        free(p->ref_path);
-        p->ref_path = NULL;
-        if (o->ref) {
-            policy_free(p);
-            return gerr_set(e, EX_USAGE, "--ref: with LoRA the reference is the base model with the adapter off");
-        }
-    }
     /* an update in place would silently move the KL anchor to each new step */
-    if (c->loss.beta > 0 && same_file(p->ref_path, o->out)) {
-        rc = gerr_set(e, EX_USAGE,
-                      "--out %s is the KL reference of --beta %g: the update would replace it; write the checkpoint "
-                      "elsewhere, or give --ref a copy of the initial model",
-                      o->out, c->loss.beta);
-        policy_free(p);
-        return rc;
-    }
+    if (c->beta > 0 && same_file(p->ref_path, o->out))
+        return gerr_set(e, EX_USAGE,
+                        "--out %s is the KL reference of --beta %g: the update would replace it; write the checkpoint "
+                        "elsewhere, or give --ref a copy of the initial model",
+                        o->out, c->beta);
+    return 0;
+}
+
+/* What is trained, this rank's slice of it, and the AdamW moments of the
+ * slice: zero, or with read_moments true those --model's
+ * grpo/optimizer.safetensors holds (when it has one). */
+static int load_moments(policy *p, const update_run_opts *o, optim_kind kind, const dist *d, bool read_moments,
+                        gerr *e) {
     p->params = p->has_lora ? p->l.memory : p->m.params_memory;
     p->n_trained = p->has_lora ? p->l.n_params : p->m.n_params;
     p->lo = 0, p->hi = p->n_trained;
@@ -204,24 +211,35 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
         shard_slices(p->n_trained, d->size, p->bounds);
         p->lo = p->bounds[d->rank], p->hi = p->bounds[d->rank + 1];
     }
-    if (c->optim.kind == OPTIM_ADAMW) {
+    if (kind == OPTIM_ADAMW) {
         size_t n = p->hi - p->lo;
         p->exp_avg = big_calloc(n ? n : 1, sizeof(float));
         p->exp_avg_sq = big_calloc(n ? n : 1, sizeof(float));
-        if (!p->exp_avg || !p->exp_avg_sq) {
-            policy_free(p);
+        if (!p->exp_avg || !p->exp_avg_sq)
             return gerr_set(e, EX_SOFTWARE, "out of memory for the optimizer state (%zu MiB)", n * 8 >> 20);
-        }
     }
+    int rc = 0;
     strbuf op = {0};
     sb_printf(&op, "%s/grpo/optimizer.safetensors", o->model);
-    if (resumed && !fresh_adapter && file_exists(op.data)) {
+    if (read_moments && file_exists(op.data)) {
         optim_tensor *t;
         size_t n = policy_optim_tensors(p, &t);
-        rc = optim_state_read(op.data, c->optim.kind, t, n, e);
+        rc = optim_state_read(op.data, kind, t, n, e);
         free_tensors(t, n);
     }
     sb_free(&op);
+    return rc;
+}
+
+int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e) {
+    memset(p, 0, sizeof *p);
+    bool fresh_adapter = false, resumed = false;
+    int rc = model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
+    if (!rc) rc = load_adapter(p, plan, &fresh_adapter, e);
+    if (!rc) rc = load_state(p, plan, device, &resumed, e);
+    if (!rc && fresh_adapter) lora_init(&p->l, (uint64_t)p->seed);
+    if (!rc) rc = pick_ref(p, &plan->run, &plan->loss, e);
+    if (!rc) rc = load_moments(p, &plan->run, plan->optim.kind, d, resumed && !fresh_adapter, e);
     if (rc) policy_free(p);
     return rc;
 }
@@ -284,20 +302,20 @@ static bool decays(int param) {
 
 /* AdamW (or SGD) over flat elements lo .. hi-1, tensor by tensor (weight
  * decay is per tensor); the moments hold lo .. hi-1 of the flat state. */
-static void step_range(policy *p, trainer *t, const update_config *c, long step_t, double lr, size_t lo, size_t hi) {
+static void step_range(policy *p, trainer *t, const optim_opts *c, long step_t, double lr, size_t lo, size_t hi) {
     const backend *be = model_backend(t->m);
     float *m = p->dev ? p->exp_avg_dev : p->exp_avg, *v = p->dev ? p->exp_avg_sq_dev : p->exp_avg_sq;
     float *params = p->dev ? p->params_dev : p->params;
     if (p->has_lora) { /* every factor is a matrix: all decay */
         if (hi > lo)
-            optim_step(be, &c->optim, step_t, lr, params + lo, t->grad + lo, m, v, hi - lo, true);
+            optim_step(be, c, step_t, lr, params + lo, t->grad + lo, m, v, hi - lo, true);
         return;
     }
     size_t off = 0;
     for (int i = 0; i < MODEL_N_PARAMS; i++) {
         size_t end = off + p->m.param_sizes[i], a = off > lo ? off : lo, b = end < hi ? end : hi;
         if (b > a)
-            optim_step(be, &c->optim, step_t, lr, params + a, t->grad + a, m ? m + (a - p->lo) : NULL,
+            optim_step(be, c, step_t, lr, params + a, t->grad + a, m ? m + (a - p->lo) : NULL,
                        v ? v + (a - p->lo) : NULL, b - a, decays(i));
         off = end;
     }
@@ -351,21 +369,20 @@ static int reduce_and_norm(policy *p, trainer *t, const dist *d, double *grad_no
     return 0;
 }
 
-int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
-                gerr *e) {
+int policy_step(policy *p, trainer *t, const optim_opts *c, const dist *d, double *grad_norm, double *lr, gerr *e) {
     int rc = reduce_and_norm(p, t, d, grad_norm, e);
     if (rc) return rc;
     if (!isfinite(*grad_norm))
         return gerr_set(e, EX_DATAERR, "step %lld: the gradient is not finite (norm %g); nothing written", p->step + 1,
                         *grad_norm);
-    double scale = grad_clip_scale(*grad_norm, c->optim.max_grad_norm);
+    double scale = grad_clip_scale(*grad_norm, c->max_grad_norm);
     float *g_mut = t->grad + p->lo;
     size_t n_mine = p->hi - p->lo;
     if (!p->dev)
         grad_scale(&g_mut, &n_mine, 1, scale);
     else if (scale != 1.0)
         p->dev->scale_inplace(g_mut, (float)scale, n_mine); /* as grad_scale: a float factor */
-    *lr = optim_lr_at(&c->optim, p->step);
+    *lr = optim_lr_at(c, p->step);
     step_range(p, t, c, (long)p->step + 1, *lr, p->lo, p->hi);
     if (p->dev) { /* the weights the ops read, made again from the new floats */
         if (!p->has_lora) model_dev_refresh(&p->m, p->params_dev);

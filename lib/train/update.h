@@ -8,46 +8,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../ops/backend.h"
 #include "../util/err.h"
-#include "loss.h"
-#include "optim.h"
+#include "update_plan.h"
 
-typedef struct {
-    const char *model, *out, *in, *ref, *metrics;
-    const char *optimizer, *lr_schedule, *betas, *loss, *importance_level;
-    optim_opts optim;
-    double beta, epsilon, epsilon_high; /* epsilon_high < 0: same as epsilon */
-    double delta;                       /* 0: off */
-    double sapo_tau_pos, sapo_tau_neg;
-    double entropy_coef, top_entropy_quantile;
-    double off_policy_mask_threshold;   /* < 0: off */
-    const char *is_correction, *is_mode; /* none|token|sequence, truncate|mask */
-    double is_cap;
-    long long iterations;
-    bool recompute_old, mask_truncated, recompute;
-    double temperature;           /* < 0: the records' own (else 1) */
-    long long max_new_tokens;     /* dr_grpo's L; 0 = the longest completion in the batch */
-    long long micro_batch;        /* tokens per micro-batch */
-    bool group_sums;              /* micro-batches within prompt groups, summed in float64 */
-    long long lora_r;             /* 0: full fine-tuning */
-    double lora_alpha;            /* <= 0: 2 r */
-    double lora_dropout;
-    const char *lora_targets;
-    bool rslora;
-    long long seed;
-    bool seed_given, lora_given;
-    long long threads;
-    long long zero;               /* 1: ZeRO-1, AdamW state sharded across MPI ranks */
-    const char *device;           /* auto|cpu|cuda (lib/runner/device.h) */
-    const backend *backend;       /* not NULL: run on it, --device aside (the unit tests' fake device) */
-    const char *compute;          /* f32|bf16|auto: the matrix products' operands */
-    bool compute_given;
-    bool progress;
-} update_opts;
-
-void update_opts_default(update_opts *o);
-int update_run(const update_opts *o, gerr *e);
+/* The whole update as the plan says (update_plan_resolve). */
+int update_run(const update_plan *p, gerr *e);
 
 /* ---- the batch (update_batch.c) ---------------------------------------------------- */
 

@@ -1,5 +1,5 @@
-/* The pieces of grpo-update's run (update.c) that live in policy.c and
- * update_out.c. */
+/* The pieces of grpo-update's run (update.c) that live in policy.c,
+ * update_micro.c and update_out.c. */
 #ifndef GRPO_UPDATE_INTERNAL_H
 #define GRPO_UPDATE_INTERNAL_H
 
@@ -12,12 +12,6 @@
 #include "state.h"
 #include "trainer.h"
 #include "update.h"
-
-typedef struct {
-    optim_opts optim;
-    loss_opts loss;
-    unsigned lora_targets;
-} update_config;
 
 /* What is trained and its optimizer state. */
 typedef struct {
@@ -52,7 +46,7 @@ typedef struct {
  * and grpo/state.json + optimizer.safetensors when --model is our
  * checkpoint. device: it will train on a device (policy_to_device), whose
  * products are bf16: --compute auto means bf16 there, f32 is refused. */
-int policy_load(policy *p, const update_opts *o, const update_config *c, const dist *d, bool device, gerr *e);
+int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e);
 void policy_free(policy *p);
 /* Moves what trains onto the device be (a backend with memory of its own):
  * the weights (model_to_backend), the trained floats and the moments. */
@@ -65,21 +59,19 @@ int policy_download(policy *p, gerr *e);
 /* One optimizer step from the accumulated gradients of t, summed over the
  * ranks first: global norm, clipping, the step at the schedule's learning
  * rate (each rank its slice, then gathered, with --zero 1). */
-int policy_step(policy *p, trainer *t, const update_config *c, const dist *d, double *grad_norm, double *lr,
-                gerr *e);
+int policy_step(policy *p, trainer *t, const optim_opts *c, const dist *d, double *grad_norm, double *lr, gerr *e);
 
 /* The optimizer state's tensors: one per trained tensor, named as in the
  * weights file, pointing into p's moments. Caller frees *out and names. */
 size_t policy_optim_tensors(const policy *p, optim_tensor **out);
 
-/* Writes the next checkpoint to o->out, whole or not at all. Every rank
+/* Writes the next checkpoint to --out, whole or not at all. Every rank
  * calls it: with --zero 1 the moments' slices are gathered to rank 0, which
  * alone writes; every rank returns the same result. */
-int policy_save(const policy *p, const update_opts *o, const update_config *c, const dist *d,
-                const char *batch_sha256, gerr *e);
+int policy_save(const policy *p, const update_plan *plan, const dist *d, const char *batch_sha256, gerr *e);
 /* state.json's "flags": every flag as used, defaults filled in, and the
  * number of ranks that trained the step; ranks compare it before any work. */
-void update_flags_json(strbuf *b, const policy *p, const update_opts *o, const update_config *c, int ranks);
+void update_flags_json(strbuf *b, const policy *p, const update_plan *plan, int ranks);
 
 typedef struct {
     long long step;
@@ -89,5 +81,31 @@ typedef struct {
 
 /* Appends one metrics line (formats/metrics.md) to path. */
 int metrics_append(const char *path, const metrics_line *ml, const update_batch *b, gerr *e);
+
+/* ---- micro-batches (update_micro.c) ----------------------------------------------- */
+
+/* Consecutive sequences of b from s0 packed up to budget tokens (at least
+ * one) as *tb, their row offsets in mstart [b->n + 1]; by_group: none past
+ * the end of s0's prompt group, so that a group is cut into the same
+ * micro-batches whatever share of the batch it is in. Returns how many. */
+int micro_next(const update_batch *b, int s0, long long budget, bool by_group, train_batch *tb, int *mstart);
+
+/* The biggest micro-batch, to size the trainer: rows, rows computed (with
+ * share, a group's prompt once: train_batch_rows) and targets. */
+typedef struct {
+    int rows, computed, targets;
+} micro_size;
+
+micro_size micro_sizes(const update_batch *b, long long budget, bool by_group, bool share);
+
+/* logp (and entropy, when not NULL) of every target of b, forward only:
+ * the reference, the old policy, or the entropies of the policy. */
+void logp_pass(trainer *t, const update_batch *b, long long budget, bool by_group, float temp, bool lora_off,
+               float *out, float *entropy);
+
+/* The reference log-probs of b's targets: the base under the adapter, or a
+ * second model (or the policy itself at step 0). */
+int reference_pass(trainer *t, const policy *pol, const update_plan *plan, const update_batch *b, float temp,
+                   float *ref_logp, gerr *e);
 
 #endif

@@ -42,31 +42,34 @@ static void kv_bool(strbuf *b, const char *k, bool v) {
     sb_puts(b, v ? "true" : "false");
 }
 
-void update_flags_json(strbuf *b, const policy *p, const update_opts *o, const update_config *c, int ranks) {
+void update_flags_json(strbuf *b, const policy *p, const update_plan *plan, int ranks) {
+    const update_run_opts *o = &plan->run;
+    const optim_opts *opt = &plan->optim;
+    const loss_opts *l = &plan->loss;
     sb_putc(b, '{');
-    kv_str(b, "optimizer", optim_kind_name(c->optim.kind));
-    kv_num(b, "lr", c->optim.lr);
-    kv_str(b, "betas", o->betas);
-    kv_num(b, "adam_eps", c->optim.eps);
-    kv_num(b, "weight_decay", c->optim.weight_decay);
-    kv_str(b, "lr_schedule", sched_kind_name(c->optim.schedule));
-    kv_num(b, "warmup_steps", (double)c->optim.warmup_steps);
-    kv_num(b, "total_steps", (double)c->optim.total_steps);
-    kv_num(b, "max_grad_norm", c->optim.max_grad_norm);
-    kv_str(b, "loss", loss_kind_name(c->loss.kind));
-    kv_str(b, "importance_level", c->loss.sequence_level ? "sequence" : "token");
-    kv_num(b, "epsilon", c->loss.epsilon_low);
-    kv_num(b, "epsilon_high", c->loss.epsilon_high);
-    kv_num(b, "beta", c->loss.beta);
-    kv_num(b, "delta", c->loss.delta);
-    kv_num(b, "sapo_tau_pos", c->loss.tau_pos);
-    kv_num(b, "sapo_tau_neg", c->loss.tau_neg);
-    kv_num(b, "entropy_coef", c->loss.entropy_coef);
-    kv_num(b, "top_entropy_quantile", c->loss.top_entropy_quantile);
-    kv_num(b, "off_policy_mask_threshold", c->loss.off_policy_threshold);
-    kv_str(b, "is_correction", o->is_correction);
-    kv_str(b, "is_mode", o->is_mode);
-    kv_num(b, "is_cap", c->loss.is_cap);
+    kv_str(b, "optimizer", optim_kind_name(opt->kind));
+    kv_num(b, "lr", opt->lr);
+    kv_str(b, "betas", plan->betas);
+    kv_num(b, "adam_eps", opt->eps);
+    kv_num(b, "weight_decay", opt->weight_decay);
+    kv_str(b, "lr_schedule", sched_kind_name(opt->schedule));
+    kv_num(b, "warmup_steps", (double)opt->warmup_steps);
+    kv_num(b, "total_steps", (double)opt->total_steps);
+    kv_num(b, "max_grad_norm", opt->max_grad_norm);
+    kv_str(b, "loss", loss_kind_name(l->kind));
+    kv_str(b, "importance_level", loss_level_names[l->sequence_level]);
+    kv_num(b, "epsilon", l->epsilon_low);
+    kv_num(b, "epsilon_high", l->epsilon_high);
+    kv_num(b, "beta", l->beta);
+    kv_num(b, "delta", l->delta);
+    kv_num(b, "sapo_tau_pos", l->tau_pos);
+    kv_num(b, "sapo_tau_neg", l->tau_neg);
+    kv_num(b, "entropy_coef", l->entropy_coef);
+    kv_num(b, "top_entropy_quantile", l->top_entropy_quantile);
+    kv_num(b, "off_policy_mask_threshold", l->off_policy_threshold);
+    kv_str(b, "is_correction", is_level_names[l->is_level]);
+    kv_str(b, "is_mode", is_mode_names[l->is_mask]);
+    kv_num(b, "is_cap", l->is_cap);
     kv_num(b, "iterations", (double)o->iterations);
     kv_bool(b, "recompute_old", o->recompute_old);
     kv_bool(b, "mask_truncated", o->mask_truncated);
@@ -100,14 +103,14 @@ void update_flags_json(strbuf *b, const policy *p, const update_opts *o, const u
  * to it and absolute (lib/ckpt/ckpt_paths.h); one that is gone is left out.
  * Not "parent", which nothing reads: the same run made in another directory
  * keeps the same bytes where its models are the same files. */
-static int paths_json(strbuf *b, const policy *p, const update_opts *o, gerr *e) {
+static int paths_json(strbuf *b, const policy *p, const char *out, gerr *e) {
     const char *names[] = {"base_model", "ref"};
     const char *targets[] = {p->has_lora ? p->l.base : NULL, p->ref_path};
     sb_putc(b, '{');
     for (int i = 0; i < 2; i++) {
         if (!targets[i] || access(targets[i], F_OK)) continue;
         key(b, names[i]);
-        int rc = ckpt_path_json(o->out, targets[i], b, e);
+        int rc = ckpt_path_json(out, targets[i], b, e);
         if (rc) return rc;
     }
     sb_putc(b, '}');
@@ -115,8 +118,9 @@ static int paths_json(strbuf *b, const policy *p, const update_opts *o, gerr *e)
 }
 
 /* The checkpoint of p, whose moments are whole here. */
-static int write_ckpt(const policy *p, const update_opts *o, const update_config *c, int ranks,
-                      const char *batch_sha256, gerr *e) {
+static int write_ckpt(const policy *p, const update_plan *plan, int ranks, const char *batch_sha256, gerr *e) {
+    const update_run_opts *o = &plan->run;
+    const optim_opts *c = &plan->optim;
     ckptdir cd = {0};
     int rc = ckptdir_begin(&cd, o->out, e);
     if (rc) return rc;
@@ -134,20 +138,20 @@ static int write_ckpt(const policy *p, const update_opts *o, const update_config
     }
     optim_tensor *t;
     size_t n = policy_optim_tensors(p, &t);
-    if (PATH("grpo/optimizer.safetensors")) rc = optim_state_write(path, c->optim.kind, t, n, e);
+    if (PATH("grpo/optimizer.safetensors")) rc = optim_state_write(path, c->kind, t, n, e);
     for (size_t i = 0; i < n; i++) free((char *)t[i].name);
     free(t);
     if (!path || rc) goto fail;
 
     strbuf flags = {0}, paths = {0};
-    update_flags_json(&flags, p, o, c, ranks);
-    if ((rc = paths_json(&paths, p, o, e))) {
+    update_flags_json(&flags, p, plan, ranks);
+    if ((rc = paths_json(&paths, p, o->out, e))) {
         sb_free(&flags), sb_free(&paths);
         goto fail;
     }
     train_state s = {0};
-    s.step = p->step, s.schedule = c->optim.schedule, s.schedule_step = p->step;
-    s.warmup_steps = c->optim.warmup_steps, s.total_steps = c->optim.total_steps;
+    s.step = p->step, s.schedule = c->schedule, s.schedule_step = p->step;
+    s.warmup_steps = c->warmup_steps, s.total_steps = c->total_steps;
     s.seed = p->seed, s.next_index = p->next_index;
     s.flags_json = flags.data;
     memcpy(s.batch_sha256, batch_sha256, 65);
@@ -167,11 +171,10 @@ fail:
 #undef PATH
 }
 
-int policy_save(const policy *p, const update_opts *o, const update_config *c, const dist *d,
-                const char *batch_sha256, gerr *e) {
+int policy_save(const policy *p, const update_plan *plan, const dist *d, const char *batch_sha256, gerr *e) {
     int rc = 0;
     if (!p->bounds) {
-        if (d->rank == 0) rc = write_ckpt(p, o, c, d->size, batch_sha256, e);
+        if (d->rank == 0) rc = write_ckpt(p, plan, d->size, batch_sha256, e);
         return dist_agree(d, rc, e);
     }
     /* ZeRO-1: rank 0 gathers the moments' slices for the file (whole on disk,
@@ -194,7 +197,7 @@ int policy_save(const policy *p, const update_opts *o, const update_config *c, c
         if (!rc) rc = dist_gather_floats(d, p->exp_avg_sq, whole.exp_avg_sq, counts, e);
         free(counts);
     }
-    if (!rc && d->rank == 0) rc = write_ckpt(&whole, o, c, d->size, batch_sha256, e);
+    if (!rc && d->rank == 0) rc = write_ckpt(&whole, plan, d->size, batch_sha256, e);
     free(whole.exp_avg), free(whole.exp_avg_sq);
     return dist_agree(d, rc, e);
 }

@@ -31,6 +31,14 @@ static void format_number(char *buf, size_t n, double v) {
         snprintf(buf, n, "%g", v);
 }
 
+/* "[lo, hi]", "(lo, hi]", ...: a range as the errors print it. */
+static void format_range(char *buf, size_t n, double lo, double hi, bool lo_open, bool hi_open) {
+    char a[32], b[32];
+    format_number(a, sizeof a, lo);
+    format_number(b, sizeof b, hi);
+    snprintf(buf, n, "%c%s, %s%c", lo_open ? '(' : '[', a, b, hi_open ? ')' : ']');
+}
+
 static bool choice_ok(const char *choices, const char *v) {
     size_t n = strlen(v);
     const char *p = choices;
@@ -51,6 +59,12 @@ static void list_append(string_list *l, const char *v) {
     l->items[l->n++] = v;
 }
 
+static _Noreturn void out_of_range(const flag_spec *f, const char *v) {
+    char range[80];
+    format_range(range, sizeof range, f->min, f->max, false, false);
+    usage_error("%s: %s is out of range %s", f->name, v, range);
+}
+
 static void set_value(const flag_spec *f, const char *v) {
     char *end;
     switch (f->kind) {
@@ -59,12 +73,7 @@ static void set_value(const flag_spec *f, const char *v) {
         errno = 0;
         long long x = strtoll(v, &end, 10);
         if (!*v || *end || errno) usage_error("%s: expected an integer, got '%s'", f->name, v);
-        if (!in_range(f, (double)x)) {
-            char lo[32], hi[32];
-            format_number(lo, sizeof lo, f->min);
-            format_number(hi, sizeof hi, f->max);
-            usage_error("%s: %s is out of range [%s, %s]", f->name, v, lo, hi);
-        }
+        if (!in_range(f, (double)x)) out_of_range(f, v);
         *(long long *)f->dest = x;
         break;
     }
@@ -72,12 +81,7 @@ static void set_value(const flag_spec *f, const char *v) {
         errno = 0;
         double x = strtod(v, &end);
         if (!*v || *end || errno || !isfinite(x)) usage_error("%s: expected a number, got '%s'", f->name, v);
-        if (!in_range(f, x)) {
-            char lo[32], hi[32];
-            format_number(lo, sizeof lo, f->min);
-            format_number(hi, sizeof hi, f->max);
-            usage_error("%s: %s is out of range [%s, %s]", f->name, v, lo, hi);
-        }
+        if (!in_range(f, x)) out_of_range(f, v);
         *(double *)f->dest = x;
         break;
     }
@@ -209,6 +213,38 @@ bool flags_given(const flag_parser *p, const char *name) {
     int idx = find_flag(p, name, strlen(name));
     if (idx < 0) die(EX_SOFTWARE, "flags_given: the flag table has no %s", name);
     return p->given[idx];
+}
+
+const char *flags_choices(char *buf, size_t size, const char *const *names, int n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(buf + len, size - len, "%s%s", i ? "|" : "", names[i]);
+        if (w < 0 || (size_t)w >= size - len) die(EX_SOFTWARE, "flags_choices: %zu bytes are too few for %s", size, names[0]);
+        len += (size_t)w;
+    }
+    return buf;
+}
+
+int flags_choice_parse(const char *flag, const char *const *names, int n, const char *s, int *index, gerr *e) {
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(s, names[i])) {
+            *index = i;
+            return 0;
+        }
+    }
+    char choices[256];
+    return gerr_set(e, EX_USAGE, "%s: expected one of %s, got '%s'", flag, flags_choices(choices, sizeof choices, names, n),
+                    s);
+}
+
+int flags_range_check(const char *flag, double v, flag_range r, gerr *e) {
+    bool above = r.lo_open ? v > r.lo : v >= r.lo, below = r.hi_open ? v < r.hi : v <= r.hi;
+    if (above && below) return 0;
+    char got[32], range[80];
+    format_number(got, sizeof got, v);
+    format_range(range, sizeof range, r.lo, r.hi, r.lo_open, r.hi_open);
+    return gerr_set(e, EX_USAGE, "%s: %s is out of range %s", flag, got, range);
 }
 
 bool shard_contains(const shard_spec *s, const char *id, size_t id_len) {

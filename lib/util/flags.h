@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 typedef enum {
     FLAG_BOOL,   /* bool*: present = true */
     FLAG_INT,    /* long long*, within [min, max] */
@@ -63,6 +65,33 @@ void flags_print_one(const flag_spec *f);
 /* Whether a flag was given on the command line (after flags_parse). A name
  * the table lacks is a bug in the caller: exit 70 (EX_SOFTWARE) naming it. */
 bool flags_given(const flag_parser *p, const char *name);
+
+/* Kind tables: a library names the values of an enum in an array, in enum
+ * order, and a tool's FLAG_CHOICE takes its choices from that array, so the
+ * flag accepts exactly what the library parses. */
+
+/* The names joined as a FLAG_CHOICE's choices ("a|b|c") into buf. A buf
+ * too small is a bug in the caller: exit 70 (EX_SOFTWARE). */
+const char *flags_choices(char *buf, size_t size, const char *const *names, int n);
+/* flags_choices of a whole array of names into a char array buf. */
+#define FLAGS_CHOICES(buf, names) flags_choices(buf, sizeof(buf), names, (int)(sizeof(names) / sizeof *(names)))
+/* *index = the position of s among the n names; EX_USAGE "FLAG: expected
+ * one of a|b|c, got 's'" when it is none of them. */
+int flags_choice_parse(const char *flag, const char *const *names, int n, const char *s, int *index, gerr *e);
+
+/* A number's bounds, each closed or open, checked where an option is
+ * resolved (the flag table's min/max are closed only). */
+typedef struct {
+    double lo, hi;
+    bool lo_open, hi_open;
+} flag_range;
+
+#define FLAG_RANGE(lo, hi) ((flag_range){(lo), (hi), false, false})         /* [lo, hi] */
+#define FLAG_RANGE_OPEN_LO(lo, hi) ((flag_range){(lo), (hi), true, false})  /* (lo, hi] */
+#define FLAG_RANGE_OPEN_HI(lo, hi) ((flag_range){(lo), (hi), false, true})  /* [lo, hi) */
+
+/* EX_USAGE "FLAG: V is out of range [LO, HI)" unless v is within r (NaN never is). */
+int flags_range_check(const char *flag, double v, flag_range r, gerr *e);
 
 /* Shards select records by a stable hash of their id, so that shards of the
  * same input are disjoint and together hold every record, in any order. */

@@ -36,6 +36,22 @@ ref() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" "$@"; }
     [ "$status" -eq 64 ]; assert_one_line_error grpo-update "betas"
 }
 
+@test "ranges decided once: --adam-eps 0 and --epsilon 1 are 64 with one line, nothing written" {
+    needs_tiny
+    # AdamW divides by sqrt(v) + eps, v = 0 where a weight has no gradient: eps 0 is 0/0
+    run grpo-update --model "$TINY" --in "$(B)" --out c --metrics m.jsonl --adam-eps 0
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--adam-eps: 0 is out of range \(0, 1\]"
+    # 1 - epsilon is the lower clip bound of the ratio: at 0 it could never bind
+    run grpo-update --model "$TINY" --in "$(B)" --out c --metrics m.jsonl --epsilon 1
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--epsilon: 1 is out of range \[0, 1\)"
+    [ ! -e c ]
+    [ ! -e m.jsonl ]
+    no_temp_left .
+    # just inside both ranges: a step
+    grpo-update --model "$TINY" --in "$(B)" --out c --adam-eps 1e-30 --epsilon 0.99 2> /dev/null
+    jq -e '.flags.adam_eps == 1e-30 and .flags.epsilon == 0.99' c/grpo/state.json
+}
+
 @test "bad LoRA targets, --ref with LoRA: 64 (--device: update_device.bats)" {
     needs_tiny
     run grpo-update --model "$TINY" --in "$(B)" --out c --lora-r 4 --lora-targets q,zz
@@ -260,7 +276,7 @@ PY
     [ "$status" -eq 0 ]
     jq -e '.step == 2 and .flags.lora_r == 4' l2/grpo/state.json
     run grpo-update --model l1 --in "$(B)" --out l3 --lora-r 8
-    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "already has an adapter"
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "already has an adapter \(r=4\)"
     echo '{"id":"a","prompt_tokens":[1,5,6]}' | grpo-rollout --model l2 -k 1 --max-new-tokens 3 > r.jsonl
     [ "$(wc -l < r.jsonl)" -eq 1 ]
 }

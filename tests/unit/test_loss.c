@@ -428,6 +428,34 @@ int main(int argc, char **argv) {
         CHECK(loss_kind_name((loss_kind)9) == NULL);
     }
 
+    TEST("loss_opts_check: each range decided once (epsilon in [0, 1), delta 0 or > 1 + epsilon_high, ...)");
+    {
+        gerr e = {0};
+        loss_opts c = loss_opts_default();
+        CHECK_EQ_INT(loss_opts_check(&c, &e), 0);
+        c.epsilon_low = 0.99;
+        CHECK_EQ_INT(loss_opts_check(&c, &e), 0);
+        c.epsilon_low = 1; /* the lower clip bound 1 - eps would be 0: rho > 0 never reaches it */
+        CHECK_EQ_INT(loss_opts_check(&c, &e), EX_USAGE);
+        CHECK(strstr(e.msg, "--epsilon: 1 is out of range [0, 1)") != NULL);
+        c = loss_opts_default();
+        c.delta = 1.2; /* not above 1 + epsilon_high */
+        CHECK_EQ_INT(loss_opts_check(&c, &e), EX_USAGE);
+        CHECK(strstr(e.msg, "--delta: expected a number > 1 + --epsilon-high") != NULL);
+        c.delta = 1.5;
+        CHECK_EQ_INT(loss_opts_check(&c, &e), 0);
+        c.kind = LOSS_CISPO;
+        CHECK_EQ_INT(loss_opts_check(&c, &e), EX_USAGE);
+        c = loss_opts_default();
+        c.tau_neg = 0;
+        CHECK_EQ_INT(loss_opts_check(&c, &e), EX_USAGE);
+        CHECK(strstr(e.msg, "--sapo-tau-pos/--sapo-tau-neg: expected numbers > 0") != NULL);
+        c = loss_opts_default();
+        c.is_cap = 0.5;
+        CHECK_EQ_INT(loss_opts_check(&c, &e), EX_USAGE);
+        CHECK(strstr(e.msg, "--is-cap") != NULL);
+    }
+
     TEST("batch totals are checked");
     {
         gerr e = {0};

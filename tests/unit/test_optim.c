@@ -230,7 +230,7 @@ int main(int argc, char **argv) {
         CHECK(strstr(e.msg, "--betas") != NULL);
     }
 
-    TEST("config checks: schedules that decay need --total-steps");
+    TEST("config checks: schedules that decay need --total-steps; --adam-eps above 0");
     {
         gerr e = {0};
         optim_opts c;
@@ -252,6 +252,12 @@ int main(int argc, char **argv) {
         optim_opts_default(&c);
         c.max_grad_norm = NAN;
         CHECK_EQ_INT(optim_opts_check(&c, &e), EX_USAGE);
+        optim_opts_default(&c);
+        c.eps = 0; /* AdamW's sqrt(v) + eps with v = 0 where a weight has no gradient: 0/0 */
+        CHECK_EQ_INT(optim_opts_check(&c, &e), EX_USAGE);
+        CHECK(strstr(e.msg, "--adam-eps: 0 is out of range (0, 1]") != NULL);
+        c.eps = 1e-30;
+        CHECK_EQ_INT(optim_opts_check(&c, &e), 0);
     }
 
     TEST("schedules against their closed forms");

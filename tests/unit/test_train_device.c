@@ -157,17 +157,23 @@ static void test_update_run(const char *root, const char *what, long long lora_r
     snprintf(out_dev, sizeof out_dev, "%s/%s-dev", root, what);
     update_opts o;
     update_opts_default(&o);
-    o.model = model_dir, o.in = batch, o.ref = ref;
+    update_run_opts *r = &o.run;
+    r->model = model_dir, r->in = batch, r->ref = ref;
     o.optim.lr = 1e-3, o.optim.max_grad_norm = 0.05; /* clipping on: the device's norm and scale */
-    o.iterations = 2, o.micro_batch = 24, o.threads = 1, o.seed = 5;
-    o.lora_r = lora_r, o.lora_dropout = dropout;
+    r->iterations = 2, r->micro_batch = 24, r->threads = 1, r->seed = 5;
+    r->lora_r = lora_r, r->lora_dropout = dropout;
     gerr e = {0};
-    o.out = out_cpu;
-    int rc = update_run(&o, &e);
+    r->out = out_cpu;
+    update_plan plan;
+    int rc = update_plan_resolve(&o, &plan, &e);
+    CHECK(rc == 0);
+    if (!rc) rc = update_run(&plan, &e);
     if (rc) fprintf(stderr, "# cpu: %s\n", e.msg);
     CHECK(rc == 0);
-    o.out = out_dev, o.backend = fake_device();
-    rc = update_run(&o, &e);
+    r->out = out_dev, r->backend = fake_device();
+    rc = update_plan_resolve(&o, &plan, &e);
+    CHECK(rc == 0);
+    if (!rc) rc = update_run(&plan, &e);
     if (rc) fprintf(stderr, "# fake device: %s\n", e.msg);
     CHECK(rc == 0);
     CHECK(same_file(out_cpu, out_dev, lora_r ? "adapter_model.safetensors" : "model.safetensors"));
@@ -221,9 +227,12 @@ int main(void) {
         update_opts_default(&o);
         char out[700];
         snprintf(out, sizeof out, "%s/gs", root);
-        o.model = dir, o.in = batch, o.out = out, o.threads = 1, o.group_sums = true, o.backend = fake_device();
+        update_run_opts *r = &o.run;
+        r->model = dir, r->in = batch, r->out = out, r->threads = 1, r->group_sums = true, r->backend = fake_device();
         gerr e = {0};
-        CHECK(update_run(&o, &e) == EX_USAGE);
+        update_plan plan;
+        CHECK(update_plan_resolve(&o, &plan, &e) == 0);
+        CHECK(update_run(&plan, &e) == EX_USAGE);
         CHECK(strstr(e.msg, "--group-sums") != NULL);
         CHECK(access(out, F_OK) != 0);
     }

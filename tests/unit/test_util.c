@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -329,6 +330,28 @@ int main(void) {
             CHECK_EQ_STR(files.items[3], "c");
         }
         free(files.items);
+    }
+    TEST("kind tables: choices joined for a flag table, parsed back; ranges with open and closed ends");
+    {
+        const char *const names[] = {"adamw", "sgd", "lion"};
+        char buf[32], tiny[8];
+        CHECK_EQ_STR(FLAGS_CHOICES(buf, names), "adamw|sgd|lion");
+        CHECK_EQ_STR(flags_choices(tiny, sizeof tiny, names, 1), "adamw");
+        gerr e = {0};
+        int i = -1;
+        CHECK_EQ_INT(flags_choice_parse("--optimizer", names, 3, "lion", &i, &e), 0);
+        CHECK_EQ_INT(i, 2);
+        CHECK_EQ_INT(flags_choice_parse("--optimizer", names, 3, "adam", &i, &e), EX_USAGE);
+        CHECK_EQ_STR(e.msg, "--optimizer: expected one of adamw|sgd|lion, got 'adam'");
+        CHECK_EQ_INT(flags_range_check("--eps", 0, FLAG_RANGE_OPEN_LO(0, 1), &e), EX_USAGE);
+        CHECK_EQ_STR(e.msg, "--eps: 0 is out of range (0, 1]");
+        CHECK_EQ_INT(flags_range_check("--eps", 1, FLAG_RANGE_OPEN_LO(0, 1), &e), 0);
+        CHECK_EQ_INT(flags_range_check("--e", 1, FLAG_RANGE_OPEN_HI(0, 1), &e), EX_USAGE);
+        CHECK_EQ_STR(e.msg, "--e: 1 is out of range [0, 1)");
+        CHECK_EQ_INT(flags_range_check("--e", 0, FLAG_RANGE_OPEN_HI(0, 1), &e), 0);
+        CHECK_EQ_INT(flags_range_check("--n", 1e6 + 1, FLAG_RANGE(1, 1e6), &e), EX_USAGE);
+        CHECK_EQ_STR(e.msg, "--n: 1000001 is out of range [1, 1000000]");
+        CHECK_EQ_INT(flags_range_check("--x", NAN, FLAG_RANGE(-1, 1), &e), EX_USAGE);
     }
     TEST("big_calloc: zeros, 2 MiB aligned and every page resident at once above 2 MiB; calloc below; overflow is NULL");
     {

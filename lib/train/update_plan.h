@@ -1,0 +1,80 @@
+/* grpo-update's options: as the flags give them (update_opts), and resolved
+ * once (update_plan_resolve) into the plan that the run, the policy's
+ * loading and the checkpoint's flags record read.
+ *
+ * Each option's default, range and choices live in one place: the defaults
+ * in update_opts_default (the loss's from loss_opts_default, the
+ * optimizer's from optim_opts_default); the choices in the kind tables
+ * that parse them (loss_kind_names, optim_kind_names, ...), from which the
+ * flag table takes its own; the ranges in the checks the plan is resolved
+ * with (loss_opts_check, optim_opts_check, and the run's own in
+ * update_plan.c), so the flag table gives none. */
+#ifndef GRPO_UPDATE_PLAN_H
+#define GRPO_UPDATE_PLAN_H
+
+#include <stdbool.h>
+
+#include "../ops/backend.h"
+#include "../util/err.h"
+#include "loss.h"
+#include "optim.h"
+
+/* The options that need no resolving beyond their range: the same in the
+ * flags and in the plan. */
+typedef struct {
+    const char *model, *out, *in, *ref, *metrics; /* model and out required */
+    long long iterations;         /* optimizer steps over the batch */
+    bool recompute_old, mask_truncated, recompute;
+    double temperature;           /* < 0: the records' (else 1) */
+    long long max_new_tokens;     /* dr_grpo's L; 0 = the longest completion in the batch */
+    long long micro_batch;        /* tokens per micro-batch */
+    bool group_sums;              /* micro-batches within prompt groups, summed in float64 */
+    long long lora_r;             /* 0: full fine-tuning */
+    double lora_alpha;            /* <= 0: 2 r */
+    double lora_dropout;
+    bool rslora;
+    long long seed;
+    bool seed_given, lora_given;
+    long long threads;
+    long long zero;               /* 1: ZeRO-1, AdamW state sharded across MPI ranks */
+    const char *device;           /* one of device_names (lib/runner/device.h) */
+    const backend *backend;       /* not NULL: run on it, --device aside (the unit tests' fake device) */
+    const char *compute;          /* one of update_compute_names: the matrix products' operands */
+    bool compute_given;
+} update_run_opts;
+
+/* The flags as given: the choices as the names of their kind tables, the
+ * numbers as typed. */
+typedef struct {
+    update_run_opts run;
+    struct {
+        const char *optimizer, *lr_schedule;                      /* optim.h's kind tables */
+        const char *loss, *importance_level, *is_correction, *is_mode; /* loss.h's */
+    } choice;
+    optim_opts optim;         /* its numbers (kind and schedule: choice; betas: below) */
+    const char *betas;        /* "B1,B2" */
+    loss_opts loss;           /* its numbers (kinds and levels: choice); epsilon_high < 0: --epsilon's */
+    const char *lora_targets; /* "q,k,v" or all (lora_parse_targets) */
+} update_opts;
+
+/* --compute's choices: f32, bf16, or auto (bf16 where the device or the CPU
+ * has it; policy_load resolves it). */
+extern const char *const update_compute_names[3];
+
+/* grpo-update's defaults. */
+void update_opts_default(update_opts *o);
+
+/* The options resolved: what the run reads. */
+typedef struct {
+    update_run_opts run;
+    optim_opts optim;
+    const char *betas;       /* --betas as given: the flags record keeps its spelling */
+    loss_opts loss;
+    unsigned lora_targets;   /* a bit per LORA_* target */
+} update_plan;
+
+/* Checks o and resolves it into *p: EX_USAGE naming the flag when one is
+ * missing, out of its range, or not among its choices. */
+int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e);
+
+#endif
