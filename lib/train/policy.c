@@ -18,11 +18,6 @@
 #include "state.h"
 #include "update_internal.h"
 
-static bool file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* Both exist and are the same file or directory (however spelled). */
 static bool same_file(const char *a, const char *b) {
     struct stat sa, sb;
@@ -137,7 +132,12 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
 
     strbuf sp = {0};
     sb_printf(&sp, "%s/grpo/state.json", o->model);
-    bool resumed = file_exists(sp.data);
+    bool resumed; /* state.json there: the run resumes, and anything but a regular file is an error */
+    if ((rc = regular_file_probe(sp.data, &resumed, e))) {
+        sb_free(&sp);
+        policy_free(p);
+        return rc;
+    }
     p->seed = o->seed;
     /* auto, and on a device --compute left out: bf16 on a device and where
      * this CPU has AVX-512 BF16 (a run started so keeps it, as
@@ -215,7 +215,7 @@ int policy_load(policy *p, const update_opts *o, const update_config *c, const d
     }
     strbuf op = {0};
     sb_printf(&op, "%s/grpo/optimizer.safetensors", o->model);
-    if (resumed && !fresh_adapter && file_exists(op.data)) {
+    if (resumed && !fresh_adapter) { /* its optimizer state is required (66 when missing) */
         optim_tensor *t;
         size_t n = policy_optim_tensors(p, &t);
         rc = optim_state_read(op.data, c->optim.kind, t, n, e);
