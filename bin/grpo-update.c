@@ -136,7 +136,10 @@ int main(int argc, char **argv) {
     o.lora_given = flags_given(&p, "--lora-r");
     o.compute_given = flags_given(&p, "--compute");
     gerr e = {0};
-    if (outpath_check(o.out, OUTPATH_DIR, &e) || outpath_check(o.metrics, OUTPATH_APPEND, &e)) die_err(&e);
+    const outpath_use uses[] = {{"--in", o.in, OUTPATH_READ}, {"--metrics", o.metrics, OUTPATH_INPLACE}};
+    if (outpath_distinct(uses, 2, &e) || outpath_check(o.out, OUTPATH_DIR, &e) ||
+        outpath_check(o.metrics, OUTPATH_APPEND, &e))
+        die_err(&e);
     if (update_run(&o, &e)) die_err(&e);
     return 0;
 }
