@@ -87,7 +87,7 @@ int regular_file_probe(const char *path, bool *present, gerr *e) {
     *present = false;
     struct stat st;
     if (lstat(path, &st) != 0) {
-        if (errno == ENOENT) return 0;
+        if (errno == ENOENT || errno == ENOTDIR) return 0; /* ENOTDIR: a file where a directory would be */
         return gerr_set(e, EX_NOINPUT, "%s: cannot look up: %s", path, strerror(errno));
     }
     if (S_ISLNK(st.st_mode) && stat(path, &st) != 0)

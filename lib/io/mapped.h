@@ -21,7 +21,8 @@ void map_release(void *map, size_t len);
 char *read_whole_file(const char *path, size_t *len, gerr *e);
 
 /* For a file that is either absent or a regular file (grpo/state.json):
- * *present false when nothing is at path; true for a regular file,
+ * *present false when nothing is at path (nor can be: a component is a file,
+ * as in model.gguf/grpo/state.json); true for a regular file,
  * symlinks followed. Anything else is EX_NOINPUT naming path and what is
  * there: a symlink loop or one to nothing, a FIFO, a directory, a path that
  * cannot be looked up (a directory without search permission). */

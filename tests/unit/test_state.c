@@ -546,6 +546,10 @@ static void test_missing_and_odd_files(const char *dir) {
     CHECK(!present);
     CHECK_EQ_INT(regular_file_probe(reg, &present, &e), 0);
     CHECK(present);
+    char *under_file = path_in(dir, "reg.json/grpo/state.json"); /* a GGUF model's "checkpoint directory" */
+    CHECK_EQ_INT(regular_file_probe(under_file, &present, &e), 0);
+    CHECK(!present);
+    free(under_file);
     const char *bad[] = {fifo, loop, dangling, sub};
     const char *why[] = {"not a regular file (a FIFO)", "cannot follow the symlink: Too many levels", "cannot follow the symlink: No such file",
                          "not a regular file (a directory)"};
