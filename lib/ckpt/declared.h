@@ -17,9 +17,10 @@
  * double, so no size overflows). */
 double model_declared_values(const model_config *c);
 
-/* 0 when c declares at most held values (the element count of every tensor
- * of the weight files: each declared tensor is one of them, of the same
- * size). EX_DATAERR otherwise: "CFG_FILE: the sizes it declares (FIELD V,
+/* 0 when c declares at most twice held values (held: the element count of
+ * every tensor of the weight files; each declared tensor is one of them, of
+ * the same size, so a few missing tensors stay below twice and the loader
+ * names the first one missing). EX_DATAERR beyond: "CFG_FILE: the sizes it declares (FIELD V,
  * ...) need N weights, and the tensors of WEIGHTS hold M: a size field is
  * wrong", with config.json's field names, or GGUF's (ARCH.block_count, ...)
  * when gguf. */

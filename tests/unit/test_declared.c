@@ -1,7 +1,7 @@
 /* Unit tests of the declared-size check (lib/ckpt/declared.c): the weights
  * a config declares equal what model_alloc allocates for every kind of
- * model (tied, biases, per-head norms, a classifier head); more than the
- * file holds is 65 naming the file and its size fields, in config.json's or
+ * model (tied, biases, per-head norms, a classifier head); more than twice
+ * what the file holds is 65 naming the file and its size fields, in config.json's or
  * GGUF's names; absurd sizes never overflow. */
 #include <stdio.h>
 #include <string.h>
@@ -36,8 +36,9 @@ static void test_equals_alloc(void) {
                     continue;
                 }
                 CHECK_EQ_INT((long long)model_declared_values(&m.cfg), (long long)m.n_params);
-                CHECK_EQ_INT(model_check_declared(&m.cfg, (double)m.n_params, "c", false, "w", &e), 0);
-                CHECK_EQ_INT(model_check_declared(&m.cfg, (double)m.n_params - 1, "c", false, "w", &e), EX_DATAERR);
+                /* a few tensors missing: left to the loader, which names them */
+                CHECK_EQ_INT(model_check_declared(&m.cfg, (double)m.n_params / 2, "c", false, "w", &e), 0);
+                CHECK_EQ_INT(model_check_declared(&m.cfg, (double)m.n_params / 2 - 1, "c", false, "w", &e), EX_DATAERR);
                 model_free(&m);
             }
 }
