@@ -66,7 +66,9 @@ int main(int argc, char **argv) {
     if (adv_parse_scale(scale, &o.scale, &e) || adv_parse_baseline(baseline, &o.baseline, &e) ||
         adv_parse_multi(multi, &o.multi, &e))
         die_err(&e);
-    if (outpath_check(out, OUTPATH_FILE, &e) || outpath_check(stats, OUTPATH_FILE, &e)) die_err(&e);
+    const outpath_use uses[] = {{"--in", in, OUTPATH_READ}, {"--out", out, OUTPATH_REPLACE}, {"--stats", stats, OUTPATH_REPLACE}};
+    if (outpath_distinct(uses, 3, &e) || outpath_check(out, OUTPATH_FILE, &e) || outpath_check(stats, OUTPATH_FILE, &e))
+        die_err(&e);
     o.in = in;
     o.out = out;
     o.stats = stats;

@@ -28,10 +28,12 @@ int main(int argc, char **argv) {
         {"--dtype", NULL, FLAG_CHOICE, &dtype, "T",
          "f32, f16, bf16, q8_0 (gguf only), or auto: bf16 for hf, f32 for peft, f16 for gguf", 0, 0,
          "auto|f32|f16|bf16|q8_0"},
+        {"--clamp", NULL, FLAG_BOOL, &o.clamp, NULL,
+         "write a weight beyond what --dtype holds as its largest (f16: +-65504) instead of refusing", 0, 0, NULL},
     };
     flag_parser p = {
         .usage = "grpo-export --model M --format hf|peft|gguf --out PATH [--dtype f32|f16|bf16|q8_0] "
-                 "[--base-model NAME_OR_DIR]",
+                 "[--base-model NAME_OR_DIR] [--clamp]",
         .summary =
             "Converts a checkpoint for other tools.\n"
             "  hf    a Hugging Face model directory (transformers, vLLM): config.json (torch_dtype set to the\n"
@@ -43,6 +45,9 @@ int main(int argc, char **argv) {
             "        base's absolute path (a GGUF base gets a note: PEFT loads a Hugging Face directory).\n"
             "  gguf  one GGUF file for llama.cpp and ollama, any LoRA adapter merged in; norms and biases\n"
             "        stay f32.\n"
+            "Every weight is checked against --dtype before anything is written: one beyond what it holds\n"
+            "(f16: |x| <= 65504; q8_0: a block's max |x| / 127 is an f16) is exit 65 naming the tensor and\n"
+            "a dtype that holds it, unless --clamp (a note on stderr counts the weights it changed).\n"
             "Directories are built under a temporary name and swapped in whole, files renamed into place:\n"
             "a failed run leaves --out as it was. A symlink's target is replaced; a device, FIFO or\n"
             "/dev/fd/N gets a gguf in place.",
@@ -56,7 +61,7 @@ int main(int argc, char **argv) {
                   "file or a directory without config.json, 64; --base-model of another shape than the base 65,\n"
                   "a path that does not exist (and is no Hub id) 66; --format peft of a model without an\n"
                   "adapter 65, an --out that cannot be created (its directory missing, a file where a directory\n"
-                  "goes; checked before any work) 73.\n"
+                  "goes; checked before any work) 73; a weight beyond --dtype (without --clamp) or non-finite 65.\n"
                   "example: grpo-export --model runs/ckpt-0042 --format gguf --dtype q8_0 --out policy.gguf",
     };
     flags_parse(&p, argc, argv);

@@ -72,7 +72,10 @@ static int cache_main(int argc, char **argv) {
     int rc;
     if (!strcmp(sub, "stats")) rc = judge_cache_cmd_stats(path, stdout, &e);
     else if (!strcmp(sub, "export"))
-        rc = outpath_check(out, OUTPATH_FILE, &e) ? e.code : judge_cache_cmd_export(path, out, &e);
+        rc = outpath_distinct((outpath_use[]){{"--judge-cache", path, OUTPATH_INPLACE}, {"--out", out, OUTPATH_REPLACE}},
+                              2, &e) || outpath_check(out, OUTPATH_FILE, &e)
+                 ? e.code
+                 : judge_cache_cmd_export(path, out, &e);
     else if (!strcmp(sub, "import")) rc = judge_cache_cmd_import(path, in, &e);
     else if (!strcmp(sub, "prune")) {
         if (!flags_given(&fp, "--max-age")) die(EX_USAGE, "cache prune needs --max-age SECONDS");
@@ -289,7 +292,10 @@ int main(int argc, char **argv) {
     o.chunk = (size_t)chunk;
 
     gerr e = {0};
-    if (outpath_check(out, OUTPATH_FILE, &e) || outpath_check(o.stats, OUTPATH_FILE, &e)) die_err(&e);
+    const outpath_use uses[] = {{"--in", in, OUTPATH_READ}, {"--out", out, OUTPATH_REPLACE},
+                                {"--stats", o.stats, OUTPATH_REPLACE}, {"--judge-cache", p.judge_cache, OUTPATH_INPLACE}};
+    if (outpath_distinct(uses, 4, &e) || outpath_check(out, OUTPATH_FILE, &e) || outpath_check(o.stats, OUTPATH_FILE, &e))
+        die_err(&e);
     reward_fn *fns;
     size_t n_fns;
     int opened = preset ? reward_open_preset(preset, (const char *const *)fn_specs.items, fn_specs.n, &p, &fns, &n_fns, &e)

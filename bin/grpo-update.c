@@ -141,7 +141,9 @@ int main(int argc, char **argv) {
     r->compute_given = flags_given(&p, "--compute");
     update_plan plan;
     gerr e = {0};
-    if (update_plan_resolve(&o, &plan, &e) || outpath_check(plan.run.out, OUTPATH_DIR, &e) ||
+    if (update_plan_resolve(&o, &plan, &e)) die_err(&e);
+    const outpath_use uses[] = {{"--in", plan.run.in, OUTPATH_READ}, {"--metrics", plan.run.metrics, OUTPATH_INPLACE}};
+    if (outpath_distinct(uses, 2, &e) || outpath_check(plan.run.out, OUTPATH_DIR, &e) ||
         outpath_check(plan.run.metrics, OUTPATH_APPEND, &e))
         die_err(&e);
     if (update_run(&plan, &e)) die_err(&e);

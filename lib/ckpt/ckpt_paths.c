@@ -95,10 +95,11 @@ int ckpt_paths_read(const char *ckpt, const char *name, char **rel, char **abs, 
     *rel = *abs = NULL;
     strbuf path = {0};
     sb_printf(&path, "%s/grpo/state.json", ckpt);
-    int rc = 0;
-    if (access(path.data, F_OK) == 0) {
+    bool present;
+    int rc = regular_file_probe(path.data, &present, e);
+    if (!rc && present) {
         size_t len;
-        char *text = read_whole_file(path.data, &len, e);
+        char *text = read_regular_file(path.data, &len, e);
         cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
         const cJSON *paths = cJSON_GetObjectItemCaseSensitive(root, "paths");
         char *paths_text = paths ? cJSON_PrintUnformatted(paths) : NULL;

@@ -16,6 +16,7 @@
 #include "../formats/gguf.h"
 #include "../model/model.h"
 #include "../ops/ops.h"
+#include "declared.h"
 #include "load.h"
 
 /* A buffer reused across tensors, grown as needed. */
@@ -131,7 +132,8 @@ int model_load_gguf(model *m, const char *path, const weight_format *pack, bool 
     gguf_file f;
     int rc = gguf_open(&f, path, e);
     if (rc) return rc;
-    if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e)))
+    if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_check_declared_gguf(&m->cfg, &f, e)) &&
+        !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e)))
         rc = load_tensors(m, &f, pack, done, e);
     gguf_close(&f);
     if (rc) {

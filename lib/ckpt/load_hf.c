@@ -8,6 +8,7 @@
 
 #include "../formats/safetensors.h"
 #include "../model/model.h"
+#include "declared.h"
 #include "load.h"
 #include "../io/mapped.h"
 
@@ -126,6 +127,7 @@ int model_load_hf(model *m, const char *dir, gerr *e) {
     else rc = shard_open(s, dir, "model.safetensors", e);
     free(index);
     if (!rc && m->cfg.seq_cls && m->cfg.num_labels == 0) rc = labels_from_score(m, s, dir, e);
+    if (!rc) rc = model_check_declared_st(&m->cfg, s->files, s->n, dir, e);
     if (!rc) rc = model_alloc(m, e);
     if (!rc) rc = load_tensors(m, s, dir, e);
     shards_close(s);

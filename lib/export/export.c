@@ -110,6 +110,59 @@ static int peft_base_name(const export_opts *o, const model *base, const char *t
     return rc;
 }
 
+/* --clamp's note, after any other one. */
+static void note_clamped(char **note, size_t values, size_t tensors, export_dtype d) {
+    if (!values) return;
+    strbuf n = {0};
+    if (*note) sb_printf(&n, "%s; ", *note);
+    sb_printf(&n, "--clamp: %zu weights in %zu tensors were beyond what %s holds and were written as +-%g", values,
+              tensors, export_dtype_name(d), export_dtype_limit(d));
+    free(*note);
+    *note = n.data;
+}
+
+/* One tensor against its dtype (clamped first with --clamp); counts into clamped[2]. */
+static int fit_tensor(const export_opts *o, const char *name, float *x, size_t n, export_dtype d, size_t clamped[2],
+                      gerr *e) {
+    if (o->clamp) {
+        size_t c = export_range_clamp(x, n, d);
+        clamped[0] += c;
+        clamped[1] += c > 0;
+    }
+    return export_range_check(o->model, name, x, n, d, e);
+}
+
+/* Every weight the export writes, checked before anything is (export.h). */
+static int fit_model(const export_opts *o, model *m, char **note, gerr *e) {
+    size_t n = model_tensor_list(m, NULL), clamped[2] = {0, 0};
+    model_tensor_ref *refs = xcalloc(n, sizeof *refs);
+    model_tensor_list(m, refs);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const model_tensor_ref *r = &refs[i];
+        bool gguf = o->format == EXPORT_GGUF;
+        export_dtype d = gguf ? gguf_export_tensor_dtype(o->dtype, r->cols) : o->dtype;
+        rc = fit_tensor(o, gguf ? r->gguf : r->hf, r->dst, (size_t)r->rows * (size_t)(r->cols ? r->cols : 1), d,
+                        clamped, e);
+    }
+    free(refs);
+    if (!rc) note_clamped(note, clamped[0], clamped[1], o->dtype);
+    return rc;
+}
+
+static int fit_adapter(const export_opts *o, lora *l, char **note, gerr *e) {
+    size_t n = lora_tensor_list(l, NULL), clamped[2] = {0, 0};
+    lora_tensor_ref *refs = xcalloc(n, sizeof *refs);
+    lora_tensor_list(l, refs);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = fit_tensor(o, refs[i].name, refs[i].data, (size_t)refs[i].rows * (size_t)refs[i].cols, o->dtype,
+                        clamped, e);
+    free(refs);
+    if (!rc) note_clamped(note, clamped[0], clamped[1], o->dtype);
+    return rc;
+}
+
 static int export_peft(const export_opts *o, char **note, gerr *e) {
     model base;
     lora l;
@@ -127,6 +180,7 @@ static int export_peft(const export_opts *o, char **note, gerr *e) {
     if (!(rc = peft_base_name(o, &base, l.base, &name, note, e))) {
         free(l.base);
         l.base = name;
+        rc = fit_adapter(o, &l, note, e);
     }
     st_dtype sd = o->dtype == EXPORT_F32 ? ST_F32 : o->dtype == EXPORT_F16 ? ST_F16 : ST_BF16;
     ckptdir c = {0};
@@ -167,6 +221,10 @@ int export_run(const export_opts *o, char **note, gerr *e) {
     model m;
     int rc = model_load(&m, o->model, e);
     if (rc) return rc;
+    if ((rc = fit_model(o, &m, note, e))) {
+        model_free(&m);
+        return rc;
+    }
     if (o->format == EXPORT_HF) {
         rc = hf_export_dir(o->out, &m, o->model, o->dtype, e);
     } else {
@@ -176,6 +234,7 @@ int export_run(const export_opts *o, char **note, gerr *e) {
             free(source);
         }
     }
+    if (rc) free(*note), *note = NULL;
     model_free(&m);
     return rc;
 }

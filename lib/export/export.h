@@ -4,6 +4,9 @@
 #ifndef GRPO_EXPORT_H
 #define GRPO_EXPORT_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "../ckpt/export_dtype.h"
 #include "../model/model.h"
 #include "../util/err.h"
@@ -16,6 +19,7 @@ typedef struct {
     export_format format;
     export_dtype dtype;
     const char *base_model; /* --base-model: peft's base_model_name_or_path; NULL: the adapter's base */
+    bool clamp;             /* --clamp: a weight beyond the dtype's range is written as its largest */
 } export_opts;
 
 /* "hf" | "peft" | "gguf" (EX_USAGE otherwise). */
@@ -33,6 +37,24 @@ export_dtype export_default_dtype(export_format f);
  * PEFT a base it can. *note is xmalloc'd, NULL when there is none. q8_0 is
  * EX_USAGE for hf and peft, as is base_model with another format. */
 int export_run(const export_opts *o, char **note, gerr *e);
+/* Before anything is written, every weight is checked against what its
+ * dtype holds finite (export_range.c): f16 |x| <= 65504, bf16 about
+ * 3.39e38, q8_0 a block's max |x| / 127 an f16; a weight beyond it is
+ * EX_DATAERR naming the model, the tensor and a dtype that holds it, unless
+ * o->clamp, which writes the dtype's largest in its place (and *note says
+ * how many). A non-finite weight is EX_DATAERR either way. */
+
+/* The largest magnitude dtype d is written with (f32: FLT_MAX). */
+float export_dtype_limit(export_dtype d);
+/* 0 when every x[0..n) stays finite written as d; EX_DATAERR
+ * "MODEL: tensor 'NAME': value I is V, beyond what D holds ..." otherwise. */
+int export_range_check(const char *model, const char *tensor, const float *x, size_t n, export_dtype d, gerr *e);
+/* Sets each finite x[i] beyond d's range to +-export_dtype_limit(d);
+ * returns how many it changed (non-finite values are left). */
+size_t export_range_clamp(float *x, size_t n, export_dtype d);
+/* The dtype a GGUF export writes a tensor of cols columns in (0: a vector)
+ * when dtype is asked: vectors f32, q8_0 rows not of whole blocks f16. */
+export_dtype gguf_export_tensor_dtype(export_dtype dtype, int64_t cols);
 
 /* Writes m to out_path (atomically: temporary name, fsync, rename) with
  * llama.cpp's architecture keys for m->cfg.arch (llama, qwen2, qwen3), every

@@ -40,6 +40,11 @@ static uint32_t ggml_type(export_dtype d) {
     return GGML_TYPE_F32;
 }
 
+export_dtype gguf_export_tensor_dtype(export_dtype dtype, int64_t cols) {
+    if (!cols) return EXPORT_F32;
+    return dtype == EXPORT_Q8_0 && cols % Q8_0_BLOCK ? EXPORT_F16 : dtype;
+}
+
 /* Where a tensor's rows come from. */
 typedef struct {
     const float *src;
@@ -119,8 +124,7 @@ static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, cons
     /* vectors (norms, biases, rope factors) stay F32, as llama.cpp keeps
      * them; Q8_0 needs rows of whole 32-value blocks, else F16 (what
      * convert_hf_to_gguf.py falls back to) */
-    t->type = cols ? ggml_type(dtype) : GGML_TYPE_F32;
-    if (t->type == GGML_TYPE_Q8_0 && cols % Q8_0_BLOCK) t->type = GGML_TYPE_F16;
+    t->type = ggml_type(gguf_export_tensor_dtype(dtype, cols));
     /* one head at a time when rows are permuted, else about BLOCK_FLOATS
      * values (at least one row) */
     size_t c = (size_t)(cols ? cols : 1);

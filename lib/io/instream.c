@@ -11,6 +11,32 @@
 enum { RAW_BYTES = 1 << 17 };
 
 static const unsigned char zstd_magic[4] = {0x28, 0xB5, 0x2F, 0xFD};
+/* A skippable frame: 5? 2A 4D 18 (0x184D2A50..5F little-endian); pzstd
+ * writes one first. The first byte's low nibble is free. */
+static const unsigned char skip_magic[4] = {0x50, 0x2A, 0x4D, 0x18};
+
+/* How many of the 4 bytes agree with a magic (the skippable one's free nibble masked). */
+static int magic_agrees(const unsigned char *b, const unsigned char *magic, unsigned char mask0) {
+    return ((b[0] & mask0) == magic[0]) + (b[1] == magic[1]) + (b[2] == magic[2]) + (b[3] == magic[3]);
+}
+
+static bool ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcmp(s + n - m, tail);
+}
+
+/* 1 if the data starts with a zstd frame (data or skippable), -1 if it looks
+ * like zstd that is damaged: 3 of a magic's 4 bytes, or a name ending in .zst
+ * and a first byte no JSON line starts with. 0: plain data. */
+static int sniff_zstd(const unsigned char *b, size_t len, const char *name) {
+    if (len >= 4) {
+        int data = magic_agrees(b, zstd_magic, 0xFF), skip = magic_agrees(b, skip_magic, 0xF0);
+        if (data == 4 || skip == 4) return 1;
+        if (data == 3 || skip == 3) return -1;
+    }
+    if (len > 0 && ends_with(name, ".zst") && (!b[0] || !strchr("{ \t\r\n", b[0]))) return -1;
+    return 0;
+}
 
 /* Reads more raw bytes; false with e set on an I/O error. */
 static bool fill(instream *in, gerr *e) {
@@ -59,7 +85,15 @@ int instream_open(instream *in, const char *path, gerr *e) {
             instream_close(in);
             return e ? e->code : EX_IOERR;
         }
-    if (in->raw_len >= 4 && !memcmp(in->raw, zstd_magic, 4)) {
+    int sniff = sniff_zstd((const unsigned char *)in->raw, in->raw_len, in->name);
+    if (sniff < 0) {
+        const unsigned char *b = (const unsigned char *)in->raw;
+        gerr_set(e, EX_DATAERR, "%s: not zstd data (starts %02x %02x %02x %02x, expected 28 b5 2f fd)",
+                 in->name, b[0], in->raw_len > 1 ? b[1] : 0, in->raw_len > 2 ? b[2] : 0, in->raw_len > 3 ? b[3] : 0);
+        instream_close(in);
+        return EX_DATAERR;
+    }
+    if (sniff > 0) {
         in->is_zstd = true;
         in->dctx = ZSTD_createDCtx();
         if (!in->dctx) {

@@ -1,7 +1,10 @@
 /* Input bytes from a path or stdin, transparently zstd-decompressed when the
- * data starts with the zstd frame magic (28 B5 2F FD). Streaming: memory stays
- * constant however large the input. Concatenated frames are read in turn; a
- * frame cut short is an error at the end, not silent truncation. */
+ * data starts with a zstd frame: the frame magic (28 B5 2F FD) or a skippable
+ * frame's (5? 2A 4D 18, as pzstd writes). Streaming: memory stays constant
+ * however large the input. Concatenated frames are read in turn; a frame cut
+ * short is an error at the end, not silent truncation. Data that looks like
+ * damaged zstd (3 of a magic's 4 bytes, or a name ending in .zst and a first
+ * byte no JSON line starts with) is "not zstd data" at open. */
 #ifndef GRPO_INSTREAM_H
 #define GRPO_INSTREAM_H
 

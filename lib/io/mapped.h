@@ -3,13 +3,15 @@
 #ifndef GRPO_MAPPED_H
 #define GRPO_MAPPED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "../util/err.h"
 
 /* *map and *len describe the file; an empty file gives *map = NULL, *len = 0
- * (mmap cannot map nothing). Missing or not a regular file: EX_NOINPUT;
- * unreadable: EX_IOERR. Release with map_release. */
+ * (mmap cannot map nothing). Missing or not a regular file (a FIFO is
+ * refused, never waited on): EX_NOINPUT; unreadable: EX_IOERR. Release with
+ * map_release. */
 int map_file(const char *path, void **map, size_t *len, gerr *e);
 void map_release(void *map, size_t len);
 
@@ -17,5 +19,18 @@ void map_release(void *map, size_t len);
  * *len (when not NULL) gets its length. NULL with e set: EX_NOINPUT when
  * missing, EX_IOERR when unreadable. Caller frees. */
 char *read_whole_file(const char *path, size_t *len, gerr *e);
+
+/* For a file that is either absent or a regular file (grpo/state.json):
+ * *present false when nothing is at path (nor can be: a component is a file,
+ * as in model.gguf/grpo/state.json); true for a regular file,
+ * symlinks followed. Anything else is EX_NOINPUT naming path and what is
+ * there: a symlink loop or one to nothing, a FIFO, a directory, a path that
+ * cannot be looked up (a directory without search permission). */
+int regular_file_probe(const char *path, bool *present, gerr *e);
+/* read_whole_file for a regular file only: a FIFO, a device or a directory
+ * is EX_NOINPUT "not a regular file (a FIFO)", found without blocking. */
+char *read_regular_file(const char *path, size_t *len, gerr *e);
+/* "a regular file", "a directory", "a FIFO", ... for an st_mode. */
+const char *file_kind(unsigned mode);
 
 #endif

@@ -114,6 +114,69 @@ int outpath_resolve(const char *path, outpath_target *t, gerr *e) {
     return gerr_set(e, EX_CANTCREAT, "%s: cannot create: %s", path, strerror(ELOOP));
 }
 
+/* What a path names, for outpath_distinct: an existing regular file or
+ * directory by inode; a missing one by its final directory's inode and its
+ * last name (symlinks followed). skip: stdin/stdout, devices, FIFOs, sockets,
+ * and paths that cannot be looked up (outpath_check reports those). */
+typedef struct {
+    bool skip, exists;
+    dev_t dev;
+    ino_t ino;
+    char *base;
+} path_id;
+
+static void identify(const char *path, path_id *id) {
+    memset(id, 0, sizeof *id);
+    struct stat st;
+    id->skip = !path || !strcmp(path, "-");
+    if (id->skip) return;
+    if (stat(path, &st) == 0) {
+        id->skip = !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+        id->exists = true, id->dev = st.st_dev, id->ino = st.st_ino;
+        return;
+    }
+    outpath_target t;
+    gerr ignored;
+    if (outpath_resolve(path, &t, &ignored)) {
+        id->skip = true;
+        return;
+    }
+    char *dir = parent_of(t.target);
+    const char *slash = strrchr(t.target, '/');
+    id->skip = stat(dir, &st) != 0;
+    id->dev = st.st_dev, id->ino = st.st_ino;
+    id->base = xstrdup(slash ? slash + 1 : t.target);
+    free(dir);
+    outpath_target_free(&t);
+}
+
+static bool same_id(const path_id *a, const path_id *b) {
+    if (a->skip || b->skip || a->exists != b->exists || a->dev != b->dev || a->ino != b->ino) return false;
+    return a->exists || !strcmp(a->base, b->base);
+}
+
+int outpath_distinct(const outpath_use *u, int n, gerr *e) {
+    path_id *ids = xcalloc(n > 0 ? (size_t)n : 1, sizeof *ids);
+    for (int i = 0; i < n; i++) identify(u[i].path, &ids[i]);
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        for (int j = i + 1; j < n && !rc; j++) {
+            bool both_read = u[i].role == OUTPATH_READ && u[j].role == OUTPATH_READ;
+            bool read_replace = (u[i].role == OUTPATH_READ && u[j].role == OUTPATH_REPLACE) ||
+                                (u[j].role == OUTPATH_READ && u[i].role == OUTPATH_REPLACE);
+            if (both_read || read_replace || !same_id(&ids[i], &ids[j])) continue;
+            bool reads = u[i].role == OUTPATH_READ || u[j].role == OUTPATH_READ;
+            rc = gerr_set(e, EX_USAGE, "%s %s and %s %s are the same file: %s", u[i].flag, u[i].path, u[j].flag,
+                          u[j].path,
+                          reads ? "the output would be written into the input as it is read; give the output "
+                                  "another path"
+                                : "one output would overwrite the other; give each its own path");
+        }
+    for (int i = 0; i < n; i++) free(ids[i].base);
+    free(ids);
+    return rc;
+}
+
 int outpath_open_in_place(const outpath_target *t) {
     if (t->own_fd >= 0) return fcntl(t->own_fd, F_DUPFD_CLOEXEC, 0);
     struct stat st; /* another process's descriptor of a regular file: replace its bytes, as > does */

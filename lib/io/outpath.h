@@ -43,6 +43,29 @@ void outpath_target_free(outpath_target *t);
  * for a directory named "/", "." or ".."). */
 int outpath_check(const char *path, outpath_kind kind, gerr *e);
 
+/* One path a tool is given, for outpath_distinct: the flag (messages), the
+ * path (NULL and "-" are stdin/stdout and never compared), and its role. */
+typedef enum {
+    OUTPATH_READ,    /* an input */
+    OUTPATH_REPLACE, /* an output replaced whole when done (temporary, rename) */
+    OUTPATH_INPLACE, /* an output written in place or appended (--metrics, a cache) */
+} outpath_role;
+
+typedef struct {
+    const char *flag;
+    const char *path;
+    outpath_role role;
+} outpath_use;
+
+/* Refuses, before any work, two outputs that are one file, and an input
+ * that is an output written in place or appended (one replaced whole reads
+ * the old file to its end before the new one takes its name, so `--in F
+ * --out F` works). One file: the same path however spelled (symlinks, "..",
+ * "./"), or the same inode (hard links). Devices, FIFOs and sockets are not
+ * compared (--out /dev/null --stats /dev/null is fine). EX_USAGE:
+ * "--stats F and --out ./F are the same file: ...". */
+int outpath_distinct(const outpath_use *u, int n, gerr *e);
+
 /* Opens path's in-place target for writing (t from outpath_resolve with
  * in_place set). Returns the descriptor or -1 with errno set. */
 int outpath_open_in_place(const outpath_target *t);

@@ -18,11 +18,6 @@
 #include "state.h"
 #include "update_internal.h"
 
-static bool file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* Both exist and are the same file or directory (however spelled). */
 static bool same_file(const char *a, const char *b) {
     struct stat sa, sb;
@@ -151,8 +146,12 @@ static int load_state(policy *p, const update_plan *plan, bool device, bool *res
     p->compute = bf16 ? "bf16" : "f32";
     strbuf sp = {0};
     sb_printf(&sp, "%s/grpo/state.json", o->model);
-    *resumed = file_exists(sp.data);
-    int rc = 0;
+    /* state.json there: the run resumes, and anything but a regular file is an error */
+    int rc = regular_file_probe(sp.data, resumed, e);
+    if (rc) {
+        sb_free(&sp);
+        return rc;
+    }
     if (*resumed) {
         train_state s;
         if ((rc = state_read(&s, sp.data, e))) {
@@ -200,7 +199,7 @@ static int pick_ref(policy *p, const update_run_opts *o, const loss_opts *c, ger
 
 /* What is trained, this rank's slice of it, and the AdamW moments of the
  * slice: zero, or with read_moments true those --model's
- * grpo/optimizer.safetensors holds (when it has one). */
+ * grpo/optimizer.safetensors holds (required: 66 when missing). */
 static int load_moments(policy *p, const update_run_opts *o, optim_kind kind, const dist *d, bool read_moments,
                         gerr *e) {
     p->params = p->has_lora ? p->l.memory : p->m.params_memory;
@@ -221,7 +220,7 @@ static int load_moments(policy *p, const update_run_opts *o, optim_kind kind, co
     int rc = 0;
     strbuf op = {0};
     sb_printf(&op, "%s/grpo/optimizer.safetensors", o->model);
-    if (read_moments && file_exists(op.data)) {
+    if (read_moments) { /* a resumed run's optimizer state is required (66 when missing) */
         optim_tensor *t;
         size_t n = policy_optim_tensors(p, &t);
         rc = optim_state_read(op.data, kind, t, n, e);

@@ -2,6 +2,8 @@
 #include "state.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +11,7 @@
 #include "../io/mapped.h"
 #include "../io/outstream.h"
 #include "../io/record.h"
+#include "../util/finite.h"
 #include "../util/strbuf.h"
 
 /* ---- state.json: writing ---------------------------------------------------- */
@@ -208,7 +211,7 @@ static int read_fields(const record *r, const char *path, train_state *s, gerr *
 int state_read(train_state *s, const char *path, gerr *e) {
     memset(s, 0, sizeof *s);
     size_t len;
-    char *text = read_whole_file(path, &len, e);
+    char *text = read_regular_file(path, &len, e);
     if (!text) return e->code;
     /* the record parser wants the object alone on its line: trim around it */
     size_t begin = 0, end = len;
@@ -303,6 +306,39 @@ static int load_moment(const st_file *f, const char *path, const char *name, con
     return 0;
 }
 
+/* One moment's values: finite, and a second moment (exp_avg_sq) >= 0;
+ * index is the element's place in the whole tensor. */
+static int check_moment(const float *x, size_t n, size_t first, bool squares, const char *where, const char *name,
+                        const char *why, gerr *e) {
+    size_t i = f32_first_nonfinite(x, n);
+    if (i < n)
+        return gerr_set(e, EX_DATAERR, "%s: tensor \"%s\": value %zu is %s (non-finite optimizer state: %s)", where,
+                        name, first + i, isnan(x[i]) ? "NaN" : x[i] > 0 ? "+inf" : "-inf", why);
+    for (i = 0; squares && i < n; i++)
+        if (x[i] < 0)
+            return gerr_set(e, EX_DATAERR, "%s: tensor \"%s\": value %zu is %g (a second moment is never negative: %s)",
+                            where, name, first + i, x[i], why);
+    return 0;
+}
+
+int optim_state_check(const optim_tensor *t, size_t n, const char *where, const char *why, gerr *e) {
+    strbuf name = {0};
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
+        size_t first = t[i].partial ? (size_t)t[i].first : 0, count = t[i].partial ? (size_t)t[i].count : numel;
+        for (int which = 0; !rc && which < 2; which++) {
+            const float *x = which ? t[i].v : t[i].m;
+            if (!x || !count) continue;
+            moment_name(&name, which, t[i].name);
+            rc = check_moment(x, count, first, which == 1, where, name.data, why, e);
+        }
+    }
+    sb_free(&name);
+    return rc;
+}
+
 /* The first tensor of f that is no moment of a listed parameter, or NULL. */
 static const char *unexpected_tensor(const st_file *f, optim_kind kind, const optim_tensor *t, size_t n) {
     for (size_t i = 0; i < f->n_tensors; i++) {
@@ -341,6 +377,12 @@ int optim_state_read(const char *path, optim_kind kind, optim_tensor *t, size_t 
     if (!optim_kind_name(kind)) return gerr_set(e, EX_SOFTWARE, "%s: unknown optimizer %d", path, (int)kind);
     st_file f;
     int rc = st_open(&f, path, e);
+    if (rc == EX_NOINPUT) {
+        char msg[sizeof e->msg];
+        memcpy(msg, e->msg, sizeof msg);
+        return gerr_set(e, rc, "%.900s (a checkpoint with grpo/state.json resumes its optimizer state from this file)",
+                        msg);
+    }
     if (rc) return rc;
     rc = check_meta(&f, path, kind, e);
     strbuf name = {0};
@@ -357,6 +399,7 @@ int optim_state_read(const char *path, optim_kind kind, optim_tensor *t, size_t 
             rc = gerr_set(e, EX_DATAERR, "%s: tensor \"%.200s\" belongs to no trained parameter of this run", path,
                           extra);
     }
+    if (!rc && kind == OPTIM_ADAMW) rc = optim_state_check(t, n, path, "the checkpoint is broken", e);
     sb_free(&name);
     st_close(&f);
     return rc;

@@ -74,11 +74,18 @@ typedef struct {
 int optim_state_write(const char *path, optim_kind kind, const optim_tensor *t, size_t n, gerr *e);
 
 /* Reads the file back into t[i].m and t[i].v (only the slice of a partial
- * tensor: the rest is not copied, so a rank's memory stays its share). EX_DATAERR, naming the file:
+ * tensor: the rest is not copied, so a rank's memory stays its share). A
+ * missing file is EX_NOINPUT. EX_DATAERR, naming the file:
  * format metadata not "grpo"; optimizer metadata missing or not `kind`
  * (naming both: moments of one optimizer do not resume another); a tensor
  * missing, not F32, or of another shape; a tensor the list does not expect
- * (the trained parameters changed). */
+ * (the trained parameters changed); a moment not finite, or a second moment
+ * below 0. */
 int optim_state_read(const char *path, optim_kind kind, optim_tensor *t, size_t n, gerr *e);
+/* optim_state_read's last check, which grpo-update also makes before it
+ * writes: every moment finite and every second moment >= 0. EX_DATAERR
+ * "WHERE: tensor \"exp_avg.NAME\": value I is NaN (non-finite optimizer
+ * state: WHY)". t[i].m or .v NULL (SGD) is skipped. */
+int optim_state_check(const optim_tensor *t, size_t n, const char *where, const char *why, gerr *e);
 
 #endif

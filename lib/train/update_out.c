@@ -17,6 +17,7 @@
 #include "../ckpt/hf_dir.h"
 #include "../io/ckptdir.h"
 #include "../io/outpath.h"
+#include "../util/finite.h"
 #include "../util/strbuf.h"
 #include "state.h"
 #include "update_internal.h"
@@ -117,12 +118,43 @@ static int paths_json(strbuf *b, const policy *p, const char *out, gerr *e) {
     return 0;
 }
 
+/* A step that left a weight or a moment non-finite writes nothing
+ * (formats/checkpoint.md): checked before the directory is begun. */
+static int check_finite(const policy *p, gerr *e) {
+    size_t n = p->has_lora ? lora_tensor_list(&p->l, NULL) : model_tensor_list(&p->m, NULL);
+    lora_tensor_ref *lr = p->has_lora ? xcalloc(n ? n : 1, sizeof *lr) : NULL;
+    model_tensor_ref *mr = p->has_lora ? NULL : xcalloc(n ? n : 1, sizeof *mr);
+    if (lr) lora_tensor_list(&p->l, lr);
+    else model_tensor_list(&p->m, mr);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const float *x = lr ? lr[i].data : mr[i].dst;
+        int64_t rows = lr ? lr[i].rows : mr[i].rows, cols = lr ? lr[i].cols : mr[i].cols;
+        size_t numel = (size_t)rows * (size_t)(cols ? cols : 1), at = f32_first_nonfinite(x, numel);
+        if (at < numel)
+            rc = gerr_set(e, EX_DATAERR, "step %lld: tensor '%s': value %zu is %s (the step gave non-finite weights; "
+                          "nothing written)", p->step, lr ? lr[i].name : mr[i].hf, at,
+                          isnan(x[at]) ? "NaN" : x[at] > 0 ? "+inf" : "-inf");
+    }
+    free(lr), free(mr);
+    if (rc || !p->exp_avg) return rc;
+    optim_tensor *t;
+    n = policy_optim_tensors(p, &t);
+    char where[40];
+    snprintf(where, sizeof where, "step %lld", p->step);
+    rc = optim_state_check(t, n, where, "the step gave it; nothing written", e);
+    for (size_t i = 0; i < n; i++) free((char *)t[i].name);
+    free(t);
+    return rc;
+}
+
 /* The checkpoint of p, whose moments are whole here. */
 static int write_ckpt(const policy *p, const update_plan *plan, int ranks, const char *batch_sha256, gerr *e) {
     const update_run_opts *o = &plan->run;
     const optim_opts *c = &plan->optim;
     ckptdir cd = {0};
-    int rc = ckptdir_begin(&cd, o->out, e);
+    int rc = check_finite(p, e);
+    if (!rc) rc = ckptdir_begin(&cd, o->out, e);
     if (rc) return rc;
     char *path = NULL;
 #define PATH(rel) (free(path), path = ckptdir_path(&cd, rel, e))

@@ -188,3 +188,85 @@ PY
     run -0 grpo-rollout --model big -k 2 --max-new-tokens 4 --in <(prompt) --out o.jsonl
     [ "$(wc -l < o.jsonl)" -eq 2 ]
 }
+
+# ---- the training state: grpo/optimizer.safetensors and grpo/state.json --------------------------
+
+# set_moment FILE NAME PYEXPR: rewrites moment NAME of an optimizer file as
+# PYEXPR of t (torch), keeping its metadata.
+set_moment() {
+    "$GRPO_PY" - "$@" <<'PY'
+import sys, torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+path, name, expr = sys.argv[1:]
+with safe_open(path, "pt") as f:
+    meta = f.metadata()
+    ts = {k: f.get_tensor(k) for k in f.keys()}
+t = ts[name]
+ts[name] = eval(expr).contiguous()
+save_file(ts, path, metadata=meta)
+PY
+}
+
+@test "a NaN or a negative second moment in the optimizer state: resuming is 65 naming file, tensor, index" {
+    needs_tiny
+    grpo-update --model "$TINY" --in "$(B)" --out c1 2> /dev/null
+    cp -r c1 nan
+    set_moment nan/grpo/optimizer.safetensors exp_avg.model.layers.0.mlp.up_proj.weight \
+        't.index_put((torch.tensor([1]), torch.tensor([2])), torch.tensor(float("nan")))'
+    run -65 grpo-update --model nan --in "$(B)" --out c2
+    assert_one_line_error grpo-update "nan/grpo/optimizer.safetensors: tensor \"exp_avg.model.layers.0.mlp.up_proj.weight\": value 66 is NaN \(non-finite optimizer state"
+    [ ! -e c2 ]
+    cp -r c1 neg
+    set_moment neg/grpo/optimizer.safetensors exp_avg_sq.model.norm.weight 't.index_put((torch.tensor([5]),), torch.tensor(-1.0))'
+    run -65 grpo-update --model neg --in "$(B)" --out c2
+    assert_one_line_error grpo-update "tensor \"exp_avg_sq.model.norm.weight\": value 5 is -1 \(a second moment is never negative"
+    [ ! -e c2 ]
+}
+
+@test "a step that makes a weight non-finite writes nothing and says so: 65, the older --out kept" {
+    needs_tiny
+    grpo-update --model "$TINY" --in "$(B)" --out c1 2> /dev/null
+    cp -r c1 c2
+    # finite moments whose update overflows: m / sqrt(v) beyond float
+    set_moment c1/grpo/optimizer.safetensors exp_avg.model.layers.0.mlp.up_proj.weight 't.fill_(3e38)'
+    run -65 grpo-update --model c1 --in "$(B)" --out c2
+    assert_one_line_error grpo-update "step 2: tensor 'model.layers.0.mlp.up_proj.weight': value [0-9]+ is [-+]inf \(the step gave non-finite weights; nothing written\)"
+    cmp c1/model.safetensors c2/model.safetensors
+    no_temp_left .
+}
+
+@test "state.json there and optimizer.safetensors missing: 66 naming the file, not fresh moments" {
+    needs_tiny
+    grpo-update --model "$TINY" --in "$(B)" --out c1 2> /dev/null
+    rm c1/grpo/optimizer.safetensors
+    run -66 grpo-update --model c1 --in "$(B)" --out c2
+    assert_one_line_error grpo-update "c1/grpo/optimizer.safetensors: cannot open: No such file or directory \(a checkpoint with grpo/state.json resumes"
+    [ ! -e c2 ]
+    # without state.json it is a model to start from: fresh moments
+    rm c1/grpo/state.json
+    grpo-update --model c1 --in "$(B)" --out c2 2> /dev/null
+    [ "$(jq .step c2/grpo/state.json)" = 1 ]
+}
+
+@test "state.json a FIFO, a symlink loop, a dangling symlink or a directory: every tool that reads it fails naming it, at once" {
+    needs_tiny
+    grpo-update --model "$TINY" --in "$(B)" --out a1 --lora-r 4 2> /dev/null
+    for kind in fifo loop dangling dir; do
+        rm -rf x && cp -r a1 x && rm x/grpo/state.json
+        case $kind in
+            fifo) mkfifo x/grpo/state.json; want="not a regular file \(a FIFO\)" ;;
+            loop) ln -s state.json x/grpo/state.json; want="cannot follow the symlink: Too many levels of symbolic links" ;;
+            dangling) ln -s gone.json x/grpo/state.json; want="cannot follow the symlink: No such file" ;;
+            dir) mkdir x/grpo/state.json; want="not a regular file \(a directory\)" ;;
+        esac
+        run -66 timeout 20 grpo-update --model x --in "$(B)" --out y
+        assert_one_line_error grpo-update "^grpo-update: x/grpo/state.json: $want"
+        [ ! -e y ]
+        run -66 timeout 20 grpo-rollout --model x -k 1 --max-new-tokens 2 --in <(prompt) --out o.jsonl
+        assert_one_line_error grpo-rollout "^grpo-rollout: x/grpo/state.json: $want"
+        run -66 timeout 20 grpo-export --model x --format hf --out y
+        assert_one_line_error grpo-export "x/grpo/state.json: $want"
+        [ ! -e y ]
+    done
+}

@@ -457,3 +457,32 @@ EOF
     [ -f out/model.safetensors ]
     no_temp_left .
 }
+
+@test "a weight beyond f16: hf f16 and gguf are 65 naming the tensor and a dtype, nothing written; --clamp writes 65504" {
+    needs_tiny
+    cp -r "$TINY" big
+    "$GRPO_PY" - big/model.safetensors <<'EOF'
+import sys
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+t["model.layers.0.mlp.down_proj.weight"][0, 3] = 70000.0
+save_file(t, sys.argv[1], metadata={"format": "pt"})
+EOF
+    run -65 grpo-export --model big --format hf --dtype f16 --out out
+    assert_one_line_error grpo-export "big: tensor 'model.layers.0.mlp.down_proj.weight': value 3 is 7[0-9]+, beyond what f16 holds .*--dtype bf16 holds it"
+    [ ! -e out ]
+    run -65 grpo-export --model big --format gguf --out out.gguf
+    assert_one_line_error grpo-export "tensor 'blk.0.ffn_down.weight': value 3 .*beyond what f16 holds"
+    [ ! -e out.gguf ]
+    no_temp_left .
+    run grpo-export --model big --format hf --dtype f16 --clamp --out out
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"--clamp: 1 weights in 1 tensors were beyond what f16 holds and were written as +-65504"* ]]
+    "$GRPO_PY" - out/model.safetensors <<'EOF'
+import sys
+import numpy as np
+from safetensors.numpy import load_file
+w = load_file(sys.argv[1])["model.layers.0.mlp.down_proj.weight"]
+assert w.dtype == np.float16 and w[0, 3] == 65504 and np.isfinite(w).all(), (w.dtype, w[0, 3])
+EOF
+}

@@ -120,3 +120,23 @@ EOF2
     [ "$status" -eq 65 ]
     [[ "$output" == *'unsupported architecture "gpt2"'* ]]
 }
+
+@test "a declared size beyond the weights (num_hidden_layers 1e9, a flipped byte in block_count): 65 naming file and fields" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    make_tiny_llama "$T/m"
+    jq '.num_hidden_layers = 1000000000' "$T/m/config.json" > c.json && mv c.json "$T/m/config.json"
+    run -65 grpo-rollout --model "$T/m" -k 1 --max-new-tokens 2 --in <(echo '{"id":"p","prompt_tokens":[1,4,5]}')
+    assert_one_line_error grpo-rollout "$T/m/config.json: the sizes it declares \(num_hidden_layers 1000000000, hidden_size 64, .*\) need [0-9.e+]+ weights, and the tensors of $T/m/model.safetensors hold"
+    [ -f "$SMOL" ] || skip "no model (make models)"
+    cp "$SMOL" s.gguf
+    "$GRPO_PY" - s.gguf <<'EOF'
+import sys
+key = b"llama.block_count"
+with open(sys.argv[1], "r+b") as f:
+    at = f.read(1 << 20).index(key) + len(key) + 4  # the u32 after the key and its type
+    f.seek(at + 2)
+    f.write(b"\x40")  # 30 layers become 4194334
+EOF
+    run -65 grpo-rollout --model s.gguf -k 1 --max-new-tokens 2 --in <(echo '{"id":"p","prompt_tokens":[1,4,5]}')
+    assert_one_line_error grpo-rollout "s.gguf: the sizes it declares \(llama.block_count 4194334, llama.embedding_length 576, .*\) need [0-9.e+]+ weights, and the tensors of s.gguf hold"
+}

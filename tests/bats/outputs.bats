@@ -299,3 +299,49 @@ open("got", "wb").write(data)' &
     no_temp_left .
     no_temp_left elsewhere
 }
+
+@test "two outputs that are one file (same path, ./, .., a symlink, a hard link): 64 before any work, the file untouched" {
+    scored s.jsonl
+    rollouts r.jsonl
+    mkdir d
+    echo keep > F
+    ln -s F link
+    ln F hard
+    for pair in "F F" "F ./F" "F d/../F" "F link" "F hard" "new.json ./new.json"; do
+        set -- $pair
+        run -64 grpo-advantage --in s.jsonl --out "$1" --stats "$2"
+        assert_one_line_error grpo-advantage "--out $1 and --stats $2 are the same file: one output would overwrite the other"
+        run -64 $REWARD --in r.jsonl --out "$1" --stats "$2"
+        assert_one_line_error grpo-reward "--out $1 and --stats $2 are the same file"
+        [ "$(cat F)" = keep ]
+        [ ! -e new.json ]
+    done
+    no_temp_left .
+    # the judge cache is an output too, and so is the export of it
+    run -64 $REWARD --in r.jsonl --out F --judge-cache link
+    assert_one_line_error grpo-reward "--out F and --judge-cache link are the same file"
+    run -64 grpo-reward cache export --judge-cache F --out ./F
+    assert_one_line_error grpo-reward "--judge-cache F and --out ./F are the same file"
+    [ "$(cat F)" = keep ]
+    # stdout and devices are not files: both outputs may go there
+    grpo-advantage --in s.jsonl --out /dev/null --stats /dev/null
+    grpo-advantage --in s.jsonl --out - --stats - > /dev/null
+    # an input replaced whole by the output is fine (read to its end first)
+    cp s.jsonl x.jsonl
+    grpo-advantage --in x.jsonl --out ./x.jsonl
+    # an input that an output is written into as it is read is not
+    run -64 $REWARD --in r.jsonl --out o.jsonl --judge-cache ./r.jsonl
+    assert_one_line_error grpo-reward "--in r.jsonl and --judge-cache ./r.jsonl are the same file: the output would be written into the input"
+}
+
+@test "grpo-update --metrics that is --in: 64 before any work, the batch untouched" {
+    needs_tiny
+    cp "$BATS_FILE_TMPDIR/batch.jsonl" b.jsonl
+    ln b.jsonl b2.jsonl
+    for m in b.jsonl ./b.jsonl b2.jsonl; do
+        run -64 grpo-update --model "$TINY" --in b.jsonl --out c --metrics "$m"
+        assert_one_line_error grpo-update "--in b.jsonl and --metrics $m are the same file"
+        [ ! -e c ]
+        cmp b.jsonl "$BATS_FILE_TMPDIR/batch.jsonl"
+    done
+}

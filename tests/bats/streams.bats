@@ -115,6 +115,42 @@ TOOLS="grpo-prep grpo-advantage grpo-reward"
     done
 }
 
+@test "pzstd output (a skippable frame first) reads as zstd" {
+    command -v pzstd >/dev/null || skip "pzstd (apt package zstd) not installed"
+    for t in $TOOLS; do
+        good_input "$t" in.jsonl 50
+        pzstd -q -f in.jsonl -o in.pz
+        [ "$(head -c 4 in.pz | od -An -tx1 | tr -d ' ')" = "502a4d18" ]
+        $(tool_cmd $t) --in in.jsonl --out plain.jsonl
+        $(tool_cmd $t) --in in.pz --out pz.jsonl
+        cmp pz.jsonl plain.jsonl
+        $(tool_cmd $t) < in.pz | cmp - plain.jsonl
+        # cut inside the data frame that follows the skippable one
+        head -c $(($(stat -c %s in.pz) - 20)) in.pz > cut.pz
+        run -65 $(tool_cmd $t) --in cut.pz --out out.jsonl
+        assert_one_line_error "$t" "cut.pz:[0-9]+: truncated zstd"
+    done
+}
+
+@test "a damaged zstd magic is 'not zstd data', not invalid JSON" {
+    for t in $TOOLS; do
+        good_input "$t" in.jsonl 50
+        zstd -q -c in.jsonl > in.zst
+        { printf '\x28\xb5\x2f\xfe'; tail -c +5 in.zst; } > bad.data
+        run -65 $(tool_cmd $t) --in bad.data --out out.jsonl
+        assert_one_line_error "$t" "bad.data: not zstd data \\(starts 28 b5 2f fe"
+        [ ! -e out.jsonl ]
+        # two bytes off: the name still says zstd
+        { printf '\x00\x00\x2f\xfd'; tail -c +5 in.zst; } > bad.jsonl.zst
+        run -65 $(tool_cmd $t) --in bad.jsonl.zst --out out.jsonl
+        assert_one_line_error "$t" "bad.jsonl.zst: not zstd data"
+        # plain JSON Lines under a .zst name still read as JSON Lines
+        cp in.jsonl plain.jsonl.zst
+        $(tool_cmd $t) --in plain.jsonl.zst --out plain.out
+        rm plain.out
+    done
+}
+
 @test "a 100 MB line passes through whole" {
     head -c 100000000 /dev/zero | tr '\0' 'a' > big.txt
     { printf '{"id":"g","reward":1,"blob":"'; cat big.txt; printf '"}\n{"id":"g","reward":0}\n'; } > adv.jsonl

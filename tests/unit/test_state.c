@@ -9,6 +9,8 @@
  * writes DIR/state.json (sample_state) and DIR/optimizer.safetensors (AdamW,
  * the two parameters of params_init(1.0)). */
 #include <errno.h>
+#include <math.h>
+#include <unistd.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -479,6 +481,88 @@ static void test_optimizer_slice(const char *dir) {
     free(p);
 }
 
+/* Moments that would poison the step are refused on load as weights are:
+ * NaN, infinity, a negative second moment; a slice is checked at its place. */
+static void test_optimizer_values(const char *dir) {
+    TEST("optimizer.safetensors: a NaN, an infinity or a negative exp_avg_sq is 65 naming file, tensor, index");
+    char *p = path_in(dir, "values.safetensors");
+    params a, b;
+    gerr e = {0};
+    params_init(&a, 1.0f);
+    a.wm[7] = NAN;
+    CHECK_EQ_INT(optim_state_write(p, OPTIM_ADAMW, a.t, 2, &e), 0);
+    params_init(&b, 0.0f);
+    expect_error(p, OPTIM_ADAMW, b.t, 2, EX_DATAERR, "tensor \"exp_avg.model.layers.0.mlp.up_proj.weight\": value 7 is NaN",
+                 "non-finite optimizer state: the checkpoint is broken");
+    params_init(&a, 1.0f);
+    a.bv[2] = INFINITY;
+    CHECK_EQ_INT(optim_state_write(p, OPTIM_ADAMW, a.t, 2, &e), 0);
+    expect_error(p, OPTIM_ADAMW, b.t, 2, EX_DATAERR, "exp_avg_sq.model.layers.0.self_attn.q_proj.bias\": value 2 is +inf",
+                 NULL);
+    params_init(&a, 1.0f);
+    a.wv[12] = -1e-3f;
+    CHECK_EQ_INT(optim_state_write(p, OPTIM_ADAMW, a.t, 2, &e), 0);
+    expect_error(p, OPTIM_ADAMW, b.t, 2, EX_DATAERR, "exp_avg_sq.model.layers.0.mlp.up_proj.weight\": value 12 is -0.001",
+                 "never negative");
+    /* a slice names the element's place in the whole tensor; one without it reads */
+    float m[6], v[6];
+    b.t[0].partial = b.t[1].partial = true;
+    b.t[0].first = 9, b.t[0].count = 6, b.t[0].m = m, b.t[0].v = v;
+    b.t[1].first = 0, b.t[1].count = 0, b.t[1].m = m, b.t[1].v = v;
+    expect_error(p, OPTIM_ADAMW, b.t, 2, EX_DATAERR, "value 12 is -0.001", NULL);
+    b.t[0].count = 3;
+    CHECK_EQ_INT(optim_state_read(p, OPTIM_ADAMW, b.t, 2, &e), 0);
+    /* SGD has no moments to check */
+    CHECK_EQ_INT(optim_state_write(p, OPTIM_SGD, a.t, 2, &e), 0);
+    CHECK_EQ_INT(optim_state_read(p, OPTIM_SGD, a.t, 2, &e), 0);
+    /* the same check, as grpo-update makes it before writing */
+    params_init(&a, 1.0f);
+    a.wm[0] = -INFINITY;
+    CHECK_EQ_INT(optim_state_check(a.t, 2, "step 3", "nothing written", &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "step 3: tensor \"exp_avg.model.layers.0.mlp.up_proj.weight\": value 0 is -inf") == e.msg);
+    CHECK(strstr(e.msg, "nothing written"));
+    free(p);
+}
+
+static void test_missing_and_odd_files(const char *dir) {
+    TEST("a missing optimizer file is 66 saying why it is needed; state.json a FIFO, a loop, a directory: errors, no wait");
+    char *p = path_in(dir, "nope.safetensors");
+    params b;
+    params_init(&b, 0.0f);
+    expect_error(p, OPTIM_ADAMW, b.t, 2, EX_NOINPUT, "cannot open", "grpo/state.json resumes its optimizer state");
+    free(p);
+    char *fifo = path_in(dir, "fifo.json"), *loop = path_in(dir, "loop.json"), *dangling = path_in(dir, "dangling.json");
+    char *sub = path_in(dir, "sub.json"), *absent = path_in(dir, "absent.json"), *reg = path_in(dir, "reg.json");
+    CHECK_EQ_INT(mkfifo(fifo, 0600), 0);
+    CHECK_EQ_INT(symlink("loop.json", loop), 0);
+    CHECK_EQ_INT(symlink("nothing-here", dangling), 0);
+    CHECK_EQ_INT(mkdir(sub, 0700), 0);
+    gerr e = {0};
+    train_state s = sample_state();
+    CHECK_EQ_INT(state_write(&s, reg, &e), 0);
+    state_free(&s);
+    bool present = true;
+    CHECK_EQ_INT(regular_file_probe(absent, &present, &e), 0);
+    CHECK(!present);
+    CHECK_EQ_INT(regular_file_probe(reg, &present, &e), 0);
+    CHECK(present);
+    char *under_file = path_in(dir, "reg.json/grpo/state.json"); /* a GGUF model's "checkpoint directory" */
+    CHECK_EQ_INT(regular_file_probe(under_file, &present, &e), 0);
+    CHECK(!present);
+    free(under_file);
+    const char *bad[] = {fifo, loop, dangling, sub};
+    const char *why[] = {"not a regular file (a FIFO)", "cannot follow the symlink: Too many levels", "cannot follow the symlink: No such file",
+                         "not a regular file (a directory)"};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(regular_file_probe(bad[i], &present, &e), EX_NOINPUT);
+        CHECK(strstr(e.msg, bad[i]) == e.msg && strstr(e.msg, why[i]));
+    }
+    /* the reader itself refuses a FIFO without waiting for a writer */
+    CHECK_EQ_INT(state_read(&s, fifo, &e), EX_NOINPUT);
+    CHECK(strstr(e.msg, "not a regular file (a FIFO)"));
+    free(fifo), free(loop), free(dangling), free(sub), free(absent), free(reg);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write-sample")) return write_sample(argv[2]);
     char dir[] = "/tmp/grpo-test-state-XXXXXX";
@@ -489,6 +573,8 @@ int main(int argc, char **argv) {
     test_state_json(dir);
     test_optimizer_file(dir);
     test_optimizer_slice(dir);
+    test_optimizer_values(dir);
+    test_missing_and_odd_files(dir);
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_done();
 }
