@@ -11,7 +11,8 @@
  *     supplementary groups; otherwise the caller's own ids. Either way no
  *     capabilities, and no_new_privs so set-uid programs grant nothing;
  *   - a seccomp-bpf filter (syscall_filter.c): no ptrace, no namespaces or
- *     mounts, no sockets but AF_UNIX, no io_uring, bpf, keyrings or module
+ *     mounts, no sockets but AF_UNIX and no connect (a host process's
+ *     Unix socket is out of reach), no io_uring, bpf, keyrings or module
  *     loading, no signals to grpo-reward (out of sight anyway in a PID
  *     namespace), at every isolation level;
  *   - rlimits: address space, CPU seconds, processes (counted per run: the
@@ -77,7 +78,7 @@ enum {
 /* The sentence grpo-reward's --help carries about the fallback. */
 #define SANDBOX_DEGRADED_HELP                                                                        \
     "Each code run gets a seccomp filter (no ptrace, namespaces, mounts, io_uring, bpf, keyrings, "  \
-    "module loading, or sockets but AF_UNIX: EPERM) and new user, PID, network and mount "         \
+    "module loading, sockets but AF_UNIX pairs, or connect: EPERM) and new user, PID, network and mount "         \
     "namespaces (no network, a read-only file system outside its own temporary directory, every "  \
     "process it starts killed with it); where the kernel refuses the namespaces, grpo-reward says " \
     "once on stderr which of these protections are missing and runs the code without them, still " \

@@ -84,6 +84,11 @@ hostile() {
     [ "$rss_kb" -lt 65536 ]
 }
 
+teardown() {
+    [ -z "${LISTENER:-}" ] || { kill "$LISTENER" 2> /dev/null || true; wait "$LISTENER" 2> /dev/null || true; }
+    [ -z "${SOCKDIR:-}" ] || rm -rf "$SOCKDIR"
+}
+
 nothing_left() {
     run pgrep -f "_grpo_harness|$MARK"
     [ "$status" -eq 1 ] || { echo "sandboxed processes left: $output"; return 1; }
@@ -192,6 +197,33 @@ for s in ready:
     kill "$listener" 2> /dev/null || true
     wait "$listener" 2> /dev/null || true
     [ "$(wc -l < listener.out)" -eq 1 ]
+}
+
+@test "hostile: a host process's Unix socket cannot be reached (the listener sees nothing)" {
+    # under /tmp, not the test's own directory: the sandbox's uid may search the way there, so only
+    # the sandbox stands between the program and the socket
+    SOCKDIR=$(mktemp -d /tmp/grpo-hostile-sock-XXXXXX)
+    chmod 755 "$SOCKDIR"
+    "$PY" -c '
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777); s.listen(4)
+print("listening", flush=True)
+s.settimeout(30)
+while True:
+    c, _ = s.accept()
+    print("connection", flush=True)
+    c.sendall(b"pong\n"); c.close()' "$SOCKDIR/host.sock" > listener.out &
+    LISTENER=$!
+    for _ in $(seq 50); do [ -s listener.out ] && break; sleep 0.1; done
+    [ "$(cat listener.out)" = listening ]
+    for LEVEL in $LEVELS; do
+        hostile unix_socket "s|@SOCKET@|$SOCKDIR/host.sock|"
+        [ "$reason" = "PermissionError: [Errno 1] Operation not permitted" ] # the seccomp filter, at every level
+        nothing_left
+    done
+    sleep 0.2
+    [ "$(cat listener.out)" = listening ]
 }
 
 @test "hostile: a daemon (setsid, double fork) does not outlive its run" {
