@@ -57,6 +57,7 @@
 #include <sys/types.h>
 
 #include "../util/err.h"
+#include "../util/strbuf.h"
 #include "syscall_filter.h"
 
 enum {
@@ -134,6 +135,7 @@ typedef struct {
     double seconds;        /* wall time of the run */
     char report[SANDBOX_REPORT_CAP];
     size_t report_len;
+    bool report_over;      /* sandbox_run_batch_reports: more than its cap came (and was dropped) */
     char output[SANDBOX_OUTPUT_CAP + 1]; /* head of stdout+stderr, NUL-terminated */
     size_t output_len;
 } sandbox_result;
@@ -147,6 +149,13 @@ typedef struct {
  * EX_UNAVAILABLE when the program cannot be executed at all). */
 int sandbox_run_batch(const sandbox *sb, const char *const *input, const size_t *input_len, size_t n, size_t jobs,
                       sandbox_result *res, gerr *e);
+
+/* The same, with what each run writes to fd 4 kept whole in reports[i]
+ * (cleared first) up to report_cap bytes, for results larger than
+ * SANDBOX_REPORT_CAP: more is read and dropped, and res[i].report_over set;
+ * res[i].report stays empty. */
+int sandbox_run_batch_reports(const sandbox *sb, const char *const *input, const size_t *input_len, size_t n,
+                              size_t jobs, sandbox_result *res, strbuf *reports, size_t report_cap, gerr *e);
 
 /* Passed: exited 0 within its limits. */
 bool sandbox_exited_ok(const sandbox_result *r);

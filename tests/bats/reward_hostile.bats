@@ -226,6 +226,60 @@ while True:
     [ "$(cat listener.out)" = listening ]
 }
 
+# The program's run reports values, never a verdict: each of these passed
+# the test when the run itself decided it.
+@test "hostile: walking the frames to the harness's verdict passes nothing, even a test that is only assert False" {
+    for LEVEL in $LEVELS; do
+        hostile frame_walk
+        [ "$reason" = "LookupError: no verdict to forge" ]
+        nothing_left
+    done
+    jq -nc --rawfile code "$GRPO_ROOT/tests/fixtures/hostile/frame_walk.py" \
+        '{id: "hostile", completion: $code, tests: ["assert False"]}' > in.jsonl
+    grpo-reward --fn code --code-python "$PY" --in in.jsonl --out out.jsonl --stats st.json --quiet
+    [ "$(jq .rewards.code out.jsonl)" = 0 ]
+    jq -e '.code.runs == 0 and .code.refused == 1 and .code.refusals[0].reason == "no assert reads anything the program computes"' st.json
+    nothing_left
+}
+
+@test "hostile: an answer equal to everything (__eq__, an int subclass) is no plain value" {
+    for LEVEL in $LEVELS; do
+        hostile always_equal
+        [ "$reason" = "TypeError: a value of type Anything is not plain data" ]
+        hostile int_subclass
+        [ "$reason" = "TypeError: a value of type Agreeable is not plain data" ]
+        nothing_left
+    done
+}
+
+@test "hostile: the test's expected value is nowhere in the program's run" {
+    for LEVEL in $LEVELS; do
+        hostile read_tests
+        [ "$reason" = "LookupError: the expected value is not in sight" ]
+        nothing_left
+    done
+}
+
+@test "hostile: builtins patched so that the test never runs report no value" {
+    for LEVEL in $LEVELS; do
+        hostile monkeypatch_builtins
+        [ "$reason" = "exited 0 before the test finished" ]
+        nothing_left
+    done
+}
+
+@test "hostile: result-like output, an exit 0 before the test, os._exit in the function, verdicts on the report pipe" {
+    for LEVEL in $LEVELS; do
+        hostile fake_output
+        [ "$reason" = "exited 0 before the test finished" ]
+        hostile early_exit
+        [ "$reason" = "exited 0 before the test finished" ]
+        hostile report_fd
+        [ "$reason" = "the report is not one line per value" ]
+        nothing_left
+    done
+}
+
 @test "hostile: a daemon (setsid, double fork) does not outlive its run" {
     for LEVEL in $LEVELS; do
         needs "a PID namespace" || continue # without one, only the process group is killed; setsid leaves it
