@@ -148,7 +148,7 @@ static int trusted_runs(const code_fn *c, double timeout, const strbuf *input, s
     for (size_t i = 0; i < n; i++) {
         in[i] = input[i].data;
         in_len[i] = input[i].len;
-        if (cap < 4 * input[i].len + (1 << 20)) cap = 4 * input[i].len + (1 << 20);
+        if (cap < 8 * input[i].len + (1 << 20)) cap = 8 * input[i].len + (1 << 20); /* \uXXXX escapes */
     }
     sandbox_result *res = xmalloc(n * sizeof *res);
     int rc = sandbox_run_batch_reports(&trusted, in, in_len, n, jobs, res, reports, cap, e);
