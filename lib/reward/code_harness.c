@@ -192,6 +192,8 @@ const char code_harness_py[] =
     "\n"
     "    def mixed(node):\n"
     "        kids = children(node)\n"
+    "        if kids is not None and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'type':\n"
+    "            return True  # the type of a value, never a value that is a type\n"
     "        return kids is not None and any(not dependent(k) or mixed(k) for k in kids)\n"
     "\n"
     "    def carve(node):\n"

@@ -72,6 +72,8 @@ static void test_forms(reward_fn *fn) {
         {"assert set(f(6)) == set((4, 5))", 1}, /* set() of a generator: computed in the run */
         {"assert sorted(f(6)) == [4, 5]", 1},
         {"assert len(f(2)) == 2", 1},
+        {"assert type(f(2)) == list and isinstance(f(3), int)", 1},
+        {"assert type(f(2)) == tuple", 0},
         {"expected = [1, 2]\nassert f(2) == expected", 1},
         {"x = [3, 1, 2]\nassert f(2) + x == [1, 2] + x", 1},
     };
