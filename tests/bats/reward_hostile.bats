@@ -226,8 +226,8 @@ while True:
     [ "$(cat listener.out)" = listening ]
 }
 
-# The program's run reports values, never a verdict: each of these passed
-# the test when the run itself decided it.
+# The program's run reports values, never a verdict: each of these would pass
+# a harness whose run decided the verdict itself.
 @test "hostile: walking the frames to the harness's verdict passes nothing, even a test that is only assert False" {
     for LEVEL in $LEVELS; do
         hostile frame_walk
