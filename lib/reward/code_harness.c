@@ -10,7 +10,10 @@
  *         the rest (the expected value, the comparison, math.isclose, abs,
  *         round, len of a literal...), which never leaves the trusted side.
  *         The skeleton is the test with each assert replaced by
- *         `_grpo_value(EXPR)` per value, the expected values left out.
+ *         `_grpo_value(EXPR)` per value, the expected values left out. A
+ *         test this cannot carry is refused (no top-level assert, an assert
+ *         in a block, a comparison inside a value or with no side outside
+ *         the run, no value at all).
  *   run   (untrusted) items: program, skeleton. Runs the program, then the
  *         skeleton, writing each value as one line of JSON of plain data
  *         (None, bool, int, float, str, bytes, list, tuple, dict, set,
@@ -171,7 +174,7 @@ const char code_harness_py[] =
     "\n"
     "    def hole(node):\n"
     "        if any(isinstance(n, ast.Compare) for n in ast.walk(node)):\n"
-    "            raise Refused('a comparison inside what the program computes: %s' % ast.unparse(node)[:60])\n"
+    "            raise Refused('a comparison inside what the program computes')\n"
     "        run.append(ast.Expr(ast.Call(ast.Name('_grpo_value', ast.Load()), [node], [])))\n"
     "        holes.append(node)\n"
     "        return ast.Name('_grpo_v%d' % (len(holes) - 1), ast.Load())\n"
@@ -212,9 +215,18 @@ const char code_harness_py[] =
     "            return node\n"
     "        return hole(node)\n"
     "\n"
+    "    def own_sides(node):\n"
+    "        # a comparison of values the run computes alone: the program could\n"
+    "        # make both agree (patching the test's own function of the expected value)\n"
+    "        for n in ast.walk(node):\n"
+    "            if isinstance(n, ast.Compare) and all(any(isinstance(m, ast.Name) and m.id.startswith('_grpo_v')\n"
+    "                                                      for m in ast.walk(side)) for side in [n.left] + n.comparators):\n"
+    "                raise Refused('no side of a comparison is outside what the program computes')\n"
+    "\n"
     "    for stmt in tree.body:\n"
     "        if isinstance(stmt, ast.Assert):\n"
     "            steps.append(('check', carve(stmt.test)))\n"
+    "            own_sides(steps[-1][1])\n"
     "        elif any(isinstance(n, ast.Assert) for n in ast.walk(stmt)):\n"
     "            raise Refused('an assert inside a block (only top-level asserts are checked)')\n"
     "        elif isinstance(stmt, (ast.Import, ast.ImportFrom)) and \\\n"

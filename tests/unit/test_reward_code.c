@@ -219,7 +219,7 @@ static void test_containment(double timeout) {
     CHECK_NEAR(score1(&fn, "\"import os\"", "[\"assert os.environ.get('GRPO_CODE_SECRET') == 'hunter2-code'\", "
                                             "\"assert 'hunter2' in open('/proc/1/environ').read()\"]"),
                0.0, 0);
-    CHECK_NEAR(score1(&fn, "\"import os\"", "[\"assert os.environ['HOME'] == os.getcwd() == os.environ['TMPDIR']\"]"),
+    CHECK_NEAR(score1(&fn, "\"import os\"", "[\"assert len({os.environ['HOME'], os.getcwd(), os.environ['TMPDIR']}) == 1\"]"),
                1.0, 0);
     unsetenv("GRPO_CODE_SECRET");
 
