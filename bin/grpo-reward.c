@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
           NULL}},
 
         {"answer",
-         {"--answer-tol", NULL, FLAG_DOUBLE, &p.answer_tol, "X", "numbers a, b match when |a-b| <= X * max(1, |b|)", 0,
+         {"--answer-tol", NULL, FLAG_DOUBLE, &p.answer_tol, "X", "integers and fractions match exactly; where a side is a decimal that may be rounded, within X * max(1, |b|) and half its last digit", 0,
           1, NULL}},
 
         {"format",

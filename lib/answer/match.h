@@ -41,8 +41,10 @@
  *   - Otherwise it is text, folded: ASCII case, all white space and one
  *     trailing '.' removed, one pair of braces around the whole dropped.
  *
- * Comparison (answer_equal): two numbers are equal when
- * |a-b| <= tol * max(1, |b|) (b the reference). Otherwise they are equal
+ * Comparison (answer_equal): two numbers are equal when their exact values
+ * are, or, where a side is written with digits after its point (a possible
+ * rounding), within min(tol * max(1, |b|), half a unit in that side's last
+ * digit) (number.h; b the reference). Otherwise they are equal
  * when their folded text is, so "(1, 2)" equals "(1,2)", or when both are
  * math expressions (mexpr.h; a number above counts as its value) equal by
  * mexpr_equal: "2\sqrt3" equals "\sqrt{12}", "\{3,2,1\}" equals "\{1,2,3\}",
@@ -55,6 +57,7 @@
 
 #include "../util/strbuf.h"
 #include "mexpr.h"
+#include "number.h"
 
 typedef enum {
     ANSWER_FROM_NONE,   /* nothing found: no tag, box, #### or number */
@@ -76,7 +79,8 @@ bool answer_tag_content(const char *s, size_t len, strbuf *out);
 
 typedef struct {
     bool is_number;
-    double value; /* when is_number */
+    double value;       /* when is_number */
+    answer_number num;  /* the same, exactly as written (number.h) */
     strbuf text;  /* the folded text (always filled) */
     strbuf clean; /* scratch: the text after the LaTeX clean-up */
     strbuf raw;     /* the text as given: parsed as an expression only when a comparison needs it */

@@ -107,8 +107,9 @@ typedef struct {
 /* Parses s[0..len) into *out; false when it is no expression (above). */
 bool mexpr_parse(const char *s, size_t len, mexpr *out);
 
-/* *out as the single number v (not exact): a value the caller read itself. */
-void mexpr_from_value(double v, mexpr *out);
+/* *out as the single number v, a value the caller read itself: exact with
+ * the rational *exact, or not exact when that is NULL. */
+void mexpr_from_value(double v, const mexpr_rat *exact, mexpr *out);
 
 /* Whether pred's node pn equals gold's node gn by the rules above. */
 bool mexpr_equal(const mexpr *pred, int pn, const mexpr *gold, int gn, double tol);

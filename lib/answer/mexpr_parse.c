@@ -385,11 +385,15 @@ bool mexpr_parse(const char *s, size_t len, mexpr *out) {
     return ok;
 }
 
-void mexpr_from_value(double v, mexpr *out) {
+void mexpr_from_value(double v, const mexpr_rat *exact, mexpr *out) {
     memset(&out->nodes[0], 0, sizeof out->nodes[0]);
     out->nodes[0].kind = MX_NUM;
     out->nodes[0].a = out->nodes[0].b = -1;
     out->nodes[0].v = v;
+    if (exact) {
+        out->nodes[0].exact = true;
+        out->nodes[0].q = *exact;
+    }
     out->n_nodes = 1;
     out->n_kids = out->n_vars = 0;
     out->root = 0;

@@ -7,8 +7,9 @@
 #include "../util/err.h"
 #include "extract.h"
 #include "match.h"
+#include "number.h"
 
-enum { CLEAN_MAX_DEPTH = 16, NUMBER_MAX_CHARS = 400 };
+enum { CLEAN_MAX_DEPTH = 16, NUMBER_MAX_CHARS = ANSWER_NUMBER_DIGITS };
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 static bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
@@ -218,47 +219,53 @@ static bool take_exponent(cursor *c, digits *d) {
     return ok;
 }
 
+/* A number's written part: its digits (take_decimal's, then take_exponent's) and sign. */
+typedef struct {
+    digits d;
+    int sign;
+} part;
+
 /* A signed decimal, alone in s (a \frac argument). */
-static bool signed_decimal(const char *s, size_t len, double *out) {
+static bool signed_decimal(const char *s, size_t len, part *p) {
     cursor c = {s, len, 0};
-    digits d = {0};
     skip_spaces(&c);
-    if (c.i < len && (s[c.i] == '-' || s[c.i] == '+')) dput(&d, s[c.i++]);
-    if (!take_decimal(&c, &d)) return false;
+    if (c.i < len && (s[c.i] == '-' || s[c.i] == '+')) p->sign = s[c.i++] == '-' ? -1 : 1;
+    if (!take_decimal(&c, &p->d)) return false;
     skip_spaces(&c);
-    *out = dvalue(&d);
-    return c.i == len && isfinite(*out);
+    return c.i == len && isfinite(dvalue(&p->d));
 }
 
 /* One \frac argument: {text} or a single character. */
-static bool frac_arg(cursor *c, double *out) {
+static bool frac_arg(cursor *c, part *p) {
+    memset(p, 0, sizeof *p);
+    p->sign = 1;
     skip_spaces(c);
     if (c->i >= c->len) return false;
     if (c->s[c->i] == '{') {
         size_t end = extract_group_end(c->s, c->len, c->i);
         if (!end) return false;
-        bool ok = signed_decimal(c->s + c->i + 1, end - c->i - 2, out);
+        bool ok = signed_decimal(c->s + c->i + 1, end - c->i - 2, p);
         c->i = end;
         return ok;
     }
     if (!is_digit(c->s[c->i])) return false;
-    *out = c->s[c->i++] - '0';
+    dput(&p->d, c->s[c->i++]);
     return true;
 }
 
-/* A scale word: its factor, else 0. */
-static double scale_of(const char *w, size_t n) {
+/* A scale word: its power of ten, else 0. */
+static int scale_of(const char *w, size_t n) {
     static const struct {
         const char *word;
-        double factor;
-    } SCALES[] = {{"hundred", 1e2}, {"thousand", 1e3}, {"million", 1e6}, {"billion", 1e9}, {"trillion", 1e12}};
+        int power;
+    } SCALES[] = {{"hundred", 2}, {"thousand", 3}, {"million", 6}, {"billion", 9}, {"trillion", 12}};
     for (size_t k = 0; k < sizeof SCALES / sizeof SCALES[0]; k++)
-        if (strlen(SCALES[k].word) == n && !strncasecmp(SCALES[k].word, w, n)) return SCALES[k].factor;
+        if (strlen(SCALES[k].word) == n && !strncasecmp(SCALES[k].word, w, n)) return SCALES[k].power;
     return 0;
 }
 
-/* The rest of c as unit words; multiplies *v by a leading scale word. */
-static bool take_unit(cursor *c, double *v) {
+/* The rest of c as unit words; a leading scale word's power of ten in *scale10. */
+static bool take_unit(cursor *c, int *scale10) {
     size_t before = c->i;
     skip_spaces(c);
     bool spaced = c->i > before;
@@ -277,13 +284,31 @@ static bool take_unit(cursor *c, double *v) {
                   (ch == '^' && k + 1 < c->len && is_digit(c->s[k + 1])) || (is_digit(ch) && k > 0 && c->s[k - 1] == '^');
         if (!ok) return false;
     }
-    double f = scale_of(c->s + start, first_len);
-    if (f > 0) *v *= f;
+    *scale10 = scale_of(c->s + start, first_len);
     c->i = c->len;
     return true;
 }
 
-bool answer_parse_number(const char *s, size_t len, double *out) {
+/* The number a written part stands for, times 10^scale10. */
+static bool part_number(part *p, int scale10, answer_number *out) {
+    double v = dvalue(&p->d);
+    answer_decimal dec;
+    int frac;
+    long long place;
+    if (!isfinite(v) || !answer_decimal_parse(p->d.text, p->sign, scale10, &dec, &frac, &place)) return false;
+    if (scale10) v *= pow(10, scale10);
+    answer_number_from_decimal(&dec, frac, place, p->sign * v, out);
+    return true;
+}
+
+static void negate(answer_number *n) {
+    n->value = -n->value;
+    n->dec.sign = -n->dec.sign;
+    n->rat.num = -n->rat.num;
+}
+
+/* The number the cleaned text s stands for (match.h's grammar). */
+static bool parse_number(const char *s, size_t len, answer_number *out) {
     while (len && is_space(s[len - 1])) len--;
     if (len && s[len - 1] == '.') len--;
     cursor c = {s, len, 0};
@@ -299,7 +324,7 @@ bool answer_parse_number(const char *s, size_t len, double *out) {
             skip_spaces(&c);
         }
     }
-    double sign = 1;
+    int sign = 1;
     bool currency = take_currency(&c);
     if (c.i < len && (s[c.i] == '+' || s[c.i] == '-')) {
         sign = s[c.i] == '-' ? -1 : 1;
@@ -307,31 +332,27 @@ bool answer_parse_number(const char *s, size_t len, double *out) {
         skip_spaces(&c);
     }
     if (!currency) take_currency(&c);
-    double v;
+    part num = {.sign = 1}, den = {.sign = 1};
+    bool fraction = false;
     if (take(&c, "\\frac")) {
-        double num, den;
-        if (!frac_arg(&c, &num) || !frac_arg(&c, &den) || den == 0) return false;
-        v = num / den;
+        if (!frac_arg(&c, &num) || !frac_arg(&c, &den) || dvalue(&den.d) == 0) return false;
+        fraction = true;
     } else {
-        digits d = {0};
-        if (!take_decimal(&c, &d)) return false;
-        bool exponent = take_exponent(&c, &d);
-        v = dvalue(&d);
+        if (!take_decimal(&c, &num.d)) return false;
+        bool exponent = take_exponent(&c, &num.d);
         cursor save = c;
         skip_spaces(&c);
         if (!exponent && take(&c, "/")) {
             skip_spaces(&c);
-            digits dd = {0};
             size_t k = c.i;
-            while (c.i < len && is_digit(s[c.i])) dput(&dd, s[c.i++]);
+            while (c.i < len && is_digit(s[c.i])) dput(&den.d, s[c.i++]);
             if (c.i == k) return false;
             if (c.i + 1 < len && s[c.i] == '.' && is_digit(s[c.i + 1])) {
-                dput(&dd, s[c.i++]);
-                while (c.i < len && is_digit(s[c.i])) dput(&dd, s[c.i++]);
+                dput(&den.d, s[c.i++]);
+                while (c.i < len && is_digit(s[c.i])) dput(&den.d, s[c.i++]);
             }
-            double den = dvalue(&dd);
-            if (den == 0) return false;
-            v /= den;
+            if (dvalue(&den.d) == 0) return false;
+            fraction = true;
         } else {
             c = save;
         }
@@ -341,10 +362,24 @@ bool answer_parse_number(const char *s, size_t len, double *out) {
     skip_spaces(&c);
     bool percent = take(&c, "%") || (take(&c, "percent") && (c.i == len || !is_alpha(s[c.i])));
     if (!percent) c = save;
-    take_unit(&c, &v);
+    int scale10 = 0;
+    take_unit(&c, &scale10);
     skip_spaces(&c);
-    if (c.i != len || !isfinite(v)) return false;
-    *out = sign * v;
+    if (c.i != len || !part_number(&num, scale10, out)) return false;
+    if (fraction) {
+        answer_number n = *out, d;
+        if (!part_number(&den, 0, &d)) return false;
+        answer_number_divide(&n, &d, out);
+    }
+    if (!isfinite(out->value)) return false;
+    if (sign < 0) negate(out);
+    return true;
+}
+
+bool answer_parse_number(const char *s, size_t len, double *out) {
+    answer_number n;
+    if (!parse_number(s, len, &n)) return false;
+    *out = n.value;
     return true;
 }
 
@@ -374,7 +409,8 @@ void answer_norm_free(answer_norm *n) {
 void answer_normalize(const char *s, size_t len, answer_norm *out) {
     sb_clear(&out->clean);
     answer_clean(s, len, &out->clean);
-    out->is_number = answer_parse_number(out->clean.data, out->clean.len, &out->value);
+    out->is_number = parse_number(out->clean.data, out->clean.len, &out->num);
+    out->value = out->is_number ? out->num.value : 0;
     fold(out->clean.data, out->clean.len, &out->text);
     sb_clear(&out->raw);
     sb_append(&out->raw, s, len);
@@ -398,7 +434,8 @@ static void parse_math(answer_norm *n) {
     /* "2 x" and "x = 5" read as numbers, but they are expressions in x */
     if (n->is_number && !(n->has_math && mexpr_var_mask(n->math, n->math->root))) {
         n->has_math = true;
-        mexpr_from_value(n->value, n->math);
+        mexpr_rat q;
+        mexpr_from_value(n->value, answer_number_rational(&n->num, &q) ? &q : NULL, n->math);
     } else if (n->is_number) {
         n->is_number = false;
     }
@@ -410,10 +447,7 @@ bool answer_norm_equal(answer_norm *pred, answer_norm *gold, double tol) {
         parse_math(pred);
         parse_math(gold);
     }
-    if (pred->is_number && gold->is_number) {
-        double scale = fabs(gold->value) > 1 ? fabs(gold->value) : 1;
-        return fabs(pred->value - gold->value) <= tol * scale;
-    }
+    if (pred->is_number && gold->is_number) return answer_number_equal(&pred->num, &gold->num, tol);
     if (pred->text.len == gold->text.len && !memcmp(pred->text.data, gold->text.data, pred->text.len)) return true;
     parse_math(pred);
     parse_math(gold);

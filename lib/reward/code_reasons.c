@@ -54,7 +54,14 @@ code_failure code_reason_describe(const sandbox_result *r, double timeout, char 
 
 void code_reasons_add(code_reasons *t, const sandbox_result *r, double timeout) {
     char text[CODE_REASON_LEN];
-    t->by_kind[code_reason_describe(r, timeout, text, sizeof text)]++;
+    code_failure kind = code_reason_describe(r, timeout, text, sizeof text);
+    code_reasons_count(t, kind, text);
+}
+
+void code_reasons_count(code_reasons *t, code_failure kind, const char *reason) {
+    char text[CODE_REASON_LEN]; /* as kept, so that a long reason matches itself */
+    snprintf(text, sizeof text, "%s", reason);
+    t->by_kind[kind]++;
     for (size_t i = 0; i < t->n; i++) {
         if (strcmp(t->reasons[i].text, text)) continue;
         t->reasons[i].runs++;
@@ -74,14 +81,18 @@ void code_reasons_to_json(const code_reasons *t, cJSON *obj) {
         static const char *const names[] = {"timeout", "signal", "error", "early_exit"};
         for (int k = 0; k <= CODE_FAIL_EARLY_EXIT; k++) cJSON_AddNumberToObject(kinds, names[k], (double)t->by_kind[k]);
     }
-    cJSON *list = cJSON_AddArrayToObject(obj, "reasons");
+    code_reasons_list_to_json(t, obj, "reasons", "runs");
+}
+
+void code_reasons_list_to_json(const code_reasons *t, cJSON *obj, const char *key, const char *count) {
+    cJSON *list = cJSON_AddArrayToObject(obj, key);
     if (!list) return;
     for (size_t i = 0; i <= t->n; i++) {
         if (i == t->n && !t->other) break;
         cJSON *item = cJSON_CreateObject();
         if (!item) return;
         cJSON_AddStringToObject(item, "reason", i < t->n ? t->reasons[i].text : "(others)");
-        cJSON_AddNumberToObject(item, "runs", (double)(i < t->n ? t->reasons[i].runs : t->other));
+        cJSON_AddNumberToObject(item, count, (double)(i < t->n ? t->reasons[i].runs : t->other));
         cJSON_AddItemToArray(list, item);
     }
 }

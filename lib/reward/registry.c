@@ -46,8 +46,9 @@ const reward_fn_def reward_fn_defs[] = {
      reward_open_length},
     {"repetition", "n-gram repetition penalty over words: (1 - unique/total n-grams) * --rep-penalty",
      reward_open_repetition},
-    {"code", "the fraction of the record's tests (--code-tests-field) that pass when run after the completion's "
-             "code (last ```python block, else <answer>, else all) in a sandbox; null without tests",
+    {"code", "the fraction of the record's tests (--code-tests-field) that pass after the completion's code (last "
+             "```python block, else <answer>, else all): the sandboxed run computes each top-level assert's values, "
+             "compared outside it; other tests are refused (0, counted in --stats); null without tests",
      reward_open_code},
     {"cmd", "an external program started once: records as JSONL on its stdin, one JSON answer line each "
             "({\"reward\": x} or {\"rewards\": {name: x, ...}}) on its stdout",

@@ -25,8 +25,9 @@ typedef struct {
 int sandbox_spawn(const sandbox *sb, unsigned ns, const char *input, size_t input_len, sandbox_proc *p, gerr *e);
 
 /* Runs the batch as sandbox_run_batch does, at isolation `ns`, giving each
- * run `attempts` tries to get through its set-up. */
+ * run `attempts` tries to get through its set-up; reports as
+ * sandbox_run_batch_reports when `reports` is not NULL. */
 int sandbox_batch(const sandbox *sb, unsigned ns, int attempts, const char *const *input, const size_t *input_len,
-                  size_t n, size_t jobs, sandbox_result *res, gerr *e);
+                  size_t n, size_t jobs, sandbox_result *res, strbuf *reports, size_t report_cap, gerr *e);
 
 #endif

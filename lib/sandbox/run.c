@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../util/cleanup.h"
+#include "../util/strbuf.h"
 #include "../util/clock.h"
 
 enum { POLL_FALLBACK_MS = 10 }; /* exit checks without a pidfd */
@@ -40,10 +41,32 @@ static void drain_fd(int *fd, char *keep, size_t *kept, size_t cap) {
     }
 }
 
-static void drain(sandbox_proc *p, sandbox_result *r) {
+/* The report into a caller's buffer: kept whole up to cap bytes, the rest
+ * read, dropped and noted. */
+static void drain_report(int *fd, strbuf *keep, size_t cap, bool *over) {
+    char buf[16384];
+    while (*fd >= 0) {
+        ssize_t got = read(*fd, buf, sizeof buf);
+        if (got > 0) {
+            size_t take = keep->len < cap ? cap - keep->len : 0;
+            if (take > (size_t)got) take = (size_t)got;
+            if (take) sb_append(keep, buf, take);
+            if (take < (size_t)got) *over = true;
+            continue;
+        }
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && errno == EAGAIN) return;
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Where a batch's reports go: res[i].report, or reports[i] when given. */
+static void drain(sandbox_proc *p, sandbox_result *r, strbuf *report, size_t cap) {
     drain_fd(&p->out_fd, r->output, &r->output_len, SANDBOX_OUTPUT_CAP);
     r->output[r->output_len] = 0;
-    drain_fd(&p->report_fd, r->report, &r->report_len, SANDBOX_REPORT_CAP);
+    if (report) drain_report(&p->report_fd, report, cap, &r->report_over);
+    else drain_fd(&p->report_fd, r->report, &r->report_len, SANDBOX_REPORT_CAP);
 }
 
 static bool has_exited(const sandbox_proc *p) {
@@ -57,7 +80,7 @@ static bool has_exited(const sandbox_proc *p) {
 
 /* Ends a run: kills whatever is left of it, reaps it, collects the last
  * output and removes its directory. */
-static void finish(sandbox_proc *p, sandbox_result *r, bool at_deadline) {
+static void finish(sandbox_proc *p, sandbox_result *r, strbuf *report, size_t cap, bool at_deadline) {
     if (at_deadline) kill(p->pid, SIGKILL); /* with a PID namespace, this ends every process in it */
     kill(-p->pid, SIGKILL);                  /* the rest of its process group */
     int status = 0;
@@ -74,7 +97,7 @@ static void finish(sandbox_proc *p, sandbox_result *r, bool at_deadline) {
     r->timed_out = at_deadline || (WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGXCPU);
     /* Every writer is gone with a PID namespace; without one, a process
      * that left the group may still hold the pipes, so read only what is there. */
-    drain(p, r);
+    drain(p, r, report, cap);
     if (p->out_fd >= 0) close(p->out_fd);
     if (p->report_fd >= 0) close(p->report_fd);
     if (p->pidfd >= 0) close(p->pidfd);
@@ -113,8 +136,9 @@ static int start_task(const sandbox *sb, unsigned ns, int attempts, const char *
 }
 
 int sandbox_batch(const sandbox *sb, unsigned ns, int attempts, const char *const *input, const size_t *input_len,
-                  size_t n, size_t jobs, sandbox_result *res, gerr *e) {
+                  size_t n, size_t jobs, sandbox_result *res, strbuf *reports, size_t report_cap, gerr *e) {
     memset(res, 0, n * sizeof *res);
+    for (size_t i = 0; reports && i < n; i++) sb_clear(&reports[i]);
     if (!n) return 0;
     if (jobs < 1) jobs = 1;
     if (jobs > n) jobs = n;
@@ -156,11 +180,13 @@ int sandbox_batch(const sandbox *sb, unsigned ns, int attempts, const char *cons
         for (size_t s = 0; s < jobs; s++) {
             if (!slots[s].busy) continue;
             sandbox_proc *p = &slots[s].proc;
-            sandbox_result *r = &res[slots[s].task];
-            drain(p, r);
+            size_t task = slots[s].task;
+            sandbox_result *r = &res[task];
+            strbuf *report = reports ? &reports[task] : NULL;
+            drain(p, r, report, report_cap);
             bool exited = has_exited(p);
             if (exited || now >= p->deadline) {
-                finish(p, r, !exited);
+                finish(p, r, report, report_cap, !exited);
                 slots[s].busy = false;
                 done++;
             }
@@ -169,7 +195,8 @@ int sandbox_batch(const sandbox *sb, unsigned ns, int attempts, const char *cons
 
 out:
     for (size_t s = 0; s < jobs; s++)
-        if (slots[s].busy) finish(&slots[s].proc, &res[slots[s].task], true);
+        if (slots[s].busy)
+            finish(&slots[s].proc, &res[slots[s].task], reports ? &reports[slots[s].task] : NULL, report_cap, true);
     free(pfd);
     free(slots);
     return rc;
@@ -177,7 +204,12 @@ out:
 
 int sandbox_run_batch(const sandbox *sb, const char *const *input, const size_t *input_len, size_t n, size_t jobs,
                       sandbox_result *res, gerr *e) {
-    return sandbox_batch(sb, sb->ns, SANDBOX_SETUP_ATTEMPTS, input, input_len, n, jobs, res, e);
+    return sandbox_batch(sb, sb->ns, SANDBOX_SETUP_ATTEMPTS, input, input_len, n, jobs, res, NULL, 0, e);
+}
+
+int sandbox_run_batch_reports(const sandbox *sb, const char *const *input, const size_t *input_len, size_t n,
+                              size_t jobs, sandbox_result *res, strbuf *reports, size_t report_cap, gerr *e) {
+    return sandbox_batch(sb, sb->ns, SANDBOX_SETUP_ATTEMPTS, input, input_len, n, jobs, res, reports, report_cap, e);
 }
 
 bool sandbox_exited_ok(const sandbox_result *r) {

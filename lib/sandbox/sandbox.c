@@ -156,7 +156,7 @@ int sandbox_open(sandbox *sb, const char *program, const char *const *args, cons
         if ((ns && !(ns & SANDBOX_NS_USER) && !sb->as_root) || (ns & lim->avoid_ns)) continue;
         sandbox_result res;
         gerr le = {0};
-        int rc = sandbox_batch(sb, ns, 1, input, input_len, 1, 1, &res, &le);
+        int rc = sandbox_batch(sb, ns, 1, input, input_len, 1, 1, &res, NULL, 0, &le);
         if (rc == EX_UNAVAILABLE || (rc && ns == 0)) { /* not the isolation's fault: no weaker level helps */
             sandbox_close(sb);
             return gerr_set(e, rc, "%s", le.msg);

@@ -11,7 +11,8 @@
  *     supplementary groups; otherwise the caller's own ids. Either way no
  *     capabilities, and no_new_privs so set-uid programs grant nothing;
  *   - a seccomp-bpf filter (syscall_filter.c): no ptrace, no namespaces or
- *     mounts, no sockets but AF_UNIX, no io_uring, bpf, keyrings or module
+ *     mounts, no sockets but AF_UNIX and no connect (a host process's
+ *     Unix socket is out of reach), no io_uring, bpf, keyrings or module
  *     loading, no signals to grpo-reward (out of sight anyway in a PID
  *     namespace), at every isolation level;
  *   - rlimits: address space, CPU seconds, processes (counted per run: the
@@ -56,6 +57,7 @@
 #include <sys/types.h>
 
 #include "../util/err.h"
+#include "../util/strbuf.h"
 #include "syscall_filter.h"
 
 enum {
@@ -77,7 +79,7 @@ enum {
 /* The sentence grpo-reward's --help carries about the fallback. */
 #define SANDBOX_DEGRADED_HELP                                                                        \
     "Each code run gets a seccomp filter (no ptrace, namespaces, mounts, io_uring, bpf, keyrings, "  \
-    "module loading, or sockets but AF_UNIX: EPERM) and new user, PID, network and mount "         \
+    "module loading, sockets but AF_UNIX pairs, or connect: EPERM) and new user, PID, network and mount "         \
     "namespaces (no network, a read-only file system outside its own temporary directory, every "  \
     "process it starts killed with it); where the kernel refuses the namespaces, grpo-reward says " \
     "once on stderr which of these protections are missing and runs the code without them, still " \
@@ -133,6 +135,7 @@ typedef struct {
     double seconds;        /* wall time of the run */
     char report[SANDBOX_REPORT_CAP];
     size_t report_len;
+    bool report_over;      /* sandbox_run_batch_reports: more than its cap came (and was dropped) */
     char output[SANDBOX_OUTPUT_CAP + 1]; /* head of stdout+stderr, NUL-terminated */
     size_t output_len;
 } sandbox_result;
@@ -146,6 +149,13 @@ typedef struct {
  * EX_UNAVAILABLE when the program cannot be executed at all). */
 int sandbox_run_batch(const sandbox *sb, const char *const *input, const size_t *input_len, size_t n, size_t jobs,
                       sandbox_result *res, gerr *e);
+
+/* The same, with what each run writes to fd 4 kept whole in reports[i]
+ * (cleared first) up to report_cap bytes, for results larger than
+ * SANDBOX_REPORT_CAP: more is read and dropped, and res[i].report_over set;
+ * res[i].report stays empty. */
+int sandbox_run_batch_reports(const sandbox *sb, const char *const *input, const size_t *input_len, size_t n,
+                              size_t jobs, sandbox_result *res, strbuf *reports, size_t report_cap, gerr *e);
 
 /* Passed: exited 0 within its limits. */
 bool sandbox_exited_ok(const sandbox_result *r);

@@ -88,6 +88,17 @@ static int add_rules(scmp_filter_ctx ctx, pid_t parent, pid_t parent_group, gerr
     struct scmp_arg_cmp not_unix = SCMP_A0(SCMP_CMP_NE, AF_UNIX, 0);
     if (!rc) rc = add(ctx, eperm, "socket", 1, &not_unix, e);
     if (!rc) rc = add(ctx, eperm, "socketpair", 1, &not_unix, e);
+    /* AF_UNIX sockets reach no further than their pair: a pathname socket of
+     * a host process is visible through the read-only file system, and
+     * permissions do not stop a connect as the caller's own uid. So no
+     * connect, no sendto with an address, and no sendmsg or sendmmsg, whose
+     * address lies in memory a filter cannot read. Socket pairs (Python's
+     * multiprocessing pipes, asyncio) need none of them. */
+    const struct scmp_arg_cmp with_address = SCMP_A4(SCMP_CMP_NE, 0, 0);
+    if (!rc) rc = add(ctx, eperm, "connect", 0, NULL, e);
+    if (!rc) rc = add(ctx, eperm, "sendto", 1, &with_address, e);
+    if (!rc) rc = add(ctx, eperm, "sendmsg", 0, NULL, e);
+    if (!rc) rc = add(ctx, eperm, "sendmmsg", 0, NULL, e);
 
     /* Signals and limits of other processes: never every process of the uid
      * (kill -1), never grpo-reward or its process group, and rlimits only of

@@ -83,3 +83,24 @@ table_records() {
     [[ "$output" == *$'\nmath-verify\n'* ]]
     [[ "$output" == *"--math-verify-python"* ]]
 }
+
+@test "answer: integers compare exactly; on grpo-prep's arith with 6 digits an answer off by 1 or 1000 scores 0" {
+    grpo-prep --task arith --digits 6 --ops '*' --terms 2 -n 50 --seed 3 --out prompts.jsonl
+    # the answers are large (up to 12 digits): a relative tolerance would take a neighbour for them
+    [ "$(jq -s 'map(.answer | tonumber | fabs) | max > 1e10' prompts.jsonl)" = true ]
+    jq -c '(.answer | tonumber) as $a
+           | (.completion = "#### \($a)" | .sample = 0),
+             (.completion = "#### \($a + 1)" | .sample = 1),
+             (.completion = "#### \($a + 1000)" | .sample = 2),
+             (.completion = "The answer is \($a - 1)." | .sample = 3)' prompts.jsonl > in.jsonl
+    grpo-reward --fn answer --in in.jsonl --out out.jsonl --quiet
+    [ "$(jq -r 'select(.sample == 0) | .rewards.answer' out.jsonl | sort -u)" = 1 ]
+    [ "$(jq -r 'select(.sample > 0) | .rewards.answer' out.jsonl | sort -u)" = 0 ]
+    # a decimal may be a rounding: 1/3 against 0.3333333, within the tolerance and half its last digit
+    printf '%s\n' '{"id":"a","answer":"1/3","completion":"#### 0.3333333"}' \
+        '{"id":"b","answer":"1/3","completion":"#### 0.333"}' \
+        '{"id":"c","answer":"1000000","completion":"#### 1000000.5"}' \
+        '{"id":"d","answer":"1000000","completion":"#### 1,000,000"}' > dec.jsonl
+    [ "$(grpo-reward --fn answer --in dec.jsonl --quiet | jq -r .rewards.answer | paste -sd ' ')" = "1 0 0 1" ]
+    [ "$(grpo-reward --fn answer --answer-tol 0.001 --in dec.jsonl --quiet | jq -r .rewards.answer | paste -sd ' ')" = "1 1 0 1" ]
+}

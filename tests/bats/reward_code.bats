@@ -82,14 +82,14 @@ except OSError:
     escape="/tmp/grpo-bats-escape-$$"
     rm -f "$escape"
     jq -nc --arg port "$port" --arg dir "$T/open-dir" --arg escape "$escape" '
-        {id: "loop", completion: "while True:\n    pass", tests: ["pass"]},
-        {id: "forkbomb", completion: "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", tests: ["pass"]},
-        {id: "memory", completion: "x = bytearray(10 * 1024 ** 3)", tests: ["pass"]},
-        {id: "write", completion: "", tests: ["open(\($dir | tojson) + \"/escaped\", \"w\").write(\"x\")",
-                                              "open(\($escape | tojson), \"w\").write(\"x\")"]},
+        {id: "loop", completion: "while True:\n    pass", tests: ["assert f() == 1"]},
+        {id: "forkbomb", completion: "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", tests: ["assert f() == 1"]},
+        {id: "memory", completion: "x = bytearray(10 * 1024 ** 3)", tests: ["assert f() == 1"]},
+        {id: "write", completion: "", tests: ["assert open(\($dir | tojson) + \"/escaped\", \"w\").write(\"x\") == 1",
+                                              "assert open(\($escape | tojson), \"w\").write(\"x\") == 1"]},
         {id: "secret", completion: "import os", tests: ["assert os.environ[\"GRPO_BATS_SECRET\"] == \"hunter2-bats\""]},
-        {id: "network", completion: "import socket", tests: ["socket.create_connection((\"127.0.0.1\", \($port)), timeout=1)"]},
-        {id: "exit", completion: "import sys\nsys.exit(0)", tests: ["assert False"]},
+        {id: "network", completion: "import socket", tests: ["assert socket.create_connection((\"127.0.0.1\", \($port)), timeout=1)"]},
+        {id: "exit", completion: "import sys\nsys.exit(0)\ndef f():\n    return 1", tests: ["assert f() == 1"]},
         {id: "good", completion: "def f():\n    return 1", tests: ["assert f() == 1"]}' > in.jsonl
     start=$(date +%s.%N)
     grpo-reward --fn code --code-python "$PY" --code-timeout 1 -j 2 --in in.jsonl --out out.jsonl --stats st.json --quiet

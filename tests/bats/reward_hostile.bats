@@ -84,6 +84,11 @@ hostile() {
     [ "$rss_kb" -lt 65536 ]
 }
 
+teardown() {
+    [ -z "${LISTENER:-}" ] || { kill "$LISTENER" 2> /dev/null || true; wait "$LISTENER" 2> /dev/null || true; }
+    [ -z "${SOCKDIR:-}" ] || rm -rf "$SOCKDIR"
+}
+
 nothing_left() {
     run pgrep -f "_grpo_harness|$MARK"
     [ "$status" -eq 1 ] || { echo "sandboxed processes left: $output"; return 1; }
@@ -192,6 +197,87 @@ for s in ready:
     kill "$listener" 2> /dev/null || true
     wait "$listener" 2> /dev/null || true
     [ "$(wc -l < listener.out)" -eq 1 ]
+}
+
+@test "hostile: a host process's Unix socket cannot be reached (the listener sees nothing)" {
+    # under /tmp, not the test's own directory: the sandbox's uid may search the way there, so only
+    # the sandbox stands between the program and the socket
+    SOCKDIR=$(mktemp -d /tmp/grpo-hostile-sock-XXXXXX)
+    chmod 755 "$SOCKDIR"
+    "$PY" -c '
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777); s.listen(4)
+print("listening", flush=True)
+s.settimeout(30)
+while True:
+    c, _ = s.accept()
+    print("connection", flush=True)
+    c.sendall(b"pong\n"); c.close()' "$SOCKDIR/host.sock" > listener.out &
+    LISTENER=$!
+    for _ in $(seq 50); do [ -s listener.out ] && break; sleep 0.1; done
+    [ "$(cat listener.out)" = listening ]
+    for LEVEL in $LEVELS; do
+        hostile unix_socket "s|@SOCKET@|$SOCKDIR/host.sock|"
+        [ "$reason" = "PermissionError: [Errno 1] Operation not permitted" ] # the seccomp filter, at every level
+        nothing_left
+    done
+    sleep 0.2
+    [ "$(cat listener.out)" = listening ]
+}
+
+# The program's run reports values, never a verdict: each of these would pass
+# a harness whose run decided the verdict itself.
+@test "hostile: walking the frames to the harness's verdict passes nothing, even a test that is only assert False" {
+    for LEVEL in $LEVELS; do
+        hostile frame_walk
+        [ "$reason" = "LookupError: no verdict to forge" ]
+        nothing_left
+    done
+    jq -nc --rawfile code "$GRPO_ROOT/tests/fixtures/hostile/frame_walk.py" \
+        '{id: "hostile", completion: $code, tests: ["assert False"]}' > in.jsonl
+    grpo-reward --fn code --code-python "$PY" --in in.jsonl --out out.jsonl --stats st.json --quiet
+    [ "$(jq .rewards.code out.jsonl)" = 0 ]
+    jq -e '.code.runs == 0 and .code.refused == 1 and .code.refusals[0].reason == "no assert reads anything the program computes"' st.json
+    nothing_left
+}
+
+@test "hostile: an answer equal to everything (__eq__, an int subclass) is no plain value" {
+    for LEVEL in $LEVELS; do
+        hostile always_equal
+        [ "$reason" = "TypeError: a value of type Anything is not plain data" ]
+        hostile int_subclass
+        [ "$reason" = "TypeError: a value of type Agreeable is not plain data" ]
+        nothing_left
+    done
+}
+
+@test "hostile: the test's expected value is nowhere in the program's run" {
+    for LEVEL in $LEVELS; do
+        hostile read_tests
+        [ "$reason" = "LookupError: the expected value is not in sight" ]
+        nothing_left
+    done
+}
+
+@test "hostile: builtins patched so that the test never runs report no value" {
+    for LEVEL in $LEVELS; do
+        hostile monkeypatch_builtins
+        [ "$reason" = "exited 0 before the test finished" ]
+        nothing_left
+    done
+}
+
+@test "hostile: result-like output, an exit 0 before the test, os._exit in the function, verdicts on the report pipe" {
+    for LEVEL in $LEVELS; do
+        hostile fake_output
+        [ "$reason" = "exited 0 before the test finished" ]
+        hostile early_exit
+        [ "$reason" = "exited 0 before the test finished" ]
+        hostile report_fd
+        [ "$reason" = "the report is not one line per value" ]
+        nothing_left
+    done
 }
 
 @test "hostile: a daemon (setsid, double fork) does not outlive its run" {

@@ -73,5 +73,24 @@ int main(void) {
     CHECK(json && strstr(json, "{\"reason\":\"E15\",\"runs\":1},{\"reason\":\"(others)\",\"runs\":4}]"));
     cJSON_free(json);
     cJSON_Delete(obj);
+
+    TEST("a reason counted by its text (a check's verdict, a refusal): a long one, cut, still matches itself");
+    memset(&t, 0, sizeof t);
+    char long_reason[400];
+    memset(long_reason, 'x', sizeof long_reason - 1);
+    long_reason[sizeof long_reason - 1] = 0;
+    code_reasons_count(&t, CODE_FAIL_ERROR, long_reason);
+    code_reasons_count(&t, CODE_FAIL_ERROR, long_reason);
+    code_reasons_count(&t, CODE_FAIL_EARLY_EXIT, "exited 0 before the test finished");
+    CHECK_EQ_INT(t.n, 2);
+    CHECK_EQ_INT(t.reasons[0].runs, 2);
+    CHECK_EQ_INT(strlen(t.reasons[0].text), CODE_REASON_LEN - 1);
+    obj = cJSON_CreateObject();
+    code_reasons_list_to_json(&t, obj, "refusals", "tests");
+    json = cJSON_PrintUnformatted(obj);
+    CHECK(json && strstr(json, "{\"refusals\":[{\"reason\":\"xxx") == json);
+    CHECK(json && strstr(json, "\"tests\":2},{\"reason\":\"exited 0 before the test finished\",\"tests\":1}]}"));
+    cJSON_free(json);
+    cJSON_Delete(obj);
     return check_done();
 }

@@ -8,9 +8,11 @@
 #include "answer/match.h"
 #include "reward/countdown_expr.h"
 
-static bool eq(const char *pred, const char *gold) {
-    return answer_equal(pred, strlen(pred), gold, strlen(gold), 1e-6);
+static bool eq_tol(const char *pred, const char *gold, double tol) {
+    return answer_equal(pred, strlen(pred), gold, strlen(gold), tol);
 }
+
+static bool eq(const char *pred, const char *gold) { return eq_tol(pred, gold, 1e-6); }
 
 typedef struct {
     const char *pred, *gold;
@@ -153,13 +155,42 @@ static void test_normalisation(void) {
     };
     check_pairs(sci, sizeof sci / sizeof sci[0]);
 
-    TEST("numbers: name = value, tolerance");
+    TEST("numbers: name = value");
     static const pair misc[] = {
-        {"x = 5", "5", true},            {"x=5", "x = 5", true},        {"y = 5", "6", false},
-        {"3.0000001", "3", true},        {"3.001", "3", false},         {"1000000.5", "1000000", true},
-        {"1000002", "1000000", false},
+        {"x = 5", "5", true}, {"x=5", "x = 5", true}, {"y = 5", "6", false}, {"1000002", "1000000", false},
     };
     check_pairs(misc, sizeof misc / sizeof misc[0]);
+
+    TEST("numbers: integers and exact rationals compare exactly, whatever their size");
+    static const pair exact[] = {
+        {"1000001", "1000000", false},
+        {"114858170488", "114858169488", false}, /* grpo-prep --task arith --digits 6 */
+        {"12345678901234567891", "12345678901234567890", false},
+        {"12,345,678,901,234,567,890", "12345678901234567890", true},
+        {"1000000.5", "1000000", false},
+        {"3.0000001", "3", false},
+        {"3.001", "3", false},
+        {"10000001/10", "1000000.1", true},
+        {"10000001/10", "1000000", false},
+        {"2.5 million", "2500000", true},
+        {"1.5e3", "1500", true},
+        {"1e-400", "0", false},
+        {"0.1", "1/10", true},
+        {"-0.0", "0", true},
+    };
+    check_pairs(exact, sizeof exact / sizeof exact[0]);
+
+    TEST("numbers: a decimal may be a rounding, within --answer-tol and half its last digit");
+    static const pair rounded[] = {
+        {"0.3333333", "1/3", true},  {"1/3", "0.333333", true},   {"2/3", "0.6666667", true},
+        {"0.333", "1/3", false},     {"0.5", "0.54", false},      {"0.54", "0.5", false},
+        {"0.3333334", "1/3", false}, /* beyond half its last digit */
+    };
+    check_pairs(rounded, sizeof rounded / sizeof rounded[0]);
+    CHECK(eq_tol("3.14", "3.14159", 0.01));
+    CHECK(eq_tol("3.14159", "3.14", 0.01));
+    CHECK(!eq_tol("3.13", "3.14159", 0.01)); /* within 1%, not a rounding of it */
+    CHECK(!eq_tol("101", "100", 0.05));     /* integers: exact, whatever the tolerance */
 
     TEST("text answers: case, white space and wrappers folded");
     static const pair text[] = {

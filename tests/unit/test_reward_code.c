@@ -17,98 +17,18 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "code_fixture.h"
 #include "proc_scan.h"
 #include "reward/code_extract.h"
 #include "reward/reward.h"
 #include "sandbox/sandbox.h"
 
-#define PYTHON "/usr/bin/python3"
-
 static char tmp_root[256];
 
-static reward_opts params(double timeout, long long jobs) {
-    reward_opts p;
-    memset(&p, 0, sizeof p);
-    p.code_python = PYTHON;
-    p.code_tests_field = "tests";
-    p.code_timeout = timeout;
-    p.code_memory_mb = 1024;
-    p.jobs = jobs;
-    return p;
-}
-
-static int open_fn(reward_fn *fn, const reward_opts *p) {
-    gerr e = {0};
-    int rc = reward_open_code(fn, p, &e);
-    if (rc) printf("#   open: %s\n", e.msg);
-    CHECK_EQ_INT(rc, 0); /* make test installs python3, and the sandbox falls back without namespaces */
-    return rc;
-}
-
-/* A chunk of records parsed from JSON lines. */
-typedef struct {
-    size_t n;
-    record rec[32];
-    strbuf completion[32];
-    reward_item items[32];
-} chunk;
-
-static void chunk_load(chunk *c, const char *const *lines, size_t n) {
-    memset(c, 0, sizeof *c);
-    c->n = n;
-    for (size_t i = 0; i < n; i++) {
-        gerr e = {0};
-        record_init(&c->rec[i]);
-        int rc = record_parse(&c->rec[i], lines[i], strlen(lines[i]), "in.jsonl", (long)i + 1, &e);
-        CHECK_EQ_INT(rc, 0);
-        if (rc) printf("#   parse: %s\n", e.msg);
-        int present = 0;
-        record_get_string(&c->rec[i], "completion", false, &c->completion[i], &present, &e);
-        if (!c->completion[i].data) sb_puts(&c->completion[i], "");
-        c->items[i] = (reward_item){.rec = &c->rec[i],
-                                    .completion = c->completion[i].data,
-                                    .completion_len = c->completion[i].len,
-                                    .has_completion = present == 2,
-                                    .n_tokens = -1};
-    }
-}
-
-static void chunk_free(chunk *c) {
-    for (size_t i = 0; i < c->n; i++) {
-        record_free(&c->rec[i]);
-        sb_free(&c->completion[i]);
-    }
-}
-
-static int score(reward_fn *fn, const char *const *lines, size_t n, double *out, gerr *e) {
-    chunk *c = malloc(sizeof *c);
-    chunk_load(c, lines, n);
-    memset(e, 0, sizeof *e);
-    int rc = fn->score(fn->self, c->items, n, out, e);
-    chunk_free(c);
-    free(c);
-    return rc;
-}
-
-/* One record: a completion and its tests (JSON texts). */
-static char *line(const char *completion_json, const char *tests_json) {
-    size_t len = strlen(completion_json) + strlen(tests_json) + 64;
-    char *s = malloc(len);
-    snprintf(s, len, "{\"id\":\"x\",\"completion\":%s,\"tests\":%s}", completion_json, tests_json);
-    return s;
-}
-
-static double score1(reward_fn *fn, const char *completion_json, const char *tests_json) {
-    char *l = line(completion_json, tests_json);
-    const char *lines[1] = {l};
-    double out = -1;
-    gerr e;
-    int rc = score(fn, lines, 1, &out, &e);
-    CHECK_EQ_INT(rc, 0);
-    if (rc) printf("#   score: %s\n", e.msg);
-    free(l);
-    return out;
-}
+/* A test that passes when the program runs to its end: the value of
+ * __name__ in the program's namespace, reported and checked like any. */
+#define RUN "\"assert __name__ == '__solution__'\""
+#define RUNS "[" RUN "]"
 
 /* ---- extraction ------------------------------------------------------------ */
 
@@ -175,14 +95,14 @@ static void test_scores(reward_fn *fn) {
                1.0, 0);
 
     TEST("an early exit or a forged report is not a pass");
-    const char *pass = "[\"pass\"]";
+    const char *pass = RUNS;
     CHECK_NEAR(score1(fn, "\"import os\\nos._exit(0)\"", pass), 0.0, 0);
     CHECK_NEAR(score1(fn, "\"import sys\\nsys.exit(0)\"", pass), 0.0, 0);
     CHECK_NEAR(score1(fn, "\"import os\\nos.write(4, b'0123456789abcdef0123456789abcdef')\\nos._exit(0)\"", pass),
                0.0, 0);
     CHECK_NEAR(score1(fn, "\"import os, signal\\nos.kill(os.getpid(), signal.SIGKILL)\"", pass), 0.0, 0);
-    CHECK_NEAR(score1(fn, "\"import atexit, os\\natexit.register(lambda: os._exit(0))\"", "[\"assert False\"]"), 0.0,
-               0);
+    CHECK_NEAR(score1(fn, "\"x = 1\\nimport atexit, os\\natexit.register(lambda: os._exit(0))\"", "[\"assert x == 2\"]"),
+               0.0, 0);
     CHECK_NEAR(score1(fn, "\"x = 1\"", pass), 1.0, 0); /* control */
 
     TEST("string hashing is fixed (PYTHONHASHSEED=0), so set order does not vary");
@@ -202,7 +122,7 @@ static void test_tests_field(reward_fn *fn) {
         "{\"completion\":\"x = 1\"}",
         "{\"completion\":\"x = 1\",\"tests\":null}",
         "{\"completion\":\"x = 1\",\"tests\":[]}",
-        "{\"tests\":[\"assert 1\"]}", /* no completion: the empty program runs */
+        "{\"tests\":" RUNS "}", /* no completion: the empty program runs */
     };
     double out[4];
     gerr e;
@@ -224,7 +144,7 @@ static void test_tests_field(reward_fn *fn) {
     reward_fn other;
     if (open_fn(&other, &p)) return;
     const char *l[] = {"{\"completion\":\"s = 'a\\\\tb'\",\"checks\":[\"assert s == 'a\\\\tb' and len(s) == 3\", "
-                       "\"assert '\\u00e9' == '\\\\xe9'\"],\"tests\":[\"assert False\"]}"};
+                       "\"assert s + '\\u00e9' == 'a\\\\tb\\\\xe9'\"],\"tests\":[\"assert s == 1\"]}"};
     CHECK_EQ_INT(score(&other, l, 1, out, &e), 0);
     CHECK_NEAR(out[0], 1.0, 0);
     other.close(other.self);
@@ -240,7 +160,7 @@ static void test_containment(double timeout) {
 
     TEST("an endless loop scores 0 at the deadline, and the chunk goes on");
     const char *lines[] = {
-        "{\"completion\":\"while True:\\n    pass\",\"tests\":[\"pass\", \"pass\"]}",
+        "{\"completion\":\"while True:\\n    pass\",\"tests\":[" RUN ", " RUN "]}",
         "{\"completion\":\"def f():\\n    return 7\",\"tests\":[\"assert f() == 7\"]}",
     };
     double out[2];
@@ -256,7 +176,7 @@ static void test_containment(double timeout) {
     TEST("a fork bomb scores 0 and leaves no process behind");
     t0 = now_seconds();
     CHECK_NEAR(score1(&fn, "\"import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass\"",
-                      "[\"pass\"]"),
+                      RUNS),
                0.0, 0);
     CHECK(now_seconds() - t0 < timeout + 1.5);
     CHECK_EQ_INT(proc_count("_grpo_harness", 0), 0);
@@ -265,15 +185,15 @@ static void test_containment(double timeout) {
     snprintf(buf, sizeof buf,
              "\"import subprocess\\nsubprocess.Popen(['/bin/sh', '-c', 'sleep 1000', '%s'], start_new_session=True)\"",
              marker);
-    CHECK_NEAR(score1(&fn, buf, "[\"pass\"]"), 1.0, 0); /* the test itself passes... */
+    CHECK_NEAR(score1(&fn, buf, RUNS), 1.0, 0); /* the test itself passes... */
     CHECK_EQ_INT(proc_count(marker, 0), 0);           /* ...and its stray process is gone */
 
     TEST("a memory hog scores 0; a modest allocation works");
     t0 = now_seconds();
-    CHECK_NEAR(score1(&fn, "\"x = bytearray(10 * 1024 ** 3)\"", "[\"pass\"]"), 0.0, 0);
+    CHECK_NEAR(score1(&fn, "\"x = bytearray(10 * 1024 ** 3)\"", RUNS), 0.0, 0);
     /* address space taken without touching it: the limit, not the clock, stops it */
     CHECK_NEAR(score1(&fn, "\"import mmap\\nmaps = []\\nwhile True:\\n    maps.append(mmap.mmap(-1, 100 * 1024 ** 2))\"",
-                      "[\"pass\"]"),
+                      RUNS),
                0.0, 0);
     CHECK(now_seconds() - t0 < 2 * timeout + 1.5);
     CHECK_NEAR(score1(&fn, "\"x = bytearray(200 * 1024 ** 2)\"", "[\"assert len(x) == 200 * 1024 ** 2\"]"), 1.0, 0);
@@ -285,7 +205,8 @@ static void test_containment(double timeout) {
     snprintf(own_file, sizeof own_file, "%s/escaped", own_dir);
     CHECK(mkdir(own_dir, 0777) == 0);
     chmod(own_dir, 0777);
-    snprintf(buf, sizeof buf, "[\"open('%s', 'w').write('x')\", \"open('%s', 'w').write('x')\"]", outside, own_file);
+    snprintf(buf, sizeof buf, "[\"assert open('%s', 'w').write('x') == 1\", \"assert open('%s', 'w').write('x') == 1\"]",
+             outside, own_file);
     CHECK_NEAR(score1(&fn, "\"\"", buf), 0.0, 0);
     CHECK(!path_exists(outside));
     CHECK(!path_exists(own_file));
@@ -298,7 +219,7 @@ static void test_containment(double timeout) {
     CHECK_NEAR(score1(&fn, "\"import os\"", "[\"assert os.environ.get('GRPO_CODE_SECRET') == 'hunter2-code'\", "
                                             "\"assert 'hunter2' in open('/proc/1/environ').read()\"]"),
                0.0, 0);
-    CHECK_NEAR(score1(&fn, "\"import os\"", "[\"assert os.environ['HOME'] == os.getcwd() == os.environ['TMPDIR']\"]"),
+    CHECK_NEAR(score1(&fn, "\"import os\"", "[\"assert len({os.environ['HOME'], os.getcwd(), os.environ['TMPDIR']}) == 1\"]"),
                1.0, 0);
     unsetenv("GRPO_CODE_SECRET");
 
@@ -308,12 +229,12 @@ static void test_containment(double timeout) {
     socklen_t alen = sizeof addr;
     CHECK(ls >= 0 && bind(ls, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(ls, 4) == 0 &&
           getsockname(ls, (struct sockaddr *)&addr, &alen) == 0);
-    snprintf(buf, sizeof buf, "[\"socket.create_connection(('127.0.0.1', %d), timeout=0.5).close()\"]",
+    snprintf(buf, sizeof buf, "[\"assert socket.create_connection(('127.0.0.1', %d), timeout=0.5).close() is None\"]",
              ntohs(addr.sin_port));
     CHECK_NEAR(score1(&fn, "\"import socket\"", buf), 0.0, 0);
     CHECK(accept(ls, NULL, NULL) < 0 && errno == EAGAIN); /* nothing ever connected */
     /* the seccomp filter refuses the AF_INET socket itself; AF_UNIX stays (the control) */
-    CHECK_NEAR(score1(&fn, "\"import socket\"", "[\"socket.socket(socket.AF_UNIX).close()\"]"), 1.0, 0);
+    CHECK_NEAR(score1(&fn, "\"import socket\"", "[\"assert socket.socket(socket.AF_UNIX).close() is None\"]"), 1.0, 0);
     close(ls);
 
     TEST("stats count runs, passes, failures and timeouts");
@@ -337,10 +258,10 @@ static void test_jobs(void) {
     const char *lines[] = {
         "{\"completion\":\"import time\\ntime.sleep(0.3)\\ndef f(): return 1\",\"tests\":[\"assert f() == 1\", \"assert f() == 2\"]}",
         "{\"completion\":\"def f(): return 2\",\"tests\":[\"assert f() == 2\"]}",
-        "{\"completion\":\"while 1: pass\",\"tests\":[\"pass\"]}",
+        "{\"completion\":\"while 1: pass\",\"tests\":" RUNS "}",
         "{\"completion\":\"x = 1\"}",
         "{\"completion\":\"def f(): return 3\",\"tests\":[\"assert f() == 3\", \"assert f() == 3\", \"assert 0\"]}",
-        "{\"completion\":\"import os\\nos._exit(0)\",\"tests\":[\"pass\"]}",
+        "{\"completion\":\"import os\\nos._exit(0)\",\"tests\":" RUNS "}",
     };
     enum { N = sizeof lines / sizeof lines[0] };
     double want[N] = {0.5, 1, 0, NAN, 2.0 / 3, 0};

@@ -134,6 +134,26 @@ static void test_denied(const sandbox *sb) {
     CHECK(sandbox_exited_ok(&r));
     CHECK_EQ_STR(r.report, "inet=1 udp=1 inet6=1 netlink=1 packet=1 unix=ok pair=x");
 
+    TEST("AF_UNIX sockets: connect, sendto with an address, sendmsg and sendmmsg are EPERM; a pair still talks");
+    /* Each would succeed unfiltered: the sockets are the program's own, in its directory. */
+    r = run_py(sb, "import os, socket\n"
+                   "out = []\n"
+                   "def attempt(name, f):\n"
+                   "    try:\n"
+                   "        f(); out.append(name + '=ok')\n"
+                   "    except OSError as e:\n"
+                   "        out.append('%s=%d' % (name, e.errno))\n"
+                   "srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); srv.bind('s'); srv.listen(1)\n"
+                   "attempt('connect', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect('s'))\n"
+                   "dg = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); dg.bind('d')\n"
+                   "attempt('sendto', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b'x', 'd'))\n"
+                   "a, b = socket.socketpair()\n"
+                   "attempt('sendmsg', lambda: a.sendmsg([b'x']))\n"
+                   "a.send(b'y'); out.append('pair=' + b.recv(1).decode())\n"
+                   "os.write(4, ' '.join(out).encode())\n");
+    CHECK(sandbox_exited_ok(&r));
+    CHECK_EQ_STR(r.report, "connect=1 sendto=1 sendmsg=1 pair=y");
+
     TEST("a system call of another ABI (x32) kills the program with SIGSYS");
     char source[1024];
     snprintf(source, sizeof source, "%slibc.syscall(0x40000000 | 39)\nos.write(4, b'survived')\n", errno_prelude);
