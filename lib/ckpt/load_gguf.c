@@ -16,6 +16,7 @@
 #include "../formats/gguf.h"
 #include "../model/model.h"
 #include "../ops/ops.h"
+#include "gguf_config.h"
 #include "load.h"
 
 /* A buffer reused across tensors, grown as needed. */
