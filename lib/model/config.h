@@ -65,6 +65,11 @@ void config_defaults(model_config *c);
 /* Checks the sizes are positive and consistent (EX_DATAERR naming src). */
 int config_check(const model_config *c, const char *src, gerr *e);
 
+/* inv_freq[head_dim/2]: 1/theta^(2i/head_dim), computed in double and rounded
+ * to float (HF's float32 inv_freq), then llama3 scaling as HF's
+ * _compute_llama3_parameters when c asks for it. */
+void rope_inv_freq(float *inv_freq, const model_config *c);
+
 /* Whether tok is one of the end-of-sequence ids. */
 bool config_is_eos(const model_config *c, int32_t tok);
 

@@ -214,6 +214,10 @@ void model_scratch_free(model_scratch *s);
 
 /* The backend the model's weights live on and its ops run on. */
 const backend *model_backend(const model *m);
+/* The heads its attention runs over (ops.h's attention ops take these). */
+static inline attn_shape model_attn_shape(const model_config *c) {
+    return (attn_shape){.n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim};
+}
 
 /* Forward over n_rows rows (n_rows <= s->max_rows): row i is token[i] of
  * sequence seq[i] at position pos[i]. Every row's K and V are written into

@@ -212,7 +212,7 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     ac->mem_be = t->be;
     /* the CPU's attention takes a scratch per thread; a device's none */
     ac->ws.n_threads = on_device(ac) ? 1 : n_threads_now();
-    ac->ws.stride = attn_workspace_floats(&m->cfg, max_len);
+    ac->ws.stride = attn_workspace_floats(model_attn_shape(&m->cfg), max_len);
     ac->layer = calloc((size_t)m->cfg.n_layers, sizeof *ac->layer);
     ac->x_in = calloc((size_t)m->cfg.n_layers, sizeof *ac->x_in);
     ac->ws.tasks = malloc((size_t)rows * (size_t)m->cfg.n_kv_heads * 3 * sizeof *ac->ws.tasks);
