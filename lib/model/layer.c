@@ -33,10 +33,6 @@ layer_params model_layer_weights(const model *m, int l) {
     return m->dev ? m->dev->layers[l] : model_layer(&m->w, &m->cfg, l);
 }
 
-float *model_layer_tensor(const model *m, int param, int layer) {
-    return m->w.t[param] + (size_t)layer * (m->param_sizes[param] / (size_t)m->cfg.n_layers);
-}
-
 void kv_cache_row_offsets(const kv_cache *c, const int *seq, int n, size_t *row_kv) {
     for (int r = 0; r < n; r++) row_kv[r] = (size_t)seq[r] * c->n_layers * c->max_len * c->kv_dim;
 }

@@ -116,8 +116,6 @@ struct model_dev {
     void **owned;
     size_t n_owned;
 };
-/* One per-layer tensor (P_ATTN_NORM .. P_W_DOWN) of one layer. */
-float *model_layer_tensor(const model *m, int param, int layer);
 
 /* x_out[R, dim] from x_in[R, dim] (x_out may be x_in). */
 void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, float *x_out);

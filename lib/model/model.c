@@ -62,6 +62,10 @@ int model_alloc(model *m, gerr *e) {
     return 0;
 }
 
+float *model_layer_tensor(const model *m, int param, int layer) {
+    return m->w.t[param] + (size_t)layer * (m->param_sizes[param] / (size_t)m->cfg.n_layers);
+}
+
 void model_init_rope(model *m) {
     rope_inv_freq(m->inv_freq, &m->cfg);
 }

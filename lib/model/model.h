@@ -134,6 +134,8 @@ void model_dev_refresh(model *m, const float *params);
 int model_alloc(model *m, gerr *e);
 /* Name of parameter tensor i ("wq", ...), for messages. */
 const char *model_param_name(int i);
+/* One per-layer tensor (P_ATTN_NORM .. P_W_DOWN) of one layer. */
+float *model_layer_tensor(const model *m, int param, int layer);
 
 /* ---- KV cache ---------------------------------------------------------------
  * One slot per sequence: K and V of every layer and position,
