@@ -33,6 +33,11 @@ layer_params model_layer_weights(const model *m, int l) {
     return m->dev ? m->dev->layers[l] : model_layer(&m->w, &m->cfg, l);
 }
 
+global_params model_global_weights(const model *m) {
+    if (m->dev) return (global_params){m->dev->tok_embd, m->dev->out_norm, m->dev->lm_head};
+    return (global_params){m->w.tok_embd, m->w.out_norm, m->w.lm_head};
+}
+
 void kv_cache_row_offsets(const kv_cache *c, const int *seq, int n, size_t *row_kv) {
     for (int r = 0; r < n; r++) row_kv[r] = (size_t)seq[r] * c->n_layers * c->max_len * c->kv_dim;
 }
