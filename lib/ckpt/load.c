@@ -22,9 +22,9 @@ static int probe(const char *path, source_kind *kind, gerr *e) {
 }
 
 /* The adapter directory path: its base into *base (unmerged), the adapter
- * into *l (l->base the base's path as found). On error nothing is held. */
+ * into *l (l->base the base's path as found), both zeroed by the caller. On
+ * error nothing is held. */
 static int load_adapter_dir(const char *path, model *base, lora *l, gerr *e) {
-    memset(base, 0, sizeof *base);
     char *base_path;
     int rc = lora_adapter_base_path(path, &base_path, e);
     if (rc) return rc;
