@@ -9,8 +9,8 @@
 #include "../io/json_scan.h"
 #include "../io/mapped.h"
 #include "../io/outstream.h"
-#include "../ops/ops.h"
 #include "hf_dir.h"
+#include "hf_source.h"
 
 /* ---- editing a config.json in place ---------------------------------------------- */
 

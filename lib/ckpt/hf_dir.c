@@ -2,12 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "../io/ckptdir.h"
 #include "../formats/safetensors.h"
-#include "adapter_dir.h"
-#include "../util/strbuf.h"
 #include "hf_dir.h"
 
 const char *hf_torch_dtype(export_dtype d) {
@@ -18,29 +15,6 @@ const char *hf_torch_dtype(export_dtype d) {
     case EXPORT_Q8_0: return NULL;
     }
     return NULL;
-}
-
-int hf_source_file(const char *source, const char *file, char **path, gerr *e) {
-    *path = NULL;
-    strbuf b = {0};
-    sb_printf(&b, "%s/%s", source, file);
-    struct stat st;
-    if (stat(b.data, &st) == 0) {
-        *path = b.data;
-        return 0;
-    }
-    sb_free(&b);
-    if (!lora_is_adapter_dir(source)) return 0;
-    char *base;
-    int rc = lora_adapter_base_path(source, &base, e);
-    if (rc) return rc;
-    if (stat(base, &st) == 0 && S_ISDIR(st.st_mode)) {
-        sb_printf(&b, "%s/%s", base, file);
-        if (stat(b.data, &st) == 0) *path = b.data;
-        else sb_free(&b);
-    }
-    free(base);
-    return 0;
 }
 
 static int cmp_ref(const void *a, const void *b) {

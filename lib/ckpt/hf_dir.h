@@ -55,10 +55,6 @@ int hf_export_dir(const char *out_dir, const model *m, const char *source, expor
 
 /* ---- internal to hf_*.c ---------------------------------------------------------- */
 
-/* The path of file inside source, or inside the base model of the adapter
- * in source when source lacks it; *path is NULL (0 returned) when neither
- * has it. Caller frees *path. */
-int hf_source_file(const char *source, const char *file, char **path, gerr *e);
 /* tokenizer.json for the tokenizer.ggml.* metadata of f, into out. */
 int hf_gguf_tokenizer_json(const gguf_file *f, strbuf *out, gerr *e);
 

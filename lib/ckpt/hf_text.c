@@ -13,6 +13,7 @@
 #include "../formats/gguf.h"
 #include "../tok/tokenizer.h"
 #include "hf_dir.h"
+#include "hf_source.h"
 
 static char *join(const char *dir, const char *file) {
     strbuf b = {0};

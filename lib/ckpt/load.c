@@ -1,6 +1,7 @@
-/* The one loader (see load.h): the format from the path, then the format's
- * loader (load_hf.c, load_gguf.c), an adapter directory as its base plus
- * the adapter, and the packing of a model loaded for inference. */
+/* The one loader (see load.h): the kind of source from the path, probed
+ * once, then its loader (load_hf.c, load_gguf.c, or an adapter directory
+ * as its base plus the adapter), and for a model loaded for inference the
+ * packing plan made once and followed by the loader and the packer. */
 #include "load.h"
 
 #include <stdlib.h>
@@ -9,11 +10,21 @@
 
 #include "adapter_dir.h"
 
-int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter, gerr *e) {
-    memset(l, 0, sizeof *l);
-    *has_adapter = false;
-    if (!lora_is_adapter_dir(path)) return model_load(base, path, e);
-    memset(base, 0, sizeof *base);
+typedef enum { SRC_HF_DIR, SRC_ADAPTER_DIR, SRC_GGUF } source_kind;
+
+/* What path is: an adapter directory, another directory (a Hugging Face
+ * model's), or a file (GGUF). EX_NOINPUT when it is not there. */
+static int probe(const char *path, source_kind *kind, gerr *e) {
+    struct stat st;
+    if (stat(path, &st)) return gerr_set(e, EX_NOINPUT, "%s: no such file or directory", path);
+    *kind = !S_ISDIR(st.st_mode) ? SRC_GGUF : lora_is_adapter_dir(path) ? SRC_ADAPTER_DIR : SRC_HF_DIR;
+    return 0;
+}
+
+/* The adapter directory path: its base into *base (unmerged), the adapter
+ * into *l (l->base the base's path as found), both zeroed by the caller. On
+ * error nothing is held. */
+static int load_adapter_dir(const char *path, model *base, lora *l, gerr *e) {
     char *base_path;
     int rc = lora_adapter_base_path(path, &base_path, e);
     if (rc) return rc;
@@ -26,7 +37,6 @@ int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter
     /* the base as found, not as stored: the stored path may be relative to the adapter */
     free(l->base);
     l->base = base_path;
-    *has_adapter = true;
     return 0;
 }
 
@@ -34,8 +44,7 @@ int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter
  * that only runs the model takes one. */
 static int load_merged_adapter(model *m, const char *path, gerr *e) {
     lora l;
-    bool has_adapter;
-    int rc = model_load_adapter(path, m, &l, &has_adapter, e);
+    int rc = load_adapter_dir(path, m, &l, e);
     if (rc) return rc;
     lora_merge(m, &l);
     lora_free(&l);
@@ -57,10 +66,25 @@ static int check_kind(const model *m, const char *path, bool classifier, gerr *e
     return 0;
 }
 
-/* model_pack_for_inference_except, its EX_DATAERR (a shape the format
- * cannot hold) naming the model. */
-static int pack(model *m, const char *path, weight_format fmt, const bool *done, gerr *e) {
-    int rc = model_pack_for_inference_except(m, fmt, done, e);
+/* The source's loader; with fmt, *plan made for it once the config is
+ * known (a GGUF's loader makes it itself and follows it). On error *plan
+ * holds nothing. */
+static int load_source(model *m, const char *path, source_kind kind, const weight_format *fmt, pack_plan *plan,
+                       gerr *e) {
+    int rc;
+    switch (kind) {
+    case SRC_GGUF: return model_load_gguf(m, path, fmt, plan, e);
+    case SRC_ADAPTER_DIR: rc = load_merged_adapter(m, path, e); break;
+    default: rc = model_load_hf(m, path, e); break;
+    }
+    if (!rc && fmt) model_plan_packing(m, *fmt, plan);
+    return rc;
+}
+
+/* model_pack, its EX_DATAERR (a shape the format cannot hold) naming the
+ * model. */
+static int pack(model *m, const char *path, const pack_plan *plan, gerr *e) {
+    int rc = model_pack(m, plan, e);
     if (rc == EX_DATAERR) {
         gerr why = *e;
         gerr_set(e, rc, "%s: %s", path, why.msg);
@@ -68,24 +92,39 @@ static int pack(model *m, const char *path, weight_format fmt, const bool *done,
     return rc;
 }
 
-/* A model of the kind asked for, packed in *fmt when fmt is not NULL. A
- * GGUF's matrices in fmt's own blocks are written packed by its loader
- * (flagged in done); the rest are packed here, after the kind is known. */
-static int load_any(model *m, const char *path, bool classifier, const weight_format *fmt, gerr *e) {
+/* A model of the kind asked for from a source of kind `kind`, packed in
+ * *fmt when fmt is not NULL. */
+static int load_kind(model *m, const char *path, source_kind kind, bool classifier, const weight_format *fmt,
+                     gerr *e) {
     memset(m, 0, sizeof *m);
-    if (classifier && lora_is_adapter_dir(path))
+    if (classifier && kind == SRC_ADAPTER_DIR)
         return gerr_set(e, EX_DATAERR, "%s: an adapter directory; a reward model must be a full checkpoint", path);
-    struct stat st;
-    if (stat(path, &st)) return gerr_set(e, EX_NOINPUT, "%s: no such file or directory", path);
-    bool *done = NULL;
-    int rc;
-    if (S_ISDIR(st.st_mode) && lora_is_adapter_dir(path)) rc = load_merged_adapter(m, path, e);
-    else rc = S_ISDIR(st.st_mode) ? model_load_hf(m, path, e) : model_load_gguf(m, path, fmt, &done, e);
+    pack_plan plan = {0};
+    int rc = load_source(m, path, kind, fmt, &plan, e);
     if (!rc) rc = check_kind(m, path, classifier, e);
-    if (!rc && fmt) rc = pack(m, path, *fmt, done, e);
-    free(done);
+    if (!rc && fmt) rc = pack(m, path, &plan, e);
+    pack_plan_free(&plan);
     if (rc) model_free(m);
     return rc;
+}
+
+int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter, gerr *e) {
+    memset(l, 0, sizeof *l);
+    memset(base, 0, sizeof *base);
+    *has_adapter = false;
+    source_kind kind;
+    int rc = probe(path, &kind, e);
+    if (rc || kind != SRC_ADAPTER_DIR) return rc ? rc : load_kind(base, path, kind, false, NULL, e);
+    rc = load_adapter_dir(path, base, l, e);
+    *has_adapter = !rc;
+    return rc;
+}
+
+static int load_any(model *m, const char *path, bool classifier, const weight_format *fmt, gerr *e) {
+    memset(m, 0, sizeof *m);
+    source_kind kind;
+    int rc = probe(path, &kind, e);
+    return rc ? rc : load_kind(m, path, kind, classifier, fmt, e);
 }
 
 int model_load(model *m, const char *path, gerr *e) { return load_any(m, path, false, NULL, e); }

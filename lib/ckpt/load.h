@@ -28,14 +28,16 @@ int model_load_classifier(model *m, const char *path, gerr *e);
 
 /* model_load (model_load_classifier when classifier) of a model only to
  * run on the CPU, packed for inference in fmt as model_pack_for_inference
- * packs it (its EX_DATAERR, a shape fmt cannot hold, names path). A GGUF
- * matrix stored in fmt's own blocks (Q8_0 for q8: ops.h's
- * weights_takes_blocks) where model_packs_in_place allows goes straight
- * into its packed place, never widened to float32 (the rest of its float32
- * place is never written, so pages the allocator left unbacked stay so):
- * the same bytes as packing the dequantized matrix for blocks the Q8_0
- * quantizer wrote (llama.cpp's, gguf-py's, grpo-export's), the file's
- * exact values for any blocks; m->packed_verbatim counts them. */
+ * packs it (its EX_DATAERR, a shape fmt cannot hold, names path): the
+ * packing plan (model.h's pack_plan) is made once the config is known and
+ * followed by the loader, then by model_pack. A GGUF matrix the plan packs
+ * in its own place, stored in fmt's own blocks (Q8_0 for q8: ops.h's
+ * weights_takes_blocks), goes straight into its packed place, never widened
+ * to float32 (the rest of its float32 place is never written, so pages the
+ * allocator left unbacked stay so): the same bytes as packing the
+ * dequantized matrix for blocks the Q8_0 quantizer wrote (llama.cpp's,
+ * gguf-py's, grpo-export's), the file's exact values for any blocks;
+ * m->packed_verbatim counts them. */
 int model_load_for_inference(model *m, const char *path, bool classifier, weight_format fmt, gerr *e);
 
 /* path an adapter directory: loads its base model into *base (unmerged) and
@@ -46,10 +48,11 @@ int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter
 
 /* ---- internal to load.c: one format each, into a zeroed m ------------------------ */
 int model_load_hf(model *m, const char *dir, gerr *e);
-/* pack not NULL: the matrices model_packs_in_place allows that the file
- * holds in *pack's own blocks are written packed instead, *done flagging
- * them in model_tensor_list's order (for model_pack_for_inference_except;
- * the caller frees it; NULL when none are). */
-int model_load_gguf(model *m, const char *path, const weight_format *pack, bool **done, gerr *e);
+/* fmt not NULL: *plan is made for *fmt (model_plan_packing) as soon as the
+ * config is read, and followed: the matrices it packs in their own place
+ * that the file holds in blocks fmt takes as they are are written packed,
+ * marked verbatim in it (the caller frees it: pack_plan_free). On error
+ * *plan holds nothing. */
+int model_load_gguf(model *m, const char *path, const weight_format *fmt, pack_plan *plan, gerr *e);
 
 #endif

@@ -1,9 +1,9 @@
 /* Loading a GGUF file: the config from its metadata, every tensor
  * dequantized to float32 into the model's one buffer, and llama-arch Q/K
  * rows put back in Hugging Face's rotate-half order. Loaded for inference
- * in a weight format (load.h's model_load_for_inference), a matrix stored
- * in that format's own blocks is written packed instead, straight from the
- * file's blocks.
+ * in a weight format (load.h's model_load_for_inference), a matrix the
+ * packing plan packs in its own place and the file stores in that format's
+ * own blocks is written packed instead, straight from the file's blocks.
  *
  * GGUF dims are innermost first, so HF's [rows, cols] is dims {cols, rows}.
  * llama.cpp's convert script permutes Q and K (weights and biases) of the
@@ -17,6 +17,7 @@
 #include "../model/model.h"
 #include "../ops/ops.h"
 #include "declared.h"
+#include "gguf_config.h"
 #include "load.h"
 
 /* A buffer reused across tensors, grown as needed. */
@@ -104,8 +105,15 @@ static int load_rope_freqs(model *m, const gguf_file *f, gerr *e) {
     return 0;
 }
 
-/* Every tensor, each packed (flagged in done) where pack allows. */
-static int load_tensors(model *m, const gguf_file *f, const weight_format *pack, bool **done, gerr *e) {
+/* Whether plan takes tensor r as the file's blocks t: it packs r in its
+ * own place, in a format that takes t's blocks as they are. */
+static bool takes_verbatim(const pack_plan *plan, const model_tensor_ref *r, const gguf_tensor *t) {
+    return plan && plan->hold[r->param] == HOLD_PACKED && weights_takes_blocks(plan->fmt, t->type);
+}
+
+/* Every tensor, as float32 or, where plan (NULL: none) takes its blocks,
+ * packed and marked verbatim. */
+static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) {
     size_t n = model_tensor_list(m, NULL);
     model_tensor_ref *refs = xcalloc(n, sizeof *refs);
     model_tensor_list(m, refs);
@@ -115,9 +123,8 @@ static int load_tensors(model *m, const gguf_file *f, const weight_format *pack,
         const gguf_tensor *t = find_tensor(f, &refs[i], e);
         if (!t) {
             rc = EX_DATAERR;
-        } else if (pack && weights_takes_blocks(*pack, t->type) && model_packs_in_place(m, *pack, &refs[i])) {
-            if (!*done) *done = xcalloc(n, sizeof **done);
-            (*done)[i] = !(rc = load_packed(m, f, t, &refs[i], *pack, &tmp, e));
+        } else if (takes_verbatim(plan, &refs[i], t)) {
+            plan->verbatim[i] = !(rc = load_packed(m, f, t, &refs[i], plan->fmt, &tmp, e));
         } else {
             rc = load_floats(m, f, t, &refs[i], &tmp, e);
         }
@@ -127,18 +134,17 @@ static int load_tensors(model *m, const gguf_file *f, const weight_format *pack,
     return rc;
 }
 
-int model_load_gguf(model *m, const char *path, const weight_format *pack, bool **done, gerr *e) {
-    *done = NULL;
+int model_load_gguf(model *m, const char *path, const weight_format *fmt, pack_plan *plan, gerr *e) {
     gguf_file f;
     int rc = gguf_open(&f, path, e);
     if (rc) return rc;
+    bool planned = false;
     if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_check_declared_gguf(&m->cfg, &f, e)) &&
-        !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e)))
-        rc = load_tensors(m, &f, pack, done, e);
-    gguf_close(&f);
-    if (rc) {
-        free(*done);
-        *done = NULL;
+        !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e))) {
+        if (fmt) model_plan_packing(m, *fmt, plan), planned = true;
+        rc = load_tensors(m, &f, planned ? plan : NULL, e);
     }
+    gguf_close(&f);
+    if (rc && planned) pack_plan_free(plan);
     return rc;
 }

@@ -93,7 +93,7 @@ static int plan_rows(int *plan, const size_t *row_kv, const int *pos, int n, int
 }
 
 static void attention_fwd(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
-                          const model_config *cf, attn_workspace *ws) {
+                          attn_shape sh, attn_workspace *ws) {
     (void)ws; /* the host's per-thread scratch: the kernels keep their state on the device */
     if (cuda_broken() || n <= 0) return;
     if (!kv->row_kv) { /* a training batch attending to its own rows: part 2 */
@@ -105,7 +105,7 @@ static void attention_fwd(float *out, float *lse, const float *q, const kv_view 
         cuda_fail_msg("out of host memory planning attention");
         return;
     }
-    int n_tiles = plan_rows(plan, kv->row_kv, pos, n, cf->head_dim, &n_single);
+    int n_tiles = plan_rows(plan, kv->row_kv, pos, n, sh.head_dim, &n_single);
     const size_t *row_kv = cuda_stage(kv->row_kv, (size_t)n * sizeof *row_kv, 0);
     const int *p = cuda_stage(pos, (size_t)n * sizeof *pos, 1);
     const int *dplan = cuda_stage(plan, (size_t)(2 * n_tiles + n_single) * sizeof *plan, 2);
@@ -113,7 +113,7 @@ static void attention_fwd(float *out, float *lse, const float *q, const kv_view 
     if (row_kv && p && dplan)
         LAUNCH(cu_attention(out, lse, q, kv->k, kv->v, kv->fmt == KV_BF16, row_kv, p, dplan, n_tiles,
                             dplan + 2 * n_tiles, n_single,
-                            cf->n_heads, cf->n_kv_heads, cf->head_dim, kv->kv_dim, stream()),
+                            sh.n_heads, sh.n_kv_heads, sh.head_dim, kv->kv_dim, stream()),
                "attention");
 }
 
@@ -146,7 +146,7 @@ static void swiglu_bwd(float *dg, float *du, const float *dh, const float *g, co
 }
 static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                           const float *q, const float *k, const float *v, int n_seqs, const int *start,
-                          const model_config *cf, attn_workspace *ws) {
+                          attn_shape sh, attn_workspace *ws) {
     (void)ws;
     int n = n_seqs > 0 ? start[n_seqs] : 0;
     if (cuda_broken() || n <= 0) return;
@@ -161,10 +161,10 @@ static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, co
     const int *dst = cuda_stage(start, (size_t)(n_seqs + 1) * sizeof *start, 1);
     free(row_seq);
     /* di: one float per (row, head), in the result buffer (not read back) */
-    float *di = cuda_out((size_t)n * cf->n_heads * sizeof *di);
+    float *di = cuda_out((size_t)n * sh.n_heads * sizeof *di);
     if (drs && dst && di)
-        LAUNCH(cu_attention_backward(dq, dk, dv, di, dout, out, lse, q, k, v, drs, dst, n, cf->n_heads, cf->n_kv_heads,
-                                     cf->head_dim, stream()),
+        LAUNCH(cu_attention_backward(dq, dk, dv, di, dout, out, lse, q, k, v, drs, dst, n, sh.n_heads, sh.n_kv_heads,
+                                     sh.head_dim, stream()),
                "attention backward");
 }
 static void head_lsm_bwd(float *z, int n, int V, float inv_t, const int32_t *tok, const float *dlogp,

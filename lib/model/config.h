@@ -1,5 +1,6 @@
-/* The hyper-parameters of a Llama-family decoder, read from a Hugging Face
- * config.json (+ generation_config.json) or from GGUF metadata.
+/* The hyper-parameters of a Llama-family decoder, read here from a Hugging
+ * Face config.json (+ generation_config.json); lib/ckpt/gguf_config.h reads
+ * them from GGUF metadata.
  *
  * Supported: llama (Llama 2/3.x incl. rope_scaling "llama3", SmolLM/SmolLM2,
  * Mistral without a sliding window), qwen2 (q/k/v bias), qwen3 (per-head
@@ -16,7 +17,6 @@
 #include <stdint.h>
 
 #include "../util/err.h"
-#include "../formats/gguf.h"
 
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } model_arch;
 
@@ -60,11 +60,15 @@ int config_parse_hf(model_config *c, const char *json, const char *name, gerr *e
 /* Reads DIR/config.json and, when present, DIR/generation_config.json (its
  * eos_token_id, an int or a list, replaces config.json's). */
 int config_load_hf(model_config *c, const char *dir, gerr *e);
-/* Reads the GGUF metadata of an opened file. Tied embeddings when
- * output.weight is absent. */
-int config_load_gguf(model_config *c, const gguf_file *f, gerr *e);
+/* What a reader starts from: zeroed, bos_id and pad_id -1 (unknown). */
+void config_defaults(model_config *c);
 /* Checks the sizes are positive and consistent (EX_DATAERR naming src). */
 int config_check(const model_config *c, const char *src, gerr *e);
+
+/* inv_freq[head_dim/2]: 1/theta^(2i/head_dim), computed in double and rounded
+ * to float (HF's float32 inv_freq), then llama3 scaling as HF's
+ * _compute_llama3_parameters when c asks for it. */
+void rope_inv_freq(float *inv_freq, const model_config *c);
 
 /* Whether tok is one of the end-of-sequence ids. */
 bool config_is_eos(const model_config *c, int32_t tok);

@@ -22,7 +22,8 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
         assert(seq[r] >= 0 && seq[r] < c->n_seqs);
         assert(pos[r] >= 0 && pos[r] < c->max_len && pos[r] < s->max_len);
     }
-    be->gather_rows(s->x, m->dev ? m->dev->tok_embd : m->w.tok_embd, token, R, d);
+    const global_params g = model_global_weights(m);
+    be->gather_rows(s->x, g.tok_embd, token, R, d);
     be->rope_cos_sin(s->cos_t, s->sin_t, m->inv_freq, cf->head_dim / 2, pos, R);
     kv_cache_row_offsets(c, seq, R, s->row_kv);
 
@@ -42,7 +43,7 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
         if (!want || want[r]) s->pick[n_want++] = r;
     if (n_want) {
         be->gather_rows(hidden, s->x, s->pick, n_want, d);
-        be->rmsnorm_forward(hidden, NULL, hidden, m->dev ? m->dev->out_norm : m->w.out_norm, n_want, d, cf->norm_eps);
+        be->rmsnorm_forward(hidden, NULL, hidden, g.out_norm, n_want, d, cf->norm_eps);
     }
     return n_want;
 }
@@ -57,6 +58,5 @@ void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, cons
         be->matmul_forward_packed(logits, s->xn, m->head_packed, m->packed_as, NULL, n, m->cfg.dim,
                                   m->cfg.vocab_size);
     else
-        be->matmul_forward(logits, s->xn, m->dev ? m->dev->lm_head : m->w.lm_head, NULL, n, m->cfg.dim,
-                           m->cfg.vocab_size);
+        be->matmul_forward(logits, s->xn, model_global_weights(m).lm_head, NULL, n, m->cfg.dim, m->cfg.vocab_size);
 }

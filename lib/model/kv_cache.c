@@ -154,7 +154,7 @@ int model_scratch_init_on(model_scratch *s, const backend *be, const model_confi
     size_t R = (size_t)max_rows, qd = (size_t)cfg->n_heads * cfg->head_dim;
     size_t kvd = (size_t)cfg->n_kv_heads * cfg->head_dim, d = (size_t)cfg->dim;
     /* a device's attention keeps its state on the device */
-    size_t ws_stride = s->be ? 0 : attn_workspace_floats(cfg, max_len);
+    size_t ws_stride = s->be ? 0 : attn_workspace_floats(model_attn_shape(cfg), max_len);
     size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * (size_t)cfg->hidden_dim,
                       R * (size_t)cfg->hidden_dim, R * d, R * (size_t)(cfg->head_dim / 2),
                       R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * ws_stride};

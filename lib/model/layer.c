@@ -33,8 +33,9 @@ layer_params model_layer_weights(const model *m, int l) {
     return m->dev ? m->dev->layers[l] : model_layer(&m->w, &m->cfg, l);
 }
 
-float *model_layer_tensor(const model *m, int param, int layer) {
-    return m->w.t[param] + (size_t)layer * (m->param_sizes[param] / (size_t)m->cfg.n_layers);
+global_params model_global_weights(const model *m) {
+    if (m->dev) return (global_params){m->dev->tok_embd, m->dev->out_norm, m->dev->lm_head};
+    return (global_params){m->w.tok_embd, m->w.out_norm, m->w.lm_head};
 }
 
 void kv_cache_row_offsets(const kv_cache *c, const int *seq, int n, size_t *row_kv) {
@@ -136,7 +137,7 @@ static void shared_attention_backward(const layer_pass *p, const layer_acts *a, 
     backend_zero(be, sh->dout, (size_t)Rv * qd * sizeof *sh->dout);
     be->scatter_add_rows(sh->dout, s->datt, sh->own, R, qd);
     be->attention_backward(sh->dq, sh->dk, sh->dv, sh->dout, sh->out, sh->lse, sh->q, sh->k, sh->v, p->n_seqs, p->start,
-                           c, p->ws);
+                           model_attn_shape(c), p->ws);
     be->gather_rows(s->dq, sh->dq, sh->own, R, qd);
     backend_zero(be, s->dk, (size_t)R * kvd * sizeof *s->dk);
     backend_zero(be, s->dv, (size_t)R * kvd * sizeof *s->dv);
@@ -174,7 +175,7 @@ void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, 
     } else {
         kv.k = a->k, kv.v = a->v, kv.kv_dim = kvd;
     }
-    be->attention_forward(a->att, a->lse, a->q, &kv, p->pos, R, c, p->ws);
+    be->attention_forward(a->att, a->lse, a->q, &kv, p->pos, R, model_attn_shape(c), p->ws);
     linear_forward(p, a->x_mid, a->att, w.wo, NULL, qd, d, LORA_O, a->u[LORA_O]);
     be->add_inplace(a->x_mid, x_in, (size_t)R * d);
 
@@ -212,8 +213,8 @@ void layer_backward(const layer_pass *p, const layer_acts *a, const float *x_in,
     if (p->share)
         shared_attention_backward(p, a, s);
     else
-        be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start, c,
-                               p->ws);
+        be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start,
+                               model_attn_shape(c), p->ws);
     be->rope_backward(s->dq, p->cos_t, p->sin_t, R, nh, hd);
     be->rope_backward(s->dk, p->cos_t, p->sin_t, R, nkv, hd);
     if (c->qk_norm) {

@@ -104,6 +104,13 @@ layer_params model_layer(const model_params *p, const model_config *c, int layer
 /* The weights the forward reads for one layer: on the model's device
  * backend after model_to_backend, else model_layer of m->w. */
 layer_params model_layer_weights(const model *m, int layer);
+/* The weights outside the layers, chosen the same way: the embeddings,
+ * the final norm and the LM head (NULL in a classifier; a head packed for
+ * the CPU is m->head_packed). */
+typedef struct {
+    const float *tok_embd, *out_norm, *lm_head;
+} global_params;
+global_params model_global_weights(const model *m);
 
 /* model_to_backend's copy (model.h): per layer views, the globals, and
  * every allocation made, for model_dev_free. */
@@ -116,8 +123,6 @@ struct model_dev {
     void **owned;
     size_t n_owned;
 };
-/* One per-layer tensor (P_ATTN_NORM .. P_W_DOWN) of one layer. */
-float *model_layer_tensor(const model *m, int param, int layer);
 
 /* x_out[R, dim] from x_in[R, dim] (x_out may be x_in). */
 void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, float *x_out);

@@ -9,7 +9,6 @@
 
 #include "../ops/ops.h"
 #include "../util/rng.h"
-#include "layer.h"
 
 static const struct {
     const char *short_name, *module, *block;

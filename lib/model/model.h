@@ -63,13 +63,13 @@ typedef struct {
     size_t n_params;                    /* floats in params_memory */
     float *params_memory;
     float inv_freq[512]; /* RoPE frequencies [head_dim/2], scaling applied */
-    /* model_pack_for_inference: the layer matrices (wq .. w_down) are
-     * packed in format packed_as in their own place, and head_packed the LM
-     * head's (in lm_head's own place, or head_packed_own when tied to the
-     * embeddings or too narrow to pack in place). packed_verbatim of these
-     * matrices (the LM head counted) a loader wrote straight from the file's
-     * blocks, never widened to float32 (model_pack_for_inference_except,
-     * lib/ckpt/load.h's model_load_for_inference); 0 for the others. */
+    /* model_pack: the layer matrices (wq .. w_down) are packed in format
+     * packed_as in their own place, and head_packed the LM head's (in
+     * lm_head's own place, or head_packed_own when tied to the embeddings or
+     * too narrow to pack in place). packed_verbatim of these matrices (the
+     * LM head counted) a loader wrote straight from the file's blocks, never
+     * widened to float32 (pack_plan's verbatim, lib/ckpt/load.h's
+     * model_load_for_inference); 0 for the others. */
     bool packed;
     weight_format packed_as;
     const void *head_packed;
@@ -82,33 +82,48 @@ typedef struct {
 
 void model_free(model *m);
 
-/* For a model that only runs model_forward / model_forward_hidden (rollout,
- * a reward model): rewrites the layer matrices in place in format fmt
- * (float32 panels of packed.h, bf16 panels of packed_bf16.h, or 8-bit blocks
- * of packed_q8.h, each rounded once from the float32 weights), and packs the
- * LM head (a copy when tied), so no matmul of the forward repacks weights.
- * The embeddings, norms and biases stay float32. For WEIGHTS_F32 it does
- * nothing (returns 0) when the CPU lacks the packed kernel or a matrix's row
- * count is not a whole number of panels (OpenBLAS then runs the row-major
- * weights); bf16 and q8 always pack (their kernels have portable
- * fallbacks), and a model whose shapes they cannot hold (q8: an input width
- * not a multiple of 32) is EX_DATAERR, unchanged. Afterwards m->w's layer
+/* ---- packing for inference (pack.c) ------------------------------------------
+ * A model that only runs model_forward / model_forward_hidden (rollout, a
+ * reward model) may hold its layer matrices in format fmt (float32 panels of
+ * packed.h, bf16 panels of packed_bf16.h, or 8-bit blocks of packed_q8.h,
+ * each rounded once from the float32 weights) in their own place, and its
+ * LM head packed too (a copy when tied), so no matmul of the forward
+ * repacks weights; the embeddings, norms and biases stay float32. Which
+ * tensor is held how is decided once, in a plan (model_plan_packing), that
+ * a loader follows (lib/ckpt/load.h: a matrix the plan packs in its own
+ * place that the file stores in blocks fmt takes as they are is written
+ * packed straight from them, and marked verbatim) and then model_pack. */
+typedef enum {
+    HOLD_ROWS,        /* float32 rows, as loaded */
+    HOLD_PACKED,      /* packed in fmt in the tensor's own place */
+    HOLD_PACKED_COPY, /* packed in fmt into a buffer of its own, the rows kept (the LM head only) */
+} weight_hold;
+
+typedef struct {
+    weight_format fmt;
+    weight_hold hold[MODEL_N_PARAMS]; /* per parameter tensor (every layer alike) */
+    gerr refused;                     /* code EX_DATAERR: fmt cannot hold the model's shapes; all HOLD_ROWS */
+    size_t n_tensors;                 /* model_tensor_list's count */
+    bool *verbatim; /* [n_tensors], model_tensor_list's order: already written packed by the loader */
+} pack_plan;
+
+/* The plan for m (allocated: model_alloc) in fmt, nothing verbatim yet.
+ * For WEIGHTS_F32 nothing is packed (every hold HOLD_ROWS) when the CPU
+ * lacks the packed kernel or a matrix's row count is not a whole number of
+ * panels (OpenBLAS then runs the row-major weights); bf16 and q8 always
+ * pack (their kernels have portable fallbacks), except a model whose shapes
+ * they cannot hold (q8: an input width not a multiple of 32), refused.
+ * pack_plan_free frees it. */
+void model_plan_packing(const model *m, weight_format fmt, pack_plan *p);
+void pack_plan_free(pack_plan *p);
+/* Packs m as p says (p made for m): every HOLD_PACKED tensor not verbatim
+ * from its float32 rows, the LM head's copy. Afterwards m->w's layer
  * matrices are not row-major: training, export and LoRA merging must not
- * use such a model. EX_SOFTWARE when memory is short (the model is then
- * unchanged). */
+ * use such a model. Nothing when m is packed already. EX_DATAERR when p
+ * was refused, EX_SOFTWARE when memory is short (m then unchanged). */
+int model_pack(model *m, const pack_plan *p, gerr *e);
+/* model_plan_packing and model_pack, for a model loaded as float32. */
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
-/* Whether model_pack_for_inference(m, fmt) would pack tensor r of
- * model_tensor_list in r->dst's own place, where it could already be
- * written packed: a layer matrix, or an LM head of its own that fits there,
- * of a model fmt packs (not packed yet). */
-bool model_packs_in_place(const model *m, weight_format fmt, const model_tensor_ref *r);
-/* model_pack_for_inference for a loader that wrote some matrices packed
- * itself: the tensors i of model_tensor_list with done[i] (done NULL: none)
- * are taken as already in format fmt in their own place, each one that
- * model_packs_in_place allowed, and left as they are; the rest are packed
- * from float32 as model_pack_for_inference does. m->packed_verbatim counts
- * the done ones. */
-int model_pack_for_inference_except(model *m, weight_format fmt, const bool *done, gerr *e);
 /* "f32", "bf16" or "q8". */
 const char *weight_format_name(weight_format fmt);
 /* The weights' format and kernel, for progress lines, into buf (returned):
@@ -134,6 +149,8 @@ void model_dev_refresh(model *m, const float *params);
 int model_alloc(model *m, gerr *e);
 /* Name of parameter tensor i ("wq", ...), for messages. */
 const char *model_param_name(int i);
+/* One per-layer tensor (P_ATTN_NORM .. P_W_DOWN) of one layer. */
+float *model_layer_tensor(const model *m, int param, int layer);
 
 /* ---- KV cache ---------------------------------------------------------------
  * One slot per sequence: K and V of every layer and position,
@@ -214,6 +231,10 @@ void model_scratch_free(model_scratch *s);
 
 /* The backend the model's weights live on and its ops run on. */
 const backend *model_backend(const model *m);
+/* The heads its attention runs over (ops.h's attention ops take these). */
+static inline attn_shape model_attn_shape(const model_config *c) {
+    return (attn_shape){.n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim};
+}
 
 /* Forward over n_rows rows (n_rows <= s->max_rows): row i is token[i] of
  * sequence seq[i] at position pos[i]. Every row's K and V are written into

@@ -31,8 +31,8 @@
  * widened K or V (no more than M in most models, so no extra memory). */
 static size_t dp_rows(size_t M, size_t hd) { return M > hd ? M : hd; }
 
-size_t attn_workspace_floats(const model_config *cf, int max_len) {
-    size_t M = (size_t)ATT_TILE * (size_t)(cf->n_heads / cf->n_kv_heads), hd = (size_t)cf->head_dim;
+size_t attn_workspace_floats(attn_shape sh, int max_len) {
+    size_t M = (size_t)ATT_TILE * (size_t)(sh.n_heads / sh.n_kv_heads), hd = (size_t)sh.head_dim;
     return 4 * M * hd + (M + dp_rows(M, hd)) * (size_t)max_len;
 }
 
@@ -41,12 +41,12 @@ typedef struct {
 } tile_bufs;
 
 /* This OpenMP thread's share of the workspace. */
-static tile_bufs thread_bufs(const attn_workspace *ws, const model_config *cf) {
+static tile_bufs thread_bufs(const attn_workspace *ws, attn_shape sh) {
     int tid = 0;
 #ifdef _OPENMP
     tid = omp_get_thread_num();
 #endif
-    size_t M = (size_t)ATT_TILE * (size_t)(cf->n_heads / cf->n_kv_heads), hd = (size_t)cf->head_dim;
+    size_t M = (size_t)ATT_TILE * (size_t)(sh.n_heads / sh.n_kv_heads), hd = (size_t)sh.head_dim;
     size_t max_len = (ws->stride - 4 * M * hd) / (M + dp_rows(M, hd));
     tile_bufs b;
     b.qt = ws->buf + (size_t)tid * ws->stride;
@@ -71,8 +71,8 @@ static float attn_scale(int hd) { return (float)(1.0 / sqrt((double)hd)); }
 /* Rows r0 .. r0+m-1 (one sequence, consecutive positions) and KV head g.
  * kernel: attention_bf16's code that runs over a bf16 cache. */
 static void attend_tile(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r0, int m,
-                        int g, const model_config *cf, const tile_bufs *b, attn_kernel kernel) {
-    const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads;
+                        int g, attn_shape sh, const tile_bufs *b, attn_kernel kernel) {
+    const int nh = sh.n_heads, hd = sh.head_dim, G = nh / sh.n_kv_heads;
     const int M = m * G, T = pos[r0 + m - 1] + 1;
     const bool bf16 = kv->fmt == KV_BF16;
     gather(b->qt, q, r0, m, g, G, nh, hd);
@@ -96,8 +96,8 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
 /* One row and the G heads sharing KV head g: each key and value is read once
  * for the G heads. */
 static void attend_row(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r, int g,
-                       const model_config *cf, const tile_bufs *b, attn_kernel kernel) {
-    const int nh = cf->n_heads, hd = cf->head_dim, G = nh / cf->n_kv_heads, T = pos[r] + 1, kvd = kv->kv_dim;
+                       attn_shape sh, const tile_bufs *b, attn_kernel kernel) {
+    const int nh = sh.n_heads, hd = sh.head_dim, G = nh / sh.n_kv_heads, T = pos[r] + 1, kvd = kv->kv_dim;
     const float scale = attn_scale(hd);
     const size_t head = (size_t)r * nh + (size_t)g * G, at = kv->row_kv[r] + (size_t)g * hd;
     const float *qh = q + head * hd;
@@ -109,8 +109,8 @@ static void attend_row(float *out, float *lse, const float *q, const kv_view *kv
 }
 
 void attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
-                       const model_config *cf, attn_workspace *ws) {
-    const int nkv = cf->n_kv_heads;
+                       attn_shape sh, attn_workspace *ws) {
+    const int nkv = sh.n_kv_heads;
     int n_tasks = 0, *task = ws->tasks;
     const attn_kernel kernel = ws->portable_kernels ? ATTN_PORTABLE : attn_kernel_best();
     for (int r = 0; r < n;) {
@@ -127,29 +127,29 @@ void attention_forward(float *out, float *lse, const float *q, const kv_view *kv
     }
 #pragma omp parallel num_threads(ws->n_threads)
     {
-        tile_bufs b = thread_bufs(ws, cf);
+        tile_bufs b = thread_bufs(ws, sh);
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < n_tasks; t++) {
             int r0 = task[3 * t], m = task[3 * t + 1], g = task[3 * t + 2];
             if (m == 1)
-                attend_row(out, lse, q, kv, pos, r0, g, cf, &b, kernel);
+                attend_row(out, lse, q, kv, pos, r0, g, sh, &b, kernel);
             else
-                attend_tile(out, lse, q, kv, pos, r0, m, g, cf, &b, kernel);
+                attend_tile(out, lse, q, kv, pos, r0, m, g, sh, &b, kernel);
         }
     }
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                         const float *q, const float *k, const float *v, int n_seqs, const int *start,
-                        const model_config *cf, attn_workspace *ws) {
-    const int nh = cf->n_heads, nkv = cf->n_kv_heads, hd = cf->head_dim, G = nh / nkv, kvd = nkv * hd;
+                        attn_shape sh, attn_workspace *ws) {
+    const int nh = sh.n_heads, nkv = sh.n_kv_heads, hd = sh.head_dim, G = nh / nkv, kvd = nkv * hd;
     const float scale = attn_scale(hd);
     memset(dk, 0, (size_t)start[n_seqs] * kvd * sizeof *dk);
     memset(dv, 0, (size_t)start[n_seqs] * kvd * sizeof *dv);
     /* one task per sequence and KV head: its tiles add into the same dk, dv */
 #pragma omp parallel num_threads(ws->n_threads)
     {
-        tile_bufs b = thread_bufs(ws, cf);
+        tile_bufs b = thread_bufs(ws, sh);
 #pragma omp for schedule(dynamic, 1)
         for (int task = 0; task < n_seqs * nkv; task++) {
             int sq = task / nkv, g = task % nkv, r_base = start[sq], L = start[sq + 1] - r_base;

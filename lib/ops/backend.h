@@ -54,10 +54,10 @@ typedef struct backend {
 
     void (*kv_write)(const kv_view *kv, const float *k, const float *v, const int *pos, int n);
     void (*attention_forward)(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
-                              const model_config *cf, attn_workspace *ws);
+                              attn_shape sh, attn_workspace *ws);
     void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                const float *lse, const float *q, const float *k, const float *v, int n_seqs,
-                               const int *start, const model_config *cf, attn_workspace *ws);
+                               const int *start, attn_shape sh, attn_workspace *ws);
 
     void (*head_logsoftmax)(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
                             float *lse_out);

@@ -25,8 +25,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/config.h"
-
 /* ---- RMSNorm (norm.c) -------------------------------------------------------- */
 /* out[n, d] = x * rsqrt(mean(x^2) + eps) * w, row by row. rstd[n] (optional)
  * receives each row's 1/rms for the backward. out may alias x. */
@@ -71,12 +69,9 @@ void matmul_backward(float *din, float *dw, float *db, const float *dout, const 
                      int in_dim, int out_dim, bool accumulate);
 
 /* ---- rotary embeddings (rope.c) ---------------------------------------------- */
-/* inv_freq[head_dim/2]: 1/theta^(2i/head_dim), computed in double and rounded
- * to float (HF's float32 inv_freq), then llama3 scaling as HF's
- * _compute_llama3_parameters when c asks for it. */
-void rope_inv_freq(float *inv_freq, const model_config *c);
 /* cos/sin[n, half] for positions pos[n]: the angle is the float32 product
- * pos * inv_freq (as HF computes it), its cos and sin rounded to float. */
+ * pos * inv_freq (as HF computes it; lib/model/config.h's rope_inv_freq
+ * makes inv_freq from a model's config), its cos and sin rounded to float. */
 void rope_cos_sin(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos, int n);
 /* Rotate-half RoPE in place over x[n, n_heads * head_dim], row r using
  * cos/sin row r: for i < h = head_dim/2,
@@ -131,6 +126,13 @@ void head_logsoftmax_backward(float *z, int n, int V, float inv_t, const int32_t
  * ATT_MIN_ROWS of them; other rows go one by one. */
 enum { ATT_TILE = 64, ATT_MIN_ROWS = 8 };
 
+/* The heads attention runs over: n_heads query heads of head_dim values,
+ * in groups over n_kv_heads key/value heads (a model's: lib/model/model.h's
+ * model_attn_shape). */
+typedef struct {
+    int n_heads, n_kv_heads, head_dim;
+} attn_shape;
+
 /* The key/value head a query head reads under grouped-query attention (HF's
  * repeat_kv): query heads g*G .. g*G+G-1, G = n_heads / n_kv_heads, share
  * KV head g, and the attention ops run them together. */
@@ -171,7 +173,7 @@ typedef struct {
 } attn_workspace;
 
 /* Floats per thread for sequences up to max_len positions. */
-size_t attn_workspace_floats(const model_config *cf, int max_len);
+size_t attn_workspace_floats(attn_shape sh, int max_len);
 
 /* out[n, n_heads*hd]: row r (query q[r], position pos[r]) attends over
  * positions 0..pos[r] of its sequence in kv. lse[n, n_heads] (optional)
@@ -180,14 +182,14 @@ size_t attn_workspace_floats(const model_config *cf, int max_len);
  * read bf16 directly (AVX-512 when the CPU has it, else portable code with
  * the same bits: fmaf in 16 lanes and one fixed order of sums). */
 void attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
-                       const model_config *cf, attn_workspace *ws);
+                       attn_shape sh, attn_workspace *ws);
 /* The backward over a training batch: sequence s is rows start[s] ..
  * start[s+1]-1 at positions 0, 1, ..., k/v [R, kv_dim] the batch's own.
  * Writes dq, dk, dv from dout and the forward's q, k, v, out and lse,
  * recomputing the scores tile by tile (flash-attention's scheme). */
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                         const float *q, const float *k, const float *v, int n_seqs, const int *start,
-                        const model_config *cf, attn_workspace *ws);
+                        attn_shape sh, attn_workspace *ws);
 /* Writes rows' K and V into the cache view (row r at position pos[r]),
  * rounded to nearest even when the view is KV_BF16. */
 void kv_write(const kv_view *kv, const float *k, const float *v, const int *pos, int n);

@@ -5,27 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-void rope_inv_freq(float *inv_freq, const model_config *c) {
-    int half = c->head_dim / 2;
-    for (int i = 0; i < half; i++)
-        inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / c->head_dim));
-    if (!c->rope_llama3) return;
-    /* transformers' _compute_llama3_parameters: long wavelengths are slowed
-     * by factor, short ones kept, the band between interpolated. */
-    double factor = c->rope_factor, lo = c->rope_low_freq_factor, hi = c->rope_high_freq_factor;
-    double old_ctx = c->rope_original_max_pos;
-    double low_freq_wavelen = old_ctx / lo, high_freq_wavelen = old_ctx / hi;
-    for (int i = 0; i < half; i++) {
-        double f = inv_freq[i], wavelen = 2 * M_PI / f;
-        double g = wavelen > low_freq_wavelen ? f / factor : f;
-        if (!(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen)) {
-            double smooth = (old_ctx / wavelen - lo) / (hi - lo);
-            g = (1 - smooth) * g / factor + smooth * g;
-        }
-        inv_freq[i] = (float)g;
-    }
-}
-
 void rope_cos_sin(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos, int n) {
 #pragma omp parallel for schedule(static) if (n > 1)
     for (int r = 0; r < n; r++)

@@ -212,7 +212,7 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     ac->mem_be = t->be;
     /* the CPU's attention takes a scratch per thread; a device's none */
     ac->ws.n_threads = on_device(ac) ? 1 : n_threads_now();
-    ac->ws.stride = attn_workspace_floats(&m->cfg, max_len);
+    ac->ws.stride = attn_workspace_floats(model_attn_shape(&m->cfg), max_len);
     ac->layer = calloc((size_t)m->cfg.n_layers, sizeof *ac->layer);
     ac->x_in = calloc((size_t)m->cfg.n_layers, sizeof *ac->x_in);
     ac->ws.tasks = malloc((size_t)rows * (size_t)m->cfg.n_kv_heads * 3 * sizeof *ac->ws.tasks);
@@ -298,12 +298,6 @@ void trainer_fold_grad(trainer *t) {
         g[i] = 0.0f;
     }
 }
-
-/* The weights outside the layers as the ops read them: on the model's
- * device after model_to_backend (lib/model/layer.h), else the host's. */
-static const float *embeddings(const model *m) { return m->dev ? m->dev->tok_embd : m->w.tok_embd; }
-static const float *final_norm(const model *m) { return m->dev ? m->dev->out_norm : m->w.out_norm; }
-static const float *head_weights(const model *m) { return m->dev ? m->dev->lm_head : m->w.lm_head; }
 
 /* Copies between the caller's host arrays and the device's; on failure the
  * first is kept for trainer_check. */
@@ -399,7 +393,7 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
     ac->share.n_virtual = n_shared ? Rv : 0;
     ac->share.vrow = ac->vrow, ac->share.own = ac->own;
     for (int r = 0; r < R; r++) assert(ac->row_tok[r] >= 0 && ac->row_tok[r] < m->cfg.vocab_size);
-    be->gather_rows(ac->x_in[0], embeddings(m), ac->row_tok, R, d);
+    be->gather_rows(ac->x_in[0], model_global_weights(m).tok_embd, ac->row_tok, R, d);
     be->rope_cos_sin(ac->cos_t, ac->sin_t, m->inv_freq, m->cfg.head_dim / 2, ac->row_pos, R);
 }
 
@@ -437,7 +431,7 @@ static void head_chunk(const trainer *t, int j0, int n, float temperature, float
     const backend *be = t->be;
     const trainer_acts *ac = t->acts;
     int V = m->cfg.vocab_size, d = m->cfg.dim;
-    be->matmul_forward(ac->logits, ac->xf + (size_t)j0 * d, head_weights(m), NULL, n, d, V);
+    be->matmul_forward(ac->logits, ac->xf + (size_t)j0 * d, model_global_weights(m).lm_head, NULL, n, d, V);
     be->head_logsoftmax(ac->logits, n, V, 1.0f / temperature, ac->target_tok + j0, logp ? logp + j0 : NULL,
                         entropy ? entropy + j0 : NULL, lse_out);
 }
@@ -461,7 +455,7 @@ void trainer_forward(trainer *t, const train_batch *b, float temperature, bool k
     }
     int n_t = train_batch_targets(b);
     be->gather_rows(ac->xraw, ac->x_final, ac->target_row, n_t, d);
-    be->rmsnorm_forward(ac->xf, ac->rstd_f, ac->xraw, final_norm(t->m), n_t, d, c->norm_eps);
+    be->rmsnorm_forward(ac->xf, ac->rstd_f, ac->xraw, model_global_weights(t->m).out_norm, n_t, d, c->norm_eps);
     /* on a device the head writes its own buffers, copied back at the end */
     float *lp = on_device(ac) ? ac->logp_dev : logp, *en = entropy && on_device(ac) ? ac->ent_dev : entropy;
     for (int j0 = 0; j0 < n_t; j0 += TRAIN_HEAD_CHUNK) {
@@ -494,7 +488,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
             entropy = upload(ac, ac->ent_in_dev, entropy, (size_t)n_t);
         }
     }
-    const float *w_head = head_weights(m);
+    const global_params w = model_global_weights(m);
 
     /* LM head, chunk by chunk: d logp_j / d z_v = (onehot - softmax) / T */
     backend_zero(be, ac->gs.dx, (size_t)R * d * sizeof(float));
@@ -505,11 +499,11 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
         head_chunk(t, j0, n, temperature, NULL, NULL, lse);
         be->head_logsoftmax_backward(ac->logits, n, V, 1.0f / temperature, ac->target_tok + j0, dlogp + j0, lse,
                                      dentropy ? dentropy + j0 : NULL, dentropy ? entropy + j0 : NULL);
-        be->matmul_backward(ac->dxf, full ? t->g.lm_head : NULL, NULL, ac->logits, ac->xf + (size_t)j0 * d, w_head, n,
-                            d, V, false);
+        be->matmul_backward(ac->dxf, full ? t->g.lm_head : NULL, NULL, ac->logits, ac->xf + (size_t)j0 * d, w.lm_head,
+                            n, d, V, false);
         backend_copy(be, dxraw + (size_t)j0 * d, ac->dxf, (size_t)n * d * sizeof(float));
     }
-    be->rmsnorm_backward(dxraw, full ? t->g.out_norm : NULL, dxraw, ac->xraw, final_norm(m), ac->rstd_f, n_t, d);
+    be->rmsnorm_backward(dxraw, full ? t->g.out_norm : NULL, dxraw, ac->xraw, w.out_norm, ac->rstd_f, n_t, d);
     be->scatter_add_rows(ac->gs.dx, dxraw, ac->target_row, n_t, d);
 
     for (int l = L - 1; l >= 0; l--) {

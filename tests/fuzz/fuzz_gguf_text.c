@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt/gguf_config.h"
 #include "formats/gguf.h"
 #include "fuzz_util.h"
-#include "model/config.h"
 #include "tok/model_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -63,14 +63,14 @@ static inline kv_view fake_device_kv(const char *op, const kv_view *kv) {
  * scratch has no per-thread workspace (stride 0: its kernels keep their own
  * state), so then the fake keeps its own for the call, for T positions;
  * *own is what to free. */
-static inline attn_workspace fake_device_ws(const char *op, attn_workspace *ws, const model_config *cf, int T,
+static inline attn_workspace fake_device_ws(const char *op, attn_workspace *ws, attn_shape sh, int T,
                                             int n_rows, void **own) {
     attn_workspace h = *ws;
     h.buf = fake_device_dev(op, "ws->buf", ws->buf);
     h.tasks = (int *)fake_device_host(op, "ws->tasks", ws->tasks);
     if (h.n_threads < 1) h.n_threads = 1;
-    size_t stride = h.stride ? 0 : attn_workspace_floats(cf, T > 0 ? T : 1);
-    size_t n_tasks = h.tasks ? 0 : (size_t)(n_rows > 0 ? n_rows : 1) * (size_t)cf->n_kv_heads * 3;
+    size_t stride = h.stride ? 0 : attn_workspace_floats(sh, T > 0 ? T : 1);
+    size_t n_tasks = h.tasks ? 0 : (size_t)(n_rows > 0 ? n_rows : 1) * (size_t)sh.n_kv_heads * 3;
     *own = NULL;
     if (stride || n_tasks) {
         size_t floats = (size_t)h.n_threads * stride, bytes = floats * sizeof(float) + n_tasks * sizeof(int);
@@ -127,26 +127,26 @@ static inline void fd_kv_write(const kv_view *kv, const float *k, const float *v
     FD_CPU->kv_write(&h, FD_D(k), FD_D(v), FD_H(pos), n);
 }
 static inline void fd_attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos,
-                                        int n, const model_config *cf, attn_workspace *ws) {
+                                        int n, attn_shape sh, attn_workspace *ws) {
     kv_view h = fake_device_kv("attention_forward", kv);
     const int *p = FD_H(pos);
     int T = 0;
     for (int r = 0; r < n; r++) T = p[r] + 1 > T ? p[r] + 1 : T;
     void *own;
-    attn_workspace w = fake_device_ws("attention_forward", ws, cf, T, n, &own);
-    FD_CPU->attention_forward(FD_D(out), FD_D(lse), FD_D(q), &h, p, n, cf, &w);
+    attn_workspace w = fake_device_ws("attention_forward", ws, sh, T, n, &own);
+    FD_CPU->attention_forward(FD_D(out), FD_D(lse), FD_D(q), &h, p, n, sh, &w);
     free(own);
 }
 static inline void fd_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                          const float *lse, const float *q, const float *k, const float *v, int n_seqs,
-                                         const int *start, const model_config *cf, attn_workspace *ws) {
+                                         const int *start, attn_shape sh, attn_workspace *ws) {
     const int *st = FD_H(start);
     int T = 0;
     for (int s = 0; s < n_seqs; s++) T = st[s + 1] - st[s] > T ? st[s + 1] - st[s] : T;
     void *own;
-    attn_workspace w = fake_device_ws("attention_backward", ws, cf, T, n_seqs > 0 ? st[n_seqs] : 0, &own);
+    attn_workspace w = fake_device_ws("attention_backward", ws, sh, T, n_seqs > 0 ? st[n_seqs] : 0, &own);
     FD_CPU->attention_backward(FD_D(dq), FD_D(dk), FD_D(dv), FD_D(dout), FD_D(out), FD_D(lse), FD_D(q), FD_D(k),
-                               FD_D(v), n_seqs, st, cf, &w);
+                               FD_D(v), n_seqs, st, sh, &w);
     free(own);
 }
 static inline void fd_head_logsoftmax(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp,

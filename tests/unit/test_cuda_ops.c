@@ -366,7 +366,7 @@ static void test_attention(bool bf16) {
               : "kv_write byte-equal; causal GQA attention (prefill tiles and decode rows mixed) within 1e-5, lse 1e-4; "
                 "a prefill row alone gives the bytes it gave in its tile");
     NEED_DEVICE();
-    model_config cf = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 64};
+    attn_shape sh = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 64};
     const int S = 3, L = 80, kvd = 2 * 64, qd = 6 * 64, P = 40, R = P + 2;
     size_t cache_n = (size_t)S * L * kvd;
     /* the cache as floats: cache_n of them, or cache_n bf16 in the first half */
@@ -395,22 +395,22 @@ static void test_attention(bool bf16) {
     kv_view hv = {.k = kc, .v = vc, .row_kv = row_kv, .kv_dim = kvd, .fmt = fmt};
     kv_view dvv = {.k = dkc, .v = dvc, .row_kv = row_kv, .kv_dim = kvd, .fmt = fmt};
     be->kv_write(&dvv, dk, dv, pos, R);
-    be->attention_forward(dout, dlse, dq, &dvv, pos, R, &cf, NULL);
+    be->attention_forward(dout, dlse, dq, &dvv, pos, R, sh, NULL);
     /* prefill rows alone (the one-row kernel) must match them in their tiles */
     const int alone[4] = {0, 7, 8, P - 1};
     float *dout1 = dev(NULL, (size_t)4 * qd);
     for (int i = 0; i < 4; i++) {
         kv_view one = {.k = dkc, .v = dvc, .row_kv = row_kv + alone[i], .kv_dim = kvd, .fmt = fmt};
-        be->attention_forward(dout1 + (size_t)i * qd, NULL, dq + (size_t)alone[i] * qd, &one, pos + alone[i], 1, &cf,
+        be->attention_forward(dout1 + (size_t)i * qd, NULL, dq + (size_t)alone[i] * qd, &one, pos + alone[i], 1, sh,
                               NULL);
     }
     synced();
     int threads = omp_get_max_threads();
-    attn_workspace ws = {.stride = attn_workspace_floats(&cf, L), .n_threads = threads};
+    attn_workspace ws = {.stride = attn_workspace_floats(sh, L), .n_threads = threads};
     ws.buf = fl(ws.stride * threads);
-    ws.tasks = malloc((size_t)R * cf.n_kv_heads * 3 * sizeof *ws.tasks);
+    ws.tasks = malloc((size_t)R * sh.n_kv_heads * 3 * sizeof *ws.tasks);
     kv_write(&hv, k, v, pos, R);
-    attention_forward(out, lse, q, &hv, pos, R, &cf, &ws);
+    attention_forward(out, lse, q, &hv, pos, R, sh, &ws);
     float *gkc = host(dkc, cache_f), *gvc = host(dvc, cache_f), *go = host(dout, (size_t)R * qd);
     float *gl = host(dlse, (size_t)R * 6);
     CHECK(memcmp(gkc, kc, cache_f * sizeof *kc) == 0);
@@ -432,7 +432,7 @@ static void test_attention(bool bf16) {
 static void test_attention_backward(void) {
     TEST("attention_backward over a batch's own K/V: dq, dk, dv within 1e-4 of the CPU's; the same bytes twice");
     NEED_DEVICE();
-    model_config cf = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 64};
+    attn_shape sh = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 64};
     const int kvd = 2 * 64, qd = 6 * 64, start[3] = {0, 13, 42}, R = 42;
     float *q = fl((size_t)R * qd), *k = fl((size_t)R * kvd), *v = fl((size_t)R * kvd), *dout = fl((size_t)R * qd);
     float *out = fl((size_t)R * qd), *lse = fl((size_t)R * 6);
@@ -444,18 +444,18 @@ static void test_attention_backward(void) {
     for (int s = 0; s < 2; s++)
         for (int r = start[s]; r < start[s + 1]; r++) pos[r] = r - start[s], row_kv[r] = (size_t)start[s] * kvd;
     int threads = omp_get_max_threads();
-    attn_workspace ws = {.stride = attn_workspace_floats(&cf, 32), .n_threads = threads};
+    attn_workspace ws = {.stride = attn_workspace_floats(sh, 32), .n_threads = threads};
     ws.buf = fl(ws.stride * threads);
-    ws.tasks = malloc((size_t)R * cf.n_kv_heads * 3 * sizeof *ws.tasks);
+    ws.tasks = malloc((size_t)R * sh.n_kv_heads * 3 * sizeof *ws.tasks);
     kv_view hv = {.k = k, .v = v, .row_kv = row_kv, .kv_dim = kvd};
-    attention_forward(out, lse, q, &hv, pos, R, &cf, &ws);
-    attention_backward(dq, dk, dv, dout, out, lse, q, k, v, 2, start, &cf, &ws);
+    attention_forward(out, lse, q, &hv, pos, R, sh, &ws);
+    attention_backward(dq, dk, dv, dout, out, lse, q, k, v, 2, start, sh, &ws);
     float *d_q = dev(q, (size_t)R * qd), *d_k = dev(k, (size_t)R * kvd), *d_v = dev(v, (size_t)R * kvd);
     float *d_out = dev(out, (size_t)R * qd), *d_lse = dev(lse, (size_t)R * 6), *d_do = dev(dout, (size_t)R * qd);
     float *g[2][3];
     for (int run = 0; run < 2; run++) {
         float *ddq = dev(NULL, (size_t)R * qd), *ddk = dev(NULL, (size_t)R * kvd), *ddv = dev(NULL, (size_t)R * kvd);
-        be->attention_backward(ddq, ddk, ddv, d_do, d_out, d_lse, d_q, d_k, d_v, 2, start, &cf, NULL);
+        be->attention_backward(ddq, ddk, ddv, d_do, d_out, d_lse, d_q, d_k, d_v, 2, start, sh, NULL);
         synced();
         g[run][0] = host(ddq, (size_t)R * qd), g[run][1] = host(ddk, (size_t)R * kvd), g[run][2] = host(ddv, (size_t)R * kvd);
         FREE_DEV(ddq, ddk, ddv);

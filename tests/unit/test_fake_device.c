@@ -190,13 +190,13 @@ static void gather_device_idx(void) {
     fake_device()->gather_rows(x, x, dev_alloc(4 * sizeof(int32_t)), 2, 4);
 }
 static void kv_host_cache(void) {
-    model_config cf = {.dim = 8, .n_heads = 2, .n_kv_heads = 1, .head_dim = 4};
+    attn_shape sh = {.n_heads = 2, .n_kv_heads = 1, .head_dim = 4};
     size_t row_kv = 0;
     int pos = 0;
     kv_view kv = {.k = dev_alloc(64), .v = host_buf, .row_kv = &row_kv, .kv_dim = 4, .fmt = KV_F32};
     attn_workspace ws = {0};
     float *d = dev_alloc(64 * sizeof(float));
-    fake_device()->attention_forward(d, NULL, d, &kv, &pos, 1, &cf, &ws);
+    fake_device()->attention_forward(d, NULL, d, &kv, &pos, 1, sh, &ws);
 }
 static void upload_host_dst(void) {
     gerr e;

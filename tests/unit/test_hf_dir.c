@@ -30,6 +30,7 @@
 #include "check.h"
 #include "ckpt/adapter_dir.h"
 #include "ckpt/hf_dir.h"
+#include "ckpt/hf_source.h"
 #include "ckpt/load.h"
 #include "io/mapped.h"
 #include "io/outstream.h"

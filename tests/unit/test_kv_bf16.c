@@ -100,7 +100,7 @@ static void test_cache_copies(void) {
 /* A cache of S sequences of L positions, filled with random K/V, both as
  * fp32 and rounded to bf16, and queries for R rows. */
 typedef struct {
-    model_config cf;
+    attn_shape sh;
     int S, L, R, kvd, qd;
     float *kf, *vf, *q;
     uint16_t *kb, *vb;
@@ -109,7 +109,7 @@ typedef struct {
 
 static void case_init(attn_case *a, int n_heads, int n_kv, int hd, int S, int L, int R, uint64_t seed) {
     memset(a, 0, sizeof *a);
-    a->cf = (model_config){.n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = hd};
+    a->sh = (attn_shape){.n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = hd};
     a->S = S, a->L = L, a->R = R, a->kvd = n_kv * hd, a->qd = n_heads * hd;
     size_t n = (size_t)S * L * a->kvd;
     a->kf = xcalloc(n, sizeof(float)), a->vf = xcalloc(n, sizeof(float));
@@ -126,7 +126,7 @@ static void case_init(attn_case *a, int n_heads, int n_kv, int hd, int S, int L,
     threads = omp_get_max_threads();
 #endif
     a->ws.n_threads = threads;
-    a->ws.stride = attn_workspace_floats(&a->cf, L);
+    a->ws.stride = attn_workspace_floats(a->sh, L);
     a->ws.buf = xcalloc(a->ws.stride * (size_t)threads, sizeof(float));
     a->ws.tasks = xcalloc((size_t)R * n_kv * 3, sizeof(int));
 }
@@ -148,9 +148,9 @@ static double kv_at(const attn_case *a, bool bf16, bool value, size_t i) {
 }
 
 static void reference_row(const attn_case *a, bool bf16, const float *q, size_t row_kv, int pos, double *out) {
-    int hd = a->cf.head_dim, G = a->cf.n_heads / a->cf.n_kv_heads;
+    int hd = a->sh.head_dim, G = a->sh.n_heads / a->sh.n_kv_heads;
     double *s = xcalloc((size_t)pos + 1, sizeof *s);
-    for (int h = 0; h < a->cf.n_heads; h++) {
+    for (int h = 0; h < a->sh.n_heads; h++) {
         int g = h / G;
         double mx = -INFINITY, z = 0;
         for (int t = 0; t <= pos; t++) {
@@ -197,8 +197,8 @@ static void test_attention_reference(int n_heads, int n_kv, int hd) {
     float *lse = xcalloc((size_t)R * n_heads, sizeof(float));
     double *ref = xcalloc((size_t)a.qd, sizeof(double)), *ref32 = xcalloc((size_t)a.qd, sizeof(double));
     kv_view kv = view_of(&a, row_kv, true), kv32 = view_of(&a, row_kv, false);
-    attention_forward(out, lse, a.q, &kv, pos, R, &a.cf, &a.ws);
-    attention_forward(out32, NULL, a.q, &kv32, pos, R, &a.cf, &a.ws);
+    attention_forward(out, lse, a.q, &kv, pos, R, a.sh, &a.ws);
+    attention_forward(out32, NULL, a.q, &kv32, pos, R, a.sh, &a.ws);
     double worst = 0, worst32 = 0, worst_f32 = 0, bound_min = INFINITY;
     bool within = true, finite = true;
     int G = n_heads / n_kv;
@@ -269,19 +269,19 @@ static void test_simd_portable(void) {
         int pos[R];
         size_t row_kv[R];
         layout(&a, P, pos, row_kv);
-        size_t no = (size_t)R * a.qd, nl = (size_t)R * a.cf.n_heads;
+        size_t no = (size_t)R * a.qd, nl = (size_t)R * a.sh.n_heads;
         float *o1 = xcalloc(no, sizeof(float)), *o2 = xcalloc(no, sizeof(float));
         float *l1 = xcalloc(nl, sizeof(float)), *l2 = xcalloc(nl, sizeof(float));
         for (int bf16 = 0; bf16 < 2; bf16++) {
             kv_view kv = view_of(&a, row_kv, bf16);
             a.ws.portable_kernels = false;
-            attention_forward(o1, l1, a.q, &kv, pos, R, &a.cf, &a.ws);
+            attention_forward(o1, l1, a.q, &kv, pos, R, a.sh, &a.ws);
             a.ws.portable_kernels = true;
-            attention_forward(o2, l2, a.q, &kv, pos, R, &a.cf, &a.ws);
+            attention_forward(o2, l2, a.q, &kv, pos, R, a.sh, &a.ws);
             bad += !same_bits(o1, o2, no) || !same_bits(l1, l2, nl);
         }
         /* the kernels themselves, at every length 1..L: the tails of 16 keys (bf16) and of 4 (fp32) */
-        int hd = a.cf.head_dim, G = a.cf.n_heads / a.cf.n_kv_heads;
+        int hd = a.sh.head_dim, G = a.sh.n_heads / a.sh.n_kv_heads;
         float *sc = xcalloc((size_t)G * L, sizeof(float));
         for (int kernel = ATTN_AVX2; kernel <= (int)attn_kernel_best(); kernel++) /* AVX2 runs where AVX-512 does */
             for (int T = 1; T <= L; T++) {
@@ -319,17 +319,17 @@ static void test_row_independent(void) {
         bool bf16 = mode & 1;
         kv_view kv = view_of(&a, row_kv, bf16);
         a.ws.portable_kernels = mode >> 1;
-        attention_forward(all, NULL, a.q, &kv, pos, R, &a.cf, &a.ws);
+        attention_forward(all, NULL, a.q, &kv, pos, R, a.sh, &a.ws);
         /* each decode row alone, on one thread */
         int threads = a.ws.n_threads;
         a.ws.n_threads = 1;
         for (int r = P; r < R; r++) {
             kv_view alone = view_of(&a, row_kv + r, bf16);
-            attention_forward(one + r * qd, NULL, a.q + r * qd, &alone, pos + r, 1, &a.cf, &a.ws);
+            attention_forward(one + r * qd, NULL, a.q + r * qd, &alone, pos + r, 1, a.sh, &a.ws);
             bad += !same_bits(one + r * qd, all + r * qd, qd);
         }
         /* the prefill alone (its tiles are the same tiles), on one thread */
-        attention_forward(one, NULL, a.q, &kv, pos, P, &a.cf, &a.ws);
+        attention_forward(one, NULL, a.q, &kv, pos, P, a.sh, &a.ws);
         bad += !same_bits(one, all, P * qd);
         a.ws.n_threads = threads;
         /* the decode rows in reverse order, with the prefill after them */
@@ -342,7 +342,7 @@ static void test_row_independent(void) {
             memcpy(rq + i * qd, a.q + src * qd, qd * sizeof(float));
         }
         kv_view rkvv = view_of(&a, rkv, bf16);
-        attention_forward(rout, NULL, rq, &rkvv, rpos, R, &a.cf, &a.ws);
+        attention_forward(rout, NULL, rq, &rkvv, rpos, R, a.sh, &a.ws);
         for (int i = 0; i < R; i++) {
             int src = i < R - P ? R - 1 - i : i - (R - P);
             bad += !same_bits(rout + i * qd, all + src * qd, qd);

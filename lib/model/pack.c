@@ -1,0 +1,165 @@
+/* Packing a model's weights for inference (model.h): the plan, decided
+ * once from the config and the format, and the packing that follows it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+
+#include "../ops/ops.h"
+#include "../ops/packed.h"
+#include "../ops/packed_bf16.h"
+#include "../ops/packed_q8.h"
+#include "model.h"
+
+enum { N_MATS = 7 }; /* matrices per layer */
+
+static bool layer_matrix(int param) {
+    return param == P_WQ || param == P_WK || param == P_WV || param == P_WO || param == P_W_GATE || param == P_W_UP ||
+           param == P_W_DOWN;
+}
+
+/* Why fmt's kernel cannot take an input width of k (NULL: it can). */
+static const char *unpackable(weight_format fmt, int k) {
+    if (fmt == WEIGHTS_Q8 && (k % Q8W_K_BLOCK || k > Q8W_MAX_K))
+        return "8-bit blocks need input widths that are multiples of 32 (at most 65536)";
+    if (fmt == WEIGHTS_BF16 && k > BF16W_MAX_K) return "bf16 panels need input widths of at most 65536";
+    return NULL;
+}
+
+/* W [n, k] packed fits in W's own place: float32 panels need whole panels;
+ * bf16 and q8 fit whenever the padding is smaller than what they save. */
+static bool fits_in_place(weight_format fmt, int n, int k) {
+    if (fmt == WEIGHTS_F32) return n % PACKED_NR == 0;
+    return weights_packed_bytes(fmt, n, k) <= (size_t)n * k * sizeof(float);
+}
+
+/* W [n, k] rewritten in format fmt in its own place, through tmp. */
+static void pack_in_place(weight_format fmt, float *w, float *tmp, int n, int k) {
+    memcpy(tmp, w, (size_t)n * k * sizeof *w);
+    weights_pack(fmt, w, tmp, n, k);
+}
+
+const char *weight_format_name(weight_format fmt) {
+    return fmt == WEIGHTS_BF16 ? "bf16" : fmt == WEIGHTS_Q8 ? "q8" : "f32";
+}
+
+static const char *kernel_describe(const model *m) {
+    if (!m->packed) return "f32 (row-major, OpenBLAS";
+    switch (m->packed_as) {
+    case WEIGHTS_BF16:
+        return !strcmp(bf16w_kernel(), "avx512bf16") ? "bf16 (AVX512-BF16 kernel"
+               : !strcmp(bf16w_kernel(), "avx512f") ? "bf16 (emulated on AVX-512F"
+               : !strcmp(bf16w_kernel(), "avx2")    ? "bf16 (emulated on AVX2"
+                                                    : "bf16 (portable kernel";
+    case WEIGHTS_Q8:
+        return q8w_kernel_used() == Q8W_VNNI ? "q8 (AVX-512 VNNI kernel"
+               : q8w_kernel_used() == Q8W_AVX2 ? "q8 (AVX2 kernel"
+                                               : "q8 (portable kernel";
+    default: return !strcmp(packed_kernel(), "avx2") ? "f32 (packed AVX2 kernel" : "f32 (packed AVX-512 kernel";
+    }
+}
+
+const char *model_weights_describe(const model *m, char *buf, size_t size) {
+    if (!m->packed || !m->packed_verbatim) {
+        snprintf(buf, size, "%s)", kernel_describe(m));
+        return buf;
+    }
+    int total = N_MATS * m->cfg.n_layers + (m->w.lm_head ? 1 : 0);
+    snprintf(buf, size, "%s; %d of %d matrices from the file's %s blocks)", kernel_describe(m), m->packed_verbatim,
+             total, m->packed_as == WEIGHTS_Q8 ? "Q8_0" : "own");
+    return buf;
+}
+
+/* Whether fmt packs the layer matrices of refs (one layer's suffice: every
+ * layer has the same shapes): false for f32 without its kernel or whole
+ * panels (OpenBLAS then runs the row-major weights), and for a shape bf16
+ * or q8 cannot hold, which *why (EX_DATAERR) names. */
+static bool packs_matrices(const model_tensor_ref *refs, size_t n, weight_format fmt, gerr *why) {
+    if (fmt == WEIGHTS_F32 && !packed_supported()) return false;
+    for (size_t i = 0; i < n; i++) {
+        const model_tensor_ref *r = &refs[i];
+        if (!layer_matrix(r->param) || r->layer != 0) continue;
+        const char *no = unpackable(fmt, (int)r->cols);
+        if (!no && !fits_in_place(fmt, (int)r->rows, (int)r->cols)) {
+            if (fmt == WEIGHTS_F32) return false;
+            no = "a matrix too narrow to pack in its own place";
+        }
+        if (no) {
+            gerr_set(why, EX_DATAERR, "%s weights: %s (%s is %d x %d)", weight_format_name(fmt), no,
+                     model_param_name(r->param), (int)r->rows, (int)r->cols);
+            return false;
+        }
+    }
+    return true;
+}
+
+void model_plan_packing(const model *m, weight_format fmt, pack_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->fmt = fmt;
+    p->n_tensors = model_tensor_list(m, NULL);
+    model_tensor_ref *refs = xcalloc(p->n_tensors, sizeof *refs);
+    model_tensor_list(m, refs);
+    p->verbatim = xcalloc(p->n_tensors, sizeof *p->verbatim);
+    if (packs_matrices(refs, p->n_tensors, fmt, &p->refused)) {
+        for (int i = 0; i < MODEL_N_PARAMS; i++)
+            if (layer_matrix(i)) p->hold[i] = HOLD_PACKED;
+        /* the LM head in its own place when it is untied and fits there */
+        bool own = m->w.lm_head && m->w.lm_head != m->w.tok_embd;
+        if (m->w.lm_head)
+            p->hold[P_LM_HEAD] =
+                own && fits_in_place(fmt, m->cfg.vocab_size, m->cfg.dim) ? HOLD_PACKED : HOLD_PACKED_COPY;
+    }
+    free(refs);
+}
+
+void pack_plan_free(pack_plan *p) {
+    free(p->verbatim);
+    memset(p, 0, sizeof *p);
+}
+
+int model_pack(model *m, const pack_plan *p, gerr *e) {
+    if (m->packed) return 0;
+    if (p->refused.code) return gerr_set(e, p->refused.code, "%s", p->refused.msg);
+    if (p->hold[P_WQ] == HOLD_ROWS) return 0; /* nothing to pack */
+    const model_config *c = &m->cfg;
+    model_tensor_ref *refs = xcalloc(p->n_tensors, sizeof *refs);
+    model_tensor_list(m, refs);
+    size_t biggest = 0;
+    int verbatim = 0;
+    for (size_t i = 0; i < p->n_tensors; i++) {
+        size_t n = (size_t)refs[i].rows * (size_t)refs[i].cols;
+        if (p->hold[refs[i].param] != HOLD_PACKED) continue;
+        if (p->verbatim[i]) verbatim++;
+        else biggest = n > biggest ? n : biggest;
+    }
+    bool head_copy = p->hold[P_LM_HEAD] == HOLD_PACKED_COPY;
+    float *tmp = biggest ? malloc(sizeof(float) * biggest) : NULL;
+    void *head = head_copy ? malloc(weights_packed_bytes(p->fmt, c->vocab_size, c->dim)) : NULL;
+    if ((biggest && !tmp) || (head_copy && !head)) {
+        free(tmp), free(head), free(refs);
+        return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
+    }
+    for (size_t i = 0; i < p->n_tensors; i++)
+        if (p->hold[refs[i].param] == HOLD_PACKED && !p->verbatim[i])
+            pack_in_place(p->fmt, refs[i].dst, tmp, (int)refs[i].rows, (int)refs[i].cols);
+    if (p->hold[P_LM_HEAD] == HOLD_PACKED) {
+        m->head_packed = m->w.lm_head;
+    } else if (head_copy) {
+        weights_pack(p->fmt, head, m->w.lm_head, c->vocab_size, c->dim);
+        m->head_packed = m->head_packed_own = head;
+    }
+    free(tmp), free(refs);
+    m->packed = true;
+    m->packed_as = p->fmt;
+    m->packed_verbatim = verbatim;
+    return 0;
+}
+
+int model_pack_for_inference(model *m, weight_format fmt, gerr *e) {
+    if (m->packed) return 0;
+    pack_plan p;
+    model_plan_packing(m, fmt, &p);
+    int rc = model_pack(m, &p, e);
+    pack_plan_free(&p);
+    return rc;
+}
