@@ -9,9 +9,19 @@
 
 #include <stdbool.h>
 
-/* Call first thing in main. Returns only when no re-run is needed (or the
- * re-run failed, and the slow kernels stay). */
+/* GOMP_SPINCOUNT the tools run with unless OMP_WAIT_POLICY or GOMP_SPINCOUNT
+ * is set (blas.c says why; bench/README.md has the numbers). */
+#define BLAS_DEFAULT_SPINCOUNT "10000"
+
+/* Call first thing in main: sets what OpenBLAS and OpenMP read from the
+ * environment when they load (the kernel family on CPUs Debian's OpenBLAS
+ * does not know, OpenMP's spin before a thread sleeps) and re-runs the
+ * program once to apply it. Returns only when no re-run is needed (or the
+ * re-run failed, and the libraries' choices stay). */
 void blas_ensure_fast_kernels(char **argv);
+/* How OpenMP's threads wait, as the environment says: GOMP_SPINCOUNT's
+ * value, else OMP_WAIT_POLICY's ("passive"), else "libgomp's default". */
+const char *blas_omp_wait(void);
 /* The kernel family OpenBLAS runs ("SkylakeX", "Haswell", ...). */
 const char *blas_core_name(void);
 

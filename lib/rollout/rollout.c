@@ -549,12 +549,13 @@ int rollout_run(const rollout_opts *o, gerr *e) {
         double secs = now_seconds() - started;
         fprintf(stderr,
                 "grpo-rollout: %lld prompts, %lld tokens in %.1f s (%.1f tokens/s); KV cache %.1f MiB (%s, %d sequences x "
-                "%d positions); BLAS kernels %s; device %s\n",
+                "%d positions); BLAS kernels %s; OpenMP spin %s; device %s\n",
                 prompts, r.tokens_made, secs, secs > 0 ? (double)r.tokens_made / secs : 0,
                 r.run.cache_ready ? (double)kv_cache_bytes_as(&r.run.m.cfg, r.n_slots, r.run.cache.max_len,
                                                               r.run.cache.fmt) / (1 << 20)
                                   : 0.0,
-                r.run.cache.fmt == KV_BF16 ? "bf16" : "f32", r.n_slots, r.run.cache_ready ? r.run.cache.max_len : 0, blas_core_name(), device);
+                r.run.cache.fmt == KV_BF16 ? "bf16" : "f32", r.n_slots, r.run.cache_ready ? r.run.cache.max_len : 0, blas_core_name(),
+                blas_omp_wait(), device);
         if (r.multi_turn)
             fprintf(stderr,
                     "grpo-rollout: env: %lld requests; %.1f s with every sequence waiting for an answer, %.1f s "

@@ -264,3 +264,20 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
     [ -s s1.jsonl ]
     cmp s1.jsonl <(grep -F -f <(jq -r .id s1.jsonl | sort -u) a.jsonl)
 }
+
+@test "OpenMP's threads spin briefly, then sleep, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT says otherwise" {
+    needs_tiny
+    local f=(--model "$TINY" --in "$(P)" -k 2 --max-new-tokens 4 --seed 1 --progress)
+    run --separate-stderr env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT grpo-rollout "${f[@]}" --out a.jsonl
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$stderr" | grep -Eq '; OpenMP spin [0-9]+; '
+    run --separate-stderr env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive grpo-rollout "${f[@]}" --out b.jsonl
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$stderr" | grep -q '; OpenMP spin passive; '
+    run --separate-stderr env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=500 grpo-rollout "${f[@]}" --out c.jsonl
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$stderr" | grep -q '; OpenMP spin 500; '
+    # how threads wait changes no token
+    cmp a.jsonl b.jsonl
+    cmp a.jsonl c.jsonl
+}
