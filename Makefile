@@ -251,7 +251,7 @@ bench: deps
 	@sh bench/multiturn.sh
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=...]; make uninstall ----------
-# PREFIX/bin: the six tools and the scripts (links into share); PREFIX/share/man/man1:
+# PREFIX/bin: the tools and the scripts (links into share); PREFIX/share/man/man1:
 # a page for each, its --help (scripts/setup/manpage.sh). PREFIX/share/grpo:
 # scripts/ (with the jq programs and lib/ they read beside them, found from their
 # own path), pipelines/ and examples/; its bin links to PREFIX/bin, so the
@@ -260,7 +260,10 @@ PREFIX   ?= /usr/local
 BINDIR    = $(DESTDIR)$(PREFIX)/bin
 SHAREDIR  = $(DESTDIR)$(PREFIX)/share/grpo
 MANDIR    = $(DESTDIR)$(PREFIX)/share/man/man1
-SCRIPTS  := $(notdir $(wildcard scripts/grpo-*))
+# A script named as a tool (scripts/grpo-tensorboard) is a checkout's shim that
+# execs bin/ beside it; installed, the tool itself takes the name, not the shim,
+# which would find itself there and exec itself forever.
+SCRIPTS  := $(filter-out $(notdir $(TOOLS)),$(notdir $(wildcard scripts/grpo-*)))
 .PHONY: install uninstall
 install: all
 	@[ -n "$(PREFIX)" ] || { echo "make install: PREFIX is empty" >&2; exit 64; }
