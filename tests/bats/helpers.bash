@@ -37,6 +37,18 @@ assert_one_line_error() {
     fi
 }
 
+# gone PATTERN [SECONDS]: waits until no process matches pgrep -f PATTERN, at
+# most SECONDS (5); fails naming those still running after that.
+gone() {
+    local deadline=$((SECONDS + ${2:-5}))
+    while pgrep -f "$1" > /dev/null; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            echo "still running after ${2:-5} s: $(pgrep -a -f "$1")"; return 1
+        fi
+        sleep 0.02
+    done
+}
+
 # no_temp_left DIR: no temporary output (".NAME.tmp-PID") is left in DIR.
 no_temp_left() {
     local left
