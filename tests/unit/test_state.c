@@ -9,7 +9,6 @@
  * writes DIR/state.json (sample_state) and DIR/optimizer.safetensors (AdamW,
  * the two parameters of params_init(1.0)). */
 #include <errno.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,15 +16,11 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "io/mapped.h"
 #include "io/outstream.h"
 #include "formats/safetensors.h"
 #include "train/state.h"
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
 
 static char *path_in(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
@@ -489,6 +484,6 @@ int main(int argc, char **argv) {
     test_state_json(dir);
     test_optimizer_file(dir);
     test_optimizer_slice(dir);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(dir);
     return check_done();
 }
