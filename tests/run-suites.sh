@@ -1,10 +1,21 @@
 #!/bin/sh
-# Runs every test suite, prints their TAP, and ends with one line
-# "N passed, N failed" summing all suites. Exits 1 when anything failed.
-# Suites: C unit tests, the same under ASan+UBSan, bats tests of the tools,
-# a short libFuzzer run of each fuzz target.
+# tests/run-suites.sh [check]: runs the test suites, prints their TAP, and ends
+# with one line "N passed, N failed, N skipped" summing them. Exits 1 when
+# anything failed.
+#   (all)  C unit tests, the same under ASan+UBSan, every bats file, and a
+#          short libFuzzer run of each fuzz target (make test)
+#   check  C unit tests and the bats files that need nothing beyond the build
+#          (make check)
+# A bats file names in one line "# needs: WHAT..." what its tests cannot run
+# without: venv (the test venv, make venv), models (make models), llama.cpp
+# (make llama-cpp); check leaves those files out.
 set -u
 cd "$(dirname "$0")/.."
+MODE=${1:-all}
+case $MODE in
+all | check) ;;
+*) echo "usage: tests/run-suites.sh [check]" >&2; exit 64 ;;
+esac
 ROOT=$(pwd)
 LOG=$(mktemp -d)
 : > "$LOG/skips"
@@ -39,9 +50,11 @@ run_suite() { # NAME COMMAND...
 for t in build/tests/test_*; do
     [ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
 done
-for t in build/tests-asan/test_*; do
-    [ -x "$t" ] && ASAN_OPTIONS=detect_leaks=1 run_suite "asan/$(basename "$t")" "$t"
-done
+if [ "$MODE" = all ]; then
+    for t in build/tests-asan/test_*; do
+        [ -x "$t" ] && ASAN_OPTIONS=detect_leaks=1 run_suite "asan/$(basename "$t")" "$t"
+    done
+fi
 
 export PATH="$ROOT/bin:$PATH"
 export GRPO_ROOT="$ROOT"
@@ -52,10 +65,17 @@ export GRPO_PY="$ROOT/.venv/bin/python"
 # process is left on the machine, which the other's running tests would be.
 jobs=${BATS_JOBS:-$(nproc 2>/dev/null || echo 1)}
 command -v parallel > /dev/null 2>&1 || jobs=1
-alone="tests/bats/reward_code.bats tests/bats/reward_hostile.bats"
+files=$(for f in tests/bats/*.bats; do
+    [ "$MODE" = check ] && grep -q '^# needs: *[a-z]' "$f" && continue
+    echo "$f"
+done)
+sandbox="tests/bats/reward_code.bats tests/bats/reward_hostile.bats"
 # shellcheck disable=SC2086
-together=$(ls tests/bats/*.bats | grep -v -F -x "$(printf '%s\n' $alone)")
-if [ "$jobs" -gt 1 ]; then
+alone=$(printf '%s\n' $files | grep -F -x "$(printf '%s\n' $sandbox)")
+together=$(printf '%s\n' $files | grep -v -F -x "$(printf '%s\n' $sandbox)")
+if [ -z "$together" ]; then
+    :
+elif [ "$jobs" -gt 1 ]; then
     # shellcheck disable=SC2086
     run_suite bats bats --tap --jobs "$jobs" --no-parallelize-within-files $together
 else
@@ -63,10 +83,11 @@ else
     run_suite bats bats --tap $together
 fi
 # shellcheck disable=SC2086
-run_suite bats-sandbox bats --tap $alone
+[ -z "$alone" ] || run_suite bats-sandbox bats --tap $alone
 
 # A few seconds of each fuzzer; a crash is a failure with its reproducer saved.
 for f in build/fuzz/fuzz_*; do
+    [ "$MODE" = all ] || break
     [ -x "$f" ] || continue
     name=$(basename "$f")
     corpus="$LOG/corpus-$name"

@@ -5,6 +5,10 @@ bats_require_minimum_version 1.5.0
 : "${GRPO_ROOT:=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}"
 : "${GRPO_PY:=$GRPO_ROOT/.venv/bin/python}"
 export PATH="$GRPO_ROOT/bin:$PATH"
+# PY: a Python for what needs its standard library alone (the judge's test
+# server, reading a sqlite3 file, a JSON check): the test venv's, else python3.
+PY=$GRPO_PY
+[ -x "$PY" ] || PY=python3
 # Tools run on the CPU unless a test asks for a device: the checks held to
 # fp32 and float64 references must not move to a GPU's bf16 by themselves.
 export GRPO_DEVICE=cpu
@@ -85,7 +89,7 @@ needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
 # The suite's teardown stops it.
 start_server() {
     rm -f "$T/port"
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$T/port" "$@" > /dev/null 2> "$T/server.err" 3>&- &
+    "$PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$T/port" "$@" > /dev/null 2> "$T/server.err" 3>&- &
     SERVER_PID=$!
     local i
     for ((i = 0; i < 400; i++)); do
