@@ -1,5 +1,10 @@
 # grpo: build, set-up, test, bench.
 #   make            build every tool into bin/
+#   make check      the loop to use while working: the C unit tests and the bats files
+#                   that need no test venv, model files or llama.cpp, offline, in a few
+#                   minutes on 2 cores; ends with the line "N passed, N failed, N skipped".
+#                   A bats file names what it needs in a line "# needs: venv models
+#                   llama.cpp" (tests/run-suites.sh); make check leaves those out.
 #   make test       install what is missing, build, run every suite
 #   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
 #   make example-guess  the same model trained against a multi-turn environment (guess-the-number)
@@ -98,7 +103,7 @@ OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
 OBJ_ASAN := $(patsubst %.c,build/asan/%.o,$(LIB_SRC))
 ASAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps venv models llama-cpp llama-native demo test unit unit-asan bats fuzz fuzz-short fuzz-long bench bench-gpu clean
+.PHONY: all deps venv models llama-cpp llama-native demo check test unit unit-asan bats fuzz fuzz-short fuzz-long bench bench-gpu clean
 all: $(TOOLS)
 
 build/obj/%.o: %.c $(LIB_HDR)
@@ -217,9 +222,19 @@ unit: $(UNIT)
 unit-asan: $(UNIT_ASAN)
 fuzz: $(FUZZ)
 
-# The one test command: every suite, then one line "N passed, N failed".
+# check and test build with a job per core unless make was given -j: a
+# serial build left one of 2 cores idle for most of a fresh clone's make test.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+JOBS   = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
+# The quick loop: no set-up, no network (tests/run-suites.sh check).
+check:
+	@$(MAKE) --no-print-directory $(JOBS) all unit
+	@sh tests/run-suites.sh check
+
+# Every suite, then one line "N passed, N failed, N skipped".
 test: deps
-	@$(MAKE) --no-print-directory all unit unit-asan fuzz venv models llama-cpp
+	@$(MAKE) --no-print-directory $(JOBS) all unit unit-asan fuzz venv models llama-cpp
 	@sh tests/run-suites.sh
 
 # FUZZ_TIME seconds per target; FUZZ_TARGETS="fuzz_x fuzz_y" for only those.

@@ -11,11 +11,10 @@ fi
 mkdir -p "$DIR"
 TMP=$(mktemp -d "$DIR/.fetch-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT INT TERM
-# pip alone fetches it: the test venv's, python3's, or else one in a
-# throwaway venv (ensurepip, which python3-venv carries: no download)
-if [ -x .venv/bin/python ]; then
-    PIP=".venv/bin/python -m pip"
-elif python3 -m pip --version > /dev/null 2>&1; then
+# pip alone fetches it: python3's, or else one in a throwaway venv (ensurepip,
+# which python3-venv carries: no download). Not the test venv's: make test
+# builds that one meanwhile.
+if python3 -m pip --version > /dev/null 2>&1; then
     PIP="python3 -m pip"
 else
     python3 -m venv "$TMP/pip"
