@@ -146,8 +146,11 @@ build/tests-asan/%: tests/unit/%.c build/libgrpo-asan.a $(DEV_LIB) $(DEV_STAMP) 
 	$(CC) $(WARN) -O1 -g $(ASAN) $(DEFS) -Ilib $< $(call LINK_LIBS,build/libgrpo-asan.a) -o $@
 
 # libFuzzer needs clang; the library is built once more with coverage
-# instrumentation (fuzzer-no-link) and each target links against it.
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -I/usr/include/$(ARCH_TRIPLET)/openblas-openmp \
+# instrumentation (fuzzer-no-link) and each target links against it. UBSan
+# stops at its first report, as under ASAN: libFuzzer sees a report it would
+# let pass as a crash.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	-I/usr/include/$(ARCH_TRIPLET)/openblas-openmp \
 	$(MPI_CFLAGS) $(DEFS)
 OBJ_FUZZ := $(patsubst %.c,build/fuzz-obj/%.o,$(LIB_SRC) lib/cuda/none.c)
 build/fuzz-obj/%.o: %.c $(LIB_HDR)
