@@ -189,7 +189,15 @@ def read_tokens(path):
         return [int(t) for t in f.read().split()]
 
 
-def hf_logits(d, tokens):
+def model_logits(c, W, tokens):
+    """forward without autograd: logits at every position, float64 [T, vocab]."""
+    import torch
+    with torch.no_grad():
+        return forward(c, W, tokens)
+
+
+def hf_model(d):
+    """The forward's config and float64 weights of an HF directory."""
     import torch
     from safetensors.torch import load_file
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -201,8 +209,11 @@ def hf_logits(d, tokens):
     c = dict(L=cfg["num_hidden_layers"], nh=nh, nkv=cfg.get("num_key_value_heads", nh),
              hd=cfg.get("head_dim", cfg["hidden_size"] // nh), eps=cfg["rms_norm_eps"],
              theta=cfg["rope_theta"], rope_scaling=cfg.get("rope_scaling"), qk_norm=arch == "qwen3")
-    with torch.no_grad():
-        return forward(c, W, tokens)
+    return c, W
+
+
+def hf_logits(d, tokens):
+    return model_logits(*hf_model(d), tokens)
 
 
 def write_f64(path, t):
@@ -270,16 +281,19 @@ def gguf_hf_weights(path, dtype=np.float64):
     return W, cfg
 
 
-def gguf_logits(path, tokens):
-    import torch
+def gguf_model(path):
+    """The forward's config and float64 weights of a GGUF file, as gguf-py reads it."""
     W, cfg = gguf_hf_weights(path)
     c = dict(L=cfg["num_hidden_layers"], nh=cfg["num_attention_heads"], nkv=cfg["num_key_value_heads"],
              hd=cfg["head_dim"], eps=cfg["rms_norm_eps"], theta=cfg["rope_theta"], rope_scaling=None,
              qk_norm=cfg["arch"] == "qwen3")
     if cfg["tie_word_embeddings"]:
         W["lm_head.weight"] = W["model.embed_tokens.weight"]
-    with torch.no_grad():
-        return forward(c, W, tokens)
+    return c, W
+
+
+def gguf_logits(path, tokens):
+    return model_logits(*gguf_model(path), tokens)
 
 
 # ---- the suite the bats test uses -----------------------------------------------------------------
