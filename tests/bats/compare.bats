@@ -2,6 +2,7 @@
 # pipelines/compare.mk and pipelines/compare-report.sh (the algorithms side by
 # side on the demo's settings) on the tiny random llama: the runs, their
 # config.mk, the table's numbers against the runs' files, the plot, resuming.
+# needs: venv
 load helpers
 unset MAKEFLAGS MFLAGS MAKELEVEL
 

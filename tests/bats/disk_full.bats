@@ -10,6 +10,7 @@
 # pipelines/grpo.mk: make stops at the stage that cannot write (make's own
 # status, 2), that stage's line on stderr, the run's files as they were; with
 # the space back, the same make ends with an uninterrupted run's bytes.
+# needs: venv
 load helpers
 unset MAKEFLAGS MFLAGS MAKELEVEL
 export GRPO_ROOT # the namespaces' shells run mk, which needs it

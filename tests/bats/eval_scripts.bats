@@ -7,8 +7,6 @@ load helpers
 
 S="$GRPO_ROOT/scripts"
 FIX="$GRPO_ROOT/tests/fixtures/metrics"
-PY="$GRPO_PY"
-[ -x "$PY" ] || PY=python3
 
 setup_file() {
     export TINY="$BATS_FILE_TMPDIR/tiny"

@@ -4,6 +4,7 @@
 # safetensors / tokenizers / gguf packages (tests/ref/check_export.py), our
 # loader's logits (build/tests/test_model in driver mode) and the float64
 # PyTorch reference (tests/ref/model_ref.py); then every flag and failure.
+# needs: venv models
 load helpers
 
 setup_file() {

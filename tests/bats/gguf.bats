@@ -2,6 +2,7 @@
 # Our GGUF reader and dequantizers against gguf-py (tests/ref/check_gguf.py):
 # every supported type in a file GGUFWriter writes, and the real SmolLM2
 # file's metadata and tensors, bit for bit.
+# needs: venv models
 load helpers
 
 @test "GGUF reading and dequantization cross-check with gguf-py" {

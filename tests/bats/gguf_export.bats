@@ -5,6 +5,7 @@
 # tensor order and shapes, data equal to gguf-py's own quantize) and by
 # loading the file back with our loader and comparing logits
 # (tests/ref/model_ref.py and build/tests/test_model's driver mode).
+# needs: venv models
 load helpers
 
 BIN="$GRPO_ROOT/build/tests/test_gguf_write"

@@ -5,6 +5,10 @@ bats_require_minimum_version 1.5.0
 : "${GRPO_ROOT:=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}"
 : "${GRPO_PY:=$GRPO_ROOT/.venv/bin/python}"
 export PATH="$GRPO_ROOT/bin:$PATH"
+# PY: a Python for what needs its standard library alone (the judge's test
+# server, reading a sqlite3 file, a JSON check): the test venv's, else python3.
+PY=$GRPO_PY
+[ -x "$PY" ] || PY=python3
 # Tools run on the CPU unless a test asks for a device: the checks held to
 # fp32 and float64 references must not move to a GPU's bf16 by themselves.
 export GRPO_DEVICE=cpu
@@ -35,6 +39,18 @@ assert_one_line_error() {
     if ! printf '%s\n' "$output" | grep -Eq -- "$2"; then
         echo "error does not match /$2/: $output"; return 1
     fi
+}
+
+# gone PATTERN [SECONDS]: waits until no process matches pgrep -f PATTERN, at
+# most SECONDS (5); fails naming those still running after that.
+gone() {
+    local deadline=$((SECONDS + ${2:-5}))
+    while pgrep -f "$1" > /dev/null; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            echo "still running after ${2:-5} s: $(pgrep -a -f "$1")"; return 1
+        fi
+        sleep 0.02
+    done
 }
 
 # no_temp_left DIR: no temporary output (".NAME.tmp-PID") is left in DIR.
@@ -73,7 +89,7 @@ needs_tiny() { [ -d "$TINY" ] || skip "no test venv (make venv)"; }
 # The suite's teardown stops it.
 start_server() {
     rm -f "$T/port"
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$T/port" "$@" > /dev/null 2> "$T/server.err" 3>&- &
+    "$PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$T/port" "$@" > /dev/null 2> "$T/server.err" 3>&- &
     SERVER_PID=$!
     local i
     for ((i = 0; i < 400; i++)); do

@@ -5,8 +5,15 @@
 load helpers
 unset MAKEFLAGS MFLAGS MAKELEVEL
 
-TOOLS=(grpo-prep grpo-rollout grpo-reward grpo-advantage grpo-update grpo-export)
-SCRIPTS=(grpo-eval grpo-summary grpo-compare grpo-plot grpo-progress grpo-samples grpo-math-verify)
+# What a checkout makes: the tools (bin/grpo-*.c) and the scripts (scripts/grpo-*;
+# scripts/grpo-tensorboard is the checkout's way to bin/grpo-tensorboard).
+programs() {
+    local f
+    for f in "$GRPO_ROOT"/bin/grpo-*.c "$GRPO_ROOT"/scripts/grpo-*; do
+        f=${f##*/}
+        echo "${f%.c}"
+    done | sort -u
+}
 
 @test "make install into a temp PREFIX: everything runs from elsewhere on installed files alone; make uninstall removes it" {
     local P="$T/prefix" t
@@ -14,9 +21,14 @@ SCRIPTS=(grpo-eval grpo-summary grpo-compare grpo-plot grpo-progress grpo-sample
     mkdir elsewhere
     cd elsewhere
     export PATH="$P/bin:/usr/bin:/bin"
-    for t in "${TOOLS[@]}" "${SCRIPTS[@]}"; do
-        [ "$(command -v "$t")" = "$P/bin/$t" ] || { echo "$t: not installed in $P/bin"; false; }
-        "$t" --help > /dev/null
+    local want
+    want=$(programs)
+    [ "$(ls "$P/bin")" = "$want" ] || { diff <(echo "$want") <(ls "$P/bin"); false; }
+    # every installed program answers --help at once (none execs itself forever)
+    for t in "$P"/bin/*; do
+        timeout 10 "$t" --help > help.out 2> help.err ||
+            { echo "${t##*/} --help: exit $?"; cat help.err; false; }
+        grep -q . help.out || { echo "${t##*/} --help: nothing on stdout"; false; }
     done
     [ "$("$P/bin/grpo-prep" --task arith --n 3 --out - | jq -r .task | tr '\n' ' ')" = "arith arith arith " ]
     # the installed grpo-reward finds the installed grpo-math-verify beside itself
@@ -40,7 +52,7 @@ SCRIPTS=(grpo-eval grpo-summary grpo-compare grpo-plot grpo-progress grpo-sample
     # the examples the README's quick start uses are installed and accepted
     grpo-prep --task gsm8k --in "$P/share/grpo/examples/gsm8k-sample.jsonl" | jq -e -s 'length == 12'
     # a man page for every tool and script, whose body is its --help
-    for t in "${TOOLS[@]}" "${SCRIPTS[@]}"; do
+    for t in $want; do
         [ -s "$P/share/man/man1/$t.1" ] || { echo "$t: no man page"; false; }
     done
     MANPATH="$P/share/man" man -P cat grpo-update > man.txt 2> man.err

@@ -6,6 +6,7 @@
 # grpo-rollout --temperature 0 on the model that was exported (a GGUF, an HF
 # directory, an adapter checkpoint), so an export that our own loader reads
 # back the same wrong way (a Q/K layout, a RoPE convention) still fails.
+# needs: venv models llama.cpp
 load helpers
 
 LLAMA="$GRPO_ROOT/build/llama.cpp/llama_ids"

@@ -3,6 +3,7 @@
 # implementation of the HF architectures (tests/ref/model_ref.py), through
 # the driver mode of build/tests/test_model, which also checks that prefill,
 # one-token decode and a batch with a copied KV prefix agree.
+# needs: venv models
 load helpers
 
 BIN="$GRPO_ROOT/build/tests/test_model"

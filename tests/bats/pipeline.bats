@@ -3,6 +3,7 @@
 # pipe) and pipelines/merge.sh, on a tiny random llama with a 97-token
 # tokenizer: the whole loop, reruns, kill -9 and resume, a swapped reward
 # stage, settings changes, shards, retention, the evaluation hook.
+# needs: venv
 load helpers
 # Every make here is a fresh one: `make test` runs these tests inside make, whose
 # MAKEFLAGS and MAKELEVEL would otherwise change what the pipeline's make does.

@@ -3,6 +3,7 @@
 # the tiny random llama: rounds of further prompts until the step has
 # PROMPTS_PER_STEP non-flat groups, the FILL_ROUNDS bound, the counts in the
 # metrics, caching, settings changes, kill -9 and resume, retention.
+# needs: venv
 load helpers
 unset MAKEFLAGS MFLAGS MAKELEVEL
 

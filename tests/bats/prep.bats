@@ -5,8 +5,6 @@
 load helpers
 
 FIX="$GRPO_ROOT/tests/fixtures/prep"
-PY="$GRPO_PY"
-[ -x "$PY" ] || PY=python3
 
 THINK='Think step by step inside <think> </think> tags, then give only the final answer inside <answer> </answer> tags, in this form: <think> your reasoning </think><answer> your answer </answer>'
 ANSWER='Give only the final answer inside <answer> </answer> tags, in this form: <answer> your answer </answer>'

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # grpo-prep --model: prompt_tokens from the model's tokenizer and chat
 # template, checked against Hugging Face tokenizers + Jinja.
+# needs: venv models
 load helpers
 
 setup_file() {

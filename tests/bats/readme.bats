@@ -34,6 +34,7 @@
 # HOME is in the scratch directory (the judge's cache, make install's PREFIX).
 # Every tool runs on one thread (OMP_NUM_THREADS=1): the whole file takes
 # well under a minute on 2 cores.
+# needs: venv models
 load helpers
 # `make test` runs these tests inside make, whose MAKEFLAGS and MAKELEVEL would
 # otherwise change what the READMEs' make commands do.
@@ -274,7 +275,7 @@ tiny_config() {
 
 # start_judge: the fake judge on a free port; sets URL
 start_judge() {
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$PWD/port" > /dev/null 2> server.err 3>&- &
+    "$PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$PWD/port" > /dev/null 2> server.err 3>&- &
     SERVER_PID=$!
     local i
     for ((i = 0; i < 400; i++)); do

@@ -166,8 +166,7 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     printf '{"id":"p9","completion":"x","completion_tokens":"bad"}\n' >> in.jsonl
     run -65 grpo-reward --fn cmd --cmd "exec sleep 987654" --cmd-timeout 100 --in in.jsonl --out out.jsonl
     assert_one_line_error grpo-reward 'in.jsonl:4: field "completion_tokens": expected an array of token ids'
-    sleep 0.2
-    ! pgrep -f 'sleep 987654' || false
+    gone 'sleep 987654'
 }
 
 @test "grpo-reward stopped by a signal takes the program and all it started down with it" {
@@ -179,8 +178,7 @@ LEN_CMD="jq --unbuffered -c '{reward: (.completion | length)}'"
     pgrep -f 'sleep 987652'
     kill -TERM "$pid"
     wait "$pid" || true
-    sleep 0.2
-    ! pgrep -f 'sleep 98765[12]' || false
+    gone 'sleep 98765[12]'
     [ ! -e out.jsonl ]
     no_temp_left .
 }

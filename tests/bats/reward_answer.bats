@@ -4,6 +4,7 @@
 # scored by `answer` and by `--fn math-verify` in one run; `answer` must agree
 # with the truth at least as often and never call a hard negative equal.
 # Also math-verify's own flags and failure modes.
+# needs: venv
 load helpers
 
 PAIRS="$GRPO_ROOT/tests/fixtures/answer/math_pairs.tsv"

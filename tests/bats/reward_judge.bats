@@ -46,7 +46,7 @@ setup() {
 
 # cached: answers stored in the cache file
 cached() {
-    "$GRPO_PY" -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from answers").fetchone()[0])' \
+    "$PY" -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from answers").fetchone()[0])' \
         "$T/cache/judge.sqlite"
 }
 
@@ -218,7 +218,7 @@ cached() {
     judge --in in.jsonl --out out.jsonl --quiet
     [ "$(jq -c -s 'map(.rewards.judge)' out.jsonl)" = "[3,9]" ]
     # what the server was sent: the turns as the record wrote them
-    "$GRPO_PY" - "$T/cache/judge.sqlite" <<'PY'
+    "$PY" - "$T/cache/judge.sqlite" <<'PY'
 import json, sqlite3, sys
 bodies = [r[0] for r in sqlite3.connect(sys.argv[1]).execute("select request from answers")]
 users = sorted(json.loads(b)["messages"][-1]["content"] for b in bodies)

@@ -4,6 +4,7 @@
 # (tests/ref/rm_ref.py: Jinja renders the chat template, HF `tokenizers`
 # encodes, transformers' last-non-pad rule picks the token), batching,
 # and the errors.
+# needs: venv
 load helpers
 
 REF="$GRPO_ROOT/tests/ref/rm_ref.py"

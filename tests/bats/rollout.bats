@@ -2,6 +2,7 @@
 # grpo-rollout on a tiny random llama (with a 97-token byte-level tokenizer)
 # for the mechanics, and once on SmolLM2. Log-probabilities are checked
 # against the float64 PyTorch reference of tests/ref/model_ref.py.
+# needs: venv models
 load helpers
 
 setup_file() {

@@ -2,6 +2,7 @@
 # grpo-rollout --device: the choice of CPU or GPU, its errors, and (on a
 # machine with an NVIDIA GPU and a CUDA build) the GPU's records against
 # the CPU's. Without a GPU the GPU tests skip visibly.
+# needs: venv
 load helpers
 
 setup_file() {

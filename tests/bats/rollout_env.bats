@@ -3,6 +3,7 @@
 # (tests/ref/test_env.py answers by a fixed script or misbehaves on
 # purpose), on tiny random llamas with ChatML (Qwen2.5 template) and Llama 3.1
 # tokenizers (tests/ref/check_env_prefix.py make).
+# needs: venv
 load helpers
 
 setup_file() {

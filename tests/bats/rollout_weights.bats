@@ -7,6 +7,7 @@
 # Q8_0 GGUF's blocks taken straight into q8's give the records its weights
 # widened to float32 give (a file mixing F16 matrices in too). --kv-cache
 # f32|bf16 chooses the cache apart from the weights.
+# needs: venv models
 load helpers
 
 setup_file() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # Our safetensors writer and reader against the independent Python package
 # (tests/ref/check_safetensors.py: every dtype, both directions, bit exact).
+# needs: venv
 load helpers
 
 @test "safetensors files cross-check with the Python safetensors package" {

@@ -3,6 +3,7 @@
 # TENSORBOARD in pipelines/grpo.mk. What it writes is read back by the
 # tensorboard package's own readers (tests/ref/read_tb.py, in the test venv):
 # EventAccumulator for scalars and text, its TFRecord reader for the checksums.
+# needs: venv
 load helpers
 unset MAKEFLAGS MFLAGS MAKELEVEL
 

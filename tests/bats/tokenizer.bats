@@ -3,6 +3,7 @@
 # SmolLM2 vocabulary and the GPT-2 / Llama-3 / Qwen2 pre-tokenizers
 # (tests/ref/check_tokenizer.py: encode parity, decode parity, round trip,
 # and the encode speed as a TAP comment).
+# needs: venv models
 load helpers
 
 @test "tokenizer matches Hugging Face tokenizers (SmolLM2, GPT-2, Llama-3, Qwen2 pre-tokenizers)" {

@@ -8,6 +8,7 @@
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
 # AVX-512 BF16.
+# needs: venv
 load helpers
 
 grad_case() {

@@ -7,6 +7,7 @@
 #   - AdamW/SGD steps, clip_grad_norm_ and the lr schedules: torch.optim and
 #     transformers' formulas (tests/ref/optim_ref.py; 1e-6 relative);
 #   - the state files read by Python's json and safetensors packages.
+# needs: venv
 load helpers
 
 LOSS_BIN="$GRPO_ROOT/build/tests/test_loss"

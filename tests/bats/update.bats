@@ -2,6 +2,7 @@
 # grpo-update on a tiny random llama (tests/ref/model_ref.py) with a 97-token
 # tokenizer: flags, failure modes, the checkpoint it writes, resuming,
 # determinism, micro-batches, --recompute, LoRA, kill -9, and a learning run.
+# needs: venv
 load helpers
 
 setup_file() { update_fixture; }

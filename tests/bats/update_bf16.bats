@@ -4,6 +4,7 @@
 # refusal on a CPU without AVX-512 BF16 (69), the same bytes run to run and
 # for any --threads, the flag in state.json and its resume rule, auto. Gradients against
 # PyTorch: train_grad.bats; the kernel: tests/unit/test_gemm_bf16.c.
+# needs: venv
 load helpers
 
 setup_file() { update_fixture; }

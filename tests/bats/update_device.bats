@@ -11,6 +11,7 @@
 # update, per tensor): 5e-2, from the 0.5-2.2% that bf16 operands moved the
 # tiny models' logits and log-probs in docs/gpu.md's emulation; the
 # metrics' loss and grad_norm within 5e-2 relative.
+# needs: venv
 load helpers
 
 setup_file() {

@@ -6,6 +6,7 @@
 # in train_ref.bats (tests/ref/loss_ref.py) and train_grad.bats; here: the
 # flags, their failure modes, that each one acts (the checkpoint changes) and
 # is off at its neutral value (the same bytes), its metrics and state flags.
+# needs: venv
 load helpers
 
 setup_file() {

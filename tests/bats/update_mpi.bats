@@ -18,6 +18,7 @@
 # of its largest [0.043, one element whose gradient is 2e-9]. A rank's share
 # left out of the sum would move thousands of elements by about lr and fail
 # both (the moments first).
+# needs: venv models
 load helpers
 
 setup_file() {

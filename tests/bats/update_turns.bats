@@ -4,6 +4,7 @@
 # context only, a record without the mask (or with all 1s) trains exactly as
 # before, and a bad mask or log-prob is 65 naming file, line and field. The
 # loss and gradient against autograd: tests/bats/train_grad.bats (turns cases).
+# needs: venv
 load helpers
 
 setup_file() {

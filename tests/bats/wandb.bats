@@ -4,6 +4,7 @@
 # transaction log (tests/ref/read_wandb.py), the samples table, resuming
 # without a step twice, usage and input errors, and a fake API key that must
 # appear in no output and no file.
+# needs: venv
 load helpers
 unset MAKEFLAGS MFLAGS MAKELEVEL
 

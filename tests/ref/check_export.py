@@ -45,29 +45,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from model_ref import gguf_hf_weights  # noqa: E402
+from tap import done, tap  # noqa: E402
 ROOT = os.environ.get("GRPO_ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BIN = os.environ.get("GRPO_HF_TEST_BIN") or os.path.join(ROOT, "build", "tests", "test_hf_dir")
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-
-test_no = 0
-failed = 0
-
-
-def tap(ok, name, detail=None):
-    global test_no, failed
-    test_no += 1
-    if not ok:
-        failed += 1
-    print(("ok" if ok else "not ok") + f" {test_no} - {name}")
-    if detail:
-        for line in str(detail).splitlines():
-            print("#   " + line)
-    sys.stdout.flush()
-
-
-def done():
-    print(f"1..{test_no}")
-    return 1 if failed else 0
 
 
 # ---- tokenizer -----------------------------------------------------------------------------------
@@ -274,52 +256,9 @@ def check_hf_dir(out, src, dtype):
     return done()
 
 
-def gguf_hf_weights(path):
-    """HF name -> float32 tensor, dequantized by gguf-py, Q/K un-permuted (as model_ref.py)."""
-    import torch
-    from gguf import GGUFReader
-    from gguf.quants import dequantize
-    r = GGUFReader(path)
-
-    def field(key, default=None):
-        f = r.fields.get(key)
-        return default if f is None else f.parts[f.data[0]].tolist()[0]
-
-    arch = bytes(r.fields["general.architecture"].parts[r.fields["general.architecture"].data[0]]).decode()
-    nh = field(f"{arch}.attention.head_count")
-    nkv = field(f"{arch}.attention.head_count_kv", nh)
-    hd = field(f"{arch}.attention.key_length", field(f"{arch}.embedding_length") // nh)
-    names = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head",
-             "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-             "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
-             "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm",
-             "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
-    W = {}
-    for t in r.tensors:
-        if t.name == "rope_freqs.weight":
-            continue
-        p = t.name.split(".")
-        base = p[2] if p[0] == "blk" else p[0]
-        hf = f"model.layers.{p[1]}.{names[p[2]]}.{p[3]}" if p[0] == "blk" else f"{names[p[0]]}.{p[1]}"
-        a = dequantize(t.data, t.tensor_type).astype(np.float32)
-        a = a.reshape([int(n) for n in reversed(t.shape.tolist())]) if len(t.shape) > 1 else a.reshape(-1)
-        if arch == "llama" and base in ("attn_q", "attn_k"):
-            heads = nh if base == "attn_q" else nkv
-            shp = a.shape
-            a = a.reshape(heads, hd // 2, 2, -1).transpose(0, 2, 1, 3).reshape(shp)
-        W[hf] = torch.from_numpy(np.ascontiguousarray(a))
-    cfg = dict(arch=arch, num_attention_heads=nh, num_key_value_heads=nkv, head_dim=hd,
-               hidden_size=field(f"{arch}.embedding_length"), intermediate_size=field(f"{arch}.feed_forward_length"),
-               num_hidden_layers=field(f"{arch}.block_count"), max_position_embeddings=field(f"{arch}.context_length"),
-               rope_theta=field(f"{arch}.rope.freq_base"),
-               rms_norm_eps=field(f"{arch}.attention.layer_norm_rms_epsilon"),
-               tie_word_embeddings="lm_head.weight" not in W)
-    return W, cfg
-
-
 def check_gguf_dir(out, gguf_path, dtype):
     got, meta = load_st(os.path.join(out, "model.safetensors"))
-    want, cfg = gguf_hf_weights(gguf_path)
+    want, cfg = gguf_hf_weights(gguf_path, np.float32)
     tap(meta == {"format": "pt"}, "metadata is {\"format\": \"pt\"}", meta)
     # gguf-py dequantizes in numpy float32 as our C code does in float32;
     # an fma or evaluation-order difference moves a value by an ulp of

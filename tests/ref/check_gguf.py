@@ -31,24 +31,11 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader, GGUFWriter
 
+from tap import done, tap
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BIN = os.environ.get("GRPO_GGUF_TEST_BIN", os.path.join(ROOT, "build", "tests", "test_gguf"))
-
-n_test = 0
-n_fail = 0
-
-
-def tap(ok, name, diag=""):
-    global n_test, n_fail
-    n_test += 1
-    if not ok:
-        n_fail += 1
-    print(f"{'' if ok else 'not '}ok {n_test} - {name}")
-    if diag and not ok:
-        for line in str(diag).splitlines():
-            print(f"#   {line}")
-    sys.stdout.flush()
 
 
 def c_dump(path, outdir, tensors=None):
@@ -247,8 +234,7 @@ def main():
         check_model(path, work)
     else:
         tap(False, f"model file {path} exists (make models)")
-    print(f"1..{n_test}")
-    return 1 if n_fail else 0
+    return done()
 
 
 if __name__ == "__main__":

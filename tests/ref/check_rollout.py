@@ -35,13 +35,12 @@ def main():
     with open(path) as f:
         records = [json.loads(line) for line in f]
     bad = 0
+    # the weights once: reading and dequantizing a GGUF is most of the work
+    c, W = (model_ref.gguf_model if model.endswith(".gguf") else model_ref.hf_model)(model)
     for n, rec in enumerate(records, 1):
         prompt, comp, lps = rec["prompt_tokens"], rec["completion_tokens"], rec["logprobs"]
         tokens = prompt + comp
-        if model.endswith(".gguf"):
-            logits = model_ref.gguf_logits(model, tokens[:-1])
-        else:
-            logits = model_ref.hf_logits(model, tokens[:-1])
+        logits = model_ref.model_logits(c, W, tokens[:-1])
         t = rec["temperature"]
         worst, why = 0.0, ""
         for j, tok in enumerate(comp):

@@ -23,6 +23,8 @@ import sys
 from gguf import GGUFReader
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, Regex
 
+from tap import done, tap
+
 ROOT = os.environ.get("GRPO_ROOT") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("GRPO_TOK_TEST_BIN") or os.path.join(ROOT, "build", "tests", "test_tokenizer")
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -31,21 +33,6 @@ LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
              r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
             r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-
-test_no = 0
-failed = 0
-
-
-def tap(ok, name, detail=None):
-    global test_no, failed
-    test_no += 1
-    if not ok:
-        failed += 1
-    print(("ok" if ok else "not ok") + f" {test_no} - {name}")
-    if detail:
-        for line in detail.splitlines():
-            print(line if line.startswith("#") else "#   " + line)
-    sys.stdout.flush()
 
 
 def read_gguf(path):
@@ -271,8 +258,7 @@ def main():
             rand += [[rng.choice(byte_ids + [0, 1, 2, 260, 5000]) for _ in range(rng.randint(1, 10))] for _ in range(1500)]
             check_decode(name, tk, path, rand, workdir, "of random ids")
     bench(os.path.join(workdir, "tokenizer.json"), workdir)
-    print(f"1..{test_no}")
-    return 1 if failed else 0
+    return done()
 
 
 if __name__ == "__main__":

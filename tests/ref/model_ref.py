@@ -189,7 +189,15 @@ def read_tokens(path):
         return [int(t) for t in f.read().split()]
 
 
-def hf_logits(d, tokens):
+def model_logits(c, W, tokens):
+    """forward without autograd: logits at every position, float64 [T, vocab]."""
+    import torch
+    with torch.no_grad():
+        return forward(c, W, tokens)
+
+
+def hf_model(d):
+    """The forward's config and float64 weights of an HF directory."""
     import torch
     from safetensors.torch import load_file
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -201,8 +209,11 @@ def hf_logits(d, tokens):
     c = dict(L=cfg["num_hidden_layers"], nh=nh, nkv=cfg.get("num_key_value_heads", nh),
              hd=cfg.get("head_dim", cfg["hidden_size"] // nh), eps=cfg["rms_norm_eps"],
              theta=cfg["rope_theta"], rope_scaling=cfg.get("rope_scaling"), qk_norm=arch == "qwen3")
-    with torch.no_grad():
-        return forward(c, W, tokens)
+    return c, W
+
+
+def hf_logits(d, tokens):
+    return model_logits(*hf_model(d), tokens)
 
 
 def write_f64(path, t):
@@ -211,7 +222,10 @@ def write_f64(path, t):
 
 # ---- GGUF (gguf-py) --------------------------------------------------------------------------------
 
-def gguf_logits(path, tokens):
+def gguf_hf_weights(path, dtype=np.float64):
+    """A GGUF file as gguf-py reads it, named as Hugging Face names it: HF name ->
+    torch tensor of dtype (dequantized by gguf.quants.dequantize, llama-arch Q/K
+    rows un-permuted here), and the config.json fields its metadata gives."""
     import torch
     from gguf import GGUFReader
     from gguf.quants import dequantize
@@ -231,9 +245,6 @@ def gguf_logits(path, tokens):
     nkv = field(f"{arch}.attention.head_count_kv", nh)
     d = field(f"{arch}.embedding_length")
     hd = field(f"{arch}.attention.key_length", d // nh)
-    c = dict(L=field(f"{arch}.block_count"), nh=nh, nkv=nkv, hd=hd,
-             eps=field(f"{arch}.attention.layer_norm_rms_epsilon"),
-             theta=field(f"{arch}.rope.freq_base", 10000.0), rope_scaling=None, qk_norm=arch == "qwen3")
     names = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head",
              "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
@@ -242,6 +253,8 @@ def gguf_logits(path, tokens):
              "ffn_down": "mlp.down_proj"}
     W = {}
     for t in r.tensors:
+        if t.name == "rope_freqs.weight":  # llama3 scaling's table: HF computes it from config.json
+            continue
         parts = t.name.split(".")
         if parts[0] == "blk":
             hf = f"model.layers.{parts[1]}.{names[parts[2]]}.{parts[3]}"
@@ -249,7 +262,7 @@ def gguf_logits(path, tokens):
         else:
             hf = f"{names[parts[0]]}.{parts[1]}"
             base = parts[0]
-        a = dequantize(t.data, t.tensor_type).astype(np.float64)
+        a = dequantize(t.data, t.tensor_type).astype(dtype)
         a = a.reshape([int(n) for n in reversed(t.shape.tolist())]) if len(t.shape) > 1 else a.reshape(-1)
         if arch == "llama" and base in ("attn_q", "attn_k"):
             # llama.cpp stored row (head, i, j) = HF row (head, j, i), i < hd/2, j < 2:
@@ -258,10 +271,29 @@ def gguf_logits(path, tokens):
             shp = a.shape
             a = a.reshape(heads, hd // 2, 2, -1).transpose(0, 2, 1, 3).reshape(shp)
         W[hf] = torch.from_numpy(np.ascontiguousarray(a))
-    if "lm_head.weight" not in W:
+    cfg = dict(arch=arch, num_attention_heads=nh, num_key_value_heads=nkv, head_dim=hd, hidden_size=d,
+               intermediate_size=field(f"{arch}.feed_forward_length"),
+               num_hidden_layers=field(f"{arch}.block_count"),
+               max_position_embeddings=field(f"{arch}.context_length"),
+               rope_theta=field(f"{arch}.rope.freq_base", 10000.0),
+               rms_norm_eps=field(f"{arch}.attention.layer_norm_rms_epsilon"),
+               tie_word_embeddings="lm_head.weight" not in W)
+    return W, cfg
+
+
+def gguf_model(path):
+    """The forward's config and float64 weights of a GGUF file, as gguf-py reads it."""
+    W, cfg = gguf_hf_weights(path)
+    c = dict(L=cfg["num_hidden_layers"], nh=cfg["num_attention_heads"], nkv=cfg["num_key_value_heads"],
+             hd=cfg["head_dim"], eps=cfg["rms_norm_eps"], theta=cfg["rope_theta"], rope_scaling=None,
+             qk_norm=cfg["arch"] == "qwen3")
+    if cfg["tie_word_embeddings"]:
         W["lm_head.weight"] = W["model.embed_tokens.weight"]
-    with torch.no_grad():
-        return forward(c, W, tokens)
+    return c, W
+
+
+def gguf_logits(path, tokens):
+    return model_logits(*gguf_model(path), tokens)
 
 
 # ---- the suite the bats test uses -----------------------------------------------------------------

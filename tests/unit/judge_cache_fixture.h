@@ -4,7 +4,6 @@
 #define GRPO_JUDGE_CACHE_FIXTURE_H
 
 #include <errno.h>
-#include <ftw.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +15,8 @@
 #include "judge/cache.h"
 #include "util/sha256.h"
 
+#include "helpers.h"
+
 static char root[] = "/tmp/grpo-test-judge-cache-XXXXXX";
 
 static inline bool make_root(void) {
@@ -24,12 +25,7 @@ static inline bool make_root(void) {
     return false;
 }
 
-static inline int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
-
-static inline void remove_root(void) { nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static inline void remove_root(void) { remove_tree(root); }
 
 /* root/name, in one of 16 rotating buffers: copy what must live longer. */
 static inline const char *in_root(const char *name) {

@@ -2,7 +2,6 @@
  * nothing left behind on commit, abort or a replaced checkpoint. */
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,16 +10,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "io/ckptdir.h"
 #include "io/outstream.h"
 #include "util/cleanup.h"
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
-
-static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* Fixed-seed bytes, different per seed, never all zero. */
 static void fill(unsigned char *buf, size_t n, uint64_t seed) {
@@ -177,7 +170,7 @@ int main(void) {
     CHECK_EQ_INT(ckptdir_begin(&c, final3, &e), 0);
     CHECK_EQ_INT(ckptdir_commit(&c, &e), 0);
     CHECK_EQ_INT(count_entries(final3, NULL, 0), 0);
-    rm_tree(final3);
+    remove_tree(final3);
 
     TEST("a symlink at the final name is replaced, its target left alone");
     char target[600], link_path[600];
@@ -191,8 +184,8 @@ int main(void) {
     CHECK(lstat(link_path, &st) == 0 && S_ISDIR(st.st_mode));
     CHECK(holds(link_path, "config.json", 10, 41));
     CHECK(holds(target, "generation_config.json", 64, 31));
-    rm_tree(link_path);
-    rm_tree(target);
+    remove_tree(link_path);
+    remove_tree(target);
 
     TEST("a regular file at the final name is refused by begin, before any work");
     char file_path[600];
@@ -261,6 +254,6 @@ int main(void) {
     ckptdir_abort(&c); /* after cleanup: still safe */
     CHECK_EQ_INT(count_entries(root, NULL, 0), 1);
 
-    rm_tree(root);
+    remove_tree(root);
     return check_done();
 }

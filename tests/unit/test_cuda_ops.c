@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "cuda/cuda.h"
 #include "cuda_device.h"
 #include "model/layer.h"
@@ -708,13 +709,6 @@ static void test_sample(double temperature, const char *name) {
 
 /* ---- the model ------------------------------------------------------------------------ */
 
-static void fill_random(model *m, uint64_t st) {
-    for (size_t i = 0; i < m->n_params; i++) { /* xorshift: uniform in [-0.5, 0.5) */
-        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-        m->params_memory[i] = (float)((st >> 11) * 0x1.0p-53 - 0.5);
-    }
-}
-
 /* A prefill of T tokens on sequence 0, its prefix copied to sequence 1, then
  * one decode row of sequence 0 alone and one batch of both: logits [T, V],
  * the lone decode row and the batch's two rows, all on the host. */
@@ -774,8 +768,8 @@ static void test_model(model_arch arch, const char *name) {
         CHECK(0);
         return;
     }
-    fill_random(&mc, 0x243F6A8885A308D3ULL + arch);
-    fill_random(&mg, 0x243F6A8885A308D3ULL + arch);
+    fill_random_floats(mc.params_memory, mc.n_params, 0x243F6A8885A308D3ULL + arch);
+    fill_random_floats(mg.params_memory, mg.n_params, 0x243F6A8885A308D3ULL + arch);
     int rc = model_to_backend(&mg, be, &e);
     if (rc) printf("#   model_to_backend: %s\n", e.msg);
     CHECK_EQ_INT(rc, 0);

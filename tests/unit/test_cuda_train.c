@@ -62,7 +62,7 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     float *lmem = NULL;
     if (use_lora) {
         tiny_lora(&l, &mc, "q,k,v,o,gate,up,down", dropout);
-        fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
+        fill_uniform(l.memory, l.n_params, 0.2, 0.0, 9, 1);
         lora_on_backend(be, &lg, &l, &lmem);
     }
     trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
@@ -81,8 +81,8 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     make_groups(&gb, mc.cfg.vocab_size, masked);
     int n = train_batch_targets(&gb.b);
     float lc[64], lgp[64], ec[64], eg[64], coef[64], dent[64];
-    fill_random(coef, 64, 1.0, 0.0, 11, 0);
-    fill_random(dent, 64, 0.5, 0.0, 12, 0);
+    fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
+    fill_uniform(dent, 64, 0.5, 0.0, 12, 0);
     float *gc = malloc(tc.n_grad * sizeof *gc), *gg = malloc(tg.n_grad * sizeof *gg),
           *gg2 = malloc(tg.n_grad * sizeof *gg2);
     CHECK(gc && gg && gg2);
@@ -127,7 +127,7 @@ static void test_nccl_one_rank(void) {
     unsigned char id[CUDA_NCCL_ID_BYTES];
     enum { N = 1000 };
     float h[N], g[N];
-    fill_random(h, N, 1.0, 0.0, 31, 0);
+    fill_uniform(h, N, 1.0, 0.0, 31, 0);
     void *d = NULL;
     int rc = cuda_nccl_id(id, &e);
     if (!rc) rc = cuda_nccl_init(0, 1, id, &e);

@@ -5,7 +5,6 @@
  * beyond f16 for hf and gguf before writing anything, and with --clamp
  * writes 65504 where it stood. */
 #include <float.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "ckpt/hf_dir.h"
 #include "ckpt/load.h"
 #include "export/export.h"
@@ -28,11 +28,6 @@ static char *at(const char *rel) {
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", root, rel);
     return buf[k];
-}
-
-static int rm_entry(const char *p, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(p);
 }
 
 /* Whether x written as d reads back finite, by the converters themselves. */
@@ -198,6 +193,6 @@ int main(void) {
     test_messages();
     test_clamp();
     test_export_run();
-    nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(root);
     return check_done();
 }

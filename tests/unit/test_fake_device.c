@@ -5,27 +5,18 @@
  * memory faults when the host dereferences it; (c) an op given a host
  * pointer for device memory (or device memory for a host array) aborts
  * with a line naming the op and the argument. */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "fake_device.h"
 #include "model/layer.h"
 #include "model/model.h"
 
 /* ---- (a) the forward ----------------------------------------------------------- */
-
-static void fill_random(model *m, uint64_t st) {
-    for (size_t i = 0; i < m->n_params; i++) { /* xorshift: uniform in [-0.5, 0.5) */
-        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-        m->params_memory[i] = (float)((st >> 11) * 0x1.0p-53 - 0.5);
-    }
-}
 
 enum { T = 13, P = 6, V = 50, MAX_ROWS = 2 * T };
 
@@ -103,7 +94,7 @@ static void test_forward(model_arch arch, bool tied) {
         CHECK(0);
         return;
     }
-    fill_random(&m, 88172645463325252ULL + arch);
+    fill_random_floats(m.params_memory, m.n_params, 88172645463325252ULL + arch);
     size_t cap = (size_t)4 * MAX_ROWS * V;
     float *cpu = calloc(cap, sizeof *cpu), *dev = calloc(cap, sizeof *dev);
     if (!cpu || !dev) abort();
@@ -128,36 +119,6 @@ static void test_forward(model_arch arch, bool tied) {
 
 /* ---- (b), (c): in a child ------------------------------------------------------- */
 
-/* Runs fn in a child with stderr into err[size]; its wait status. */
-static int in_child(void (*fn)(void), char *err, size_t size) {
-    int fd[2];
-    if (pipe(fd)) abort();
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) abort();
-    if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        /* the default actions: AddressSanitizer would report a SEGV and exit 1 */
-        signal(SIGSEGV, SIG_DFL);
-        signal(SIGBUS, SIG_DFL);
-        close(fd[0]);
-        dup2(fd[1], 2);
-        fn();
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t n = 0;
-    ssize_t r;
-    while ((r = read(fd[0], err + n, size - 1 - n)) > 0) n += (size_t)r;
-    err[n] = 0;
-    close(fd[0]);
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid) abort();
-    return status;
-}
-
 static void *dev_alloc(size_t bytes) {
     void *p = NULL;
     gerr e = {0};
@@ -175,10 +136,7 @@ static void test_deref_faults(void) {
     void *p = dev_alloc(16);
     CHECK(fake_device_tagged(p) && fake_device_tagged((char *)p + 15));
     fake_device()->mem_free(p);
-    char err[4096];
-    int st = in_child(deref_device, err, sizeof err);
-    CHECK(WIFSIGNALED(st) && (WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGBUS));
-    if (!WIFSIGNALED(st)) printf("#   child status %d, stderr: %s\n", st, err);
+    CHECK_FAULTS(deref_device());
 }
 
 static float host_buf[64];
@@ -242,13 +200,7 @@ static void test_host_pointer_aborts(void) {
         {forward_host_cache, "fake-device: kv_write: kv->k is a host pointer"},
         {forward_host_logits, "fake-device: matmul_forward: out is a host pointer"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char err[4096];
-        int st = in_child(cases[i].fn, err, sizeof err);
-        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
-        CHECK(strstr(err, cases[i].want) != NULL);
-        if (!strstr(err, cases[i].want)) printf("#   case %zu: child status %d, stderr: %s\n", i, st, err);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) CHECK_ABORTS(cases[i].fn(), cases[i].want);
 }
 
 /* The training entries on device memory against optim.c's host functions. */

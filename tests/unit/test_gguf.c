@@ -9,7 +9,6 @@
  * dims) and DIR/NAME.f32 (raw little-endian float32) for the listed tensors,
  * every tensor when no list is given. */
 #include <errno.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,28 +17,12 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "formats/gguf.h"
 #include "formats/quant.h"
 #include "util/half.h"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t x) {
-    uint64_t z = x + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void fill_random(void *buf, size_t n, uint64_t seed) {
-    unsigned char *p = buf;
-    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(splitmix64(seed + i / 8) >> (8 * (i % 8)));
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
 
 static void write_bytes(const char *path, const void *data, size_t len) {
     FILE *f = fopen(path, "wb");
@@ -449,7 +432,7 @@ static float get_half(const unsigned char *p) {
 /* Random blocks with their f16 scales set to finite, non-zero values. */
 static void random_blocks(unsigned char *p, uint32_t type, int nblk, uint64_t seed) {
     size_t bs = quant_type_size(type);
-    fill_random(p, bs * (size_t)nblk, seed);
+    fill_random_bytes(p, bs * (size_t)nblk, seed);
     for (int k = 0; k < nblk; k++) {
         unsigned char *b = p + bs * (size_t)k;
         float s1 = 0.0123f * (float)(k + 1), s2 = -0.5f + 0.25f * (float)k;
@@ -799,6 +782,6 @@ int main(void) {
     test_malformed(dir);
     test_quant_table();
     test_dequant();
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(dir);
     return check_done();
 }

@@ -14,7 +14,6 @@
  * tokenizer of SOURCE (default MODEL). An error prints its one line and
  * exits with its code. */
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "formats/gguf_quant.h"
 #include "ckpt/load.h"
 #include "export/export.h"
@@ -34,11 +34,6 @@
 #include "util/half.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
 
 static void write_text(const char *dir, const char *name, const char *text) {
     char path[4096];
@@ -491,6 +486,6 @@ int main(int argc, char **argv) {
     test_text_side(dir);
     test_pre_families(dir);
     test_errors(dir);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(dir);
     return check_done();
 }

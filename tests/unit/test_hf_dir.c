@@ -20,7 +20,6 @@
  *       or "nospecial" (matched as text); one line of ids per record.
  * A failure prints the one-line message and exits with its code. */
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "ckpt/adapter_dir.h"
 #include "ckpt/hf_dir.h"
 #include "ckpt/hf_source.h"
@@ -51,11 +51,6 @@ static char *at(const char *rel) {
     k = (k + 1) % 8;
     snprintf(buf[k], sizeof buf[k], "%s/%s", root, rel);
     return buf[k];
-}
-
-static int rm_entry(const char *p, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(p);
 }
 
 /* A step the current test needs failed: the test fails, with the reason
@@ -659,6 +654,6 @@ int main(int argc, char **argv) {
     test_lora_round_trip();
     test_lora_errors();
     test_adapter_dirs();
-    nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(root);
     return check_done();
 }

@@ -3,7 +3,6 @@
  * Reruns buy nothing, identical requests are sent once, a failed chunk
  * keeps the answers it got, and the key never reaches the cache file. */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "io/mapped.h"
 #include "judge_server_fixture.h"
 #include "reward/reward.h"
@@ -21,11 +21,6 @@
 
 static char dir[] = "/tmp/grpo-test-judge-fn-XXXXXX";
 static char tpl_path[256], cache_path[256];
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
 
 /* Records as the stage hands them over: parsed lines and their decoded completions. */
 typedef struct {
@@ -373,6 +368,6 @@ int main(void) {
         server_stop(&s);
     }
     test_exhausted();
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(dir);
     return check_done();
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "ckpt/load.h"
 #include "model/model.h"
 #include "ops/ops.h"
@@ -461,13 +462,6 @@ static void test_config_dir(void) {
     CHECK_EQ_INT(model_load(&m, "/nonexistent/model.gguf", &e), EX_NOINPUT);
 }
 
-static void fill_random(model *m, uint64_t st) {
-    for (size_t i = 0; i < m->n_params; i++) { /* xorshift: uniform in [-0.5, 0.5) */
-        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-        m->params_memory[i] = (float)((st >> 11) * 0x1.0p-53 - 0.5);
-    }
-}
-
 static model_config tiny_config(model_arch arch, bool tied) {
     return (model_config){.arch = arch, .dim = 32, .hidden_dim = 48, .n_layers = 2, .n_heads = 4,
                           .n_kv_heads = 2, .head_dim = arch == ARCH_QWEN3 ? 12 : 8, .vocab_size = 50,
@@ -491,7 +485,7 @@ static void test_forward_paths(model_arch arch, bool tied) {
         CHECK(0);
         return;
     }
-    fill_random(&m, 88172645463325252ULL + arch);
+    fill_random_floats(m.params_memory, m.n_params, 88172645463325252ULL + arch);
     int32_t tok[13];
     for (int i = 0; i < 13; i++) tok[i] = (i * 17 + 3) % 50;
     float *out = malloc(13 * 50 * sizeof *out);
@@ -519,7 +513,7 @@ static void test_forward_hidden(void) {
         CHECK(0);
         return;
     }
-    fill_random(&m, 0x9E3779B97F4A7C15ULL);
+    fill_random_floats(m.params_memory, m.n_params, 0x9E3779B97F4A7C15ULL);
     enum { T = 11, V = 50, D = 32 };
     int32_t tok[2 * T];
     int seq[2 * T], pos[2 * T];

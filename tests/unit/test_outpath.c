@@ -2,7 +2,6 @@
  * made before any work, and the removal of stale temporaries. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "io/outpath.h"
 #include "io/outstream.h"
 
@@ -42,11 +42,6 @@ static pid_t dead_pid(void) {
     if (pid < 0) return -1;
     waitpid(pid, NULL, 0);
     return pid;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
 }
 
 int main(void) {
@@ -223,6 +218,6 @@ int main(void) {
     CHECK_EQ_INT(outstream_commit(&o, &e), 0);
 
     unlink(own_file);
-    nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(root);
     return check_done();
 }

@@ -8,7 +8,6 @@
  * Both sides generate values with the same splitmix64 rule (cross_bits). */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,27 +17,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "formats/safetensors.h"
 #include "util/half.h"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t x) {
-    uint64_t z = x + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void fill_random(void *buf, size_t n, uint64_t seed) {
-    unsigned char *p = buf;
-    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(splitmix64(seed + i / 8) >> (8 * (i % 8)));
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
 
 static char *path_in(const char *dir, const char *name) {
     static char buf[4][512]; /* a few live at once */
@@ -63,7 +46,7 @@ static void write_st(const char *path, uint64_t header_len, const char *header, 
     unsigned char *buf = malloc(total);
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(header_len >> (8 * i));
     memcpy(buf + 8, header, hlen);
-    fill_random(buf + 8 + hlen, data_len, 77);
+    fill_random_bytes(buf + 8 + hlen, data_len, 77);
     write_bytes(path, buf, total);
     free(buf);
 }
@@ -145,7 +128,7 @@ static void test_round_trip(const char *dir) {
     TEST("writer accepts every dtype, scalars, zero-size and 8 dims");
     for (int i = 0; i < N; i++) {
         data[i] = malloc(spec_bytes(&specs[i]) + 1);
-        fill_random(data[i], spec_bytes(&specs[i]), 1000 + (uint64_t)i * 7919);
+        fill_random_bytes(data[i], spec_bytes(&specs[i]), 1000 + (uint64_t)i * 7919);
         CHECK_EQ_INT(st_writer_add(&w, specs[i].name, specs[i].dtype, specs[i].ndim, specs[i].shape,
                                    data[i], &e),
                      0);
@@ -623,6 +606,6 @@ int main(void) {
     test_round_trip(dir);
     test_writer_errors(dir);
     test_malformed(dir);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(dir);
     return check_done();
 }

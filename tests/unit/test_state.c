@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <math.h>
 #include <unistd.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,15 +18,11 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "io/mapped.h"
 #include "io/outstream.h"
 #include "formats/safetensors.h"
 #include "train/state.h"
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
 
 static char *path_in(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
@@ -575,6 +570,6 @@ int main(int argc, char **argv) {
     test_optimizer_slice(dir);
     test_optimizer_values(dir);
     test_missing_and_odd_files(dir);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(dir);
     return check_done();
 }

@@ -63,7 +63,7 @@ static void make_batch(tiny_batch *tb, int first, int n, int vocab) {
 static double linear_loss(trainer *t, const train_batch *b, float temp, bool backward, int c_offset) {
     int n = train_batch_targets(b);
     float logp[64], coef[64];
-    fill_random(coef, 64, 1.0, 0.0, 11, 0);
+    fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
     trainer_forward(t, b, temp, backward, false, logp, NULL);
     double L = 0;
     for (int j = 0; j < n; j++) L += (double)coef[c_offset + j] * logp[j];
@@ -212,7 +212,7 @@ static void test_lora(void) {
     for (int j = 0; j < n; j++) d01 = fmax(d01, fabs(lp0[j] - lp1[j]));
     CHECK(d01 < 1e-6);
     /* with B random the adapter changes logp, and lora_off brings back the base */
-    fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
+    fill_uniform(l.memory, l.n_params, 0.2, 0.0, 9, 1);
     trainer_forward(&lt, &tb.b, 1.0f, false, false, lp1, NULL);
     trainer_forward(&lt, &tb.b, 1.0f, false, true, lp2, NULL);
     double d1 = 0, d2 = 0;
@@ -279,7 +279,7 @@ static void test_shared_prompts(model_arch arch, bool tied, bool use_lora, bool 
     lora l;
     if (use_lora) {
         tiny_lora(&l, &m, "q,k,v,o,gate,up,down", 0.0);
-        fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
+        fill_uniform(l.memory, l.n_params, 0.2, 0.0, 9, 1);
     }
     trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
     trainer sh, un, inf_sh, inf_un;
@@ -495,7 +495,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         lora_init(&l, (uint64_t)num(lj, "seed", 1));
         /* B non-zero so that A gets a gradient too */
         for (int t = 0; t < LORA_N_TARGETS; t++)
-            if (l.b[t]) fill_random(l.b[t], (size_t)l.n_layers * l.out_dim[t] * l.r, 0.1, 0.0, 13, (uint64_t)t);
+            if (l.b[t]) fill_uniform(l.b[t], (size_t)l.n_layers * l.out_dim[t] * l.r, 0.1, 0.0, 13, (uint64_t)t);
     }
     trainer t;
     if (trainer_init(&t, &m, use_lora ? &l : NULL, use_lora ? TRAINER_LORA : TRAINER_FULL, recompute, R, 0, max_len, n_t, &e))

@@ -39,7 +39,7 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     float *lmem = NULL;
     if (use_lora) {
         tiny_lora(&l, &mc, "q,k,v,o,gate,up,down", dropout);
-        fill_random(l.memory, l.n_params, 0.2, 0.0, 9, 1);
+        fill_uniform(l.memory, l.n_params, 0.2, 0.0, 9, 1);
         lora_on_backend(fake_device(), &ld, &l, &lmem);
     }
     trainer_mode mode = use_lora ? TRAINER_LORA : TRAINER_FULL;
@@ -54,8 +54,8 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     make_groups(&gb, mc.cfg.vocab_size, masked);
     int n = train_batch_targets(&gb.b);
     float lc[64], ld_[64], ec[64], ed[64], coef[64], dent[64];
-    fill_random(coef, 64, 1.0, 0.0, 11, 0);
-    fill_random(dent, 64, 0.5, 0.0, 12, 0);
+    fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
+    fill_uniform(dent, 64, 0.5, 0.0, 12, 0);
 
     trainer_forward(&ic, &gb.b, 0.8f, false, false, lc, ec);
     trainer_forward(&id, &gb.b, 0.8f, false, false, ld_, ed);

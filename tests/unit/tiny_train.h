@@ -13,7 +13,7 @@
 #include "train/trainer.h"
 #include "util/rng.h"
 
-static inline void fill_random(float *p, size_t n, double scale, double offset, uint64_t seed, uint64_t index) {
+static inline void fill_uniform(float *p, size_t n, double scale, double offset, uint64_t seed, uint64_t index) {
     rng_stream r;
     rng_init(&r, seed, "test", 4, index);
     for (size_t i = 0; i < n; i++) p[i] = (float)(offset + scale * (2 * rng_uniform(&r) - 1));
@@ -31,7 +31,7 @@ static inline int tiny_model(model *m, model_arch arch, bool tied) {
     for (int i = 0; i < MODEL_N_PARAMS; i++) {
         if (!m->param_sizes[i]) continue;
         bool norm = i == P_ATTN_NORM || i == P_FFN_NORM || i == P_OUT_NORM || i == P_Q_NORM || i == P_K_NORM;
-        fill_random(m->w.t[i], m->param_sizes[i], norm ? 0.2 : 0.3, norm ? 1.0 : 0.0, 7, (uint64_t)i);
+        fill_uniform(m->w.t[i], m->param_sizes[i], norm ? 0.2 : 0.3, norm ? 1.0 : 0.0, 7, (uint64_t)i);
     }
     return 0;
 }
