@@ -342,17 +342,14 @@ static void print_summary(const rank_run *r) {
     fputc('\n', stderr);
 }
 
-/* The next checkpoint, the metrics lines (rank 0), and the summary line. */
+/* The next checkpoint with its metrics lines (rank 0), and the summary line. */
 static int finish(rank_run *r, gerr *e) {
     const update_run_opts *o = &r->plan->run;
     dist *d = r->d;
     r->pol.next_index += o->iterations;
     int rc = dist_agree(d, policy_download(&r->pol, e), e);
-    if (!rc) rc = policy_save(&r->pol, r->plan, d, r->all.sha256, e);
+    if (!rc) rc = policy_save(&r->pol, r->plan, d, &r->all, r->lines, e);
     if (rc) return rc;
-    if (o->metrics && d->rank == 0)
-        for (long long it = 0; it < o->iterations && !rc; it++) rc = metrics_append(o->metrics, &r->lines[it], &r->all, e);
-    if ((rc = dist_agree(d, rc, e))) return rc;
     if (d->rank == 0) print_summary(r);
     return 0;
 }
