@@ -28,12 +28,14 @@ int main(int argc, char **argv) {
         {"--dtype", NULL, FLAG_CHOICE, &dtype, "T",
          "f32, f16, bf16, q8_0 (gguf only), or auto: bf16 for hf, f32 for peft, f16 for gguf", 0, 0,
          "auto|f32|f16|bf16|q8_0"},
+        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL,
+         "progress on stderr even when it is not a terminal: loading, then the tensors written", 0, 0, NULL},
         {"--clamp", NULL, FLAG_BOOL, &o.clamp, NULL,
          "write a weight beyond what --dtype holds as its largest (f16: +-65504) instead of refusing", 0, 0, NULL},
     };
     flag_parser p = {
         .usage = "grpo-export --model M --format hf|peft|gguf --out PATH [--dtype f32|f16|bf16|q8_0] "
-                 "[--base-model NAME_OR_DIR] [--clamp]",
+                 "[--base-model NAME_OR_DIR] [--clamp] [--progress]",
         .summary =
             "Converts a checkpoint for other tools.\n"
             "  hf    a Hugging Face model directory (transformers, vLLM): config.json (torch_dtype set to the\n"

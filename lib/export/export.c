@@ -2,6 +2,7 @@
  * (hf through lib/ckpt/hf_dir.h, gguf through gguf_export.c, peft here). */
 #include <ctype.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -163,7 +164,28 @@ static int fit_adapter(const export_opts *o, lora *l, char **note, gerr *e) {
     return rc;
 }
 
-static int export_peft(const export_opts *o, char **note, gerr *e) {
+/* The phase shown on stderr (on a terminal or with --progress): "grpo-export
+ * WHAT PATH", counting tensors, or its time alone (peft's few). */
+typedef struct {
+    progress pg;
+    bool open;
+    char label[PATH_MAX + 64];
+} shown;
+
+static void show_end(shown *s) {
+    if (s->open) progress_finish(&s->pg);
+    s->open = false;
+}
+
+static void show(shown *s, const export_opts *o, const char *what, const char *path, const char *unit) {
+    show_end(s);
+    snprintf(s->label, sizeof s->label, "%s %s %s", tool_name(), what, path);
+    if (unit) progress_start(&s->pg, s->label, unit, 0, o->progress);
+    else progress_phase(&s->pg, s->label, o->progress);
+    s->open = true;
+}
+
+static int export_peft(const export_opts *o, shown *sh, char **note, gerr *e) {
     model base;
     lora l;
     bool has_adapter;
@@ -184,6 +206,7 @@ static int export_peft(const export_opts *o, char **note, gerr *e) {
     }
     st_dtype sd = o->dtype == EXPORT_F32 ? ST_F32 : o->dtype == EXPORT_F16 ? ST_F16 : ST_BF16;
     ckptdir c = {0};
+    if (!rc) show(sh, o, "writing", o->out, NULL);
     if (!rc && !(rc = ckptdir_begin(&c, o->out, e))) {
         if ((rc = lora_save_dtype(&l, c.tmp_dir, sd, e))) ckptdir_fail(&c, e);
         else rc = ckptdir_commit(&c, e);
@@ -217,23 +240,32 @@ int export_run(const export_opts *o, char **note, gerr *e) {
                         export_dtype_name(o->dtype), o->format == EXPORT_HF ? "hf" : "peft");
     if (o->base_model && o->format != EXPORT_PEFT)
         return gerr_set(e, EX_USAGE, "--base-model: only --format peft names a base model");
-    if (o->format == EXPORT_PEFT) return export_peft(o, note, e);
-    model m;
-    int rc = model_load(&m, o->model, e);
-    if (rc) return rc;
-    if ((rc = fit_model(o, &m, note, e))) {
-        model_free(&m);
+    shown sh = {0};
+    show(&sh, o, "loading", o->model, NULL);
+    if (o->format == EXPORT_PEFT) {
+        int rc = export_peft(o, &sh, note, e);
+        show_end(&sh);
         return rc;
     }
-    if (o->format == EXPORT_HF) {
-        rc = hf_export_dir(o->out, &m, o->model, o->dtype, e);
-    } else {
-        char *source;
-        if (!(rc = text_source(o->model, &source, e))) {
-            rc = gguf_export(o->out, &m, source, o->dtype, e);
-            free(source);
+    model m;
+    int rc = model_load(&m, o->model, e);
+    if (rc) {
+        show_end(&sh);
+        return rc;
+    }
+    if (!(rc = fit_model(o, &m, note, e))) {
+        show(&sh, o, "writing", o->out, "tensors");
+        if (o->format == EXPORT_HF) {
+            rc = hf_export_dir(o->out, &m, o->model, o->dtype, &sh.pg, e);
+        } else {
+            char *source;
+            if (!(rc = text_source(o->model, &source, e))) {
+                rc = gguf_export_progress(o->out, &m, source, o->dtype, &sh.pg, e);
+                free(source);
+            }
         }
     }
+    show_end(&sh);
     if (rc) free(*note), *note = NULL;
     model_free(&m);
     return rc;

@@ -343,13 +343,31 @@ assert t['blk.1.ffn_down.weight'] == 'Q8_0' and t['output_norm.weight'] == 'F32'
 @test "--help lists every flag and the defaults; --version" {
     run grpo-export --help
     [ "$status" -eq 0 ]
-    for f in --model --format --out --dtype --base-model; do [[ "$output" == *"$f"* ]]; done
+    for f in --model --format --out --dtype --base-model --clamp --progress; do [[ "$output" == *"$f"* ]]; done
     [[ "$output" == *"bf16 for hf, f32 for peft, f16 for gguf"* ]]
     [[ "$output" == *"exit status"* ]]
     [[ "$output" == *"(default: auto)"* ]]
     run grpo-export --version
     [ "$status" -eq 0 ]
     [[ "$output" == *"$(cat "$GRPO_ROOT/VERSION")"* ]]
+}
+
+@test "--progress: loading, then the tensors written, on stderr; stdout clean; quiet without it" {
+    needs_tiny
+    local f
+    for f in hf gguf; do
+        grpo-export --model "$TINY" --format $f --dtype f32 --out "x.$f" --progress > out 2> err
+        [ ! -s out ]
+        tr '\r' '\n' < err > lines
+        grep -q "^grpo-export loading $TINY [0-9.]*s" lines
+        # every tensor of the tiny llama (21 with the tied head left out of hf, 21 in gguf)
+        n=$(grep -c "^grpo-export writing x.$f \[#*\] 21/21 tensors" lines)
+        [ "$n" -ge 1 ] || { cat lines; false; }
+        # and without a terminal, without --progress: nothing on stderr
+        grpo-export --model "$TINY" --format $f --dtype f32 --out "y.$f" 2> quiet.err
+        [ ! -s quiet.err ]
+        if [ $f = hf ]; then cmp x.hf/model.safetensors y.hf/model.safetensors; else cmp x.gguf y.gguf; fi
+    done
 }
 
 @test "missing --model, --format or --out: usage error 64" {
