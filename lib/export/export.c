@@ -1,6 +1,7 @@
 /* grpo-export's work: load the checkpoint, write the format asked for
  * (hf through lib/ckpt/hf_dir.h, gguf through gguf_export.c, peft here). */
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "../ckpt/hf_dir.h"
 #include "../ckpt/load.h"
 #include "../io/ckptdir.h"
+#include "../tok/tokenizer.h"
 #include "../util/strbuf.h"
 #include "export.h"
 
@@ -233,6 +235,33 @@ static int text_source(const char *path, char **out, gerr *e) {
     return 0;
 }
 
+/* hf's tokenizer, from the directory the text files come from (text_source,
+ * as for gguf): tokenizer.json there and a tokenizer we load (a GGUF
+ * source's is built from its metadata). EX_NOINPUT or EX_DATAERR naming the
+ * file, before anything is written. */
+static int check_tokenizer(const char *model, gerr *e) {
+    char *source;
+    gerr ignored = {0};
+    if (text_source(model, &source, &ignored)) return 0; /* the base is missing: model_load says so */
+    struct stat st;
+    bool dir = !stat(source, &st) && S_ISDIR(st.st_mode);
+    strbuf path = {0};
+    sb_printf(&path, "%s/tokenizer.json", source);
+    free(source);
+    tokenizer *t = NULL;
+    int rc = 0;
+    if (!dir)
+        rc = 0;
+    else if (stat(path.data, &st))
+        rc = gerr_set(e, EX_NOINPUT, "%s: cannot open: %s (--format hf writes the model's tokenizer)", path.data,
+                      strerror(errno));
+    else
+        rc = tok_load_json(path.data, &t, e);
+    tok_free(t);
+    sb_free(&path);
+    return rc;
+}
+
 int export_run(const export_opts *o, char **note, gerr *e) {
     *note = NULL;
     if (o->format != EXPORT_GGUF && !hf_torch_dtype(o->dtype))
@@ -248,7 +277,8 @@ int export_run(const export_opts *o, char **note, gerr *e) {
         return rc;
     }
     model m;
-    int rc = model_load(&m, o->model, e);
+    int rc = o->format == EXPORT_HF ? check_tokenizer(o->model, e) : 0;
+    if (!rc) rc = model_load(&m, o->model, e);
     if (rc) {
         show_end(&sh);
         return rc;

@@ -81,12 +81,13 @@ check() {
     [ "$status" -eq 0 ]
 }
 
-@test "hf f16 from a tied qwen3 without tokenizer files: no lm_head, generation_config from config.json" {
+@test "hf f16 from a tied qwen3 with tokenizer.json alone: no lm_head, generation_config from config.json" {
     needs_tiny
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3 q3 --tied
     rm q3/generation_config.json
+    cp "$TINY/tokenizer.json" q3/
     grpo-export --model q3 --format hf --dtype f16 --out out
-    [ "$(ls out | tr '\n' ' ')" = "config.json generation_config.json model.safetensors " ]
+    [ "$(ls out | tr '\n' ' ')" = "config.json generation_config.json model.safetensors tokenizer.json " ]
     check hf-dir out q3 f16
     "$GRPO_PY" -c "
 from safetensors import safe_open
@@ -141,6 +142,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
     needs_smol
     needs_peft
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen2 q2
+    cp "$TINY/tokenizer.json" q2/
     for m in "$TINY" q2; do
         rm -rf hf && grpo-export --model "$m" --format hf --dtype f32 --out hf
         "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/transformers_logits.py" hf - "$m/tokens.txt" tf.f32
@@ -438,6 +440,23 @@ assert t['blk.1.ffn_down.weight'] == 'Q8_0' and t['output_norm.weight'] == 'F32'
     [ "$status" -eq 65 ]
     assert_one_line_error grpo-export 'use_dora'
     [ ! -e o ]
+}
+
+@test "hf, like gguf, refuses a missing tokenizer.json (66) or one that does not load (65), naming it; nothing written" {
+    needs_tiny
+    cp -r "$TINY" nt && rm nt/tokenizer.json
+    cp -r "$TINY" gt && echo 'garbage{' > gt/tokenizer.json
+    local f
+    for f in hf gguf; do
+        run grpo-export --model nt --format $f --out "o.$f"
+        [ "$status" -eq 66 ]
+        assert_one_line_error grpo-export "nt/tokenizer.json: cannot open"
+        run grpo-export --model gt --format $f --out "o.$f"
+        [ "$status" -eq 65 ]
+        assert_one_line_error grpo-export "gt/tokenizer.json: "
+        [ ! -e "o.$f" ]
+    done
+    no_temp_left .
 }
 
 @test "a failure leaves --out as it was and no temporary behind" {
