@@ -118,6 +118,7 @@ static void phase(rank_run *r, const char *unit, int64_t total, const char *fmt,
     __attribute__((format(printf, 4, 5)));
 static void phase(rank_run *r, const char *unit, int64_t total, const char *fmt, ...) {
     phase_end(r);
+    if (r->d->rank != 0) return; /* r->pg stays zeroed: updates draw nothing */
     int at = snprintf(r->pg_label, sizeof r->pg_label, "%s ", tool_name());
     va_list ap;
     va_start(ap, fmt);
@@ -126,7 +127,6 @@ static void phase(rank_run *r, const char *unit, int64_t total, const char *fmt,
     bool force = r->plan->run.progress;
     if (unit) progress_start(&r->pg, r->pg_label, unit, total, force);
     else progress_phase(&r->pg, r->pg_label, force);
-    if (r->d->rank != 0) r->pg.enabled = false;
     r->pg_open = true;
 }
 
