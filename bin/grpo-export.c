@@ -28,12 +28,14 @@ int main(int argc, char **argv) {
         {"--dtype", NULL, FLAG_CHOICE, &dtype, "T",
          "f32, f16, bf16, q8_0 (gguf only), or auto: bf16 for hf, f32 for peft, f16 for gguf", 0, 0,
          "auto|f32|f16|bf16|q8_0"},
+        {"--progress", NULL, FLAG_BOOL, &o.progress, NULL,
+         "progress on stderr even when it is not a terminal: loading, then the tensors written", 0, 0, NULL},
         {"--clamp", NULL, FLAG_BOOL, &o.clamp, NULL,
          "write a weight beyond what --dtype holds as its largest (f16: +-65504) instead of refusing", 0, 0, NULL},
     };
     flag_parser p = {
         .usage = "grpo-export --model M --format hf|peft|gguf --out PATH [--dtype f32|f16|bf16|q8_0] "
-                 "[--base-model NAME_OR_DIR] [--clamp]",
+                 "[--base-model NAME_OR_DIR] [--clamp] [--progress]",
         .summary =
             "Converts a checkpoint for other tools.\n"
             "  hf    a Hugging Face model directory (transformers, vLLM): config.json (torch_dtype set to the\n"
@@ -60,8 +62,9 @@ int main(int argc, char **argv) {
                   "Besides the codes below: q8_0 with hf or peft is 64, --base-model without peft, or naming a\n"
                   "file or a directory without config.json, 64; --base-model of another shape than the base 65,\n"
                   "a path that does not exist (and is no Hub id) 66; --format peft of a model without an\n"
-                  "adapter 65, an --out that cannot be created (its directory missing, a file where a directory\n"
-                  "goes; checked before any work) 73; a weight beyond --dtype (without --clamp) or non-finite 65.\n"
+                  "adapter 65; hf or gguf of a directory without tokenizer.json 66, one that does not load 65;\n"
+                  "an --out that cannot be created (its directory missing, a file where a directory goes;\n"
+                  "checked before any work) 73; a weight beyond --dtype (without --clamp) or non-finite 65.\n"
                   "example: grpo-export --model runs/ckpt-0042 --format gguf --dtype q8_0 --out policy.gguf",
     };
     flags_parse(&p, argc, argv);

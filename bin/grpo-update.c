@@ -91,6 +91,9 @@ int main(int argc, char **argv) {
         {"--rslora", NULL, FLAG_BOOL, &r->rslora, NULL, "scale alpha/sqrt(R) instead of alpha/R", 0, 0, NULL},
         {"--metrics", NULL, FLAG_STRING, &r->metrics, "F", "append one JSON line per optimizer step (formats/metrics.md)",
          0, 0, NULL},
+        {"--progress", NULL, FLAG_BOOL, &r->progress, NULL,
+         "progress on stderr even when it is not a terminal: loading, the reference and old log-prob passes, "
+         "each iteration's tokens/s, saving", 0, 0, NULL},
         {"--seed", NULL, FLAG_INT, &r->seed, "S", "LoRA init and dropout streams (default: the checkpoint's, else 0)", 0,
          0, NULL},
         {"--threads", NULL, FLAG_INT, &r->threads, "N",

@@ -17,6 +17,7 @@
 #include "../formats/gguf.h"
 #include "../model/model.h"
 #include "../util/err.h"
+#include "../util/progress.h"
 #include "../util/strbuf.h"
 #include "export_dtype.h"
 
@@ -47,11 +48,14 @@ int hf_write_text_files(const char *dir, const char *source, gerr *e);
  * (model_tensor_list; lm_head.weight left out when tied), sorted by name,
  * in F32, F16 or BF16 (q8_0: EX_USAGE), metadata {"format": "pt"}. */
 int hf_write_weights(const char *out_path, const model *m, export_dtype dtype, gerr *e);
+/* The same, counting the tensors written in pg (its total set here). */
+int hf_write_weights_progress(const char *out_path, const model *m, export_dtype dtype, progress *pg, gerr *e);
 
 /* The whole directory (config.json with the dtype's torch_dtype, the text
  * files, model.safetensors) built under a temporary name and swapped into
  * out_dir (lib/io/ckptdir.h): on any failure out_dir is left as it was. */
-int hf_export_dir(const char *out_dir, const model *m, const char *source, export_dtype dtype, gerr *e);
+int hf_export_dir(const char *out_dir, const model *m, const char *source, export_dtype dtype, progress *pg,
+                  gerr *e);
 
 /* ---- internal to hf_*.c ---------------------------------------------------------- */
 

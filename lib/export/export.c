@@ -1,7 +1,9 @@
 /* grpo-export's work: load the checkpoint, write the format asked for
  * (hf through lib/ckpt/hf_dir.h, gguf through gguf_export.c, peft here). */
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include "../ckpt/hf_dir.h"
 #include "../ckpt/load.h"
 #include "../io/ckptdir.h"
+#include "../tok/tokenizer.h"
 #include "../util/strbuf.h"
 #include "export.h"
 
@@ -163,7 +166,28 @@ static int fit_adapter(const export_opts *o, lora *l, char **note, gerr *e) {
     return rc;
 }
 
-static int export_peft(const export_opts *o, char **note, gerr *e) {
+/* The phase shown on stderr (on a terminal or with --progress): "grpo-export
+ * WHAT PATH", counting tensors, or its time alone (peft's few). */
+typedef struct {
+    progress pg;
+    bool open;
+    char label[PATH_MAX + 64];
+} shown;
+
+static void show_end(shown *s) {
+    if (s->open) progress_finish(&s->pg);
+    s->open = false;
+}
+
+static void show(shown *s, const export_opts *o, const char *what, const char *path, const char *unit) {
+    show_end(s);
+    snprintf(s->label, sizeof s->label, "%s %s %s", tool_name(), what, path);
+    if (unit) progress_start(&s->pg, s->label, unit, 0, o->progress);
+    else progress_phase(&s->pg, s->label, o->progress);
+    s->open = true;
+}
+
+static int export_peft(const export_opts *o, shown *sh, char **note, gerr *e) {
     model base;
     lora l;
     bool has_adapter;
@@ -184,6 +208,7 @@ static int export_peft(const export_opts *o, char **note, gerr *e) {
     }
     st_dtype sd = o->dtype == EXPORT_F32 ? ST_F32 : o->dtype == EXPORT_F16 ? ST_F16 : ST_BF16;
     ckptdir c = {0};
+    if (!rc) show(sh, o, "writing", o->out, NULL);
     if (!rc && !(rc = ckptdir_begin(&c, o->out, e))) {
         if ((rc = lora_save_dtype(&l, c.tmp_dir, sd, e))) ckptdir_fail(&c, e);
         else rc = ckptdir_commit(&c, e);
@@ -210,6 +235,33 @@ static int text_source(const char *path, char **out, gerr *e) {
     return 0;
 }
 
+/* hf's tokenizer, from the directory the text files come from (text_source,
+ * as for gguf): tokenizer.json there and a tokenizer we load (a GGUF
+ * source's is built from its metadata). EX_NOINPUT or EX_DATAERR naming the
+ * file, before anything is written. */
+static int check_tokenizer(const char *model, gerr *e) {
+    char *source;
+    gerr ignored = {0};
+    if (text_source(model, &source, &ignored)) return 0; /* the base is missing: model_load says so */
+    struct stat st;
+    bool dir = !stat(source, &st) && S_ISDIR(st.st_mode);
+    strbuf path = {0};
+    sb_printf(&path, "%s/tokenizer.json", source);
+    free(source);
+    tokenizer *t = NULL;
+    int rc = 0;
+    if (!dir)
+        rc = 0;
+    else if (stat(path.data, &st))
+        rc = gerr_set(e, EX_NOINPUT, "%s: cannot open: %s (--format hf writes the model's tokenizer)", path.data,
+                      strerror(errno));
+    else
+        rc = tok_load_json(path.data, &t, e);
+    tok_free(t);
+    sb_free(&path);
+    return rc;
+}
+
 int export_run(const export_opts *o, char **note, gerr *e) {
     *note = NULL;
     if (o->format != EXPORT_GGUF && !hf_torch_dtype(o->dtype))
@@ -217,23 +269,33 @@ int export_run(const export_opts *o, char **note, gerr *e) {
                         export_dtype_name(o->dtype), o->format == EXPORT_HF ? "hf" : "peft");
     if (o->base_model && o->format != EXPORT_PEFT)
         return gerr_set(e, EX_USAGE, "--base-model: only --format peft names a base model");
-    if (o->format == EXPORT_PEFT) return export_peft(o, note, e);
-    model m;
-    int rc = model_load(&m, o->model, e);
-    if (rc) return rc;
-    if ((rc = fit_model(o, &m, note, e))) {
-        model_free(&m);
+    shown sh = {0};
+    show(&sh, o, "loading", o->model, NULL);
+    if (o->format == EXPORT_PEFT) {
+        int rc = export_peft(o, &sh, note, e);
+        show_end(&sh);
         return rc;
     }
-    if (o->format == EXPORT_HF) {
-        rc = hf_export_dir(o->out, &m, o->model, o->dtype, e);
-    } else {
-        char *source;
-        if (!(rc = text_source(o->model, &source, e))) {
-            rc = gguf_export(o->out, &m, source, o->dtype, e);
-            free(source);
+    model m;
+    int rc = o->format == EXPORT_HF ? check_tokenizer(o->model, e) : 0;
+    if (!rc) rc = model_load(&m, o->model, e);
+    if (rc) {
+        show_end(&sh);
+        return rc;
+    }
+    if (!(rc = fit_model(o, &m, note, e))) {
+        show(&sh, o, "writing", o->out, "tensors");
+        if (o->format == EXPORT_HF) {
+            rc = hf_export_dir(o->out, &m, o->model, o->dtype, &sh.pg, e);
+        } else {
+            char *source;
+            if (!(rc = text_source(o->model, &source, e))) {
+                rc = gguf_export_progress(o->out, &m, source, o->dtype, &sh.pg, e);
+                free(source);
+            }
         }
     }
+    show_end(&sh);
     if (rc) free(*note), *note = NULL;
     model_free(&m);
     return rc;

@@ -10,6 +10,7 @@
 #include "../ckpt/export_dtype.h"
 #include "../model/model.h"
 #include "../util/err.h"
+#include "../util/progress.h"
 
 typedef enum { EXPORT_HF, EXPORT_PEFT, EXPORT_GGUF } export_format;
 
@@ -20,6 +21,7 @@ typedef struct {
     export_dtype dtype;
     const char *base_model; /* --base-model: peft's base_model_name_or_path; NULL: the adapter's base */
     bool clamp;             /* --clamp: a weight beyond the dtype's range is written as its largest */
+    bool progress;          /* --progress: on stderr even when it is not a terminal */
 } export_opts;
 
 /* "hf" | "peft" | "gguf" (EX_USAGE otherwise). */
@@ -63,5 +65,8 @@ export_dtype gguf_export_tensor_dtype(export_dtype dtype, int64_t cols);
  * tokenizer.chat_template) of source: the GGUF file or Hugging Face
  * directory the model's text side comes from. */
 int gguf_export(const char *out_path, const model *m, const char *source, export_dtype dtype, gerr *e);
+/* The same, counting the tensors written in pg (its total set here). */
+int gguf_export_progress(const char *out_path, const model *m, const char *source, export_dtype dtype, progress *pg,
+                         gerr *e);
 
 #endif

@@ -112,6 +112,7 @@ typedef struct {
     plan_src *src;
     size_t n;
     int head_dim;
+    progress *pg; /* not NULL: counts the tensors written */
 } plan;
 
 static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, const float *src, int perm,
@@ -160,12 +161,18 @@ static const float *plan_rows(void *ctx, size_t i, size_t row, size_t n, float *
     size_t cols = (size_t)(t->cols ? t->cols : 1);
     const float *src = p->src[i].src + row * cols;
     (void)n;
+    if (p->pg && row == 0) progress_update(p->pg, (int64_t)i); /* tensor i begun: i written */
     if (!p->src[i].perm_heads) return src;
     qk_permute(tmp, src, 1, p->head_dim, cols);
     return tmp;
 }
 
 int gguf_export(const char *out_path, const model *m, const char *source, export_dtype dtype, gerr *e) {
+    return gguf_export_progress(out_path, m, source, dtype, NULL, e);
+}
+
+int gguf_export_progress(const char *out_path, const model *m, const char *source, export_dtype dtype, progress *pg,
+                         gerr *e) {
     if (!out_path || !m || !m->params_memory)
         return gerr_set(e, EX_SOFTWARE, "gguf_export: no output path or no model");
     if ((unsigned)dtype > EXPORT_Q8_0) return gerr_set(e, EX_USAGE, "gguf_export: unknown dtype %d", (int)dtype);
@@ -188,9 +195,11 @@ int gguf_export(const char *out_path, const model *m, const char *source, export
     float factors[512];
     bool scaled = rope_factors(m, factors);
     plan p = {.t = xcalloc(n_refs + 1, sizeof *p.t), .src = xcalloc(n_refs + 1, sizeof *p.src),
-              .head_dim = m->cfg.head_dim};
+              .head_dim = m->cfg.head_dim, .pg = pg};
     make_plan(m, refs, n_refs, scaled ? factors : NULL, dtype, &p);
+    if (pg) pg->total = (int64_t)p.n;
     rc = gguf_write(out_path, &meta, p.t, p.n, plan_rows, &p, e);
+    if (!rc && pg) progress_update(pg, (int64_t)p.n);
     gmeta_free(&meta);
     free(p.t);
     free(p.src);

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../util/progress.h"
+
 #include "../util/err.h"
 
 enum { ST_MAX_DIMS = 8 };
@@ -105,6 +107,7 @@ typedef struct {
     size_t n_meta, cap_meta;
     size_t *slots; /* open-addressing hash of tensor indexes + 1, for duplicate names */
     size_t n_slots;
+    progress *pg; /* not NULL: st_write counts the tensors written in it */
 } st_writer;
 
 void st_writer_init(st_writer *w);

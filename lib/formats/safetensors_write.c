@@ -192,8 +192,10 @@ int st_write(const st_writer *w, const char *path, gerr *e) {
     }
     rc = outstream_write(&o, len_le, sizeof len_le, e);
     if (!rc) rc = outstream_write(&o, h.data, h.len, e);
-    for (size_t i = 0; i < w->n_tensors && !rc; i++)
+    for (size_t i = 0; i < w->n_tensors && !rc; i++) {
         rc = outstream_write(&o, w->tensors[i].data, w->tensors[i].nbytes, e);
+        if (w->pg) progress_update(w->pg, (int64_t)i + 1);
+    }
     sb_free(&h);
     if (rc) {
         outstream_abort(&o);

@@ -12,6 +12,7 @@
 #include "update.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "../model/lora.h"
 #include "../model/model.h"
 #include "../util/clock.h"
+#include "../util/progress.h"
 #include "../util/strbuf.h"
 #include "state.h"
 #include "trainer.h"
@@ -97,7 +99,39 @@ typedef struct {
     float *gate;             /* the entropies the threshold is taken over; NULL: no entropy gate */
     bool single_pass;        /* the gate's entropies are the training forward's own */
     metrics_line *lines;     /* [iterations] */
+    progress pg;             /* the phase shown (rank 0, on a terminal or with --progress) */
+    bool pg_open;
+    char pg_label[64];
 } rank_run;
+
+/* ---- progress ---------------------------------------------------------------------- */
+
+/* Ends the phase shown, if any: its line drawn in full. */
+static void phase_end(rank_run *r) {
+    if (r->pg_open) progress_finish(&r->pg);
+    r->pg_open = false;
+}
+
+/* A new phase on stderr: "grpo-update WHAT", counting unit up to total
+ * (unit NULL: its time alone). Rank 0's only. */
+static void phase(rank_run *r, const char *unit, int64_t total, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void phase(rank_run *r, const char *unit, int64_t total, const char *fmt, ...) {
+    phase_end(r);
+    if (r->d->rank != 0) return; /* r->pg stays zeroed: updates draw nothing */
+    int at = snprintf(r->pg_label, sizeof r->pg_label, "%s ", tool_name());
+    va_list ap;
+    va_start(ap, fmt);
+    if (at > 0 && (size_t)at < sizeof r->pg_label) vsnprintf(r->pg_label + at, sizeof r->pg_label - (size_t)at, fmt, ap);
+    va_end(ap);
+    bool force = r->plan->run.progress;
+    if (unit) progress_start(&r->pg, r->pg_label, unit, total, force);
+    else progress_phase(&r->pg, r->pg_label, force);
+    r->pg_open = true;
+}
+
+/* Tokens (prompt + completion) of sequences s0 .. s1-1 of b. */
+static int64_t batch_tokens(const update_batch *b, int s0, int s1) { return (int64_t)b->start[s1] - b->start[s0]; }
 
 /* ---- set-up ------------------------------------------------------------------------ */
 
@@ -209,6 +243,7 @@ static int setup_trainer(rank_run *r, gerr *e) {
 }
 
 static int setup(rank_run *r, gerr *e) {
+    phase(r, NULL, 0, "loading %s", r->plan->run.model);
     int rc = setup_device(r, e);
     if (!rc) rc = setup_policy(r, e);
     if (!rc) rc = setup_batch(r, e);
@@ -229,14 +264,18 @@ static int prepasses(rank_run *r, gerr *e) {
     size_t n_alloc = (size_t)r->n_t + 1;
     int rc;
     if (r->plan->loss.beta > 0) {
+        phase(r, "tokens", batch_tokens(b, 0, b->n), "reference log-probs");
         r->ref_logp = xmalloc(sizeof(float) * n_alloc);
         rc = reference_pass(&r->t, &r->pol, r->plan, b, r->temp, r->ref_logp, e);
         if ((rc = dist_agree(d, rc, e))) return rc;
+        progress_update(&r->pg, batch_tokens(b, 0, b->n));
     }
     if (o->recompute_old || r->plan->loss.is_level != IS_OFF) {
+        phase(r, "tokens", batch_tokens(b, 0, b->n), "old log-probs");
         r->old_own = xmalloc(sizeof(float) * n_alloc);
         logp_pass(&r->t, b, o->micro_batch, o->group_sums, r->temp, false, r->old_own, NULL);
         if ((rc = dist_agree(d, trainer_check(&r->t, e), e))) return rc;
+        progress_update(&r->pg, batch_tokens(b, 0, b->n));
     }
     if (r->plan->loss.top_entropy_quantile < 1) {
         r->gate = xmalloc(sizeof(float) * n_alloc);
@@ -277,6 +316,8 @@ static int train_step(rank_run *r, long long it, gerr *e) {
     dist *d = r->d;
     trainer *t = &r->t;
     double t0 = now_seconds();
+    phase(r, "tokens", batch_tokens(b, 0, b->n), "step %lld (iteration %lld/%lld)", r->pol.step + 1, it + 1,
+          o->iterations);
     trainer_zero_grad(t);
     t->dropout_pass = (uint64_t)(r->pol.next_index + it);
     int rc;
@@ -307,6 +348,7 @@ static int train_step(rank_run *r, long long it, gerr *e) {
         trainer_backward(t, &tb, r->temp, r->dlogp + o0, lc->entropy_coef != 0 ? r->dent + o0 : NULL, r->ent + o0);
         if (t->grad_sum) trainer_fold_grad(t);
         s0 += ns;
+        progress_update(&r->pg, batch_tokens(b, 0, s0));
     }
     if ((rc = dist_agree(d, rc, e))) return rc;
     metrics_line *ml = &r->lines[it];
@@ -342,17 +384,16 @@ static void print_summary(const rank_run *r) {
     fputc('\n', stderr);
 }
 
-/* The next checkpoint, the metrics lines (rank 0), and the summary line. */
+/* The next checkpoint with its metrics lines (rank 0), and the summary line. */
 static int finish(rank_run *r, gerr *e) {
     const update_run_opts *o = &r->plan->run;
     dist *d = r->d;
     r->pol.next_index += o->iterations;
+    phase(r, NULL, 0, "saving %s", o->out);
     int rc = dist_agree(d, policy_download(&r->pol, e), e);
-    if (!rc) rc = policy_save(&r->pol, r->plan, d, r->all.sha256, e);
+    if (!rc) rc = policy_save(&r->pol, r->plan, d, &r->all, r->lines, e);
     if (rc) return rc;
-    if (o->metrics && d->rank == 0)
-        for (long long it = 0; it < o->iterations && !rc; it++) rc = metrics_append(o->metrics, &r->lines[it], &r->all, e);
-    if ((rc = dist_agree(d, rc, e))) return rc;
+    phase_end(r);
     if (d->rank == 0) print_summary(r);
     return 0;
 }
@@ -379,6 +420,7 @@ static int update_ranks(const update_plan *plan, dist *d, gerr *e) {
     if (!rc) rc = prepasses(&r, e);
     if (!rc) rc = train_steps(&r, e);
     if (!rc) rc = finish(&r, e);
+    phase_end(&r); /* an error's line on a line of its own */
     run_free(&r);
     return rc;
 }

@@ -3,6 +3,8 @@
 #ifndef GRPO_UPDATE_INTERNAL_H
 #define GRPO_UPDATE_INTERNAL_H
 
+#include <sys/types.h>
+
 #include "../dataparallel/dist.h"
 #include "../model/lora.h"
 #include "../model/model.h"
@@ -65,10 +67,6 @@ int policy_step(policy *p, trainer *t, const optim_opts *c, const dist *d, doubl
  * weights file, pointing into p's moments. Caller frees *out and names. */
 size_t policy_optim_tensors(const policy *p, optim_tensor **out);
 
-/* Writes the next checkpoint to --out, whole or not at all. Every rank
- * calls it: with --zero 1 the moments' slices are gathered to rank 0, which
- * alone writes; every rank returns the same result. */
-int policy_save(const policy *p, const update_plan *plan, const dist *d, const char *batch_sha256, gerr *e);
 /* state.json's "flags": every flag as used, defaults filled in, and the
  * number of ranks that trained the step; ranks compare it before any work. */
 void update_flags_json(strbuf *b, const policy *p, const update_plan *plan, int ranks);
@@ -79,8 +77,29 @@ typedef struct {
     double grad_norm, lr, seconds;
 } metrics_line;
 
-/* Appends one metrics line (formats/metrics.md) to path. */
-int metrics_append(const char *path, const metrics_line *ml, const update_batch *b, gerr *e);
+/* The metrics lines appended and fsync'd, not yet final: fd open, the
+ * lines the len bytes before end. */
+typedef struct {
+    int fd; /* -1: none */
+    off_t end, len;
+} metrics_pending;
+/* Appends n metrics lines (formats/metrics.md) to path in one write, fsync'd;
+ * on failure the file keeps whole lines only. */
+int metrics_append(const char *path, const metrics_line *ml, long long n, const update_batch *b,
+                   metrics_pending *mp, gerr *e);
+/* Cuts the lines off a regular file again (when nothing came after them). */
+void metrics_retract(metrics_pending *mp);
+/* Keeps them. */
+void metrics_close(metrics_pending *mp);
+
+/* Writes the next checkpoint to --out, whole or not at all, and with it
+ * the run's metrics lines (lines[--iterations]) to --metrics: appended
+ * and fsync'd just before the checkpoint is swapped in, cut off again when
+ * the swap fails. Every rank calls it: with --zero 1 the moments' slices
+ * are gathered to rank 0, which alone writes; every rank returns the same
+ * result. */
+int policy_save(const policy *p, const update_plan *plan, const dist *d, const update_batch *b,
+                const metrics_line *lines, gerr *e);
 
 /* ---- micro-batches (update_micro.c) ----------------------------------------------- */
 

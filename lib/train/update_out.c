@@ -1,6 +1,6 @@
 /* What grpo-update writes: the next checkpoint (formats/checkpoint.md),
- * built in a temporary directory and swapped in whole, and the metrics line
- * (formats/metrics.md). */
+ * built in a temporary directory and swapped in whole, and the metrics lines
+ * (formats/metrics.md), appended just before the swap: both or neither. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -149,7 +149,8 @@ static int check_finite(const policy *p, gerr *e) {
 }
 
 /* The checkpoint of p, whose moments are whole here. */
-static int write_ckpt(const policy *p, const update_plan *plan, int ranks, const char *batch_sha256, gerr *e) {
+static int write_ckpt(const policy *p, const update_plan *plan, int ranks, const update_batch *b,
+                      const metrics_line *lines, gerr *e) {
     const update_run_opts *o = &plan->run;
     const optim_opts *c = &plan->optim;
     ckptdir cd = {0};
@@ -186,15 +187,21 @@ static int write_ckpt(const policy *p, const update_plan *plan, int ranks, const
     s.warmup_steps = c->warmup_steps, s.total_steps = c->total_steps;
     s.seed = p->seed, s.next_index = p->next_index;
     s.flags_json = flags.data;
-    memcpy(s.batch_sha256, batch_sha256, 65);
+    memcpy(s.batch_sha256, b->sha256, 65);
     s.parent = (char *)o->model;
     s.paths_json = paths.data;
     s.version = GRPO_VERSION;
     if (PATH("grpo/state.json")) rc = state_write(&s, path, e);
     sb_free(&flags), sb_free(&paths);
     if (!path || rc) goto fail;
-    free(path);
-    return ckptdir_commit(&cd, e);
+    free(path), path = NULL;
+    /* the metrics lines first, fsync'd, then the checkpoint swapped in; the
+     * lines cut off again when the swap fails: both or neither */
+    metrics_pending mp = {.fd = -1};
+    if (o->metrics && (rc = metrics_append(o->metrics, lines, o->iterations, b, &mp, e))) goto fail;
+    if ((rc = ckptdir_commit(&cd, e))) metrics_retract(&mp);
+    else metrics_close(&mp);
+    return rc;
 fail:
     if (!rc) rc = e->code ? e->code : EX_SOFTWARE;
     free(path);
@@ -203,10 +210,11 @@ fail:
 #undef PATH
 }
 
-int policy_save(const policy *p, const update_plan *plan, const dist *d, const char *batch_sha256, gerr *e) {
+int policy_save(const policy *p, const update_plan *plan, const dist *d, const update_batch *b,
+                const metrics_line *lines, gerr *e) {
     int rc = 0;
     if (!p->bounds) {
-        if (d->rank == 0) rc = write_ckpt(p, plan, d->size, batch_sha256, e);
+        if (d->rank == 0) rc = write_ckpt(p, plan, d->size, b, lines, e);
         return dist_agree(d, rc, e);
     }
     /* ZeRO-1: rank 0 gathers the moments' slices for the file (whole on disk,
@@ -229,72 +237,107 @@ int policy_save(const policy *p, const update_plan *plan, const dist *d, const c
         if (!rc) rc = dist_gather_floats(d, p->exp_avg_sq, whole.exp_avg_sq, counts, e);
         free(counts);
     }
-    if (!rc && d->rank == 0) rc = write_ckpt(&whole, plan, d->size, batch_sha256, e);
+    if (!rc && d->rank == 0) rc = write_ckpt(&whole, plan, d->size, b, lines, e);
     free(whole.exp_avg), free(whole.exp_avg_sq);
     return dist_agree(d, rc, e);
 }
 
-int metrics_append(const char *path, const metrics_line *ml, const update_batch *b, gerr *e) {
-    strbuf l = {0};
-    sb_putc(&l, '{');
-    kv_num(&l, "step", (double)ml->step);
-    kv_num(&l, "loss", ml->loss.loss);
-    kv_num(&l, "policy_loss", ml->loss.policy_loss);
-    kv_num(&l, "kl", ml->loss.kl);
-    kv_num(&l, "entropy", ml->loss.entropy);
-    kv_num(&l, "clip_ratio/low_mean", ml->loss.clip_low);
-    kv_num(&l, "clip_ratio/high_mean", ml->loss.clip_high);
-    kv_num(&l, "clip_ratio/region_mean", ml->loss.clip_region);
-    kv_num(&l, "clip_ratio/delta_mean", ml->loss.clip_delta);
-    kv_num(&l, "cispo_clip_ratio", ml->loss.clip_cispo);
-    kv_num(&l, "entropy_mask/masked_ratio", ml->loss.entropy_masked);
-    kv_num(&l, "off_policy_mask/masked_ratio", ml->loss.off_policy_masked);
-    kv_num(&l, "sampling/sampling_logp_difference/mean", ml->loss.is_diff_mean);
-    kv_num(&l, "sampling/sampling_logp_difference/max", ml->loss.is_diff_max);
-    kv_num(&l, "sampling/importance_sampling_ratio/min", ml->loss.is_w_min);
-    kv_num(&l, "sampling/importance_sampling_ratio/mean", ml->loss.is_w_mean);
-    kv_num(&l, "sampling/importance_sampling_ratio/max", ml->loss.is_w_max);
-    kv_num(&l, "grad_norm", ml->grad_norm);
-    kv_num(&l, "learning_rate", ml->lr);
-    kv_num(&l, "completions/mean_length", b->mean_length);
-    kv_num(&l, "completions/clipped_ratio", b->clipped_ratio);
-    kv_num(&l, "reward", b->has_reward ? b->reward : NAN);
-    kv_num(&l, "reward_std", b->has_reward ? b->reward_std : NAN);
-    kv_num(&l, "frac_reward_zero_std", b->has_reward ? b->frac_reward_zero_std : NAN);
-    kv_num(&l, "tokens", (double)b->total_tokens);
-    kv_num(&l, "tokens_per_second", ml->seconds > 0 ? b->total_tokens / ml->seconds : NAN);
-    kv_num(&l, "seconds", ml->seconds);
-    sb_puts(&l, "}\n");
+/* One metrics line (formats/metrics.md), newline included. */
+static void metrics_line_json(strbuf *l, const metrics_line *ml, const update_batch *b) {
+    sb_putc(l, '{');
+    kv_num(l, "step", (double)ml->step);
+    kv_num(l, "loss", ml->loss.loss);
+    kv_num(l, "policy_loss", ml->loss.policy_loss);
+    kv_num(l, "kl", ml->loss.kl);
+    kv_num(l, "entropy", ml->loss.entropy);
+    kv_num(l, "clip_ratio/low_mean", ml->loss.clip_low);
+    kv_num(l, "clip_ratio/high_mean", ml->loss.clip_high);
+    kv_num(l, "clip_ratio/region_mean", ml->loss.clip_region);
+    kv_num(l, "clip_ratio/delta_mean", ml->loss.clip_delta);
+    kv_num(l, "cispo_clip_ratio", ml->loss.clip_cispo);
+    kv_num(l, "entropy_mask/masked_ratio", ml->loss.entropy_masked);
+    kv_num(l, "off_policy_mask/masked_ratio", ml->loss.off_policy_masked);
+    kv_num(l, "sampling/sampling_logp_difference/mean", ml->loss.is_diff_mean);
+    kv_num(l, "sampling/sampling_logp_difference/max", ml->loss.is_diff_max);
+    kv_num(l, "sampling/importance_sampling_ratio/min", ml->loss.is_w_min);
+    kv_num(l, "sampling/importance_sampling_ratio/mean", ml->loss.is_w_mean);
+    kv_num(l, "sampling/importance_sampling_ratio/max", ml->loss.is_w_max);
+    kv_num(l, "grad_norm", ml->grad_norm);
+    kv_num(l, "learning_rate", ml->lr);
+    kv_num(l, "completions/mean_length", b->mean_length);
+    kv_num(l, "completions/clipped_ratio", b->clipped_ratio);
+    kv_num(l, "reward", b->has_reward ? b->reward : NAN);
+    kv_num(l, "reward_std", b->has_reward ? b->reward_std : NAN);
+    kv_num(l, "frac_reward_zero_std", b->has_reward ? b->frac_reward_zero_std : NAN);
+    kv_num(l, "tokens", (double)b->total_tokens);
+    kv_num(l, "tokens_per_second", ml->seconds > 0 ? b->total_tokens / ml->seconds : NAN);
+    kv_num(l, "seconds", ml->seconds);
+    sb_puts(l, "}\n");
+}
+
+/* Cuts the lines appended (len bytes ending at end) off a regular file
+ * again, when nothing was appended after them. */
+static bool metrics_cut(int fd, off_t end, off_t len) {
+    struct stat st;
+    if (len <= 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) return true; /* a device keeps what it got */
+    return st.st_size == end && end >= len && !ftruncate(fd, end - len) && outpath_fsync(fd);
+}
+
+int metrics_append(const char *path, const metrics_line *ml, long long n, const update_batch *b,
+                   metrics_pending *mp, gerr *e) {
+    mp->fd = -1;
+    strbuf all = {0};
+    for (long long i = 0; i < n; i++) {
+        strbuf l = {0};
+        metrics_line_json(&l, &ml[i], b);
+        sb_append(&all, l.data, l.len);
+        sb_free(&l);
+    }
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int rc = 0;
     if (fd < 0) {
         bool cannot_create = errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == EISDIR;
-        rc = gerr_set(e, cannot_create ? EX_CANTCREAT : EX_IOERR, "%s: cannot create: %s", path, strerror(errno));
-    } else {
-        /* one write of a whole line: concurrent appenders never interleave */
-        ssize_t w = write(fd, l.data, l.len);
-        bool cut = true;
-        if (w >= 0 && w < (ssize_t)l.len) {
-            /* a short write (a full disk): the rest fails with the cause, and the
-             * part written is cut off again, so the file keeps whole lines only */
-            ssize_t more = write(fd, l.data + w, l.len - (size_t)w);
-            if (more == (ssize_t)(l.len - (size_t)w)) {
-                w = (ssize_t)l.len;
-            } else {
-                int err = more < 0 ? errno : ENOSPC;
-                off_t ours = (off_t)w + (more > 0 ? more : 0), end = lseek(fd, 0, SEEK_CUR);
-                struct stat st;
-                cut = end >= ours && !fstat(fd, &st) && st.st_size == end && !ftruncate(fd, end - ours);
-                errno = err;
-                w = -1;
-            }
-        }
-        if (w < 0)
-            rc = gerr_set(e, EX_IOERR, "%s: write failed: %s%s", path, strerror(errno),
-                          cut ? "" : " (a part of the line is left at its end)");
-        else if (!outpath_fsync(fd)) rc = gerr_set(e, EX_IOERR, "%s: fsync failed: %s", path, strerror(errno));
-        if (close(fd) && !rc) rc = gerr_set(e, EX_IOERR, "%s: %s", path, strerror(errno));
+        int rc = gerr_set(e, cannot_create ? EX_CANTCREAT : EX_IOERR, "%s: cannot create: %s", path, strerror(errno));
+        sb_free(&all);
+        return rc;
     }
-    sb_free(&l);
-    return rc;
+    /* one write of whole lines: concurrent appenders never interleave; a
+     * short one (a full disk) is tried once more for the cause */
+    off_t len = 0;
+    ssize_t w = write(fd, all.data, all.len);
+    if (w > 0) len = w;
+    if (w >= 0 && w < (ssize_t)all.len) {
+        ssize_t more = write(fd, all.data + w, all.len - (size_t)w);
+        if (more > 0) len += more;
+        if (more >= 0 && more < (ssize_t)(all.len - (size_t)w)) errno = ENOSPC;
+        w = more == (ssize_t)(all.len - (size_t)w) ? (ssize_t)all.len : -1;
+    }
+    off_t end = lseek(fd, 0, SEEK_CUR);
+    int rc = 0;
+    if (w < 0) rc = gerr_set(e, EX_IOERR, "%s: write failed: %s", path, strerror(errno));
+    else if (!outpath_fsync(fd)) rc = gerr_set(e, EX_IOERR, "%s: fsync failed: %s", path, strerror(errno));
+    sb_free(&all);
+    if (rc) {
+        /* the file keeps whole lines only: the part written is cut off */
+        if (!metrics_cut(fd, end, len)) {
+            size_t at = strlen(e->msg);
+            snprintf(e->msg + at, sizeof e->msg - at, " (a part of a line is left at its end)");
+        }
+        close(fd);
+        return rc;
+    }
+    mp->fd = fd, mp->end = end, mp->len = len;
+    return 0;
+}
+
+void metrics_retract(metrics_pending *mp) {
+    if (mp->fd < 0) return;
+    (void)metrics_cut(mp->fd, mp->end, mp->len); /* the checkpoint's own error is the one reported */
+    close(mp->fd);
+    mp->fd = -1;
+}
+
+void metrics_close(metrics_pending *mp) {
+    /* the lines are fsync'd: close has nothing left to lose */
+    if (mp->fd >= 0) close(mp->fd);
+    mp->fd = -1;
 }

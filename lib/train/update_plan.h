@@ -41,6 +41,7 @@ typedef struct {
     const backend *backend;       /* not NULL: run on it, --device aside (the unit tests' fake device) */
     const char *compute;          /* one of update_compute_names: the matrix products' operands */
     bool compute_given;
+    bool progress;                /* progress on stderr even when it is not a terminal */
 } update_run_opts;
 
 /* The flags as given: the choices as the names of their kind tables, the

@@ -28,10 +28,17 @@ static void draw(const progress *p, double now) {
         bar[WIDTH] = 0;
         fprintf(stderr, "\r%s [%s] %lld/%lld %s %.0f/s %.1fs ", p->label, bar, (long long)p->done,
                 (long long)p->total, p->unit, rate, elapsed);
+    } else if (!p->unit) {
+        fprintf(stderr, "\r%s %.1fs ", p->label, elapsed);
     } else {
         fprintf(stderr, "\r%s %lld %s %.0f/s %.1fs ", p->label, (long long)p->done, p->unit, rate, elapsed);
     }
     fflush(stderr);
+}
+
+void progress_phase(progress *p, const char *label, bool force) {
+    progress_start(p, label, NULL, 0, force);
+    progress_update(p, 0);
 }
 
 void progress_update(progress *p, int64_t done) {

@@ -8,7 +8,7 @@
 
 typedef struct {
     const char *label;
-    const char *unit; /* "records" */
+    const char *unit; /* "records"; NULL: no count, the time alone */
     int64_t total;    /* <= 0: unknown, no bar */
     int64_t done;
     bool enabled;
@@ -17,6 +17,9 @@ typedef struct {
 
 void progress_start(progress *p, const char *label, const char *unit, int64_t total, bool force);
 void progress_update(progress *p, int64_t done);
+/* A phase without counts (unit NULL): "LABEL 0.0s" drawn at once, its time
+ * when it ends (progress_finish). */
+void progress_phase(progress *p, const char *label, bool force);
 /* Draws the final state and ends the line. */
 void progress_finish(progress *p);
 /* With n == 0 and no progress shown, says "TOOL: 0 UNIT" on stderr anyway, as

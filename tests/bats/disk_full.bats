@@ -165,11 +165,14 @@ readonly_dir() { fails_in readonly 73 'Read-only file system' "$@"; } # readonly
     full grpo-update "${U[@]}" --out d/new-ckpt
     readonly_dir grpo-update "${U[@]}" --out d/ckpt
     # --metrics appends a line: on a full disk nothing of it stays (the file keeps whole
-    # lines only), and the message names the cause
+    # lines only), the message names the cause, and the checkpoint is not written:
+    # both or neither
     in_ns full "${U[@]}" --out ck --metrics d/m.jsonl
     [ "$status" -eq 74 ]
     assert_one_line_error grpo-update "d/m.jsonl: write failed: No space left on device"
     intact
+    [ ! -e ck ]
+    no_temp_left .
     readonly_dir grpo-update "${U[@]}" --out ck --metrics d/m.jsonl
 }
 

@@ -82,12 +82,13 @@ check() {
     [ "$status" -eq 0 ]
 }
 
-@test "hf f16 from a tied qwen3 without tokenizer files: no lm_head, generation_config from config.json" {
+@test "hf f16 from a tied qwen3 with tokenizer.json alone: no lm_head, generation_config from config.json" {
     needs_tiny
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3 q3 --tied
     rm q3/generation_config.json
+    cp "$TINY/tokenizer.json" q3/
     grpo-export --model q3 --format hf --dtype f16 --out out
-    [ "$(ls out | tr '\n' ' ')" = "config.json generation_config.json model.safetensors " ]
+    [ "$(ls out | tr '\n' ' ')" = "config.json generation_config.json model.safetensors tokenizer.json " ]
     check hf-dir out q3 f16
     "$GRPO_PY" -c "
 from safetensors import safe_open
@@ -142,6 +143,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
     needs_smol
     needs_peft
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen2 q2
+    cp "$TINY/tokenizer.json" q2/
     for m in "$TINY" q2; do
         rm -rf hf && grpo-export --model "$m" --format hf --dtype f32 --out hf
         "$GRPO_PEFT_PY" "$GRPO_ROOT/tests/ref/transformers_logits.py" hf - "$m/tokens.txt" tf.f32
@@ -344,13 +346,31 @@ assert t['blk.1.ffn_down.weight'] == 'Q8_0' and t['output_norm.weight'] == 'F32'
 @test "--help lists every flag and the defaults; --version" {
     run grpo-export --help
     [ "$status" -eq 0 ]
-    for f in --model --format --out --dtype --base-model; do [[ "$output" == *"$f"* ]]; done
+    for f in --model --format --out --dtype --base-model --clamp --progress; do [[ "$output" == *"$f"* ]]; done
     [[ "$output" == *"bf16 for hf, f32 for peft, f16 for gguf"* ]]
     [[ "$output" == *"exit status"* ]]
     [[ "$output" == *"(default: auto)"* ]]
     run grpo-export --version
     [ "$status" -eq 0 ]
     [[ "$output" == *"$(cat "$GRPO_ROOT/VERSION")"* ]]
+}
+
+@test "--progress: loading, then the tensors written, on stderr; stdout clean; quiet without it" {
+    needs_tiny
+    local f
+    for f in hf gguf; do
+        grpo-export --model "$TINY" --format $f --dtype f32 --out "x.$f" --progress > out 2> err
+        [ ! -s out ]
+        tr '\r' '\n' < err > lines
+        grep -q "^grpo-export loading $TINY [0-9.]*s" lines
+        # every tensor of the tiny llama (21 with the tied head left out of hf, 21 in gguf)
+        n=$(grep -c "^grpo-export writing x.$f \[#*\] 21/21 tensors" lines)
+        [ "$n" -ge 1 ] || { cat lines; false; }
+        # and without a terminal, without --progress: nothing on stderr
+        grpo-export --model "$TINY" --format $f --dtype f32 --out "y.$f" 2> quiet.err
+        [ ! -s quiet.err ]
+        if [ $f = hf ]; then cmp x.hf/model.safetensors y.hf/model.safetensors; else cmp x.gguf y.gguf; fi
+    done
 }
 
 @test "missing --model, --format or --out: usage error 64" {
@@ -421,6 +441,23 @@ assert t['blk.1.ffn_down.weight'] == 'Q8_0' and t['output_norm.weight'] == 'F32'
     [ "$status" -eq 65 ]
     assert_one_line_error grpo-export 'use_dora'
     [ ! -e o ]
+}
+
+@test "hf, like gguf, refuses a missing tokenizer.json (66) or one that does not load (65), naming it; nothing written" {
+    needs_tiny
+    cp -r "$TINY" nt && rm nt/tokenizer.json
+    cp -r "$TINY" gt && echo 'garbage{' > gt/tokenizer.json
+    local f
+    for f in hf gguf; do
+        run grpo-export --model nt --format $f --out "o.$f"
+        [ "$status" -eq 66 ]
+        assert_one_line_error grpo-export "nt/tokenizer.json: cannot open"
+        run grpo-export --model gt --format $f --out "o.$f"
+        [ "$status" -eq 65 ]
+        assert_one_line_error grpo-export "gt/tokenizer.json: "
+        [ ! -e "o.$f" ]
+    done
+    no_temp_left .
 }
 
 @test "a failure leaves --out as it was and no temporary behind" {

@@ -193,6 +193,26 @@ open("got", "wb").write(data)' &
     [ -c /dev/null ]
 }
 
+@test "grpo-update: --metrics that cannot be written leaves the checkpoint as it was; the rerun writes both" {
+    needs_tiny
+    B="$BATS_FILE_TMPDIR/batch.jsonl"
+    grpo-update --model "$TINY" --in "$B" --out ck --metrics m.jsonl 2> /dev/null
+    cp -r ck before
+    cp m.jsonl m.before
+    # /dev/full opens and refuses every write: the metrics lines fail after the
+    # training, and the checkpoint they belong to is not swapped in
+    run grpo-update --model ck --in "$B" --out ck --metrics /dev/full
+    [ "$status" -eq 74 ]
+    assert_one_line_error grpo-update "/dev/full: write failed: No space left on device"
+    diff -r before ck
+    no_temp_left .
+    # so the same command with a writable --metrics is the whole recovery
+    grpo-update --model ck --in "$B" --out ck --metrics m.jsonl 2> /dev/null
+    jq -e '.step == 2' ck/grpo/state.json
+    [ "$(jq -c -s 'map(.step)' m.jsonl)" = "[1,2]" ]
+    cmp m.before <(head -n 1 m.jsonl)
+}
+
 @test "a directory where a file goes, a file or FIFO where a checkpoint goes: 73, one line, untouched" {
     mkdir adir
     run grpo-prep --task arith --n 3 --out adir

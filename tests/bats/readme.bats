@@ -310,7 +310,7 @@ start_judge() {
     [ "$(jq -r .task heldout.jsonl | sort | uniq -c | tr -s ' ')" = " 200 arith" ]
     [ -z "$(zstd -dc prompts.jsonl.zst | jq -r .id | sort | comm -12 - <(jq -r .id heldout.jsonl | sort))" ]
     [ "$(jq -r .answer gsm8k.jsonl | tr '\n' ' ')" = "12 90 7 35 63 210 56 7 15 20 9 15 " ]
-    jq -e -s 'length == 64 and all(.prompt_tokens | length > 200)' prompts.jsonl
+    jq -e -s 'length == 16 and all(.prompt_tokens | length > 200)' prompts.jsonl
     n=$(jq -s 'length' part-2.jsonl)
     [ "$n" -gt 0 ]
     [ "$n" -lt 12 ]
@@ -319,21 +319,24 @@ start_judge() {
     [ -x home/.local/bin/grpo-eval ]
     [ -s home/.local/share/grpo/pipelines/grpo.mk ]
     # 8 completions of each prompt, scored, advantaged, trained on twice, exported
-    [ "$(zstd -dc rollouts.jsonl.zst | wc -l)" -eq 512 ]
-    zstd -dc scored.jsonl.zst | jq -e -s 'length == 512 and all(.rewards | has("answer") and has("format"))'
+    [ "$(zstd -dc rollouts.jsonl.zst | wc -l)" -eq 128 ]
+    zstd -dc scored.jsonl.zst | jq -e -s 'length == 128 and all(.rewards | has("answer") and has("format"))'
     # examples/my_reward.py answered every record: brevity, 1 up to 20 words, 0 from 200
-    jq -e -s 'length == 512 and all(([.completion | scan("\\S+")] | length) as $w
+    jq -e -s 'length == 128 and all(([.completion | scan("\\S+")] | length) as $w
         | .rewards.cmd == ([0, ([1, (200 - $w) / 180] | min)] | max)
         and ((.reward - (.rewards.answer + 0.5 * .rewards.cmd)) | fabs) < 1e-12)' scored.jsonl
     # the judge scored them with examples/judge.txt, into the cache under ~/.cache
-    jq -e -s 'length == 512 and all(.rewards.judge | type == "number")' judged.jsonl
-    [ "$(curl -s "${URL%/v1}/stats" | jq .requests)" -eq 512 ]
-    jq -e --arg p "$HOME/.cache/grpo/judge.sqlite" '.path == $p and .entries == 512' < <(grep '^{"path":' readme.log)
-    jq -e '.records == 512 and .groups == 64' stats.json
-    [ "$(zstd -dc batch.jsonl.zst | wc -l)" -eq 512 ]
-    [ -s batch.jsonl ]
+    jq -e -s 'length == 128 and all(.rewards.judge | type == "number")' judged.jsonl
+    [ "$(curl -s "${URL%/v1}/stats" | jq .requests)" -eq 128 ]
+    jq -e --arg p "$HOME/.cache/grpo/judge.sqlite" '.path == $p and .entries == 128' < <(grep '^{"path":' readme.log)
+    jq -e '.records == 128 and .groups == 16' stats.json
+    [ "$(zstd -dc batch.jsonl.zst | wc -l)" -eq 128 ]
+    # --drop-flat: the records of the groups whose rewards differ, and only those (the tiny
+    # model's 16 groups may all be flat: answer 0 and brevity 1 everywhere)
+    [ "$(jq -s 'group_by(.id) | map(select(map(.reward) | unique | length > 1)) | flatten | length' scored.jsonl)" \
+        -eq "$(wc -l < batch.jsonl)" ]
     # the second step's batch came from checkpoint 1's completions
-    zstd -dc batch-2.jsonl.zst | jq -e -s 'length == 512 and all(.policy == "ckpt-1" and has("advantage"))'
+    zstd -dc batch-2.jsonl.zst | jq -e -s 'length == 128 and all(.policy == "ckpt-1" and has("advantage"))'
     jq -e '.step == 1 and .flags.lora_r == 16' ckpt-1/grpo/state.json
     jq -e '.step == 2' ckpt-2/grpo/state.json
     [ "$(jq -c .step metrics.jsonl | tr '\n' ' ')" = "1 2 " ]

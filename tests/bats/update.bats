@@ -17,7 +17,7 @@ ref() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" "$@"; }
         --recompute-old --mask-truncated --temperature --max-new-tokens --optimizer --lr --betas --adam-eps \
         --weight-decay --lr-schedule --warmup-steps --total-steps --max-grad-norm --micro-batch --recompute \
         --lora-r --lora-alpha --lora-dropout --lora-targets --rslora --metrics --seed --threads --device \
-        --group-sums; do
+        --group-sums --progress; do
         printf '%s\n' "$output" | grep -q -- "  $f " || { echo "missing $f"; false; }
     done
     run grpo-update --version
@@ -232,6 +232,23 @@ PY
     jq -e --argjson all "$all" '.tokens == $all' m.jsonl
     grep -q " $comp completion tokens trained on, $all tokens with the prompts (metrics \"tokens\")" err ||
         { cat err; false; }
+}
+
+@test "--progress: each phase on stderr (loading, log-prob passes, each iteration's tokens/s, saving); stdout clean" {
+    needs_tiny
+    grpo-update --model "$TINY" --in "$(B)" --out c --iterations 2 --recompute-old --progress > out 2> err
+    [ ! -s out ]
+    tr '\r' '\n' < err > lines
+    for what in "loading $TINY" "reference log-probs .* tokens [0-9]*/s" "old log-probs .* tokens" \
+        "step 1 (iteration 1/2) .* tokens [0-9]*/s" "step 2 (iteration 2/2) .* tokens [0-9]*/s" "saving c [0-9.]*s"; do
+        grep -q "^grpo-update $what" lines || { echo "no '$what' in:"; cat lines; false; }
+    done
+    # the summary stays the last line, a line of its own
+    tail -n 1 err | grep -q '^grpo-update: step 2: 16 completions'
+    # without a terminal and without --progress: the summary line alone
+    grpo-update --model "$TINY" --in "$(B)" --out c2 2> quiet.err
+    [ "$(wc -l < quiet.err)" -eq 1 ]
+    grep -q '^grpo-update: step 1: ' quiet.err
 }
 
 @test "--metrics appends one line per optimizer step with TRL's names" {
