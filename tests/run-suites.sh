@@ -49,6 +49,13 @@ run_suite() { # NAME COMMAND...
 
 # TEST_JOBS: tests run side by side (default: one per core)
 jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+# Side by side, a tool's OpenMP threads share the cores with the other job's:
+# threads that spin while they wait (OpenMP's default) take them from those
+# that work. passive unless set, as pipelines/grpo.mk does for SHARDS > 1.
+if [ "$jobs" -gt 1 ]; then
+    : "${OMP_WAIT_POLICY:=passive}"
+    export OMP_WAIT_POLICY
+fi
 
 # unit_suites NAME DIR: the unit tests built in DIR, $jobs at a time, each
 # into a log of its own, then printed and counted in order. Those that look
