@@ -113,6 +113,48 @@ static void widen_last_number(const char *s, size_t len, size_t *start, size_t *
     }
 }
 
+static bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+/* Digits of an exponent at s[*k] (a sign first, braces around when braced),
+ * *k moved past them; false when there are none. */
+static bool exponent_digits(const char *s, size_t len, size_t *k, bool braced) {
+    size_t i = *k;
+    if (braced && (i >= len || s[i++] != '{')) return false;
+    if (i < len && (s[i] == '+' || s[i] == '-')) i++;
+    size_t d = i;
+    while (i < len && is_digit(s[i])) i++;
+    if (i == d || (braced && (i >= len || s[i++] != '}'))) return false;
+    *k = i;
+    return true;
+}
+
+/* The end of the exponent that follows a mantissa ending at s[j] ("e5",
+ * "E+10", " \times 10^{23}", " \xc3\x97 10^23", "*10^3", "x10^23"), or j
+ * when none does. An e-form glued to a word on either side ("a3f1e52",
+ * "2e3x") is none: the mantissa's start, after a letter, is in `glued`. */
+static size_t exponent_end(const char *s, size_t len, size_t j, bool glued) {
+    size_t k = j;
+    if (k < len && (s[k] == 'e' || s[k] == 'E')) {
+        k++;
+        if (glued || !exponent_digits(s, len, &k, false) || (k < len && is_alpha(s[k]))) return j;
+        return k;
+    }
+    while (k < len && is_space(s[k])) k++;
+    static const char *const TIMES[] = {"\xc3\x97", "\\times", "\\cdot", "*", "x", "X"};
+    size_t n = 0;
+    for (size_t t = 0; t < sizeof TIMES / sizeof TIMES[0] && !n; t++) {
+        size_t m = strlen(TIMES[t]);
+        if (len - k >= m && !memcmp(s + k, TIMES[t], m)) n = m;
+    }
+    if (!n) return j;
+    k += n;
+    while (k < len && is_space(s[k])) k++;
+    if (len - k < 3 || memcmp(s + k, "10^", 3)) return j;
+    k += 3;
+    if (!exponent_digits(s, len, &k, false) && !exponent_digits(s, len, &k, true)) return j;
+    return k;
+}
+
 /* The last number token, as match.h describes it. */
 static bool last_number(const char *s, size_t len, strbuf *out) {
     size_t best_start = 0, best_end = 0;
@@ -132,6 +174,7 @@ static bool last_number(const char *s, size_t len, strbuf *out) {
             j++;
             while (j < len && is_digit(s[j])) j++;
         }
+        j = exponent_end(s, len, j, start > 0 && is_alpha(s[start - 1]));
         if (start > 0 && s[start - 1] == '-' && (start < 2 || !is_alnum(s[start - 2]))) start--;
         best_start = start, best_end = j;
         found = true;

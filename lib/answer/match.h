@@ -12,7 +12,11 @@
  *      extract.h's extract_boxed); an unclosed one is skipped.
  *   3. the first line after the last "####" (extract.h's extract_after_hashes).
  *   4. the last number: -?D+(,DDD)*(.D+)? where '-' counts only when no
- *      letter or digit stands before it.
+ *      letter or digit stands before it, with the exponent that follows it
+ *      ("1e5", "1.5e-3", "2E+10", "6.02 \times 10^{23}", "6.02x10^23", the
+ *      U+00D7 sign, "\cdot", "*"); an e-form glued to a letter on either
+ *      side ("a3f1e52", "2e3x") is no exponent, nor an e without digits
+ *      ("5e."). Then widened to the fraction, power, \frac or \sqrt it ends.
  *
  * Normalisation (answer_normalize), the same for the completion's answer
  * and the reference:
@@ -28,7 +32,8 @@
  *     sign: '+' or '-' (either side of the currency sign $ EUR GBP JPY INR);
  *     VALUE: D+ or D{1,3}(,DDD)+ (thousands separators must group by three:
  *     "1,234" is 1234, "1,23" is no number), an optional .D+, or .D+ alone;
- *     then an exponent (e/E[+-]D+, or "\times 10^{k}", "\cdot 10^k", "*10^k"),
+ *     then an exponent (e/E[+-]D+, or "\times 10^{k}", "\cdot 10^k", "*10^k";
+ *     an x between a digit and "10^" is read as \times),
  *     or a fraction "/ DENOM" (D+ or D+.D+);
  *     or \frac{A}{B} / \frac AB with A, B signed decimals (a zero
  *     denominator is no number).

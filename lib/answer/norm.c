@@ -43,6 +43,17 @@ static size_t degree_mark(const char *s, size_t len, size_t i) {
     return 0;
 }
 
+/* Whether the x at s[i] stands between a number (out so far ends with its
+ * digit, spaces aside) and a power of ten: a multiplication sign. */
+static bool times_ten(const char *s, size_t len, size_t i, const strbuf *out) {
+    size_t n = out->len;
+    while (n > 0 && is_space(out->data[n - 1])) n--;
+    if (n == 0 || !is_digit(out->data[n - 1])) return false;
+    size_t k = i + 1;
+    while (k < len && is_space(s[k])) k++;
+    return starts(s, len, k, "10^");
+}
+
 static void clean_into(const char *s, size_t len, strbuf *out, int depth) {
     size_t i = 0;
     while (i < len) {
@@ -95,6 +106,9 @@ static void clean_into(const char *s, size_t len, strbuf *out, int depth) {
             i += 3;
         } else if (c == '~') {
             sb_putc(out, ' ');
+            i++;
+        } else if ((c == 'x' || c == 'X') && times_ten(s, len, i, out)) {
+            sb_puts(out, "\\times"); /* 6.02x10^23 */
             i++;
         } else if (c < 0x80) { /* the common case: none of the sequences below */
             sb_putc(out, (char)c);
@@ -418,9 +432,20 @@ void answer_normalize(const char *s, size_t len, answer_norm *out) {
     out->math_done = out->has_math = false;
 }
 
+/* Letters outside the multiplication signs \times and \cdot (a number in
+ * scientific notation has no letter that could be a variable). */
 static bool has_letter(const strbuf *b) {
-    for (size_t i = 0; i < b->len; i++)
+    for (size_t i = 0; i < b->len; i++) {
+        size_t m = b->data[i] != '\\'                           ? 0
+                   : starts(b->data, b->len, i + 1, "times") ? 5
+                   : starts(b->data, b->len, i + 1, "cdot")  ? 4
+                                                             : 0;
+        if (m && (i + 1 + m >= b->len || !is_alpha(b->data[i + 1 + m]))) { /* not \timesx */
+            i += m;
+            continue;
+        }
         if (is_alpha(b->data[i])) return true;
+    }
     return false;
 }
 

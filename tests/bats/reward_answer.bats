@@ -105,3 +105,13 @@ table_records() {
     [ "$(grpo-reward --fn answer --in dec.jsonl --quiet | jq -r .rewards.answer | paste -sd ' ')" = "1 0 0 1" ]
     [ "$(grpo-reward --fn answer --answer-tol 0.001 --in dec.jsonl --quiet | jq -r .rewards.answer | paste -sd ' ')" = "1 1 0 1" ]
 }
+
+@test "answer: a free-text answer in scientific notation is read as the number written" {
+    printf '%s\n' '{"id":"a","answer":"100000","completion":"the answer is 1e5"}' \
+        '{"id":"b","answer":"5","completion":"the answer is 1e5"}' \
+        '{"id":"c","answer":"0.0015","completion":"so k = 1.5e-3."}' \
+        '{"id":"d","answer":"6.02e23","completion":"about 6.02 \u00d7 10^23 molecules"}' \
+        '{"id":"e","answer":"6.02e23","completion":"about 6.02x10^23"}' \
+        '{"id":"f","answer":"5","completion":"the answer is 5e"}' > sci.jsonl
+    [ "$(grpo-reward --fn answer --in sci.jsonl --quiet | jq -r .rewards.answer | paste -sd ' ')" = "1 0 1 1 1 1" ]
+}

@@ -82,6 +82,43 @@ static void test_extraction(void) {
     extract("\\frac{1}{2} of 10 is 5", ANSWER_FROM_NUMBER, "5");
     extract("12/5 = 2.4", ANSWER_FROM_NUMBER, "2.4");
     extract("x/2 gives 3", ANSWER_FROM_NUMBER, "3");
+
+    TEST("extraction: a number in scientific notation is one number");
+    extract("the answer is 1e5", ANSWER_FROM_NUMBER, "1e5");
+    extract("so k = 1.5e-3.", ANSWER_FROM_NUMBER, "1.5e-3");
+    extract("about 2E+10 stars", ANSWER_FROM_NUMBER, "2E+10");
+    extract("Avogadro: 6.02 \xc3\x97 10^23 per mole", ANSWER_FROM_NUMBER, "6.02 \xc3\x97 10^23");
+    extract("it is $6.02 \\times 10^{23}$", ANSWER_FROM_NUMBER, "6.02 \\times 10^{23}");
+    extract("n = 3 \\cdot 10^{-4}", ANSWER_FROM_NUMBER, "3 \\cdot 10^{-4}");
+    extract("or 5*10^3", ANSWER_FROM_NUMBER, "5*10^3");
+    extract("or 6.02x10^23", ANSWER_FROM_NUMBER, "6.02x10^23");
+    /* an e that starts no exponent stays prose */
+    extract("the answer is 5e", ANSWER_FROM_NUMBER, "5");
+    extract("the answer is 5e.", ANSWER_FROM_NUMBER, "5");
+    extract("we need 3 eggs", ANSWER_FROM_NUMBER, "3");
+    extract("it is 2e-", ANSWER_FROM_NUMBER, "2");
+    extract("10each and 4", ANSWER_FROM_NUMBER, "4");
+    extract("the answer is 7 e5", ANSWER_FROM_NUMBER, "5");
+    /* an exponent glued to letters, and a number inside a word, are no exponent form */
+    extract("hash a3f1e52", ANSWER_FROM_NUMBER, "52");
+    extract("2e3x", ANSWER_FROM_NUMBER, "3");
+    /* a power of ten alone is still a power */
+    extract("There are 10^6 of them", ANSWER_FROM_NUMBER, "10^6");
+    /* read as the number written */
+    CHECK(eq("1e5", "100000"));
+    CHECK(!eq("1e5", "5"));
+    CHECK(eq("1.5e-3", "0.0015"));
+    CHECK(eq("2E+10", "20000000000"));
+    CHECK(eq("6.02 \xc3\x97 10^23", "6.02e23"));
+    CHECK(eq("6.02x10^23", "6.02e23"));
+    CHECK(eq("6.02 X 10^{23}", "6.02e23"));
+    CHECK(!eq("6.02x10^23", "6.02"));
+    extract("it fell to -2.5e-4 m", ANSWER_FROM_NUMBER, "-2.5e-4");
+    /* an x that is no multiplication sign stays a variable */
+    CHECK(!eq("2x + 10^3", "2000"));
+    CHECK(!eq("5x", "5"));
+    CHECK(!eq("3 x", "3"));
+    CHECK(eq("x = 4", "4"));
 }
 
 static void test_normalisation(void) {
