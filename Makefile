@@ -20,6 +20,9 @@
 #   make llama-cpp  llama.cpp's library (pinned, from PyPI) and tests/llama/llama_ids, which
 #                   loads our GGUF exports in llama.cpp (tests/bats/llama_cpp.bats)
 #   make llama-native  llama.cpp's llama-batched-bench built natively, make bench's peer
+#   make llama-server  llama.cpp's llama-server, built natively (a few minutes)
+#   make judge-server [PORT=8080]  a local LLM judge: llama-server serving SmolLM2 (make models)
+#                   as `smollm2` on 127.0.0.1 (scripts/judge-server; docs/rewards.md)
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
 .SUFFIXES:
@@ -98,7 +101,7 @@ OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
 OBJ_ASAN := $(patsubst %.c,build/asan/%.o,$(LIB_SRC))
 ASAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps venv models llama-cpp llama-native demo test unit unit-asan bats fuzz fuzz-short fuzz-long bench bench-gpu clean
+.PHONY: all deps venv models llama-cpp llama-native llama-server judge-server demo test unit unit-asan bats fuzz fuzz-short fuzz-long bench bench-gpu clean
 all: $(TOOLS)
 
 build/obj/%.o: %.c $(LIB_HDR)
@@ -189,6 +192,14 @@ $(LLAMA)-native/.built: scripts/setup/llama_native.sh $(LLAMA)/.built
 	@sh scripts/setup/llama_native.sh $(LLAMA)/src $(LLAMA)-native
 	@touch $@
 llama-native: $(LLAMA)-native/.built
+# llama.cpp's llama-server, native, in the same build directory: the local
+# judge scripts/judge-server starts; not needed by the tests (reward_judge_local.bats
+# uses it where it is built).
+$(LLAMA)-native/bin/llama-server: scripts/setup/llama_native.sh | $(LLAMA)/.built
+	@sh scripts/setup/llama_native.sh $(LLAMA)/src $(LLAMA)-native llama-server
+llama-server: $(LLAMA)-native/bin/llama-server
+judge-server: $(LLAMA)-native/bin/llama-server
+	@sh scripts/judge-server --port '$(or $(PORT),8080)'
 
 # ---- the demo: GRPO on SmolLM2 through pipelines/grpo.mk (scripts/demo.sh) ----
 # make demo [QUICK=1] [SEED=N]
