@@ -146,6 +146,19 @@ static bool write_model(const char *dir, const char **tensor) {
     int rc = hf_write_config(path, &m, at("kind.gguf"), "float32", &e);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!rc) rc = hf_write_weights(path, &m, EXPORT_F32, &e);
+    /* --format hf copies the model's tokenizer: a small byte-level BPE one */
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    f = rc ? NULL : fopen(path, "w");
+    if (f) {
+        fputs("{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+              "\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true},\"post_processor\":null,"
+              "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
+              "\"vocab\":{\"a\":0,\"b\":1,\"c\":2},\"merges\":[]}}\n",
+              f);
+        rc = fclose(f) != 0;
+    } else if (!rc) {
+        rc = 1;
+    }
     if (rc) printf("#   %s\n", e.msg);
     model_free(&m);
     return rc == 0;
