@@ -279,6 +279,7 @@ bench: deps
 	@sh bench/reward.sh
 	@sh bench/judge.sh
 	@sh bench/multiturn.sh
+	@sh bench/omp_wait.sh
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=...]; make uninstall ----------
 # PREFIX/bin: the seven tools and the scripts (links into share); PREFIX/share/man/man1:

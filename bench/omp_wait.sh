@@ -6,9 +6,9 @@
 #   pair   two rollouts started together, every core each (make -j, SHARDS=2)
 # under each policy: the tools' default (what a user gets without setting
 # anything), libgomp's own default without OMP_WAIT_POLICY (GOMP_SPINCOUNT
-# 300000: a spin of 300,000 iterations before a thread sleeps), a short spin
-# (GOMP_SPINCOUNT 10000), OMP_WAIT_POLICY=passive (no spin) and =active (spin
-# only). The runs are interleaved ROUNDS times and the fastest of each
+# 300000: a spin of 300,000 iterations before a thread sleeps), shorter
+# spins (GOMP_SPINCOUNT 10000, 1000, 100), OMP_WAIT_POLICY=passive (no spin)
+# and =active (spin only); BENCH_OMP_POLICIES chooses among them. The runs are interleaved ROUNDS times and the fastest of each
 # shown. No assertions: a benchmark prints.
 #   BENCH_OMP_PROMPTS=8 BENCH_OMP_K=4 BENCH_OMP_TOKENS=48 BENCH_OMP_ROUNDS=3 sh bench/omp_wait.sh
 set -eu
@@ -42,6 +42,8 @@ policy() {
     case $1 in
     spin300k) export GOMP_SPINCOUNT=300000 ;;
     spin10k) export GOMP_SPINCOUNT=10000 ;;
+    spin1k) export GOMP_SPINCOUNT=1000 ;;
+    spin100) export GOMP_SPINCOUNT=100 ;;
     passive | active) export OMP_WAIT_POLICY="$1" ;;
     esac
 }
@@ -52,7 +54,7 @@ timed() { # POLICY SCENARIO: its wall seconds appended to $DIR/SCENARIO-POLICY.t
     awk -v t0="$t0" -v t1="$t1" 'BEGIN { printf "%.2f\n", t1 - t0 }' >> "$DIR/$2-$1.times"
 }
 alone() { rollout "$DIR/alone.jsonl"; }
-POLICIES=${BENCH_OMP_POLICIES:-tools spin300k spin10k passive active}
+POLICIES=${BENCH_OMP_POLICIES:-tools spin300k spin10k spin1k passive}
 rm -f "$DIR"/*.times
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do

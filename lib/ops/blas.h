@@ -11,7 +11,7 @@
 
 /* GOMP_SPINCOUNT the tools run with unless OMP_WAIT_POLICY or GOMP_SPINCOUNT
  * is set (blas.c says why; bench/README.md has the numbers). */
-#define BLAS_DEFAULT_SPINCOUNT "10000"
+#define BLAS_DEFAULT_SPINCOUNT "1000"
 
 /* Call first thing in main: sets what OpenBLAS and OpenMP read from the
  * environment when they load (the kernel family on CPUs Debian's OpenBLAS
