@@ -47,7 +47,6 @@ typedef struct {
     double reward_sum;
     long n_reward, sum_len, n_length;
     strbuf last_id; /* the id of the last sequence pushed */
-    bool any_id; /* a record was read: last_id is its id */
 } reader;
 
 static void reader_free(reader *rd) {
@@ -129,8 +128,7 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     rd->seqs = vec_reserve(rd->seqs, &rd->cap_seqs, rd->n_seqs + 1, sizeof *rd->seqs);
     /* a prompt group is a run of records with one id (formats/rollout.md: the K
      * samples of a prompt are written next to each other) */
-    bool new_group = !rd->any_id || rd->last_id.len != id.len || (id.len && memcmp(rd->last_id.data, id.data, id.len));
-    rd->any_id = true;
+    bool new_group = rd->n_seqs == 0 || rd->last_id.len != id.len || (id.len && memcmp(rd->last_id.data, id.data, id.len));
     rd->last_id.len = 0;
     sb_append(&rd->last_id, id.data, id.len);
     rd->seqs[rd->n_seqs++] = (seq){(int)np, (int)nc, n_model, adv, key, new_group};
