@@ -14,7 +14,7 @@ int main(int argc, char **argv) {
     update_run_opts *r = &o.run;
     /* the choices are the kind tables' that parse them; the ranges are
      * update_plan_resolve's (0, 0 here: a number is only parsed) */
-    char losses[64], levels[32], is_levels[32], is_modes[32], optimizers[32], schedules[32], devices[32], computes[32];
+    char losses[64], levels[32], is_levels[40], olds[40], is_modes[32], optimizers[32], schedules[32], devices[32], computes[32];
     const flag_spec flags[] = {
         {"--model", NULL, FLAG_STRING, &r->model, "M", "policy: HF directory, our checkpoint, or .gguf (required)", 0, 0, NULL},
         {"--out", NULL, FLAG_STRING, &r->out, "DIR",
@@ -46,14 +46,17 @@ int main(int argc, char **argv) {
         {"--off-policy-mask-threshold", NULL, FLAG_DOUBLE, &o.loss.off_policy_threshold, "X",
          "drop completions with A < 0 whose mean log(sampler/policy) exceeds X (negative = off)", 0, 0, NULL},
         {"--is-correction", NULL, FLAG_CHOICE, &o.choice.is_correction, "L",
-         "weigh the policy term by pi_old/sampler per token or per completion (recomputes pi_old)", 0, 0,
-         FLAGS_CHOICES(is_levels, is_level_names)},
+         "weigh the policy term by pi_old/sampler per token or per completion (recomputes pi_old); auto: sequence "
+         "when a record's sampler is not the float32 CPU engine, else none", 0, 0,
+         FLAGS_CHOICES(is_levels, update_is_names)},
         {"--is-mode", NULL, FLAG_CHOICE, &o.choice.is_mode, "M", "weights above --is-cap: cut to it, or set to 0", 0, 0,
          FLAGS_CHOICES(is_modes, is_mode_names)},
         {"--is-cap", NULL, FLAG_DOUBLE, &o.loss.is_cap, "C", "cap of the sampler/trainer importance weight", 0, 0, NULL},
         {"--iterations", NULL, FLAG_INT, &r->iterations, "N", "optimizer steps over the batch (GRPO's mu)", 0, 0, NULL},
-        {"--recompute-old", NULL, FLAG_BOOL, &r->recompute_old, NULL,
-         "pi_old from the policy before the first step instead of the records' logprobs", 0, 0, NULL},
+        {"--old-logp", NULL, FLAG_CHOICE, &o.choice.old_logp, "S",
+         "pi_old: the records' logprobs, or recomputed by the policy before the first step; auto: recomputed when "
+         "a record's sampler is not the float32 CPU engine (its \"sampler\" field)", 0, 0,
+         FLAGS_CHOICES(olds, update_old_logp_names)},
         {"--mask-truncated", NULL, FLAG_BOOL, &r->mask_truncated, NULL,
          "leave completions with finish_reason length out of the loss", 0, 0, NULL},
         {"--temperature", NULL, FLAG_DOUBLE, &r->temperature, "T",

@@ -12,6 +12,7 @@
 #include "../io/mapped.h"
 #include "../ops/blas.h"
 #include "../runner/device.h"
+#include "../io/sampler_field.h"
 #include "../runner/weights.h"
 #include "../util/clock.h"
 #include "../util/progress.h"
@@ -109,6 +110,7 @@ static int write_sample(rollout *r, jsonl_writer *w, const prompt_slot *p, const
     record_set_string(&out, "finish_reason", reasons[s->finish], strlen(reasons[s->finish]));
     if (s->multi_turn) episode_write_fields(r, s, &out);
     record_set_string(&out, "policy", r->policy, strlen(r->policy));
+    record_set_raw(&out, "sampler", r->sampler.data, r->sampler.len);
     int rc = jsonl_write(w, &out, e);
     sb_free(&b);
     record_free(&out);
@@ -405,6 +407,9 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     if (!o->top_p_given && r->run.mt.top_p > 0 && r->run.mt.top_p <= 1) r->sp.top_p = r->run.mt.top_p;
     if (!o->top_k_given && r->run.mt.top_k > 0) r->sp.top_k = r->run.mt.top_k;
     r->policy = policy_name(o);
+    /* on a device the products are bf16 whatever --weights says (the CPU's packing) */
+    sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu", r->be ? "bf16" : weight_format_name(r->weights),
+                       r->run.kv_fmt == KV_BF16 ? "bf16" : "f32");
     r->n_slots = o->batch > o->k ? (int)o->batch : (int)o->k; /* a prompt's K samples start together */
     r->slot_seq = xcalloc((size_t)r->n_slots, sizeof *r->slot_seq);
     r->slot_prompt = xcalloc((size_t)r->n_slots, sizeof *r->slot_prompt);
@@ -451,6 +456,7 @@ static void teardown(rollout *r) {
     free(r->lps);
     free(r->step_slot);
     free(r->policy);
+    sb_free(&r->sampler);
     for (int i = 0; i < r->n_smp; i++)
         if (r->smp[i].prob) sampler_free(&r->smp[i]);
     free(r->smp);

@@ -80,7 +80,7 @@ static const char *input_name(const update_run_opts *o) { return o->in && strcmp
 /* One rank's run: what the set-up makes, the pre-passes fill and the steps
  * read. Zeroed at the start, so that run_free frees whatever was made. */
 typedef struct {
-    const update_plan *plan;
+    update_plan *plan; /* the run's copy: its auto choices resolved for the batch */
     dist *d;
     double t_start;
     const backend *dev;      /* where it trains; NULL: the CPU */
@@ -194,6 +194,7 @@ static int setup_batch(rank_run *r, gerr *e) {
     rc = dist_check_same(d, all->sha256, what.data, EX_DATAERR, e);
     sb_free(&what);
     if (rc) return rc;
+    update_plan_for_batch(r->plan, all->n_inexact);
     r->temp = 1.0f;
     if (o->temperature >= 0) {
         double want = o->temperature == 0 ? 1 : o->temperature;
@@ -270,7 +271,7 @@ static int prepasses(rank_run *r, gerr *e) {
         if ((rc = dist_agree(d, rc, e))) return rc;
         progress_update(&r->pg, batch_tokens(b, 0, b->n));
     }
-    if (o->recompute_old || r->plan->loss.is_level != IS_OFF) {
+    if (o->recompute_old) {
         phase(r, "tokens", batch_tokens(b, 0, b->n), "old log-probs");
         r->old_own = xmalloc(sizeof(float) * n_alloc);
         logp_pass(&r->t, b, o->micro_batch, o->group_sums, r->temp, false, r->old_own, NULL);
@@ -415,7 +416,8 @@ static void run_free(rank_run *r) {
  * step that can fail on one rank alone the ranks agree (dist_agree), so an
  * error leaves every rank at once and nothing is written. */
 static int update_ranks(const update_plan *plan, dist *d, gerr *e) {
-    rank_run r = {.plan = plan, .d = d, .t_start = now_seconds()};
+    update_plan p = *plan;
+    rank_run r = {.plan = &p, .d = d, .t_start = now_seconds()};
     int rc = setup(&r, e);
     if (!rc) rc = prepasses(&r, e);
     if (!rc) rc = train_steps(&r, e);

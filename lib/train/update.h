@@ -31,6 +31,7 @@ typedef struct {
     int *group_start;      /* [n_groups+1] sequence offsets */
     long n_records, n_no_advantage, n_masked;
     int max_len, max_completion; /* max_completion: the most targets of one sequence */
+    long n_inexact;        /* records whose sampler computes otherwise than the float32 trainer (sampler_field.h) */
     double temperature;    /* what the batch was sampled at */
     bool temperature_seen;
     /* metrics of the whole batch (masked and advantage-less records included) */

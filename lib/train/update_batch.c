@@ -18,6 +18,7 @@
 #include "../util/stats.h"
 #include "../util/vec.h"
 #include "../io/completion_mask.h"
+#include "../io/sampler_field.h"
 #include "update.h"
 
 /* A sequence that takes part; its tokens and logprobs are in the reader's
@@ -91,6 +92,9 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     rd->logp = vec_reserve(rd->logp, &rd->cap_logp, rd->n_logp + nc, sizeof *rd->logp);
     if ((rc = completion_mask_logprobs(r, mask, (int)nc, rd->logp + rd->n_logp, e))) goto out;
     int n_model = completion_mask_select(rd->logp + rd->n_logp, mask, (int)nc);
+    sampler_kind sk;
+    if ((rc = sampler_field_read(r, &sk, e))) goto out;
+    b->n_inexact += sk == SAMPLER_OTHER;
     if ((rc = record_get_number(r, "temperature", false, &temp, &present, e))) goto out;
     if (present == 2) {
         if (temp == 0) temp = 1; /* greedy samples carry logprobs under T = 1 */

@@ -9,6 +9,8 @@
 #include "../util/flags.h"
 
 const char *const update_compute_names[] = {"f32", "bf16", "auto"};
+const char *const update_is_names[] = {"auto", "none", "token", "sequence"};
+const char *const update_old_logp_names[] = {"auto", "records", "recompute"};
 
 void update_opts_default(update_opts *o) {
     memset(o, 0, sizeof *o);
@@ -27,7 +29,8 @@ void update_opts_default(update_opts *o) {
     o->choice.lr_schedule = sched_kind_names[o->optim.schedule];
     o->choice.loss = loss_kind_names[o->loss.kind];
     o->choice.importance_level = loss_level_names[o->loss.sequence_level];
-    o->choice.is_correction = is_level_names[o->loss.is_level];
+    o->choice.is_correction = update_is_names[0];
+    o->choice.old_logp = update_old_logp_names[OLD_LOGP_AUTO];
     o->choice.is_mode = is_mode_names[o->loss.is_mask];
     o->lora_targets = "q,k,v,o,gate,up,down";
 }
@@ -66,17 +69,32 @@ static int check_run(const update_run_opts *r, gerr *e) {
     return 0;
 }
 
-/* The loss: its kind and levels from their names, epsilon_high resolved. */
-static int resolve_loss(const update_opts *o, loss_opts *l, gerr *e) {
-    int seq, is, mask, rc;
+/* The loss: its kind and levels from their names, epsilon_high resolved;
+ * where pi_old comes from. */
+static int resolve_loss(const update_opts *o, update_plan *p, gerr *e) {
+    loss_opts *l = &p->loss;
+    int seq, is, mask, old, rc;
     if ((rc = loss_kind_parse(o->choice.loss, &l->kind, e)) ||
         (rc = flags_choice_parse("--importance-level", loss_level_names, 2, o->choice.importance_level, &seq, e)) ||
-        (rc = flags_choice_parse("--is-correction", is_level_names, IS_N_LEVELS, o->choice.is_correction, &is, e)) ||
-        (rc = flags_choice_parse("--is-mode", is_mode_names, 2, o->choice.is_mode, &mask, e)))
+        (rc = flags_choice_parse("--is-correction", update_is_names, 1 + IS_N_LEVELS, o->choice.is_correction, &is, e)) ||
+        (rc = flags_choice_parse("--is-mode", is_mode_names, 2, o->choice.is_mode, &mask, e)) ||
+        (rc = flags_choice_parse("--old-logp", update_old_logp_names, 3, o->choice.old_logp, &old, e)))
         return rc;
-    l->sequence_level = seq == 1, l->is_level = (is_level)is, l->is_mask = mask == 1;
+    p->is_auto = is == 0;
+    l->sequence_level = seq == 1, l->is_level = p->is_auto ? IS_OFF : (is_level)(is - 1), l->is_mask = mask == 1;
+    p->old_logp = (old_logp_source)old;
+    if (p->old_logp == OLD_LOGP_RECORDS && l->is_level != IS_OFF)
+        return gerr_set(e, EX_USAGE, "--old-logp records with --is-correction %s: the correction weighs the records' "
+                        "log-probs against pi_old recomputed by the trainer", o->choice.is_correction);
     if (l->epsilon_high < 0) l->epsilon_high = l->epsilon_low;
     return loss_opts_check(l, e);
+}
+
+void update_plan_for_batch(update_plan *p, long n_inexact) {
+    if (p->is_auto) p->loss.is_level = n_inexact > 0 ? IS_SEQUENCE : IS_OFF;
+    if (p->old_logp == OLD_LOGP_AUTO)
+        p->old_logp = n_inexact > 0 || p->loss.is_level != IS_OFF ? OLD_LOGP_RECOMPUTE : OLD_LOGP_RECORDS;
+    p->run.recompute_old = p->old_logp == OLD_LOGP_RECOMPUTE || p->loss.is_level != IS_OFF;
 }
 
 int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e) {
@@ -86,7 +104,7 @@ int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e) {
     if ((rc = check_run(&p->run, e)) || (rc = optim_kind_parse(o->choice.optimizer, &p->optim.kind, e)) ||
         (rc = sched_kind_parse(o->choice.lr_schedule, &p->optim.schedule, e)) ||
         (rc = optim_parse_betas(o->betas, &p->optim.beta1, &p->optim.beta2, e)) ||
-        (rc = optim_opts_check(&p->optim, e)) || (rc = resolve_loss(o, &p->loss, e)))
+        (rc = optim_opts_check(&p->optim, e)) || (rc = resolve_loss(o, p, e)))
         return rc;
     if (p->run.lora_r > 0 && (rc = lora_parse_targets(o->lora_targets, &p->lora_targets, e))) return rc;
     return 0;

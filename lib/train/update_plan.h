@@ -24,7 +24,8 @@
 typedef struct {
     const char *model, *out, *in, *ref, *metrics; /* model and out required */
     long long iterations;         /* optimizer steps over the batch */
-    bool recompute_old, mask_truncated, recompute;
+    bool recompute_old;           /* pi_old from the trainer's forward: --old-logp, resolved for the batch */
+    bool mask_truncated, recompute;
     double temperature;           /* < 0: the records' (else 1) */
     long long max_new_tokens;     /* dr_grpo's L; 0 = the longest completion in the batch */
     long long micro_batch;        /* tokens per micro-batch */
@@ -50,7 +51,8 @@ typedef struct {
     update_run_opts run;
     struct {
         const char *optimizer, *lr_schedule;                      /* optim.h's kind tables */
-        const char *loss, *importance_level, *is_correction, *is_mode; /* loss.h's */
+        const char *loss, *importance_level, *is_mode;           /* loss.h's */
+        const char *is_correction, *old_logp;                     /* update_is_names, update_old_logp_names */
     } choice;
     optim_opts optim;         /* its numbers (kind and schedule: choice; betas: below) */
     const char *betas;        /* "B1,B2" */
@@ -62,6 +64,13 @@ typedef struct {
  * has it; policy_load resolves it). */
 extern const char *const update_compute_names[3];
 
+/* --is-correction's choices: auto, then is_level_names; --old-logp's:
+ * auto, records, recompute. auto resolves for the batch read
+ * (update_plan_for_batch). */
+extern const char *const update_is_names[1 + IS_N_LEVELS];
+typedef enum { OLD_LOGP_AUTO, OLD_LOGP_RECORDS, OLD_LOGP_RECOMPUTE } old_logp_source;
+extern const char *const update_old_logp_names[3];
+
 /* grpo-update's defaults. */
 void update_opts_default(update_opts *o);
 
@@ -72,10 +81,20 @@ typedef struct {
     const char *betas;       /* --betas as given: the flags record keeps its spelling */
     loss_opts loss;
     unsigned lora_targets;   /* a bit per LORA_* target */
+    bool is_auto;            /* --is-correction auto: loss.is_level set by update_plan_for_batch */
+    old_logp_source old_logp; /* auto until update_plan_for_batch; run.recompute_old follows it */
 } update_plan;
 
 /* Checks o and resolves it into *p: EX_USAGE naming the flag when one is
  * missing, out of its range, or not among its choices. */
 int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e);
+
+/* The auto choices for a batch of which n_inexact records were sampled
+ * with arithmetic other than the float32 trainer's (lib/io/sampler_field.h):
+ * with any such record pi_old is recomputed and the sampler/trainer weight
+ * is applied per completion (IS_SEQUENCE, with --is-mode and --is-cap);
+ * without, pi_old is the records' and there is no weight. Explicit flags
+ * stay as given. */
+void update_plan_for_batch(update_plan *p, long n_inexact);
 
 #endif

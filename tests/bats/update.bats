@@ -14,7 +14,7 @@ ref() { "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" "$@"; }
     run grpo-update --help
     [ "$status" -eq 0 ]
     for f in --model --out --in --ref --loss --importance-level --epsilon --epsilon-high --beta --iterations \
-        --recompute-old --mask-truncated --temperature --max-new-tokens --optimizer --lr --betas --adam-eps \
+        --old-logp --is-correction --mask-truncated --temperature --max-new-tokens --optimizer --lr --betas --adam-eps \
         --weight-decay --lr-schedule --warmup-steps --total-steps --max-grad-norm --micro-batch --recompute \
         --lora-r --lora-alpha --lora-dropout --lora-targets --rslora --metrics --seed --threads --device \
         --group-sums --progress; do
@@ -236,7 +236,7 @@ PY
 
 @test "--progress: each phase on stderr (loading, log-prob passes, each iteration's tokens/s, saving); stdout clean" {
     needs_tiny
-    grpo-update --model "$TINY" --in "$(B)" --out c --iterations 2 --recompute-old --progress > out 2> err
+    grpo-update --model "$TINY" --in "$(B)" --out c --iterations 2 --old-logp recompute --progress > out 2> err
     [ ! -s out ]
     tr '\r' '\n' < err > lines
     for what in "loading $TINY" "reference log-probs .* tokens [0-9]*/s" "old log-probs .* tokens" \

@@ -73,8 +73,8 @@ same() { cmp -s "$1/model.safetensors" "$2/model.safetensors"; }
     done
     # the mask measures the sampler, not pi_old: with pi_old recomputed (ratios 1,
     # nothing clipped) the completions it drops would have had a gradient
-    upd plain2 --in "$(B)" --recompute-old
-    upd x --in "$(B)" --recompute-old --off-policy-mask-threshold 0.5
+    upd plain2 --in "$(B)" --old-logp recompute
+    upd x --in "$(B)" --old-logp recompute --off-policy-mask-threshold 0.5
     ! same plain2 x || false
 }
 

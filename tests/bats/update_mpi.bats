@@ -94,7 +94,7 @@ EOF
     # the extras put the global normalisers, the entropy threshold, the
     # reference and pi_old through the split
     local kinds=(grpo bnpo dr_grpo dapo cispo sapo)
-    local extras=("--top-entropy-quantile 0.5" "--mask-truncated" "--recompute-old --max-grad-norm 0.05"
+    local extras=("--top-entropy-quantile 0.5" "--mask-truncated" "--old-logp recompute --max-grad-norm 0.05"
                   "--is-correction token --beta 0" "--importance-level sequence" "--entropy-coef 0.01")
     for i in 0 1 2 3 4 5; do
         local k=${kinds[$i]} x=${extras[$i]}
@@ -119,7 +119,7 @@ EOF
     needs_mpi
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch masked.jsonl 24 97 --seed 7 --null-adv 2 --truncated 5
     local kinds=(grpo bnpo dr_grpo dapo cispo sapo)
-    local extras=("--top-entropy-quantile 0.5" "--mask-truncated" "--recompute-old --max-grad-norm 0.05"
+    local extras=("--top-entropy-quantile 0.5" "--mask-truncated" "--old-logp recompute --max-grad-norm 0.05"
                   "--is-correction token --beta 0" "--importance-level sequence --beta 0.04" "--entropy-coef 0.01")
     for i in 0 1 2 3 4 5; do
         local k=${kinds[$i]} x=${extras[$i]}

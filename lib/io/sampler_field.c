@@ -1,0 +1,64 @@
+/* The rollout record's `sampler` field (sampler_field.h). */
+#include "sampler_field.h"
+
+#include <string.h>
+#include <sysexits.h>
+
+#include <cjson/cJSON.h>
+
+static const char *const devices[] = {"cpu", "cuda", NULL};
+static const char *const weights[] = {"f32", "bf16", "q8", NULL};
+static const char *const caches[] = {"f32", "bf16", NULL};
+
+static void kv(strbuf *b, const char *key, const char *value, bool first) {
+    if (!first) sb_putc(b, ',');
+    sb_json_string(b, key, strlen(key));
+    sb_putc(b, ':');
+    sb_json_string(b, value, strlen(value));
+}
+
+void sampler_field_ours(strbuf *b, const char *device, const char *w, const char *kv_cache) {
+    sb_putc(b, '{');
+    kv(b, "engine", "grpo", true);
+    kv(b, "device", device, false);
+    kv(b, "weights", w, false);
+    kv(b, "kv_cache", kv_cache, false);
+    sb_putc(b, '}');
+}
+
+/* The index of the member key's string among names, or -1 (with e filled). */
+static int one_of(const record *r, const cJSON *o, const char *key, const char *const *names, gerr *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    for (int i = 0; names[i] && cJSON_IsString(v); i++)
+        if (!strcmp(v->valuestring, names[i])) return i;
+    strbuf want = {0};
+    for (int i = 0; names[i]; i++) sb_printf(&want, "%s\"%s\"", i ? (names[i + 1] ? ", " : " or ") : "", names[i]);
+    gerr_at(e, EX_DATAERR, r->file, r->line, "field \"sampler\": member \"%s\": expected %s", key, want.data);
+    sb_free(&want);
+    return -1;
+}
+
+int sampler_field_read(const record *r, sampler_kind *kind, gerr *e) {
+    *kind = SAMPLER_ABSENT;
+    cJSON *o = NULL;
+    int rc = record_get_json(r, "sampler", false, &o, e);
+    if (rc || !o || cJSON_IsNull(o)) {
+        cJSON_Delete(o);
+        return rc;
+    }
+    const cJSON *engine = cJSON_GetObjectItemCaseSensitive(o, "engine");
+    if (!cJSON_IsObject(o) || !cJSON_IsString(engine) || !*engine->valuestring) {
+        cJSON_Delete(o);
+        return gerr_at(e, EX_DATAERR, r->file, r->line,
+                       "field \"sampler\": expected an object with a non-empty string \"engine\"");
+    }
+    *kind = SAMPLER_OTHER;
+    if (!strcmp(engine->valuestring, "grpo")) {
+        int d = one_of(r, o, "device", devices, e), w = d < 0 ? -1 : one_of(r, o, "weights", weights, e),
+            c = w < 0 ? -1 : one_of(r, o, "kv_cache", caches, e);
+        if (c < 0) rc = EX_DATAERR;
+        else if (d == 0 && w == 0 && c == 0) *kind = SAMPLER_EXACT;
+    }
+    cJSON_Delete(o);
+    return rc;
+}

@@ -1,0 +1,39 @@
+/* A rollout record's `sampler` field (formats/rollout.md): how its tokens
+ * and log-probabilities were computed, so that grpo-update can tell whether
+ * the records' log-probs are its own arithmetic's.
+ *
+ *   {"engine":"grpo","device":"cpu","weights":"bf16","kv_cache":"bf16"}
+ *   {"engine":"vllm","model":"Qwen/Qwen3-8B","logprobs":"processed"}
+ *
+ * Our engine with float32 weights and a float32 KV cache on the CPU computes
+ * what the float32 trainer computes, up to summation order (~1e-6 in a
+ * log-probability): it is `exact`. Anything else (bf16 or q8 weights, a bf16
+ * cache, a device, a server) is not, and grpo-update's defaults treat such
+ * records' log-probs as the sampler's rather than the old policy's
+ * (formats/loss.md). A record without the field is taken as exact. */
+#ifndef GRPO_SAMPLER_FIELD_H
+#define GRPO_SAMPLER_FIELD_H
+
+#include <stdbool.h>
+
+#include "../util/err.h"
+#include "../util/strbuf.h"
+#include "record.h"
+
+/* Our engine's field: device "cpu" or "cuda", weights "f32", "bf16" or
+ * "q8", kv_cache "f32" or "bf16", appended to b as one JSON object. */
+void sampler_field_ours(strbuf *b, const char *device, const char *weights, const char *kv_cache);
+
+/* What grpo-update reads of the field. */
+typedef enum {
+    SAMPLER_ABSENT, /* no field (or null): taken as exact */
+    SAMPLER_EXACT,  /* our engine, CPU, float32 weights and cache */
+    SAMPLER_OTHER,  /* anything else */
+} sampler_kind;
+
+/* The record's sampler. EX_DATAERR naming FILE:LINE and the field when it is
+ * not an object whose "engine" is a non-empty string, or when our engine's
+ * device, weights or kv_cache is missing or not one of its names. */
+int sampler_field_read(const record *r, sampler_kind *kind, gerr *e);
+
+#endif
