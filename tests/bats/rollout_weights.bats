@@ -189,3 +189,16 @@ check_lp() {
     run -64 grpo-reward --fn rm --rm-model "$rm_dir" --rm-weights f16 --in recs.jsonl
     assert_one_line_error grpo-reward "--rm-weights"
 }
+
+@test "records name their sampler: engine, device, weights and KV cache as used" {
+    needs_tiny
+    args=(--model "$TINY" --in "$(P)" -k 1 --max-new-tokens 4 --seed 3)
+    grpo-rollout "${args[@]}" --weights f32 --out f.jsonl
+    grpo-rollout "${args[@]}" --weights bf16 --kv-cache f32 --out b.jsonl
+    grpo-rollout "${args[@]}" --weights q8 --kv-cache bf16 --out q.jsonl
+    # the field comes last, after policy, on every record
+    [ "$(jq -c '[keys_unsorted[-2:]]' f.jsonl | sort -u)" = '[["policy","sampler"]]' ]
+    [ "$(jq -c .sampler f.jsonl | sort -u)" = '{"engine":"grpo","device":"cpu","weights":"f32","kv_cache":"f32"}' ]
+    [ "$(jq -c .sampler b.jsonl | sort -u)" = '{"engine":"grpo","device":"cpu","weights":"bf16","kv_cache":"f32"}' ]
+    [ "$(jq -c .sampler q.jsonl | sort -u)" = '{"engine":"grpo","device":"cpu","weights":"q8","kv_cache":"bf16"}' ]
+}

@@ -138,3 +138,57 @@ same() { cmp -s "$1/model.safetensors" "$2/model.safetensors"; }
     # AdamW's first moment after one step is 0.1 * gradient
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" close a/grpo/optimizer.safetensors b/grpo/optimizer.safetensors 1e-5
 }
+
+# with_sampler IN OUT W KV: IN's records with our engine's sampler field
+with_sampler() {
+    jq -c --arg w "$3" --arg kv "$4" '. + {sampler: {engine: "grpo", device: "cpu", weights: $w, kv_cache: $kv}}' "$1" > "$2"
+}
+
+@test "records sampled in bf16 (or by a server): pi_old recomputed and each completion weighed by default" {
+    needs_tiny
+    with_sampler "$(FAR)" in-f32.jsonl f32 f32
+    with_sampler "$(FAR)" in-bf16.jsonl bf16 bf16
+    with_sampler "$(FAR)" in-kv.jsonl f32 bf16
+    jq -c '. + {sampler: {engine: "vllm", model: "x", logprobs: "processed"}}' "$(FAR)" > in-vllm.jsonl
+    # float32 records, and records without the field: the records' log-probs, no weight
+    upd plain --in "$(FAR)"
+    upd f32 --in in-f32.jsonl
+    same plain f32
+    jq -e '.flags.recompute_old == false and .flags.is_correction == "none"' f32/grpo/state.json
+    jq -e '."sampling/importance_sampling_ratio/min" == null' f32.jsonl
+    # one bf16 record in the batch is enough; a bf16 cache alone too; a server too
+    { head -n 1 in-bf16.jsonl; tail -n +2 "$(FAR)"; } > in-one.jsonl
+    for b in bf16 kv vllm one; do
+        upd "d-$b" --in "in-$b.jsonl"
+        jq -e '.flags.recompute_old == true and .flags.is_correction == "sequence" and .flags.is_mode == "mask"
+            and .flags.is_cap == 3' "d-$b/grpo/state.json"
+        # the sampler is far less sure than the trainer here: weights above the cap, masked
+        jq -e '."sampling/importance_sampling_ratio/min" == 0 and ."sampling/sampling_logp_difference/mean" > 1' "d-$b.jsonl"
+    done
+    # the default is the explicit flags' step, bit for bit
+    upd explicit --in in-bf16.jsonl --old-logp recompute --is-correction sequence
+    same d-bf16 explicit
+    # explicit flags win over the default
+    upd off --in in-bf16.jsonl --is-correction none --old-logp records
+    same plain off
+    jq -e '.flags.recompute_old == false and .flags.is_correction == "none"' off/grpo/state.json
+    upd tok --in in-bf16.jsonl --is-correction token
+    jq -e '.flags.recompute_old == true and .flags.is_correction == "token"' tok/grpo/state.json
+    upd rec --in in-bf16.jsonl --is-correction none
+    jq -e '.flags.recompute_old == true and .flags.is_correction == "none"' rec/grpo/state.json
+}
+
+@test "--old-logp records with an importance correction is 64; a malformed sampler field is 65 naming it" {
+    needs_tiny
+    run -64 grpo-update --model "$TINY" --in "$(B)" --out c --old-logp records --is-correction token
+    assert_one_line_error grpo-update "--old-logp records with --is-correction token"
+    run -64 grpo-update --model "$TINY" --in "$(B)" --out c --old-logp sometimes
+    assert_one_line_error grpo-update "--old-logp"
+    for bad in '"bf16"' '{}' '{"engine":""}' '{"engine":"grpo","device":"tpu","weights":"f32","kv_cache":"f32"}' \
+        '{"engine":"grpo","device":"cpu","weights":"f16","kv_cache":"f32"}' '{"engine":"grpo","device":"cpu","weights":"f32"}'; do
+        { head -n 1 "$(B)"; head -n 1 "$(B)" | jq -c --argjson s "$bad" '. + {sampler: $s}'; } > bad.jsonl
+        run -65 grpo-update --model "$TINY" --in bad.jsonl --out c
+        assert_one_line_error grpo-update 'bad.jsonl:2: field "sampler"'
+        [ ! -e c ]
+    done
+}
