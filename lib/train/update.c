@@ -376,6 +376,9 @@ static void print_summary(const rank_run *r) {
             "trained on, %ld tokens with the prompts (metrics \"tokens\"), loss %.6g, %.1f s",
             tool_name(), r->pol.step, all->n, all->n_no_advantage, all->n_masked, r->lb.n_tokens, all->total_tokens,
             r->lines[r->plan->run.iterations - 1].loss.loss, now_seconds() - r->t_start);
+    if (r->plan->run.recompute_old)
+        fprintf(stderr, "; pi_old recomputed, sampler correction %s (%ld of %ld records not sampled by the float32 CPU "
+                "engine)", is_level_names[r->plan->loss.is_level], all->n_inexact, all->n_records);
     if (r->d->size > 1) fprintf(stderr, " (%d ranks%s)", r->d->size, r->pol.bounds ? ", ZeRO-1" : "");
     if (r->dev && !r->plan->run.backend) {
         char where[256];

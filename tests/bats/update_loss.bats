@@ -165,6 +165,9 @@ with_sampler() {
         # the sampler is far less sure than the trainer here: weights above the cap, masked
         jq -e '."sampling/importance_sampling_ratio/min" == 0 and ."sampling/sampling_logp_difference/mean" > 1' "d-$b.jsonl"
     done
+    # the summary line says so
+    grpo-update --model "$TINY" --out s --lr 1e-2 --beta 0 --in in-one.jsonl 2> err
+    grep -q "; pi_old recomputed, sampler correction sequence (1 of $(wc -l < in-one.jsonl) records not sampled by the float32 CPU engine)$" err
     # the default is the explicit flags' step, bit for bit
     upd explicit --in in-bf16.jsonl --old-logp recompute --is-correction sequence
     same d-bf16 explicit
