@@ -57,6 +57,7 @@ gpu_vs_cpu() {
     grpo-rollout "${flags[@]}" --device cuda --batch "$2" --out "gpu_$1_a.jsonl"
     grpo-rollout "${flags[@]}" --device cuda --batch "$3" --out "gpu_$1_b.jsonl"
     cmp "gpu_$1_a.jsonl" "gpu_$1_b.jsonl"
+    [ "$(jq -c .sampler "gpu_$1_a.jsonl" | sort -u)" = "{\"engine\":\"grpo\",\"device\":\"cuda\",\"weights\":\"bf16\",\"kv_cache\":\"${KV:-bf16}\"}" ]
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/compare_rollouts.py" "gpu_$1_a.jsonl" "cpu_$1.jsonl" 0.05 0.5
     echo "$output"
     [ "$status" -eq 0 ]

@@ -2,8 +2,8 @@
 --device cuda) against B (--device cpu) of the same inputs, flags and seed.
 
 Every record must have the same fields in the same order, and the same
-values for every field but completion_tokens, completion, logprobs and
-finish_reason. Along the tokens both completions share from the start, the
+values for every field but completion_tokens, completion, logprobs,
+finish_reason and sampler (which names the device). Along the tokens both completions share from the start, the
 log-probabilities must agree within TOL (absolute; bf16 weights against
 fp32). A completion may leave the other where two tokens are within
 rounding of each other, but at least MIN_SHARED of all tokens must be on
@@ -16,7 +16,7 @@ Prints one line of numbers; exit 1 on a failed check."""
 import json
 import sys
 
-FREE = {"completion_tokens", "completion", "logprobs", "finish_reason"}
+FREE = {"completion_tokens", "completion", "logprobs", "finish_reason", "sampler"}
 
 
 def main():
