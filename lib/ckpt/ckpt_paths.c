@@ -91,25 +91,50 @@ int ckpt_paths_get(const char *paths_json, const char *name, const char *where, 
     return rc;
 }
 
+/* CKPT/grpo/state.json parsed into *root (NULL when there is no such file);
+ * *path names it. */
+static int state_json(const char *ckpt, strbuf *path, cJSON **root, gerr *e) {
+    *root = NULL;
+    sb_printf(path, "%s/grpo/state.json", ckpt);
+    bool present;
+    int rc = regular_file_probe(path->data, &present, e);
+    if (rc || !present) return rc;
+    size_t len;
+    char *text = read_regular_file(path->data, &len, e);
+    if (!text) return e->code;
+    *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    return *root ? 0 : gerr_set(e, EX_DATAERR, "%s: not valid JSON", path->data);
+}
+
 int ckpt_paths_read(const char *ckpt, const char *name, char **rel, char **abs, gerr *e) {
     *rel = *abs = NULL;
     strbuf path = {0};
-    sb_printf(&path, "%s/grpo/state.json", ckpt);
-    bool present;
-    int rc = regular_file_probe(path.data, &present, e);
-    if (!rc && present) {
-        size_t len;
-        char *text = read_regular_file(path.data, &len, e);
-        cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+    cJSON *root;
+    int rc = state_json(ckpt, &path, &root, e);
+    if (!rc && root) {
         const cJSON *paths = cJSON_GetObjectItemCaseSensitive(root, "paths");
         char *paths_text = paths ? cJSON_PrintUnformatted(paths) : NULL;
-        if (!text) rc = e->code;
-        else if (!root) rc = gerr_set(e, EX_DATAERR, "%s: not valid JSON", path.data);
-        else rc = ckpt_paths_get(paths_text, name, path.data, rel, abs, e);
+        rc = ckpt_paths_get(paths_text, name, path.data, rel, abs, e);
         free(paths_text);
-        cJSON_Delete(root);
-        free(text);
     }
+    cJSON_Delete(root);
+    sb_free(&path);
+    return rc;
+}
+
+int ckpt_step_read(const char *ckpt, long long *step, gerr *e) {
+    *step = 0;
+    strbuf path = {0};
+    cJSON *root;
+    int rc = state_json(ckpt, &path, &root, e);
+    if (!rc && root) {
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "step");
+        if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > 1e15 || s->valuedouble != (long long)s->valuedouble)
+            rc = gerr_set(e, EX_DATAERR, "%s: field \"step\": expected an integer >= 0", path.data);
+        else *step = (long long)s->valuedouble;
+    }
+    cJSON_Delete(root);
     sb_free(&path);
     return rc;
 }

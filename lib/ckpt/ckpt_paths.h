@@ -29,6 +29,11 @@ int ckpt_paths_get(const char *paths_json, const char *name, const char *where, 
 /* The same read from CKPT/grpo/state.json; both NULL when there is no such file. */
 int ckpt_paths_read(const char *ckpt, const char *name, char **rel, char **abs, gerr *e);
 
+/* The optimizer steps the checkpoint at ckpt has taken (its grpo/state.json
+ * "step"); 0 for a model that is not our checkpoint. EX_DATAERR naming the
+ * file when the field is not an integer >= 0. */
+int ckpt_step_read(const char *ckpt, long long *step, gerr *e);
+
 /* What to resolve: a recorded path of the checkpoint at ckpt. */
 typedef struct {
     const char *what;   /* "base model", for the message */

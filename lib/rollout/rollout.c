@@ -8,6 +8,7 @@
 #include <omp.h>
 #endif
 
+#include "../ckpt/ckpt_paths.h"
 #include "../cuda/cuda.h"
 #include "../io/mapped.h"
 #include "../ops/blas.h"
@@ -110,6 +111,7 @@ static int write_sample(rollout *r, jsonl_writer *w, const prompt_slot *p, const
     record_set_string(&out, "finish_reason", reasons[s->finish], strlen(reasons[s->finish]));
     if (s->multi_turn) episode_write_fields(r, s, &out);
     record_set_string(&out, "policy", r->policy, strlen(r->policy));
+    record_set_int(&out, "policy_step", r->policy_step);
     record_set_raw(&out, "sampler", r->sampler.data, r->sampler.len);
     int rc = jsonl_write(w, &out, e);
     sb_free(&b);
@@ -390,7 +392,8 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     if (rc) return rc;
     kv_format kv = KV_F32;
     if ((rc = weights_select("--weights", o->weights, &r->weights, e)) ||
-        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights, &kv, e))) {
+        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights, &kv, e)) ||
+        (rc = ckpt_step_read(o->model, &r->policy_step, e))) {
         device_release(r->be);
         r->be = NULL;
         return rc;

@@ -33,6 +33,7 @@ typedef struct {
     cJSON *tools; /* --tools */
     sample_opts sp;
     char *policy;
+    long long policy_step; /* the checkpoint's optimizer steps (its state.json), 0 for another model */
     strbuf sampler; /* the records' "sampler" field (lib/io/sampler_field.h) */
     /* [n_smp] scratch: a decode step samples its rows on up to n_smp
      * threads, a sampler each (smp[0] where one thread samples) */

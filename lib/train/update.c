@@ -194,7 +194,16 @@ static int setup_batch(rank_run *r, gerr *e) {
     rc = dist_check_same(d, all->sha256, what.data, EX_DATAERR, e);
     sb_free(&what);
     if (rc) return rc;
-    update_plan_for_batch(r->plan, all->n_inexact);
+    /* records from another checkpoint than the one trained (an older one, in an
+     * off-policy run) are off-policy as records from other arithmetic are */
+    all->staleness_mean = all->staleness_max = NAN;
+    long off_policy = all->n_inexact;
+    if (all->n_policy_step) {
+        all->staleness_mean = (double)r->pol.step - all->sum_policy_step / (double)all->n_policy_step;
+        all->staleness_max = (double)(r->pol.step - all->min_policy_step);
+        off_policy += all->min_policy_step != r->pol.step || all->max_policy_step != r->pol.step;
+    }
+    update_plan_for_batch(r->plan, off_policy);
     r->temp = 1.0f;
     if (o->temperature >= 0) {
         double want = o->temperature == 0 ? 1 : o->temperature;
@@ -377,8 +386,14 @@ static void print_summary(const rank_run *r) {
             tool_name(), r->pol.step, all->n, all->n_no_advantage, all->n_masked, r->lb.n_tokens, all->total_tokens,
             r->lines[r->plan->run.iterations - 1].loss.loss, now_seconds() - r->t_start);
     if (r->plan->run.recompute_old)
+    {
         fprintf(stderr, "; pi_old recomputed, sampler correction %s (%ld of %ld records not sampled by the float32 CPU "
-                "engine)", is_level_names[r->plan->loss.is_level], all->n_inexact, all->n_records);
+                "engine", is_level_names[r->plan->loss.is_level], all->n_inexact, all->n_records);
+        if (all->staleness_max != 0 && !isnan(all->staleness_max))
+            fprintf(stderr, "; records of a checkpoint up to %g steps %s", fabs(all->staleness_max),
+                    all->staleness_max > 0 ? "older" : "newer");
+        fputc(')', stderr);
+    }
     if (r->d->size > 1) fprintf(stderr, " (%d ranks%s)", r->d->size, r->pol.bounds ? ", ZeRO-1" : "");
     if (r->dev && !r->plan->run.backend) {
         char where[256];

@@ -95,6 +95,13 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     sampler_kind sk;
     if ((rc = sampler_field_read(r, &sk, e))) goto out;
     b->n_inexact += sk == SAMPLER_OTHER;
+    long long ps;
+    if ((rc = record_get_int(r, "policy_step", false, 0, (long long)1e15, &ps, &present, e))) goto out;
+    if (present == 2) {
+        if (!b->n_policy_step || ps < b->min_policy_step) b->min_policy_step = ps;
+        if (!b->n_policy_step || ps > b->max_policy_step) b->max_policy_step = ps;
+        b->n_policy_step++, b->sum_policy_step += (double)ps;
+    }
     if ((rc = record_get_number(r, "temperature", false, &temp, &present, e))) goto out;
     if (present == 2) {
         if (temp == 0) temp = 1; /* greedy samples carry logprobs under T = 1 */

@@ -262,6 +262,8 @@ static void metrics_line_json(strbuf *l, const metrics_line *ml, const update_ba
     kv_num(l, "sampling/importance_sampling_ratio/min", ml->loss.is_w_min);
     kv_num(l, "sampling/importance_sampling_ratio/mean", ml->loss.is_w_mean);
     kv_num(l, "sampling/importance_sampling_ratio/max", ml->loss.is_w_max);
+    kv_num(l, "policy_staleness/mean", b->staleness_mean);
+    kv_num(l, "policy_staleness/max", b->staleness_max);
     kv_num(l, "grad_norm", ml->grad_norm);
     kv_num(l, "learning_rate", ml->lr);
     kv_num(l, "completions/mean_length", b->mean_length);

@@ -196,9 +196,23 @@ check_lp() {
     grpo-rollout "${args[@]}" --weights f32 --out f.jsonl
     grpo-rollout "${args[@]}" --weights bf16 --kv-cache f32 --out b.jsonl
     grpo-rollout "${args[@]}" --weights q8 --kv-cache bf16 --out q.jsonl
-    # the field comes last, after policy, on every record
-    [ "$(jq -c '[keys_unsorted[-2:]]' f.jsonl | sort -u)" = '[["policy","sampler"]]' ]
+    # the fields come last, after policy, on every record; the tiny model is no checkpoint: step 0
+    [ "$(jq -c '[keys_unsorted[-3:]]' f.jsonl | sort -u)" = '[["policy","policy_step","sampler"]]' ]
+    [ "$(jq -c .policy_step f.jsonl | sort -u)" = 0 ]
     [ "$(jq -c .sampler f.jsonl | sort -u)" = '{"engine":"grpo","device":"cpu","weights":"f32","kv_cache":"f32"}' ]
     [ "$(jq -c .sampler b.jsonl | sort -u)" = '{"engine":"grpo","device":"cpu","weights":"bf16","kv_cache":"f32"}' ]
     [ "$(jq -c .sampler q.jsonl | sort -u)" = '{"engine":"grpo","device":"cpu","weights":"q8","kv_cache":"bf16"}' ]
+}
+
+@test "records name the optimizer step of the checkpoint that sampled them (policy_step); a bad state.json is 65" {
+    needs_tiny
+    cp -r "$TINY" ck
+    mkdir ck/grpo
+    echo '{"step":7}' > ck/grpo/state.json
+    grpo-rollout --model ck --in "$(P)" -k 1 --max-new-tokens 2 --out r.jsonl
+    [ "$(jq -c .policy_step r.jsonl | sort -u)" = 7 ]
+    echo '{"step":-1}' > ck/grpo/state.json
+    run -65 grpo-rollout --model ck --in "$(P)" -k 1 --max-new-tokens 2 --out r2.jsonl
+    assert_one_line_error grpo-rollout 'ck/grpo/state.json: field "step": expected an integer >= 0'
+    [ ! -e r2.jsonl ]
 }

@@ -195,3 +195,28 @@ with_sampler() {
         [ ! -e c ]
     done
 }
+
+@test "records of an older checkpoint (policy_step): off-policy, so pi_old recomputed and weighed; staleness in the metrics" {
+    needs_tiny
+    jq -c '. + {policy_step: 0}' "$(B)" > in-0.jsonl
+    # step 0 trained on records of step 0: on-policy, the records' log-probs, as without the field
+    upd s0 --in in-0.jsonl
+    upd plain --in "$(B)"
+    same s0 plain
+    jq -e '."policy_staleness/mean" == 0 and ."policy_staleness/max" == 0' s0.jsonl
+    jq -e '."policy_staleness/mean" == null and ."policy_staleness/max" == null' plain.jsonl
+    jq -e '.flags.recompute_old == false and .flags.is_correction == "none"' s0/grpo/state.json
+    # checkpoint 1 trained on them: one step stale
+    grpo-update --model s0 --out s1 --lr 1e-2 --beta 0 --in in-0.jsonl --metrics s1.jsonl 2> err
+    jq -e '."policy_staleness/mean" == 1 and ."policy_staleness/max" == 1' s1.jsonl
+    jq -e '.flags.recompute_old == true and .flags.is_correction == "sequence"' s1/grpo/state.json
+    grep -q "records of a checkpoint up to 1 steps older)$" err
+    # half of them from step 1: mean 0.5, max 1
+    { head -n 8 in-0.jsonl; tail -n +9 in-0.jsonl | jq -c '.policy_step = 1'; } > in-mixed.jsonl
+    grpo-update --model s0 --out s2 --lr 1e-2 --beta 0 --in in-mixed.jsonl --metrics s2.jsonl 2> /dev/null
+    jq -e '."policy_staleness/mean" == 0.5 and ."policy_staleness/max" == 1' s2.jsonl
+    # a bad value is 65 naming the field
+    { head -n 1 in-0.jsonl; head -n 1 in-0.jsonl | jq -c '.policy_step = -2'; } > bad.jsonl
+    run -65 grpo-update --model "$TINY" --in bad.jsonl --out c
+    assert_one_line_error grpo-update 'bad.jsonl:2: field "policy_step"'
+}
