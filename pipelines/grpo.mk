@@ -81,6 +81,12 @@
 #   KEEP              keep only the last N checkpoints (0 = all) [0]
 #   KEEP_RECORDS      0: delete a step's rollouts, scored and batch files once its
 #                     checkpoint is written [1]
+#   ASYNC             1: an off-policy run: step N samples with checkpoint N - MAX_STALENESS (0 for the
+#                     first steps), so with make -j2 the rollout and reward of step N+1 run while the
+#                     update of step N does; grpo-update recomputes pi_old and weighs the records by
+#                     default for such batches (formats/loss.md) [0]
+#   MAX_STALENESS     with ASYNC=1, how many steps older than the checkpoint trained the sampling
+#                     one is (1 or more) [1]
 #   SHARDS            rollout and reward run as N shards (make -j), merged in prompt order; above 1,
 #                     OMP_WAIT_POLICY=passive is exported unless already set [1]
 #   STEP              the step of the shard-I-of-N targets (Slurm) [none]
@@ -147,6 +153,8 @@ GRPO_EVAL ?= $(GRPO_ROOT)/scripts/grpo-eval
 KEEP ?= 0
 KEEP_RECORDS ?= 1
 SHARDS ?= 1
+ASYNC ?= 0
+MAX_STALENESS ?= 1
 STEP ?=
 EXPORT_FORMAT ?= hf
 EXPORT_DTYPE ?= auto
@@ -167,6 +175,15 @@ V ?= 0
 ifneq ($(SHARDS),1)
 OMP_WAIT_POLICY ?= passive
 export OMP_WAIT_POLICY
+endif
+
+ifeq ($(filter 0 1,$(ASYNC)),)
+$(error ASYNC=$(ASYNC): expected 0 or 1)
+endif
+ifeq ($(ASYNC),1)
+ifeq ($(shell echo '$(MAX_STALENESS)' | grep -Ex '[1-9][0-9]{0,5}'),)
+$(error MAX_STALENESS=$(MAX_STALENESS): expected a whole number of steps, 1 or more)
+endif
 endif
 
 # ---- grpo-prep flags, read by make: "--name VALUE" and "--name=VALUE" alike
@@ -239,7 +256,7 @@ REWARD_STAGE = $(if $(strip $(REWARD)),REWARD $(REWARD),grpo-reward $(REWARD_FLA
 $(call setting,model,$(MODEL))
 $(call setting,prompts,$(if $(strip $(PROMPTS)),$(abspath $(PROMPTS)),grpo-prep $(PREP_FLAGS)))
 $(call setting,slice,$(PROMPTS_PER_STEP))
-$(call setting,rollout,$(ROLLOUT_ARGS) seed $(SEED))
+$(call setting,rollout,$(ROLLOUT_ARGS) seed $(SEED)$(if $(filter 1,$(ASYNC)), async $(MAX_STALENESS)))
 $(call setting,reward,$(REWARD_STAGE))
 $(call setting,advantage,$(ADVANTAGE_FLAGS))
 FILL := $(filter 1,$(FILL_NONFLAT))
@@ -266,15 +283,22 @@ step_seed = $$(( 0x$$(printf '%s/%s' $(call sq,$(SEED)) $(1) | sha256sum | cut -
 # the model of step N: MODEL for step 0, else checkpoint N
 model_of = $(if $(filter 0000,$(1)),$(MODEL),$(RUN)/ckpt/$(1))
 model_dep = $(if $(filter 0000,$(1)),$(S)/model,$(RUN)/ckpt/$(1)/grpo/state.json)
-PRUNE = $(GRPO_MK_DIR)/prune.sh $(RUN) $(KEEP) $(KEEP_RECORDS) '$(EVAL_RUN_IDS)'
+# the checkpoint step N samples with: N, or with ASYNC=1 N - MAX_STALENESS (at least 0)
+STALENESS := $(if $(filter 1,$(ASYNC)),$(MAX_STALENESS),0)
+SAMPLE_PAIRS := $(shell awk 'BEGIN { for (i = 0; i < $(STEPS) + 0; i++) printf "%04d:%04d ", i, (i > $(STALENESS) ? i - $(STALENESS) : 0) }')
+sample_of = $(patsubst $(1):%,%,$(filter $(1):%,$(SAMPLE_PAIRS)))
+# retention keeps the checkpoints later steps still sample with
+KEEP_CKPTS := $(shell awk 'BEGIN { k = $(KEEP) + 0; s = $(STALENESS) + 1; print (k > 0 && k < s) ? s : k }')
+PRUNE = $(GRPO_MK_DIR)/prune.sh $(RUN) $(KEEP_CKPTS) $(KEEP_RECORDS) '$(EVAL_RUN_IDS)'
 # checkpoints whose evaluation the run makes (prune keeps them until it is done)
 EVAL_RUN_IDS := $(if $(filter-out 0,$(EVAL_EVERY)),$(EVAL_IDS))
 
 # $(call rollout_cmd,STEP,SHARD-ARGS,LOG[,/fill/RR]): grpo-rollout of step N (or of its fill round RR) into $@
 define rollout_cmd
 rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; \
-$$(GRPO_BIN)/grpo-rollout --model $$(call model_of,$(1)) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl --out $$@ \
-    $$(ROLLOUT_ARGS) --seed $$(call step_seed,$(1)$(4)) --policy ckpt/$(1) $(2) $$(call logged,$(3).log); \
+$$(GRPO_BIN)/grpo-rollout --model $$(call model_of,$(call sample_of,$(1))) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl \
+    --out $$@ $$(ROLLOUT_ARGS) --seed $$(call step_seed,$(1)$(4)) --policy ckpt/$(call sample_of,$(1)) $(2) \
+    $$(call logged,$(3).log); \
 $$(call seconds,$(3).seconds)
 endef
 
@@ -303,7 +327,7 @@ $(RUN)/steps/$(1)/prompts.jsonl: $(RUN)/prompts.jsonl $(S)/slice
 	    $$< > $$@.tmp && mv $$@.tmp $$@
 
 ifeq ($(SHARDS),1)
-$(RUN)/steps/$(1)/rollouts.jsonl.zst: $(call model_dep,$(1)) $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
+$(RUN)/steps/$(1)/rollouts.jsonl.zst: $(call model_dep,$(call sample_of,$(1))) $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
 	$$(Q)$(call rollout_cmd,$(1),,$(RUN)/steps/$(1)/rollout)
 
 $(RUN)/steps/$(1)/scored.jsonl.zst: $(RUN)/steps/$(1)/rollouts.jsonl.zst $(S)/reward
@@ -357,7 +381,7 @@ $(RUN)/steps/$(1)/nonflat.ids: $(RUN)/steps/$(1)/scored.jsonl.zst $(S)/advantage
 # every round's files are cached and resumed like the step's own (make -n shows the command:
 # the $(MAKE) in it would otherwise have make run it)
 $(RUN)/steps/$(1)/filled.jsonl.zst $(RUN)/steps/$(1)/fill.json &: $(RUN)/steps/$(1)/nonflat.ids $(S)/fill \
-        $(S)/advantage $(S)/rollout $(S)/reward $(call model_dep,$(1))
+        $(S)/advantage $(S)/rollout $(S)/reward $(call model_dep,$(call sample_of,$(1)))
 	$$(Q)$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),echo )$(GRPO_MK_DIR)/fill.sh run $(RUN)/steps/$(1) $$(PROMPTS_PER_STEP) $$(FILL_ROUNDS) \
 	    $$(MAKE) --no-print-directory -f $(GRPO_MK_DIR)/grpo.mk RUN=$(RUN)
 endif
@@ -372,7 +396,8 @@ $(RUN)/steps/$(1)/fill/$(2)/prompts.jsonl: $(RUN)/prompts.jsonl $(call fill_used
 	$$(Q)mkdir -p $$(@D); $(GRPO_MK_DIR)/fill.sh prompts $(RUN)/prompts.jsonl $$@ $$(PROMPTS_PER_STEP) \
 	    $$(call sq,$$(SEED))/$(1)/fill/$(2)/prompts $(call fill_used,$(1),$(2))
 
-$(RUN)/steps/$(1)/fill/$(2)/rollouts.jsonl.zst: $(call model_dep,$(1)) $(RUN)/steps/$(1)/fill/$(2)/prompts.jsonl $(S)/rollout
+$(RUN)/steps/$(1)/fill/$(2)/rollouts.jsonl.zst: $(call model_dep,$(call sample_of,$(1))) $(RUN)/steps/$(1)/fill/$(2)/prompts.jsonl \
+        $(S)/rollout
 	$$(Q)$(call rollout_cmd,$(1),,$(RUN)/steps/$(1)/fill/$(2)/rollout,/fill/$(2))
 
 $(RUN)/steps/$(1)/fill/$(2)/scored.jsonl.zst: $(RUN)/steps/$(1)/fill/$(2)/rollouts.jsonl.zst $(S)/reward
@@ -384,7 +409,8 @@ endef
 
 # ---- shard I of step N (SHARDS > 1): $(1) step, $(2) shard ---------------------------
 define shard_rules
-$(RUN)/steps/$(1)/rollouts.$(call SHARD_OF,$(2)).jsonl.zst: $(call model_dep,$(1)) $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
+$(RUN)/steps/$(1)/rollouts.$(call SHARD_OF,$(2)).jsonl.zst: $(call model_dep,$(call sample_of,$(1))) \
+        $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
 	$$(Q)$(call rollout_cmd,$(1),--shard $(2)/$(SHARDS),$(RUN)/steps/$(1)/rollout.$(call SHARD_OF,$(2)))
 
 $(RUN)/steps/$(1)/scored.$(call SHARD_OF,$(2)).jsonl.zst: $(RUN)/steps/$(1)/rollouts.$(call SHARD_OF,$(2)).jsonl.zst $(S)/reward

@@ -528,3 +528,61 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     [[ "$output" == *"DEMO_CONFIG='$GRPO_ROOT/pipelines/examples/guess/config.mk' DEMO_RUN='runs/guess-seed2'"* ]]
     [[ "$output" == *"SEED='2' bash scripts/demo.sh"* ]]
 }
+
+@test "ASYNC=1: step N samples with checkpoint N - MAX_STALENESS, beside the update of step N-1; the update weighs the stale records" {
+    needs_tiny
+    config a "ASYNC = 1"
+    mk a -j2 2>/dev/null
+    # step 0 and 1 sample with the model, step 2 with checkpoint 1
+    for n in 0000:0000:0 0001:0000:0 0002:0001:1; do
+        IFS=: read -r step ck ps <<< "$n"
+        [ "$(zstd -dc a/steps/$step/rollouts.jsonl.zst | jq -r '"\(.policy) \(.policy_step)"' | sort -u)" = "ckpt/$ck $ps" ]
+    done
+    [ "$(jq -r 'select(.kind != "eval") | ."policy_staleness/max"' a/metrics.jsonl | tr '\n' ' ')" = "0 1 1 " ]
+    jq -e '.flags.recompute_old == false and .flags.is_correction == "none"' a/ckpt/0001/grpo/state.json
+    for c in 0002 0003; do
+        jq -e '.flags.recompute_old == true and .flags.is_correction == "sequence"' a/ckpt/$c/grpo/state.json
+    done
+    # the same bytes made one job at a time, and with kill -9 in between
+    config b "ASYNC = 1"
+    mk b 2>/dev/null
+    config k "ASYNC = 1"
+    for i in 1 2 3 4 5; do
+        setsid make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=k -j2 > /dev/null 2>&1 &
+        pid=$!
+        sleep "0.$((RANDOM % 6))$((RANDOM % 10))"
+        kill -9 -- "-$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    mk k -j2 2>/dev/null
+    for r in b k; do
+        for f in model.safetensors grpo/optimizer.safetensors; do cmp a/ckpt/0003/$f $r/ckpt/0003/$f; done
+        diff <(untimed a/metrics.jsonl) <(untimed $r/metrics.jsonl)
+        for n in 0000 0001 0002; do cmp a/steps/$n/batch.jsonl.zst $r/steps/$n/batch.jsonl.zst; done
+    done
+    # step 2's rollout needs checkpoint 1 only, so it can run beside the update that makes checkpoint 2
+    mv a/ckpt/0002 a/ckpt-2 && rm a/steps/0002/rollouts.jsonl.zst a/steps/0002/scored.jsonl.zst
+    mk a -n a/steps/0002/scored.jsonl.zst > plan
+    grep -q grpo-rollout plan
+    ! grep -q grpo-update plan || false
+    # a synchronous run samples otherwise: changing ASYNC re-runs the rollouts
+    [ "$(mk a -n ASYNC=0 | grep -c 'grpo-rollout')" -ge 1 ]
+}
+
+@test "ASYNC=1 with MAX_STALENESS=2 and KEEP=1: the sampling checkpoints are kept until used; bad values are errors" {
+    needs_tiny
+    config a "ASYNC = 1" "MAX_STALENESS = 2" "KEEP = 1" "STEPS = 4"
+    mk a -j2 2>/dev/null
+    [ "$(zstd -dc a/steps/0002/rollouts.jsonl.zst | jq -r .policy | sort -u)" = ckpt/0000 ]
+    [ "$(zstd -dc a/steps/0003/rollouts.jsonl.zst | jq -r .policy | sort -u)" = ckpt/0001 ]
+    [ "$(jq -r 'select(.kind != "eval") | ."policy_staleness/max"' a/metrics.jsonl | tr '\n' ' ')" = "0 1 2 2 " ]
+    # KEEP=1 keeps MAX_STALENESS + 1 checkpoints, and make remakes none
+    [ "$(ls a/ckpt)" = "$(printf '0002\n0003\n0004')" ]
+    mk a -q
+    run mk x ASYNC=2
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"ASYNC=2: expected 0 or 1"* ]]
+    run mk x ASYNC=1 MAX_STALENESS=0
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"MAX_STALENESS=0: expected a whole number of steps, 1 or more"* ]]
+}
