@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "packed_bf16_kernels.h"
+#include "packed_t.h"
 #include "../util/half.h"
 
 enum { PAIR_BYTES = BF16W_NR * 4 /* one pair of k for the panel's columns */ };
@@ -42,7 +43,7 @@ const char *bf16w_kernel(void) {
 
 static int panel_count(int n) { return (n + BF16W_NR - 1) / BF16W_NR; }
 static int pair_count(int k) { return (k + 1) / 2; }
-static size_t panel_bytes(int k) { return (size_t)pair_count(k) * PAIR_BYTES; }
+static size_t panel_bytes(int k) { return bf16w_panel_bytes(k); }
 
 size_t bf16w_bytes(int n, int k) { return (size_t)panel_count(n) * panel_bytes(k); }
 
@@ -128,4 +129,29 @@ void bf16w_matmul(float *out, const float *in, const void *w, const float *bias,
     else
 #endif
         bf16w_matmul_scalar(out, in, w, bias, m, k, n);
+}
+
+void bf16w_decode_t(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    (void)n;
+    for (int c = 0; c < nc; c++) {
+        int col = c0 + c;
+        const unsigned char *panel = (const unsigned char *)w + (size_t)(col / BF16W_NR) * panel_bytes(k);
+        for (int i = 0; i < PT_TK; i++)
+            s[(size_t)c * PT_TK + i] = i0 + i < k ? bf16_to_f32(get16(panel + element_offset(i0 + i, col % BF16W_NR))) : 0.0f;
+    }
+}
+
+#if BF16W_X86
+static const pt_decode_fn decoders[PACKED_ISAS] = {bf16w_decode_t, bf16w_decode_t_avx2, bf16w_decode_t_avx512};
+#else
+static const pt_decode_fn decoders[PACKED_ISAS] = {bf16w_decode_t, bf16w_decode_t, bf16w_decode_t};
+#endif
+
+bool bf16w_matmul_t_isa(packed_isa isa, float *dx, const float *dy, const void *w, int m, int k, int n,
+                        bool accumulate) {
+    return pt_matmul(isa, decoders, dx, dy, w, m, k, n, accumulate);
+}
+
+void bf16w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate) {
+    bf16w_matmul_t_isa(packed_isa_best(), dx, dy, w, m, k, n, accumulate);
 }

@@ -36,6 +36,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "packed_isa.h"
+
 enum {
     BF16W_NR = 32,      /* columns per panel */
     BF16W_MAX_K = 65536 /* the scratch holds one row */
@@ -58,6 +60,16 @@ void bf16w_unpack(float *dst, const void *src, int n, int k);
 
 /* out[m, n] = in[m, k] @ W^T (+ bias[n]) as above; OpenMP over panels. */
 void bf16w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+
+/* dX [m, k] = dY [m, n] W (+ dX when accumulate), W [n, k] as packed
+ * here: the input gradient of x W^T for the bf16 weights (bf16w_unpack's
+ * values), dY and dX float32, dY not rounded (packed_t.h: one float32 fused
+ * multiply-add chain over n per output, the same bits on every path). */
+void bf16w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate);
+
+/* The same on the given path: false (nothing written) when this CPU lacks it. */
+bool bf16w_matmul_t_isa(packed_isa isa, float *dx, const float *dy, const void *w, int m, int k, int n,
+                        bool accumulate);
 
 /* The portable fallback, callable everywhere so that tests compare it with
  * the SIMD kernels bit for bit. */

@@ -53,6 +53,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "packed_isa.h"
+
 enum {
     Q8W_NR = 16,                            /* columns per panel */
     Q8W_K_BLOCK = 32,                       /* k per quantization block */
@@ -103,6 +105,16 @@ const char *q8w_kernel_name(q8w_kernel kernel);
  * them: false (nothing written) when this CPU lacks its instructions. */
 bool q8w_matmul_kernel(q8w_kernel kernel, float *out, const float *in, const void *w, const float *bias, int m, int k,
                        int n);
+
+/* dX [m, k] = dY [m, n] W (+ dX when accumulate), W [n, k] as packed
+ * here: the input gradient of x W^T for the dequantized W (q8w_unpack's
+ * values), dY and dX float32 (packed_t.h: one float32 fused multiply-add
+ * chain over n per output, the same bits on every path). */
+void q8w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate);
+
+/* The same on the given path: false (nothing written) when this CPU lacks it. */
+bool q8w_matmul_t_isa(packed_isa isa, float *dx, const float *dy, const void *w, int m, int k, int n,
+                      bool accumulate);
 
 /* The alternative measured against q8w_matmul by bench_q8: the weights
  * widened to float32 (q * d, exact) and a fused multiply-add chain over k in
