@@ -1,5 +1,5 @@
 /* lib/ops/packed_t.{c,h} through the formats' entry points
- * (q8w_matmul_t, bf16w_matmul_t): dX = dY W (+ dX) on the
+ * (q8w_matmul_t, bf16w_matmul_t, mx4w_matmul_t): dX = dY W (+ dX) on the
  * packed weights against a float64 product over the dequantized weights,
  * and the same bits on every path (portable, AVX2, AVX-512), thread count
  * and batch composition. */
@@ -10,10 +10,12 @@
 
 #include "check.h"
 #include "ops/packed_bf16.h"
+#include "ops/packed_mxfp4.h"
 #include "ops/packed_q8.h"
 #include "packed_fixture.h"
 
 static uint64_t rng_state = 0x13198A2E03707344ULL;
+static uint64_t next_u64(void) { return packed_next(&rng_state); }
 static float uniform(void) { return packed_uniform(&rng_state); }
 
 static const double U = 0x1.0p-24; /* float32 unit roundoff */
@@ -41,9 +43,24 @@ static bool make_from_floats(void *dst, int n, int k, void (*pack)(void *, const
 static bool make_q8(void *dst, int n, int k) { return make_from_floats(dst, n, k, q8w_pack); }
 static bool make_bf16(void *dst, int n, int k) { return make_from_floats(dst, n, k, bf16w_pack); }
 
+/* Random GGUF MXFP4 blocks, every seventh with a subnormal scale. */
+static bool make_mx4(void *dst, int n, int k) {
+    size_t blocks = (size_t)n * (k / 32);
+    unsigned char *b = malloc(blocks * MX4W_GGUF_BYTES + 1);
+    if (!b) return false;
+    for (size_t i = 0; i < blocks; i++) {
+        b[i * MX4W_GGUF_BYTES] = (unsigned char)(i % 7 == 2 ? i % 2 : 118 + next_u64() % 14);
+        for (int j = 1; j < MX4W_GGUF_BYTES; j++) b[i * MX4W_GGUF_BYTES + j] = (unsigned char)next_u64();
+    }
+    mx4w_pack_gguf(dst, b, n, k);
+    free(b);
+    return true;
+}
+
 static const format formats[] = {
     {"q8", 32, q8w_bytes, make_q8, q8w_unpack, q8w_matmul_t_isa},
     {"bf16", 1, bf16w_bytes, make_bf16, bf16w_unpack, bf16w_matmul_t_isa},
+    {"mxfp4", 32, mx4w_bytes, make_mx4, mx4w_unpack, mx4w_matmul_t_isa},
 };
 enum { FORMATS = sizeof formats / sizeof formats[0] };
 
@@ -188,8 +205,9 @@ static void test_edges(void) {
     }
     CHECK_EQ_INT(wrong, 0);
 
-    TEST("the dispatching entry points run the fastest path: q8w_matmul_t, bf16w_matmul_t");
-    void (*const entry[FORMATS])(float *, const float *, const void *, int, int, int, bool) = {q8w_matmul_t, bf16w_matmul_t};
+    TEST("the dispatching entry points run the fastest path: q8w_matmul_t, bf16w_matmul_t, mx4w_matmul_t");
+    void (*const entry[FORMATS])(float *, const float *, const void *, int, int, int, bool) = {q8w_matmul_t, bf16w_matmul_t,
+                                                                                                 mx4w_matmul_t};
     for (int fi = 0; fi < FORMATS; fi++) {
         fixture f;
         if (!fixture_make(&f, &formats[fi], 9, 70, 64)) return fixture_free(&f);
