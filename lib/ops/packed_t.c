@@ -5,6 +5,9 @@
 #include "packed_t.h"
 
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -139,25 +142,42 @@ static pt_tile_fn tile_for(packed_isa isa) {
     return tile_scalar;
 }
 
+/* Tiles of dX per task: enough tasks for the threads to share, and each
+ * chunk of dY's rows (64 x 128 floats) reused over up to PT_GROUP tiles
+ * while it is in cache. Any grouping gives the same bits. */
+static int tiles_per_task(int tiles, int row_chunks) {
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    int group = (int)((long)tiles * row_chunks / (4L * threads));
+    return group < 1 ? 1 : group > PT_GROUP ? PT_GROUP : group;
+}
+
 bool pt_matmul(packed_isa isa, const pt_decode_fn decode[PACKED_ISAS], float *dx, const float *dy, const void *w, int m,
                int k, int n, bool accumulate) {
     if (!packed_isa_has(isa)) return false;
     if (m <= 0 || k <= 0) return true;
     pt_tile_fn tile = tile_for(isa);
     int tiles = (k + PT_TK - 1) / PT_TK, row_chunks = (m + PT_RC - 1) / PT_RC;
-    /* task = row chunk * tiles + tile; each output belongs to one task */
+    int group = tiles_per_task(tiles, row_chunks), groups = (tiles + group - 1) / group;
+    /* task = row chunk * groups + group of tiles; each output belongs to one task */
 #pragma omp parallel for schedule(static)
-    for (int task = 0; task < row_chunks * tiles; task++) {
+    for (int task = 0; task < row_chunks * groups; task++) {
         float s[PT_CC * PT_TK] __attribute__((aligned(64)));
-        int i0 = task % tiles * PT_TK, r0 = task / tiles * PT_RC;
-        int tk = k - i0 < PT_TK ? k - i0 : PT_TK, rows = m - r0 < PT_RC ? m - r0 : PT_RC;
-        float *x = dx + (size_t)r0 * k + i0;
+        int t0 = task % groups * group, t1 = t0 + group < tiles ? t0 + group : tiles, r0 = task / groups * PT_RC;
+        int rows = m - r0 < PT_RC ? m - r0 : PT_RC;
+        float *x = dx + (size_t)r0 * k;
         if (n <= 0 && !accumulate) /* no columns: the empty sum */
-            for (int r = 0; r < rows; r++) memset(x + (size_t)r * k, 0, sizeof(float) * (size_t)tk);
+            for (int r = 0; r < rows; r++)
+                memset(x + (size_t)r * k + (size_t)t0 * PT_TK, 0, sizeof(float) * (size_t)((t1 * PT_TK < k ? t1 * PT_TK : k) - t0 * PT_TK));
         for (int c0 = 0; c0 < n; c0 += PT_CC) {
             int nc = n - c0 < PT_CC ? n - c0 : PT_CC;
-            decode[isa](s, w, n, k, c0, nc, i0);
-            tile(x, k, dy + (size_t)r0 * n + c0, n, s, nc, rows, tk, c0 == 0 && !accumulate);
+            for (int t = t0; t < t1; t++) {
+                int i0 = t * PT_TK, tk = k - i0 < PT_TK ? k - i0 : PT_TK;
+                decode[isa](s, w, n, k, c0, nc, i0);
+                tile(x + i0, k, dy + (size_t)r0 * n + c0, n, s, nc, rows, tk, c0 == 0 && !accumulate);
+            }
         }
     }
     return true;

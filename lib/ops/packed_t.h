@@ -15,13 +15,14 @@
  * (u = 2^-24; plus |dX| u with accumulate).
  *
  * How: the outputs are cut into tiles of PT_TK columns of dX (one
- * quantization block) and PT_RC rows; a tile is one task, run whole by one
- * thread. A task walks W's columns c in chunks of PT_CC: it decodes the
- * chunk's PT_CC x PT_TK weights (W[c][i0 .. i0 + PT_TK)) into a 16 KB stack
- * scratch, then runs each block of rows over it with the partial sums in
- * registers, stored into dX between chunks (float32 either way: the chain
- * is unchanged). W is never widened beyond that scratch; the decode is
- * amortized over the PT_RC rows.
+ * quantization block) and PT_RC rows; a task is up to PT_GROUP tiles side
+ * by side, run whole by one thread. It walks W's columns c in chunks of
+ * PT_CC; for each chunk and tile it decodes the PT_CC x PT_TK weights
+ * (W[c][i0 .. i0 + PT_TK)) into a 16 KB stack scratch, then runs each block
+ * of rows over it with the partial sums in registers, stored into dX
+ * between chunks (float32 either way: the chain is unchanged). W is never
+ * widened beyond that scratch; its decode is amortized over the PT_RC rows,
+ * and the rows' chunk of dY over the task's tiles.
  *
  * dY and dX must not overlap; W is read only. */
 #ifndef GRPO_OPS_PACKED_T_H
@@ -34,7 +35,8 @@
 enum {
     PT_TK = 32,  /* columns of dX per task: one quantization block of k */
     PT_CC = 128, /* columns of W (rows of W^T) decoded at a time: whole panels of every layout */
-    PT_RC = 64   /* rows of dY per task: the decode of a chunk serves these */
+    PT_RC = 64,  /* rows of dY per task: the decode of a chunk serves these */
+    PT_GROUP = 8 /* tiles of PT_TK columns per task at most */
 };
 
 /* Writes s[nc][PT_TK]: s[cc][i] = W[c0 + cc][i0 + i], the exact dequantized
