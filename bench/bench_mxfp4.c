@@ -1,12 +1,15 @@
-/* MXFP4 weights and the transposed products (lib/ops/packed_mxfp4.h,
- * packed_t.h) at gpt-oss-20b's expert shapes (hidden 2880, intermediate
+/* MXFP4 weights and the products on decoded tiles (lib/ops/packed_mxfp4.h,
+ * packed_tile.h) at gpt-oss-20b's expert shapes (hidden 2880, intermediate
  * 2880: gate_up k = 2880, n = 5760; down k = n = 2880), random weights.
  *
- * 1. y = x W^T, m = 1, 4, 16, 64 rows (decode at batch 1 to a prefill
- *    chunk): mx4w_matmul on each path this CPU has beside OpenBLAS sgemm
- *    and the float32 packed kernel on float32 weights and q8w_matmul.
- * 2. dX = dY W, m = 16, 64, 256 rows (a training micro-batch's tokens):
- *    mx4w_matmul_t, q8w_matmul_t and bf16w_matmul_t beside sgemm.
+ * 1. y = x W^T for rollout, m = 1, 4, 16, 64 rows (decode at batch 1 to a
+ *    prefill chunk): mx4w_matmul on each path this CPU has beside OpenBLAS
+ *    sgemm and the float32 packed kernel on float32 weights and q8w_matmul
+ *    (int8 activations).
+ * 2. y = x W^T for training, float32 x, m = 16, 64, 256 rows (a micro-batch's
+ *    tokens): mx4w_matmul, q8w_matmul_f32 and bf16w_matmul_f32 beside sgemm.
+ * 3. dX = dY W, the same rows: mx4w_matmul_t, q8w_matmul_t and
+ *    bf16w_matmul_t beside sgemm.
  *
  * Prints GFLOP/s (2 m k n per call) and the weights' effective GB/s (bytes
  * of W read per call / time), after each kernel's relative RMS error
@@ -32,9 +35,14 @@
 enum { SGEMM, F32_PACKED, Q8, BF16, MX4_AVX512, MX4_AVX2, KINDS, MAX_M = 256 };
 static const char *const kind_names[KINDS] = {"sgemm f32", "f32 packed", "q8", "bf16", "mxfp4 avx512", "mxfp4 avx2"};
 
+typedef enum { ROLLOUT, TRAIN_FORWARD, TRAIN_BACKWARD, MODES } mode;
+static const char *const mode_titles[MODES] = {"y = x W^T, rollout's kernels (q8: int8 activations):",
+                                               "y = x W^T with float32 x (training's forward):",
+                                               "dX = dY W (training's input gradient):"};
+
 typedef struct {
     int m, k, n;
-    bool transposed; /* dX = dY W rather than y = x W^T */
+    mode mode;
     const float *x, *w, *wf;
     const void *wq, *wb, *w4;
     float *out;
@@ -50,10 +58,18 @@ static int run_forward(int kind, const problem *p) {
         if (!packed_supported()) return -1;
         packed_matmul(p->out, p->x, p->wf, NULL, p->m, p->k, p->n);
         return 0;
-    case Q8: q8w_matmul(p->out, p->x, p->wq, NULL, p->m, p->k, p->n); return 0;
+    case Q8:
+        if (p->mode == ROLLOUT)
+            q8w_matmul(p->out, p->x, p->wq, NULL, p->m, p->k, p->n);
+        else
+            q8w_matmul_f32(p->out, p->x, p->wq, NULL, p->m, p->k, p->n);
+        return 0;
+    case BF16: /* rollout's bf16 kernel is bench_bf16's */
+        if (p->mode == ROLLOUT) return -1;
+        bf16w_matmul_f32(p->out, p->x, p->wb, NULL, p->m, p->k, p->n);
+        return 0;
     case MX4_AVX512: return mx4w_matmul_isa(PACKED_AVX512, p->out, p->x, p->w4, NULL, p->m, p->k, p->n) ? 0 : -1;
-    case MX4_AVX2: return mx4w_matmul_isa(PACKED_AVX2, p->out, p->x, p->w4, NULL, p->m, p->k, p->n) ? 0 : -1;
-    default: return -1; /* bf16's forward is bench_bf16's */
+    default: return mx4w_matmul_isa(PACKED_AVX2, p->out, p->x, p->w4, NULL, p->m, p->k, p->n) ? 0 : -1;
     }
 }
 
@@ -74,7 +90,8 @@ static int run_transposed(int kind, const problem *p) {
 
 static int run_once(int kind, const void *ctx) {
     const problem *p = ctx;
-    return p->transposed ? run_transposed(kind, p) : run_forward(kind, p);
+    if (p->mode == TRAIN_FORWARD && kind == F32_PACKED) return -1; /* sgemm is training's float32 product */
+    return p->mode == TRAIN_BACKWARD ? run_transposed(kind, p) : run_forward(kind, p);
 }
 
 static double weight_bytes(int kind, int n, int k) {
@@ -124,15 +141,18 @@ static bool buffers_make(buffers *b, int k, int n, uint64_t *state) {
 
 /* Relative RMS error of each kind against float64 over the weights it
  * holds (for q8 and bf16 its own dequantized ones) at m rows. */
-static void error_report(const buffers *b, bool transposed, int m, int k, int n) {
+static void error_report(const buffers *b, mode md, int m, int k, int n) {
+    bool transposed = md == TRAIN_BACKWARD;
     float *deq = malloc(sizeof(float) * (size_t)n * k);
     if (!deq) return;
     printf("relative RMS error against float64 over each format's weights (m=%d):", m);
     for (int kind = 0; kind < KINDS; kind++) {
-        problem p = {m, k, n, transposed, b->x, b->w, b->wf, b->wq, b->wb, b->w4, b->out};
+        problem p = {m, k, n, md, b->x, b->w, b->wf, b->wq, b->wb, b->w4, b->out};
         if (run_once(kind, &p) != 0) continue;
-        if (kind == Q8) q8w_unpack(deq, b->wq, n, k);
-        else if (kind == BF16) bf16w_unpack(deq, b->wb, n, k);
+        if (kind == Q8)
+            q8w_unpack(deq, b->wq, n, k);
+        else if (kind == BF16)
+            bf16w_unpack(deq, b->wb, n, k);
         const float *w = kind == Q8 || kind == BF16 ? deq : b->w;
         int outs = transposed ? k : n, inner = transposed ? n : k;
         double err = 0, ref2 = 0;
@@ -150,12 +170,12 @@ static void error_report(const buffers *b, bool transposed, int m, int k, int n)
     free(deq);
 }
 
-static void bench_shape(const buffers *b, bool transposed, int k, int n) {
-    static const int forward_ms[] = {1, 4, 16, 64}, transposed_ms[] = {16, 64, 256};
-    const int *ms = transposed ? transposed_ms : forward_ms;
-    int count = transposed ? 3 : 4;
+static void bench_shape(const buffers *b, mode md, int k, int n) {
+    static const int rollout_ms[] = {1, 4, 16, 64}, training_ms[] = {16, 64, 256};
+    const int *ms = md == ROLLOUT ? rollout_ms : training_ms;
+    int count = md == ROLLOUT ? 4 : 3;
     for (int mi = 0; mi < count; mi++) {
-        problem p = {ms[mi], k, n, transposed, b->x, b->w, b->wf, b->wq, b->wb, b->w4, b->out};
+        problem p = {ms[mi], k, n, md, b->x, b->w, b->wf, b->wq, b->wb, b->w4, b->out};
         double flop = 2.0 * p.m * k * n;
         printf("k=%-5d n=%-5d m=%-4d", k, n, p.m);
         for (int kind = 0; kind < KINDS; kind++) {
@@ -170,10 +190,10 @@ static void bench_shape(const buffers *b, bool transposed, int k, int n) {
 int main(void) {
     static const int shapes[][2] = {{2880, 5760}, {2880, 2880}}; /* k, n: gate_up, down */
     uint64_t state = 0x9E3779B97F4A7C15ULL;
-    printf("MXFP4 and transposed packed products, %d threads, fastest path %s (GB/s: weight bytes read per second)\n",
+    printf("MXFP4 and the products on decoded tiles, %d threads, fastest path %s (GB/s: weight bytes read per second)\n",
            omp_get_max_threads(), packed_isa_name(packed_isa_best()));
-    for (int transposed = 0; transposed < 2; transposed++) {
-        printf(transposed ? "dX = dY W (the input gradient):\n" : "y = x W^T:\n");
+    for (int md = 0; md < MODES; md++) {
+        printf("%s\n", mode_titles[md]);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             buffers b;
             if (!buffers_make(&b, shapes[s][0], shapes[s][1], &state)) {
@@ -181,8 +201,8 @@ int main(void) {
                 buffers_free(&b);
                 return 1;
             }
-            if (s == 0) error_report(&b, transposed, 4, shapes[s][0], shapes[s][1]);
-            bench_shape(&b, transposed, shapes[s][0], shapes[s][1]);
+            if (s == 0) error_report(&b, (mode)md, 4, shapes[s][0], shapes[s][1]);
+            bench_shape(&b, (mode)md, shapes[s][0], shapes[s][1]);
             buffers_free(&b);
         }
     }

@@ -22,7 +22,7 @@ uint16_t bf16w_round(float f);
  * pairs[i], 2i+1 in the high half, zero past k (from even). */
 void bf16w_round_pairs(const float *x, int k, int from, uint32_t *pairs);
 
-/* bf16w_matmul_t's portable pt_decode_fn (packed_t.h): s[c][i] = W[c0 + c][i0 + i]. */
+/* bf16w_matmul_t's portable pt_decode_fn (packed_tile.h): s[c][i] = W[c0 + c][i0 + i]. */
 void bf16w_decode_t(float *s, const void *w, int n, int k, int c0, int nc, int i0);
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -34,9 +34,11 @@ bool bf16w_has_avx2(void);
 void bf16w_matmul_avx512bf16(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 void bf16w_matmul_avx512f(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 void bf16w_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
-/* bf16w_matmul_t's SIMD pt_decode_fn's (packed_t_x86.c) */
+/* bf16w_matmul_t's and bf16w_matmul_f32's SIMD pt_decode_fn's (packed_tile_x86.c) */
 void bf16w_decode_t_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
 void bf16w_decode_t_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void bf16w_decode_f_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void bf16w_decode_f_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
 #else
 #define BF16W_X86 0
 #endif

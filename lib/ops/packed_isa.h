@@ -1,5 +1,5 @@
-/* The instruction sets the MXFP4 matmul and the transposed products
- * (packed_mxfp4.h, packed_t.h) have a path for. Every path gives the same
+/* The instruction sets the MXFP4 matmul and the products on decoded tiles
+ * (packed_mxfp4.h, packed_tile.h) have a path for. Every path gives the same
  * bits; the SIMD ones are faster. Tests and benchmarks pick a path by name
  * to compare them; callers take packed_isa_best(). */
 #ifndef GRPO_OPS_PACKED_ISA_H

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "packed_mxfp4_kernels.h"
-#include "packed_t.h"
+#include "packed_tile.h"
 
 const int8_t MX4W_HALF_UNITS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -151,7 +151,7 @@ static const pt_decode_fn decoders[PACKED_ISAS] = {decode_t, decode_t, decode_t}
 bool mx4w_matmul_t_isa(packed_isa isa, float *dx, const float *dy, const void *w, int m, int k, int n,
                        bool accumulate) {
     assert(k % MX4W_K_BLOCK == 0);
-    return pt_matmul(isa, decoders, dx, dy, w, m, k, n, accumulate);
+    return pt_matmul_t(isa, decoders, dx, dy, w, m, k, n, accumulate);
 }
 
 void mx4w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate) {

@@ -50,7 +50,7 @@
  * log-probs the trainer computes; gpt-oss itself was trained with bf16
  * activations, which int8 would not reproduce either.
  *
- * mx4w_matmul_t: dX = dY W as packed_t.h defines it for every format.
+ * mx4w_matmul_t: dX = dY W as packed_tile.h defines it for every format.
  *
  * Callers guarantee k % 32 == 0 (asserted). */
 #ifndef GRPO_OPS_PACKED_MXFP4_H
@@ -99,7 +99,7 @@ void mx4w_matmul(float *out, const float *in, const void *w, const float *bias, 
 bool mx4w_matmul_isa(packed_isa isa, float *out, const float *in, const void *w, const float *bias, int m, int k,
                      int n);
 
-/* dX [m, k] = dY [m, n] W (+ dX when accumulate), packed_t.h's numerics on
+/* dX [m, k] = dY [m, n] W (+ dX when accumulate), packed_tile.h's numerics on
  * the dequantized W. */
 void mx4w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate);
 

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "packed_mxfp4.h"
-#include "packed_t.h"
+#include "packed_tile.h"
 
 /* Blocks go in quads: the quad's 4 x 16 scale bytes (one 64-byte line),
  * then its blocks' 256 bytes of codes each; a short last quad pads its line. */

@@ -1,5 +1,5 @@
 /* Shared by the tests of the packed products (test_packed_mxfp4.c,
- * test_packed_t.c): random floats, canaries past an output, and the check
+ * test_packed_tile.c): random floats, canaries past an output, and the check
  * that a product's rows do not depend on the thread count or on the rows
  * beside them. Include after check.h. */
 #ifndef GRPO_TEST_PACKED_FIXTURE_H

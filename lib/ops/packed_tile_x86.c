@@ -1,12 +1,14 @@
-/* The transposed product's decoders for the q8 and bf16 panels (packed_t.h)
- * on AVX2 and AVX-512: s[c][i] = W[c0 + c][i0 + i], exact, like the
- * formats' portable decoders.
+/* The decoders of the products on decoded tiles (packed_tile.h) for the q8
+ * and bf16 panels on AVX2 and AVX-512, exact, like the formats' portable
+ * decoders.
  *
  * Both layouts keep a column's consecutive k in one 32-bit word (q8: 4
- * codes, bf16: a pair) and the panel's columns side by side, so a column's
- * 32 k are words strided a group or a pair apart: a transpose of 32-bit
- * words in registers (unpacks of 32 and 64 bits, then 128-bit lanes) turns
- * a panel's groups into its columns, which widen to float32 as they are. */
+ * codes, bf16: a pair) and the panel's columns side by side. The forward
+ * product's tiles (s[c][j] = W[i0 + j][c0 + c]) are the panels as they lie,
+ * widened. The transposed product's (s[c][i] = W[c0 + c][i0 + i]) want a
+ * column's 32 k together, words strided a group or a pair apart: a
+ * transpose of 32-bit words in registers (unpacks of 32 and 64 bits, then
+ * 128-bit lanes) turns a panel's groups into its columns. */
 #include "packed_bf16_kernels.h"
 #include "packed_q8_kernels.h"
 
@@ -16,7 +18,7 @@
 #include <string.h>
 
 #include "../util/half.h"
-#include "packed_t.h"
+#include "packed_tile.h"
 
 #define TARGET512 __attribute__((target("avx512f")))
 #define INLINE512 static inline __attribute__((always_inline, target("avx512f")))
@@ -94,7 +96,93 @@ TARGET256 void q8w_decode_t_avx2(float *s, const void *w, int n, int k, int c0, 
     }
 }
 
+/* The forward tile: two panels of 16 columns (zero past n), each group's
+ * byte t of every lane the 16 columns' weights of k = 4g + t. */
+INLINE512 __m512 q8_k512(__m512i words, int t, __m512 d) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(words, 24 - 8 * t), 24)), d);
+}
+
+TARGET512 void q8w_decode_f_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    for (int h = 0; h < 2; h++) {
+        int p = i0 / Q8W_NR + h;
+        float *dst = s + 16 * h;
+        if (p * Q8W_NR >= n) { /* past the last panel */
+            for (int c = 0; c < nc; c++) _mm512_storeu_ps(dst + (size_t)c * PT_TK, _mm512_setzero_ps());
+            continue;
+        }
+        const unsigned char *panel = (const unsigned char *)w + (size_t)p * q8w_panel_bytes(k);
+        for (int b = c0 / Q8W_K_BLOCK; b < (c0 + nc) / Q8W_K_BLOCK; b++) {
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(panel + q8w_scales_at(b))));
+            const unsigned char *quants = panel + q8w_quants_at(b);
+            float *row = dst + (size_t)(b * Q8W_K_BLOCK - c0) * PT_TK;
+            for (int g = 0; g < 8; g++) {
+                __m512i v = _mm512_loadu_si512(quants + (size_t)g * 64);
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) _mm512_storeu_ps(row + (size_t)(4 * g + t) * PT_TK, q8_k512(v, t, d));
+            }
+        }
+    }
+}
+
+INLINE256 __m256 q8_k256(__m256i words, int t, __m256 d) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(words, 24 - 8 * t), 24)), d);
+}
+
+TARGET256 void q8w_decode_f_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    for (int h = 0; h < 2; h++) {
+        int p = i0 / Q8W_NR + h;
+        float *dst = s + 16 * h;
+        if (p * Q8W_NR >= n) {
+            for (int c = 0; c < nc; c++) memset(dst + (size_t)c * PT_TK, 0, sizeof(float) * 16);
+            continue;
+        }
+        const unsigned char *panel = (const unsigned char *)w + (size_t)p * q8w_panel_bytes(k);
+        for (int b = c0 / Q8W_K_BLOCK; b < (c0 + nc) / Q8W_K_BLOCK; b++) {
+            const unsigned char *scales = panel + q8w_scales_at(b), *quants = panel + q8w_quants_at(b);
+            float d[Q8W_NR];
+            for (int j = 0; j < Q8W_NR; j++) d[j] = f16_to_f32((uint16_t)(scales[2 * j] | scales[2 * j + 1] << 8));
+            __m256 d0 = _mm256_loadu_ps(d), d1 = _mm256_loadu_ps(d + 8);
+            float *row = dst + (size_t)(b * Q8W_K_BLOCK - c0) * PT_TK;
+            for (int g = 0; g < 8; g++) {
+                __m256i v0 = _mm256_loadu_si256((const __m256i *)(quants + (size_t)g * 64));
+                __m256i v1 = _mm256_loadu_si256((const __m256i *)(quants + (size_t)g * 64 + 32));
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    _mm256_storeu_ps(row + (size_t)(4 * g + t) * PT_TK, q8_k256(v0, t, d0));
+                    _mm256_storeu_ps(row + (size_t)(4 * g + t) * PT_TK + 8, q8_k256(v1, t, d1));
+                }
+            }
+        }
+    }
+}
+
 /* ---- bf16: a panel is 32 columns' words (a pair of k each) per pair ------- */
+
+/* The forward tile: one panel as it lies, each pair's words split into the
+ * even k (the low halves, shifted up) and the odd k (the high halves). */
+TARGET512 void bf16w_decode_f_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    (void)n;
+    const unsigned char *panel = (const unsigned char *)w + (size_t)(i0 / BF16W_NR) * bf16w_panel_bytes(k);
+    const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+    for (int c = 0; c < nc; c += 2) /* c0 is even */
+        for (int h = 0; h < 2; h++) {
+            __m512i v = _mm512_loadu_si512(panel + (size_t)((c0 + c) / 2) * BF16W_NR * 4 + (size_t)h * 64);
+            _mm512_storeu_ps(s + (size_t)c * PT_TK + 16 * h, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+            if (c + 1 < nc) _mm512_storeu_ps(s + (size_t)(c + 1) * PT_TK + 16 * h, _mm512_castsi512_ps(_mm512_and_si512(v, high)));
+        }
+}
+
+TARGET256 void bf16w_decode_f_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    (void)n;
+    const unsigned char *panel = (const unsigned char *)w + (size_t)(i0 / BF16W_NR) * bf16w_panel_bytes(k);
+    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
+    for (int c = 0; c < nc; c += 2)
+        for (int h = 0; h < 4; h++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(panel + (size_t)((c0 + c) / 2) * BF16W_NR * 4 + (size_t)h * 32));
+            _mm256_storeu_ps(s + (size_t)c * PT_TK + 8 * h, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+            if (c + 1 < nc) _mm256_storeu_ps(s + (size_t)(c + 1) * PT_TK + 8 * h, _mm256_castsi256_ps(_mm256_and_si256(v, high)));
+        }
+}
 
 /* 16 bf16 (a column's 8 words) to float32, stored. */
 INLINE512 void bf16_store16(float *dst, __m256i pairs) {
