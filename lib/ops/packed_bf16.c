@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "packed_bf16_kernels.h"
+#include "packed_tile.h"
 #include "../util/half.h"
 
 enum { PAIR_BYTES = BF16W_NR * 4 /* one pair of k for the panel's columns */ };
@@ -42,7 +43,7 @@ const char *bf16w_kernel(void) {
 
 static int panel_count(int n) { return (n + BF16W_NR - 1) / BF16W_NR; }
 static int pair_count(int k) { return (k + 1) / 2; }
-static size_t panel_bytes(int k) { return (size_t)pair_count(k) * PAIR_BYTES; }
+static size_t panel_bytes(int k) { return bf16w_panel_bytes(k); }
 
 size_t bf16w_bytes(int n, int k) { return (size_t)panel_count(n) * panel_bytes(k); }
 
@@ -128,4 +129,48 @@ void bf16w_matmul(float *out, const float *in, const void *w, const float *bias,
     else
 #endif
         bf16w_matmul_scalar(out, in, w, bias, m, k, n);
+}
+
+void bf16w_decode_t(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    (void)n;
+    for (int c = 0; c < nc; c++) {
+        int col = c0 + c;
+        const unsigned char *panel = (const unsigned char *)w + (size_t)(col / BF16W_NR) * panel_bytes(k);
+        for (int i = 0; i < PT_TK; i++)
+            s[(size_t)c * PT_TK + i] = i0 + i < k ? bf16_to_f32(get16(panel + element_offset(i0 + i, col % BF16W_NR))) : 0.0f;
+    }
+}
+
+/* W[i0 .. i0+32)[c0 .. c0+nc) as s[c][j]: one panel (zero past n). */
+static void decode_f(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    (void)n;
+    const unsigned char *panel = (const unsigned char *)w + (size_t)(i0 / BF16W_NR) * panel_bytes(k);
+    for (int c = 0; c < nc; c++)
+        for (int j = 0; j < PT_TK; j++) s[(size_t)c * PT_TK + j] = bf16_to_f32(get16(panel + element_offset(c0 + c, j)));
+}
+
+#if BF16W_X86
+static const pt_decode_fn decoders_t[PACKED_ISAS] = {bf16w_decode_t, bf16w_decode_t_avx2, bf16w_decode_t_avx512};
+static const pt_decode_fn decoders_f[PACKED_ISAS] = {decode_f, bf16w_decode_f_avx2, bf16w_decode_f_avx512};
+#else
+static const pt_decode_fn decoders_t[PACKED_ISAS] = {bf16w_decode_t, bf16w_decode_t, bf16w_decode_t};
+static const pt_decode_fn decoders_f[PACKED_ISAS] = {decode_f, decode_f, decode_f};
+#endif
+
+bool bf16w_matmul_t_isa(packed_isa isa, float *dx, const float *dy, const void *w, int m, int k, int n,
+                        bool accumulate) {
+    return pt_matmul_t(isa, decoders_t, dx, dy, w, m, k, n, accumulate);
+}
+
+bool bf16w_matmul_f32_isa(packed_isa isa, float *out, const float *in, const void *w, const float *bias, int m, int k,
+                          int n) {
+    return pt_matmul(isa, decoders_f, out, in, w, bias, m, k, n);
+}
+
+void bf16w_matmul_f32(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    bf16w_matmul_f32_isa(packed_isa_best(), out, in, w, bias, m, k, n);
+}
+
+void bf16w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate) {
+    bf16w_matmul_t_isa(packed_isa_best(), dx, dy, w, m, k, n, accumulate);
 }

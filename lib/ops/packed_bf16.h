@@ -36,6 +36,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "packed_isa.h"
+
 enum {
     BF16W_NR = 32,      /* columns per panel */
     BF16W_MAX_K = 65536 /* the scratch holds one row */
@@ -58,6 +60,24 @@ void bf16w_unpack(float *dst, const void *src, int n, int k);
 
 /* out[m, n] = in[m, k] @ W^T (+ bias[n]) as above; OpenMP over panels. */
 void bf16w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+
+/* For training on a frozen bf16 base (packed_tile.h: one float32 fused
+ * multiply-add chain per output on the bf16 weights, bf16w_unpack's values;
+ * the same bits on every path, thread count and batch):
+ *
+ * out[m, n] = in[m, k] @ W^T (+ bias[n]) with in float32, not rounded to
+ * bf16 (bf16w_matmul rounds it): the bits of packed_matmul on the unpacked W. */
+void bf16w_matmul_f32(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+
+/* dX [m, k] = dY [m, n] W (+ dX when accumulate), dY and dX float32: the
+ * input gradient of the product above. */
+void bf16w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate);
+
+/* The same two on the given path: false (nothing written) when this CPU lacks it. */
+bool bf16w_matmul_f32_isa(packed_isa isa, float *out, const float *in, const void *w, const float *bias, int m, int k,
+                          int n);
+bool bf16w_matmul_t_isa(packed_isa isa, float *dx, const float *dy, const void *w, int m, int k, int n,
+                        bool accumulate);
 
 /* The portable fallback, callable everywhere so that tests compare it with
  * the SIMD kernels bit for bit. */

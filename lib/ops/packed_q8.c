@@ -13,6 +13,7 @@
 
 #include "../formats/gguf_quant.h"
 #include "packed_q8_kernels.h"
+#include "packed_tile.h"
 #include "../util/half.h"
 
 enum { GROUP_BYTES = Q8W_NR * 4 /* 16 columns x 4 k */ };
@@ -222,4 +223,53 @@ bool q8w_matmul_widen(float *out, const float *in, const void *w, const float *b
 #endif
     (void)out, (void)in, (void)w, (void)bias, (void)m, (void)k, (void)n;
     return false;
+}
+
+/* W[c0 .. c0+nc)[i0 .. i0+32): one block of each column, q * d. */
+static void decode_t(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    (void)n;
+    for (int c = 0; c < nc; c++) {
+        int8_t q[Q8W_K_BLOCK];
+        float d = get_block(w, c0 + c, i0 / Q8W_K_BLOCK, k, q);
+        for (int i = 0; i < Q8W_K_BLOCK; i++) s[(size_t)c * PT_TK + i] = (float)q[i] * d;
+    }
+}
+
+/* W[i0 .. i0+32)[c0 .. c0+nc) as s[c][j]: nc/32 blocks of 32 columns, zero past n. */
+static void decode_f(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    for (int j = 0; j < PT_TK; j++)
+        for (int b = c0 / Q8W_K_BLOCK; b < (c0 + nc) / Q8W_K_BLOCK; b++) {
+            int8_t q[Q8W_K_BLOCK];
+            float d = i0 + j < n ? get_block(w, i0 + j, b, k, q) : 0.0f;
+            for (int i = 0; i < Q8W_K_BLOCK; i++)
+                s[(size_t)(b * Q8W_K_BLOCK + i - c0) * PT_TK + j] = i0 + j < n ? (float)q[i] * d : 0.0f;
+        }
+}
+
+#if Q8W_X86
+static const pt_decode_fn decoders_t[PACKED_ISAS] = {decode_t, q8w_decode_t_avx2, q8w_decode_t_avx512};
+static const pt_decode_fn decoders_f[PACKED_ISAS] = {decode_f, q8w_decode_f_avx2, q8w_decode_f_avx512};
+#else
+static const pt_decode_fn decoders_t[PACKED_ISAS] = {decode_t, decode_t, decode_t};
+static const pt_decode_fn decoders_f[PACKED_ISAS] = {decode_f, decode_f, decode_f};
+#endif
+
+bool q8w_matmul_t_isa(packed_isa isa, float *dx, const float *dy, const void *w, int m, int k, int n,
+                      bool accumulate) {
+    assert(k % Q8W_K_BLOCK == 0);
+    return pt_matmul_t(isa, decoders_t, dx, dy, w, m, k, n, accumulate);
+}
+
+bool q8w_matmul_f32_isa(packed_isa isa, float *out, const float *in, const void *w, const float *bias, int m, int k,
+                        int n) {
+    assert(k % Q8W_K_BLOCK == 0);
+    return pt_matmul(isa, decoders_f, out, in, w, bias, m, k, n);
+}
+
+void q8w_matmul_f32(float *out, const float *in, const void *w, const float *bias, int m, int k, int n) {
+    q8w_matmul_f32_isa(packed_isa_best(), out, in, w, bias, m, k, n);
+}
+
+void q8w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate) {
+    q8w_matmul_t_isa(packed_isa_best(), dx, dy, w, m, k, n, accumulate);
 }

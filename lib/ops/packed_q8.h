@@ -53,6 +53,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "packed_isa.h"
+
 enum {
     Q8W_NR = 16,                            /* columns per panel */
     Q8W_K_BLOCK = 32,                       /* k per quantization block */
@@ -104,9 +106,28 @@ const char *q8w_kernel_name(q8w_kernel kernel);
 bool q8w_matmul_kernel(q8w_kernel kernel, float *out, const float *in, const void *w, const float *bias, int m, int k,
                        int n);
 
+/* For training on a frozen q8 base (packed_tile.h: one float32 fused
+ * multiply-add chain per output on the exact dequantized W, q8w_unpack's
+ * values; the same bits on every path, thread count and batch):
+ *
+ * out[m, n] = in[m, k] @ W^T (+ bias[n]) with in float32, not quantized:
+ * the bits of packed_matmul on the dequantized W and of q8w_matmul_widen. */
+void q8w_matmul_f32(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+
+/* dX [m, k] = dY [m, n] W (+ dX when accumulate), dY and dX float32: the
+ * input gradient of the product above. */
+void q8w_matmul_t(float *dx, const float *dy, const void *w, int m, int k, int n, bool accumulate);
+
+/* The same two on the given path: false (nothing written) when this CPU lacks it. */
+bool q8w_matmul_f32_isa(packed_isa isa, float *out, const float *in, const void *w, const float *bias, int m, int k,
+                        int n);
+bool q8w_matmul_t_isa(packed_isa isa, float *dx, const float *dy, const void *w, int m, int k, int n,
+                      bool accumulate);
+
 /* The alternative measured against q8w_matmul by bench_q8: the weights
  * widened to float32 (q * d, exact) and a fused multiply-add chain over k in
- * order with the unquantized x, i.e. a float32 matmul with q8w_unpack's W.
+ * order with the unquantized x, i.e. a float32 matmul with q8w_unpack's W:
+ * q8w_matmul_f32's bits, from a kernel that reads the panels directly.
  * AVX2 only: returns false (nothing written) without q8w_supported(). */
 bool q8w_matmul_widen(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 

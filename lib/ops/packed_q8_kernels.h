@@ -41,6 +41,11 @@ void q8w_matmul_avx2(float *out, const float *in, const void *w, const float *bi
 void q8w_matmul_vnni(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 void q8w_quantize_row_avx2(const float *x, int k, int8_t *q, float *d); /* q8w_quantize_row's bits */
 void q8w_matmul_widen_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+/* q8w_matmul_t's and q8w_matmul_f32's pt_decode_fn's (packed_tile_x86.c) */
+void q8w_decode_t_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void q8w_decode_t_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void q8w_decode_f_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void q8w_decode_f_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
 #else
 #define Q8W_X86 0
 #endif
