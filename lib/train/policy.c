@@ -296,7 +296,8 @@ void policy_free(policy *p) {
 
 static bool decays(int param) {
     return param == P_TOK_EMBD || param == P_WQ || param == P_WK || param == P_WV || param == P_WO ||
-           param == P_W_GATE || param == P_W_UP || param == P_W_DOWN || param == P_LM_HEAD;
+           param == P_W_GATE || param == P_W_UP || param == P_W_DOWN || param == P_ROUTER || param == P_EXP_GATE ||
+           param == P_EXP_UP || param == P_EXP_DOWN || param == P_LM_HEAD;
 }
 
 /* AdamW (or SGD) over flat elements lo .. hi-1, tensor by tensor (weight
