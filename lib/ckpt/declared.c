@@ -21,7 +21,7 @@ int model_check_declared(const model_config *c, double held, const char *cfg_fil
      * and the loader names the first (after an allocation of a sane size) */
     double want = model_declared_values(c);
     if (want <= 2 * held) return 0;
-    const char *a = model_arch_name(c->arch);
+    const char *a = model_arch_gguf(c->arch);
     char f[7][80];
     if (gguf) {
         snprintf(f[0], sizeof f[0], "%s.block_count %d", a, c->n_layers);

@@ -20,6 +20,8 @@ const char *model_arch_name(model_arch a) {
     return "unknown";
 }
 
+const char *model_arch_gguf(model_arch a) { return a == ARCH_QWEN3_MOE ? "qwen3moe" : model_arch_name(a); }
+
 /* ---- config.json ---------------------------------------------------------- */
 
 static bool json_int(const cJSON *v, long long lo, long long hi, long long *out) {
@@ -404,17 +406,25 @@ bool config_layer_moe(const model_config *c, int l) {
     return !(l < MODEL_MAX_DENSE_LAYERS && (c->moe_dense[l / 64] >> (l % 64) & 1));
 }
 
-int config_ffn_layers(const model_config *c, bool moe) {
-    int n = 0;
-    for (int l = 0; l < c->n_layers; l++) n += config_layer_moe(c, l) == moe;
+/* The sparse layers below layer l: the multiples of the step, less those
+ * mlp_only_layers names (at most MODEL_MAX_DENSE_LAYERS bits to look at,
+ * whatever the layer count). */
+static int sparse_before(const model_config *c, int l) {
+    if (c->n_experts <= 0 || c->moe_step <= 0) return 0;
+    int n = l / c->moe_step;
+    for (int i = 0; i < l && i < MODEL_MAX_DENSE_LAYERS; i++)
+        n -= (c->moe_dense[i / 64] >> (i % 64) & 1) && (i + 1) % c->moe_step == 0;
     return n;
 }
 
+int config_ffn_layers(const model_config *c, bool moe) {
+    int sparse = sparse_before(c, c->n_layers);
+    return moe ? sparse : c->n_layers - sparse;
+}
+
 int config_ffn_slot(const model_config *c, int l) {
-    bool moe = config_layer_moe(c, l);
-    int n = 0;
-    for (int i = 0; i < l; i++) n += config_layer_moe(c, i) == moe;
-    return n;
+    int sparse = sparse_before(c, l);
+    return config_layer_moe(c, l) ? sparse : l - sparse;
 }
 
 bool config_is_eos(const model_config *c, int32_t tok) {

@@ -65,6 +65,8 @@ typedef struct {
 
 /* "llama", "qwen2", "qwen3", "qwen3_moe" (HF's model_type). */
 const char *model_arch_name(model_arch a);
+/* llama.cpp's general.architecture: the same but "qwen3moe". */
+const char *model_arch_gguf(model_arch a);
 
 /* Parses config.json text (name is used in messages) into c. Defaults for
  * absent optional keys are the transformers classes' defaults. */

@@ -21,7 +21,8 @@ Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
   gguf-logits GGUF TOKENS_FILE OUT
       The same forward on the weights of a GGUF file as gguf-py dequantizes
       them (GGUFReader + gguf.quants.dequantize), with llama-arch Q/K rows
-      un-permuted here, independently of the C loader.
+      un-permuted here and a qwen3moe layer's stacked experts sliced,
+      independently of the C loader.
   compare OURS.f32 REF.f64 TOL
       Prints the max abs difference and exits 1 when it exceeds TOL.
 
@@ -310,12 +311,21 @@ def gguf_hf_weights(path, dtype=np.float64):
              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
              "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
              "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-             "ffn_down": "mlp.down_proj"}
+             "ffn_down": "mlp.down_proj", "ffn_gate_inp": "mlp.gate"}
+    experts = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
     W = {}
     for t in r.tensors:
         if t.name == "rope_freqs.weight":  # llama3 scaling's table: HF computes it from config.json
             continue
         parts = t.name.split(".")
+        if parts[0] == "blk" and parts[2] in experts:
+            # a layer's experts stacked: dims {cols, rows, n_experts}
+            a = dequantize(t.data, t.tensor_type).astype(dtype)
+            a = a.reshape([int(n) for n in reversed(t.shape.tolist())])
+            for x in range(a.shape[0]):
+                hf = f"model.layers.{parts[1]}.mlp.experts.{x}.{experts[parts[2]]}.weight"
+                W[hf] = torch.from_numpy(np.ascontiguousarray(a[x]))
+            continue
         if parts[0] == "blk":
             hf = f"model.layers.{parts[1]}.{names[parts[2]]}.{parts[3]}"
             base = parts[2]
@@ -337,7 +347,9 @@ def gguf_hf_weights(path, dtype=np.float64):
                max_position_embeddings=field(f"{arch}.context_length"),
                rope_theta=field(f"{arch}.rope.freq_base", 10000.0),
                rms_norm_eps=field(f"{arch}.attention.layer_norm_rms_epsilon"),
-               tie_word_embeddings="lm_head.weight" not in W)
+               tie_word_embeddings="lm_head.weight" not in W,
+               # llama.cpp's qwen3moe renormalises its top k always
+               num_experts_per_tok=field(f"{arch}.expert_used_count", 0), norm_topk_prob=True)
     return W, cfg
 
 
@@ -346,14 +358,11 @@ def gguf_model(path):
     W, cfg = gguf_hf_weights(path)
     c = dict(L=cfg["num_hidden_layers"], nh=cfg["num_attention_heads"], nkv=cfg["num_key_value_heads"],
              hd=cfg["head_dim"], eps=cfg["rms_norm_eps"], theta=cfg["rope_theta"], rope_scaling=None,
-             qk_norm=cfg["arch"] == "qwen3")
+             qk_norm=cfg["arch"] in ("qwen3", "qwen3moe"), top_k=cfg["num_experts_per_tok"],
+             norm_topk=cfg["norm_topk_prob"])
     if cfg["tie_word_embeddings"]:
         W["lm_head.weight"] = W["model.embed_tokens.weight"]
     return c, W
-
-
-def gguf_logits(path, tokens):
-    return model_logits(*gguf_model(path), tokens)
 
 
 # ---- the suite the bats test uses -----------------------------------------------------------------
@@ -413,7 +422,10 @@ def main(argv):
         if "moe_margin" in c:
             print(f"min top-k margin {c['moe_margin']:.3g}")
     elif cmd == "gguf-logits":
-        write_f64(args[2], gguf_logits(args[0], read_tokens(args[1])))
+        c, W = gguf_model(args[0])
+        write_f64(args[2], model_logits(c, W, read_tokens(args[1])))
+        if "moe_margin" in c:
+            print(f"min top-k margin {c['moe_margin']:.3g}")
     elif cmd == "compare":
         return compare(args[0], args[1], float(args[2]))
     else:

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fake_device.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "ops/ops.h"
@@ -193,18 +194,24 @@ static void test_config(void) {
     }
 }
 
+/* A model of moe_json's config, 2 of 4 experts of width 32 and extra's
+ * keys, allocated (zeroed). */
+static void moe_model(model *m, const char *extra) {
+    char json[512];
+    snprintf(json, sizeof json, ", \"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32%s",
+             extra);
+    memset(m, 0, sizeof *m);
+    gerr e = {0};
+    CHECK_EQ_INT(config_parse_hf(&m->cfg, moe_json(json), "config.json", &e), 0);
+    CHECK_EQ_INT(model_alloc(m, &e), 0);
+}
+
 /* The parameter layout: the FFN tensors of each kind only in its layers,
  * experts named as HF does and stacked as GGUF does. */
 static void test_layout(void) {
     TEST("qwen3_moe parameters: dense FFNs in their layers, router and experts in the sparse ones, HF and GGUF names");
     model m;
-    memset(&m, 0, sizeof m);
-    gerr e = {0};
-    CHECK_EQ_INT(config_parse_hf(&m.cfg, moe_json(", \"num_experts\": 4, \"num_experts_per_tok\": 2, "
-                                                  "\"moe_intermediate_size\": 32, \"mlp_only_layers\": [0, 2]"),
-                                 "config.json", &e),
-                 0);
-    CHECK_EQ_INT(model_alloc(&m, &e), 0);
+    moe_model(&m, ", \"mlp_only_layers\": [0, 2]");
     CHECK_EQ_INT((int)m.param_sizes[P_W_GATE], 2 * 96 * 64);
     CHECK_EQ_INT((int)m.param_sizes[P_ROUTER], 2 * 4 * 64);
     CHECK_EQ_INT((int)m.param_sizes[P_EXP_DOWN], 2 * 4 * 64 * 32);
@@ -237,6 +244,20 @@ static void test_layout(void) {
     model_free(&m);
 }
 
+/* A device backend has no mixture-of-experts ops yet: the model is refused
+ * in one line before anything is copied. */
+static void test_device_refused(void) {
+    TEST("model_to_backend: a mixture of experts is refused on a device backend in one line (--device cpu)");
+    model m;
+    moe_model(&m, "");
+    gerr e = {0};
+    CHECK_EQ_INT(model_to_backend(&m, fake_device(), &e), EX_USAGE);
+    CHECK(strstr(e.msg, "--device fake-device: a mixture of experts (Qwen3MoeForCausalLM) runs on the CPU only") &&
+          !strchr(e.msg, '\n'));
+    CHECK(m.dev == NULL);
+    model_free(&m);
+}
+
 int main(void) {
     test_route();
     test_route_backward(false);
@@ -244,5 +265,6 @@ int main(void) {
     test_group_combine();
     test_config();
     test_layout();
+    test_device_refused();
     return check_done();
 }
