@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # The model forward (lib/model) against an independent float64 PyTorch
-# implementation of the HF architectures (tests/ref/model_ref.py), through
+# implementation of the HF architectures (tests/ref/model_ref.py; its
+# mixture-of-experts block checked against transformers' own), through
 # the driver mode of build/tests/test_model, which also checks that prefill,
 # one-token decode and a batch with a copied KV prefix agree.
 # needs: venv models
@@ -66,6 +67,15 @@ against_ref() {
         n=$((n + 1))
     done
     [ "$n" -eq 3 ]
+}
+
+@test "the reference's mixture-of-experts block is transformers' Qwen2MoeSparseMoeBlock without its shared expert" {
+    py="${GRPO_PEFT_PY:-$GRPO_ROOT/.venv-peft/bin/python}"
+    [ -x "$py" ] || skip "no transformers venv (make venv)"
+    run "$py" "$GRPO_ROOT/tests/ref/check_moe_block.py"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ok 2 - norm_topk_prob True"* ]]
 }
 
 @test "a qwen3_moe config with an expert setting we do not know is one data error naming it" {
