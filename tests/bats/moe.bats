@@ -5,7 +5,7 @@
 # check_rollout.py over model_ref.py's Qwen3MoeSparseMoeBlock), records that
 # --batch, --threads and --shard leave alone, a Q8_0 GGUF's experts taken
 # straight into q8's, full fine-tuning and LoRA checkpoints that resume and
-# roll out, and each export read back. The layer's logits and gradients:
+# roll out, each export read back, and transformers 5's stacked experts. The layer's logits and gradients:
 # model.bats, train_grad.bats; llama.cpp on its GGUF: llama_cpp.bats.
 # needs: venv
 load helpers
@@ -127,4 +127,36 @@ PY
     done
     cmp moe.f32 m.gguf.f32
     cmp moe.f32 back.f32
+}
+
+@test "transformers 5's stacked experts (gate_up_proj, down_proj) load as the per-expert tensors; a wrong shape is 65" {
+    needs_moe
+    cp -r "$MOE" fused
+    "$GRPO_PY" - fused/model.safetensors <<'PY'
+import sys
+import torch
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+for layer in range(2):
+    p = f"model.layers.{layer}.mlp.experts."
+    gate_up = [torch.cat([t.pop(p + f"{x}.gate_proj.weight"), t.pop(p + f"{x}.up_proj.weight")]) for x in range(8)]
+    t[p + "gate_up_proj"] = torch.stack(gate_up)
+    t[p + ("down_proj" if layer else "down_proj.weight")] = torch.stack([t.pop(p + f"{x}.down_proj.weight") for x in range(8)])
+save_file(t, sys.argv[1], metadata={"format": "pt"})
+PY
+    for m in "$MOE" fused; do
+        GRPO_MODEL_DIR="$m" GRPO_MODEL_TOKENS="$MOE/tokens.txt" GRPO_MODEL_OUT="$(basename "$m").f32" \
+            run -0 "$GRPO_ROOT/build/tests/test_model"
+    done
+    cmp moe.f32 fused.f32
+    "$GRPO_PY" - fused/model.safetensors <<'PY'
+import sys
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+t["model.layers.1.mlp.experts.down_proj"] = t["model.layers.1.mlp.experts.down_proj"][:, :, :16].contiguous()
+save_file(t, sys.argv[1], metadata={"format": "pt"})
+PY
+    GRPO_MODEL_DIR=fused GRPO_MODEL_TOKENS="$MOE/tokens.txt" run "$GRPO_ROOT/build/tests/test_model"
+    [ "$status" -eq 65 ]
+    [[ "$output" == *"tensor model.layers.1.mlp.experts.down_proj: expected shape [8, 64, 32]"* ]]
 }
