@@ -53,6 +53,9 @@ grad_case() {
 }
 @test "gradient vs autograd, bf16 products: llama, tied embeddings" { needs_bf16; grad_case llama-tied-full-bf16; }
 @test "gradient vs autograd, bf16 products: llama, LoRA on every projection" { needs_bf16; grad_case llama-lora-bf16; }
+@test "gradient vs autograd, bf16 products: qwen3_moe with every expert chosen (no choice to flip), beta" {
+    needs_bf16; grad_case qwen3moe-allexperts-full-bf16
+}
 @test "gradient vs autograd, bf16 products: qwen3 LoRA, multi-turn records, dapo, beta" {
     needs_bf16; grad_case qwen3-lora-turns-bf16
 }

@@ -49,7 +49,7 @@ TINY = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_atten
             num_key_value_heads=2, vocab_size=97, max_position_embeddings=128, rms_norm_eps=1e-5,
             rope_theta=10000.0)
 N_TOKENS = 20
-MOE = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+MOE = dict(num_experts=8, moe_intermediate_size=32, decoder_sparse_step=1,
            norm_topk_prob=False, mlp_only_layers=[], router_aux_loss_coef=0.001, output_router_logits=False)
 
 
@@ -62,7 +62,7 @@ def moe_layer(cfg, i):
 
 
 def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, norm_topk=False, dense_layers=(),
-              sparse_step=1):
+              sparse_step=1, top_k=2):
     import torch
     from safetensors.torch import save_file
     cfg = dict(TINY)
@@ -77,7 +77,8 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
     if arch in ("qwen3", "qwen3_moe"):
         cfg["head_dim"] = 24
     if arch == "qwen3_moe":
-        cfg.update(MOE, norm_topk_prob=norm_topk, mlp_only_layers=list(dense_layers), decoder_sparse_step=sparse_step)
+        cfg.update(MOE, norm_topk_prob=norm_topk, mlp_only_layers=list(dense_layers), decoder_sparse_step=sparse_step,
+                   num_experts_per_tok=top_k)
     if llama3:
         # original context 32 puts head_dim 16's wavelengths (6.3 .. 19000)
         # in all three bands: high (< 8), medium, low (> 32).

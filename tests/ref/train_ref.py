@@ -106,6 +106,10 @@ CASES = {
     "qwen3moe-full-entropy-turns": dict(arch="qwen3_moe", entropy_coef=0.05, turns=True, seed=12),
     "qwen3moe-lora-qkvo-dapo": dict(arch="qwen3_moe", norm_topk=True, loss="dapo", beta=0.04, seed=12,
                                     lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=7)),
+    # bf16 moves a router's logits by ~1e-2: the top 2 of 8 would flip where
+    # float64's gap is below that (here 3e-2 of logp). With every expert
+    # chosen nothing can flip: each expert and the router's softmax in bf16
+    "qwen3moe-allexperts-full-bf16": dict(arch="qwen3_moe", top_k=8, beta=0.04, compute="bf16"),
 }
 
 # completion_mask of each sequence of a "turns" case (completions of 8, 5,
@@ -187,7 +191,7 @@ def run(case_name, work):
     mdir = os.path.join(work, "model")
     model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False),
                         norm_topk=case.get("norm_topk", False), dense_layers=case.get("dense_layers", ()),
-                        seed=case.get("seed", 1234))
+                        seed=case.get("seed", 1234), top_k=case.get("top_k", 2))
     if case.get("embed_scale"):
         from safetensors import safe_open
         from safetensors.torch import load_file as tl, save_file as ts
