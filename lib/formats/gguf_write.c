@@ -12,12 +12,14 @@
 enum { ALIGN = GGUF_WRITE_ALIGN };
 
 static size_t cols_of(const gguf_wtensor *t) { return (size_t)(t->cols ? t->cols : 1); }
+/* Rows of every plane of a matrix; a vector's values. */
+static size_t rows_of(const gguf_wtensor *t) { return (size_t)t->rows * (size_t)(t->planes > 1 ? t->planes : 1); }
 
 static void plan_offsets(gguf_wtensor *t, size_t n) {
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
         t[i].nbytes = quant_row_bytes(t[i].type, (size_t)(t[i].cols ? t[i].cols : t[i].rows)) *
-                      (uint64_t)(t[i].cols ? t[i].rows : 1);
+                      (uint64_t)(t[i].cols ? rows_of(&t[i]) : 1);
         t[i].offset = off;
         off += (t[i].nbytes + ALIGN - 1) / ALIGN * ALIGN;
     }
@@ -28,9 +30,10 @@ static void tensor_infos(strbuf *b, const gguf_wtensor *plan, size_t n) {
         const gguf_wtensor *t = &plan[i];
         gmeta_gstr(b, t->name, strlen(t->name));
         if (t->cols) { /* dims innermost first: [rows, cols] is {cols, rows} */
-            gmeta_le32(b, 2);
+            gmeta_le32(b, t->planes > 1 ? 3 : 2);
             gmeta_le64(b, (uint64_t)t->cols);
             gmeta_le64(b, (uint64_t)t->rows);
+            if (t->planes > 1) gmeta_le64(b, (uint64_t)t->planes);
         } else {
             gmeta_le32(b, 1);
             gmeta_le64(b, (uint64_t)t->rows);
@@ -51,7 +54,7 @@ static int pad(outstream *o, uint64_t len, gerr *e) {
  * rows. tmp and out hold a chunk's floats and its bytes. */
 static int write_tensor(outstream *o, const gguf_wtensor *t, size_t i, gguf_rows_fn rows_fn, void *ctx, float *tmp,
                         unsigned char *out, gerr *e) {
-    size_t cols = cols_of(t), rows = (size_t)t->rows, step = t->chunk_rows;
+    size_t cols = cols_of(t), rows = t->cols ? rows_of(t) : (size_t)t->rows, step = t->chunk_rows;
     for (size_t r = 0; r < rows; r += step) {
         size_t nr = rows - r < step ? rows - r : step;
         const float *src = rows_fn(ctx, i, r, nr, tmp);

@@ -18,13 +18,16 @@ enum { GGUF_WRITE_ALIGN = 32 };
 typedef struct {
     char name[64];
     int64_t rows, cols; /* [rows, cols] row-major (GGUF dims {cols, rows}); cols 0: a vector of rows values */
+    int64_t planes;     /* > 1: that many [rows, cols] matrices one after the other (GGUF dims
+                         * {cols, rows, planes}: a layer's experts); 0 or 1: one matrix */
     uint32_t type;      /* GGML_TYPE_F32, _F16, _BF16, or _Q8_0 (then cols a multiple of 32) */
     size_t chunk_rows;  /* rows per call of the source (> 0; a vector's values count as rows) */
     uint64_t offset, nbytes; /* in the data section; set by gguf_write */
 } gguf_wtensor;
 
-/* The float32 rows [row, row + n) of tensor i: a pointer to them, or to tmp
- * (room for chunk_rows * max(cols, 1) floats) after filling it. */
+/* The float32 rows [row, row + n) of tensor i (rows of all its planes, in
+ * order): a pointer to them, or to tmp (room for chunk_rows * max(cols, 1)
+ * floats) after filling it. */
 typedef const float *(*gguf_rows_fn)(void *ctx, size_t i, size_t row, size_t n, float *tmp);
 
 /* Writes path atomically (temporary name, fsync, rename): "GGUF", version

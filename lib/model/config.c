@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,12 @@ const char *model_arch_name(model_arch a) {
     case ARCH_LLAMA: return "llama";
     case ARCH_QWEN2: return "qwen2";
     case ARCH_QWEN3: return "qwen3";
+    case ARCH_QWEN3_MOE: return "qwen3_moe";
     }
     return "unknown";
 }
+
+const char *model_arch_gguf(model_arch a) { return a == ARCH_QWEN3_MOE ? "qwen3moe" : model_arch_name(a); }
 
 /* ---- config.json ---------------------------------------------------------- */
 
@@ -138,6 +142,93 @@ static int read_classifier(model_config *c, const cJSON *root, const char *name,
     return 0;
 }
 
+/* ---- mixture of experts (qwen3_moe) --------------------------------------------- */
+
+/* The integer expert settings of a qwen3_moe config.json with their defaults
+ * (transformers' Qwen3MoeConfig) and ranges: the one place they live.
+ * norm_topk_prob (default false) and mlp_only_layers (default none) are read
+ * beside them; router_aux_loss_coef and output_router_logits only say what
+ * transformers' training adds and change no output: accepted. */
+static const struct {
+    const char *key;
+    long long def, lo, hi;
+    size_t at; /* offsetof the model_config field */
+} moe_ints[] = {
+    {"num_experts", 128, 1, 1 << 16, offsetof(model_config, n_experts)},
+    {"num_experts_per_tok", 8, 1, 1 << 16, offsetof(model_config, n_experts_used)},
+    {"moe_intermediate_size", 768, 1, 1 << 20, offsetof(model_config, moe_hidden_dim)},
+    {"decoder_sparse_step", 1, 1, 1 << 16, offsetof(model_config, moe_step)},
+};
+static const char *const moe_other_keys[] = {"norm_topk_prob", "mlp_only_layers", "router_aux_loss_coef",
+                                             "output_router_logits", "num_local_experts"};
+/* A key holding one of these and none of the above is an expert setting this
+ * reader does not know (a shared expert, another scoring or grouping rule):
+ * refused rather than ignored. */
+static const char *const moe_words[] = {"expert", "moe", "router", "topk", "routed", "scoring", "n_group"};
+
+static bool known_moe_key(const char *key) {
+    for (size_t i = 0; i < sizeof moe_ints / sizeof *moe_ints; i++)
+        if (!strcmp(key, moe_ints[i].key)) return true;
+    for (size_t i = 0; i < sizeof moe_other_keys / sizeof *moe_other_keys; i++)
+        if (!strcmp(key, moe_other_keys[i])) return true;
+    return false;
+}
+
+static int check_moe_keys(const cJSON *root, const char *name, gerr *e) {
+    const cJSON *el;
+    cJSON_ArrayForEach(el, root) {
+        if (known_moe_key(el->string)) continue;
+        for (size_t i = 0; i < sizeof moe_words / sizeof *moe_words; i++)
+            if (strstr(el->string, moe_words[i]))
+                return gerr_set(e, EX_DATAERR, "%s: key \"%s\": an expert setting qwen3_moe does not have (not supported)",
+                                name, el->string);
+    }
+    return 0;
+}
+
+/* mlp_only_layers: null or a list of layer indices below n_layers. */
+static int read_dense_layers(model_config *c, const cJSON *root, const char *name, gerr *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers"), *el;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsArray(v)) return gerr_set(e, EX_DATAERR, "%s: key \"mlp_only_layers\": expected a list of layer indices", name);
+    long long l;
+    cJSON_ArrayForEach(el, v) {
+        if (!json_int(el, 0, c->n_layers - 1, &l) || l >= MODEL_MAX_DENSE_LAYERS)
+            return gerr_set(e, EX_DATAERR, "%s: key \"mlp_only_layers\": expected layer indices below %d (num_hidden_layers)",
+                            name, c->n_layers < MODEL_MAX_DENSE_LAYERS ? c->n_layers : MODEL_MAX_DENSE_LAYERS);
+        c->moe_dense[l / 64] |= 1ull << (l % 64);
+    }
+    return 0;
+}
+
+static int read_moe(model_config *c, const cJSON *root, const char *name, gerr *e) {
+    int rc = check_moe_keys(root, name, e);
+    if (rc) return rc;
+    for (size_t i = 0; i < sizeof moe_ints / sizeof *moe_ints; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, moe_ints[i].key);
+        int *out = (int *)((char *)c + moe_ints[i].at);
+        long long x = moe_ints[i].def;
+        if (v && !cJSON_IsNull(v) && !json_int(v, moe_ints[i].lo, moe_ints[i].hi, &x))
+            return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected an integer from %lld to %lld", name,
+                            moe_ints[i].key, moe_ints[i].lo, moe_ints[i].hi);
+        *out = (int)x;
+    }
+    if (c->n_experts_used > c->n_experts)
+        return gerr_set(e, EX_DATAERR, "%s: key \"num_experts_per_tok\": %d is more than num_experts (%d)", name,
+                        c->n_experts_used, c->n_experts);
+    /* transformers' attribute_map names num_experts num_local_experts too */
+    const cJSON *alias = cJSON_GetObjectItemCaseSensitive(root, "num_local_experts");
+    long long x;
+    if (alias && !cJSON_IsNull(alias) && (!json_int(alias, 1, 1 << 16, &x) || x != c->n_experts))
+        return gerr_set(e, EX_DATAERR, "%s: key \"num_local_experts\": expected the same integer as num_experts (%d)",
+                        name, c->n_experts);
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob");
+    if (norm && !cJSON_IsNull(norm) && !cJSON_IsBool(norm))
+        return gerr_set(e, EX_DATAERR, "%s: key \"norm_topk_prob\": expected true or false", name);
+    c->moe_norm_topk = cJSON_IsTrue(norm);
+    return read_dense_layers(c, root, name, e);
+}
+
 static int parse_root(model_config *c, const cJSON *root, const char *name, gerr *e) {
     if (!cJSON_IsObject(root)) return gerr_set(e, EX_DATAERR, "%s: expected a JSON object", name);
     /* architectures[0] names the class; model_type when it is absent. */
@@ -158,24 +249,28 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
         c->arch = ARCH_LLAMA, mistral = true, def_max_pos = 4096 * 32;
     } else if (arch_is(arch, "Qwen2", "qwen2", &c->seq_cls)) {
         c->arch = ARCH_QWEN2, c->qkv_bias = true, def_max_pos = 32768;
+    } else if (arch_is(arch, "Qwen3Moe", "qwen3_moe", &c->seq_cls)) {
+        c->arch = ARCH_QWEN3_MOE, c->qk_norm = true, def_max_pos = 32768;
     } else if (arch_is(arch, "Qwen3", "qwen3", &c->seq_cls)) {
         c->arch = ARCH_QWEN3, c->qk_norm = true, def_max_pos = 32768;
     } else {
         return gerr_set(e, EX_DATAERR, "%s: unsupported architecture \"%s\"", name, arch);
     }
     int rc;
+    bool moe = c->arch == ARCH_QWEN3_MOE;
     if (c->seq_cls && (rc = read_classifier(c, root, name, e))) return rc;
     if ((rc = get_int(root, "hidden_size", -1, 1, &c->dim, name, e)) ||
-        (rc = get_int(root, "intermediate_size", -1, 1, &c->hidden_dim, name, e)) ||
+        (rc = get_int(root, "intermediate_size", moe ? 6144 : -1, 1, &c->hidden_dim, name, e)) ||
         (rc = get_int(root, "num_hidden_layers", -1, 1, &c->n_layers, name, e)) ||
         (rc = get_int(root, "num_attention_heads", -1, 1, &c->n_heads, name, e)) ||
         (rc = get_int(root, "num_key_value_heads", c->n_heads, 1, &c->n_kv_heads, name, e)) ||
         (rc = get_int(root, "vocab_size", -1, 1, &c->vocab_size, name, e)) ||
         (rc = get_int(root, "max_position_embeddings", def_max_pos, 1, &c->max_seq_len, name, e)))
         return rc;
-    /* Qwen3 defaults head_dim to 128; the others derive it. */
+    /* Qwen3 defaults head_dim to 128; the others (Qwen3-MoE too) derive it. */
     long long def_hd = c->arch == ARCH_QWEN3 ? 128 : c->dim / c->n_heads;
     if ((rc = get_int(root, "head_dim", def_hd, 1, &c->head_dim, name, e))) return rc;
+    if (moe && (rc = read_moe(c, root, name, e))) return rc;
     double eps;
     if ((rc = get_num(root, "rope_theta", 10000.0, &c->rope_theta, name, e)) ||
         (rc = get_num(root, "rms_norm_eps", 1e-6, &eps, name, e)))
@@ -295,11 +390,41 @@ int config_check(const model_config *c, const char *src, gerr *e) {
         return gerr_set(e, EX_DATAERR, "%s: head_dim %d is not supported (even, at most 1024)", src, c->head_dim);
     if (!(c->rope_theta > 0) || !(c->norm_eps >= 0))
         return gerr_set(e, EX_DATAERR, "%s: bad rope_theta or rms_norm_eps", src);
+    if (c->n_experts > 0 && (c->n_experts_used < 1 || c->n_experts_used > c->n_experts || c->moe_hidden_dim <= 0 ||
+                             c->moe_step <= 0))
+        return gerr_set(e, EX_DATAERR, "%s: %d of %d experts per token (expert width %d, every %d layers) is not a mixture of experts",
+                        src, c->n_experts_used, c->n_experts, c->moe_hidden_dim, c->moe_step);
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_ids[i] >= c->vocab_size)
             return gerr_set(e, EX_DATAERR, "%s: eos id %d outside the vocabulary (%d)", src,
                             (int)c->eos_ids[i], c->vocab_size);
     return 0;
+}
+
+bool config_layer_moe(const model_config *c, int l) {
+    if (c->n_experts <= 0 || c->moe_step <= 0 || (l + 1) % c->moe_step) return false;
+    return !(l < MODEL_MAX_DENSE_LAYERS && (c->moe_dense[l / 64] >> (l % 64) & 1));
+}
+
+/* The sparse layers below layer l: the multiples of the step, less those
+ * mlp_only_layers names (at most MODEL_MAX_DENSE_LAYERS bits to look at,
+ * whatever the layer count). */
+static int sparse_before(const model_config *c, int l) {
+    if (c->n_experts <= 0 || c->moe_step <= 0) return 0;
+    int n = l / c->moe_step;
+    for (int i = 0; i < l && i < MODEL_MAX_DENSE_LAYERS; i++)
+        n -= (c->moe_dense[i / 64] >> (i % 64) & 1) && (i + 1) % c->moe_step == 0;
+    return n;
+}
+
+int config_ffn_layers(const model_config *c, bool moe) {
+    int sparse = sparse_before(c, c->n_layers);
+    return moe ? sparse : c->n_layers - sparse;
+}
+
+int config_ffn_slot(const model_config *c, int l) {
+    int sparse = sparse_before(c, l);
+    return config_layer_moe(c, l) ? sparse : l - sparse;
 }
 
 bool config_is_eos(const model_config *c, int32_t tok) {

@@ -4,8 +4,10 @@
  *
  * Supported: llama (Llama 2/3.x incl. rope_scaling "llama3", SmolLM/SmolLM2,
  * Mistral without a sliding window), qwen2 (q/k/v bias), qwen3 (per-head
- * q/k RMSNorm, head_dim from the config). Anything else is EX_DATAERR naming
- * what is unsupported.
+ * q/k RMSNorm, head_dim from the config), qwen3_moe (qwen3's attention and a
+ * mixture of experts in the layers its config makes sparse). Anything else,
+ * an expert setting this reader does not know included, is EX_DATAERR
+ * naming what is unsupported.
  *
  * Each family as a causal LM (*ForCausalLM: the LM head) or as a sequence
  * classifier (*ForSequenceClassification, reward models: the same decoder
@@ -18,9 +20,10 @@
 
 #include "../util/err.h"
 
-typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } model_arch;
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3_MOE } model_arch;
 
-enum { MODEL_MAX_EOS = 8 };
+/* MODEL_MAX_DENSE_LAYERS: the layers mlp_only_layers can name (bits of moe_dense). */
+enum { MODEL_MAX_EOS = 8, MODEL_MAX_DENSE_LAYERS = 1024 };
 
 typedef struct {
     model_arch arch;
@@ -40,7 +43,16 @@ typedef struct {
     int rope_original_max_pos;
     bool tied_embeddings;
     bool qkv_bias; /* qwen2 */
-    bool qk_norm;  /* qwen3 */
+    bool qk_norm;  /* qwen3, qwen3_moe */
+    /* Mixture of experts (qwen3_moe; the block is lib/model/layer.h's). n_experts 0: every
+     * FFN is dense. A layer's FFN is the mixture when config_layer_moe says so; the
+     * others are dense FFNs of hidden_dim. Defaults and ranges: config.c's moe_keys. */
+    int n_experts;      /* num_experts */
+    int n_experts_used; /* num_experts_per_tok: the top k a token is routed to */
+    int moe_hidden_dim; /* moe_intermediate_size: each expert's SwiGLU width */
+    bool moe_norm_topk; /* norm_topk_prob: the k routing weights divided by their sum */
+    int moe_step;       /* decoder_sparse_step: layers l with (l + 1) % step == 0 are sparse */
+    uint64_t moe_dense[MODEL_MAX_DENSE_LAYERS / 64]; /* mlp_only_layers, as bits: dense anyway */
     int32_t bos_id; /* -1 when unknown */
     int32_t eos_ids[MODEL_MAX_EOS];
     int n_eos;
@@ -51,8 +63,10 @@ typedef struct {
     char architecture[64]; /* as the source names it ("Qwen2ForSequenceClassification", GGUF's "qwen2") */
 } model_config;
 
-/* "llama", "qwen2", "qwen3". */
+/* "llama", "qwen2", "qwen3", "qwen3_moe" (HF's model_type). */
 const char *model_arch_name(model_arch a);
+/* llama.cpp's general.architecture: the same but "qwen3moe". */
+const char *model_arch_gguf(model_arch a);
 
 /* Parses config.json text (name is used in messages) into c. Defaults for
  * absent optional keys are the transformers classes' defaults. */
@@ -69,6 +83,15 @@ int config_check(const model_config *c, const char *src, gerr *e);
  * to float (HF's float32 inv_freq), then llama3 scaling as HF's
  * _compute_llama3_parameters when c asks for it. */
 void rope_inv_freq(float *inv_freq, const model_config *c);
+
+/* Whether layer l's FFN is the mixture of experts (transformers'
+ * Qwen3MoeDecoderLayer: not in mlp_only_layers and (l + 1) % step == 0). */
+bool config_layer_moe(const model_config *c, int l);
+/* How many layers have a mixture of experts (moe true) or a dense FFN (false),
+ * and the index of layer l among the layers of its kind: where its FFN
+ * tensors sit in the parameter buffer. */
+int config_ffn_layers(const model_config *c, bool moe);
+int config_ffn_slot(const model_config *c, int l);
 
 /* Whether tok is one of the end-of-sequence ids. */
 bool config_is_eos(const model_config *c, int32_t tok);

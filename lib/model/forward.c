@@ -29,8 +29,10 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
 
     /* one set of activations for every layer: nothing is kept for a backward */
     layer_acts a = {.xn1 = s->xn, .q = s->q, .k = s->k, .v = s->v, .att = s->xn, .x_mid = s->x_mid, .xn2 = s->xn,
-                    .gate = s->gate, .up = s->up, .h = s->gate};
-    layer_pass p = {.be = be, .m = m, .n_rows = R, .pos = pos, .cos_t = s->cos_t, .sin_t = s->sin_t, .ws = &s->ws};
+                    .gate = s->gate, .up = s->up, .h = s->gate, .probs = s->probs, .sel = s->sel,
+                    .route_w = s->route_w, .xe = s->xe, .ye = s->ye};
+    layer_pass p = {.be = be, .m = m, .n_rows = R, .pos = pos, .cos_t = s->cos_t, .sin_t = s->sin_t, .ws = &s->ws,
+                    .moe = s->moe};
     for (int l = 0; l < cf->n_layers; l++) {
         p.layer = l;
         p.kv = kv_cache_view(c, l, s->row_kv);

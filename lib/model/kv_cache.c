@@ -7,6 +7,7 @@
 #endif
 
 #include "../ops/blas.h"
+#include "layer.h"
 #include "model.h"
 
 /* Bytes of one cached element. */
@@ -152,14 +153,17 @@ int model_scratch_init_on(model_scratch *s, const backend *be, const model_confi
     n_threads = omp_get_max_threads();
 #endif
     size_t R = (size_t)max_rows, qd = (size_t)cfg->n_heads * cfg->head_dim;
-    size_t kvd = (size_t)cfg->n_kv_heads * cfg->head_dim, d = (size_t)cfg->dim;
+    size_t kvd = (size_t)cfg->n_kv_heads * cfg->head_dim, d = (size_t)cfg->dim, ffn = layer_ffn_width(cfg);
+    /* a mixture of experts' activations: none in a dense model */
+    size_t E = config_ffn_layers(cfg, true) ? (size_t)cfg->n_experts : 0, K = E ? (size_t)cfg->n_experts_used : 0;
     /* a device's attention keeps its state on the device */
     size_t ws_stride = s->be ? 0 : attn_workspace_floats(model_attn_shape(cfg), max_len);
-    size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * (size_t)cfg->hidden_dim,
-                      R * (size_t)cfg->hidden_dim, R * d, R * (size_t)(cfg->head_dim / 2),
-                      R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * ws_stride};
-    float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->gate, &s->up, &s->x_mid, &s->cos_t, &s->sin_t,
-                      &s->ws.buf};
+    size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * ffn, R * ffn, R * d,
+                      R * (size_t)(cfg->head_dim / 2), R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * ws_stride,
+                      R * E, R * K, R * K, R * K * d, R * K * d};
+    float *sel = NULL;
+    float **ptrs[] = {&s->x,     &s->xn,    &s->q,        &s->k,       &s->v,   &s->gate, &s->up,  &s->x_mid,
+                      &s->cos_t, &s->sin_t, &s->ws.buf,   &s->probs,   &sel,    &s->route_w, &s->xe, &s->ye};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         /* on a device each buffer starts 256-byte aligned: cuBLASLt's
@@ -178,7 +182,10 @@ int model_scratch_init_on(model_scratch *s, const backend *be, const model_confi
     s->ws.tasks = malloc(R * (size_t)cfg->n_kv_heads * 3 * sizeof *s->ws.tasks);
     s->row_kv = malloc(R * sizeof *s->row_kv);
     s->pick = malloc(R * sizeof *s->pick);
-    if (!s->mem || !s->ws.tasks || !s->row_kv || !s->pick) {
+    s->moe = E ? calloc(1, sizeof *s->moe) : NULL;
+    gerr e_moe = {0};
+    bool moe_ok = !E || (s->moe && !moe_index_alloc(s->moe, cfg, max_rows, &e_moe));
+    if (!s->mem || !s->ws.tasks || !s->row_kv || !s->pick || !moe_ok) {
         model_scratch_free(s);
         return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB of scratch", total * sizeof(float) >> 20);
     }
@@ -187,6 +194,7 @@ int model_scratch_init_on(model_scratch *s, const backend *be, const model_confi
         *ptrs[i] = p;
         p += sizes[i];
     }
+    s->sel = (int32_t *)sel; /* int32 in float-sized slots */
     s->ws.stride = ws_stride;
     s->ws.n_threads = n_threads;
     s->max_rows = max_rows;
@@ -202,5 +210,7 @@ void model_scratch_free(model_scratch *s) {
     free(s->ws.tasks);
     free(s->row_kv);
     free(s->pick);
+    if (s->moe) moe_index_free(s->moe);
+    free(s->moe);
     memset(s, 0, sizeof *s);
 }

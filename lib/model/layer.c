@@ -1,15 +1,21 @@
 /* The decoder layer, forward and backward (layer.h). */
 #include "layer.h"
 
+#include <assert.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../util/rng.h"
 
 layer_params model_layer(const model_params *p, const model_config *c, int l) {
     size_t d = c->dim, hd = c->head_dim, qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
-    size_t hid = c->hidden_dim;
+    size_t hid = c->hidden_dim, E = c->n_experts, I = c->moe_hidden_dim;
+    /* the FFN's tensors are strided over the layers of their kind */
+    bool moe = config_layer_moe(c, l);
+    size_t f = (size_t)config_ffn_slot(c, l);
 #define AT(name, size) (p->name ? p->name + (size_t)l * (size) : NULL)
+#define FFN(name, size, kind) (p->name && moe == (kind) ? p->name + f * (size) : NULL)
     return (layer_params){
         .attn_norm = AT(attn_norm, d),
         .wq = AT(wq, qd * d),
@@ -22,11 +28,43 @@ layer_params model_layer(const model_params *p, const model_config *c, int l) {
         .k_norm = AT(k_norm, hd),
         .wo = AT(wo, d * qd),
         .ffn_norm = AT(ffn_norm, d),
-        .w_gate = AT(w_gate, hid * d),
-        .w_up = AT(w_up, hid * d),
-        .w_down = AT(w_down, d * hid),
+        .w_gate = FFN(w_gate, hid * d, false),
+        .w_up = FFN(w_up, hid * d, false),
+        .w_down = FFN(w_down, d * hid, false),
+        .router = FFN(router, E * d, true),
+        .exp_gate = FFN(exp_gate, E * I * d, true),
+        .exp_up = FFN(exp_up, E * I * d, true),
+        .exp_down = FFN(exp_down, E * d * I, true),
     };
+#undef FFN
 #undef AT
+}
+
+size_t layer_ffn_width(const model_config *c) {
+    size_t dense = config_ffn_layers(c, false) ? (size_t)c->hidden_dim : 0;
+    size_t moe = config_ffn_layers(c, true) ? (size_t)c->n_experts_used * c->moe_hidden_dim : 0;
+    return dense > moe ? dense : moe;
+}
+
+int moe_index_alloc(moe_index *x, const model_config *c, int max_rows, gerr *e) {
+    memset(x, 0, sizeof *x);
+    if (!config_ffn_layers(c, true)) return 0;
+    size_t slots = (size_t)max_rows * c->n_experts_used;
+    x->row_of = malloc(slots * sizeof *x->row_of);
+    x->slot_of = malloc(slots * sizeof *x->slot_of);
+    x->offsets = malloc(((size_t)c->n_experts + 1) * sizeof *x->offsets);
+    if (!x->row_of || !x->slot_of || !x->offsets) {
+        moe_index_free(x);
+        return gerr_set(e, EX_SOFTWARE, "out of memory for the experts' index arrays");
+    }
+    return 0;
+}
+
+void moe_index_free(moe_index *x) {
+    free(x->row_of);
+    free(x->slot_of);
+    free(x->offsets);
+    memset(x, 0, sizeof *x);
 }
 
 layer_params model_layer_weights(const model *m, int l) {
@@ -121,6 +159,89 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
     }
 }
 
+/* ---- the mixture of experts (layer.h) ----------------------------------------- */
+
+/* out[n, out_dim] = in W^T for expert matrix W [out_dim, in_dim] (packed in
+ * its own place when the model is). */
+static void expert_matmul(const layer_pass *p, float *out, const float *in, const float *w, int n, int in_dim,
+                          int out_dim) {
+    if (p->m->packed)
+        p->be->matmul_forward_packed(out, in, w, p->m->packed_as, NULL, n, in_dim, out_dim);
+    else
+        p->be->matmul_forward(out, in, w, NULL, n, in_dim, out_dim);
+}
+
+/* The routing of a->xn2's rows and p->moe's grouping of them (the slots). */
+static void moe_route(const layer_pass *p, const layer_acts *a, const layer_params *w) {
+    const model_config *c = &p->m->cfg;
+    int R = p->n_rows, E = c->n_experts, k = c->n_experts_used;
+    /* the index arrays are the host's: sel must be too (model_to_backend refuses experts) */
+    assert(p->moe && !p->be->mem_alloc);
+    p->be->matmul_forward(a->probs, a->xn2, w->router, NULL, R, c->dim, E);
+    p->be->moe_route_forward(a->probs, a->sel, a->route_w, a->probs, R, E, k, c->moe_norm_topk);
+    moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
+}
+
+/* out[R, dim] = FFN(xn2) of a mixture of experts, each expert's matrices
+ * multiplied once over the slots routed to it. */
+static void moe_forward(const layer_pass *p, const layer_acts *a, const layer_params *w, float *out) {
+    const backend *be = p->be;
+    const model_config *c = &p->m->cfg;
+    int R = p->n_rows, d = c->dim, k = c->n_experts_used, I = c->moe_hidden_dim;
+    const int *at = p->moe->offsets;
+    size_t wsz = (size_t)I * d;
+    moe_route(p, a, w);
+    be->gather_rows(a->xe, a->xn2, p->moe->row_of, R * k, d);
+    for (int x = 0; x < c->n_experts; x++) {
+        int s0 = at[x], n = at[x + 1] - at[x];
+        if (!n) continue;
+        expert_matmul(p, a->gate + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_gate + x * wsz, n, d, I);
+        expert_matmul(p, a->up + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_up + x * wsz, n, d, I);
+    }
+    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * k * I);
+    for (int x = 0; x < c->n_experts; x++) {
+        int s0 = at[x], n = at[x + 1] - at[x];
+        if (n) expert_matmul(p, a->ye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz, n, I, d);
+    }
+    be->moe_combine_forward(out, a->ye, a->route_w, p->moe->slot_of, R, k, d);
+}
+
+/* Its backward: reads s->dx = d(loss)/d(out), writes d(loss)/d(xn2) to s->dxn,
+ * adds the router's and experts' gradients to g's (those not NULL). */
+static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_params *w, const layer_params *g,
+                         const layer_grad_scratch *s) {
+    const backend *be = p->be;
+    const model_config *c = &p->m->cfg;
+    int R = p->n_rows, d = c->dim, E = c->n_experts, k = c->n_experts_used, I = c->moe_hidden_dim;
+    const int *at = p->moe->offsets;
+    size_t wsz = (size_t)I * d;
+    moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
+    be->moe_combine_backward(s->dye, s->dw, s->dx, a->ye, a->route_w, p->moe->slot_of, R, k, d);
+    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * k * I);
+    for (int x = 0; x < E; x++) {
+        int s0 = at[x], n = at[x + 1] - at[x];
+        if (n)
+            be->matmul_backward(s->dgate + (size_t)s0 * I, g->exp_down ? g->exp_down + x * wsz : NULL, NULL,
+                                s->dye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz, n, I, d, false);
+    }
+    be->swiglu_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * k * I);
+    be->gather_rows(a->xe, a->xn2, p->moe->row_of, R * k, d);
+    for (int x = 0; x < E; x++) {
+        int s0 = at[x], n = at[x + 1] - at[x];
+        if (!n) continue;
+        float *dxe = s->dxe + (size_t)s0 * d;
+        const float *xe = a->xe + (size_t)s0 * d;
+        be->matmul_backward(dxe, g->exp_gate ? g->exp_gate + x * wsz : NULL, NULL, s->dgate + (size_t)s0 * I, xe,
+                            w->exp_gate + x * wsz, n, d, I, false);
+        be->matmul_backward(dxe, g->exp_up ? g->exp_up + x * wsz : NULL, NULL, s->dup + (size_t)s0 * I, xe,
+                            w->exp_up + x * wsz, n, d, I, true);
+    }
+    backend_zero(be, s->dxn, (size_t)R * d * sizeof *s->dxn);
+    be->scatter_add_rows(s->dxn, s->dxe, p->moe->row_of, R * k, d);
+    be->moe_route_backward(s->dlogits, s->dw, a->probs, a->sel, a->route_w, R, E, k, c->moe_norm_topk);
+    be->matmul_backward(s->dxn, g->router, NULL, s->dlogits, a->xn2, w->router, R, d, E, true);
+}
+
 /* ---- the layer ------------------------------------------------------------------ */
 
 /* Attention's backward over the virtual layout of shared prompts (attn_share). */
@@ -181,10 +302,14 @@ void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, 
 
     /* MLP block */
     be->rmsnorm_forward(a->xn2, a->rstd2, a->x_mid, w.ffn_norm, R, d, eps);
-    linear_forward(p, a->gate, a->xn2, w.w_gate, NULL, d, hid, LORA_GATE, a->u[LORA_GATE]);
-    linear_forward(p, a->up, a->xn2, w.w_up, NULL, d, hid, LORA_UP, a->u[LORA_UP]);
-    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * hid);
-    linear_forward(p, x_out, a->h, w.w_down, NULL, hid, d, LORA_DOWN, a->u[LORA_DOWN]);
+    if (w.router) {
+        moe_forward(p, a, &w, x_out);
+    } else {
+        linear_forward(p, a->gate, a->xn2, w.w_gate, NULL, d, hid, LORA_GATE, a->u[LORA_GATE]);
+        linear_forward(p, a->up, a->xn2, w.w_up, NULL, d, hid, LORA_UP, a->u[LORA_UP]);
+        be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * hid);
+        linear_forward(p, x_out, a->h, w.w_down, NULL, hid, d, LORA_DOWN, a->u[LORA_DOWN]);
+    }
     be->add_inplace(x_out, a->x_mid, (size_t)R * d);
 }
 
@@ -198,13 +323,17 @@ void layer_backward(const layer_pass *p, const layer_acts *a, const float *x_in,
     int qd = nh * hd, kvd = nkv * hd, hid = c->hidden_dim;
 
     /* MLP block */
-    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * hid);
-    linear_backward(p, s->dgate, s->dx, a->h, w.w_down, hid, d, LORA_DOWN, a->u[LORA_DOWN], g.w_down, NULL, false,
-                    s->du);
-    be->swiglu_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * hid);
-    linear_backward(p, s->dxn, s->dgate, a->xn2, w.w_gate, d, hid, LORA_GATE, a->u[LORA_GATE], g.w_gate, NULL, false,
-                    s->du);
-    linear_backward(p, s->dxn, s->dup, a->xn2, w.w_up, d, hid, LORA_UP, a->u[LORA_UP], g.w_up, NULL, true, s->du);
+    if (w.router) {
+        moe_backward(p, a, &w, &g, s);
+    } else {
+        be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * hid);
+        linear_backward(p, s->dgate, s->dx, a->h, w.w_down, hid, d, LORA_DOWN, a->u[LORA_DOWN], g.w_down, NULL, false,
+                        s->du);
+        be->swiglu_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * hid);
+        linear_backward(p, s->dxn, s->dgate, a->xn2, w.w_gate, d, hid, LORA_GATE, a->u[LORA_GATE], g.w_gate, NULL,
+                        false, s->du);
+        linear_backward(p, s->dxn, s->dup, a->xn2, w.w_up, d, hid, LORA_UP, a->u[LORA_UP], g.w_up, NULL, true, s->du);
+    }
     be->rmsnorm_backward(s->dtmp, g.ffn_norm, s->dxn, a->x_mid, w.ffn_norm, a->rstd2, R, d);
     be->add_inplace(s->dx, s->dtmp, (size_t)R * d);
 

@@ -6,9 +6,23 @@
  *   xn1 = RMSNorm(x_in); q,k,v = linear(xn1) (+bias); [qwen3] q,k = RMSNorm per head;
  *   RoPE(q, k); [cache] store k,v; att = softmax(q k^T / sqrt(hd)) v  (GQA);
  *   x_mid = x_in + linear_o(att);
- *   xn2 = RMSNorm(x_mid); x_out = x_mid + linear_down(silu(linear_gate(xn2)) * linear_up(xn2)).
+ *   xn2 = RMSNorm(x_mid); x_out = x_mid + FFN(xn2), where FFN(x) = ffn(x; W_gate, W_up, W_down) and
+ *   ffn(x; G, U, D) = (silu(x G^T) * x U^T) D^T,
  * where linear(x) = x W^T (+ scale * dropout(x) A^T B^T with a LoRA adapter).
- * Every op goes through the pass's backend (lib/ops/backend.h). */
+ * Every op goes through the pass's backend (lib/ops/backend.h).
+ *
+ * In a layer with a mixture of experts (config_layer_moe; Qwen3-MoE's
+ * Qwen3MoeSparseMoeBlock) the FFN is, per token x (a row of xn2):
+ *   p = softmax(x W_router^T) over the E experts;
+ *   S = the k experts of largest p (the choice is not differentiated);
+ *   w_e = p_e, or p_e / sum_{e' in S} p_e' with norm_topk_prob, for e in S;
+ *   FFN(x) = sum_{e in S} w_e ffn(x; G_e, U_e, D_e).
+ * The tokens are grouped by expert (moe_group) so that one forward call
+ * multiplies each expert's matrices once, over all the rows routed to it;
+ * gate, up and h then hold those rows, k per token ("slots"), by expert.
+ * Its backward: each expert's over its rows with d(out) = w_e d(FFN), and
+ * d(w_e) = d(FFN) . ffn_e(x) back through the renormalisation, the softmax
+ * and the router's product (lib/ops/moe.c). No LoRA on those projections. */
 #ifndef GRPO_MODEL_LAYER_H
 #define GRPO_MODEL_LAYER_H
 
@@ -29,17 +43,38 @@ typedef struct {
     float *q_raw, *k_raw, *q_rstd, *k_rstd;
     float *q, *k, *v, *att, *lse;
     float *x_mid, *xn2, *rstd2;
-    float *gate, *up, *h;
+    float *gate, *up, *h; /* dense [R, hidden]; mixture [R*k, moe_hidden] by slot */
     float *u[LORA_N_TARGETS]; /* dropout(x) A^T, [R, r] */
+    /* a mixture of experts' (NULL in a dense layer): */
+    float *probs;    /* [R, E] the router's softmax (its logits first) */
+    int32_t *sel;    /* [R, k] each token's experts */
+    float *route_w;  /* [R, k] their weights */
+    float *xe;       /* [R*k, dim] the tokens by slot (the backward gathers it again: may be shared) */
+    float *ye;       /* [R*k, dim] each expert's output by slot */
 } layer_acts;
+
+/* Floats per row of the FFN's gate, up and h (and their gradients) in the
+ * model's widest layer: hidden_dim, or k slots of moe_hidden_dim. */
+size_t layer_ffn_width(const model_config *c);
+
+/* The host's index arrays of a mixture-of-experts layer (moe_group's), one
+ * set that every layer reuses; zeroed (nothing held) for a dense model. */
+typedef struct moe_index {
+    int32_t *row_of, *slot_of; /* [R*k] */
+    int *offsets;              /* [E+1] */
+} moe_index;
+int moe_index_alloc(moe_index *x, const model_config *c, int max_rows, gerr *e);
+void moe_index_free(moe_index *x);
 
 /* The backward's scratch, shared by every layer. */
 typedef struct {
     float *dx;   /* [R, dim]: d(loss)/d(x_out) in, d(loss)/d(x_in) out */
     float *dtmp; /* [R, dim] */
     float *dxn;  /* [R, max(dim, q_dim)] */
-    float *dq, *dk, *dv, *datt, *dgate, *dup;
+    float *dq, *dk, *dv, *datt, *dgate, *dup; /* dgate, dup [R, layer_ffn_width] */
     float *du; /* [R, lora r] */
+    /* a mixture of experts': [R*k, dim] dxe, dye; [R*k] dw; [R, E] dlogits */
+    float *dxe, *dye, *dw, *dlogits;
 } layer_grad_scratch;
 
 /* LoRA on a pass: the adapter, whether it applies, its dropout (masks keyed
@@ -94,11 +129,13 @@ typedef struct {
     int n_seqs;
     const int *start;
     model_params *grad; /* full fine-tuning's gradients, or NULL */
+    moe_index *moe;     /* a mixture of experts' index arrays (NULL: a dense model) */
 } layer_pass;
 
 /* The layer's weights (or gradients: any model_params) as a view. */
 typedef struct {
     float *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+    float *router, *exp_gate, *exp_up, *exp_down; /* a mixture of experts' (w_gate .. w_down then NULL) */
 } layer_params;
 layer_params model_layer(const model_params *p, const model_config *c, int layer);
 /* The weights the forward reads for one layer: on the model's device

@@ -68,6 +68,11 @@ int lora_alloc(lora *l, const model_config *cfg, int r, double alpha, bool rslor
     if (r <= 0) return gerr_set(e, EX_USAGE, "--lora-r: must be positive, got %d", r);
     if (!(alpha > 0)) return gerr_set(e, EX_USAGE, "--lora-alpha: must be positive, got %g", alpha);
     if (!(dropout >= 0 && dropout < 1)) return gerr_set(e, EX_USAGE, "--lora-dropout: must be in [0, 1), got %g", dropout);
+    unsigned ffn = 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_DOWN;
+    if (cfg->n_experts > 0 && (targets & ffn))
+        return gerr_set(e, EX_USAGE,
+                        "--lora-targets: gate, up and down take no adapter on a mixture of experts (%s); use q,k,v,o",
+                        cfg->architecture);
     l->r = r, l->alpha = alpha, l->rslora = rslora, l->dropout = dropout, l->targets = targets;
     l->scale = (float)(rslora ? alpha / sqrt((double)r) : alpha / r);
     l->n_layers = cfg->n_layers;

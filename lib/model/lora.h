@@ -52,7 +52,9 @@ int lora_target_param(int t);
 int lora_parse_targets(const char *list, unsigned *targets, gerr *e);
 
 /* Sizes the factors for the model's shapes and allocates them zeroed.
- * r > 0, alpha > 0, 0 <= dropout < 1; base is copied (may be NULL). */
+ * r > 0, alpha > 0, 0 <= dropout < 1; base is copied (may be NULL). A
+ * model with a mixture of experts takes no gate, up or down adapter (its
+ * sparse layers have none of those projections): EX_USAGE. */
 int lora_alloc(lora *l, const model_config *cfg, int r, double alpha, bool rslora, double dropout,
                unsigned targets, const char *base, gerr *e);
 /* A Kaiming-uniform from the keyed RNG (seed, "lora-init", index = layer *

@@ -8,14 +8,33 @@
 
 static const char *const param_names[MODEL_N_PARAMS] = {
     "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
-    "ffn_norm", "w_gate", "w_up", "w_down", "out_norm", "lm_head", "score"};
+    "ffn_norm", "w_gate", "w_up", "w_down", "router", "exp_gate", "exp_up", "exp_down", "out_norm", "lm_head",
+    "score"};
 
 const char *model_param_name(int i) {
     return i >= 0 && i < MODEL_N_PARAMS ? param_names[i] : "?";
 }
 
+static bool dense_ffn_param(int p) { return p == P_W_GATE || p == P_W_UP || p == P_W_DOWN; }
+static bool moe_param(int p) { return p == P_ROUTER || p == P_EXP_GATE || p == P_EXP_UP || p == P_EXP_DOWN; }
+static bool expert_param(int p) { return p == P_EXP_GATE || p == P_EXP_UP || p == P_EXP_DOWN; }
+
+bool model_layer_has(const model_config *c, int param, int l) {
+    if (dense_ffn_param(param)) return !config_layer_moe(c, l);
+    if (moe_param(param)) return config_layer_moe(c, l);
+    return true;
+}
+
+int model_param_layers(const model_config *c, int param) {
+    if (dense_ffn_param(param)) return config_ffn_layers(c, false);
+    if (moe_param(param)) return config_ffn_layers(c, true);
+    return c->n_layers;
+}
+
 static void param_sizes(const model_config *c, size_t s[MODEL_N_PARAMS]) {
     size_t L = (size_t)c->n_layers, d = (size_t)c->dim, hd = (size_t)c->head_dim;
+    size_t Ld = (size_t)config_ffn_layers(c, false), Lm = (size_t)config_ffn_layers(c, true);
+    size_t E = (size_t)c->n_experts, I = (size_t)c->moe_hidden_dim;
     size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd, h = (size_t)c->hidden_dim;
     size_t V = (size_t)c->vocab_size;
     s[P_TOK_EMBD] = V * d;
@@ -30,9 +49,13 @@ static void param_sizes(const model_config *c, size_t s[MODEL_N_PARAMS]) {
     s[P_K_NORM] = c->qk_norm ? L * hd : 0;
     s[P_WO] = L * d * qd;
     s[P_FFN_NORM] = L * d;
-    s[P_W_GATE] = L * h * d;
-    s[P_W_UP] = L * h * d;
-    s[P_W_DOWN] = L * d * h;
+    s[P_W_GATE] = Ld * h * d;
+    s[P_W_UP] = Ld * h * d;
+    s[P_W_DOWN] = Ld * d * h;
+    s[P_ROUTER] = Lm * E * d;
+    s[P_EXP_GATE] = Lm * E * I * d;
+    s[P_EXP_UP] = Lm * E * I * d;
+    s[P_EXP_DOWN] = Lm * E * d * I;
     s[P_OUT_NORM] = d;
     s[P_LM_HEAD] = c->tied_embeddings || c->seq_cls ? 0 : V * d;
     s[P_SCORE] = c->seq_cls ? (size_t)c->num_labels * d : 0;
@@ -59,7 +82,10 @@ int model_alloc(model *m, gerr *e) {
 }
 
 float *model_layer_tensor(const model *m, int param, int layer) {
-    return m->w.t[param] + (size_t)layer * (m->param_sizes[param] / (size_t)m->cfg.n_layers);
+    const model_config *c = &m->cfg;
+    size_t per = m->param_sizes[param] / (size_t)model_param_layers(c, param);
+    int slot = dense_ffn_param(param) || moe_param(param) ? config_ffn_slot(c, layer) : layer;
+    return m->w.t[param] + (size_t)slot * per;
 }
 
 void model_init_rope(model *m) {
@@ -92,6 +118,10 @@ static const struct {
     [P_W_GATE] = {"model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight"},
     [P_W_UP] = {"model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight"},
     [P_W_DOWN] = {"model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight"},
+    [P_ROUTER] = {"model.layers.%d.mlp.gate.weight", "blk.%d.ffn_gate_inp.weight"},
+    [P_EXP_GATE] = {"model.layers.%d.mlp.experts.%d.gate_proj.weight", "blk.%d.ffn_gate_exps.weight"},
+    [P_EXP_UP] = {"model.layers.%d.mlp.experts.%d.up_proj.weight", "blk.%d.ffn_up_exps.weight"},
+    [P_EXP_DOWN] = {"model.layers.%d.mlp.experts.%d.down_proj.weight", "blk.%d.ffn_down_exps.weight"},
     [P_OUT_NORM] = {"model.norm.weight", "output_norm.weight"},
     [P_LM_HEAD] = {"lm_head.weight", "output.weight"},
     [P_SCORE] = {"score.weight", "cls.output.weight"},
@@ -100,30 +130,37 @@ static const struct {
 size_t model_tensor_list(const model *m, model_tensor_ref *out) {
     const model_config *c = &m->cfg;
     int64_t d = c->dim, hd = c->head_dim, qd = (int64_t)c->n_heads * hd;
-    int64_t kvd = (int64_t)c->n_kv_heads * hd, h = c->hidden_dim, V = c->vocab_size;
+    int64_t kvd = (int64_t)c->n_kv_heads * hd, h = c->hidden_dim, V = c->vocab_size, I = c->moe_hidden_dim;
     const int64_t shape[MODEL_N_PARAMS][2] = {
         [P_TOK_EMBD] = {V, d}, [P_ATTN_NORM] = {d, 0}, [P_WQ] = {qd, d}, [P_WK] = {kvd, d},
         [P_WV] = {kvd, d}, [P_BQ] = {qd, 0}, [P_BK] = {kvd, 0}, [P_BV] = {kvd, 0},
         [P_Q_NORM] = {hd, 0}, [P_K_NORM] = {hd, 0}, [P_WO] = {d, qd}, [P_FFN_NORM] = {d, 0},
-        [P_W_GATE] = {h, d}, [P_W_UP] = {h, d}, [P_W_DOWN] = {d, h}, [P_OUT_NORM] = {d, 0},
+        [P_W_GATE] = {h, d}, [P_W_UP] = {h, d}, [P_W_DOWN] = {d, h}, [P_ROUTER] = {c->n_experts, d},
+        [P_EXP_GATE] = {I, d}, [P_EXP_UP] = {I, d}, [P_EXP_DOWN] = {d, I}, [P_OUT_NORM] = {d, 0},
         [P_LM_HEAD] = {V, d}, [P_SCORE] = {c->num_labels, d}};
     size_t n = 0;
     for (int p = 0; p < MODEL_N_PARAMS; p++) {
         if (!m->param_sizes[p]) continue;
         bool global = p == P_TOK_EMBD || p == P_OUT_NORM || p == P_LM_HEAD || p == P_SCORE;
-        int n_layers = global ? 1 : c->n_layers;
-        size_t per = m->param_sizes[p] / (size_t)n_layers;
-        for (int l = 0; l < n_layers; l++, n++) {
-            if (!out) continue;
-            model_tensor_ref *r = &out[n];
-            snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l);
-            snprintf(r->gguf, sizeof r->gguf, tensor_names[p].gguf, l);
-            r->param = p;
-            r->layer = global ? -1 : l;
-            r->rows = shape[p][0];
-            r->cols = shape[p][1];
-            r->dst = m->w.t[p] + (size_t)l * per;
-            r->perm_heads = p == P_WQ || p == P_BQ ? c->n_heads : p == P_WK || p == P_BK ? c->n_kv_heads : 0;
+        int n_layers = global ? 1 : c->n_layers, n_exp = expert_param(p) ? c->n_experts : 1;
+        size_t per_exp = (size_t)(shape[p][0] * (shape[p][1] ? shape[p][1] : 1));
+        for (int l = 0; l < n_layers; l++) {
+            if (!global && !model_layer_has(c, p, l)) continue;
+            float *at = global ? m->w.t[p] : model_layer_tensor(m, p, l);
+            for (int x = 0; x < n_exp; x++, n++) {
+                if (!out) continue;
+                model_tensor_ref *r = &out[n];
+                if (expert_param(p)) snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l, x);
+                else snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l);
+                snprintf(r->gguf, sizeof r->gguf, tensor_names[p].gguf, l);
+                r->param = p;
+                r->layer = global ? -1 : l;
+                r->expert = expert_param(p) ? x : -1;
+                r->rows = shape[p][0];
+                r->cols = shape[p][1];
+                r->dst = at + (size_t)x * per_exp;
+                r->perm_heads = p == P_WQ || p == P_BQ ? c->n_heads : p == P_WK || p == P_BK ? c->n_kv_heads : 0;
+            }
         }
     }
     return n;

@@ -20,11 +20,14 @@
 /* Parameter tensors, in the order they sit in the buffer. */
 enum {
     P_TOK_EMBD, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_BQ, P_BK, P_BV, P_Q_NORM, P_K_NORM, P_WO,
-    P_FFN_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_OUT_NORM, P_LM_HEAD, P_SCORE, MODEL_N_PARAMS
+    P_FFN_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_ROUTER, P_EXP_GATE, P_EXP_UP, P_EXP_DOWN, P_OUT_NORM, P_LM_HEAD,
+    P_SCORE, MODEL_N_PARAMS
 };
 
-/* L = n_layers, q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
- * Tensors the architecture lacks are NULL (size 0). */
+/* L = n_layers, q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim;
+ * Ld and Lm the layers with a dense FFN and with a mixture of experts
+ * (config_layer_moe; a dense model's Ld is L), E = n_experts,
+ * I = moe_hidden_dim. Tensors the architecture lacks are NULL (size 0). */
 typedef union {
     struct {
         float *tok_embd;   /* [vocab, dim] */
@@ -39,9 +42,13 @@ typedef union {
         float *k_norm;     /* [L, head_dim] qwen3 */
         float *wo;         /* [L, dim, q_dim] */
         float *ffn_norm;   /* [L, dim] */
-        float *w_gate;     /* [L, hidden, dim] */
-        float *w_up;       /* [L, hidden, dim] */
-        float *w_down;     /* [L, dim, hidden] */
+        float *w_gate;     /* [Ld, hidden, dim] */
+        float *w_up;       /* [Ld, hidden, dim] */
+        float *w_down;     /* [Ld, dim, hidden] */
+        float *router;     /* [Lm, E, dim]     mlp.gate: the router's logits */
+        float *exp_gate;   /* [Lm, E, I, dim]  each expert's gate_proj */
+        float *exp_up;     /* [Lm, E, I, dim] */
+        float *exp_down;   /* [Lm, E, dim, I] */
         float *out_norm;   /* [dim] */
         float *lm_head;    /* [vocab, dim]; points at tok_embd when tied; NULL in a classifier */
         float *score;      /* [num_labels, dim]; classifiers only */
@@ -149,7 +156,12 @@ void model_dev_refresh(model *m, const float *params);
 int model_alloc(model *m, gerr *e);
 /* Name of parameter tensor i ("wq", ...), for messages. */
 const char *model_param_name(int i);
-/* One per-layer tensor (P_ATTN_NORM .. P_W_DOWN) of one layer. */
+/* Whether per-layer tensor param (P_ATTN_NORM .. P_EXP_DOWN) is in layer l
+ * (the FFN's tensors are in the layers of their kind only), and how many
+ * layers have it. */
+bool model_layer_has(const model_config *c, int param, int l);
+int model_param_layers(const model_config *c, int param);
+/* One per-layer tensor of one layer that has it (all of its experts). */
 float *model_layer_tensor(const model *m, int param, int layer);
 
 /* ---- KV cache ---------------------------------------------------------------
@@ -212,12 +224,17 @@ typedef struct {
     float *xn;     /* [R, max(dim, q_dim)] normed input / attention output */
     float *q;      /* [R, q_dim] */
     float *k, *v;  /* [R, kv_dim] */
-    float *gate;   /* [R, hidden]  also silu(gate) * up */
-    float *up;     /* [R, hidden] */
+    float *gate;   /* [R, ffn width]  also silu(gate) * up (layer.h's layer_ffn_width) */
+    float *up;     /* [R, ffn width] */
     float *x_mid;  /* [R, dim]     the residual between the two blocks */
     float *cos_t, *sin_t; /* [R, head_dim/2] */
     size_t *row_kv;       /* [R] each row's place in the KV cache */
     int32_t *pick;        /* [R] the rows the final norm reads */
+    /* a mixture of experts' (NULL in a dense model): [R, E] probs, [R, k] sel
+     * and route_w, [R*k, dim] xe and ye, and the host's index arrays */
+    float *probs, *route_w, *xe, *ye;
+    int32_t *sel;
+    struct moe_index *moe;
     attn_workspace ws;
     const backend *be; /* whose memory the activations are; NULL: the host's */
 } model_scratch;
@@ -262,10 +279,14 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
  * Every tensor of the model with its Hugging Face and GGUF names, its HF
  * shape ([rows, cols]; cols 0 for a vector) and where it lives in the
  * buffer. Loaders and exporters walk this list. perm_heads is the head count
- * of llama.cpp's Q/K row permutation (0 for other tensors). */
+ * of llama.cpp's Q/K row permutation (0 for other tensors). An expert's
+ * matrix is one tensor in HF (model.layers.L.mlp.experts.X.gate_proj.weight)
+ * and slice X of its layer's stacked [E, rows, cols] tensor in GGUF
+ * (blk.L.ffn_gate_exps.weight, GGUF dims {cols, rows, E}). */
 struct model_tensor_ref {
     char hf[96], gguf[64];
     int param, layer; /* layer -1 for the global tensors */
+    int expert;       /* the expert of an expert's matrix, else -1 */
     int64_t rows, cols;
     float *dst;
     int perm_heads;

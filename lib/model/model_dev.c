@@ -72,6 +72,10 @@ int model_to_backend(model *m, const backend *be, gerr *e) {
     if (m->packed) return gerr_set(e, EX_SOFTWARE, "model_to_backend: the weights are packed for the CPU");
     if (!be->mem_alloc || !be->weight_upload)
         return gerr_set(e, EX_SOFTWARE, "backend %s keeps no memory of its own", be->name);
+    /* the layer groups the tokens by expert in host arrays (layer.h) */
+    if (m->cfg.n_experts > 0)
+        return gerr_set(e, EX_USAGE, "--device %s: a mixture of experts (%s) runs on the CPU only (--device cpu)",
+                        be->name, m->cfg.architecture);
     model_dev *d = xcalloc(1, sizeof *d);
     d->be = be;
     d->layers = xcalloc((size_t)m->cfg.n_layers, sizeof *d->layers);

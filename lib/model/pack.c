@@ -11,11 +11,21 @@
 #include "../ops/packed_q8.h"
 #include "model.h"
 
-enum { N_MATS = 7 }; /* matrices per layer */
-
+/* The matrices packed in their own place: the layers' (an expert's each in
+ * its own; the router stays float32 rows, its product is small). */
 static bool layer_matrix(int param) {
     return param == P_WQ || param == P_WK || param == P_WV || param == P_WO || param == P_W_GATE || param == P_W_UP ||
-           param == P_W_DOWN;
+           param == P_W_DOWN || param == P_EXP_GATE || param == P_EXP_UP || param == P_EXP_DOWN;
+}
+
+/* How many matrices a packed model holds packed (the LM head counted). */
+static int packed_matrices(const model *m) {
+    const model_config *c = &m->cfg;
+    int n = m->w.lm_head ? 1 : 0;
+    for (int p = 0; p < MODEL_N_PARAMS; p++)
+        if (layer_matrix(p) && m->w.t[p])
+            n += model_param_layers(c, p) * (p == P_EXP_GATE || p == P_EXP_UP || p == P_EXP_DOWN ? c->n_experts : 1);
+    return n;
 }
 
 /* Why fmt's kernel cannot take an input width of k (NULL: it can). */
@@ -64,21 +74,20 @@ const char *model_weights_describe(const model *m, char *buf, size_t size) {
         snprintf(buf, size, "%s)", kernel_describe(m));
         return buf;
     }
-    int total = N_MATS * m->cfg.n_layers + (m->w.lm_head ? 1 : 0);
+    int total = packed_matrices(m);
     snprintf(buf, size, "%s; %d of %d matrices from the file's %s blocks)", kernel_describe(m), m->packed_verbatim,
              total, m->packed_as == WEIGHTS_Q8 ? "Q8_0" : "own");
     return buf;
 }
 
-/* Whether fmt packs the layer matrices of refs (one layer's suffice: every
- * layer has the same shapes): false for f32 without its kernel or whole
+/* Whether fmt packs the layer matrices of refs: false for f32 without its kernel or whole
  * panels (OpenBLAS then runs the row-major weights), and for a shape bf16
  * or q8 cannot hold, which *why (EX_DATAERR) names. */
 static bool packs_matrices(const model_tensor_ref *refs, size_t n, weight_format fmt, gerr *why) {
     if (fmt == WEIGHTS_F32 && !packed_supported()) return false;
     for (size_t i = 0; i < n; i++) {
         const model_tensor_ref *r = &refs[i];
-        if (!layer_matrix(r->param) || r->layer != 0) continue;
+        if (!layer_matrix(r->param)) continue;
         const char *no = unpackable(fmt, (int)r->cols);
         if (!no && !fits_in_place(fmt, (int)r->rows, (int)r->cols)) {
             if (fmt == WEIGHTS_F32) return false;

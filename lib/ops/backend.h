@@ -70,6 +70,17 @@ typedef struct backend {
     void (*dropout_rows)(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
                          const uint32_t stream_key[2], double p);
 
+    /* Mixture of experts (NULL in a backend without them, which refuses
+     * such a model: model_to_backend). sel is in the backend's memory; slot
+     * is a host array like the other index arrays. */
+    void (*moe_route_forward)(float *probs, int32_t *sel, float *w, const float *logits, int n, int n_experts, int k,
+                              bool norm);
+    void (*moe_route_backward)(float *dlogits, const float *dw, const float *probs, const int32_t *sel,
+                               const float *w, int n, int n_experts, int k, bool norm);
+    void (*moe_combine_forward)(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d);
+    void (*moe_combine_backward)(float *dye, float *dw, const float *dout, const float *ye, const float *w,
+                                 const int32_t *slot, int n, int k, int d);
+
     void (*adamw_update)(const adamw_consts *k, float *param, const float *grad, float *m, float *v, size_t n);
     void (*sgd_update)(float keep, float neg_lr, float *param, const float *grad, size_t n);
 

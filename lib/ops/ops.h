@@ -7,6 +7,7 @@
  *   softmax.c    softmax and log-sum-exp of rows: attention's and the LM head's
  *   attention.c  causal grouped-query attention over a KV view
  *   rows.c       residual adds, row gathers and scatters, LoRA dropout masks
+ *   moe.c        mixture of experts: routing, the experts' weighted sum
  *   optim_step.c the optimizer's elementwise update
  * backend.h puts these behind one table; the layer (lib/model/layer.c) calls
  * them only through it, so another backend implements the same list.
@@ -207,6 +208,34 @@ void scatter_add_rows(float *dst, const float *src, const int32_t *idx, int n, i
  * the keys, so a backward regenerates it. */
 void dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
                   const uint32_t stream_key[2], double p);
+
+/* ---- mixture of experts (moe.c) -----------------------------------------------
+ * Each of n tokens goes to k of E experts (lib/model/layer.h has the block).
+ * A token's k choices are its "assignments" a = r*k + j; the experts run
+ * over the assignments grouped by expert ("slots", moe_group). */
+/* probs[n, E] = softmax(logits[n, E]) row by row (kept for the backward;
+ * probs may be logits);
+ * sel[n, k] the k most probable experts, most probable first (the lower
+ * index among equals); w[n, k] their probabilities, divided by their sum
+ * when norm (Qwen3-MoE's norm_topk_prob). */
+void moe_route_forward(float *probs, int32_t *sel, float *w, const float *logits, int n, int n_experts, int k,
+                       bool norm);
+/* dlogits[n, E] (written) from dw[n, k] = d(loss)/d(w), through the
+ * renormalisation and the softmax; the choice of sel is not differentiated. */
+void moe_route_backward(float *dlogits, const float *dw, const float *probs, const int32_t *sel, const float *w, int n,
+                        int n_experts, int k, bool norm);
+/* out[r] = sum_j w[r*k+j] * ye[slot[r*k+j]] over d columns (written):
+ * ye holds the experts' outputs by slot. */
+void moe_combine_forward(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d);
+/* Its backward: dye[slot[a]] = w[a] * dout[r] (written, every slot once)
+ * and dw[a] = dout[r] . ye[slot[a]] (written; dw NULL: not wanted). */
+void moe_combine_backward(float *dye, float *dw, const float *dout, const float *ye, const float *w,
+                          const int32_t *slot, int n, int k, int d);
+/* Host bookkeeping (no backend op; the index arrays the ops take): the
+ * assignments sel[n*k] grouped by expert, in assignment order within one:
+ * slot_of[a] the slot of assignment a, row_of[slot] its token,
+ * offsets[E+1] where each expert's slots start. */
+void moe_group(int32_t *row_of, int32_t *slot_of, int *offsets, const int32_t *sel, int n, int k, int n_experts);
 
 /* ---- the optimizer's update (optim_step.c) ------------------------------------ */
 /* torch.optim.AdamW's single-tensor step in float32 with the step constants

@@ -113,9 +113,12 @@ static int state_compute(const train_state *s, const update_run_opts *o, const c
  * the seed is known: *fresh). */
 static int load_adapter(policy *p, const update_plan *plan, bool *fresh, gerr *e) {
     const update_run_opts *o = &plan->run;
+    /* the default's gate, up and down have no adapter on a mixture of experts (lora.h) */
+    unsigned targets = plan->lora_targets, ffn = 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_DOWN;
+    if (!o->lora_targets_given && p->m.cfg.n_experts > 0) targets &= ~ffn;
     *fresh = false;
     if (p->has_lora) {
-        if (o->lora_given && (o->lora_r != p->l.r || plan->lora_targets != p->l.targets))
+        if (o->lora_given && (o->lora_r != p->l.r || targets != p->l.targets))
             return gerr_set(e, EX_USAGE,
                             "--lora-r/--lora-targets: %s already has an adapter (r=%d); leave them out to continue it",
                             o->model, p->l.r);
@@ -124,8 +127,7 @@ static int load_adapter(policy *p, const update_plan *plan, bool *fresh, gerr *e
     }
     if (o->lora_r == 0) return 0;
     double alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_r;
-    int rc = lora_alloc(&p->l, &p->m.cfg, (int)o->lora_r, alpha, o->rslora, o->lora_dropout, plan->lora_targets,
-                        o->model, e);
+    int rc = lora_alloc(&p->l, &p->m.cfg, (int)o->lora_r, alpha, o->rslora, o->lora_dropout, targets, o->model, e);
     if (rc) return rc;
     p->has_lora = *fresh = true;
     return 0;
@@ -296,7 +298,8 @@ void policy_free(policy *p) {
 
 static bool decays(int param) {
     return param == P_TOK_EMBD || param == P_WQ || param == P_WK || param == P_WV || param == P_WO ||
-           param == P_W_GATE || param == P_W_UP || param == P_W_DOWN || param == P_LM_HEAD;
+           param == P_W_GATE || param == P_W_UP || param == P_W_DOWN || param == P_ROUTER || param == P_EXP_GATE ||
+           param == P_EXP_UP || param == P_EXP_DOWN || param == P_LM_HEAD;
 }
 
 /* AdamW (or SGD) over flat elements lo .. hi-1, tensor by tensor (weight

@@ -44,6 +44,7 @@ struct trainer_acts {
     gerr err; /* the first failure of a copy to or from the device (trainer_check) */
     const backend *mem_be; /* whose memory mem and the gradients are: a device's when it has memory entries */
     attn_workspace ws;
+    moe_index moe; /* a mixture of experts' index arrays (none held for a dense model) */
 };
 
 /* Carves floats out of one buffer; with base NULL it only counts. */
@@ -85,10 +86,17 @@ static int n_threads_now(void) {
 #endif
 }
 
-/* One layer's activations, all kept (the backward reads each). */
-static void carve_slot(arena *a, layer_acts *s, const model_config *c, const lora *l, int R, float *h) {
+/* One layer's activations, all kept (the backward reads each): its FFN's
+ * for a dense layer, a mixture of experts, or both (shared by layers of
+ * either kind). h and xe are shared by every layer (recomputed by the backward). */
+typedef enum { FFN_DENSE = 1, FFN_MOE = 2, FFN_EITHER = 3 } ffn_kind;
+
+static void carve_slot(arena *a, layer_acts *s, const model_config *c, const lora *l, int R, float *h, float *xe,
+                       ffn_kind ffn) {
     size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    size_t hid = c->hidden_dim;
+    size_t k = (size_t)c->n_experts_used, width = 0;
+    if (ffn & FFN_DENSE) width = c->hidden_dim;
+    if ((ffn & FFN_MOE) && k * c->moe_hidden_dim > width) width = k * c->moe_hidden_dim;
     *s = (layer_acts){0};
     s->xn1 = take(a, R * d), s->rstd1 = take(a, R);
     if (c->qk_norm) {
@@ -98,9 +106,15 @@ static void carve_slot(arena *a, layer_acts *s, const model_config *c, const lor
     s->q = take(a, R * qd), s->k = take(a, R * kvd), s->v = take(a, R * kvd);
     s->att = take(a, R * qd), s->lse = take(a, (size_t)R * c->n_heads);
     s->x_mid = take(a, R * d), s->xn2 = take(a, R * d), s->rstd2 = take(a, R);
-    s->gate = take(a, R * hid), s->up = take(a, R * hid);
+    s->gate = take(a, R * width), s->up = take(a, R * width);
     s->h = h; /* silu(gate) * up is recomputed by the backward */
     for (int t = 0; t < LORA_N_TARGETS; t++) s->u[t] = l && l->a[t] ? take(a, (size_t)R * l->r) : NULL;
+    if (ffn & FFN_MOE) {
+        s->probs = take(a, (size_t)R * c->n_experts);
+        s->sel = (int32_t *)take(a, R * k); /* int32 in float-sized slots */
+        s->route_w = take(a, R * k), s->ye = take(a, R * k * d);
+        s->xe = xe;
+    }
 }
 
 /* Lays out every activation; a->base NULL only counts the floats. Every
@@ -111,14 +125,18 @@ static void carve(arena *a, trainer *t, trainer_acts *ac) {
     const model_config *c = &t->m->cfg;
     size_t R = t->max_computed, Rv = t->max_rows, d = c->dim, qd = (size_t)c->n_heads * c->head_dim;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim, hid = c->hidden_dim, T = t->max_targets;
+    size_t ffn = layer_ffn_width(c);
+    bool moe = config_ffn_layers(c, true) > 0;
+    size_t slots = moe ? R * c->n_experts_used : 0;
     int L = c->n_layers;
     bool per_layer = t->mode != TRAINER_INFER && !t->recompute;
-    float *h = take(a, R * hid);
+    float *h = take(a, R * ffn), *xe = moe ? take(a, slots * d) : NULL;
     layer_acts shared;
-    carve_slot(a, &shared, c, t->lora, (int)R, h);
+    ffn_kind either = (config_ffn_layers(c, false) ? FFN_DENSE : 0) | (moe ? FFN_MOE : 0);
+    carve_slot(a, &shared, c, t->lora, (int)R, h, xe, per_layer ? (ffn_kind)(config_layer_moe(c, 0) ? FFN_MOE : FFN_DENSE) : either);
     for (int l = 0; l < L; l++) {
         if (per_layer && l > 0)
-            carve_slot(a, &ac->layer[l], c, t->lora, (int)R, h);
+            carve_slot(a, &ac->layer[l], c, t->lora, (int)R, h, xe, config_layer_moe(c, l) ? FFN_MOE : FFN_DENSE);
         else
             ac->layer[l] = shared;
         ac->x_in[l] = (t->mode != TRAINER_INFER || l == 0) ? take(a, R * d) : ac->x_in[0];
@@ -141,8 +159,12 @@ static void carve(arena *a, trainer *t, trainer_acts *ac) {
         layer_grad_scratch *g = &ac->gs;
         g->dx = take(a, R * d), g->dtmp = take(a, R * d), g->dxn = take(a, R * (qd > d ? qd : d));
         g->dq = take(a, R * qd), g->dk = take(a, R * kvd), g->dv = take(a, R * kvd), g->datt = take(a, R * qd);
-        g->dgate = take(a, R * hid), g->dup = take(a, R * hid);
+        g->dgate = take(a, R * ffn), g->dup = take(a, R * ffn);
         g->du = t->lora ? take(a, R * t->lora->r) : NULL;
+        if (moe) {
+            g->dxe = take(a, slots * d), g->dye = take(a, slots * d), g->dw = take(a, slots);
+            g->dlogits = take(a, R * c->n_experts);
+        }
         ac->dxf = take(a, (size_t)TRAIN_HEAD_CHUNK * d);
     }
     ac->ws.buf = take(a, (size_t)ac->ws.n_threads * ac->ws.stride);
@@ -228,8 +250,10 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     carve(&a, t, ac);
     ac->n_floats = a.used;
     t->n_grad = mode == TRAINER_FULL ? m->n_params : mode == TRAINER_LORA ? l->n_params : 0;
+    gerr e_moe = {0};
     bool host_ok = ac->layer && ac->x_in && ac->ws.tasks && ac->row_pos && ac->row_kv && ac->row_key && ac->row_tok &&
-                   ac->vrow && ac->own && ac->target_row && ac->target_tok;
+                   ac->vrow && ac->own && ac->target_row && ac->target_tok &&
+                   !moe_index_alloc(&ac->moe, &m->cfg, rows, &e_moe);
     if (host_ok) ac->mem = alloc_floats(t->be, a.used, e);
     if (host_ok && ac->mem && t->n_grad) t->grad = alloc_floats(t->be, t->n_grad, e);
     if (!host_ok || !ac->mem || (t->n_grad && !t->grad)) {
@@ -262,6 +286,7 @@ void trainer_free(trainer *t) {
         free(ac->own);
         free(ac->target_row);
         free(ac->target_tok);
+        moe_index_free(&ac->moe);
         free(ac);
     }
     memset(t, 0, sizeof *t);
@@ -413,6 +438,7 @@ static layer_pass batch_pass(const trainer *t, const train_batch *b, bool lora_o
         .share = ac->share.n_virtual ? &ac->share : NULL,
         .n_seqs = b->n_seqs,
         .start = b->start,
+        .moe = &ac->moe,
     };
     if (t->lora && !lora_off) {
         p.lora = (layer_lora){.l = t->lora, .on = true, .seed = t->dropout_seed, .pass = t->dropout_pass,

@@ -35,7 +35,7 @@ typedef struct {
     double lora_dropout;
     bool rslora;
     long long seed;
-    bool seed_given, lora_given;
+    bool seed_given, lora_given, lora_targets_given;
     long long threads;
     long long zero;               /* 1: ZeRO-1, AdamW state sharded across MPI ranks */
     const char *device;           /* one of device_names (lib/runner/device.h) */

@@ -13,6 +13,18 @@ MODEL_BIN="$GRPO_ROOT/build/tests/test_model"
 CHECK="$GRPO_ROOT/tests/ref/check_gguf_export.py"
 SMOL="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
+# export_dtypes DIR: DIR exported to DIR.DTYPE.gguf in every dtype, each
+# (DIR, file, dtype) appended to the array triples.
+export_dtypes() {
+    local dt
+    for dt in f32 f16 bf16 q8_0; do
+        run "$BIN" --export "$1" "$1.$dt.gguf" "$dt"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        triples+=("$1" "$1.$dt.gguf" "$dt")
+    done
+}
+
 # logits MODEL TOKENS OUT: our prefill logits for TOKENS as raw float32.
 logits() {
     GRPO_MODEL_DIR="$1" GRPO_MODEL_TOKENS="$2" GRPO_MODEL_OUT="$3" run "$MODEL_BIN"
@@ -29,12 +41,7 @@ logits() {
     for d in "$T"/tiny/*/; do
         d=${d%/}
         "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$d"
-        for dt in f32 f16 bf16 q8_0; do
-            run "$BIN" --export "$d" "$d.$dt.gguf" "$dt"
-            echo "$output"
-            [ "$status" -eq 0 ]
-            triples+=("$d" "$d.$dt.gguf" "$dt")
-        done
+        export_dtypes "$d"
     done
     [ "${#triples[@]}" -eq 84 ]
     run "$GRPO_PY" "$CHECK" from-hf "${triples[@]}"
@@ -51,6 +58,47 @@ logits() {
         echo "$(basename "$d"): $output"
         [ "$status" -eq 0 ]
     done
+}
+
+@test "tiny qwen3_moe exported in every dtype: qwen3moe keys, stacked experts, gguf-py-equal data, gguf-py's weights give our logits" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    d="$T/moe"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe "$d" --norm-topk
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$d"
+    triples=()
+    export_dtypes "$d"
+    run "$GRPO_PY" "$CHECK" from-hf "${triples[@]}"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # each file read back by our loader (every expert a slice of its layer's
+    # tensor) and by gguf-py: the same logits, 1e-4 (measured 1.2e-6 to 1.6e-6)
+    for dt in f32 f16 bf16 q8_0; do
+        run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" gguf-logits "$d.$dt.gguf" "$d/tokens.txt" "$d.$dt.ref.f64"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        logits "$d.$dt.gguf" "$d/tokens.txt" "$d.$dt.ours.f32"
+        run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare "$d.$dt.ours.f32" "$d.$dt.ref.f64" 1e-4
+        echo "$dt: $output"
+        [ "$status" -eq 0 ]
+    done
+    # F32 holds the weights: the GGUF's logits are the HF directory's, bit for bit
+    logits "$d" "$d/tokens.txt" "$d.hf.f32"
+    cmp "$d.hf.f32" "$d.f32.ours.f32"
+}
+
+@test "a mixture llama.cpp's qwen3moe would compute otherwise (no renormalisation, a dense layer) has no GGUF: 65" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    for v in "plain" "dense --norm-topk --dense-layers 1"; do
+        set -- $v
+        "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe "$1" "${@:2}"
+        "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$1"
+        run "$BIN" --export "$1" "$1.gguf" f32
+        echo "$output"
+        [ "$status" -eq 65 ]
+        [[ "$output" == *"llama.cpp's qwen3moe renormalises the top-k weights and has no dense FFN layers"* ]]
+        [ ! -e "$1.gguf" ]
+    done
+    no_temp_left .
 }
 
 @test "SmolLM2 GGUF exported to Q8_0: keys and tokenizer copied, every tensor gguf-py's quantize of the source" {

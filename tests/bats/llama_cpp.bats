@@ -6,13 +6,17 @@
 # grpo-rollout --temperature 0 on the model that was exported (a GGUF, an HF
 # directory, an adapter checkpoint), so an export that our own loader reads
 # back the same wrong way (a Q/K layout, a RoPE convention) still fails.
+# tests/llama/llama_logits prints llama.cpp's logits at every position, for
+# the mixture of experts (qwen3moe), compared with ours within a tolerance.
 # needs: venv models llama.cpp
 load helpers
 
 LLAMA="$GRPO_ROOT/build/llama.cpp/llama_ids"
+LOGITS="$GRPO_ROOT/build/llama_logits"
 SMOL="$GRPO_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 needs_llama() { [ -x "$LLAMA" ] || skip "llama.cpp not built (make llama-cpp)"; }
+needs_logits() { [ -x "$LOGITS" ] || skip "tests/llama/llama_logits not built (make llama-cpp)"; }
 needs_smol() { [ -f "$SMOL" ] || skip "no model (make models)"; }
 
 # llama MODEL N TEXT: llama.cpp's ids of TEXT in L_PROMPT, its N greedy tokens
@@ -116,6 +120,28 @@ TEXTS=(
         n=$((n + 1))
     done
     [ "$n" -eq 7 ]
+}
+
+@test "tiny qwen3_moe exported to f32: llama.cpp's logits are ours on the HF directory; its ids and greedy tokens too" {
+    needs_llama; needs_logits
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe moe --norm-topk
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" moe
+    grpo-export --model moe --format gguf --dtype f32 --out moe.gguf
+    run --separate-stderr "$LOGITS" moe.gguf moe/tokens.txt llama.f64
+    echo "$stderr"
+    [ "$status" -eq 0 ]
+    GRPO_MODEL_DIR=moe GRPO_MODEL_TOKENS=moe/tokens.txt GRPO_MODEL_OUT=ours.f32 run "$GRPO_ROOT/build/tests/test_model"
+    [ "$status" -eq 0 ]
+    # 1e-4, as against the float64 reference (model.bats): llama.cpp in float32
+    # with a float32 cache and no flash attention; measured 1.7e-6
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare ours.f32 llama.f64 1e-4
+    echo "$output"
+    [ "$status" -eq 0 ]
+    text=$'hello world, it\'s 42!\n'
+    llama moe.gguf 16 "$text"
+    same "qwen3_moe ids" "$L_PROMPT" "$(ours_ids moe "$text")"
+    same_greedy "qwen3_moe greedy" moe 16
 }
 
 @test "a LoRA checkpoint of grpo-update, merged into a GGUF: llama.cpp continues as grpo-rollout does on the checkpoint" {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # The model forward (lib/model) against an independent float64 PyTorch
-# implementation of the HF architectures (tests/ref/model_ref.py), through
+# implementation of the HF architectures (tests/ref/model_ref.py; its
+# mixture-of-experts block checked against transformers' own), through
 # the driver mode of build/tests/test_model, which also checks that prefill,
 # one-token decode and a batch with a copied KV prefix agree.
 # needs: venv models
@@ -16,6 +17,16 @@ run_model() {
     [ "$status" -eq 0 ]
 }
 
+# against_ref DIR OUT TOL [SAYS]: run_model on DIR's tokens.txt into DIR/OUT (its
+# output holding SAYS), within TOL of DIR/ref.f64.
+against_ref() {
+    run_model "$1" "$1/tokens.txt" "$1/$2"
+    [[ "$output" == *"${4:-}"* ]]
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare "$1/$2" "$1/ref.f64" "$3"
+    echo "$(basename "$1") $2: $output"
+    [ "$status" -eq 0 ]
+}
+
 @test "tiny llama/qwen2/qwen3 (tied, untied, llama3 rope, F32 and BF16) match the PyTorch reference" {
     [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" tiny-suite "$T/tiny"
@@ -23,18 +34,59 @@ run_model() {
     [ "$status" -eq 0 ]
     n=0
     for d in "$T"/tiny/*/; do
-        run_model "$d" "$d/tokens.txt" "$d/ours.f32"
         # Tolerance 1e-4 absolute on logits up to ~55: fp32 rounding through
         # 2 layers of width <= 96 is ~1e-7 relative per op, so a few 1e-6 of
         # the largest logit; 1e-4 leaves 10x room yet catches any wrong op
         # (those move logits by 1e-2 or more). BF16 variants: the reference
         # reads the same bf16 weights, so the tolerance is the same.
-        run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare "$d/ours.f32" "$d/ref.f64" 1e-4
-        echo "$(basename "$d"): $output"
-        [ "$status" -eq 0 ]
+        against_ref "${d%/}" ours.f32 1e-4
         n=$((n + 1))
     done
     [ "$n" -eq 7 ]
+}
+
+@test "tiny qwen3_moe (renormalised or not, a dense layer, every other layer sparse) matches the PyTorch reference" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    n=0
+    for v in "norm --norm-topk" "dense0 --dense-layers 0" "step2 --sparse-step 2 --norm-topk"; do
+        set -- $v
+        d="$T/moe-$1"
+        shift
+        "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe "$d" "$@"
+        run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" logits "$d" "$d/tokens.txt" "$d/ref.f64"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"min top-k margin"* ]]
+        # 1e-4 as for the dense models (measured 1.2e-6 to 1.6e-6); the
+        # routing is the reference's: its smallest top-k gap (above, 9e-4 or
+        # more) is far wider than float32's rounding
+        against_ref "$d" ours.f32 1e-4
+        # the experts packed as grpo-rollout --weights bf16 packs them, each in
+        # its own place: 5e-2 (measured 1.6e-2 to 1.8e-2, as the dense qwen3's 1.65e-2)
+        GRPO_MODEL_PACK=bf16 against_ref "$d" bf16.f32 5e-2 "weights packed bf16"
+        n=$((n + 1))
+    done
+    [ "$n" -eq 3 ]
+}
+
+@test "the reference's mixture-of-experts block is transformers' Qwen2MoeSparseMoeBlock without its shared expert" {
+    py="${GRPO_PEFT_PY:-$GRPO_ROOT/.venv-peft/bin/python}"
+    [ -x "$py" ] || skip "no transformers venv (make venv)"
+    run "$py" "$GRPO_ROOT/tests/ref/check_moe_block.py"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ok 2 - norm_topk_prob True"* ]]
+}
+
+@test "a qwen3_moe config with an expert setting we do not know is one data error naming it" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe "$T/m"
+    sed -i 's/"num_experts": 8,/"num_experts": 8, "shared_expert_intermediate_size": 64,/' "$T/m/config.json"
+    GRPO_MODEL_DIR="$T/m" GRPO_MODEL_TOKENS="$T/m/tokens.txt" run "$BIN"
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *'config.json: key "shared_expert_intermediate_size": an expert setting qwen3_moe does not have'* ]]
 }
 
 @test "the forward paths under ASan agree on a tiny qwen3 model" {
@@ -67,20 +119,24 @@ run_model() {
     [ "$status" -eq 0 ]
 }
 
-@test "an HF directory with a missing tensor is a data error naming it" {
+@test "an HF directory with a missing tensor (a layer's, an expert's) is a data error naming it" {
     [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$T/m"
-    "$GRPO_PY" - "$T/m/model.safetensors" <<'EOF'
+    for c in "llama model.layers.1.mlp.up_proj.weight" "qwen3_moe model.layers.1.mlp.experts.5.up_proj.weight"; do
+        set -- $c
+        rm -rf "$T/m"
+        "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny "$1" "$T/m"
+        "$GRPO_PY" - "$T/m/model.safetensors" "$2" <<'EOF'
 import sys
 from safetensors.torch import load_file, save_file
 t = load_file(sys.argv[1])
-del t["model.layers.1.mlp.up_proj.weight"]
+del t[sys.argv[2]]
 save_file(t, sys.argv[1])
 EOF
-    GRPO_MODEL_DIR="$T/m" GRPO_MODEL_TOKENS="$T/m/tokens.txt" run "$BIN"
-    echo "$output"
-    [ "$status" -eq 65 ]
-    [[ "$output" == *"tensor model.layers.1.mlp.up_proj.weight is missing"* ]]
+        GRPO_MODEL_DIR="$T/m" GRPO_MODEL_TOKENS="$T/m/tokens.txt" run "$BIN"
+        echo "$output"
+        [ "$status" -eq 65 ]
+        [[ "$output" == *"tensor $2 is missing"* ]]
+    done
 }
 
 @test "a mis-shaped tensor and an unsupported architecture are data errors naming them" {

@@ -3,7 +3,8 @@
 # every architecture, full fine-tuning and LoRA, token and sequence
 # importance, beta > 0 with a reference, clipping active on both sides,
 # micro-batches with --recompute, multi-turn records whose environment tokens
-# (completion_mask 0) are context only. Relative error <= 1e-4 per tensor.
+# (completion_mask 0) are context only, a mixture of experts (qwen3_moe: every
+# expert and the router). Relative error <= 1e-4 per tensor.
 # The bf16 cases (grpo-update --compute bf16: every matrix product on bf16
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
@@ -37,6 +38,12 @@ grad_case() {
 @test "gradient vs autograd: multi-turn records, qwen3 LoRA, dapo, one sequence per micro-batch, --recompute" {
     grad_case qwen3-lora-turns-dapo-micro-recompute
 }
+@test "gradient vs autograd: qwen3_moe, full, renormalised top-2 of 8 experts, beta" { grad_case qwen3moe-full-beta; }
+@test "gradient vs autograd: qwen3_moe, a dense layer, sequence importance, dr_grpo, --recompute" {
+    grad_case qwen3moe-dense0-full-seq-micro-recompute
+}
+@test "gradient vs autograd: qwen3_moe, entropy bonus, multi-turn records" { grad_case qwen3moe-full-entropy-turns; }
+@test "gradient vs autograd: qwen3_moe, LoRA on q,k,v,o, dapo, beta" { grad_case qwen3moe-lora-qkvo-dapo; }
 @test "gradient vs autograd, bf16 products: llama, full fine-tuning, beta" { needs_bf16; grad_case llama-full-bf16; }
 @test "gradient vs autograd, bf16 products: qwen2 biases, sequence importance, bnpo, beta" {
     needs_bf16; grad_case qwen2-full-seq-bf16
@@ -46,6 +53,9 @@ grad_case() {
 }
 @test "gradient vs autograd, bf16 products: llama, tied embeddings" { needs_bf16; grad_case llama-tied-full-bf16; }
 @test "gradient vs autograd, bf16 products: llama, LoRA on every projection" { needs_bf16; grad_case llama-lora-bf16; }
+@test "gradient vs autograd, bf16 products: qwen3_moe with every expert chosen (no choice to flip), beta" {
+    needs_bf16; grad_case qwen3moe-allexperts-full-bf16
+}
 @test "gradient vs autograd, bf16 products: qwen3 LoRA, multi-turn records, dapo, beta" {
     needs_bf16; grad_case qwen3-lora-turns-bf16
 }

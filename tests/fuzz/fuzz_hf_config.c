@@ -26,6 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (c.rope_llama3 && !(c.rope_factor > 0 && c.rope_original_max_pos > 0)) abort();
         if (!memchr(c.architecture, 0, sizeof c.architecture)) abort();
         if (config_is_eos(&c, -1)) abort();
+        /* a mixture: k of its experts, and every layer of one kind or the other */
+        if (c.n_experts > 0 && (c.n_experts_used < 1 || c.n_experts_used > c.n_experts || c.moe_hidden_dim <= 0 ||
+                                c.moe_step < 1 || c.arch != ARCH_QWEN3_MOE))
+            abort();
+        if (config_ffn_layers(&c, true) + config_ffn_layers(&c, false) != c.n_layers) abort();
     } else {
         fuzz_check_error(&e, "config.json", EX_DATAERR, EX_DATAERR);
     }

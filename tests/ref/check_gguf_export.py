@@ -22,7 +22,10 @@ Usage: .venv/bin/python tests/ref/check_gguf_export.py COMMAND ...
       (tokens by id, types, merges), bos/eos/template against
       tokenizer_config.json, and every tensor's bytes equal to gguf-py's
       quantize of the safetensors weights, llama Q/K permuted with
-      convert_hf_to_gguf.py's LlamaModel.permute; with llama3 rope scaling,
+      convert_hf_to_gguf.py's LlamaModel.permute, a qwen3_moe layer's experts
+      stacked as its Qwen2MoeModel.modify_tensors stacks them (torch.stack
+      over the experts: GGUF dims {cols, rows, n_experts}) with the expert
+      keys of llama.cpp's qwen3moe; with llama3 rope scaling,
       rope_freqs.weight against convert_hf_to_gguf.py's factors.
   same-keys A.gguf B.gguf KEY...
       Each KEY has the same type and value in A and B.
@@ -81,7 +84,8 @@ def value(f):
 def expected_order(arch, n_layers, names):
     """llama.cpp's usual order, restricted to the names present."""
     blk = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q.bias", "attn_k.bias", "attn_v.bias",
-           "attn_q_norm", "attn_k_norm", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
+           "attn_q_norm", "attn_k_norm", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down",
+           "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"]
     order = ["token_embd.weight", "rope_freqs.weight"]
     for i in range(n_layers):
         for b in blk:
@@ -190,7 +194,7 @@ def from_hf(d, out_path, dtype):
     from tokenizers import Tokenizer
     cfg = json.load(open(os.path.join(d, "config.json")))
     tcfg = json.load(open(os.path.join(d, "tokenizer_config.json")))
-    arch = cfg["model_type"]
+    arch = {"qwen3_moe": "qwen3moe"}.get(cfg["model_type"], cfg["model_type"])
     out = GGUFReader(out_path)
     f = out.fields
     check_common(out, dtype, arch)
@@ -202,6 +206,9 @@ def from_hf(d, out_path, dtype):
             "attention.head_count_kv": nkv, "context_length": cfg["max_position_embeddings"],
             "attention.key_length": hd, "attention.value_length": hd, "rope.dimension_count": hd,
             "vocab_size": cfg["vocab_size"]}
+    if arch == "qwen3moe":
+        want.update({"expert_count": cfg["num_experts"], "expert_used_count": cfg["num_experts_per_tok"],
+                     "expert_feed_forward_length": cfg["moe_intermediate_size"]})
     for k, v in want.items():
         key = f"{arch}.{k}"
         check(key in f and value(f[key]) == v and f[key].types[0] == VT.UINT32, f"{key}: expected u32 {v}")
@@ -234,7 +241,9 @@ def from_hf(d, out_path, dtype):
              "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
              "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm",
-             "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+             "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+             "ffn_gate_inp": "mlp.gate"}
+    exps = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
     expect = set()
     for t in out.tensors:
         if t.name == "rope_freqs.weight":
@@ -243,6 +252,16 @@ def from_hf(d, out_path, dtype):
             check(np.allclose(got, ref, rtol=1e-6, atol=0), f"rope_freqs: {got} vs {ref}")
             continue
         p = t.name.split(".")
+        if p[0] == "blk" and p[2] in exps:
+            names = [f"model.layers.{p[1]}.mlp.experts.{x}.{exps[p[2]]}.weight" for x in range(cfg["num_experts"])]
+            expect.update(names)
+            if not all(n in W for n in names):
+                fail(f"{t.name}: experts of layer {p[1]} not in the HF model")
+                continue
+            w = np.stack([W[n] for n in names])
+            check(t.shape.tolist() == list(reversed(w.shape)), f"{t.name}: shape {t.shape.tolist()} vs {w.shape}")
+            check_bytes(t.name, t.data, w, t.tensor_type)
+            continue
         hf = (f"model.layers.{p[1]}.{hf_of[p[2]]}.{p[3]}" if p[0] == "blk" else f"{hf_of[p[0]]}.{p[1]}")
         expect.add(hf)
         if hf not in W:

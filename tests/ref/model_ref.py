@@ -4,11 +4,15 @@
 Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
 
   make-tiny ARCH OUTDIR [--tied] [--llama3-rope] [--dtype f32|bf16] [--seed S]
+            [--norm-topk] [--dense-layers L,L...] [--sparse-step N]
       A tiny random Hugging Face directory (config.json, model.safetensors,
-      generation_config.json, tokens.txt) for ARCH = llama | qwen2 | qwen3.
-      qwen2 has q/k/v biases; qwen3 has q/k norms and an explicit head_dim (24)
-      that differs from hidden_size / heads (16). Weights are random from a
-      fixed seed, never zero; norm weights are around 1.
+      generation_config.json, tokens.txt) for ARCH = llama | qwen2 | qwen3 |
+      qwen3_moe. qwen2 has q/k/v biases; qwen3 has q/k norms and an explicit
+      head_dim (24) that differs from hidden_size / heads (16); qwen3_moe is
+      qwen3 with a mixture of 8 experts (top 2, width 32) in its FFNs:
+      norm_topk_prob with --norm-topk, mlp_only_layers and
+      decoder_sparse_step from the last two. Weights are random from a fixed
+      seed, never zero; norm weights are around 1.
   tiny-suite OUTROOT
       Every tiny variant the tests use, each with ref.f64 (the reference
       logits for its tokens.txt), in one process (torch imports once).
@@ -17,16 +21,21 @@ Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
   gguf-logits GGUF TOKENS_FILE OUT
       The same forward on the weights of a GGUF file as gguf-py dequantizes
       them (GGUFReader + gguf.quants.dequantize), with llama-arch Q/K rows
-      un-permuted here, independently of the C loader.
+      un-permuted here and a qwen3moe layer's stacked experts sliced,
+      independently of the C loader.
   compare OURS.f32 REF.f64 TOL
       Prints the max abs difference and exits 1 when it exceeds TOL.
 
 The forward is written from the Hugging Face semantics (modeling_llama,
-modeling_qwen2, modeling_qwen3), not from our C code: RMSNorm
-x * rsqrt(mean(x^2) + eps) * w, rotate_half RoPE with cos/sin of
+modeling_qwen2, modeling_qwen3, modeling_qwen3_moe), not from our C code:
+RMSNorm x * rsqrt(mean(x^2) + eps) * w, rotate_half RoPE with cos/sin of
 position * inv_freq (llama3 scaling as _compute_llama3_parameters), GQA by
-repeat_kv, causal softmax attention scaled by 1/sqrt(head_dim), SwiGLU MLP,
-all in float64.
+repeat_kv, causal softmax attention scaled by 1/sqrt(head_dim), SwiGLU MLP;
+Qwen3MoeSparseMoeBlock's router (softmax over all experts, top-k,
+renormalised with norm_topk_prob) and experts summed by index_add_; all in
+float64. A mixture's logits print the smallest gap between a token's k-th
+and (k+1)-th expert probability: below about 1e-5 float32 may route
+differently and the comparison means nothing.
 """
 import json
 import math
@@ -40,24 +49,36 @@ TINY = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_atten
             num_key_value_heads=2, vocab_size=97, max_position_embeddings=128, rms_norm_eps=1e-5,
             rope_theta=10000.0)
 N_TOKENS = 20
+MOE = dict(num_experts=8, moe_intermediate_size=32, decoder_sparse_step=1,
+           norm_topk_prob=False, mlp_only_layers=[], router_aux_loss_coef=0.001, output_router_logits=False)
 
 
 # ---- tiny random models --------------------------------------------------------------------------
 
-def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234):
+def moe_layer(cfg, i):
+    """Qwen3MoeDecoderLayer's rule: a sparse block unless mlp_only_layers names the layer."""
+    return cfg.get("num_experts", 0) > 0 and i not in cfg.get("mlp_only_layers", []) and \
+        (i + 1) % cfg.get("decoder_sparse_step", 1) == 0
+
+
+def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, norm_topk=False, dense_layers=(),
+              sparse_step=1, top_k=2):
     import torch
     from safetensors.torch import save_file
     cfg = dict(TINY)
     cfg["architectures"] = {"llama": ["LlamaForCausalLM"], "qwen2": ["Qwen2ForCausalLM"],
-                            "qwen3": ["Qwen3ForCausalLM"]}[arch]
+                            "qwen3": ["Qwen3ForCausalLM"], "qwen3_moe": ["Qwen3MoeForCausalLM"]}[arch]
     cfg["model_type"] = arch
     cfg["tie_word_embeddings"] = tied
     cfg["hidden_act"] = "silu"
     cfg["bos_token_id"] = 1
     cfg["eos_token_id"] = 2
     cfg["torch_dtype"] = "float32" if dtype == "f32" else "bfloat16"
-    if arch == "qwen3":
+    if arch in ("qwen3", "qwen3_moe"):
         cfg["head_dim"] = 24
+    if arch == "qwen3_moe":
+        cfg.update(MOE, norm_topk_prob=norm_topk, mlp_only_layers=list(dense_layers), decoder_sparse_step=sparse_step,
+                   num_experts_per_tok=top_k)
     if llama3:
         # original context 32 puts head_dim 16's wavelengths (6.3 .. 19000)
         # in all three bands: high (< 8), medium, low (> 32).
@@ -88,11 +109,20 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234):
             t[p + "self_attn.q_proj.bias"] = bias(nh * hd)
             t[p + "self_attn.k_proj.bias"] = bias(nkv * hd)
             t[p + "self_attn.v_proj.bias"] = bias(nkv * hd)
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen3_moe"):
             t[p + "self_attn.q_norm.weight"] = norm(hd)
             t[p + "self_attn.k_norm.weight"] = norm(hd)
         t[p + "self_attn.o_proj.weight"] = mat(d, nh * hd)
         t[p + "post_attention_layernorm.weight"] = norm(d)
+        if moe_layer(cfg, i):
+            E, I = cfg["num_experts"], cfg["moe_intermediate_size"]
+            # logits of spread ~2 so that tokens go to different experts
+            t[p + "mlp.gate.weight"] = 2 * mat(E, d)
+            for x in range(E):
+                t[p + f"mlp.experts.{x}.gate_proj.weight"] = mat(I, d)
+                t[p + f"mlp.experts.{x}.up_proj.weight"] = mat(I, d)
+                t[p + f"mlp.experts.{x}.down_proj.weight"] = mat(d, I)
+            continue
         t[p + "mlp.gate_proj.weight"] = mat(h, d)
         t[p + "mlp.up_proj.weight"] = mat(h, d)
         t[p + "mlp.down_proj.weight"] = mat(d, h)
@@ -177,11 +207,42 @@ def forward(c, W, tokens):
         o = (att @ v).transpose(0, 1).reshape(T, nh * hd)
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if p + "mlp.gate.weight" in W:
+            x = x + sparse_moe(c, W, p, h)
+            continue
         gate = h @ W[p + "mlp.gate_proj.weight"].T
         up = h @ W[p + "mlp.up_proj.weight"].T
         x = x + (torch.nn.functional.silu(gate) * up) @ W[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, W["model.norm.weight"], eps)
     return x @ W["lm_head.weight"].T
+
+
+def sparse_moe(c, W, p, h):
+    """Qwen3MoeSparseMoeBlock: softmax over every expert, the top k, renormalised
+    with norm_topk_prob; each expert over the tokens routed to it, weighted,
+    added up with index_add_. The choice of experts carries no gradient."""
+    import torch
+    F = torch.nn.functional
+    probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
+    k = c["top_k"]
+    top = torch.topk(probs.detach(), k + 1 if k < probs.shape[-1] else k, dim=-1)
+    if k < probs.shape[-1]:
+        gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
+        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
+    sel = top.indices[:, :k]
+    w = probs.gather(-1, sel)
+    if c["norm_topk"]:
+        w = w / w.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for x in range(probs.shape[-1]):
+        rows, j = torch.where(sel == x)
+        if rows.numel() == 0:
+            continue
+        e = p + f"mlp.experts.{x}."
+        hx = h[rows]
+        y = (F.silu(hx @ W[e + "gate_proj.weight"].T) * (hx @ W[e + "up_proj.weight"].T)) @ W[e + "down_proj.weight"].T
+        out = out.index_add(0, rows, y * w[rows, j, None])
+    return out
 
 
 def read_tokens(path):
@@ -208,7 +269,8 @@ def hf_model(d):
     nh = cfg["num_attention_heads"]
     c = dict(L=cfg["num_hidden_layers"], nh=nh, nkv=cfg.get("num_key_value_heads", nh),
              hd=cfg.get("head_dim", cfg["hidden_size"] // nh), eps=cfg["rms_norm_eps"],
-             theta=cfg["rope_theta"], rope_scaling=cfg.get("rope_scaling"), qk_norm=arch == "qwen3")
+             theta=cfg["rope_theta"], rope_scaling=cfg.get("rope_scaling"), qk_norm=arch in ("qwen3", "qwen3_moe"),
+             top_k=cfg.get("num_experts_per_tok", 0), norm_topk=cfg.get("norm_topk_prob", False))
     return c, W
 
 
@@ -250,12 +312,21 @@ def gguf_hf_weights(path, dtype=np.float64):
              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
              "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
              "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-             "ffn_down": "mlp.down_proj"}
+             "ffn_down": "mlp.down_proj", "ffn_gate_inp": "mlp.gate"}
+    experts = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
     W = {}
     for t in r.tensors:
         if t.name == "rope_freqs.weight":  # llama3 scaling's table: HF computes it from config.json
             continue
         parts = t.name.split(".")
+        if parts[0] == "blk" and parts[2] in experts:
+            # a layer's experts stacked: dims {cols, rows, n_experts}
+            a = dequantize(t.data, t.tensor_type).astype(dtype)
+            a = a.reshape([int(n) for n in reversed(t.shape.tolist())])
+            for x in range(a.shape[0]):
+                hf = f"model.layers.{parts[1]}.mlp.experts.{x}.{experts[parts[2]]}.weight"
+                W[hf] = torch.from_numpy(np.ascontiguousarray(a[x]))
+            continue
         if parts[0] == "blk":
             hf = f"model.layers.{parts[1]}.{names[parts[2]]}.{parts[3]}"
             base = parts[2]
@@ -277,7 +348,9 @@ def gguf_hf_weights(path, dtype=np.float64):
                max_position_embeddings=field(f"{arch}.context_length"),
                rope_theta=field(f"{arch}.rope.freq_base", 10000.0),
                rms_norm_eps=field(f"{arch}.attention.layer_norm_rms_epsilon"),
-               tie_word_embeddings="lm_head.weight" not in W)
+               tie_word_embeddings="lm_head.weight" not in W,
+               # llama.cpp's qwen3moe renormalises its top k always
+               num_experts_per_tok=field(f"{arch}.expert_used_count", 0), norm_topk_prob=True)
     return W, cfg
 
 
@@ -286,14 +359,11 @@ def gguf_model(path):
     W, cfg = gguf_hf_weights(path)
     c = dict(L=cfg["num_hidden_layers"], nh=cfg["num_attention_heads"], nkv=cfg["num_key_value_heads"],
              hd=cfg["head_dim"], eps=cfg["rms_norm_eps"], theta=cfg["rope_theta"], rope_scaling=None,
-             qk_norm=cfg["arch"] == "qwen3")
+             qk_norm=cfg["arch"] in ("qwen3", "qwen3moe"), top_k=cfg["num_experts_per_tok"],
+             norm_topk=cfg["norm_topk_prob"])
     if cfg["tie_word_embeddings"]:
         W["lm_head.weight"] = W["model.embed_tokens.weight"]
     return c, W
-
-
-def gguf_logits(path, tokens):
-    return model_logits(*gguf_model(path), tokens)
 
 
 # ---- the suite the bats test uses -----------------------------------------------------------------
@@ -339,13 +409,24 @@ def main(argv):
             opts["dtype"] = args[args.index("--dtype") + 1]
         if "--seed" in args:
             opts["seed"] = int(args[args.index("--seed") + 1])
+        opts["norm_topk"] = "--norm-topk" in args
+        if "--dense-layers" in args:
+            opts["dense_layers"] = [int(x) for x in args[args.index("--dense-layers") + 1].split(",")]
+        if "--sparse-step" in args:
+            opts["sparse_step"] = int(args[args.index("--sparse-step") + 1])
         make_tiny(args[0], args[1], **opts)
     elif cmd == "tiny-suite":
         tiny_suite(args[0])
     elif cmd == "logits":
-        write_f64(args[2], hf_logits(args[0], read_tokens(args[1])))
+        c, W = hf_model(args[0])
+        write_f64(args[2], model_logits(c, W, read_tokens(args[1])))
+        if "moe_margin" in c:
+            print(f"min top-k margin {c['moe_margin']:.3g}")
     elif cmd == "gguf-logits":
-        write_f64(args[2], gguf_logits(args[0], read_tokens(args[1])))
+        c, W = gguf_model(args[0])
+        write_f64(args[2], model_logits(c, W, read_tokens(args[1])))
+        if "moe_margin" in c:
+            print(f"min top-k margin {c['moe_margin']:.3g}")
     elif cmd == "compare":
         return compare(args[0], args[1], float(args[2]))
     else:

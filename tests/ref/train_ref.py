@@ -96,6 +96,20 @@ CASES = {
     "llama-lora-bf16": dict(arch="llama", compute="bf16", lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=3)),
     "qwen3-lora-turns-bf16": dict(arch="qwen3", loss="dapo", beta=0.04, turns=True, compute="bf16",
                                   lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=6)),
+    # a mixture of experts (Qwen3-MoE): every expert for its tokens, the
+    # router through the routing weights (renormalised or not), a dense layer
+    # among sparse ones; LoRA on the attention projections. Model seeds whose
+    # batches keep each token's k-th and (k+1)-th expert apart (>= 5e-4)
+    "qwen3moe-full-beta": dict(arch="qwen3_moe", norm_topk=True, beta=0.04, seed=12),
+    "qwen3moe-dense0-full-seq-micro-recompute": dict(arch="qwen3_moe", dense_layers=(0,), sequence_level=True,
+                                                     loss="dr_grpo", micro_seqs=1, recompute=True),
+    "qwen3moe-full-entropy-turns": dict(arch="qwen3_moe", entropy_coef=0.05, turns=True, seed=12),
+    "qwen3moe-lora-qkvo-dapo": dict(arch="qwen3_moe", norm_topk=True, loss="dapo", beta=0.04, seed=12,
+                                    lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=7)),
+    # bf16 moves a router's logits by ~1e-2: the top 2 of 8 would flip where
+    # float64's gap is below that (here 3e-2 of logp). With every expert
+    # chosen nothing can flip: each expert and the router's softmax in bf16
+    "qwen3moe-allexperts-full-bf16": dict(arch="qwen3_moe", top_k=8, beta=0.04, compute="bf16"),
 }
 
 # completion_mask of each sequence of a "turns" case (completions of 8, 5,
@@ -175,7 +189,9 @@ def run(case_name, work):
     case = CASES[case_name]
     os.makedirs(work, exist_ok=True)
     mdir = os.path.join(work, "model")
-    model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False))
+    model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False),
+                        norm_topk=case.get("norm_topk", False), dense_layers=case.get("dense_layers", ()),
+                        seed=case.get("seed", 1234), top_k=case.get("top_k", 2))
     if case.get("embed_scale"):
         from safetensors import safe_open
         from safetensors.torch import load_file as tl, save_file as ts
@@ -189,7 +205,9 @@ def run(case_name, work):
     nh = cfgj["num_attention_heads"]
     c = dict(L=cfgj["num_hidden_layers"], nh=nh, nkv=cfgj["num_key_value_heads"],
              hd=cfgj.get("head_dim", cfgj["hidden_size"] // nh), eps=cfgj["rms_norm_eps"],
-             theta=cfgj["rope_theta"], rope_scaling=cfgj.get("rope_scaling"), qk_norm=case["arch"] == "qwen3")
+             theta=cfgj["rope_theta"], rope_scaling=cfgj.get("rope_scaling"),
+             qk_norm=case["arch"] in ("qwen3", "qwen3_moe"), top_k=cfgj.get("num_experts_per_tok", 0),
+             norm_topk=cfgj.get("norm_topk_prob", False))
     from safetensors.torch import load_file as tload
     W = {k: v.to(torch.float64) for k, v in tload(os.path.join(mdir, "model.safetensors")).items()}
     tied = cfgj.get("tie_word_embeddings", False)
@@ -299,16 +317,21 @@ def run(case_name, work):
         bad += 1
     worst, n = 0.0, 0
     for k, p in params.items():
-        if p.grad is None:
+        if not p.requires_grad:
             continue
         if k == "lm_head.weight" and tied:
             continue
-        ref = p.grad.numpy()
         got = ours.get("grad." + k)
         if got is None:
             print(f"missing gradient {k}")
             bad += 1
             continue
+        if p.grad is None:  # an expert no token went to: its gradient is 0
+            if np.any(got != 0):
+                print(f"{k}: gradient {float(np.max(np.abs(got))):.3g} where no token reaches it")
+                bad += 1
+            continue
+        ref = p.grad.numpy()
         scale = float(np.max(np.abs(ref)))
         rel = float(np.max(np.abs(got.reshape(ref.shape) - ref))) / max(scale, 1e-30)
         worst = max(worst, rel)
@@ -321,9 +344,17 @@ def run(case_name, work):
     if bf16 and worst <= BF16_FLOOR:
         print(f"worst relative error {worst:.3g} <= {BF16_FLOOR:.3g}: the products were not bf16")
         bad += 1
+    margin = ""
+    if "moe_margin" in c:
+        # float32 routes as float64 does only where a token's k-th and
+        # (k+1)-th expert are apart by more than its rounding (~1e-7)
+        margin = f", smallest top-k margin {c['moe_margin']:.2e}"
+        if c["moe_margin"] < 1e-5:
+            print(f"top-k margin {c['moe_margin']:.2e}: float32 may route otherwise; pick another seed")
+            bad += 1
     print(f"{case_name}: {n} gradient tensors, worst relative error {worst:.2e} (tolerance {grad_tol:.2e}), "
           f"logp {dl:.2e} (tolerance {logp_tol:.2e}), loss {loss.item():.6f} (error {dloss:.2e}), "
-          f"tokens below the clip range {clip_lo}")
+          f"tokens below the clip range {clip_lo}{margin}")
     return 1 if bad or n == 0 else 0
 
 

@@ -137,9 +137,10 @@ static int driver(const char *path, const char *tokens_path, const char *out_pat
         fprintf(stderr, "test_model: %s\n", e.msg);
         return e.code;
     }
-    /* GRPO_MODEL_PACK=1: the weights packed as grpo-rollout runs them */
+    /* GRPO_MODEL_PACK=1 (f32), bf16 or q8: the weights packed as grpo-rollout runs them */
     const char *pack = getenv("GRPO_MODEL_PACK");
-    if (pack && *pack == '1' && model_pack_for_inference(&m, WEIGHTS_F32, &e)) {
+    weight_format fmt = pack && !strcmp(pack, "bf16") ? WEIGHTS_BF16 : pack && !strcmp(pack, "q8") ? WEIGHTS_Q8 : WEIGHTS_F32;
+    if (pack && *pack && strcmp(pack, "0") && model_pack_for_inference(&m, fmt, &e)) {
         fprintf(stderr, "test_model: %s\n", e.msg);
         return e.code;
     }
@@ -157,9 +158,10 @@ static int driver(const char *path, const char *tokens_path, const char *out_pat
             fprintf(stderr, "test_model: token %d out of range\n", tok[i]);
             return EX_DATAERR;
         }
-    printf("# %s: %s, %d layers, dim %d, %d/%d heads of %d, vocab %d, %zu parameters, %d tokens, weights %s\n", path,
+    printf("# %s: %s, %d layers, dim %d, %d/%d heads of %d, vocab %d, %zu parameters, %d tokens, weights %s%s\n", path,
            model_arch_name(m.cfg.arch), m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads,
-           m.cfg.head_dim, m.cfg.vocab_size, m.n_params, T, m.packed ? "packed" : "row-major");
+           m.cfg.head_dim, m.cfg.vocab_size, m.n_params, T, m.packed ? "packed " : "row-major",
+           m.packed ? weight_format_name(m.packed_as) : "");
     float *out = malloc((size_t)T * m.cfg.vocab_size * sizeof *out);
     paths_result res;
     if (!out || T < 2 || run_paths(&m, tok, T, out, &res, &e)) {
@@ -169,8 +171,10 @@ static int driver(const char *path, const char *tokens_path, const char *out_pat
     double amax = 0;
     for (size_t i = 0; i < (size_t)T * m.cfg.vocab_size; i++) amax = fmax(amax, fabs(out[i]));
     /* The paths differ only in how sgemm splits rows, so in summation order:
-     * a few fp32 ulps of the largest logit. */
-    double tol = 1e-5 * fmax(1.0, amax);
+     * a few fp32 ulps of the largest logit. bf16 and q8 kernels round their
+     * inputs: a value that such a difference moves across a rounding edge
+     * differs by one step of bf16 (2^-8) or of its 8-bit block, so 1e-2. */
+    double tol = (m.packed && m.packed_as != WEIGHTS_F32 ? 1e-2 : 1e-5) * fmax(1.0, amax);
     TEST("decode one token at a time equals the prefill");
     printf("#   max abs diff %.3g (tol %.3g)\n", res.decode_diff, tol);
     CHECK(res.decode_diff <= tol);
@@ -463,11 +467,14 @@ static void test_config_dir(void) {
 }
 
 static model_config tiny_config(model_arch arch, bool tied) {
+    bool q3 = arch == ARCH_QWEN3 || arch == ARCH_QWEN3_MOE, moe = arch == ARCH_QWEN3_MOE;
+    /* qwen3_moe: 3 of 8 experts in every layer */
     return (model_config){.arch = arch, .dim = 32, .hidden_dim = 48, .n_layers = 2, .n_heads = 4,
-                          .n_kv_heads = 2, .head_dim = arch == ARCH_QWEN3 ? 12 : 8, .vocab_size = 50,
+                          .n_kv_heads = 2, .head_dim = q3 ? 12 : 8, .vocab_size = 50,
                           .max_seq_len = 64, .rope_theta = 10000, .norm_eps = 1e-5f, .tied_embeddings = tied,
-                          .qkv_bias = arch == ARCH_QWEN2, .qk_norm = arch == ARCH_QWEN3, .bos_id = -1,
-                          .pad_id = -1};
+                          .qkv_bias = arch == ARCH_QWEN2, .qk_norm = q3, .n_experts = moe ? 8 : 0,
+                          .n_experts_used = moe ? 3 : 0, .moe_hidden_dim = moe ? 16 : 0, .moe_step = moe ? 1 : 0,
+                          .bos_id = -1, .pad_id = -1};
 }
 
 /* A tiny random model built in memory: the three cache paths must agree. */
@@ -476,7 +483,7 @@ static void test_forward_paths(model_arch arch, bool tied) {
     memset(&m, 0, sizeof m);
     m.cfg = tiny_config(arch, tied);
     gerr e = {0};
-    static char names[3][64]; /* TEST keeps the pointer until the next test */
+    static char names[4][64]; /* TEST keeps the pointer until the next test */
     char *name = names[arch];
     snprintf(name, sizeof names[0], "forward paths agree on a tiny random %s model%s", model_arch_name(arch),
              tied ? " (tied)" : "");
@@ -636,6 +643,7 @@ int main(void) {
     test_forward_paths(ARCH_LLAMA, false);
     test_forward_paths(ARCH_QWEN2, true);
     test_forward_paths(ARCH_QWEN3, false);
+    test_forward_paths(ARCH_QWEN3_MOE, true);
     test_kv_grow();
     test_forward_hidden();
     test_classifier_layout();

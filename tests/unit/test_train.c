@@ -588,6 +588,7 @@ int main(int argc, char **argv) {
     test_finite_differences(ARCH_LLAMA, true, "finite differences: llama, tied embeddings");
     test_finite_differences(ARCH_QWEN2, false, "finite differences: qwen2 (q/k/v bias)");
     test_finite_differences(ARCH_QWEN3, false, "finite differences: qwen3 (q/k norm)");
+    test_finite_differences(ARCH_QWEN3_MOE, false, "finite differences: qwen3_moe (a dense layer, then 2 of 4 experts)");
     test_micro_batches_and_recompute();
     test_group_sums();
     test_lora();
@@ -596,6 +597,7 @@ int main(int argc, char **argv) {
     test_shared_prompts(ARCH_LLAMA, true, true, false, "shared prompts: llama, tied, LoRA");
     test_shared_prompts(ARCH_QWEN3, false, false, true, "shared prompts: qwen3 (q/k norm), multi-turn targets");
     test_shared_prompts(ARCH_QWEN2, false, true, true, "shared prompts: qwen2 (biases), LoRA, multi-turn targets");
+    test_shared_prompts(ARCH_QWEN3_MOE, false, false, true, "shared prompts: qwen3_moe, full, multi-turn targets");
     test_shared_prompts_dropout();
     test_threads_grow_after_init();
     test_compute_backend();

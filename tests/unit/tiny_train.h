@@ -24,14 +24,21 @@ static inline int tiny_model(model *m, model_arch arch, bool tied) {
     memset(m, 0, sizeof *m);
     model_config *c = &m->cfg;
     c->arch = arch, c->dim = 32, c->hidden_dim = 48, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
-    c->head_dim = arch == ARCH_QWEN3 ? 12 : 8, c->vocab_size = 61, c->max_seq_len = 64, c->rope_theta = 10000;
-    c->norm_eps = 1e-5f, c->tied_embeddings = tied, c->qkv_bias = arch == ARCH_QWEN2, c->qk_norm = arch == ARCH_QWEN3;
+    bool q3 = arch == ARCH_QWEN3 || arch == ARCH_QWEN3_MOE;
+    c->head_dim = q3 ? 12 : 8, c->vocab_size = 61, c->max_seq_len = 64, c->rope_theta = 10000;
+    c->norm_eps = 1e-5f, c->tied_embeddings = tied, c->qkv_bias = arch == ARCH_QWEN2, c->qk_norm = q3;
     c->bos_id = -1;
+    if (arch == ARCH_QWEN3_MOE) { /* layer 0 dense (mlp_only_layers), layer 1 a mixture: 2 of 4 experts */
+        c->n_experts = 4, c->n_experts_used = 2, c->moe_hidden_dim = 16, c->moe_norm_topk = true, c->moe_step = 1;
+        c->moe_dense[0] = 1;
+    }
     if (model_alloc(m, &e)) return 1;
     for (int i = 0; i < MODEL_N_PARAMS; i++) {
         if (!m->param_sizes[i]) continue;
         bool norm = i == P_ATTN_NORM || i == P_FFN_NORM || i == P_OUT_NORM || i == P_Q_NORM || i == P_K_NORM;
-        fill_uniform(m->w.t[i], m->param_sizes[i], norm ? 0.2 : 0.3, norm ? 1.0 : 0.0, 7, (uint64_t)i);
+        /* the router's logits spread wide: tokens go to different experts */
+        double scale = norm ? 0.2 : i == P_ROUTER ? 1.0 : 0.3;
+        fill_uniform(m->w.t[i], m->param_sizes[i], scale, norm ? 1.0 : 0.0, 7, (uint64_t)i);
     }
     return 0;
 }

@@ -1,0 +1,162 @@
+#!/usr/bin/env bats
+# A mixture of experts (Qwen3-MoE, HF qwen3_moe) through the tools: a tiny
+# random one (2 layers, 8 experts, top 2, renormalised) rolled out and
+# checked token by token against the float64 reference (tests/ref/
+# check_rollout.py over model_ref.py's Qwen3MoeSparseMoeBlock), records that
+# --batch, --threads and --shard leave alone, a Q8_0 GGUF's experts taken
+# straight into q8's, full fine-tuning and LoRA checkpoints that resume and
+# roll out, each export read back, and transformers 5's stacked experts. The layer's logits and gradients:
+# model.bats, train_grad.bats; llama.cpp on its GGUF: llama_cpp.bats.
+# needs: venv
+load helpers
+
+setup_file() {
+    export MOE="$BATS_FILE_TMPDIR/moe"
+    [ -x "$GRPO_PY" ] || return 0
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe "$MOE" --norm-topk
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$MOE"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch "$BATS_FILE_TMPDIR/batch.jsonl" 16 97
+    for i in 1 2 3 4 5 6; do
+        echo "{\"id\":\"p$i\",\"prompt_tokens\":[1,$((i + 4)),$((i * 3)),7]}"
+    done > "$BATS_FILE_TMPDIR/prompts.jsonl"
+}
+
+needs_moe() { [ -d "$MOE" ] || skip "no test venv (make venv)"; }
+P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
+B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
+
+# check_lp MODEL FILE TOL [MEAN_TOL]: every logprob against the float64 reference
+check_lp() {
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$@"
+    echo "$output" | grep -v '^ok' || true
+    [ "$status" -eq 0 ]
+}
+
+@test "rollout: sampled and greedy tokens' log-probs are the float64 reference's (1e-4); bf16 experts at bf16's tolerance" {
+    needs_moe
+    grpo-rollout --model "$MOE" --in "$(P)" -k 4 --max-new-tokens 16 --seed 5 --weights f32 --out r.jsonl
+    [ "$(wc -l < r.jsonl)" -eq 24 ]
+    # 1e-4 as for the dense models (measured: mean 2.4e-7)
+    check_lp "$MOE" r.jsonl 1e-4
+    grpo-rollout --model "$MOE" --in "$(P)" -k 1 --temperature 0 --max-new-tokens 16 --weights f32 --out g.jsonl
+    check_lp "$MOE" g.jsonl 1e-4
+    # bf16 experts and attention: rollout_weights.bats's bf16 bounds (measured max 0.02, mean 0.004)
+    grpo-rollout --model "$MOE" --in "$(P)" -k 4 --max-new-tokens 16 --seed 5 --weights bf16 --out b.jsonl
+    check_lp "$MOE" b.jsonl 0.25 0.07
+}
+
+@test "rollout --weights bf16 and q8: --batch, --threads and --shard change no byte of the records" {
+    needs_moe
+    for w in bf16 q8; do
+        args=(--model "$MOE" --in "$(P)" -k 4 --max-new-tokens 12 --seed 5 --weights "$w")
+        grpo-rollout "${args[@]}" --batch 1 --threads 1 --out "a-$w.jsonl"
+        grpo-rollout "${args[@]}" --batch 16 --threads 2 --out "b-$w.jsonl"
+        cmp "a-$w.jsonl" "b-$w.jsonl"
+        grpo-rollout "${args[@]}" --shard 0/2 --out "s0-$w.jsonl"
+        grpo-rollout "${args[@]}" --shard 1/2 --out "s1-$w.jsonl"
+        cmp <(sort "a-$w.jsonl") <(cat "s0-$w.jsonl" "s1-$w.jsonl" | sort)
+    done
+}
+
+@test "a Q8_0 GGUF's experts go straight into q8's blocks, each its slice of the layer's tensor: records as widened" {
+    needs_moe
+    grpo-export --model "$MOE" --format gguf --dtype q8_0 --out q8_0.gguf
+    grpo-export --model q8_0.gguf --format gguf --dtype f32 --out f32.gguf # the Q8_0 values, exactly
+    args=(--in "$(P)" -k 2 --max-new-tokens 12 --seed 3 --policy p --weights q8 --progress)
+    run -0 grpo-rollout --model q8_0.gguf "${args[@]}" --out direct.jsonl
+    # 2 layers of 4 attention matrices and 3 of each of 8 experts, and the head
+    [[ "$output" == *"; 57 of 57 matrices from the file's Q8_0 blocks)"* ]]
+    run -0 grpo-rollout --model f32.gguf "${args[@]}" --out widened.jsonl
+    [[ "$output" != *"matrices from the file"* ]]
+    cmp direct.jsonl widened.jsonl
+}
+
+@test "update: full fine-tuning writes every expert and its moments, resumes, and the checkpoint rolls out" {
+    needs_moe
+    grpo-update --model "$MOE" --in "$(B)" --out c1 --lr 1e-3
+    "$GRPO_PY" - c1 <<'PY'
+import sys
+from safetensors.numpy import load_file
+d = sys.argv[1]
+w = load_file(d + "/model.safetensors")
+o = load_file(d + "/grpo/optimizer.safetensors")
+assert w["model.layers.1.mlp.experts.7.down_proj.weight"].shape == (64, 32)
+assert w["model.layers.0.mlp.gate.weight"].shape == (8, 64)
+assert not any(".mlp.gate_proj." in n for n in w)
+assert set(o) == {p + n for n in w for p in ("exp_avg.", "exp_avg_sq.")}
+# the router and the experts moved
+assert abs(o["exp_avg.model.layers.0.mlp.gate.weight"]).max() > 0
+assert abs(o["exp_avg.model.layers.1.mlp.experts.3.up_proj.weight"]).max() > 0
+PY
+    cmp <(jq -S 'del(.torch_dtype)' "$MOE/config.json") <(jq -S 'del(.torch_dtype)' c1/config.json)
+    grpo-update --model c1 --in "$(B)" --out c2 --lr 1e-3
+    jq -e '.step == 2' c2/grpo/state.json
+    grpo-rollout --model c2 --in "$(P)" -k 2 --max-new-tokens 4 --out r.jsonl
+    [ "$(wc -l < r.jsonl)" -eq 12 ]
+}
+
+@test "update: LoRA on q,k,v,o by default (PEFT names), continued; gate, up or down asked for is 64 with one line" {
+    needs_moe
+    grpo-update --model "$MOE" --in "$(B)" --out l1 --lr 1e-2 --lora-r 4
+    jq -e '(.target_modules | sort) == ["k_proj","o_proj","q_proj","v_proj"]' l1/adapter_config.json
+    jq -e '.flags.lora_targets == "q_proj,k_proj,v_proj,o_proj"' l1/grpo/state.json
+    grpo-update --model l1 --in "$(B)" --out l2 --lr 1e-2 --lora-r 4
+    jq -e '.step == 2' l2/grpo/state.json
+    grpo-export --model l2 --format peft --out pe
+    jq -e '(.target_modules | sort) == ["k_proj","o_proj","q_proj","v_proj"]' pe/adapter_config.json
+    grpo-rollout --model l2 --in "$(P)" -k 1 --max-new-tokens 4 --out r.jsonl
+    [ "$(wc -l < r.jsonl)" -eq 6 ]
+    for t in all q,gate up_proj; do
+        run grpo-update --model "$MOE" --in "$(B)" --out l3 --lora-r 4 --lora-targets "$t"
+        [ "$status" -eq 64 ]
+        assert_one_line_error grpo-update "--lora-targets: gate, up and down take no adapter on a mixture of experts"
+        [ ! -e l3 ]
+    done
+}
+
+@test "export: HF and GGUF of a GGUF give the source's logits back; the config keeps the expert settings" {
+    needs_moe
+    grpo-export --model "$MOE" --format gguf --dtype f32 --out m.gguf
+    grpo-export --model m.gguf --format hf --dtype f32 --out back
+    jq -e '.model_type == "qwen3_moe" and .architectures == ["Qwen3MoeForCausalLM"] and .num_experts == 8
+           and .num_experts_per_tok == 2 and .moe_intermediate_size == 32 and .norm_topk_prob == true
+           and .decoder_sparse_step == 1 and .mlp_only_layers == []' back/config.json
+    for m in "$MOE" m.gguf back; do
+        GRPO_MODEL_DIR="$m" GRPO_MODEL_TOKENS="$MOE/tokens.txt" GRPO_MODEL_OUT="$(basename "$m").f32" \
+            run -0 "$GRPO_ROOT/build/tests/test_model"
+    done
+    cmp moe.f32 m.gguf.f32
+    cmp moe.f32 back.f32
+}
+
+@test "transformers 5's stacked experts (gate_up_proj, down_proj) load as the per-expert tensors; a wrong shape is 65" {
+    needs_moe
+    cp -r "$MOE" fused
+    "$GRPO_PY" - fused/model.safetensors <<'PY'
+import sys
+import torch
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+for layer in range(2):
+    p = f"model.layers.{layer}.mlp.experts."
+    gate_up = [torch.cat([t.pop(p + f"{x}.gate_proj.weight"), t.pop(p + f"{x}.up_proj.weight")]) for x in range(8)]
+    t[p + "gate_up_proj"] = torch.stack(gate_up)
+    t[p + ("down_proj" if layer else "down_proj.weight")] = torch.stack([t.pop(p + f"{x}.down_proj.weight") for x in range(8)])
+save_file(t, sys.argv[1], metadata={"format": "pt"})
+PY
+    for m in "$MOE" fused; do
+        GRPO_MODEL_DIR="$m" GRPO_MODEL_TOKENS="$MOE/tokens.txt" GRPO_MODEL_OUT="$(basename "$m").f32" \
+            run -0 "$GRPO_ROOT/build/tests/test_model"
+    done
+    cmp moe.f32 fused.f32
+    "$GRPO_PY" - fused/model.safetensors <<'PY'
+import sys
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+t["model.layers.1.mlp.experts.down_proj"] = t["model.layers.1.mlp.experts.down_proj"][:, :, :16].contiguous()
+save_file(t, sys.argv[1], metadata={"format": "pt"})
+PY
+    GRPO_MODEL_DIR=fused GRPO_MODEL_TOKENS="$MOE/tokens.txt" run "$GRPO_ROOT/build/tests/test_model"
+    [ "$status" -eq 65 ]
+    [[ "$output" == *"tensor model.layers.1.mlp.experts.down_proj: expected shape [8, 64, 32]"* ]]
+}
