@@ -94,6 +94,21 @@ void http_url_for_messages(const char *url, strbuf *out) {
     sb_append(out, host, authority + strcspn(host + authority, "?#"));
 }
 
+/* The key in environment variable var; *key NULL when unset or empty. */
+static int http_key_from_env(const char *var, char **key, gerr *e) {
+    *key = NULL;
+    const char *v = getenv(var);
+    if (!v) return 0;
+    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\r')) n--;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return gerr_set(e, EX_USAGE, "$%s: the API key holds a control character (a line break?)", var);
+    if (n) *key = xstrndup(v, n);
+    return 0;
+}
+
 /* ---- rate limits ------------------------------------------------------------- */
 
 static void bucket_init(bucket *b, double per_second, double now) {
@@ -227,14 +242,21 @@ int http_client_open(http_client **out, const http_opts *given, gerr *e) {
     http_opts named = *given;
     if (!named.who) named.who = "http";
     if (!named.flag) named.flag = "--http";
+    if (named.backoff_base <= 0) named.backoff_base = 0.5;
+    if (named.backoff_cap <= 0) named.backoff_cap = 30;
+    if (named.retry_after_cap <= 0) named.retry_after_cap = 300;
     const http_opts *c = &named;
     int rc = check_config(c, e);
     if (rc) return rc;
     /* a line break in the key would end the header and start another */
     if (c->api_key && strpbrk(c->api_key, "\r\n"))
         return gerr_set(e, EX_USAGE, "%s: the API key holds a line break", c->who);
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    char *env_key = NULL;
+    if (!c->api_key && c->key_env && (rc = http_key_from_env(c->key_env, &env_key, e))) return rc;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        free(env_key);
         return gerr_set(e, EX_SOFTWARE, "%s: curl_global_init failed", c->who);
+    }
     http_client *h = xcalloc(1, sizeof *h);
     h->c = *c;
     h->url = xstrdup(c->url);
@@ -243,7 +265,8 @@ int http_client_open(http_client **out, const http_opts *given, gerr *e) {
     h->url_shown = shown.data;
     h->c.url = h->url;
     h->c.api_key = NULL;
-    h->key = c->api_key && *c->api_key ? xstrdup(c->api_key) : NULL;
+    h->c.key_env = NULL;
+    h->key = env_key ? env_key : c->api_key && *c->api_key ? xstrdup(c->api_key) : NULL;
     double now = now_seconds();
     bucket_init(&h->rps, c->rps, now);
     bucket_init(&h->tpm, c->tpm / 60.0, now);

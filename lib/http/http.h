@@ -35,12 +35,18 @@
 typedef struct {
     const char *url;     /* the URL of jobs that name none */
     const char *api_key; /* NULL or "": no Authorization header */
+    /* with api_key NULL: the environment variable that holds the key (NULL:
+     * none), white space around it removed (a key read from a file often
+     * ends in a newline); a control character in it is EX_USAGE */
+    const char *key_env;
     long long concurrency;
     double timeout; /* seconds per attempt */
     long long retries;
     double rps, tpm; /* 0: unlimited */
-    double backoff_base, backoff_cap; /* seconds: attempt k waits uniform [0, min(cap, base * 2^k)) */
-    double retry_after_cap;           /* seconds: the longest Retry-After honoured */
+    /* seconds: attempt k waits uniform [0, min(cap, base * 2^k)), or the
+     * server's Retry-After up to retry_after_cap; 0: 0.5, 30 and 300 */
+    double backoff_base, backoff_cap;
+    double retry_after_cap;
     const char *who;            /* names the client in messages: "judge" gives "rollouts.jsonl:3: judge: ..." */
     const char *flag;           /* the flags' prefix in usage errors: "--judge" gives "--judge-timeout: ..." */
     const char *user_agent;     /* NULL: "grpo/VERSION" */
@@ -73,7 +79,8 @@ typedef int (*http_on_reply)(void *ctx, size_t job, const char *body, size_t len
 
 typedef struct http_client http_client;
 
-/* EX_USAGE on a bad setting (concurrency < 1, timeout <= 0, ...). */
+/* EX_USAGE on a bad setting (concurrency < 1, timeout <= 0, ...) or a key
+ * env variable that holds a control character. */
 int http_client_open(http_client **h, const http_opts *c, gerr *e);
 /* Runs jobs[0..n-1] until each is answered, or until the run stops
  * (returning its code with e filled, after the transfers in flight end). */

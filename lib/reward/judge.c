@@ -30,10 +30,6 @@
 #define GRPO_VERSION "0"
 #endif
 
-/* Backoff of a retry: full jitter up to min(30 s, 0.5 s * 2^(retry-1)). */
-#define BACKOFF_BASE 0.5
-#define BACKOFF_CAP 30.0
-#define RETRY_AFTER_CAP 300.0
 
 typedef struct {
     judge_template *tpl;
@@ -252,22 +248,6 @@ static int check_params(const reward_opts *p, gerr *e) {
     return 0;
 }
 
-/* The key from the environment, white space around it removed (a key read
- * from a file often ends in a newline). NULL when unset or empty. */
-static int api_key_from_env(const char *var, char **key, gerr *e) {
-    *key = NULL;
-    const char *v = getenv(var);
-    if (!v) return 0;
-    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
-    size_t n = strlen(v);
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\r')) n--;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
-            return gerr_set(e, EX_USAGE, "$%s: the API key holds a control character (a line break?)", var);
-    if (n) *key = xstrndup(v, n);
-    return 0;
-}
-
 static int open_parts(judge *j, const reward_opts *p, gerr *e) {
     int rc = judge_template_load(&j->tpl, p->judge_template, e);
     if (rc) return rc;
@@ -289,24 +269,14 @@ static int open_parts(judge *j, const reward_opts *p, gerr *e) {
 
     strbuf url = {0};
     judge_chat_url(p->judge_url, &url);
-    const char *key_env = p->judge_key_env && *p->judge_key_env ? p->judge_key_env : "OPENAI_API_KEY";
-    char *key;
-    rc = api_key_from_env(key_env, &key, e);
-    if (rc) {
-        sb_free(&url);
-        return rc;
-    }
     http_opts hc = {
         .url = url.data,
-        .api_key = key,
+        .key_env = p->judge_key_env && *p->judge_key_env ? p->judge_key_env : "OPENAI_API_KEY",
         .concurrency = p->judge_concurrency,
         .timeout = p->judge_timeout,
         .retries = p->judge_retries,
         .rps = p->judge_rps,
         .tpm = p->judge_tpm,
-        .backoff_base = BACKOFF_BASE,
-        .backoff_cap = BACKOFF_CAP,
-        .retry_after_cap = RETRY_AFTER_CAP,
         .who = "judge",
         .flag = "--judge",
         .user_agent = "grpo-reward/" GRPO_VERSION,
@@ -314,10 +284,6 @@ static int open_parts(judge *j, const reward_opts *p, gerr *e) {
     };
     rc = http_client_open(&j->http, &hc, e);
     sb_free(&url);
-    if (key) {
-        memset(key, 0, strlen(key));
-        free(key);
-    }
     return rc;
 }
 

@@ -351,7 +351,7 @@ static void test_not_retried(void) {
 }
 
 static void test_refused(void) {
-    TEST("http: a refused connection is retried, then 75");
+    TEST("http: a refused connection is retried, then 75; with fail_unreachable it is 69 at once");
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof a;
@@ -363,7 +363,7 @@ static void test_refused(void) {
     batch b;
     batch_init(&b, users, 1);
     http_opts c = {.url = url, .api_key = KEY, .concurrency = 2, .timeout = 2, .retries = 2,
-                           .backoff_base = 0.01, .backoff_cap = 0.05, .retry_after_cap = 5};
+                   .backoff_base = 0.01, .backoff_cap = 0.05, .retry_after_cap = 5, .who = "judge"};
     http_stats st;
     gerr e = {0};
     CHECK_EQ_INT(run(&c, &b, &st, &e), EX_TEMPFAIL);
@@ -371,6 +371,12 @@ static void test_refused(void) {
     CHECK(strstr(e.msg, KEY) == NULL);
     CHECK_EQ_INT(st.requests, 3);
     CHECK_EQ_INT(st.failures, 3);
+    /* fail_unreachable (grpo-rollout --server): 69 at the first refusal, naming the URL */
+    c.fail_unreachable = true;
+    c.who = "server";
+    CHECK_EQ_INT(run(&c, &b, &st, &e), EX_UNAVAILABLE);
+    CHECK(strstr(e.msg, "in.jsonl:1: server: cannot connect to http://127.0.0.1:") == e.msg);
+    CHECK_EQ_INT(st.requests, 1);
     batch_free(&b);
 }
 
