@@ -12,8 +12,10 @@
  *             (and output_ids, when the server sends them),
  *             meta_info.finish_reason.type
  *   llamacpp  POST /completion {"prompt": [ids], "n_predict", sampling,
- *             "samplers": [our order], "seed", "stop", "n_probs": 1,
- *             "post_sampling_probs", "return_tokens": true}
+ *             "samplers": [our order], "seed", "n_probs": 1,
+ *             "post_sampling_probs", "return_tokens": true} (no "stop": its
+ *             server leaves out a stop string's probabilities; the caller
+ *             cuts at stop strings)
  *             -> tokens, completion_probabilities[i].{id, prob | logprob},
  *             stop_type
  *
