@@ -12,7 +12,9 @@
  * goes through the same seq_push as a token of our engine (end tokens, stop
  * strings, the bounds), tokens after the one that ends the turn are
  * dropped, and a turn the server ended before that ends "stop" or "length"
- * as the server says. */
+ * as the server says. A llama.cpp reply that lacks the probability of a
+ * token ending inside a UTF-8 character is asked again with the sample's
+ * next seed (MAX_REDRAWS times). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,10 @@
 #define GRPO_VERSION "0"
 #endif
 
+/* Seeds a request is sent with, after its first, when llama.cpp leaves out a
+ * split UTF-8 character's probabilities (docs/servers.md). */
+#define MAX_REDRAWS 4
+
 struct rollout_server {
     http_client *http;
     strbuf root, endpoint, models_url; /* the server's root URL, its generation endpoint, /v1/models */
@@ -36,6 +42,9 @@ struct rollout_server {
     strbuf *bodies, *labels;
     int *job_slot;
     long long *job_max;
+    int *job_redraws; /* requests sent again with the next seed after a SPLIT reply */
+    int32_t *ids;     /* a request's token ids */
+    size_t ids_cap;
     server_reply reply;
     strbuf probe; /* the /v1/models reply */
 };
@@ -125,6 +134,7 @@ int server_open(rollout *r, gerr *e) {
     sv->labels = xcalloc(n, sizeof *sv->labels);
     sv->job_slot = xcalloc(n, sizeof *sv->job_slot);
     sv->job_max = xcalloc(n, sizeof *sv->job_max);
+    sv->job_redraws = xcalloc(n, sizeof *sv->job_redraws);
     return 0;
 }
 
@@ -141,6 +151,8 @@ void server_close(rollout *r) {
     free(sv->labels);
     free(sv->job_slot);
     free(sv->job_max);
+    free(sv->job_redraws);
+    free(sv->ids);
     server_reply_free(&sv->reply);
     server_info_free(&sv->info);
     sb_free(&sv->root);
@@ -205,6 +217,38 @@ static int take_reply(rollout *r, int slot, long long max_tokens, gerr *e) {
     return rollout_turn_ended(r, slot, e);
 }
 
+/* The most tokens the sample's next turn may have. */
+static long long turn_budget(const rollout *r, const rollout_seq *s, const prompt_slot *p) {
+    long long max = r->o->max_new_tokens;
+    if (r->o->max_total_tokens > 0 && r->o->max_total_tokens - s->n < max) max = r->o->max_total_tokens - s->n;
+    long long room = (long long)r->ctx_len - (long long)p->n_tokens - s->n;
+    return room < max ? room : max;
+}
+
+/* Job `job` asks for the slot's next turn: the prompt's ids and the
+ * sample's tokens so far, at most what is left of the turn, and a seed
+ * drawn from the sample's stream. */
+static void build_request(rollout *r, int slot, size_t job) {
+    rollout_server *sv = r->srv;
+    rollout_seq *s = r->slot_seq[slot];
+    const prompt_slot *p = r->slot_prompt[slot];
+    size_t len = p->n_tokens + (size_t)s->n;
+    if (len > sv->ids_cap) {
+        sv->ids_cap = 2 * len;
+        sv->ids = xrealloc(sv->ids, sv->ids_cap * sizeof *sv->ids);
+    }
+    memcpy(sv->ids, p->tokens, p->n_tokens * sizeof *sv->ids);
+    memcpy(sv->ids + p->n_tokens, s->tokens, (size_t)s->n * sizeof *sv->ids);
+    long long max = turn_budget(r, s, p);
+    server_request_body(&sv->sampling, sv->ids, len, max, rng_u32(&s->rng) & 0x7fffffffu, &sv->bodies[job]);
+    sv->jobs[job] = (http_job){.body = sv->bodies[job].data,
+                               .body_len = sv->bodies[job].len,
+                               .tokens = (double)(len + (size_t)max),
+                               .label = sv->labels[job].data,
+                               .url = sv->endpoint.data};
+    sv->job_max[job] = max;
+}
+
 static int on_reply(void *ctx, size_t job, const char *body, size_t len, double *used, gerr *e) {
     (void)used;
     rollout *r = ctx;
@@ -217,50 +261,34 @@ static int on_reply(void *ctx, size_t job, const char *body, size_t len, double 
         return HTTP_REPLY_MALFORMED;
     }
     const prompt_slot *p = r->slot_prompt[slot];
+    if (rc == SERVER_REPLY_SPLIT && sv->job_redraws[job] < MAX_REDRAWS) {
+        /* the same request would get the same reply: ask again with the sample's next seed */
+        sv->job_redraws[job]++;
+        build_request(r, slot, job);
+        snprintf(e->msg, sizeof e->msg, "%s", why);
+        return HTTP_REPLY_MALFORMED;
+    }
     if (rc)
-        return gerr_at(e, EX_DATAERR, p->rec.file, p->rec.line, "record \"%s\", sample %d: the %s server's reply: %s",
-                       p->id.data, r->slot_seq[slot]->sample, server_kind_name(sv->sampling.kind), why);
+        return gerr_at(e, EX_DATAERR, p->rec.file, p->rec.line, "record \"%s\", sample %d: the %s server's reply: %s%s",
+                       p->id.data, r->slot_seq[slot]->sample, server_kind_name(sv->sampling.kind), why,
+                       rc == SERVER_REPLY_SPLIT ? ", with each of its seeds" : "");
     return take_reply(r, slot, sv->job_max[job], e);
-}
-
-/* The most tokens the sample's next turn may have. */
-static long long turn_budget(const rollout *r, const rollout_seq *s, const prompt_slot *p) {
-    long long max = r->o->max_new_tokens;
-    if (r->o->max_total_tokens > 0 && r->o->max_total_tokens - s->n < max) max = r->o->max_total_tokens - s->n;
-    long long room = (long long)r->ctx_len - (long long)p->n_tokens - s->n;
-    return room < max ? room : max;
 }
 
 int server_round(rollout *r, gerr *e) {
     rollout_server *sv = r->srv;
     size_t n = 0;
-    int32_t *ids = NULL;
-    size_t ids_cap = 0;
     for (int i = 0; i < r->n_slots; i++) {
         rollout_seq *s = r->slot_seq[i];
         if (!s || s->waiting) continue;
         const prompt_slot *p = r->slot_prompt[i];
-        size_t len = p->n_tokens + (size_t)s->n;
-        if (len > ids_cap) {
-            ids_cap = 2 * len;
-            ids = xrealloc(ids, ids_cap * sizeof *ids);
-        }
-        memcpy(ids, p->tokens, p->n_tokens * sizeof *ids);
-        memcpy(ids + p->n_tokens, s->tokens, (size_t)s->n * sizeof *ids);
-        long long max = turn_budget(r, s, p);
-        server_request_body(&sv->sampling, ids, len, max, rng_u32(&s->rng) & 0x7fffffffu, &sv->bodies[n]);
         sb_clear(&sv->labels[n]);
         sb_printf(&sv->labels[n], "%s:%ld: record \"%s\", sample %d", p->rec.file, p->rec.line, p->id.data,
                   s->sample);
-        sv->jobs[n] = (http_job){.body = sv->bodies[n].data,
-                                 .body_len = sv->bodies[n].len,
-                                 .tokens = (double)(len + (size_t)max),
-                                 .label = sv->labels[n].data,
-                                 .url = sv->endpoint.data};
         sv->job_slot[n] = i;
-        sv->job_max[n] = max;
+        sv->job_redraws[n] = 0;
+        build_request(r, i, n);
         n++;
     }
-    free(ids);
     return n ? http_client_run(sv->http, sv->jobs, n, on_reply, r, e) : 0;
 }

@@ -198,6 +198,19 @@ static int parse_sglang(const cJSON *root, server_reply *r, char *why, size_t ca
     return SERVER_REPLY_OK;
 }
 
+/* The ids of probs are tokens of r, in order (some left out). */
+static bool ids_in_order(const cJSON *probs, const server_reply *r) {
+    size_t at = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, probs) {
+        int32_t id;
+        if (!token_id(get(p, "id"), &id)) return false;
+        while (at < r->n && r->tokens[at] != id) at++;
+        if (at++ == r->n) return false;
+    }
+    return true;
+}
+
 /* completion_probabilities[i] is {"id", "prob"} (post_sampling_probs) or
  * {"id", "logprob"}; its id must be tokens[i]. */
 static int parse_llamacpp(const cJSON *root, server_reply *r, char *why, size_t cap) {
@@ -208,11 +221,10 @@ static int parse_llamacpp(const cJSON *root, server_reply *r, char *why, size_t 
         return bad(why, cap, "no log-probabilities (completion_probabilities; was n_probs refused?)");
     size_t n = probs ? (size_t)cJSON_GetArraySize(probs) : 0, i = 0;
     if (probs && !cJSON_IsArray(probs)) return bad(why, cap, "completion_probabilities is not an array");
-    if (n != r->n)
-        return bad(why, cap,
-                   "%zu log-probabilities for %zu tokens (llama.cpp's server gives none for a token that ends inside "
-                   "a UTF-8 character)",
-                   n, r->n);
+    if (n != r->n) {
+        int rc = bad(why, cap, "%zu log-probabilities for %zu tokens", n, r->n);
+        return n < r->n && ids_in_order(probs, r) ? SERVER_REPLY_SPLIT : rc;
+    }
     const cJSON *p;
     cJSON_ArrayForEach(p, probs) {
         int32_t id;
@@ -246,6 +258,10 @@ int server_parse_reply(server_kind kind, const char *body, size_t len, server_re
              : kind == SERVER_SGLANG             ? parse_sglang(root, r, why, cap)
                                                  : parse_llamacpp(root, r, why, cap);
     if (rc == SERVER_REPLY_ABORTED) snprintf(why, cap, "the server aborted the request");
+    if (rc == SERVER_REPLY_SPLIT) {
+        size_t at = strlen(why);
+        snprintf(why + at, cap - at, " (llama.cpp's server gives none for a token that ends inside a UTF-8 character)");
+    }
     cJSON_Delete(root);
     return rc;
 }

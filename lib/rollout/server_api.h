@@ -65,11 +65,20 @@ typedef struct {
     server_finish finish;
 } server_reply;
 
-enum { SERVER_REPLY_OK = 0, SERVER_REPLY_NOT_JSON = 1, SERVER_REPLY_ABORTED = 2, SERVER_REPLY_BAD = 3 };
+enum {
+    SERVER_REPLY_OK = 0,
+    SERVER_REPLY_NOT_JSON = 1,
+    SERVER_REPLY_ABORTED = 2,
+    SERVER_REPLY_BAD = 3,
+    SERVER_REPLY_SPLIT = 4
+};
 /* Reads a generation reply of that kind into r. NOT_JSON: the body is not
- * JSON; ABORTED: the server says it aborted the request; BAD: JSON of the
- * wrong shape (no token ids, log-probabilities absent or of another count,
- * an id that is not the token's): why says what, in one line. */
+ * JSON; ABORTED: the server says it aborted the request; SPLIT: llama.cpp
+ * left out the probabilities of some tokens, as its server does for a
+ * token that ends inside a UTF-8 character (the probabilities it gave are
+ * of tokens of the reply, in order); BAD: JSON of the wrong shape (no
+ * token ids, log-probabilities absent or of another count, an id that is
+ * not the token's). why says what, in one line. */
 int server_parse_reply(server_kind kind, const char *body, size_t len, server_reply *r, char *why, size_t cap);
 void server_reply_free(server_reply *r);
 

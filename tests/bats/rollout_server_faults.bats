@@ -101,11 +101,15 @@ rollout() { # flags...
     local kind fault
     for kind in vllm sglang llamacpp; do
         for fault in count nologprobs; do
-            fake "$kind" --fault "$fault"
+            # llama.cpp's is taken for a split UTF-8 character and asked again: every time here
+            fake "$kind" --fault "$fault" $([ "$kind$fault" = llamacppcount ] && echo --times 0)
             run --separate-stderr rollout --out out.jsonl
             [ "$status" -eq 65 ] || { echo "$kind $fault: $status $stderr"; false; }
             [[ "$stderr" == *"prompts.jsonl:"*": record \""*"\", sample "*": the $kind server's reply: "* ]]
-            if [ "$fault" = count ]; then
+            if [ "$kind$fault" = llamacppcount ]; then
+                [[ "$stderr" == *" tokens (llama.cpp's server gives none for a token that ends inside a UTF-8 character), with each of its seeds"* ]]
+                [ "$(curl -s "$URL/stats" | jq .generate)" -ge 5 ]
+            elif [ "$fault" = count ]; then
                 [[ "$stderr" == *"log-probabilities for "*" tokens"* ]]
             else
                 [[ "$stderr" == *"no log-probabilities"* ]]
@@ -115,6 +119,23 @@ rollout() { # flags...
             SERVER_PID=
         done
     done
+}
+
+@test "llama.cpp without the probability of a token (a split UTF-8 character): asked again with the next seed" {
+    fake llamacpp --fault count --times 1
+    run --separate-stderr rollout --out out.jsonl
+    [ "$status" -eq 0 ]
+    [ "$(wc -l < out.jsonl)" -eq 4 ]
+    [ "$(curl -s "$URL/stats" | jq .generate)" -eq 5 ]
+    # the sample asked again has its next seed (the first token is 3 + seed mod 90): another token
+    # than the same sample gets from a server that gave every probability at once
+    mv out.jsonl redrawn.jsonl
+    teardown
+    fake llamacpp
+    run --separate-stderr rollout --out out.jsonl
+    [ "$status" -eq 0 ]
+    ! cmp -s <(jq -c .completion_tokens redrawn.jsonl) <(jq -c .completion_tokens out.jsonl)
+    jq -s -e 'all(.[]; (.completion_tokens | length) == (.logprobs | length))' redrawn.jsonl
 }
 
 @test "a reply that is not JSON is retried; a token the tokenizer lacks is 65 naming the model" {

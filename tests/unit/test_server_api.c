@@ -164,7 +164,7 @@ static int parse_edited(server_kind kind, const char *body, const char *from, co
 }
 
 static void test_bad_replies(void) {
-    TEST("server replies: absent or miscounted log-probabilities, foreign ids, not JSON and aborts are told apart");
+    TEST("server replies: absent or miscounted log-probabilities, split UTF-8, foreign ids, not JSON, aborts told apart");
     char why[256];
     CHECK_EQ_INT(parse_edited(SERVER_VLLM, VLLM_REPLY, "\"token_logprobs\":[-0.25,-0.5]", "\"token_logprobs\":[-0.25]",
                               why),
@@ -184,9 +184,13 @@ static void test_bad_replies(void) {
     CHECK_EQ_INT(parse_edited(SERVER_SGLANG, SGLANG_REPLY, "[-0.5,13,null]", "[null,13,null]", why), SERVER_REPLY_BAD);
     CHECK_EQ_INT(parse_edited(SERVER_LLAMACPP, LLAMACPP_REPLY, "{\"id\":13,", "{\"id\":14,", why), SERVER_REPLY_BAD);
     CHECK(strstr(why, "completion_probabilities[1].id") != NULL);
-    CHECK_EQ_INT(parse_edited(SERVER_LLAMACPP, LLAMACPP_REPLY, "\"tokens\":[12095,13]", "\"tokens\":[12095,13,13]", why),
-                 SERVER_REPLY_BAD);
+    /* a token without its probability, the others in order: llama.cpp's split UTF-8 character */
+    CHECK_EQ_INT(parse_edited(SERVER_LLAMACPP, LLAMACPP_REPLY, "\"tokens\":[12095,13]", "\"tokens\":[12095,226,13]",
+                              why),
+                 SERVER_REPLY_SPLIT);
     CHECK(strstr(why, "2 log-probabilities for 3 tokens") != NULL && strstr(why, "UTF-8") != NULL);
+    CHECK_EQ_INT(parse_edited(SERVER_LLAMACPP, LLAMACPP_REPLY, "\"tokens\":[12095,13]", "\"tokens\":[13,12095,7]", why),
+                 SERVER_REPLY_BAD);
     CHECK_EQ_INT(parse_edited(SERVER_LLAMACPP, LLAMACPP_REPLY, "\"completion_probabilities\"", "\"x\"", why),
                  SERVER_REPLY_BAD);
     CHECK_EQ_INT(parse_edited(SERVER_LLAMACPP, LLAMACPP_REPLY, "\"stop_type\":\"eos\"", "\"stop_type\":\"limit\"", why),
