@@ -13,8 +13,9 @@ int main(int argc, char **argv) {
     rollout_opts o;
     rollout_opts_default(&o);
     const flag_spec flags[] = {
-        {"--model", NULL, FLAG_STRING, &o.model, "M", "policy: HF directory, our checkpoint, or .gguf (required)", 0, 0,
-         NULL},
+        {"--model", NULL, FLAG_STRING, &o.model, "M",
+         "policy: HF directory, our checkpoint, or .gguf (required); with --server only its tokenizer, chat template "
+         "and generation_config are read", 0, 0, NULL},
         {"--in", NULL, FLAG_STRING, &o.in, "F", "prompt records (JSONL, plain or zstd; - = stdin)", 0, 0, NULL},
         {"--out", NULL, FLAG_STRING, &o.out, "F", "rollout records (- = stdout; F.zst is compressed)", 0, 0, NULL},
         {"-k", "-k", FLAG_INT, &o.k, "N", "completions per prompt", 1, 4096, NULL},
@@ -30,8 +31,9 @@ int main(int argc, char **argv) {
          0, NULL},
         {"--seed", NULL, FLAG_INT, &o.seed, "S", "sample k of record id draws from the stream (S, id, k)", 0, 1e18,
          NULL},
-        {"--batch", NULL, FLAG_INT, &o.batch, "N", "sequences decoded together (KV cache slots); less than k is raised to k", 1, 1 << 16,
-         NULL},
+        {"--batch", NULL, FLAG_INT, &o.batch, "N",
+         "sequences decoded together (KV cache slots); less than k is raised to k (with --server: samples in flight, "
+         "at least --server-concurrency)", 1, 1 << 16, NULL},
         {"--threads", NULL, FLAG_INT, &o.threads, "N", "CPU threads for OpenMP and OpenBLAS, 0 = every core", 0, 4096,
          NULL},
         {"--device", NULL, FLAG_CHOICE, &o.device, "D",
@@ -49,6 +51,9 @@ int main(int argc, char **argv) {
          "for records without prompt_tokens: auto = the model's own", 0, 0, "auto|chatml|llama3|raw"},
         {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",
          0, 0, NULL},
+        {"--policy-step", NULL, FLAG_INT, &o.policy_step, "N",
+         "optimizer step written into the records as policy_step (-1: --model's grpo/state.json step, 0 for "
+         "another model; with --server: the step of the checkpoint the server serves)", -1, 1e15, NULL},
         {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n", "only prompts whose id hash falls in shard i of n", 0, 0, NULL},
         {"--skip-bad", NULL, FLAG_BOOL, &o.skip_bad, NULL,
          "skip records that cannot be prompted (no id, bad or empty or too long prompt) and count them", 0, 0, NULL},
@@ -64,6 +69,26 @@ int main(int argc, char **argv) {
          0.001, 1e6, NULL},
         {"--tools", NULL, FLAG_STRING, &o.tools, "F",
          "tool schemas (OpenAI function format, a JSON array) rendered into prompts the model family's way", 0, 0,
+         NULL},
+        {"--server", NULL, FLAG_STRING, &o.server, "URL",
+         "generate with the inference server at URL (its root, e.g. http://127.0.0.1:8000): token ids in, token ids "
+         "and log-probabilities out (docs/servers.md)", 0, 0, NULL},
+        {"--server-kind", NULL, FLAG_CHOICE, &o.server_kind, "K",
+         "the server's API: vllm (/v1/completions), sglang (/generate), llamacpp (/completion), auto = the owned_by "
+         "of GET /v1/models", 0, 0, "auto|vllm|sglang|llamacpp"},
+        {"--server-model", NULL, FLAG_STRING, &o.server_model, "NAME",
+         "the served model to ask for (default: the first GET /v1/models lists); records name it", 0, 0, NULL},
+        {"--server-logprobs", NULL, FLAG_CHOICE, &o.server_logprobs, "L",
+         "what the server's log-probabilities are of: processed (the distribution sampled from, after temperature) or "
+         "raw (the model's, before); llama.cpp is asked for it, vLLM (--logprobs-mode) and SGLang say it at start-up; "
+         "auto = processed, raw for vLLM", 0, 0, "auto|processed|raw"},
+        {"--server-concurrency", NULL, FLAG_INT, &o.server_concurrency, "N", "requests in flight at once", 1, 4096,
+         NULL},
+        {"--server-timeout", NULL, FLAG_DOUBLE, &o.server_timeout, "S", "seconds per request", 0.01, 86400, NULL},
+        {"--server-retries", NULL, FLAG_INT, &o.server_retries, "N",
+         "retries of a request (429, 5xx, timeouts, resets) before exit 75", 0, 1000, NULL},
+        {"--server-key-env", NULL, FLAG_STRING, &o.server_key_env, "VAR",
+         "environment variable holding the server's API key, sent as a Bearer token (none: no key is sent)", 0, 0,
          NULL},
         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "progress on stderr even when not a terminal; ends with tokens/s and KV cache size (with --env, "
          "the requests and the time spent waiting for answers)", 0, 0,
@@ -93,6 +118,13 @@ int main(int argc, char **argv) {
                   "f32 weights on a CPU with neither AVX-512 nor AVX2+FMA go through OpenBLAS, whose sums follow\n"
                   "the rows batched together, so answer timing: reruns then agree to float rounding, not byte\n"
                   "for byte (formats/rollout.md).\n"
+                  "With --server URL an inference server (vLLM, SGLang, llama.cpp's llama-server) samples: each\n"
+                  "sample's token ids go as they are (with --env the whole conversation's), each with a seed from\n"
+                  "its keyed stream; the reply's token ids and log-probabilities make the record, which gains\n"
+                  "sampler {engine, model, logprobs: processed|raw}. Its records are as deterministic as the\n"
+                  "server's seeded sampling. A server that cannot be reached is 69; a reply with missing or\n"
+                  "miscounted log-probabilities is 65 naming the record; 429, 5xx and timeouts are retried, then 75\n"
+                  "(docs/servers.md).\n"
                   "example: grpo-rollout --model models/SmolLM2-135M-Instruct.Q4_1.gguf -k 8 --in prompts.jsonl "
                   "--out rollouts.jsonl.zst",
     };
@@ -105,6 +137,14 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof env_only / sizeof *env_only; i++)
             if (flags_given(&p, env_only[i])) die(EX_USAGE, "%s needs --env PROGRAM", env_only[i]);
     }
+    static const char *const server_only[] = {"--server-kind",    "--server-model",   "--server-logprobs",
+                                              "--server-concurrency", "--server-timeout", "--server-retries",
+                                              "--server-key-env"};
+    static const char *const engine_only[] = {"--device", "--weights", "--kv-cache"};
+    for (size_t i = 0; !o.server && i < sizeof server_only / sizeof *server_only; i++)
+        if (flags_given(&p, server_only[i])) die(EX_USAGE, "%s needs --server URL", server_only[i]);
+    for (size_t i = 0; o.server && i < sizeof engine_only / sizeof *engine_only; i++)
+        if (flags_given(&p, engine_only[i])) die(EX_USAGE, "%s chooses how our engine runs: not with --server", engine_only[i]);
     gerr e = {0};
     int rc = outpath_check(o.out, OUTPATH_FILE, &e) || rollout_run(&o, &e);
     free(o.stops.items);

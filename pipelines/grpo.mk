@@ -46,6 +46,17 @@
 #   TEMPERATURE       sampling temperature [1]
 #   TOP_P, TOP_K, MIN_P  sampling filters [1, 0, 0]
 #   ROLLOUT_FLAGS     more grpo-rollout flags (--stop, --batch, --threads, ...) [none]
+#   ROLLOUT_SERVER    the URL of an inference server that samples instead (grpo-rollout --server;
+#                     docs/servers.md); MODEL still gives the tokenizer [none]
+#   SERVER_FLAGS      more grpo-rollout --server-* flags (--server-kind, --server-logprobs, ...) [none]
+#   SERVER_SYNC       how checkpoint N reaches the server before step N's rollout: restart = SERVER_CMD
+#                     is started serving its export in place of the server running (pipelines/server.sh);
+#                     none = the server serves what it serves (the records still say ckpt/N) [none]
+#   SERVER_CMD        SERVER_SYNC=restart: the command (sh -c) that serves $$GRPO_SERVER_MODEL, the
+#                     export, at ROLLOUT_SERVER [none]
+#   SERVER_EXPORT     the export SERVER_CMD is given: gguf (a file) or hf (a directory) [gguf]
+#   SERVER_DTYPE      its grpo-export --dtype [f32]
+#   SERVER_WAIT       seconds a started server has to answer GET /v1/models, else 69 [600]
 #   SEED              step N samples with seed SHA-256("SEED/N") (56 bits); grpo-update --seed [1]
 #   REWARD_FLAGS      grpo-reward's flags, judge settings included [--fn answer,format:0.2]
 #   REWARD            a command replacing the whole reward stage: rollout records on stdin,
@@ -129,6 +140,13 @@ TOP_P ?= 1
 TOP_K ?= 0
 MIN_P ?= 0
 ROLLOUT_FLAGS ?=
+ROLLOUT_SERVER ?=
+SERVER_FLAGS ?=
+SERVER_SYNC ?= none
+SERVER_CMD ?=
+SERVER_EXPORT ?= gguf
+SERVER_DTYPE ?= f32
+SERVER_WAIT ?= 600
 SEED ?= 1
 REWARD_FLAGS ?= --fn answer,format:0.2
 REWARD ?=
@@ -256,7 +274,16 @@ REWARD_STAGE = $(if $(strip $(REWARD)),REWARD $(REWARD),grpo-reward $(REWARD_FLA
 $(call setting,model,$(MODEL))
 $(call setting,prompts,$(if $(strip $(PROMPTS)),$(abspath $(PROMPTS)),grpo-prep $(PREP_FLAGS)))
 $(call setting,slice,$(PROMPTS_PER_STEP))
-$(call setting,rollout,$(ROLLOUT_ARGS) seed $(SEED)$(if $(filter 1,$(ASYNC)), async $(MAX_STALENESS)))
+# a run with a server adds it to the rollout's settings (so a run without one resumes untouched)
+SERVER_SETTING := $(if $(strip $(ROLLOUT_SERVER)), server $(ROLLOUT_SERVER) $(SERVER_FLAGS) sync $(SERVER_SYNC) \
+    $(if $(filter restart,$(SERVER_SYNC)),$(SERVER_EXPORT) $(SERVER_DTYPE)))
+$(call setting,rollout,$(ROLLOUT_ARGS) seed $(SEED)$(SERVER_SETTING)$(if $(filter 1,$(ASYNC)), async $(MAX_STALENESS)))
+ifneq ($(filter-out none restart,$(SERVER_SYNC)),)
+$(error SERVER_SYNC: expected none or restart, got '$(SERVER_SYNC)')
+endif
+ifneq ($(and $(filter restart,$(SERVER_SYNC)),$(if $(strip $(ROLLOUT_SERVER)),,x)),)
+$(error SERVER_SYNC=restart needs ROLLOUT_SERVER (the URL SERVER_CMD serves at))
+endif
 $(call setting,reward,$(REWARD_STAGE))
 $(call setting,advantage,$(ADVANTAGE_FLAGS))
 FILL := $(filter 1,$(FILL_NONFLAT))
@@ -293,10 +320,19 @@ PRUNE = $(GRPO_MK_DIR)/prune.sh $(RUN) $(KEEP_CKPTS) $(KEEP_RECORDS) '$(EVAL_RUN
 # checkpoints whose evaluation the run makes (prune keeps them until it is done)
 EVAL_RUN_IDS := $(if $(filter-out 0,$(EVAL_EVERY)),$(EVAL_IDS))
 
+# pipelines/server.sh with the run's server settings
+server_sh = ROLLOUT_SERVER=$(call sq,$(ROLLOUT_SERVER)) SERVER_CMD=$(call sq,$(SERVER_CMD)) SERVER_EXPORT=$(SERVER_EXPORT) \
+    SERVER_DTYPE=$(SERVER_DTYPE) SERVER_WAIT=$(SERVER_WAIT) GRPO_BIN=$(GRPO_BIN) $(GRPO_MK_DIR)/server.sh
+# grpo-rollout's model: the policy, or with ROLLOUT_SERVER the server (MODEL gives the tokenizer),
+# which SERVER_SYNC=restart first makes serve checkpoint N
+rollout_model = $(if $(strip $(ROLLOUT_SERVER)),--model $(MODEL) --server $(ROLLOUT_SERVER) $(SERVER_FLAGS) \
+    $(if $(filter restart,$(SERVER_SYNC)),--policy-step $$(( 10#$(1) ))),--model $(call model_of,$(1)))
+rollout_sync = $(if $(filter restart,$(SERVER_SYNC)),$(server_sh) ensure $(RUN) $(1) $(call model_of,$(1)) $(call logged,$(2).server.log);)
+
 # $(call rollout_cmd,STEP,SHARD-ARGS,LOG[,/fill/RR]): grpo-rollout of step N (or of its fill round RR) into $@
 define rollout_cmd
-rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; \
-$$(GRPO_BIN)/grpo-rollout --model $$(call model_of,$(call sample_of,$(1))) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl \
+rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; $$(call rollout_sync,$(call sample_of,$(1)),$(3)) \
+$$(GRPO_BIN)/grpo-rollout $$(call rollout_model,$(call sample_of,$(1))) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl \
     --out $$@ $$(ROLLOUT_ARGS) --seed $$(call step_seed,$(1)$(4)) --policy ckpt/$(call sample_of,$(1)) $(2) \
     $$(call logged,$(3).log); \
 $$(call seconds,$(3).seconds)
@@ -492,9 +528,15 @@ $(foreach f,$(EXPORT_FORMAT),$(eval $(call export_rule,$(f))))
 EXPORTS := $(foreach f,$(EXPORT_FORMAT),$(call export_file,$(f)))
 
 # ---- goals -----------------------------------------------------------------------
-.PHONY: run prompts eval metrics export prune
+.PHONY: run prompts eval metrics export prune server-stop
 run: $(if $(STEP_IDS),$(RUN)/ckpt/$(LAST)/grpo/state.json) $(RUN)/metrics.jsonl \
     $(foreach n,$(EVAL_RUN_IDS),$(RUN)/eval/$(n).json)
+ifeq ($(SERVER_SYNC),restart)
+	$(Q)$(server_sh) stop $(RUN)
+endif
+# SERVER_SYNC=restart: the server the run started goes (make run stops it at the end)
+server-stop:
+	$(Q)$(server_sh) stop $(RUN)
 prompts: $(foreach n,$(STEP_IDS),$(RUN)/steps/$(n)/prompts.jsonl)
 eval: $(foreach n,$(if $(EVAL_RUN_IDS),$(EVAL_RUN_IDS),0000 $(LAST)),$(RUN)/eval/$(n).json)
 metrics: $(RUN)/metrics.jsonl

@@ -35,19 +35,3 @@ void judge_chat_url(const char *base, strbuf *out) {
     sb_append(out, base, n);
     sb_puts(out, "/chat/completions");
 }
-
-void judge_url_for_messages(const char *url, strbuf *out) {
-    const char *scheme_end = strstr(url, "://");
-    const char *host = scheme_end ? scheme_end + 3 : url;
-    size_t authority = strcspn(host, "/?#");
-    /* userinfo ends at the last '@' of the authority */
-    const char *at = NULL;
-    for (const char *c = host; c < host + authority; c++)
-        if (*c == '@') at = c;
-    sb_append(out, url, (size_t)(host - url));
-    if (at) {
-        host = at + 1;
-        authority = strcspn(host, "/?#");
-    }
-    sb_append(out, host, authority + strcspn(host + authority, "?#"));
-}

@@ -35,8 +35,5 @@ double judge_request_token_estimate(size_t body_len, long long max_tokens);
 
 /* {base}/chat/completions with base's trailing slashes removed (appended to out). */
 void judge_chat_url(const char *base, strbuf *out);
-/* The URL as messages may show it: without user:password@ and without the
- * query and fragment, where a key could hide (appended to out). */
-void judge_url_for_messages(const char *url, strbuf *out);
 
 #endif

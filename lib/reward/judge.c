@@ -13,22 +13,23 @@
  * The score of a cached answer is parsed again from its stored reply, so a
  * changed --judge-regex or --judge-scale applies without buying it again. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
+#include "../http/http.h"
 #include "../judge/cache.h"
-#include "../judge/http.h"
 #include "../judge/request.h"
 #include "../judge/score.h"
 #include "../judge/template.h"
 #include "../util/clock.h"
 #include "reward.h"
 
-/* Backoff of a retry: full jitter up to min(30 s, 0.5 s * 2^(retry-1)). */
-#define BACKOFF_BASE 0.5
-#define BACKOFF_CAP 30.0
-#define RETRY_AFTER_CAP 300.0
+#ifndef GRPO_VERSION
+#define GRPO_VERSION "0"
+#endif
+
 
 typedef struct {
     judge_template *tpl;
@@ -36,7 +37,7 @@ typedef struct {
     char *model, *system;
     judge_scorer *scorer;
     judge_cache *cache;
-    judge_http *http;
+    http_client *http;
 
     /* per chunk, kept between chunks */
     size_t cap;
@@ -47,7 +48,7 @@ typedef struct {
     double *value;    /* distinct request -> its score */
     size_t *slots;    /* open-addressing table of distinct requests, SIZE_MAX = empty */
     size_t n_slots;
-    judge_http_job *jobs;
+    http_job *jobs;
     size_t *job_group; /* job -> distinct request */
     judge_cache_lookup *lookup; /* distinct request -> its cache lookup */
     strbuf user, reply;
@@ -106,7 +107,10 @@ static bool fold(judge *j, size_t i, size_t *n_groups) {
 static int on_reply(void *ctx, size_t job, const char *body, size_t len, double *tokens_used, gerr *e) {
     judge *j = ctx;
     long long pt, ct;
-    if (!judge_parse_reply(body, len, &j->reply, &pt, &ct)) return JUDGE_REPLY_MALFORMED;
+    if (!judge_parse_reply(body, len, &j->reply, &pt, &ct)) {
+        snprintf(e->msg, sizeof e->msg, "a malformed reply (not chat-completions JSON)");
+        return HTTP_REPLY_MALFORMED;
+    }
     size_t g = j->job_group[job], lead = j->leader[g];
     double score = judge_scorer_score(j->scorer, j->reply.data, j->reply.len);
     judge_cache_entry entry = {
@@ -124,7 +128,7 @@ static int on_reply(void *ctx, size_t job, const char *body, size_t len, double 
     if (pt > 0) j->prompt_tokens += pt;
     if (ct > 0) j->completion_tokens += ct;
     *tokens_used = pt >= 0 && ct >= 0 ? (double)(pt + ct) : -1;
-    return JUDGE_REPLY_OK;
+    return HTTP_REPLY_OK;
 }
 
 static int judge_score(void *self, const reward_item *items, size_t n, double *out, gerr *e) {
@@ -159,7 +163,7 @@ static int judge_score(void *self, const reward_item *items, size_t n, double *o
         const record *r = items[lead].rec;
         sb_clear(&j->label[lead]);
         sb_printf(&j->label[lead], "%s:%ld", r->file ? r->file : "-", r->line);
-        j->jobs[n_jobs] = (judge_http_job){
+        j->jobs[n_jobs] = (http_job){
             .body = j->body[lead].data,
             .body_len = j->body[lead].len,
             .tokens = judge_request_token_estimate(j->body[lead].len, j->req.max_tokens),
@@ -170,7 +174,7 @@ static int judge_score(void *self, const reward_item *items, size_t n, double *o
     /* which distinct requests came from the cache, before the misses are answered */
     bool *asked = xcalloc(n_groups ? n_groups : 1, sizeof *asked);
     for (size_t k = 0; k < n_jobs; k++) asked[j->job_group[k]] = true;
-    rc = n_jobs ? judge_http_run(j->http, j->jobs, n_jobs, on_reply, j, e) : 0;
+    rc = n_jobs ? http_client_run(j->http, j->jobs, n_jobs, on_reply, j, e) : 0;
     if (!rc) {
         for (size_t i = 0; i < n; i++) {
             out[i] = j->value[j->group[i]];
@@ -186,7 +190,7 @@ static int judge_score(void *self, const reward_item *items, size_t n, double *o
 
 static void judge_stats(void *self, cJSON *obj) {
     judge *j = self;
-    const judge_http_stats *hs = judge_http_get_stats(j->http);
+    const http_stats *hs = http_client_stats(j->http);
     cJSON *s = cJSON_CreateObject();
     cJSON_AddNumberToObject(s, "hits", (double)j->hits);
     cJSON_AddNumberToObject(s, "misses", (double)j->misses);
@@ -223,7 +227,7 @@ static void judge_close(void *self) {
     free(j->lookup);
     sb_free(&j->user);
     sb_free(&j->reply);
-    judge_http_close(j->http);
+    http_client_close(j->http);
     if (j->cache) judge_cache_close(j->cache);
     judge_scorer_free(j->scorer);
     judge_template_free(j->tpl);
@@ -241,22 +245,6 @@ static int check_params(const reward_opts *p, gerr *e) {
         return gerr_set(e, EX_USAGE, "--judge-temperature: expected a number >= 0, got %g", p->judge_temperature);
     if (p->judge_max_tokens < 1)
         return gerr_set(e, EX_USAGE, "--judge-max-tokens: expected an integer >= 1, got %lld", p->judge_max_tokens);
-    return 0;
-}
-
-/* The key from the environment, white space around it removed (a key read
- * from a file often ends in a newline). NULL when unset or empty. */
-static int api_key_from_env(const char *var, char **key, gerr *e) {
-    *key = NULL;
-    const char *v = getenv(var);
-    if (!v) return 0;
-    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
-    size_t n = strlen(v);
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\r')) n--;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
-            return gerr_set(e, EX_USAGE, "$%s: the API key holds a control character (a line break?)", var);
-    if (n) *key = xstrndup(v, n);
     return 0;
 }
 
@@ -281,31 +269,21 @@ static int open_parts(judge *j, const reward_opts *p, gerr *e) {
 
     strbuf url = {0};
     judge_chat_url(p->judge_url, &url);
-    const char *key_env = p->judge_key_env && *p->judge_key_env ? p->judge_key_env : "OPENAI_API_KEY";
-    char *key;
-    rc = api_key_from_env(key_env, &key, e);
-    if (rc) {
-        sb_free(&url);
-        return rc;
-    }
-    judge_http_opts hc = {
+    http_opts hc = {
         .url = url.data,
-        .api_key = key,
+        .key_env = p->judge_key_env && *p->judge_key_env ? p->judge_key_env : "OPENAI_API_KEY",
         .concurrency = p->judge_concurrency,
         .timeout = p->judge_timeout,
         .retries = p->judge_retries,
         .rps = p->judge_rps,
         .tpm = p->judge_tpm,
-        .backoff_base = BACKOFF_BASE,
-        .backoff_cap = BACKOFF_CAP,
-        .retry_after_cap = RETRY_AFTER_CAP,
+        .who = "judge",
+        .flag = "--judge",
+        .user_agent = "grpo-reward/" GRPO_VERSION,
+        .exhausted_note = "; the answers received are saved, rerun to resume",
     };
-    rc = judge_http_open(&j->http, &hc, e);
+    rc = http_client_open(&j->http, &hc, e);
     sb_free(&url);
-    if (key) {
-        memset(key, 0, strlen(key));
-        free(key);
-    }
     return rc;
 }
 

@@ -96,7 +96,7 @@ static int resume(rollout *r, int slot, const cJSON *messages, gerr *e) {
     }
     long long total = (long long)s->n + (long long)n + 1;
     if ((r->o->max_total_tokens > 0 && total > r->o->max_total_tokens) ||
-        s->pos + (long long)n + 1 > r->run.m.cfg.max_seq_len) {
+        s->pos + (long long)n + 1 > r->ctx_len) {
         free(ids); /* no room for the answer and one more token: the episode ends, "length" */
         s->finish = FINISH_LENGTH;
         rollout_release(r, slot);
@@ -107,7 +107,7 @@ static int resume(rollout *r, int slot, const cJSON *messages, gerr *e) {
     seq_append_env(s, mt->tok, ids, n);
     free(ids);
     int positions = s->pos + (int)r->o->max_new_tokens;
-    return rollout_reserve(r, positions < r->run.m.cfg.max_seq_len ? positions : r->run.m.cfg.max_seq_len, 0, e);
+    return rollout_reserve(r, positions < r->ctx_len ? positions : r->ctx_len, 0, e);
 }
 
 static int apply(rollout *r, const env_answer *a, gerr *e) {

@@ -27,11 +27,17 @@ void rollout_opts_default(rollout_opts *o) {
     o->batch = 32;
     o->device = device_default();
     o->weights = weights_default();
+    o->policy_step = -1;
     o->kv_cache = "auto";
     o->chat_template = "auto";
     o->shard.count = 1;
     o->max_turns = 4;
     o->env_timeout = 60;
+    o->server_kind = "auto";
+    o->server_logprobs = "auto";
+    o->server_concurrency = 64;
+    o->server_timeout = 600;
+    o->server_retries = 6;
 }
 
 /* The chat template, made on first use. */
@@ -52,7 +58,7 @@ static int need_template(rollout *r, gerr *e) {
  * the chat template and encoded. */
 static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
     const record *rec = &p->rec;
-    int vocab = r->run.m.cfg.vocab_size;
+    int vocab = r->vocab;
     free(p->tokens);
     p->tokens = NULL;
     p->n_tokens = 0;
@@ -68,10 +74,10 @@ static int prompt_tokens_of(rollout *r, prompt_slot *p, gerr *e) {
     }
     if (p->n_tokens == 0)
         return gerr_at(e, EX_DATAERR, rec->file, rec->line, "field \"prompt_tokens\": the prompt has no tokens");
-    if ((int)p->n_tokens >= r->run.m.cfg.max_seq_len)
+    if ((int)p->n_tokens >= r->ctx_len)
         return gerr_at(e, EX_DATAERR, rec->file, rec->line,
-                       "field \"prompt_tokens\": %zu tokens leave no room in the model's context of %d", p->n_tokens,
-                       r->run.m.cfg.max_seq_len);
+                       "field \"prompt_tokens\": %zu tokens leave no room in the %s context of %d", p->n_tokens,
+                       r->srv ? "server's" : "model's", r->ctx_len);
     return 0;
 }
 
@@ -131,6 +137,7 @@ static char *policy_name(const rollout_opts *o) {
 }
 
 int rollout_reserve(rollout *r, int positions, int rows, gerr *e) {
+    if (r->srv) return 0; /* the server holds the caches */
     if (rows < r->n_slots) rows = r->n_slots;
     return runner_reserve(&r->run, r->n_slots, positions, (size_t)rows, e);
 }
@@ -205,19 +212,25 @@ void rollout_release(rollout *r, int slot) {
     r->slot_prompt[slot]->n_done++;
 }
 
-/* Takes the sample's token; when its turn ends, the environment is asked
- * what follows (--env), or its slot is freed. */
-static int take_token(rollout *r, int slot, int32_t t, float lp, gerr *e) {
+void rollout_push(rollout *r, int slot, int32_t t, float lp) {
     rollout_seq *s = r->slot_seq[slot];
     /* a multi-turn episode may grow its cache up to the model's context */
-    int limit = r->multi_turn || r->run.cache.max_len > r->run.m.cfg.max_seq_len ? r->run.m.cfg.max_seq_len
-                                                                                   : r->run.cache.max_len;
+    int limit = r->srv || r->multi_turn || r->run.cache.max_len > r->ctx_len ? r->ctx_len : r->run.cache.max_len;
     seq_push(s, &r->run.mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, (int)r->o->max_total_tokens, limit);
     r->tokens_made++;
-    if (s->finish == FINISH_NONE) return 0;
+}
+
+int rollout_turn_ended(rollout *r, int slot, gerr *e) {
     if (r->multi_turn) return episode_turn_ended(r, slot, e);
     rollout_release(r, slot);
     return 0;
+}
+
+/* Takes the sample's token; when its turn ends, the environment is asked
+ * what follows (--env), or its slot is freed. */
+static int take_token(rollout *r, int slot, int32_t t, float lp, gerr *e) {
+    rollout_push(r, slot, t, lp);
+    return r->slot_seq[slot]->finish == FINISH_NONE ? 0 : rollout_turn_ended(r, slot, e);
 }
 
 /* Takes token t (sampled on the host or the device) for the slot; t < 0
@@ -248,7 +261,7 @@ static int rollout_advance(rollout *r, int slot, const float *logits, gerr *e) {
  * draws from its own sequence's stream, so the thread that samples it
  * changes nothing. */
 static void sample_rows(rollout *r, int seqs) {
-    const size_t V = (size_t)r->run.m.cfg.vocab_size;
+    const size_t V = (size_t)r->vocab;
     int threads = seqs < r->n_smp ? seqs : r->n_smp;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
     for (int j = 0; j < seqs; j++) {
@@ -262,7 +275,8 @@ static void sample_rows(rollout *r, int seqs) {
 }
 
 /* Admits a prompt: prefills it once into one free slot, forks that cache
- * to K-1 more, and draws every sample's first token. */
+ * to K-1 more, and draws every sample's first token. With --server its K
+ * samples only take their slots: the next round asks for them. */
 static int admit(rollout *r, prompt_slot *p, gerr *e) {
     const int K = (int)r->o->k, len = (int)p->n_tokens;
     int rc = rollout_reserve(r, len + (int)r->o->max_new_tokens, len, e);
@@ -270,6 +284,17 @@ static int admit(rollout *r, prompt_slot *p, gerr *e) {
     int slots[K];
     for (int i = 0, k = 0; i < r->n_slots && k < K; i++)
         if (!r->slot_seq[i]) slots[k++] = i;
+    if (r->srv) {
+        fifo_push(r, p);
+        p->n_done = 0;
+        for (int k = 0; k < K; k++) {
+            seq_start(&p->samples[k], r->run.mt.tok, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len,
+                      r->multi_turn);
+            r->slot_seq[slots[k]] = &p->samples[k];
+            r->slot_prompt[slots[k]] = p;
+        }
+        return 0;
+    }
     for (int i = 0; i < len; i++) {
         r->run.rows.seq[i] = slots[0];
         r->run.rows.pos[i] = i;
@@ -298,6 +323,7 @@ static int admit(rollout *r, prompt_slot *p, gerr *e) {
  * row alike whatever rows share the call: a continuation prefilled here
  * gives the numbers of a prefill alone. */
 static int decode_step(rollout *r, gerr *e) {
+    if (r->srv) return server_round(r, e);
     int rows = 0, seqs = 0;
     for (int i = 0; i < r->n_slots; i++) {
         const rollout_seq *s = r->slot_seq[i];
@@ -325,7 +351,7 @@ static int decode_step(rollout *r, gerr *e) {
     if (r->device_sampling) { /* the logits stay on the device; tokens come back */
         forward_rows(r, rows, want);
         for (int j = 0; j < seqs; j++) r->rngs[j] = &r->slot_seq[r->step_slot[j]]->rng;
-        rc = cuda_sample_plain(r->dlogits, seqs, r->run.m.cfg.vocab_size, r->sp.temperature, r->rngs, r->toks,
+        rc = cuda_sample_plain(r->dlogits, seqs, r->vocab, r->sp.temperature, r->rngs, r->toks,
                                r->lps, e);
     } else if (!(rc = rollout_forward(r, rows, want, seqs, e))) {
         sample_rows(r, seqs);
@@ -385,39 +411,30 @@ static int load_tools(rollout *r, gerr *e) {
     return 0;
 }
 
-static int setup(rollout *r, const rollout_opts *o, gerr *e) {
-    memset(r, 0, sizeof *r);
-    r->o = o;
+/* Our engine: the model on the device --device chose, its weights packed
+ * as --weights says. */
+static int open_engine(rollout *r, gerr *e) {
+    const rollout_opts *o = r->o;
     int rc = device_select("--device", o->device, &r->be, e);
     if (rc) return rc;
     kv_format kv = KV_F32;
     if ((rc = weights_select("--weights", o->weights, &r->weights, e)) ||
         (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights, &kv, e)) ||
-        (rc = ckpt_step_read(o->model, &r->policy_step, e))) {
-        device_release(r->be);
-        r->be = NULL;
-        return rc;
-    }
-    if (o->threads > 0) blas_set_threads((int)o->threads);
-    if ((rc = runner_open_on(&r->run, o->model, false, r->be, r->weights, e))) {
+        (rc = runner_open_on(&r->run, o->model, false, r->be, r->weights, e))) {
         device_release(r->be);
         r->be = NULL;
         return rc;
     }
     r->run.kv_fmt = kv;
-    r->sp = o->sampling;
-    if (r->sp.temperature < 0) r->sp.temperature = r->run.mt.temperature >= 0 ? r->run.mt.temperature : 1.0;
-    if (!o->top_p_given && r->run.mt.top_p > 0 && r->run.mt.top_p <= 1) r->sp.top_p = r->run.mt.top_p;
-    if (!o->top_k_given && r->run.mt.top_k > 0) r->sp.top_k = r->run.mt.top_k;
-    r->policy = policy_name(o);
-    /* on a device the products are bf16 whatever --weights says (the CPU's packing) */
-    sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu", r->be ? "bf16" : weight_format_name(r->weights),
-                       r->run.kv_fmt == KV_BF16 ? "bf16" : "f32");
-    r->n_slots = o->batch > o->k ? (int)o->batch : (int)o->k; /* a prompt's K samples start together */
-    r->slot_seq = xcalloc((size_t)r->n_slots, sizeof *r->slot_seq);
-    r->slot_prompt = xcalloc((size_t)r->n_slots, sizeof *r->slot_prompt);
-    r->spare = xcalloc((size_t)r->n_slots + 1, sizeof *r->spare);
-    size_t n_logits = (size_t)r->n_slots * (size_t)r->run.m.cfg.vocab_size;
+    r->vocab = r->run.m.cfg.vocab_size;
+    r->ctx_len = r->run.m.cfg.max_seq_len;
+    return 0;
+}
+
+/* The buffers our engine's decode steps use. */
+static int engine_buffers(rollout *r, gerr *e) {
+    int rc = 0;
+    size_t n_logits = (size_t)r->n_slots * (size_t)r->vocab;
     r->logits = xmalloc(n_logits * sizeof *r->logits);
     r->n_smp = 1;
 #ifdef _OPENMP
@@ -425,19 +442,60 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
 #endif
     if (r->n_smp > r->n_slots) r->n_smp = r->n_slots;
     r->smp = xcalloc((size_t)r->n_smp, sizeof *r->smp);
-    for (int i = 0; i < r->n_smp; i++) sampler_init(&r->smp[i], r->run.m.cfg.vocab_size);
+    for (int i = 0; i < r->n_smp; i++) sampler_init(&r->smp[i], r->vocab);
     if (r->be) {
         void *d = NULL;
         rc = r->be->mem_alloc(&d, n_logits * sizeof(float), e);
         r->dlogits = d;
-        int V = r->run.m.cfg.vocab_size;
-        r->device_sampling = (r->sp.top_k <= 0 || r->sp.top_k >= V) && r->sp.top_p >= 1 && r->sp.min_p <= 0;
+        r->device_sampling = (r->sp.top_k <= 0 || r->sp.top_k >= r->vocab) && r->sp.top_p >= 1 && r->sp.min_p <= 0;
         r->rngs = xcalloc((size_t)r->n_slots, sizeof *r->rngs);
     }
     r->toks = xcalloc((size_t)r->n_slots, sizeof *r->toks);
     r->lps = xcalloc((size_t)r->n_slots, sizeof *r->lps);
     r->step_slot = xcalloc((size_t)r->n_slots, sizeof *r->step_slot);
-    if (!rc && o->tools) rc = load_tools(r, e);
+    return rc;
+}
+
+/* --server: the model's text side (tokenizer, chat template,
+ * generation_config) is loaded by setup; the server holds the weights. */
+static int open_server(rollout *r, gerr *e) {
+    r->vocab = (int)tok_vocab_size(r->run.mt.tok);
+    int rc = server_open(r, e);
+    if (rc) return rc;
+    long long ctx = server_context(r);
+    r->ctx_len = ctx > 0 && ctx < (1 << 30) ? (int)ctx : 1 << 30; /* unknown: the server ends what does not fit */
+    return 0;
+}
+
+static int setup(rollout *r, const rollout_opts *o, gerr *e) {
+    memset(r, 0, sizeof *r);
+    r->o = o;
+    if (o->threads > 0) blas_set_threads((int)o->threads);
+    int rc = o->server ? 0 : open_engine(r, e);
+    if (rc) return rc;
+    r->sp = o->sampling;
+    if (o->server && (rc = model_text_load(o->model, &r->run.mt, e))) return rc;
+    if (r->sp.temperature < 0) r->sp.temperature = r->run.mt.temperature >= 0 ? r->run.mt.temperature : 1.0;
+    if (!o->top_p_given && r->run.mt.top_p > 0 && r->run.mt.top_p <= 1) r->sp.top_p = r->run.mt.top_p;
+    if (!o->top_k_given && r->run.mt.top_k > 0) r->sp.top_k = r->run.mt.top_k;
+    r->n_slots = o->batch > o->k ? (int)o->batch : (int)o->k; /* a prompt's K samples start together */
+    if (o->server && o->server_concurrency > r->n_slots) r->n_slots = (int)o->server_concurrency;
+    r->slot_seq = xcalloc((size_t)r->n_slots, sizeof *r->slot_seq);
+    r->slot_prompt = xcalloc((size_t)r->n_slots, sizeof *r->slot_prompt);
+    r->spare = xcalloc((size_t)r->n_slots + 1, sizeof *r->spare);
+    rc = o->server ? open_server(r, e) : engine_buffers(r, e);
+    if (rc) return rc;
+    r->policy = o->policy || !o->server ? policy_name(o) : xstrdup(server_model_name(r));
+    /* how the records were sampled (formats/rollout.md): the server's kind, model and
+     * log-probabilities; our engine's device, weights and cache (on a device the
+     * products are bf16 whatever --weights says) */
+    if (o->server) server_sampler_json(r, &r->sampler);
+    else
+        sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu", r->be ? "bf16" : weight_format_name(r->weights),
+                           r->run.kv_fmt == KV_BF16 ? "bf16" : "f32");
+    r->policy_step = o->policy_step;
+    if (o->policy_step < 0 && (rc = ckpt_step_read(o->model, &r->policy_step, e))) return rc;
+    if (o->tools) rc = load_tools(r, e);
     if (!rc && o->env) {
         r->multi_turn = true;
         if (!(rc = need_template(r, e))) rc = episode_open(r, e);
@@ -466,6 +524,7 @@ static void teardown(rollout *r) {
     if (r->have_template) chat_template_free(&r->tmpl);
     cJSON_Delete(r->tools);
     episode_close(r);
+    server_close(r);
     runner_close(&r->run);
     device_release(r->be);
 }
@@ -491,11 +550,49 @@ static int next_prompt(rollout *r, jsonl_reader *rd, prompt_slot *p, gerr *e) {
     }
 }
 
+/* The closing lines of --progress: throughput, the cache and the device
+ * (or the server), and with --env what waiting for answers cost. */
+static void report(const rollout *r, long long prompts, double secs) {
+    double rate = secs > 0 ? (double)r->tokens_made / secs : 0;
+    if (r->srv) {
+        char server[512];
+        server_describe(r, server, sizeof server);
+        fprintf(stderr, "grpo-rollout: %lld prompts, %lld tokens in %.1f s (%.1f tokens/s); %s\n", prompts,
+                r->tokens_made, secs, rate, server);
+    } else {
+        char device[256];
+        device_describe(r->be, device, sizeof device);
+        size_t at = strlen(device);
+        if (!r->be) {
+            char weights[160];
+            snprintf(device + at, sizeof device - at, ", weights %s",
+                     model_weights_describe(&r->run.m, weights, sizeof weights));
+        } else { /* what our allocations held at most (not the runtime's own) */
+            snprintf(device + at, sizeof device - at, ", peak %.1f MiB allocated",
+                     (double)cuda_peak_bytes() / (1 << 20));
+        }
+        const kv_cache *c = &r->run.cache;
+        fprintf(stderr,
+                "grpo-rollout: %lld prompts, %lld tokens in %.1f s (%.1f tokens/s); KV cache %.1f MiB (%s, %d "
+                "sequences x %d positions); BLAS kernels %s; OpenMP spin %s; device %s\n",
+                prompts, r->tokens_made, secs, rate,
+                r->run.cache_ready ? (double)kv_cache_bytes_as(&r->run.m.cfg, r->n_slots, c->max_len, c->fmt) / (1 << 20)
+                                   : 0.0,
+                c->fmt == KV_BF16 ? "bf16" : "f32", r->n_slots, r->run.cache_ready ? c->max_len : 0, blas_core_name(),
+                blas_omp_wait(), device);
+    }
+    if (r->multi_turn)
+        fprintf(stderr,
+                "grpo-rollout: env: %lld requests; %.1f s with every sequence waiting for an answer, %.1f s "
+                "holding a decode step for answers due\n",
+                r->env_requests, r->env_wait_seconds, r->env_hold_seconds);
+}
+
 int rollout_run(const rollout_opts *o, gerr *e) {
     rollout r;
     int rc = setup(&r, o, e);
     if (rc) {
-        if (r.run.m.params_memory) teardown(&r); /* setup got as far as the model */
+        teardown(&r); /* what setup got as far as */
         return rc;
     }
     jsonl_reader rd;
@@ -542,35 +639,7 @@ int rollout_run(const rollout_opts *o, gerr *e) {
     }
     progress_finish(&pg);
     progress_note_empty(&pg, prompts, "prompts");
-    if (pg.enabled) {
-        char device[256];
-        device_describe(r.be, device, sizeof device);
-        if (!r.be) {
-            size_t at = strlen(device);
-            char weights[160];
-            snprintf(device + at, sizeof device - at, ", weights %s",
-                     model_weights_describe(&r.run.m, weights, sizeof weights));
-        }
-        if (r.be) { /* what our allocations held at most (not the runtime's own) */
-            size_t at = strlen(device);
-            snprintf(device + at, sizeof device - at, ", peak %.1f MiB allocated", (double)cuda_peak_bytes() / (1 << 20));
-        }
-        double secs = now_seconds() - started;
-        fprintf(stderr,
-                "grpo-rollout: %lld prompts, %lld tokens in %.1f s (%.1f tokens/s); KV cache %.1f MiB (%s, %d sequences x "
-                "%d positions); BLAS kernels %s; OpenMP spin %s; device %s\n",
-                prompts, r.tokens_made, secs, secs > 0 ? (double)r.tokens_made / secs : 0,
-                r.run.cache_ready ? (double)kv_cache_bytes_as(&r.run.m.cfg, r.n_slots, r.run.cache.max_len,
-                                                              r.run.cache.fmt) / (1 << 20)
-                                  : 0.0,
-                r.run.cache.fmt == KV_BF16 ? "bf16" : "f32", r.n_slots, r.run.cache_ready ? r.run.cache.max_len : 0, blas_core_name(),
-                blas_omp_wait(), device);
-        if (r.multi_turn)
-            fprintf(stderr,
-                    "grpo-rollout: env: %lld requests; %.1f s with every sequence waiting for an answer, %.1f s "
-                    "holding a decode step for answers due\n",
-                    r.env_requests, r.env_wait_seconds, r.env_hold_seconds);
-    }
+    if (pg.enabled) report(&r, prompts, now_seconds() - started);
     if (r.multi_turn && (rc = episode_finish(&r, e))) goto done;
     if (r.skipped)
         warn("skipped %lld bad records (--skip-bad); the first: %s", r.skipped, r.first_skip.msg);

@@ -13,7 +13,11 @@
  * assistant turn ends the slot waits for the environment's answer while the
  * other slots go on decoding; the answer's messages are rendered as a
  * continuation, prefilled into the slot's cache after what it holds, and
- * decoding resumes on the same random stream. */
+ * decoding resumes on the same random stream.
+ *
+ * With --server (server.c) an inference server generates instead: the
+ * samples in flight are sent, token ids in, token ids and log-probabilities
+ * out, and taken as our engine's tokens are. */
 #ifndef GRPO_ROLLOUT_H
 #define GRPO_ROLLOUT_H
 
@@ -27,6 +31,7 @@ typedef struct {
     const char *model;
     const char *in, *out;
     const char *policy;        /* id written into every record; NULL = the model's directory or file name */
+    long long policy_step;     /* policy_step written into every record; < 0: --model's (ckpt_step_read) */
     const char *chat_template; /* auto|chatml|llama3|raw, for records without prompt_tokens */
     long long k;               /* samples per prompt */
     long long max_new_tokens;
@@ -47,6 +52,15 @@ typedef struct {
     long long max_total_tokens; /* completion tokens per episode, the environment's included; 0 = the context */
     double env_timeout;         /* seconds one request may wait for its answer */
     const char *tools;          /* file of tool schemas (a JSON array) rendered into prompts; NULL = none */
+    /* --server: an inference server generates (server.c); --model gives the tokenizer and chat template */
+    const char *server;         /* its root URL; NULL = our engine */
+    const char *server_kind;    /* auto|vllm|sglang|llamacpp */
+    const char *server_model;   /* the model to ask for; NULL = the first GET /v1/models lists */
+    const char *server_logprobs; /* auto|processed|raw: what the server's log-probabilities are of */
+    const char *server_key_env; /* environment variable holding an API key; NULL = none sent */
+    long long server_concurrency; /* requests in flight at once */
+    double server_timeout;        /* seconds per request */
+    long long server_retries;     /* retries of a request before exit 75 */
 } rollout_opts;
 
 void rollout_opts_default(rollout_opts *o);

@@ -103,3 +103,9 @@ void seq_push(rollout_seq *s, const model_text *mt, int32_t token, float logprob
     tok_stream_finish(&s->dec, &s->text);
     s->text_end = cut ? at : s->text.len;
 }
+
+void seq_end(rollout_seq *s, finish_reason why) {
+    s->finish = why;
+    tok_stream_finish(&s->dec, &s->text);
+    s->text_end = s->text.len;
+}

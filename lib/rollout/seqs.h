@@ -53,6 +53,9 @@ void seq_free(rollout_seq *s);
  * the model's context (limit_pos), which also set bound_hit. */
 void seq_push(rollout_seq *s, const model_text *mt, int32_t token, float logprob, const string_list *stops,
               int max_new, int max_total, int limit_pos);
+/* Ends the turn for a reason seq_push did not see (the server ended it):
+ * the text as decoded so far, nothing cut. */
+void seq_end(rollout_seq *s, finish_reason why);
 /* Appends tokens the environment inserted (mask 0, no log-probability) and
  * starts the next assistant turn: its text starts empty. They, and the
  * turn's last sampled token before them, are not yet in the cache. */

@@ -7,8 +7,8 @@
 #include <sysexits.h>
 
 #include "check.h"
+#include "http/http.h"
 #include "io/record.h"
-#include "judge/http.h"
 #include "judge/request.h"
 #include "judge/score.h"
 #include "judge/template.h"
@@ -199,13 +199,13 @@ static void test_request(void) {
 
     TEST("url: messages show no user:password and no query or fragment");
     sb_clear(&u);
-    judge_url_for_messages("https://me:sk-secret@host:8/v1/chat/completions?api-key=sk-secret#f", &u);
+    http_url_for_messages("https://me:sk-secret@host:8/v1/chat/completions?api-key=sk-secret#f", &u);
     CHECK_EQ_STR(u.data, "https://host:8/v1/chat/completions");
     sb_clear(&u);
-    judge_url_for_messages("http://a@b@host/v1?x", &u);
+    http_url_for_messages("http://a@b@host/v1?x", &u);
     CHECK_EQ_STR(u.data, "http://host/v1");
     sb_clear(&u);
-    judge_url_for_messages("http://host", &u);
+    http_url_for_messages("http://host", &u);
     CHECK_EQ_STR(u.data, "http://host");
     sb_free(&u);
     sb_free(&want);
@@ -309,25 +309,25 @@ static void test_score(void) {
 
 static void test_backoff(void) {
     TEST("backoff: full jitter under base * 2^(retry-1), capped");
-    CHECK_NEAR(judge_backoff_delay(1, 0.5, 30, 0.5), 0.25, 1e-15);
-    CHECK_NEAR(judge_backoff_delay(3, 0.5, 30, 0.75), 1.5, 1e-15);
-    CHECK_NEAR(judge_backoff_delay(10, 0.5, 30, 0.5), 15, 1e-12);
-    CHECK_NEAR(judge_backoff_delay(1000, 0.5, 30, 0.999), 29.97, 1e-9);
-    CHECK_NEAR(judge_backoff_delay(4, 0.5, 30, 0), 0, 0);
+    CHECK_NEAR(http_backoff_delay(1, 0.5, 30, 0.5), 0.25, 1e-15);
+    CHECK_NEAR(http_backoff_delay(3, 0.5, 30, 0.75), 1.5, 1e-15);
+    CHECK_NEAR(http_backoff_delay(10, 0.5, 30, 0.5), 15, 1e-12);
+    CHECK_NEAR(http_backoff_delay(1000, 0.5, 30, 0.999), 29.97, 1e-9);
+    CHECK_NEAR(http_backoff_delay(4, 0.5, 30, 0), 0, 0);
 
     TEST("retry-after: seconds, fractions, HTTP dates, garbage");
     double s = -1;
     time_t now = 1445412480; /* Wed, 21 Oct 2015 07:28:00 GMT */
-    CHECK(judge_parse_retry_after("2", now, &s));
+    CHECK(http_parse_retry_after("2", now, &s));
     CHECK_NEAR(s, 2, 0);
-    CHECK(judge_parse_retry_after(" 0.25 \r\n", now, &s));
+    CHECK(http_parse_retry_after(" 0.25 \r\n", now, &s));
     CHECK_NEAR(s, 0.25, 0);
-    CHECK(judge_parse_retry_after("Wed, 21 Oct 2015 07:29:40 GMT", now, &s));
+    CHECK(http_parse_retry_after("Wed, 21 Oct 2015 07:29:40 GMT", now, &s));
     CHECK_NEAR(s, 100, 0);
-    CHECK(judge_parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now, &s));
+    CHECK(http_parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now, &s));
     CHECK_NEAR(s, 0, 0);
     const char *bad[] = {"", "   ", "soon", "2s", "-1", "1e999"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(!judge_parse_retry_after(bad[i], now, &s));
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(!http_parse_retry_after(bad[i], now, &s));
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* The judge's HTTP client against the local test server: concurrency and
+/* The HTTP client (lib/http), as the judge uses it, against the local test server: concurrency and
  * connection reuse, retries of every transient fault (429 with Retry-After,
  * 5xx, resets, timeouts, malformed replies), exhausted retries, statuses
  * that are not retried, rate limits, and the API key kept out of messages. */
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "http/http.h"
 #include "judge_server_fixture.h"
-#include "judge/http.h"
 #include "judge/request.h"
 #include "judge/score.h"
 #include "util/sha256.h"
@@ -24,7 +24,7 @@
 typedef struct {
     size_t n;
     strbuf *body, *label, *user, *content;
-    judge_http_job *jobs;
+    http_job *jobs;
     int *answers;       /* per job: replies accepted */
     double *answered_at; /* seconds after the run started */
     double t0;
@@ -52,7 +52,8 @@ static void batch_init(batch *b, const char *const *users, size_t n) {
         sb_puts(&b->user[i], users[i]);
         judge_request_build(&p, users[i], strlen(users[i]), &b->body[i], &canon, key);
         sb_printf(&b->label[i], "in.jsonl:%zu", i + 1);
-        b->jobs[i] = (judge_http_job){b->body[i].data, b->body[i].len, 100.0, b->label[i].data};
+        b->jobs[i] = (http_job){
+            .body = b->body[i].data, .body_len = b->body[i].len, .tokens = 100.0, .label = b->label[i].data};
     }
     sb_free(&canon);
 }
@@ -90,31 +91,32 @@ static void batch_free(batch *b) {
 static int on_reply(void *ctx, size_t job, const char *body, size_t len, double *used, gerr *e) {
     batch *b = ctx;
     long long pt, ct;
-    if (!judge_parse_reply(body, len, &b->reply, &pt, &ct)) return JUDGE_REPLY_MALFORMED;
+    if (!judge_parse_reply(body, len, &b->reply, &pt, &ct)) return HTTP_REPLY_MALFORMED;
     if ((long long)job == b->fail_job) return gerr_set(e, EX_IOERR, "cache.sqlite: disk full (test)");
     sb_clear(&b->content[job]);
     sb_append(&b->content[job], b->reply.data, b->reply.len);
     b->answers[job]++;
     b->answered_at[job] = now_seconds() - b->t0;
     *used = b->report_usage && pt >= 0 && ct >= 0 ? (double)(pt + ct) : -1;
-    return JUDGE_REPLY_OK;
+    return HTTP_REPLY_OK;
 }
 
-static judge_http_opts config(const test_server *s, strbuf *url) {
+static http_opts config(const test_server *s, strbuf *url) {
     sb_clear(url);
     judge_chat_url(s->base, url);
-    return (judge_http_opts){.url = url->data, .api_key = KEY, .concurrency = 4, .timeout = 5, .retries = 3,
-                               .backoff_base = 0.01, .backoff_cap = 0.05, .retry_after_cap = 5};
+    return (http_opts){.url = url->data, .api_key = KEY, .concurrency = 4, .timeout = 5, .retries = 3,
+                       .backoff_base = 0.01, .backoff_cap = 0.05, .retry_after_cap = 5, .who = "judge",
+                       .flag = "--judge"};
 }
 
-static int run(const judge_http_opts *c, batch *b, judge_http_stats *st, gerr *e) {
-    judge_http *h = NULL;
-    int rc = judge_http_open(&h, c, e);
+static int run(const http_opts *c, batch *b, http_stats *st, gerr *e) {
+    http_client *h = NULL;
+    int rc = http_client_open(&h, c, e);
     if (rc) return rc;
     b->t0 = now_seconds();
-    rc = judge_http_run(h, b->jobs, b->n, on_reply, b, e);
-    if (st) *st = *judge_http_get_stats(h);
-    judge_http_close(h);
+    rc = http_client_run(h, b->jobs, b->n, on_reply, b, e);
+    if (st) *st = *http_client_stats(h);
+    http_client_close(h);
     return rc;
 }
 
@@ -149,9 +151,9 @@ static void test_healthy(void) {
     batch b;
     batch_numbered(&b, N, "grade item %d", 0);
     strbuf url = {0};
-    judge_http_opts c = config(&s, &url);
+    http_opts c = config(&s, &url);
     c.concurrency = 8;
-    judge_http_stats st;
+    http_stats st;
     gerr e = {0};
     CHECK_EQ_INT(run(&c, &b, &st, &e), 0);
     int wrong = 0, unanswered = 0;
@@ -184,7 +186,7 @@ static void test_healthy(void) {
     batch_init(&b2, one, 1);
     test_server s2;
     if (server_start(&s2, NULL)) {
-        judge_http_opts c2 = config(&s2, &url);
+        http_opts c2 = config(&s2, &url);
         c2.api_key = "";
         CHECK_EQ_INT(run(&c2, &b2, NULL, &e), 0);
         cJSON *ss2 = server_call(&s2, "/stats", NULL);
@@ -216,9 +218,9 @@ static void test_faults(void) {
     batch b;
     batch_init(&b, users, n);
     strbuf url = {0};
-    judge_http_opts c = config(&s, &url);
+    http_opts c = config(&s, &url);
     c.timeout = 1.0;
-    judge_http_stats st;
+    http_stats st;
     gerr e = {0};
     int rc = run(&c, &b, &st, &e);
     CHECK_EQ_INT(rc, 0);
@@ -270,9 +272,9 @@ static void test_exhausted(void) {
     b.jobs[0].body_len = b.body[0].len;
     sb_free(&canon);
     strbuf url = {0};
-    judge_http_opts c = config(&s, &url);
+    http_opts c = config(&s, &url);
     c.retries = 2;
-    judge_http_stats st;
+    http_stats st;
     gerr e = {0};
     CHECK_EQ_INT(run(&c, &b, &st, &e), EX_TEMPFAIL);
     CHECK(strstr(e.msg, "in.jsonl:1: judge: no answer after 3 attempts (last: HTTP 500: injected 500)") == e.msg);
@@ -301,7 +303,7 @@ static void test_not_retried(void) {
     batch b;
     batch_init(&b, users, 2);
     strbuf url = {0};
-    judge_http_opts c = config(&s, &url);
+    http_opts c = config(&s, &url);
     c.concurrency = 1;
     gerr e = {0};
     CHECK_EQ_INT(run(&c, &b, NULL, &e), EX_UNAVAILABLE);
@@ -327,29 +329,29 @@ static void test_not_retried(void) {
 
     TEST("http: a URL of another scheme is a usage error; bad settings are usage errors");
     e = (gerr){0};
-    judge_http_opts bad = c;
+    http_opts bad = c;
     bad.url = "ftp://" KEY "@127.0.0.1/chat/completions";
     CHECK_EQ_INT(run(&bad, &b, NULL, &e), EX_USAGE);
     CHECK(strstr(e.msg, "--judge-url ftp://127.0.0.1/chat/completions") == e.msg);
     CHECK(strstr(e.msg, KEY) == NULL);
-    judge_http *h = NULL;
+    http_client *h = NULL;
     bad = c;
     bad.concurrency = 0;
-    CHECK_EQ_INT(judge_http_open(&h, &bad, &e), EX_USAGE);
+    CHECK_EQ_INT(http_client_open(&h, &bad, &e), EX_USAGE);
     CHECK(strstr(e.msg, "--judge-concurrency") == e.msg);
     bad = c;
     bad.timeout = 0;
-    CHECK_EQ_INT(judge_http_open(&h, &bad, &e), EX_USAGE);
+    CHECK_EQ_INT(http_client_open(&h, &bad, &e), EX_USAGE);
     bad = c;
     bad.rps = -1;
-    CHECK_EQ_INT(judge_http_open(&h, &bad, &e), EX_USAGE);
+    CHECK_EQ_INT(http_client_open(&h, &bad, &e), EX_USAGE);
     batch_free(&b);
     sb_free(&url);
     server_stop(&s);
 }
 
 static void test_refused(void) {
-    TEST("http: a refused connection is retried, then 75");
+    TEST("http: a refused connection is retried, then 75; with fail_unreachable it is 69 at once");
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof a;
@@ -360,15 +362,21 @@ static void test_refused(void) {
     const char *users[] = {"nobody home"};
     batch b;
     batch_init(&b, users, 1);
-    judge_http_opts c = {.url = url, .api_key = KEY, .concurrency = 2, .timeout = 2, .retries = 2,
-                           .backoff_base = 0.01, .backoff_cap = 0.05, .retry_after_cap = 5};
-    judge_http_stats st;
+    http_opts c = {.url = url, .api_key = KEY, .concurrency = 2, .timeout = 2, .retries = 2,
+                   .backoff_base = 0.01, .backoff_cap = 0.05, .retry_after_cap = 5, .who = "judge"};
+    http_stats st;
     gerr e = {0};
     CHECK_EQ_INT(run(&c, &b, &st, &e), EX_TEMPFAIL);
     CHECK(strstr(e.msg, "in.jsonl:1: judge: no answer after 3 attempts (last: ") == e.msg);
     CHECK(strstr(e.msg, KEY) == NULL);
     CHECK_EQ_INT(st.requests, 3);
     CHECK_EQ_INT(st.failures, 3);
+    /* fail_unreachable (grpo-rollout --server): 69 at the first refusal, naming the URL */
+    c.fail_unreachable = true;
+    c.who = "server";
+    CHECK_EQ_INT(run(&c, &b, &st, &e), EX_UNAVAILABLE);
+    CHECK(strstr(e.msg, "in.jsonl:1: server: cannot connect to http://127.0.0.1:") == e.msg);
+    CHECK_EQ_INT(st.requests, 1);
     batch_free(&b);
 }
 
@@ -383,7 +391,7 @@ static void test_rate_limits(void) {
     batch b;
     batch_numbered(&b, N, "rate %d", 0);
     strbuf url = {0};
-    judge_http_opts c = config(&s, &url);
+    http_opts c = config(&s, &url);
     c.concurrency = 16;
     c.rps = 50;
     gerr e = {0};

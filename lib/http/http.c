@@ -15,7 +15,6 @@
 #include "../util/clock.h"
 #include "../util/rng.h"
 #include "../util/strbuf.h"
-#include "request.h"
 
 #ifndef GRPO_VERSION
 #define GRPO_VERSION "0"
@@ -37,8 +36,8 @@ typedef struct {
     double rate, cap, level, t; /* rate per second; rate 0 = unlimited */
 } bucket;
 
-struct judge_http {
-    judge_http_opts c;
+struct http_client {
+    http_opts c;
     char *url, *url_shown, *key;
     CURLM *multi;
     struct curl_slist *headers;
@@ -46,18 +45,18 @@ struct judge_http {
     size_t n_slots;
     bucket rps, tpm;
     rng_stream rng;
-    judge_http_stats stats;
+    http_stats stats;
 };
 
 /* ---- pure pieces ----------------------------------------------------------- */
 
-double judge_backoff_delay(long long attempt, double base, double cap, double u) {
+double http_backoff_delay(long long attempt, double base, double cap, double u) {
     double ceiling = base * ldexp(1.0, (int)(attempt - 1 < 60 ? attempt - 1 : 60));
     if (ceiling > cap) ceiling = cap;
     return u * ceiling;
 }
 
-bool judge_parse_retry_after(const char *value, time_t now, double *seconds) {
+bool http_parse_retry_after(const char *value, time_t now, double *seconds) {
     while (*value == ' ' || *value == '\t') value++;
     size_t len = strlen(value);
     while (len && (value[len - 1] == ' ' || value[len - 1] == '\t' || value[len - 1] == '\r' || value[len - 1] == '\n'))
@@ -77,6 +76,37 @@ bool judge_parse_retry_after(const char *value, time_t now, double *seconds) {
     if (at == -1) return false;
     *seconds = at > now ? (double)(at - now) : 0.0;
     return true;
+}
+
+void http_url_for_messages(const char *url, strbuf *out) {
+    const char *scheme_end = strstr(url, "://");
+    const char *host = scheme_end ? scheme_end + 3 : url;
+    size_t authority = strcspn(host, "/?#");
+    /* userinfo ends at the last '@' of the authority */
+    const char *at = NULL;
+    for (const char *c = host; c < host + authority; c++)
+        if (*c == '@') at = c;
+    sb_append(out, url, (size_t)(host - url));
+    if (at) {
+        host = at + 1;
+        authority = strcspn(host, "/?#");
+    }
+    sb_append(out, host, authority + strcspn(host + authority, "?#"));
+}
+
+/* The key in environment variable var; *key NULL when unset or empty. */
+static int http_key_from_env(const char *var, char **key, gerr *e) {
+    *key = NULL;
+    const char *v = getenv(var);
+    if (!v) return 0;
+    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\r')) n--;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return gerr_set(e, EX_USAGE, "$%s: the API key holds a control character (a line break?)", var);
+    if (n) *key = xstrndup(v, n);
+    return 0;
 }
 
 /* ---- rate limits ------------------------------------------------------------- */
@@ -169,21 +199,19 @@ static size_t on_header(char *data, size_t size, size_t n, void *user) {
     return len;
 }
 
-#define SETOPT(h, opt, val)                                                                 \
+#define SETOPT(easy, opt, val)                                                                 \
     do {                                                                                    \
-        if (curl_easy_setopt((h), (opt), (val)) != CURLE_OK)                                \
-            return gerr_set(e, EX_SOFTWARE, "judge: libcurl refused option %s", #opt);      \
+        if (curl_easy_setopt((easy), (opt), (val)) != CURLE_OK)                                \
+            return gerr_set(e, EX_SOFTWARE, "%s: libcurl refused option %s", h->c.who, #opt);      \
     } while (0)
 
-static int slot_init(judge_http *h, slot *s, gerr *e) {
+static int slot_init(http_client *h, slot *s, gerr *e) {
     s->easy = curl_easy_init();
-    if (!s->easy) return gerr_set(e, EX_SOFTWARE, "judge: curl_easy_init failed");
+    if (!s->easy) return gerr_set(e, EX_SOFTWARE, "%s: curl_easy_init failed", h->c.who);
     CURL *c = s->easy;
-    SETOPT(c, CURLOPT_URL, h->url);
     SETOPT(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    SETOPT(c, CURLOPT_POST, 1L);
     SETOPT(c, CURLOPT_HTTPHEADER, h->headers);
-    SETOPT(c, CURLOPT_USERAGENT, "grpo-reward/" GRPO_VERSION);
+    SETOPT(c, CURLOPT_USERAGENT, h->c.user_agent ? h->c.user_agent : "grpo/" GRPO_VERSION);
     SETOPT(c, CURLOPT_WRITEFUNCTION, on_body);
     SETOPT(c, CURLOPT_WRITEDATA, s);
     SETOPT(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -196,43 +224,55 @@ static int slot_init(judge_http *h, slot *s, gerr *e) {
     return 0;
 }
 
-static int check_config(const judge_http_opts *c, gerr *e) {
+static int check_config(const http_opts *c, gerr *e) {
     if (c->concurrency < 1 || c->concurrency > 4096)
-        return gerr_set(e, EX_USAGE, "--judge-concurrency: expected 1..4096, got %lld", c->concurrency);
+        return gerr_set(e, EX_USAGE, "%s-concurrency: expected 1..4096, got %lld", c->flag, c->concurrency);
     if (!(c->timeout > 0) || c->timeout > 86400)
-        return gerr_set(e, EX_USAGE, "--judge-timeout: expected seconds in (0, 86400], got %g", c->timeout);
+        return gerr_set(e, EX_USAGE, "%s-timeout: expected seconds in (0, 86400], got %g", c->flag, c->timeout);
     if (c->retries < 0 || c->retries > 1000)
-        return gerr_set(e, EX_USAGE, "--judge-retries: expected 0..1000, got %lld", c->retries);
+        return gerr_set(e, EX_USAGE, "%s-retries: expected 0..1000, got %lld", c->flag, c->retries);
     if (!(c->rps >= 0) || !isfinite(c->rps))
-        return gerr_set(e, EX_USAGE, "--judge-rps: expected a number >= 0 (0 = unlimited), got %g", c->rps);
+        return gerr_set(e, EX_USAGE, "%s-rps: expected a number >= 0 (0 = unlimited), got %g", c->flag, c->rps);
     if (!(c->tpm >= 0) || !isfinite(c->tpm))
-        return gerr_set(e, EX_USAGE, "--judge-tpm: expected a number >= 0 (0 = unlimited), got %g", c->tpm);
+        return gerr_set(e, EX_USAGE, "%s-tpm: expected a number >= 0 (0 = unlimited), got %g", c->flag, c->tpm);
     return 0;
 }
 
-int judge_http_open(judge_http **out, const judge_http_opts *c, gerr *e) {
+int http_client_open(http_client **out, const http_opts *given, gerr *e) {
+    http_opts named = *given;
+    if (!named.who) named.who = "http";
+    if (!named.flag) named.flag = "--http";
+    if (named.backoff_base <= 0) named.backoff_base = 0.5;
+    if (named.backoff_cap <= 0) named.backoff_cap = 30;
+    if (named.retry_after_cap <= 0) named.retry_after_cap = 300;
+    const http_opts *c = &named;
     int rc = check_config(c, e);
     if (rc) return rc;
     /* a line break in the key would end the header and start another */
     if (c->api_key && strpbrk(c->api_key, "\r\n"))
-        return gerr_set(e, EX_USAGE, "judge: the API key holds a line break");
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return gerr_set(e, EX_SOFTWARE, "judge: curl_global_init failed");
-    judge_http *h = xcalloc(1, sizeof *h);
+        return gerr_set(e, EX_USAGE, "%s: the API key holds a line break", c->who);
+    char *env_key = NULL;
+    if (!c->api_key && c->key_env && (rc = http_key_from_env(c->key_env, &env_key, e))) return rc;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        free(env_key);
+        return gerr_set(e, EX_SOFTWARE, "%s: curl_global_init failed", c->who);
+    }
+    http_client *h = xcalloc(1, sizeof *h);
     h->c = *c;
     h->url = xstrdup(c->url);
     strbuf shown = {0};
-    judge_url_for_messages(c->url, &shown);
+    http_url_for_messages(c->url, &shown);
     h->url_shown = shown.data;
     h->c.url = h->url;
     h->c.api_key = NULL;
-    h->key = c->api_key && *c->api_key ? xstrdup(c->api_key) : NULL;
+    h->c.key_env = NULL;
+    h->key = env_key ? env_key : c->api_key && *c->api_key ? xstrdup(c->api_key) : NULL;
     double now = now_seconds();
     bucket_init(&h->rps, c->rps, now);
     bucket_init(&h->tpm, c->tpm / 60.0, now);
     if (h->rps.rate > 0 && h->rps.cap < 1) h->rps.cap = h->rps.level = 1; /* at least one request fits */
     uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    rng_init(&h->rng, seed, "judge-backoff", 13, 0);
+    rng_init(&h->rng, seed, "http-backoff", 12, 0);
 
     struct curl_slist *l = curl_slist_append(NULL, "Content-Type: application/json");
     if (l) h->headers = l;
@@ -247,8 +287,8 @@ int judge_http_open(judge_http **out, const judge_http_opts *c, gerr *e) {
     }
     h->multi = curl_multi_init();
     if (!l || !h->multi) {
-        judge_http_close(h);
-        return gerr_set(e, EX_SOFTWARE, "judge: libcurl set-up failed");
+        http_client_close(h);
+        return gerr_set(e, EX_SOFTWARE, "%s: libcurl set-up failed", c->who);
     }
     curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)c->concurrency);
     h->n_slots = (size_t)c->concurrency;
@@ -256,7 +296,7 @@ int judge_http_open(judge_http **out, const judge_http_opts *c, gerr *e) {
     for (size_t i = 0; i < h->n_slots; i++) {
         rc = slot_init(h, &h->slots[i], e);
         if (rc) {
-            judge_http_close(h);
+            http_client_close(h);
             return rc;
         }
     }
@@ -264,9 +304,9 @@ int judge_http_open(judge_http **out, const judge_http_opts *c, gerr *e) {
     return 0;
 }
 
-const judge_http_stats *judge_http_get_stats(const judge_http *h) { return &h->stats; }
+const http_stats *http_client_stats(const http_client *h) { return &h->stats; }
 
-void judge_http_close(judge_http *h) {
+void http_client_close(http_client *h) {
     if (!h) return;
     for (size_t i = 0; h->slots && i < h->n_slots; i++) {
         if (h->slots[i].easy) curl_easy_cleanup(h->slots[i].easy);
@@ -293,10 +333,10 @@ typedef struct {
 } waiting;
 
 typedef struct {
-    judge_http *h;
-    const judge_http_job *jobs;
+    http_client *h;
+    const http_job *jobs;
     size_t n;
-    judge_http_on_reply on_reply;
+    http_on_reply on_reply;
     void *ctx;
     long long *attempts; /* per job: attempts started */
     size_t next_fresh;   /* jobs[next_fresh..] have not been tried */
@@ -351,21 +391,20 @@ static bool status_is_transient(long status) {
 
 /* An attempt that got no usable answer: schedule the next one, or stop the run. */
 static void attempt_failed(run_state *r, slot *s, const char *why) {
-    judge_http *h = r->h;
+    http_client *h = r->h;
     size_t job = s->job;
     h->stats.failures++;
     if (r->stopping) return;
     long long made = r->attempts[job];
     if (made > h->c.retries) {
         stop_run(r, EX_TEMPFAIL,
-                 "%s: judge: no answer after %lld attempts (last: %s); the answers received are saved, rerun to "
-                 "resume",
-                 r->jobs[job].label, made, why);
+                 "%s: %s: no answer after %lld attempts (last: %s)%s", r->jobs[job].label, h->c.who, made, why,
+                 h->c.exhausted_note ? h->c.exhausted_note : "");
         return;
     }
-    double delay = judge_backoff_delay(made, h->c.backoff_base, h->c.backoff_cap, rng_uniform(&h->rng));
+    double delay = http_backoff_delay(made, h->c.backoff_base, h->c.backoff_cap, rng_uniform(&h->rng));
     double after;
-    if (s->retry_after[0] && judge_parse_retry_after(s->retry_after, time(NULL), &after)) {
+    if (s->retry_after[0] && http_parse_retry_after(s->retry_after, time(NULL), &after)) {
         if (after > h->c.retry_after_cap) after = h->c.retry_after_cap;
         if (after > delay) delay = after;
     }
@@ -377,24 +416,32 @@ static void attempt_failed(run_state *r, slot *s, const char *why) {
 }
 
 static void finish(run_state *r, slot *s, CURLcode result) {
-    judge_http *h = r->h;
+    http_client *h = r->h;
     size_t job = s->job;
     const char *label = r->jobs[job].label;
     curl_multi_remove_handle(h->multi, s->easy);
     r->active--;
     r->idle[r->n_idle++] = s;
     char why[512];
+    strbuf shown = {0};
+    if (r->jobs[job].url) http_url_for_messages(r->jobs[job].url, &shown);
+    const char *url = shown.data ? shown.data : h->url_shown;
     if (result != CURLE_OK) {
         const char *text = s->errbuf[0] ? s->errbuf : curl_easy_strerror(result);
         snprintf(why, sizeof why, "%s", text);
         scrub(h->key, why);
-        if (s->too_big) stop_run(r, EX_UNAVAILABLE, "%s: judge: a reply larger than %d MiB from %s", label,
-                                 MAX_REPLY_BYTES >> 20, h->url_shown);
-        else if (curl_error_is_transient(result)) attempt_failed(r, s, why);
+        if (s->too_big)
+            stop_run(r, EX_UNAVAILABLE, "%s: %s: a reply larger than %d MiB from %s", label, h->c.who,
+                     MAX_REPLY_BYTES >> 20, url);
+        else if (h->c.fail_unreachable && (result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST))
+            stop_run(r, EX_UNAVAILABLE, "%s: %s: cannot connect to %s: %s", label, h->c.who, url, why);
+        else if (curl_error_is_transient(result))
+            attempt_failed(r, s, why);
         else if (result == CURLE_URL_MALFORMAT || result == CURLE_UNSUPPORTED_PROTOCOL)
-            stop_run(r, EX_USAGE, "--judge-url %s: %s", h->url_shown, why);
+            stop_run(r, EX_USAGE, "%s-url %s: %s", h->c.flag, url, why);
         else
-            stop_run(r, EX_UNAVAILABLE, "%s: judge: %s: %s", label, h->url_shown, why);
+            stop_run(r, EX_UNAVAILABLE, "%s: %s: %s: %s", label, h->c.who, url, why);
+        sb_free(&shown);
         return;
     }
     long status = 0;
@@ -404,14 +451,15 @@ static void finish(run_state *r, slot *s, CURLcode result) {
         gerr e = {0};
         double used = -1;
         int rc = r->on_reply(r->ctx, job, s->reply.data ? s->reply.data : "", s->reply.len, &used, &e);
-        if (rc == JUDGE_REPLY_MALFORMED) {
-            attempt_failed(r, s, "a malformed reply (not chat-completions JSON)");
+        if (rc == HTTP_REPLY_MALFORMED) {
+            attempt_failed(r, s, e.msg[0] ? e.msg : "a malformed reply");
         } else if (rc) {
             r->reply_failed = true;
             stop_with(r, &e);
         } else if (used >= 0) {
             h->tpm.level += r->jobs[job].tokens - used;
         }
+        sb_free(&shown);
         return;
     }
     char says[256];
@@ -419,27 +467,31 @@ static void finish(run_state *r, slot *s, CURLcode result) {
     if (status_is_transient(status)) {
         snprintf(why, sizeof why, "HTTP %ld%s%s", status, says[0] ? ": " : "", says);
         attempt_failed(r, s, why);
-        return;
+    } else {
+        h->stats.failures++;
+        stop_run(r, EX_UNAVAILABLE, "%s: %s: HTTP %ld from %s%s%s (not retried)", label, h->c.who, status, url,
+                 says[0] ? ": " : "", says);
     }
-    h->stats.failures++;
-    stop_run(r, EX_UNAVAILABLE, "%s: judge: HTTP %ld from %s%s%s (not retried)", label, status, h->url_shown,
-             says[0] ? ": " : "", says);
+    sb_free(&shown);
 }
 
 static int start(run_state *r, size_t job, gerr *e) {
-    judge_http *h = r->h;
+    http_client *h = r->h;
     slot *s = r->idle[--r->n_idle];
     s->job = job;
     sb_clear(&s->reply);
     s->retry_after[0] = 0;
     s->errbuf[0] = 0;
     s->too_big = false;
-    const judge_http_job *j = &r->jobs[job];
-    if (curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)j->body_len) != CURLE_OK ||
-        curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, j->body) != CURLE_OK)
-        return gerr_set(e, EX_SOFTWARE, "judge: libcurl refused a request body");
+    const http_job *j = &r->jobs[job];
+    if (curl_easy_setopt(s->easy, CURLOPT_URL, j->url ? j->url : h->url) != CURLE_OK)
+        return gerr_set(e, EX_SOFTWARE, "%s: libcurl refused a URL", h->c.who);
+    bool ok = j->body ? curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)j->body_len) == CURLE_OK &&
+                            curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, j->body) == CURLE_OK
+                      : curl_easy_setopt(s->easy, CURLOPT_HTTPGET, 1L) == CURLE_OK;
+    if (!ok) return gerr_set(e, EX_SOFTWARE, "%s: libcurl refused a request body", h->c.who);
     CURLMcode mc = curl_multi_add_handle(h->multi, s->easy);
-    if (mc != CURLM_OK) return gerr_set(e, EX_SOFTWARE, "judge: curl_multi_add_handle: %s", curl_multi_strerror(mc));
+    if (mc != CURLM_OK) return gerr_set(e, EX_SOFTWARE, "%s: curl_multi_add_handle: %s", h->c.who, curl_multi_strerror(mc));
     if (r->attempts[job]++) h->stats.retries++;
     h->stats.requests++;
     r->active++;
@@ -471,7 +523,7 @@ static bool next_job(run_state *r, double now, size_t *job, size_t *retry_index,
 
 /* Starts what the slots and rate limits allow; returns when the next start may be possible. */
 static int start_ready(run_state *r, double *wake, gerr *e) {
-    judge_http *h = r->h;
+    http_client *h = r->h;
     while (!r->stopping && r->n_idle) {
         double now = now_seconds();
         size_t job, ri;
@@ -492,7 +544,7 @@ static int start_ready(run_state *r, double *wake, gerr *e) {
     return 0;
 }
 
-int judge_http_run(judge_http *h, const judge_http_job *jobs, size_t n, judge_http_on_reply on_reply, void *ctx,
+int http_client_run(http_client *h, const http_job *jobs, size_t n, http_on_reply on_reply, void *ctx,
                    gerr *e) {
     run_state r = {.h = h, .jobs = jobs, .n = n, .on_reply = on_reply, .ctx = ctx};
     r.attempts = xcalloc(n ? n : 1, sizeof *r.attempts);
@@ -511,7 +563,7 @@ int judge_http_run(judge_http *h, const judge_http_job *jobs, size_t n, judge_ht
         int running;
         if (mc == CURLM_OK) mc = curl_multi_perform(h->multi, &running);
         if (mc != CURLM_OK) {
-            rc = gerr_set(e, EX_SOFTWARE, "judge: libcurl: %s", curl_multi_strerror(mc));
+            rc = gerr_set(e, EX_SOFTWARE, "%s: libcurl: %s", h->c.who, curl_multi_strerror(mc));
             break;
         }
         CURLMsg *msg;

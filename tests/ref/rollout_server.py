@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""A stand-in inference server for grpo-rollout --server's failure tests:
+it speaks vLLM's, SGLang's or llama.cpp's generation API (--kind) over HTTP
+on 127.0.0.1, checks that each request has the fields grpo-rollout must
+send, and misbehaves on request (--fault). Not a reference: the real server
+test is tests/bats/rollout_server.bats (llama.cpp's llama-server).
+
+Usage: rollout_server.py --kind vllm|sglang|llamacpp --port-file F
+                         [--fault none|429|count|nologprobs|notjson|foreign]
+                         [--times N] [--log F]
+
+GET /v1/models: {"object": "list", "data": [{"id": "fake", "owned_by": KIND,
+"max_model_len": 4096}]}. The generation endpoint (/v1/completions,
+/generate, /completion) answers 400 naming the field when the request lacks
+one grpo-rollout sends (token-id prompt, max tokens, seed, log-probabilities
+asked for, token ids asked for), else up to max-tokens of the tokens
+[3 + seed mod 90, 40, 41, 2] (2 ends a turn in tests/fixtures/tiny-tokenizer),
+each with log-probability -0.5 - i/10, finish "stop" at token 2, else "length".
+Faults, on the first --times generation requests (default 1; 0 = all):
+  429         status 429 with Retry-After: 0
+  count       one log-probability fewer than tokens
+  nologprobs  no log-probabilities at all
+  notjson     200 with a body that is not JSON
+  foreign     a token id beyond the tiny tokenizer's 97
+GET /stats: {"generate": requests to the endpoint, "by_status": {code: n}}.
+--log F: each generation request body, one line each.
+"""
+import argparse
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ENDPOINT = {"vllm": "/v1/completions", "sglang": "/generate", "llamacpp": "/completion"}
+
+
+class State:
+    def __init__(self, args):
+        self.args = args
+        self.lock = threading.Lock()
+        self.generate = 0
+        self.by_status = {}
+
+
+def missing(kind, req):
+    """The first field grpo-rollout must send that the request lacks."""
+    def ids(v):
+        return isinstance(v, list) and len(v) > 0 and all(isinstance(x, int) for x in v)
+    if kind == "vllm":
+        need = [("prompt", ids(req.get("prompt"))), ("max_tokens", isinstance(req.get("max_tokens"), int)),
+                ("seed", isinstance(req.get("seed"), int)), ("logprobs", req.get("logprobs") == 0),
+                ("return_token_ids", req.get("return_token_ids") is True), ("model", req.get("model") == "fake")]
+    elif kind == "sglang":
+        sp = req.get("sampling_params") or {}
+        need = [("input_ids", ids(req.get("input_ids"))), ("return_logprob", req.get("return_logprob") is True),
+                ("sampling_params.max_new_tokens", isinstance(sp.get("max_new_tokens"), int)),
+                ("sampling_params.sampling_seed", isinstance(sp.get("sampling_seed"), int))]
+    else:
+        need = [("prompt", ids(req.get("prompt"))), ("n_predict", isinstance(req.get("n_predict"), int)),
+                ("seed", isinstance(req.get("seed"), int)), ("n_probs", req.get("n_probs", 0) > 0),
+                ("return_tokens", req.get("return_tokens") is True)]
+    return next((name for name, ok in need if not ok), None)
+
+
+def answer(kind, req, fault):
+    if kind == "vllm":
+        n, seed = req["max_tokens"], req["seed"]
+    elif kind == "sglang":
+        n, seed = req["sampling_params"]["max_new_tokens"], req["sampling_params"]["sampling_seed"]
+    else:
+        n, seed = req["n_predict"], req["seed"]
+    toks = [3 + seed % 90, 40, 41, 2]
+    if fault == "foreign":
+        toks[1] = 500
+    stop = 2 in toks[:n]
+    toks = toks[:toks.index(2) + 1] if stop else toks[:n]
+    lps = [-0.5 - i / 10 for i in range(len(toks))]
+    if fault == "count":
+        lps = lps[:-1]
+    if kind == "vllm":
+        choice = {"index": 0, "text": "", "finish_reason": "stop" if stop else "length", "stop_reason": None,
+                  "token_ids": toks, "prompt_token_ids": req["prompt"]}
+        if fault != "nologprobs":
+            choice["logprobs"] = {"text_offset": [0] * len(lps), "token_logprobs": lps, "tokens": [""] * len(lps),
+                                  "top_logprobs": [{} for _ in lps]}
+        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "fake", "choices": [choice],
+                "usage": {"prompt_tokens": len(req["prompt"]), "completion_tokens": len(toks)}}
+    if kind == "sglang":
+        meta = {"id": "1", "finish_reason": {"type": "stop", "matched": 2} if stop else {"type": "length",
+                                                                                       "length": len(toks)},
+                "prompt_tokens": len(req["input_ids"]), "completion_tokens": len(toks)}
+        if fault != "nologprobs":
+            meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(lps, toks)]
+        return {"text": "", "output_ids": toks, "meta_info": meta}
+    out = {"index": 0, "content": "", "tokens": toks, "stop": True, "stop_type": "eos" if stop else "limit"}
+    if fault != "nologprobs":
+        out["completion_probabilities"] = [{"id": t, "token": "", "bytes": [], "logprob": lp, "top_logprobs": []}
+                                           for lp, t in zip(lps, toks)]
+    return out
+
+
+def handler(state):
+    args = state.args
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def send(self, status, body, headers=()):
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/v1/models":
+                self.send(200, {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": args.kind,
+                                                            "max_model_len": 4096}]})
+            elif self.path == "/stats":
+                with state.lock:
+                    self.send(200, {"generate": state.generate, "by_status": state.by_status})
+            else:
+                self.send(404, {"error": {"message": "not found"}})
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path != ENDPOINT[args.kind]:
+                self.send(404, {"error": {"message": "File Not Found"}})
+                return
+            with state.lock:
+                state.generate += 1
+                nth = state.generate
+                if args.log:
+                    with open(args.log, "ab") as f:
+                        f.write(body + b"\n")
+            fault = args.fault if args.times == 0 or nth <= args.times else "none"
+            req = json.loads(body)
+            field = missing(args.kind, req)
+            if field:
+                status, reply, headers = 400, {"error": {"message": "request without " + field}}, ()
+            elif fault == "429":
+                status, reply, headers = 429, {"error": {"message": "slow down"}}, (("Retry-After", "0"),)
+            elif fault == "notjson":
+                status, reply, headers = 200, b"<html>not json</html>", ()
+            else:
+                status, reply, headers = 200, answer(args.kind, req, fault), ()
+            with state.lock:
+                state.by_status[str(status)] = state.by_status.get(str(status), 0) + 1
+            self.send(status, reply, headers)
+
+    return H
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kind", required=True, choices=sorted(ENDPOINT))
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--fault", default="none", choices=["none", "429", "count", "nologprobs", "notjson", "foreign"])
+    ap.add_argument("--times", type=int, default=1)
+    ap.add_argument("--log")
+    args = ap.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(State(args)))
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % server.server_address[1])
+    os.replace(tmp, args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
