@@ -65,7 +65,7 @@ CFG
     local n
     for n in 0000 0001 0002; do
         zstd -dc "run/steps/$n/rollouts.jsonl.zst" | jq -e -s --arg n "$n" --arg m "$SMOL" 'length == 4 and all(.[];
-            .policy == "ckpt/" + $n and .sampler.engine == "llamacpp" and
+            .policy == "ckpt/" + $n and .policy_step == ($n | tonumber) and .sampler.engine == "llamacpp" and
             (if $n == "0000" then .sampler.model == $m else (.sampler.model | endswith("/server/" + $n + ".gguf")) end))'
     done
     # the last export serves on until make stops the server, which it did
