@@ -9,6 +9,7 @@
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const weights[] = {"f32", "bf16", "q8", NULL};
 static const char *const caches[] = {"f32", "bf16", NULL};
+static const char *const logprobs[] = {"processed", "raw", NULL};
 
 static void kv(strbuf *b, const char *key, const char *value, bool first) {
     if (!first) sb_putc(b, ',');
@@ -53,7 +54,11 @@ int sampler_field_read(const record *r, sampler_kind *kind, gerr *e) {
                        "field \"sampler\": expected an object with a non-empty string \"engine\"");
     }
     *kind = SAMPLER_OTHER;
-    if (!strcmp(engine->valuestring, "grpo")) {
+    if (strcmp(engine->valuestring, "grpo") && cJSON_GetObjectItemCaseSensitive(o, "logprobs")) {
+        int l = one_of(r, o, "logprobs", logprobs, e);
+        if (l < 0) rc = EX_DATAERR;
+        else if (l == 1) *kind = SAMPLER_RAW;
+    } else if (!strcmp(engine->valuestring, "grpo")) {
         int d = one_of(r, o, "device", devices, e), w = d < 0 ? -1 : one_of(r, o, "weights", weights, e),
             c = w < 0 ? -1 : one_of(r, o, "kv_cache", caches, e);
         if (c < 0) rc = EX_DATAERR;

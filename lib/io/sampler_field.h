@@ -28,12 +28,14 @@ void sampler_field_ours(strbuf *b, const char *device, const char *weights, cons
 typedef enum {
     SAMPLER_ABSENT, /* no field (or null): taken as exact */
     SAMPLER_EXACT,  /* our engine, CPU, float32 weights and cache */
-    SAMPLER_OTHER,  /* anything else */
+    SAMPLER_OTHER,  /* anything else whose log-probs are of the distribution sampled */
+    SAMPLER_RAW,    /* a server whose log-probs are before temperature and truncation ("logprobs": "raw") */
 } sampler_kind;
 
 /* The record's sampler. EX_DATAERR naming FILE:LINE and the field when it is
- * not an object whose "engine" is a non-empty string, or when our engine's
- * device, weights or kv_cache is missing or not one of its names. */
+ * not an object whose "engine" is a non-empty string, when our engine's
+ * device, weights or kv_cache is missing or not one of its names, or when
+ * another engine's "logprobs" is present and not "processed" or "raw". */
 int sampler_field_read(const record *r, sampler_kind *kind, gerr *e);
 
 #endif

@@ -203,7 +203,7 @@ static int setup_batch(rank_run *r, gerr *e) {
         all->staleness_max = (double)(r->pol.step - all->min_policy_step);
         off_policy += all->min_policy_step != r->pol.step || all->max_policy_step != r->pol.step;
     }
-    update_plan_for_batch(r->plan, off_policy);
+    update_plan_for_batch(r->plan, off_policy, all->n_raw);
     r->temp = 1.0f;
     if (o->temperature >= 0) {
         double want = o->temperature == 0 ? 1 : o->temperature;

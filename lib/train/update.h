@@ -32,6 +32,7 @@ typedef struct {
     long n_records, n_no_advantage, n_masked;
     int max_len, max_completion; /* max_completion: the most targets of one sequence */
     long n_inexact;        /* records whose sampler computes otherwise than the float32 trainer (sampler_field.h) */
+    long n_raw;            /* of those, records whose log-probs are not of the distribution sampled (a server's "raw") */
     long n_policy_step;    /* records with a policy_step, and its sum and range over them */
     double sum_policy_step;
     long long min_policy_step, max_policy_step;

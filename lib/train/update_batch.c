@@ -94,7 +94,8 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     int n_model = completion_mask_select(rd->logp + rd->n_logp, mask, (int)nc);
     sampler_kind sk;
     if ((rc = sampler_field_read(r, &sk, e))) goto out;
-    b->n_inexact += sk == SAMPLER_OTHER;
+    b->n_inexact += sk == SAMPLER_OTHER || sk == SAMPLER_RAW;
+    b->n_raw += sk == SAMPLER_RAW;
     long long ps;
     if ((rc = record_get_int(r, "policy_step", false, 0, (long long)1e15, &ps, &present, e))) goto out;
     if (present == 2) {

@@ -165,6 +165,10 @@ with_sampler() {
         # the sampler is far less sure than the trainer here: weights above the cap, masked
         jq -e '."sampling/importance_sampling_ratio/min" == 0 and ."sampling/sampling_logp_difference/mean" > 1' "d-$b.jsonl"
     done
+    # a server's raw log-probs (before temperature and truncation) cannot be weighed: pi_old recomputed only
+    jq -c '. + {sampler: {engine: "vllm", model: "x", logprobs: "raw"}}' "$(FAR)" > in-raw.jsonl
+    upd raw --in in-raw.jsonl
+    jq -e '.flags.recompute_old == true and .flags.is_correction == "none"' raw/grpo/state.json
     # the summary line says so
     grpo-update --model "$TINY" --out s --lr 1e-2 --beta 0 --in in-one.jsonl 2> err
     grep -q "; pi_old recomputed, sampler correction sequence (1 of $(wc -l < in-one.jsonl) records not sampled by the float32 CPU engine)$" err
@@ -188,7 +192,8 @@ with_sampler() {
     run -64 grpo-update --model "$TINY" --in "$(B)" --out c --old-logp sometimes
     assert_one_line_error grpo-update "--old-logp"
     for bad in '"bf16"' '{}' '{"engine":""}' '{"engine":"grpo","device":"tpu","weights":"f32","kv_cache":"f32"}' \
-        '{"engine":"grpo","device":"cpu","weights":"f16","kv_cache":"f32"}' '{"engine":"grpo","device":"cpu","weights":"f32"}'; do
+        '{"engine":"grpo","device":"cpu","weights":"f16","kv_cache":"f32"}' '{"engine":"grpo","device":"cpu","weights":"f32"}' \
+        '{"engine":"vllm","model":"x","logprobs":"sampled"}'; do
         { head -n 1 "$(B)"; head -n 1 "$(B)" | jq -c --argjson s "$bad" '. + {sampler: $s}'; } > bad.jsonl
         run -65 grpo-update --model "$TINY" --in bad.jsonl --out c
         assert_one_line_error grpo-update 'bad.jsonl:2: field "sampler"'
