@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
         {"--off-policy-mask-threshold", NULL, FLAG_DOUBLE, &o.loss.off_policy_threshold, "X",
          "drop completions with A < 0 whose mean log(sampler/policy) exceeds X (negative = off)", 0, 0, NULL},
         {"--is-correction", NULL, FLAG_CHOICE, &o.choice.is_correction, "L",
-         "weigh the policy term by pi_old/sampler per token or per completion (recomputes pi_old); auto: sequence "
+         "weigh the policy term by pi_old/sampler per token or per completion (recomputes pi_old); auto: token "
          "when a record's sampler is not the float32 CPU engine, else none", 0, 0,
          FLAGS_CHOICES(is_levels, update_is_names)},
         {"--is-mode", NULL, FLAG_CHOICE, &o.choice.is_mode, "M", "weights above --is-cap: cut to it, or set to 0", 0, 0,

@@ -93,8 +93,8 @@ int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e);
  * arithmetic other than the float32 trainer's or by another checkpoint
  * (lib/io/sampler_field.h, policy_step), n_raw of them with log-probs that
  * are not of the distribution sampled: with any such record pi_old is
- * recomputed, and the sampler/trainer weight is applied per completion
- * (IS_SEQUENCE, with --is-mode and --is-cap) unless a record's log-probs are
+ * recomputed, and the sampler/trainer weight is applied per token
+ * (IS_TOKEN, with --is-mode and --is-cap) unless a record's log-probs are
  * raw, which no weight can use; without, pi_old is the records' and there
  * is no weight. Explicit flags stay as given. */
 void update_plan_for_batch(update_plan *p, long n_off, long n_raw);

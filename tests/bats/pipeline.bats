@@ -541,7 +541,7 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     [ "$(jq -r 'select(.kind != "eval") | ."policy_staleness/max"' a/metrics.jsonl | tr '\n' ' ')" = "0 1 1 " ]
     jq -e '.flags.recompute_old == false and .flags.is_correction == "none"' a/ckpt/0001/grpo/state.json
     for c in 0002 0003; do
-        jq -e '.flags.recompute_old == true and .flags.is_correction == "sequence"' a/ckpt/$c/grpo/state.json
+        jq -e '.flags.recompute_old == true and .flags.is_correction == "token"' a/ckpt/$c/grpo/state.json
     done
     # the same bytes made one job at a time, and with kill -9 in between
     config b "ASYNC = 1"

@@ -160,7 +160,7 @@ with_sampler() {
     { head -n 1 in-bf16.jsonl; tail -n +2 "$(FAR)"; } > in-one.jsonl
     for b in bf16 kv vllm one; do
         upd "d-$b" --in "in-$b.jsonl"
-        jq -e '.flags.recompute_old == true and .flags.is_correction == "sequence" and .flags.is_mode == "mask"
+        jq -e '.flags.recompute_old == true and .flags.is_correction == "token" and .flags.is_mode == "mask"
             and .flags.is_cap == 3' "d-$b/grpo/state.json"
         # the sampler is far less sure than the trainer here: weights above the cap, masked
         jq -e '."sampling/importance_sampling_ratio/min" == 0 and ."sampling/sampling_logp_difference/mean" > 1' "d-$b.jsonl"
@@ -171,16 +171,16 @@ with_sampler() {
     jq -e '.flags.recompute_old == true and .flags.is_correction == "none"' raw/grpo/state.json
     # the summary line says so
     grpo-update --model "$TINY" --out s --lr 1e-2 --beta 0 --in in-one.jsonl 2> err
-    grep -q "; pi_old recomputed, sampler correction sequence (1 of $(wc -l < in-one.jsonl) records not sampled by the float32 CPU engine)$" err
+    grep -q "; pi_old recomputed, sampler correction token (1 of $(wc -l < in-one.jsonl) records not sampled by the float32 CPU engine)$" err
     # the default is the explicit flags' step, bit for bit
-    upd explicit --in in-bf16.jsonl --old-logp recompute --is-correction sequence
+    upd explicit --in in-bf16.jsonl --old-logp recompute --is-correction token
     same d-bf16 explicit
     # explicit flags win over the default
     upd off --in in-bf16.jsonl --is-correction none --old-logp records
     same plain off
     jq -e '.flags.recompute_old == false and .flags.is_correction == "none"' off/grpo/state.json
-    upd tok --in in-bf16.jsonl --is-correction token
-    jq -e '.flags.recompute_old == true and .flags.is_correction == "token"' tok/grpo/state.json
+    upd seq --in in-bf16.jsonl --is-correction sequence
+    jq -e '.flags.recompute_old == true and .flags.is_correction == "sequence"' seq/grpo/state.json
     upd rec --in in-bf16.jsonl --is-correction none
     jq -e '.flags.recompute_old == true and .flags.is_correction == "none"' rec/grpo/state.json
 }
@@ -214,7 +214,7 @@ with_sampler() {
     # checkpoint 1 trained on them: one step stale
     grpo-update --model s0 --out s1 --lr 1e-2 --beta 0 --in in-0.jsonl --metrics s1.jsonl 2> err
     jq -e '."policy_staleness/mean" == 1 and ."policy_staleness/max" == 1' s1.jsonl
-    jq -e '.flags.recompute_old == true and .flags.is_correction == "sequence"' s1/grpo/state.json
+    jq -e '.flags.recompute_old == true and .flags.is_correction == "token"' s1/grpo/state.json
     grep -q "records of a checkpoint up to 1 steps older)$" err
     # half of them from step 1: mean 0.5, max 1
     { head -n 8 in-0.jsonl; tail -n +9 in-0.jsonl | jq -c '.policy_step = 1'; } > in-mixed.jsonl
