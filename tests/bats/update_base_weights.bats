@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # grpo-update --base-weights f32|bf16|q8|auto: LoRA over a frozen base held
 # packed (the adapter, its gradients and AdamW state float32). The flag's
-# values, the refusal of full fine-tuning on a packed base (64, nothing
-# written), the same bytes run to run and for any --threads, the flag in
+# values, the refusals of full fine-tuning and of a mixture of experts on a
+# packed base (64, nothing written), the same bytes run to run and for any --threads, the flag in
 # state.json and its resume rule. Gradients against PyTorch on the
 # dequantized base: train_grad.bats.
 # needs: venv
@@ -77,4 +77,12 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     run grpo-update --model q1 --in "$(B)" --out q5
     [ "$status" -eq 65 ]; assert_one_line_error grpo-update 'flags.base_weights'
     [ ! -e q5 ]
+}
+
+@test "--base-weights q8 on a mixture of experts: 64 with one line, nothing written" {
+    needs_tiny
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe moe
+    run grpo-update --model moe --in "$(B)" --out c --lr 1e-3 --lora-r 4 --base-weights q8
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "not yet on a mixture of experts"
+    [ ! -e c ]
 }
