@@ -129,8 +129,8 @@ void model_plan_packing(const model *m, weight_format fmt, pack_plan *p);
 void pack_plan_free(pack_plan *p);
 /* Packs m as p says (p made for m): every HOLD_PACKED tensor not verbatim
  * from its float32 rows, the LM head's copy. Afterwards m->w's layer
- * matrices are not row-major: training, export and LoRA merging must not
- * use such a model. Nothing when m is packed already. EX_DATAERR when p
+ * matrices are not row-major: export, LoRA merging and training (but a
+ * LoRA over a base model_pack_frozen packed) must not use such a model. Nothing when m is packed already. EX_DATAERR when p
  * was refused, EX_SOFTWARE when memory is short (m then unchanged). */
 int model_pack(model *m, const pack_plan *p, gerr *e);
 /* model_plan_packing and model_pack, for a model loaded as float32. */
