@@ -14,7 +14,7 @@ int main(int argc, char **argv) {
     update_run_opts *r = &o.run;
     /* the choices are the kind tables' that parse them; the ranges are
      * update_plan_resolve's (0, 0 here: a number is only parsed) */
-    char losses[64], levels[32], is_levels[40], olds[40], is_modes[32], optimizers[32], schedules[32], devices[32], computes[32];
+    char losses[64], levels[32], is_levels[40], olds[40], is_modes[32], optimizers[32], schedules[32], devices[32], computes[32], bases[32];
     const flag_spec flags[] = {
         {"--model", NULL, FLAG_STRING, &r->model, "M", "policy: HF directory, our checkpoint, or .gguf (required)", 0, 0, NULL},
         {"--out", NULL, FLAG_STRING, &r->out, "DIR",
@@ -114,6 +114,11 @@ int main(int argc, char **argv) {
          "matrix products' operands: f32, or bf16 with float32 sums (CPUs with AVX-512 BF16; weights, gradients "
          "and AdamW state stay float32); auto: bf16 where the CPU has it, else f32; a checkpoint continues with its "
          "own", 0, 0, FLAGS_CHOICES(computes, update_compute_names)},
+        {"--base-weights", NULL, FLAG_CHOICE, &r->base_weights, "F",
+         "LoRA on the CPU: the frozen base's layer matrices held in memory as f32, bf16 or q8 (8-bit blocks), "
+         "their products on those blocks (the adapter, its gradients and AdamW state stay float32; full "
+         "fine-tuning takes f32 only); auto: f32; a checkpoint continues with its own", 0, 0,
+         FLAGS_CHOICES(bases, update_base_weights_names)},
     };
     flag_parser p = {
         .usage = "grpo-update --model M --out DIR [--in F] [--lr X] [--loss L] [--beta B] [--lora-r R] [flags]",
@@ -146,6 +151,7 @@ int main(int argc, char **argv) {
     r->lora_given = flags_given(&p, "--lora-r");
     r->lora_targets_given = flags_given(&p, "--lora-targets");
     r->compute_given = flags_given(&p, "--compute");
+    r->base_weights_given = flags_given(&p, "--base-weights");
     update_plan plan;
     gerr e = {0};
     if (update_plan_resolve(&o, &plan, &e)) die_err(&e);

@@ -113,7 +113,9 @@ static const float *dropped(const layer_pass *p, const float *x, int n, int targ
 static void linear_forward(const layer_pass *p, float *out, const float *in, const float *w, const float *bias,
                            int in_dim, int out_dim, int target, float *u) {
     const backend *be = p->be;
-    if (p->m->packed)
+    if (p->m->packed_frozen)
+        be->matmul_forward_frozen(out, in, w, p->m->packed_as, bias, p->n_rows, in_dim, out_dim);
+    else if (p->m->packed)
         be->matmul_forward_packed(out, in, w, p->m->packed_as, bias, p->n_rows, in_dim, out_dim);
     else
         be->matmul_forward(out, in, w, bias, p->n_rows, in_dim, out_dim);
@@ -133,7 +135,10 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
                             int in_dim, int out_dim, int target, const float *u, float *dw, float *db, bool accumulate,
                             float *du) {
     const backend *be = p->be;
-    be->matmul_backward(din, dw, db, dout, in, w, p->n_rows, in_dim, out_dim, accumulate);
+    if (p->m->packed_frozen) /* nothing of the frozen base trains: dw and db are NULL */
+        be->matmul_backward_frozen(din, dout, w, p->m->packed_as, p->n_rows, in_dim, out_dim, accumulate);
+    else
+        be->matmul_backward(din, dw, db, dout, in, w, p->n_rows, in_dim, out_dim, accumulate);
     if (!adapted(p, target)) return;
     const layer_lora *lo = &p->lora;
     const lora *l = lo->l;

@@ -82,6 +82,10 @@ typedef struct {
     const void *head_packed;
     void *head_packed_own;
     int packed_verbatim;
+    /* model_pack_frozen: packed as the frozen base of a LoRA run; its
+     * products take float32 activations (matmul_forward_frozen), and the
+     * backward reaches the packed matrices for the input gradient only. */
+    bool packed_frozen;
     /* model_to_backend: the forward reads these weights, on their backend
      * (NULL: w above, on the CPU). */
     model_dev *dev;
@@ -125,12 +129,18 @@ void model_plan_packing(const model *m, weight_format fmt, pack_plan *p);
 void pack_plan_free(pack_plan *p);
 /* Packs m as p says (p made for m): every HOLD_PACKED tensor not verbatim
  * from its float32 rows, the LM head's copy. Afterwards m->w's layer
- * matrices are not row-major: training, export and LoRA merging must not
- * use such a model. Nothing when m is packed already. EX_DATAERR when p
+ * matrices are not row-major: export, LoRA merging and training (but a
+ * LoRA over a base model_pack_frozen packed) must not use such a model. Nothing when m is packed already. EX_DATAERR when p
  * was refused, EX_SOFTWARE when memory is short (m then unchanged). */
 int model_pack(model *m, const pack_plan *p, gerr *e);
 /* model_plan_packing and model_pack, for a model loaded as float32. */
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
+/* m (float32, loaded whole) as the frozen base of a LoRA run: its layer
+ * matrices packed in fmt (bf16 or q8; f32 leaves m as it is) as
+ * model_pack_for_inference packs them, the LM head and embeddings left
+ * float32 rows, and the pages each packed matrix no longer fills given back
+ * to the system. Errors as model_pack's. */
+int model_pack_frozen(model *m, weight_format fmt, gerr *e);
 /* "f32", "bf16" or "q8". */
 const char *weight_format_name(weight_format fmt);
 /* The weights' format and kernel, for progress lines, into buf (returned):

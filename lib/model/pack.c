@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <sysexits.h>
 
 #include "../ops/ops.h"
@@ -169,6 +171,34 @@ int model_pack_for_inference(model *m, weight_format fmt, gerr *e) {
     pack_plan p;
     model_plan_packing(m, fmt, &p);
     int rc = model_pack(m, &p, e);
+    pack_plan_free(&p);
+    return rc;
+}
+
+/* The whole pages of W [n, k]'s float32 place past its packed bytes back
+ * to the system (a failed madvise only keeps them). */
+static void release_tail(void *w, weight_format fmt, int n, int k) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)w + weights_packed_bytes(fmt, n, k) + page - 1) / page * page;
+    uintptr_t hi = ((uintptr_t)w + (size_t)n * k * sizeof(float)) / page * page;
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0) return;
+}
+
+int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
+    if (fmt == WEIGHTS_F32 || m->packed) return 0;
+    pack_plan p;
+    model_plan_packing(m, fmt, &p);
+    p.hold[P_LM_HEAD] = HOLD_ROWS; /* the head's product keeps its float32 rows */
+    int rc = model_pack(m, &p, e);
+    if (!rc && m->packed) {
+        m->packed_frozen = true;
+        model_tensor_ref *refs = xcalloc(p.n_tensors, sizeof *refs);
+        model_tensor_list(m, refs);
+        for (size_t i = 0; i < p.n_tensors; i++)
+            if (p.hold[refs[i].param] == HOLD_PACKED && refs[i].param != P_LM_HEAD)
+                release_tail(refs[i].dst, fmt, (int)refs[i].rows, (int)refs[i].cols);
+        free(refs);
+    }
     pack_plan_free(&p);
     return rc;
 }

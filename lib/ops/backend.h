@@ -44,6 +44,12 @@ typedef struct backend {
                                   const float *bias, int n, int in_dim, int out_dim);
     void (*matmul_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                             int n, int in_dim, int out_dim, bool accumulate);
+    /* a frozen packed base under LoRA (NULL in a backend that trains on no
+     * such base: a device's) */
+    void (*matmul_forward_frozen)(float *out, const float *in, const void *w_packed, weight_format fmt,
+                                  const float *bias, int n, int in_dim, int out_dim);
+    void (*matmul_backward_frozen)(float *din, const float *dout, const void *w_packed, weight_format fmt, int n,
+                                   int in_dim, int out_dim, bool accumulate);
 
     void (*rope_cos_sin)(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos, int n);
     void (*rope_forward)(float *x, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim);

@@ -10,7 +10,8 @@
 /* Every op but the matrix products, which the two tables choose. */
 #define CPU_OPS                                                                                                       \
     .rmsnorm_forward = rmsnorm_forward, .rmsnorm_backward = rmsnorm_backward,                                         \
-    .matmul_forward_packed = matmul_forward_packed, .rope_cos_sin = rope_cos_sin, .rope_forward = rope_forward,        \
+    .matmul_forward_packed = matmul_forward_packed, .matmul_forward_frozen = matmul_forward_frozen,                  \
+    .matmul_backward_frozen = matmul_backward_frozen, .rope_cos_sin = rope_cos_sin, .rope_forward = rope_forward,        \
     .rope_backward = rope_backward, .swiglu_forward = swiglu_forward, .swiglu_backward = swiglu_backward,              \
     .kv_write = kv_write, .attention_forward = attention_forward, .attention_backward = attention_backward,           \
     .head_logsoftmax = head_logsoftmax, .head_logsoftmax_backward = head_logsoftmax_backward,                         \

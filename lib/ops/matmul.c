@@ -86,6 +86,26 @@ void matmul_forward_packed(float *out, const float *in, const void *w_packed, we
     }
 }
 
+void matmul_forward_frozen(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
+                           int n, int in_dim, int out_dim) {
+    assert(fmt == WEIGHTS_BF16 || fmt == WEIGHTS_Q8); /* float32 panels have no transposed kernel */
+    if (n <= 0) return;
+    if (fmt == WEIGHTS_BF16)
+        bf16w_matmul_f32(out, in, w_packed, bias, n, in_dim, out_dim);
+    else
+        q8w_matmul_f32(out, in, w_packed, bias, n, in_dim, out_dim);
+}
+
+void matmul_backward_frozen(float *din, const float *dout, const void *w_packed, weight_format fmt, int n, int in_dim,
+                            int out_dim, bool accumulate) {
+    assert(fmt == WEIGHTS_BF16 || fmt == WEIGHTS_Q8);
+    if (n <= 0 || !din) return;
+    if (fmt == WEIGHTS_BF16)
+        bf16w_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
+    else
+        q8w_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
+}
+
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,
                      int in_dim, int out_dim, bool accumulate) {
     if (n <= 0) return;

@@ -64,6 +64,15 @@ void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, int n, 
 /* The same with w packed by weights_pack. */
 void matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
                            int n, int in_dim, int out_dim);
+/* For training on a frozen base packed in fmt (bf16 or q8; packed_tile.h):
+ * out = in W^T (+ bias) with float32 activations (q8w_matmul_f32,
+ * bf16w_matmul_f32), and din = dout W (accumulated when accumulate, else
+ * written) on the same packed W (q8w_matmul_t, bf16w_matmul_t), with no
+ * float32 copy of W. */
+void matmul_forward_frozen(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
+                           int n, int in_dim, int out_dim);
+void matmul_backward_frozen(float *din, const float *dout, const void *w_packed, weight_format fmt, int n, int in_dim,
+                            int out_dim, bool accumulate);
 /* din = dout W (accumulated when accumulate, else written; din NULL: not
  * wanted); dw += dout^T in (NULL: frozen); db += column sums of dout. */
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int n,

@@ -90,21 +90,35 @@ static int state_ref(const train_state *s, const char *ckpt, const char *state_p
     return rc;
 }
 
-/* The --compute a checkpoint was trained with (flags.compute; "f32" before
- * the flag existed). Given and different, it is refused as a conflicting
- * --lora-r is: a run keeps its numerics; left out or auto, it is continued. */
-static int state_compute(const train_state *s, const update_run_opts *o, const char *state_path, const char **compute,
-                         gerr *e) {
+/* A choice a checkpoint was trained with, flags.<key> of its state ("f32"
+ * before the flag existed): --compute, --base-weights. Given (not auto) and
+ * different, it is refused as a conflicting --lora-r is: a run keeps its
+ * numerics; left out or auto, it is continued. */
+static int state_choice(const train_state *s, const char *key, const char *const *names, int n_names,
+                        const char *given, const char *model, const char *state_path, const char **out, gerr *e) {
     cJSON *f = cJSON_Parse(s->flags_json);
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(f, "compute");
-    const char *was = !c ? "f32" : !cJSON_IsString(c) ? NULL : !strcmp(c->valuestring, "f32") ? "f32"
-                      : !strcmp(c->valuestring, "bf16") ? "bf16" : NULL;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(f, key);
+    const char *was = !c ? names[0] : NULL;
+    for (int i = 0; c && cJSON_IsString(c) && i < n_names; i++)
+        if (strcmp(names[i], "auto") && !strcmp(c->valuestring, names[i])) was = names[i];
     cJSON_Delete(f);
-    if (!was) return gerr_set(e, EX_DATAERR, "%s: field \"flags.compute\": expected \"f32\" or \"bf16\"", state_path);
-    if (o->compute_given && strcmp(o->compute, "auto") && strcmp(o->compute, was))
-        return gerr_set(e, EX_USAGE, "--compute %s: %s was trained with --compute %s; leave --compute out to continue it",
-                        o->compute, o->model, was);
-    *compute = was;
+    if (!was) {
+        strbuf want = {0};
+        for (int i = 0; i < n_names; i++)
+            if (strcmp(names[i], "auto")) sb_printf(&want, "%s\"%s\"", want.len ? " or " : "", names[i]);
+        gerr_set(e, EX_DATAERR, "%s: field \"flags.%s\": expected %s", state_path, key, want.data);
+        sb_free(&want);
+        return e->code;
+    }
+    if (given && strcmp(given, "auto") && strcmp(given, was)) {
+        char flag[32];
+        snprintf(flag, sizeof flag, "--%s", key);
+        for (char *q = flag; *q; q++)
+            if (*q == '_') *q = '-';
+        return gerr_set(e, EX_USAGE, "%s %s: %s was trained with %s %s; leave %s out to continue it", flag, given,
+                        model, flag, was, flag);
+    }
+    *out = was;
     return 0;
 }
 
@@ -146,6 +160,7 @@ static int load_state(policy *p, const update_plan *plan, bool device, bool *res
     bool bf16 = !strcmp(o->compute, "bf16") || (!strcmp(o->compute, "auto") && (device || backend_cpu_bf16())) ||
                 (device && !o->compute_given);
     p->compute = bf16 ? "bf16" : "f32";
+    p->base_weights = strcmp(o->base_weights, "auto") ? o->base_weights : "f32";
     strbuf sp = {0};
     sb_printf(&sp, "%s/grpo/state.json", o->model);
     /* state.json there: the run resumes, and anything but a regular file is an error */
@@ -162,7 +177,11 @@ static int load_state(policy *p, const update_plan *plan, bool device, bool *res
         }
         p->step = s.step, p->next_index = s.next_index;
         if (!o->seed_given) p->seed = s.seed;
-        rc = state_compute(&s, o, sp.data, &p->compute, e);
+        rc = state_choice(&s, "compute", update_compute_names, 3, o->compute_given ? o->compute : NULL, o->model,
+                          sp.data, &p->compute, e);
+        if (!rc)
+            rc = state_choice(&s, "base_weights", update_base_weights_names, 4,
+                              o->base_weights_given ? o->base_weights : NULL, o->model, sp.data, &p->base_weights, e);
         if (!rc && device && !strcmp(p->compute, "f32"))
             rc = gerr_set(e, EX_USAGE, "--device: %s was trained with --compute f32, and a device computes bf16 products; continue it with --device cpu",
                           o->model);
@@ -232,12 +251,28 @@ static int load_moments(policy *p, const update_run_opts *o, optim_kind kind, co
     return rc;
 }
 
+/* The frozen base in p->base_weights' format: packed for a LoRA run on the
+ * CPU; anything but f32 refused for full fine-tuning (every weight
+ * trains), on a device and on a mixture of experts. */
+static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
+    const char *f = p->base_weights;
+    if (!strcmp(f, "f32")) return 0;
+    if (!p->has_lora)
+        return gerr_set(e, EX_USAGE, "--base-weights %s: full fine-tuning trains every weight of %s; use an f32 base "
+                        "(--base-weights f32, with --compute bf16 for bf16 products), or --lora-r", f, model_path);
+    if (device) return gerr_set(e, EX_USAGE, "--base-weights %s: a packed base trains on the CPU only (--device cpu)", f);
+    if (p->m.cfg.n_experts > 0)
+        return gerr_set(e, EX_USAGE, "--base-weights %s: not yet on a mixture of experts; use --base-weights f32", f);
+    return model_pack_frozen(&p->m, !strcmp(f, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, e);
+}
+
 int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e) {
     memset(p, 0, sizeof *p);
     bool fresh_adapter = false, resumed = false;
     int rc = model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
     if (!rc) rc = load_adapter(p, plan, &fresh_adapter, e);
     if (!rc) rc = load_state(p, plan, device, &resumed, e);
+    if (!rc) rc = pack_base(p, plan->run.model, device, e);
     if (!rc && fresh_adapter) lora_init(&p->l, (uint64_t)p->seed);
     if (!rc) rc = pick_ref(p, &plan->run, &plan->loss, e);
     if (!rc) rc = load_moments(p, &plan->run, plan->optim.kind, d, resumed && !fresh_adapter, e);

@@ -80,6 +80,7 @@ void update_flags_json(strbuf *b, const policy *p, const update_plan *plan, int 
     kv_bool(b, "group_sums", o->group_sums);
     kv_bool(b, "recompute", o->recompute);
     kv_str(b, "compute", p->compute);
+    kv_str(b, "base_weights", p->base_weights);
     kv_num(b, "lora_r", p->has_lora ? p->l.r : 0);
     if (p->has_lora) {
         kv_num(b, "lora_alpha", p->l.alpha);

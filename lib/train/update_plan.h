@@ -42,6 +42,8 @@ typedef struct {
     const backend *backend;       /* not NULL: run on it, --device aside (the unit tests' fake device) */
     const char *compute;          /* one of update_compute_names: the matrix products' operands */
     bool compute_given;
+    const char *base_weights;     /* one of update_base_weights_names: the frozen base's format under LoRA */
+    bool base_weights_given;
     bool progress;                /* progress on stderr even when it is not a terminal */
 } update_run_opts;
 
@@ -63,6 +65,9 @@ typedef struct {
 /* --compute's choices: f32, bf16, or auto (bf16 where the device or the CPU
  * has it; policy_load resolves it). */
 extern const char *const update_compute_names[3];
+/* --base-weights' choices: f32, bf16, q8, or auto (f32; policy_load
+ * resolves it, a checkpoint continuing with its own). */
+extern const char *const update_base_weights_names[4];
 
 /* --is-correction's choices: auto, then is_level_names; --old-logp's:
  * auto, records, recompute. auto resolves for the batch read

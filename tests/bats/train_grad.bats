@@ -8,7 +8,9 @@
 # The bf16 cases (grpo-update --compute bf16: every matrix product on bf16
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
-# AVX-512 BF16.
+# AVX-512 BF16. LoRA over a frozen base packed in q8 or bf16 (grpo-update
+# --base-weights) against the reference on the dequantized values the kernels
+# read, to the float32 tolerance (1e-4).
 # needs: venv
 load helpers
 
@@ -44,6 +46,11 @@ grad_case() {
 }
 @test "gradient vs autograd: qwen3_moe, entropy bonus, multi-turn records" { grad_case qwen3moe-full-entropy-turns; }
 @test "gradient vs autograd: qwen3_moe, LoRA on q,k,v,o, dapo, beta" { grad_case qwen3moe-lora-qkvo-dapo; }
+@test "gradient vs autograd: llama, LoRA over a frozen q8 base" { grad_case llama-lora-q8base; }
+@test "gradient vs autograd: qwen2 biases, LoRA q,v,down over a frozen q8 base, beta" { grad_case qwen2-lora-q8base-beta; }
+@test "gradient vs autograd: qwen3, LoRA over a frozen bf16 base, sequence importance, --recompute" {
+    grad_case qwen3-lora-bf16base-seq-micro-recompute
+}
 @test "gradient vs autograd, bf16 products: llama, full fine-tuning, beta" { needs_bf16; grad_case llama-full-bf16; }
 @test "gradient vs autograd, bf16 products: qwen2 biases, sequence importance, bnpo, beta" {
     needs_bf16; grad_case qwen2-full-seq-bf16

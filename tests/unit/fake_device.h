@@ -240,6 +240,8 @@ static inline const backend *fake_device(void) {
         .gemm = fd_gemm,
         .matmul_forward = fd_matmul_forward,
         .matmul_forward_packed = NULL, /* a device's weights are never packed */
+        .matmul_forward_frozen = NULL,
+        .matmul_backward_frozen = NULL,
         .matmul_backward = fd_matmul_backward,
         .rope_cos_sin = fd_rope_cos_sin,
         .rope_forward = fd_rope_forward,

@@ -10,7 +10,10 @@
  * loads the model, reads the batch (sequences, prompt lengths, advantages,
  * old and reference log-probs per completion token, an optional multi-turn
  * "mask" per completion token (completion_mask), loss settings, an optional
- * LoRA, "compute": "bf16" for backend_cpu_bf16: 69 where the CPU lacks it),
+ * LoRA, "compute": "bf16" for backend_cpu_bf16: 69 where the CPU lacks it,
+ * "base_weights": "bf16" or "q8" for a LoRA over a frozen base packed so
+ * (model_pack_frozen), its layer matrices then written as the kernels read
+ * them, "base." + HF name),
  * runs the GRPO loss forward and backward on the mask-1 tokens (all
  * without a mask) and writes their logp, the loss and every
  * gradient (HF or PEFT names, prefixed "grad.") plus the LoRA factors used. */
@@ -412,6 +415,35 @@ static int add_f32(st_writer *w, const char *name, int ndim, int64_t rows, int64
     return 0;
 }
 
+/* The layer matrices of m, packed as a frozen base, as its kernels read
+ * them: I W^T through matmul_forward_frozen (each output one product of 1
+ * and a weight, exact), written as "base." + the HF name from *keep (the
+ * writer holds the pointers: the caller frees *keep after st_write). */
+static int add_base(st_writer *w, const model *m, float **keep) {
+    size_t nt = model_tensor_list(m, NULL), off = 0;
+    model_tensor_ref *refs = calloc(nt, sizeof *refs);
+    model_tensor_list(m, refs);
+    *keep = malloc(sizeof(float) * m->n_params);
+    int rc = 0;
+    for (size_t i = 0; i < nt && !rc; i++) {
+        int p = refs[i].param, n = (int)refs[i].rows, k = (int)refs[i].cols;
+        if (p != P_WQ && p != P_WK && p != P_WV && p != P_WO && p != P_W_GATE && p != P_W_UP && p != P_W_DOWN) continue;
+        float *id = calloc((size_t)k * k, sizeof *id), *wt = malloc(sizeof(float) * (size_t)k * n);
+        float *rows = *keep + off;
+        off += (size_t)n * k;
+        for (int j = 0; j < k; j++) id[(size_t)j * k + j] = 1.0f;
+        matmul_forward_frozen(wt, id, refs[i].dst, m->packed_as, NULL, k, k, n);
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < k; j++) rows[(size_t)r * k + j] = wt[(size_t)j * n + r];
+        char name[160];
+        snprintf(name, sizeof name, "base.%s", refs[i].hf);
+        rc = add_f32(w, name, 2, n, k, rows);
+        free(id), free(wt);
+    }
+    free(refs);
+    return rc;
+}
+
 static int driver(const char *dir, const char *batch_path, const char *out_path) {
     gerr e = {0};
     model m;
@@ -497,6 +529,10 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         for (int t = 0; t < LORA_N_TARGETS; t++)
             if (l.b[t]) fill_uniform(l.b[t], (size_t)l.n_layers * l.out_dim[t] * l.r, 0.1, 0.0, 13, (uint64_t)t);
     }
+    const cJSON *bw = cJSON_GetObjectItemCaseSensitive(j, "base_weights");
+    bool packed = cJSON_IsString(bw) && strcmp(bw->valuestring, "f32");
+    if (packed && (!use_lora || model_pack_frozen(&m, !strcmp(bw->valuestring, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, &e)))
+        return fprintf(stderr, "%s\n", use_lora ? e.msg : "base_weights: LoRA only"), 64;
     trainer t;
     if (trainer_init(&t, &m, use_lora ? &l : NULL, use_lora ? TRAINER_LORA : TRAINER_FULL, recompute, R, 0, max_len, n_t, &e))
         return fprintf(stderr, "%s\n", e.msg), e.code;
@@ -525,6 +561,8 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     st_writer_init(&w);
     float loss = (float)st.loss;
     int rc = add_f32(&w, "logp", 1, n_t, 0, logp) || add_f32(&w, "loss", 1, 1, 0, &loss);
+    float *base = NULL;
+    if (!rc && packed) rc = add_base(&w, &m, &base);
     if (use_lora) {
         size_t nt = lora_tensor_list(&l, NULL);
         lora_tensor_ref *refs = calloc(nt, sizeof *refs);
@@ -553,6 +591,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         rc = 74;
     }
     st_writer_free(&w);
+    free(base);
     trainer_free(&t);
     if (use_lora) lora_free(&l);
     model_free(&m);

@@ -1,0 +1,88 @@
+#!/usr/bin/env bats
+# grpo-update --base-weights f32|bf16|q8|auto: LoRA over a frozen base held
+# packed (the adapter, its gradients and AdamW state float32). The flag's
+# values, the refusals of full fine-tuning and of a mixture of experts on a
+# packed base (64, nothing written), the same bytes run to run and for any --threads, the flag in
+# state.json and its resume rule. Gradients against PyTorch on the
+# dequantized base: train_grad.bats.
+# needs: venv
+load helpers
+
+setup_file() { update_fixture; }
+
+B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
+
+@test "--base-weights q8 or bf16 with full fine-tuning: 64 with one line naming the way, nothing written" {
+    needs_tiny
+    for f in q8 bf16; do
+        run grpo-update --model "$TINY" --in "$(B)" --out c --lr 1e-3 --base-weights $f
+        [ "$status" -eq 64 ]; assert_one_line_error grpo-update "full fine-tuning trains every weight"
+        printf '%s\n' "$output" | grep -q "use an f32 base"
+        [ ! -e c ]
+    done
+    # f32 and auto train in full as before
+    grpo-update --model "$TINY" --in "$(B)" --out a --lr 1e-3 --base-weights auto 2> /dev/null
+    grpo-update --model "$TINY" --in "$(B)" --out f --lr 1e-3 2> /dev/null
+    diff -r a f
+    jq -e '.flags.base_weights == "f32"' a/grpo/state.json
+}
+
+@test "--base-weights: listed by --help; a bad value is 64 with one line" {
+    run grpo-update --help
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep -q -- "  --base-weights F .*q8"
+    run grpo-update --model m --out x --base-weights q4
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--base-weights"
+    printf '%s\n' "$output" | grep -q "f32|bf16|q8|auto"
+}
+
+@test "LoRA over a q8 and a bf16 base: the same bytes twice and for --threads 1 and 2; not f32's; state.json names it" {
+    needs_tiny
+    for f in q8 bf16; do
+        grpo-update --model "$TINY" --in "$(B)" --out $f-a --lr 1e-2 --lora-r 4 --beta 0.1 --base-weights $f \
+            --metrics m-$f.jsonl 2> /dev/null
+        grpo-update --model "$TINY" --in "$(B)" --out $f-b --lr 1e-2 --lora-r 4 --beta 0.1 --base-weights $f \
+            --threads 1 2> /dev/null
+        grpo-update --model "$TINY" --in "$(B)" --out $f-c --lr 1e-2 --lora-r 4 --beta 0.1 --base-weights $f \
+            --threads 2 --recompute 2> /dev/null
+        diff -r $f-a $f-b
+        cmp $f-a/adapter_model.safetensors $f-c/adapter_model.safetensors
+        jq -e --arg f $f '.flags.base_weights == $f and .flags.lora_r == 4' $f-a/grpo/state.json
+        # the reference (the base, adapter off) runs on the same packed base: at step 0 no KL
+        jq -e '.kl == 0' m-$f.jsonl
+    done
+    grpo-update --model "$TINY" --in "$(B)" --out f32 --lr 1e-2 --lora-r 4 --beta 0.1 2> /dev/null
+    ! cmp -s f32/adapter_model.safetensors q8-a/adapter_model.safetensors || false
+    ! cmp -s f32/adapter_model.safetensors bf16-a/adapter_model.safetensors || false
+    ! cmp -s q8-a/adapter_model.safetensors bf16-a/adapter_model.safetensors || false
+}
+
+@test "resume: the checkpoint's --base-weights continues; another one given is 64, nothing written" {
+    needs_tiny
+    grpo-update --model "$TINY" --in "$(B)" --out q1 --lr 1e-2 --lora-r 4 --base-weights q8 2> /dev/null
+    grpo-update --model q1 --in "$(B)" --out q2 --lr 1e-2 2> /dev/null
+    grpo-update --model q1 --in "$(B)" --out q3 --lr 1e-2 --base-weights q8 2> /dev/null
+    grpo-update --model q1 --in "$(B)" --out q4 --lr 1e-2 --base-weights auto 2> /dev/null
+    jq -e '.step == 2 and .flags.base_weights == "q8"' q2/grpo/state.json
+    diff -r q2 q3
+    diff -r q2 q4
+    run grpo-update --model q1 --in "$(B)" --out q5 --base-weights f32
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "q1 was trained with --base-weights q8; leave --base-weights out"
+    [ ! -e q5 ]
+    # a checkpoint without flags.base_weights is f32's; an unknown value is 65
+    jq -c 'del(.flags.base_weights)' q1/grpo/state.json > s && mv s q1/grpo/state.json
+    run grpo-update --model q1 --in "$(B)" --out q5 --base-weights bf16
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "trained with --base-weights f32"
+    jq -c '.flags.base_weights = "q4"' q1/grpo/state.json > s && mv s q1/grpo/state.json
+    run grpo-update --model q1 --in "$(B)" --out q5
+    [ "$status" -eq 65 ]; assert_one_line_error grpo-update 'flags.base_weights'
+    [ ! -e q5 ]
+}
+
+@test "--base-weights q8 on a mixture of experts: 64 with one line, nothing written" {
+    needs_tiny
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe moe
+    run grpo-update --model moe --in "$(B)" --out c --lr 1e-3 --lora-r 4 --base-weights q8
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "not yet on a mixture of experts"
+    [ ! -e c ]
+}
