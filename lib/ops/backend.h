@@ -58,6 +58,9 @@ typedef struct backend {
     void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                const float *lse, const float *q, const float *k, const float *v, int n_seqs,
                                const int *start, attn_shape sh, attn_workspace *ws);
+    /* NULL in a backend without sinks or windows (attn_shape's), which refuses such a model */
+    void (*attention_sinks_backward)(float *dsinks, const float *out, const float *dout, const float *lse,
+                                     const float *sinks, int n, int n_heads, int hd);
 
     void (*head_logsoftmax)(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
                             float *lse_out);

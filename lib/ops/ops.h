@@ -129,9 +129,17 @@ enum { ATT_TILE = 64, ATT_MIN_ROWS = 8 };
 
 /* The heads attention runs over: n_heads query heads of head_dim values,
  * in groups over n_kv_heads key/value heads (a model's: lib/model/model.h's
- * model_attn_shape). */
+ * model_attn_shape), and gpt-oss's options (zero: none):
+ *   window: a row at position P attends to keys P - window + 1 .. P only
+ *     (HF's sliding_window: kv_idx > q_idx - window);
+ *   sinks[n_heads]: a logit per head that joins each row's softmax and
+ *     takes its share of the probability but has no value:
+ *     p_t = exp(s_t - L), L = log(exp(sink) + sum_t exp(s_t)), out = sum_t p_t v_t;
+ *     lse is then L. Host memory (the CPU's). */
 typedef struct {
     int n_heads, n_kv_heads, head_dim;
+    int window;
+    const float *sinks;
 } attn_shape;
 
 /* The key/value head a query head reads under grouped-query attention (HF's
@@ -191,6 +199,11 @@ void attention_forward(float *out, float *lse, const float *q, const kv_view *kv
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                         const float *q, const float *k, const float *v, int n_seqs, const int *start,
                         attn_shape sh, attn_workspace *ws);
+/* The sinks' gradient: dsinks[h] += -sum_r exp(sinks[h] - lse[r,h]) (out[r,h] . dout[r,h])
+ * over n rows ([n, n_heads*hd] out and dout, [n, n_heads] lse): the sink's
+ * probability times its score's gradient, its value being zero. */
+void attention_sinks_backward(float *dsinks, const float *out, const float *dout, const float *lse, const float *sinks,
+                              int n, int n_heads, int hd);
 /* Writes rows' K and V into the cache view (row r at position pos[r]),
  * rounded to nearest even when the view is KV_BF16. */
 void kv_write(const kv_view *kv, const float *k, const float *v, const int *pos, int n);
