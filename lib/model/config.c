@@ -88,7 +88,34 @@ static int read_eos(model_config *c, const cJSON *root, const char *name, gerr *
     return 0;
 }
 
-/* rope_scaling (or transformers v5's rope_parameters): none, "default", or "llama3". */
+/* rope_scaling {rope_type: "yarn"}: defaults as _compute_yarn_parameters'
+ * (original context: max_position_embeddings; beta_fast 32, beta_slow 1,
+ * truncate true; the attention factor 0.1 ln(factor) + 1 for factor > 1,
+ * or mscale / mscale_all_dim's ratio when both are given). */
+static int read_yarn(model_config *c, const cJSON *rs, const char *name, gerr *e) {
+    int rc;
+    double mscale, mscale_all;
+    if ((rc = get_num(rs, "factor", NAN, &c->rope_factor, name, e)) ||
+        (rc = get_int(rs, "original_max_position_embeddings", c->max_seq_len, 1, &c->rope_original_max_pos, name, e)) ||
+        (rc = get_num(rs, "beta_fast", 32, &c->rope_beta_fast, name, e)) ||
+        (rc = get_num(rs, "beta_slow", 1, &c->rope_beta_slow, name, e)) ||
+        (rc = get_num(rs, "mscale", 0, &mscale, name, e)) || (rc = get_num(rs, "mscale_all_dim", 0, &mscale_all, name, e)))
+        return rc;
+    if (!(c->rope_factor > 0) || !(c->rope_beta_fast > 0) || !(c->rope_beta_slow > 0))
+        return gerr_set(e, EX_DATAERR, "%s: rope_scaling yarn: factor, beta_fast and beta_slow must be positive", name);
+    double f = c->rope_factor;
+#define YARN_MSCALE(m) (f <= 1 ? 1.0 : 0.1 * (m) * log(f) + 1.0)
+    double def = mscale != 0 && mscale_all != 0 ? YARN_MSCALE(mscale) / YARN_MSCALE(mscale_all) : YARN_MSCALE(1.0);
+#undef YARN_MSCALE
+    if ((rc = get_num(rs, "attention_factor", def, &c->rope_attn_factor, name, e))) return rc;
+    if (!(c->rope_attn_factor > 0))
+        return gerr_set(e, EX_DATAERR, "%s: rope_scaling yarn: attention_factor must be positive", name);
+    c->rope_truncate = get_bool(rs, "truncate", true);
+    c->rope_yarn = true;
+    return 0;
+}
+
+/* rope_scaling (or transformers v5's rope_parameters): none, "default", "llama3" or "yarn". */
 static int read_rope_scaling(model_config *c, const cJSON *rs, const char *name, gerr *e) {
     if (!rs || cJSON_IsNull(rs)) return 0;
     if (!cJSON_IsObject(rs)) return gerr_set(e, EX_DATAERR, "%s: rope_scaling: expected an object", name);
@@ -96,8 +123,9 @@ static int read_rope_scaling(model_config *c, const cJSON *rs, const char *name,
     if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
     const char *type = cJSON_IsString(t) ? t->valuestring : "default";
     if (!strcmp(type, "default")) return 0;
+    if (!strcmp(type, "yarn")) return read_yarn(c, rs, name, e);
     if (strcmp(type, "llama3"))
-        return gerr_set(e, EX_DATAERR, "%s: rope_scaling type \"%s\" is not supported (only llama3)",
+        return gerr_set(e, EX_DATAERR, "%s: rope_scaling type \"%s\" is not supported (only llama3 and yarn)",
                         name, type);
     int rc;
     if ((rc = get_num(rs, "factor", NAN, &c->rope_factor, name, e)) ||
@@ -229,6 +257,29 @@ static int read_moe(model_config *c, const cJSON *root, const char *name, gerr *
     return read_dense_layers(c, root, name, e);
 }
 
+/* layer_types: a list of n_layers "full_attention" or "sliding_attention",
+ * the latter with the window sliding_window (required then). */
+static int read_layer_types(model_config *c, const cJSON *types, const cJSON *root, const char *name, gerr *e) {
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layers || c->n_layers > MODEL_MAX_DENSE_LAYERS)
+        return gerr_set(e, EX_DATAERR, "%s: key \"layer_types\": expected a list of %d (num_hidden_layers) layer types",
+                        name, c->n_layers);
+    const cJSON *el;
+    int l = 0, rc;
+    cJSON_ArrayForEach(el, types) {
+        const char *t = cJSON_IsString(el) ? el->valuestring : "";
+        if (!strcmp(t, "sliding_attention"))
+            c->swa_layers[l / 64] |= 1ull << (l % 64);
+        else if (strcmp(t, "full_attention"))
+            return gerr_set(e, EX_DATAERR, "%s: key \"layer_types\": entry %d: expected \"full_attention\" or \"sliding_attention\"",
+                            name, l);
+        l++;
+    }
+    bool any = false;
+    for (size_t i = 0; i < sizeof c->swa_layers / sizeof *c->swa_layers; i++) any = any || c->swa_layers[i];
+    if (any && (rc = get_int(root, "sliding_window", -1, 1, &c->sliding_window, name, e))) return rc;
+    return 0;
+}
+
 static int parse_root(model_config *c, const cJSON *root, const char *name, gerr *e) {
     if (!cJSON_IsObject(root)) return gerr_set(e, EX_DATAERR, "%s: expected a JSON object", name);
     /* architectures[0] names the class; model_type when it is absent. */
@@ -287,11 +338,16 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
     if (get_bool(root, "mlp_bias", false))
         return gerr_set(e, EX_DATAERR, "%s: mlp_bias is not supported", name);
 
-    /* A sliding window narrower than the context changes attention: refuse it.
-     * Qwen configs carry sliding_window but only use it with use_sliding_window. */
+    /* layer_types names the layers with a sliding window. Without it a window
+     * narrower than the context changes attention in a way not read here:
+     * refused. Qwen configs carry sliding_window but only use it with
+     * use_sliding_window. */
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     bool sw_used = mistral || get_bool(root, "use_sliding_window", false);
-    if (sw_used && sw && !cJSON_IsNull(sw)) {
+    if (types && !cJSON_IsNull(types)) {
+        if ((rc = read_layer_types(c, types, root, name, e))) return rc;
+    } else if (sw_used && sw && !cJSON_IsNull(sw)) {
         long long w;
         if (!json_int(sw, 0, 1LL << 40, &w))
             return gerr_set(e, EX_DATAERR, "%s: sliding_window: expected an integer or null", name);
@@ -358,10 +414,46 @@ int config_load_hf(model_config *c, const char *dir, gerr *e) {
 
 /* ---- RoPE frequencies ----------------------------------------------------- */
 
+/* The dimension whose frequency turns n times over the original context
+ * (_compute_yarn_parameters' find_correction_dim). */
+static double yarn_dim(double n, const model_config *c) {
+    return c->head_dim * log(c->rope_original_max_pos / (n * 2 * M_PI)) / (2 * log(c->rope_theta));
+}
+
+/* YaRN over the plain frequencies (float32, as HF's pos_freqs): pair i
+ * keeps its frequency below the ramp (i <= low), is divided by factor above
+ * it (i >= high), and mixes the two linearly between. */
+static void yarn_inv_freq(float *inv_freq, const model_config *c) {
+    int half = c->head_dim / 2;
+    double low = yarn_dim(c->rope_beta_fast, c), high = yarn_dim(c->rope_beta_slow, c);
+    if (c->rope_truncate) low = floor(low), high = ceil(high);
+    low = fmax(low, 0), high = fmin(high, c->head_dim - 1);
+    if (low == high) high += 0.001;
+    for (int i = 0; i < half; i++) {
+        float ramp = (float)(((float)i - low) / (high - low)); /* HF: float32 arange less min over max - min */
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        double keep = 1 - (double)ramp, f = inv_freq[i];
+        inv_freq[i] = (float)(f / c->rope_factor * (1 - keep) + f * keep);
+    }
+}
+
+double rope_score_scale(const model_config *c) {
+    return c->rope_yarn ? c->rope_attn_factor * c->rope_attn_factor : 1.0;
+}
+
+int config_layer_window(const model_config *c, int l) {
+    if (c->sliding_window <= 0 || l >= MODEL_MAX_DENSE_LAYERS) return 0;
+    return c->swa_layers[l / 64] >> (l % 64) & 1 ? c->sliding_window : 0;
+}
+
 void rope_inv_freq(float *inv_freq, const model_config *c) {
     int half = c->head_dim / 2;
     for (int i = 0; i < half; i++)
         inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / c->head_dim));
+    if (c->rope_yarn) {
+        yarn_inv_freq(inv_freq, c);
+        return;
+    }
     if (!c->rope_llama3) return;
     /* transformers' _compute_llama3_parameters: long wavelengths are slowed
      * by factor, short ones kept, the band between interpolated. */

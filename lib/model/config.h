@@ -41,6 +41,20 @@ typedef struct {
     bool rope_llama3;
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_pos;
+    /* rope_scaling {rope_type: "yarn"} (rope_factor, rope_original_max_pos
+     * too); HF's _compute_yarn_parameters: frequencies between beta_fast and
+     * beta_slow rotations over the original context ramp from kept to
+     * divided by factor (the ramp's ends floored and ceiled when truncate),
+     * and cos, sin scaled by the attention factor (its default
+     * 0.1 ln(factor) + 1), so every score by its square: rope_score_scale. */
+    bool rope_yarn, rope_truncate;
+    double rope_beta_fast, rope_beta_slow, rope_attn_factor;
+    /* Sliding-window attention (layer_types "sliding_attention"): the layers
+     * whose bit is set attend to their last sliding_window positions only. */
+    int sliding_window;
+    uint64_t swa_layers[MODEL_MAX_DENSE_LAYERS / 64];
+    bool attn_sinks;  /* gpt_oss: a learned sink logit per head (ops.h's attn_shape) */
+    bool attn_o_bias; /* gpt_oss: a bias on o_proj (qkv_bias on q, k, v beside it) */
     bool tied_embeddings;
     bool qkv_bias; /* qwen2 */
     bool qk_norm;  /* qwen3, qwen3_moe */
@@ -83,6 +97,12 @@ int config_check(const model_config *c, const char *src, gerr *e);
  * to float (HF's float32 inv_freq), then llama3 scaling as HF's
  * _compute_llama3_parameters when c asks for it. */
 void rope_inv_freq(float *inv_freq, const model_config *c);
+
+/* The factor every attention score is multiplied by besides 1/sqrt(head_dim):
+ * YaRN's attention factor squared, else 1. */
+double rope_score_scale(const model_config *c);
+/* Layer l's window (0: it attends to every position). */
+int config_layer_window(const model_config *c, int l);
 
 /* Whether layer l's FFN is the mixture of experts (transformers'
  * Qwen3MoeDecoderLayer: not in mlp_only_layers and (l + 1) % step == 0). */

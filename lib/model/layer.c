@@ -2,6 +2,7 @@
 #include "layer.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,9 @@ layer_params model_layer(const model_params *p, const model_config *c, int l) {
         .bv = AT(bv, kvd),
         .q_norm = AT(q_norm, hd),
         .k_norm = AT(k_norm, hd),
+        .sinks = AT(sinks, (size_t)c->n_heads),
         .wo = AT(wo, d * qd),
+        .bo = AT(bo, d),
         .ffn_norm = AT(ffn_norm, d),
         .w_gate = FFN(w_gate, hid * d, false),
         .w_up = FFN(w_up, hid * d, false),
@@ -244,8 +247,19 @@ static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_p
 
 /* ---- the layer ------------------------------------------------------------------ */
 
+/* The heads layer l's attention runs over, with its window, sinks and scale. */
+static attn_shape layer_attn_shape(const layer_pass *p, const layer_params *w) {
+    const model_config *c = &p->m->cfg;
+    attn_shape sh = model_attn_shape(c);
+    sh.window = config_layer_window(c, p->layer);
+    sh.sinks = w->sinks;
+    if (c->rope_yarn) sh.scale = (float)(rope_score_scale(c) / sqrt((double)c->head_dim));
+    return sh;
+}
+
 /* Attention's backward over the virtual layout of shared prompts (attn_share). */
-static void shared_attention_backward(const layer_pass *p, const layer_acts *a, const layer_grad_scratch *s) {
+static void shared_attention_backward(const layer_pass *p, const layer_acts *a, const layer_grad_scratch *s,
+                                      attn_shape shape) {
     const backend *be = p->be;
     const model_config *c = &p->m->cfg;
     const attn_share *sh = p->share;
@@ -258,7 +272,7 @@ static void shared_attention_backward(const layer_pass *p, const layer_acts *a, 
     backend_zero(be, sh->dout, (size_t)Rv * qd * sizeof *sh->dout);
     be->scatter_add_rows(sh->dout, s->datt, sh->own, R, qd);
     be->attention_backward(sh->dq, sh->dk, sh->dv, sh->dout, sh->out, sh->lse, sh->q, sh->k, sh->v, p->n_seqs, p->start,
-                           model_attn_shape(c), p->ws);
+                           shape, p->ws);
     be->gather_rows(s->dq, sh->dq, sh->own, R, qd);
     backend_zero(be, s->dk, (size_t)R * kvd * sizeof *s->dk);
     backend_zero(be, s->dv, (size_t)R * kvd * sizeof *s->dv);
@@ -296,8 +310,8 @@ void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, 
     } else {
         kv.k = a->k, kv.v = a->v, kv.kv_dim = kvd;
     }
-    be->attention_forward(a->att, a->lse, a->q, &kv, p->pos, R, model_attn_shape(c), p->ws);
-    linear_forward(p, a->x_mid, a->att, w.wo, NULL, qd, d, LORA_O, a->u[LORA_O]);
+    be->attention_forward(a->att, a->lse, a->q, &kv, p->pos, R, layer_attn_shape(p, &w), p->ws);
+    linear_forward(p, a->x_mid, a->att, w.wo, w.bo, qd, d, LORA_O, a->u[LORA_O]);
     be->add_inplace(a->x_mid, x_in, (size_t)R * d);
 
     /* MLP block */
@@ -338,12 +352,14 @@ void layer_backward(const layer_pass *p, const layer_acts *a, const float *x_in,
     be->add_inplace(s->dx, s->dtmp, (size_t)R * d);
 
     /* attention block */
-    linear_backward(p, s->datt, s->dx, a->att, w.wo, qd, d, LORA_O, a->u[LORA_O], g.wo, NULL, false, s->du);
+    linear_backward(p, s->datt, s->dx, a->att, w.wo, qd, d, LORA_O, a->u[LORA_O], g.wo, g.bo, false, s->du);
+    attn_shape sh = layer_attn_shape(p, &w);
+    if (g.sinks) be->attention_sinks_backward(g.sinks, a->att, s->datt, a->lse, w.sinks, R, nh, hd);
     if (p->share)
-        shared_attention_backward(p, a, s);
+        shared_attention_backward(p, a, s, sh);
     else
-        be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start,
-                               model_attn_shape(c), p->ws);
+        be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start, sh,
+                               p->ws);
     be->rope_backward(s->dq, p->cos_t, p->sin_t, R, nh, hd);
     be->rope_backward(s->dk, p->cos_t, p->sin_t, R, nkv, hd);
     if (c->qk_norm) {

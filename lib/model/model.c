@@ -7,7 +7,7 @@
 
 
 static const char *const param_names[MODEL_N_PARAMS] = {
-    "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
+    "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "sinks", "wo", "bo",
     "ffn_norm", "w_gate", "w_up", "w_down", "router", "exp_gate", "exp_up", "exp_down", "out_norm", "lm_head",
     "score"};
 
@@ -47,7 +47,9 @@ static void param_sizes(const model_config *c, size_t s[MODEL_N_PARAMS]) {
     s[P_BV] = c->qkv_bias ? L * kvd : 0;
     s[P_Q_NORM] = c->qk_norm ? L * hd : 0;
     s[P_K_NORM] = c->qk_norm ? L * hd : 0;
+    s[P_SINKS] = c->attn_sinks ? L * (size_t)c->n_heads : 0;
     s[P_WO] = L * d * qd;
+    s[P_BO] = c->attn_o_bias ? L * d : 0;
     s[P_FFN_NORM] = L * d;
     s[P_W_GATE] = Ld * h * d;
     s[P_W_UP] = Ld * h * d;
@@ -113,7 +115,9 @@ static const struct {
     [P_BV] = {"model.layers.%d.self_attn.v_proj.bias", "blk.%d.attn_v.bias"},
     [P_Q_NORM] = {"model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight"},
     [P_K_NORM] = {"model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight"},
+    [P_SINKS] = {"model.layers.%d.self_attn.sinks", "blk.%d.attn_sinks.weight"},
     [P_WO] = {"model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight"},
+    [P_BO] = {"model.layers.%d.self_attn.o_proj.bias", "blk.%d.attn_output.bias"},
     [P_FFN_NORM] = {"model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight"},
     [P_W_GATE] = {"model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight"},
     [P_W_UP] = {"model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight"},
@@ -134,7 +138,7 @@ size_t model_tensor_list(const model *m, model_tensor_ref *out) {
     const int64_t shape[MODEL_N_PARAMS][2] = {
         [P_TOK_EMBD] = {V, d}, [P_ATTN_NORM] = {d, 0}, [P_WQ] = {qd, d}, [P_WK] = {kvd, d},
         [P_WV] = {kvd, d}, [P_BQ] = {qd, 0}, [P_BK] = {kvd, 0}, [P_BV] = {kvd, 0},
-        [P_Q_NORM] = {hd, 0}, [P_K_NORM] = {hd, 0}, [P_WO] = {d, qd}, [P_FFN_NORM] = {d, 0},
+        [P_Q_NORM] = {hd, 0}, [P_K_NORM] = {hd, 0}, [P_SINKS] = {c->n_heads, 0}, [P_WO] = {d, qd}, [P_BO] = {d, 0}, [P_FFN_NORM] = {d, 0},
         [P_W_GATE] = {h, d}, [P_W_UP] = {h, d}, [P_W_DOWN] = {d, h}, [P_ROUTER] = {c->n_experts, d},
         [P_EXP_GATE] = {I, d}, [P_EXP_UP] = {I, d}, [P_EXP_DOWN] = {d, I}, [P_OUT_NORM] = {d, 0},
         [P_LM_HEAD] = {V, d}, [P_SCORE] = {c->num_labels, d}};

@@ -19,7 +19,7 @@
 
 /* Parameter tensors, in the order they sit in the buffer. */
 enum {
-    P_TOK_EMBD, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_BQ, P_BK, P_BV, P_Q_NORM, P_K_NORM, P_WO,
+    P_TOK_EMBD, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_BQ, P_BK, P_BV, P_Q_NORM, P_K_NORM, P_SINKS, P_WO, P_BO,
     P_FFN_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_ROUTER, P_EXP_GATE, P_EXP_UP, P_EXP_DOWN, P_OUT_NORM, P_LM_HEAD,
     P_SCORE, MODEL_N_PARAMS
 };
@@ -35,12 +35,14 @@ typedef union {
         float *wq;         /* [L, q_dim, dim] */
         float *wk;         /* [L, kv_dim, dim] */
         float *wv;         /* [L, kv_dim, dim] */
-        float *bq;         /* [L, q_dim]   qwen2 */
-        float *bk;         /* [L, kv_dim]  qwen2 */
-        float *bv;         /* [L, kv_dim]  qwen2 */
+        float *bq;         /* [L, q_dim]   qwen2, gpt_oss */
+        float *bk;         /* [L, kv_dim]  qwen2, gpt_oss */
+        float *bv;         /* [L, kv_dim]  qwen2, gpt_oss */
         float *q_norm;     /* [L, head_dim] qwen3 */
         float *k_norm;     /* [L, head_dim] qwen3 */
+        float *sinks;      /* [L, n_heads]  gpt_oss: each head's sink logit */
         float *wo;         /* [L, dim, q_dim] */
+        float *bo;         /* [L, dim]     gpt_oss */
         float *ffn_norm;   /* [L, dim] */
         float *w_gate;     /* [Ld, hidden, dim] */
         float *w_up;       /* [Ld, hidden, dim] */

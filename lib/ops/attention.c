@@ -66,7 +66,7 @@ static void scatter(float *x, const float *t, int r0, int m, int g, int G, int n
         memcpy(x + ((size_t)(r0 + i) * nh + (size_t)g * G) * hd, t + (size_t)i * G * hd, (size_t)G * hd * sizeof *t);
 }
 
-static float attn_scale(int hd) { return (float)(1.0 / sqrt((double)hd)); }
+static float attn_scale(attn_shape sh) { return sh.scale > 0 ? sh.scale : (float)(1.0 / sqrt((double)sh.head_dim)); }
 
 /* The first key a row at position P sees (attn_shape's window). */
 static int first_key(attn_shape sh, int P) { return sh.window > 0 && P >= sh.window ? P - sh.window + 1 : 0; }
@@ -95,7 +95,7 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
     const float *kb = bf16 ? b->dp : kv->k + at, *vb = bf16 ? b->dp : kv->v + at;
     const int ld = bf16 ? hd : kv->kv_dim;
     if (bf16) widen_rows_bf16(b->dp, kv->k_bf16 + at, T, hd, kv->kv_dim, kernel);
-    gemm(false, true, M, T, hd, attn_scale(hd), b->qt, hd, kb, ld, 0.0f, b->s, T);
+    gemm(false, true, M, T, hd, attn_scale(sh), b->qt, hd, kb, ld, 0.0f, b->s, T);
     for (int i = 0; i < M; i++) {
         int seen = pos[r0 + i / G] + 1; /* causal: keys 0 .. the row's own position */
         int lo = first_key(sh, seen - 1), h = g * G + i % G;
@@ -117,7 +117,7 @@ static void attend_row(float *out, float *lse, const float *q, const kv_view *kv
                        attn_shape sh, const tile_bufs *b, attn_kernel kernel) {
     const int nh = sh.n_heads, hd = sh.head_dim, G = nh / sh.n_kv_heads, kvd = kv->kv_dim;
     const int lo = first_key(sh, pos[r]), T = pos[r] + 1 - lo;
-    const float scale = attn_scale(hd);
+    const float scale = attn_scale(sh);
     const size_t head = (size_t)r * nh + (size_t)g * G, at = kv->row_kv[r] + (size_t)g * hd + (size_t)lo * kvd;
     const float *qh = q + head * hd;
     /* with sinks the heads' log-sum-exps are needed: the tile's dqt is free */
@@ -165,7 +165,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const float *q, const float *k, const float *v, int n_seqs, const int *start,
                         attn_shape sh, attn_workspace *ws) {
     const int nh = sh.n_heads, nkv = sh.n_kv_heads, hd = sh.head_dim, G = nh / nkv, kvd = nkv * hd;
-    const float scale = attn_scale(hd);
+    const float scale = attn_scale(sh);
     memset(dk, 0, (size_t)start[n_seqs] * kvd * sizeof *dk);
     memset(dv, 0, (size_t)start[n_seqs] * kvd * sizeof *dv);
     /* one task per sequence and KV head: its tiles add into the same dk, dv */

@@ -44,6 +44,10 @@ grad_case() {
 }
 @test "gradient vs autograd: qwen3_moe, entropy bonus, multi-turn records" { grad_case qwen3moe-full-entropy-turns; }
 @test "gradient vs autograd: qwen3_moe, LoRA on q,k,v,o, dapo, beta" { grad_case qwen3moe-lora-qkvo-dapo; }
+@test "gradient vs autograd: qwen2, YaRN RoPE, sliding-window layers, beta" { grad_case qwen2-yarn-window-full-beta; }
+@test "gradient vs autograd: llama, YaRN, sliding windows, LoRA on q,k,v,o, dapo" {
+    grad_case llama-yarn-window-lora-qkvo-dapo
+}
 @test "gradient vs autograd, bf16 products: llama, full fine-tuning, beta" { needs_bf16; grad_case llama-full-bf16; }
 @test "gradient vs autograd, bf16 products: qwen2 biases, sequence importance, bnpo, beta" {
     needs_bf16; grad_case qwen2-full-seq-bf16

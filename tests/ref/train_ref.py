@@ -110,6 +110,11 @@ CASES = {
     # float64's gap is below that (here 3e-2 of logp). With every expert
     # chosen nothing can flip: each expert and the router's softmax in bf16
     "qwen3moe-allexperts-full-bf16": dict(arch="qwen3_moe", top_k=8, beta=0.04, compute="bf16"),
+    # gpt-oss's attention options: YaRN RoPE (its factor and betas) and
+    # sliding-window layers (window 5, sequences of up to 20 tokens) between full ones
+    "qwen2-yarn-window-full-beta": dict(arch="qwen2", yarn=True, window=5, beta=0.04),
+    "llama-yarn-window-lora-qkvo-dapo": dict(arch="llama", yarn=True, window=4, loss="dapo",
+                                             lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=8)),
 }
 
 # completion_mask of each sequence of a "turns" case (completions of 8, 5,
@@ -191,7 +196,8 @@ def run(case_name, work):
     mdir = os.path.join(work, "model")
     model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False),
                         norm_topk=case.get("norm_topk", False), dense_layers=case.get("dense_layers", ()),
-                        seed=case.get("seed", 1234), top_k=case.get("top_k", 2))
+                        seed=case.get("seed", 1234), top_k=case.get("top_k", 2), yarn=case.get("yarn", False),
+                        window=case.get("window", 0))
     if case.get("embed_scale"):
         from safetensors import safe_open
         from safetensors.torch import load_file as tl, save_file as ts
@@ -202,12 +208,7 @@ def run(case_name, work):
         t["model.embed_tokens.weight"] *= case["embed_scale"]
         ts(t, path, metadata=meta)
     cfgj = json.load(open(os.path.join(mdir, "config.json")))
-    nh = cfgj["num_attention_heads"]
-    c = dict(L=cfgj["num_hidden_layers"], nh=nh, nkv=cfgj["num_key_value_heads"],
-             hd=cfgj.get("head_dim", cfgj["hidden_size"] // nh), eps=cfgj["rms_norm_eps"],
-             theta=cfgj["rope_theta"], rope_scaling=cfgj.get("rope_scaling"),
-             qk_norm=case["arch"] in ("qwen3", "qwen3_moe"), top_k=cfgj.get("num_experts_per_tok", 0),
-             norm_topk=cfgj.get("norm_topk_prob", False))
+    c = model_ref.ref_config(cfgj)
     from safetensors.torch import load_file as tload
     W = {k: v.to(torch.float64) for k, v in tload(os.path.join(mdir, "model.safetensors")).items()}
     tied = cfgj.get("tie_word_embeddings", False)
