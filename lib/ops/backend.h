@@ -51,6 +51,10 @@ typedef struct backend {
 
     void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
     void (*swiglu_backward)(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n);
+    /* NULL in a backend without gpt-oss's clamped SwiGLU */
+    void (*swiglu_clamped_forward)(float *out, const float *gate, const float *up, size_t n, float alpha, float limit);
+    void (*swiglu_clamped_backward)(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n,
+                                    float alpha, float limit);
 
     void (*kv_write)(const kv_view *kv, const float *k, const float *v, const int *pos, int n);
     void (*attention_forward)(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,

@@ -12,6 +12,7 @@
     .rmsnorm_forward = rmsnorm_forward, .rmsnorm_backward = rmsnorm_backward,                                         \
     .matmul_forward_packed = matmul_forward_packed, .rope_cos_sin = rope_cos_sin, .rope_forward = rope_forward,        \
     .rope_backward = rope_backward, .swiglu_forward = swiglu_forward, .swiglu_backward = swiglu_backward,              \
+    .swiglu_clamped_forward = swiglu_clamped_forward, .swiglu_clamped_backward = swiglu_clamped_backward,              \
     .kv_write = kv_write, .attention_forward = attention_forward, .attention_backward = attention_backward,          \
     .attention_sinks_backward = attention_sinks_backward,                                                             \
     .head_logsoftmax = head_logsoftmax, .head_logsoftmax_backward = head_logsoftmax_backward,                         \

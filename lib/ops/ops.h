@@ -96,6 +96,12 @@ void qk_unpermute_rows(void *dst, const void *src, int n_head, int head_dim, siz
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 /* dg = dh * u * silu'(g), du = dh * silu(g). dg may alias dh; du must not. */
 void swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n);
+/* gpt-oss's clamped SwiGLU: with g' = min(g, limit), u' = clamp(u, -limit, limit),
+ * out = g' sigmoid(alpha g') (u' + 1); out may alias gate. Its backward (the
+ * clamps pass the gradient where g <= limit, |u| <= limit, as torch.clamp's). */
+void swiglu_clamped_forward(float *out, const float *gate, const float *up, size_t n, float alpha, float limit);
+void swiglu_clamped_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n,
+                             float alpha, float limit);
 
 /* ---- softmax and log-sum-exp (softmax.c) -------------------------------------
  * One way to sum exponentials everywhere: vec_expf, float sums over blocks of
@@ -232,7 +238,8 @@ void dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const in
  * probs may be logits);
  * sel[n, k] the k most probable experts, most probable first (the lower
  * index among equals); w[n, k] their probabilities, divided by their sum
- * when norm (Qwen3-MoE's norm_topk_prob). */
+ * when norm (Qwen3-MoE's norm_topk_prob; gpt-oss's softmax over the k
+ * selected logits is the same function, exp(z_j) / sum_{i in sel} exp(z_i)). */
 void moe_route_forward(float *probs, int32_t *sel, float *w, const float *logits, int n, int n_experts, int k,
                        bool norm);
 /* dlogits[n, E] (written) from dw[n, k] = d(loss)/d(w), through the
