@@ -16,11 +16,14 @@ const char *model_arch_name(model_arch a) {
     case ARCH_QWEN2: return "qwen2";
     case ARCH_QWEN3: return "qwen3";
     case ARCH_QWEN3_MOE: return "qwen3_moe";
+    case ARCH_GPT_OSS: return "gpt_oss";
     }
     return "unknown";
 }
 
-const char *model_arch_gguf(model_arch a) { return a == ARCH_QWEN3_MOE ? "qwen3moe" : model_arch_name(a); }
+const char *model_arch_gguf(model_arch a) {
+    return a == ARCH_QWEN3_MOE ? "qwen3moe" : a == ARCH_GPT_OSS ? "gpt-oss" : model_arch_name(a);
+}
 
 /* ---- config.json ---------------------------------------------------------- */
 
@@ -177,11 +180,12 @@ static int read_classifier(model_config *c, const cJSON *root, const char *name,
  * norm_topk_prob (default false) and mlp_only_layers (default none) are read
  * beside them; router_aux_loss_coef and output_router_logits only say what
  * transformers' training adds and change no output: accepted. */
-static const struct {
+typedef struct {
     const char *key;
     long long def, lo, hi;
     size_t at; /* offsetof the model_config field */
-} moe_ints[] = {
+} int_key;
+static const int_key moe_ints[] = {
     {"num_experts", 128, 1, 1 << 16, offsetof(model_config, n_experts)},
     {"num_experts_per_tok", 8, 1, 1 << 16, offsetof(model_config, n_experts_used)},
     {"moe_intermediate_size", 768, 1, 1 << 20, offsetof(model_config, moe_hidden_dim)},
@@ -194,25 +198,61 @@ static const char *const moe_other_keys[] = {"norm_topk_prob", "mlp_only_layers"
  * refused rather than ignored. */
 static const char *const moe_words[] = {"expert", "moe", "router", "topk", "routed", "scoring", "n_group"};
 
-static bool known_moe_key(const char *key) {
-    for (size_t i = 0; i < sizeof moe_ints / sizeof *moe_ints; i++)
-        if (!strcmp(key, moe_ints[i].key)) return true;
-    for (size_t i = 0; i < sizeof moe_other_keys / sizeof *moe_other_keys; i++)
-        if (!strcmp(key, moe_other_keys[i])) return true;
+/* A family's expert settings: its integer keys and the others it reads or accepts. */
+typedef struct {
+    const char *family, *experts_key; /* the key of n_experts, for messages */
+    const int_key *ints;
+    size_t n_ints;
+    const char *const *others;
+    size_t n_others;
+    const char *alias; /* another name of ints[alias_of]: when present it must hold the same */
+    size_t alias_of;
+} expert_keys;
+
+static bool known_key(const expert_keys *k, const char *key) {
+    for (size_t i = 0; i < k->n_ints; i++)
+        if (!strcmp(key, k->ints[i].key)) return true;
+    for (size_t i = 0; i < k->n_others; i++)
+        if (!strcmp(key, k->others[i])) return true;
     return false;
 }
 
-static int check_moe_keys(const cJSON *root, const char *name, gerr *e) {
-    const cJSON *el;
-    cJSON_ArrayForEach(el, root) {
-        if (known_moe_key(el->string)) continue;
-        for (size_t i = 0; i < sizeof moe_words / sizeof *moe_words; i++)
-            if (strstr(el->string, moe_words[i]))
-                return gerr_set(e, EX_DATAERR, "%s: key \"%s\": an expert setting qwen3_moe does not have (not supported)",
-                                name, el->string);
-    }
+/* An alias key (absent or null: fine) must hold the integer want, which key2 holds. */
+static int check_alias(const cJSON *root, const char *key, int want, const char *key2, const char *name, gerr *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    long long x;
+    if (v && !cJSON_IsNull(v) && (!json_int(v, 1, 1 << 16, &x) || x != want))
+        return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected the same integer as %s (%d)", name, key, key2, want);
     return 0;
 }
+
+/* Refuses a key that names an expert setting the family does not have, then
+ * reads its integer keys (their defaults when absent) into c. */
+static int read_expert_ints(model_config *c, const cJSON *root, const expert_keys *k, const char *name, gerr *e) {
+    const cJSON *el;
+    cJSON_ArrayForEach(el, root) {
+        if (known_key(k, el->string)) continue;
+        for (size_t i = 0; i < sizeof moe_words / sizeof *moe_words; i++)
+            if (strstr(el->string, moe_words[i]))
+                return gerr_set(e, EX_DATAERR, "%s: key \"%s\": an expert setting %s does not have (not supported)",
+                                name, el->string, k->family);
+    }
+    for (size_t i = 0; i < k->n_ints; i++) {
+        const int_key *t = &k->ints[i];
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, t->key);
+        long long x = t->def;
+        if (v && !cJSON_IsNull(v) && !json_int(v, t->lo, t->hi, &x))
+            return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected an integer from %lld to %lld", name, t->key, t->lo,
+                            t->hi);
+        *(int *)((char *)c + t->at) = (int)x;
+    }
+    if (c->n_experts_used > c->n_experts)
+        return gerr_set(e, EX_DATAERR, "%s: key \"num_experts_per_tok\": %d is more than %s (%d)", name,
+                        c->n_experts_used, k->experts_key, c->n_experts);
+    const int_key *of = &k->ints[k->alias_of];
+    return check_alias(root, k->alias, *(const int *)((const char *)c + of->at), of->key, name, e);
+}
+
 
 /* mlp_only_layers: null or a list of layer indices below n_layers. */
 static int read_dense_layers(model_config *c, const cJSON *root, const char *name, gerr *e) {
@@ -230,26 +270,11 @@ static int read_dense_layers(model_config *c, const cJSON *root, const char *nam
 }
 
 static int read_moe(model_config *c, const cJSON *root, const char *name, gerr *e) {
-    int rc = check_moe_keys(root, name, e);
-    if (rc) return rc;
-    for (size_t i = 0; i < sizeof moe_ints / sizeof *moe_ints; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, moe_ints[i].key);
-        int *out = (int *)((char *)c + moe_ints[i].at);
-        long long x = moe_ints[i].def;
-        if (v && !cJSON_IsNull(v) && !json_int(v, moe_ints[i].lo, moe_ints[i].hi, &x))
-            return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected an integer from %lld to %lld", name,
-                            moe_ints[i].key, moe_ints[i].lo, moe_ints[i].hi);
-        *out = (int)x;
-    }
-    if (c->n_experts_used > c->n_experts)
-        return gerr_set(e, EX_DATAERR, "%s: key \"num_experts_per_tok\": %d is more than num_experts (%d)", name,
-                        c->n_experts_used, c->n_experts);
     /* transformers' attribute_map names num_experts num_local_experts too */
-    const cJSON *alias = cJSON_GetObjectItemCaseSensitive(root, "num_local_experts");
-    long long x;
-    if (alias && !cJSON_IsNull(alias) && (!json_int(alias, 1, 1 << 16, &x) || x != c->n_experts))
-        return gerr_set(e, EX_DATAERR, "%s: key \"num_local_experts\": expected the same integer as num_experts (%d)",
-                        name, c->n_experts);
+    const expert_keys k = {"qwen3_moe", "num_experts", moe_ints, sizeof moe_ints / sizeof *moe_ints, moe_other_keys,
+                           sizeof moe_other_keys / sizeof *moe_other_keys, "num_local_experts", 0};
+    int rc = read_expert_ints(c, root, &k, name, e);
+    if (rc) return rc;
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob");
     if (norm && !cJSON_IsNull(norm) && !cJSON_IsBool(norm))
         return gerr_set(e, EX_DATAERR, "%s: key \"norm_topk_prob\": expected true or false", name);
@@ -280,6 +305,34 @@ static int read_layer_types(model_config *c, const cJSON *types, const cJSON *ro
     return 0;
 }
 
+/* gpt_oss's expert settings with transformers' GptOssConfig defaults and
+ * their ranges: the one place they live. intermediate_size is each
+ * expert's width; experts_per_token (its checkpoints carry it) must equal
+ * num_experts_per_tok; router_aux_loss_coef and output_router_logits
+ * change no output. The routing weights are a softmax over the k selected
+ * logits: norm_topk_prob's renormalised softmax, the same function. */
+static const int_key oss_ints[] = {
+    {"num_local_experts", 128, 1, 1 << 16, offsetof(model_config, n_experts)},
+    {"num_experts_per_tok", 4, 1, 1 << 16, offsetof(model_config, n_experts_used)},
+    {"intermediate_size", 2880, 1, 1 << 20, offsetof(model_config, moe_hidden_dim)},
+};
+static const char *const oss_other_keys[] = {"experts_per_token", "router_aux_loss_coef", "output_router_logits",
+                                             "swiglu_limit"};
+
+static int read_oss_moe(model_config *c, const cJSON *root, const char *name, gerr *e) {
+    const expert_keys k = {"gpt_oss", "num_local_experts", oss_ints, sizeof oss_ints / sizeof *oss_ints, oss_other_keys,
+                           sizeof oss_other_keys / sizeof *oss_other_keys, "experts_per_token", 1};
+    double limit;
+    int rc = read_expert_ints(c, root, &k, name, e);
+    if (rc) return rc;
+    if ((rc = get_num(root, "swiglu_limit", 7.0, &limit, name, e))) return rc;
+    if (!(limit > 0)) return gerr_set(e, EX_DATAERR, "%s: key \"swiglu_limit\": expected a positive number", name);
+    c->swiglu_limit = (float)limit, c->swiglu_alpha = 1.702f;
+    c->hidden_dim = c->moe_hidden_dim; /* no dense layer: the width config_check sees */
+    c->moe_step = 1, c->moe_norm_topk = true, c->moe_bias = true;
+    return 0;
+}
+
 static int parse_root(model_config *c, const cJSON *root, const char *name, gerr *e) {
     if (!cJSON_IsObject(root)) return gerr_set(e, EX_DATAERR, "%s: expected a JSON object", name);
     /* architectures[0] names the class; model_type when it is absent. */
@@ -304,6 +357,8 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
         c->arch = ARCH_QWEN3_MOE, c->qk_norm = true, def_max_pos = 32768;
     } else if (arch_is(arch, "Qwen3", "qwen3", &c->seq_cls)) {
         c->arch = ARCH_QWEN3, c->qk_norm = true, def_max_pos = 32768;
+    } else if (arch_is(arch, "GptOss", "gpt_oss", &c->seq_cls) && !c->seq_cls) {
+        c->arch = ARCH_GPT_OSS, c->qkv_bias = c->attn_o_bias = c->attn_sinks = true, def_max_pos = 131072;
     } else {
         return gerr_set(e, EX_DATAERR, "%s: unsupported architecture \"%s\"", name, arch);
     }
@@ -311,7 +366,8 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
     bool moe = c->arch == ARCH_QWEN3_MOE;
     if (c->seq_cls && (rc = read_classifier(c, root, name, e))) return rc;
     if ((rc = get_int(root, "hidden_size", -1, 1, &c->dim, name, e)) ||
-        (rc = get_int(root, "intermediate_size", moe ? 6144 : -1, 1, &c->hidden_dim, name, e)) ||
+        (rc = get_int(root, "intermediate_size", moe ? 6144 : c->arch == ARCH_GPT_OSS ? 2880 : -1, 1, &c->hidden_dim,
+                      name, e)) ||
         (rc = get_int(root, "num_hidden_layers", -1, 1, &c->n_layers, name, e)) ||
         (rc = get_int(root, "num_attention_heads", -1, 1, &c->n_heads, name, e)) ||
         (rc = get_int(root, "num_key_value_heads", c->n_heads, 1, &c->n_kv_heads, name, e)) ||
@@ -319,11 +375,12 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
         (rc = get_int(root, "max_position_embeddings", def_max_pos, 1, &c->max_seq_len, name, e)))
         return rc;
     /* Qwen3 defaults head_dim to 128; the others (Qwen3-MoE too) derive it. */
-    long long def_hd = c->arch == ARCH_QWEN3 ? 128 : c->dim / c->n_heads;
+    long long def_hd = c->arch == ARCH_QWEN3 ? 128 : c->arch == ARCH_GPT_OSS ? 64 : c->dim / c->n_heads;
     if ((rc = get_int(root, "head_dim", def_hd, 1, &c->head_dim, name, e))) return rc;
     if (moe && (rc = read_moe(c, root, name, e))) return rc;
+    if (c->arch == ARCH_GPT_OSS && (rc = read_oss_moe(c, root, name, e))) return rc;
     double eps;
-    if ((rc = get_num(root, "rope_theta", 10000.0, &c->rope_theta, name, e)) ||
+    if ((rc = get_num(root, "rope_theta", c->arch == ARCH_GPT_OSS ? 150000.0 : 10000.0, &c->rope_theta, name, e)) ||
         (rc = get_num(root, "rms_norm_eps", 1e-6, &eps, name, e)))
         return rc;
     c->norm_eps = (float)eps;
@@ -333,7 +390,7 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
     if (cJSON_IsString(act) && strcmp(act->valuestring, "silu"))
         return gerr_set(e, EX_DATAERR, "%s: hidden_act \"%s\" is not supported (only silu)", name,
                         act->valuestring);
-    if (c->arch != ARCH_QWEN2 && get_bool(root, "attention_bias", false))
+    if (c->arch != ARCH_QWEN2 && c->arch != ARCH_GPT_OSS && get_bool(root, "attention_bias", false))
         return gerr_set(e, EX_DATAERR, "%s: attention_bias is not supported for %s", name, arch);
     if (get_bool(root, "mlp_bias", false))
         return gerr_set(e, EX_DATAERR, "%s: mlp_bias is not supported", name);

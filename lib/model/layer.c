@@ -38,6 +38,10 @@ layer_params model_layer(const model_params *p, const model_config *c, int l) {
         .exp_gate = FFN(exp_gate, E * I * d, true),
         .exp_up = FFN(exp_up, E * I * d, true),
         .exp_down = FFN(exp_down, E * d * I, true),
+        .router_b = FFN(router_b, E, true),
+        .exp_gate_b = FFN(exp_gate_b, E * I, true),
+        .exp_up_b = FFN(exp_up_b, E * I, true),
+        .exp_down_b = FFN(exp_down_b, E * d, true),
     };
 #undef FFN
 #undef AT
@@ -166,12 +170,22 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
 
 /* out[n, out_dim] = in W^T for expert matrix W [out_dim, in_dim] (packed in
  * its own place when the model is). */
-static void expert_matmul(const layer_pass *p, float *out, const float *in, const float *w, int n, int in_dim,
-                          int out_dim) {
+static void expert_matmul(const layer_pass *p, float *out, const float *in, const float *w, const float *bias, int n,
+                          int in_dim, int out_dim) {
     if (p->m->packed)
-        p->be->matmul_forward_packed(out, in, w, p->m->packed_as, NULL, n, in_dim, out_dim);
+        p->be->matmul_forward_packed(out, in, w, p->m->packed_as, bias, n, in_dim, out_dim);
     else
-        p->be->matmul_forward(out, in, w, NULL, n, in_dim, out_dim);
+        p->be->matmul_forward(out, in, w, bias, n, in_dim, out_dim);
+}
+
+/* Expert x's slice of a stacked tensor of per-expert size (NULL stays NULL). */
+static float *of_expert(float *t, int x, size_t size) { return t ? t + (size_t)x * size : NULL; }
+
+/* h = the experts' activation of gate and up over n values: SwiGLU, or gpt_oss's clamped one. */
+static void expert_act(const layer_pass *p, float *h, const float *gate, const float *up, size_t n) {
+    const model_config *c = &p->m->cfg;
+    if (c->swiglu_limit > 0) p->be->swiglu_clamped_forward(h, gate, up, n, c->swiglu_alpha, c->swiglu_limit);
+    else p->be->swiglu_forward(h, gate, up, n);
 }
 
 /* The routing of a->xn2's rows and p->moe's grouping of them (the slots). */
@@ -180,7 +194,7 @@ static void moe_route(const layer_pass *p, const layer_acts *a, const layer_para
     int R = p->n_rows, E = c->n_experts, k = c->n_experts_used;
     /* the index arrays are the host's: sel must be too (model_to_backend refuses experts) */
     assert(p->moe && !p->be->mem_alloc);
-    p->be->matmul_forward(a->probs, a->xn2, w->router, NULL, R, c->dim, E);
+    p->be->matmul_forward(a->probs, a->xn2, w->router, w->router_b, R, c->dim, E);
     p->be->moe_route_forward(a->probs, a->sel, a->route_w, a->probs, R, E, k, c->moe_norm_topk);
     moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
 }
@@ -198,13 +212,17 @@ static void moe_forward(const layer_pass *p, const layer_acts *a, const layer_pa
     for (int x = 0; x < c->n_experts; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (!n) continue;
-        expert_matmul(p, a->gate + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_gate + x * wsz, n, d, I);
-        expert_matmul(p, a->up + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_up + x * wsz, n, d, I);
+        expert_matmul(p, a->gate + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_gate + x * wsz,
+                      of_expert(w->exp_gate_b, x, I), n, d, I);
+        expert_matmul(p, a->up + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_up + x * wsz,
+                      of_expert(w->exp_up_b, x, I), n, d, I);
     }
-    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * k * I);
+    expert_act(p, a->h, a->gate, a->up, (size_t)R * k * I);
     for (int x = 0; x < c->n_experts; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
-        if (n) expert_matmul(p, a->ye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz, n, I, d);
+        if (n)
+            expert_matmul(p, a->ye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz,
+                          of_expert(w->exp_down_b, x, d), n, I, d);
     }
     be->moe_combine_forward(out, a->ye, a->route_w, p->moe->slot_of, R, k, d);
 }
@@ -220,29 +238,33 @@ static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_p
     size_t wsz = (size_t)I * d;
     moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
     be->moe_combine_backward(s->dye, s->dw, s->dx, a->ye, a->route_w, p->moe->slot_of, R, k, d);
-    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * k * I);
+    expert_act(p, a->h, a->gate, a->up, (size_t)R * k * I);
     for (int x = 0; x < E; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (n)
-            be->matmul_backward(s->dgate + (size_t)s0 * I, g->exp_down ? g->exp_down + x * wsz : NULL, NULL,
+            be->matmul_backward(s->dgate + (size_t)s0 * I, of_expert(g->exp_down, x, wsz), of_expert(g->exp_down_b, x, d),
                                 s->dye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz, n, I, d, false);
     }
-    be->swiglu_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * k * I);
+    if (c->swiglu_limit > 0)
+        be->swiglu_clamped_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * k * I, c->swiglu_alpha,
+                                    c->swiglu_limit);
+    else
+        be->swiglu_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * k * I);
     be->gather_rows(a->xe, a->xn2, p->moe->row_of, R * k, d);
     for (int x = 0; x < E; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (!n) continue;
         float *dxe = s->dxe + (size_t)s0 * d;
         const float *xe = a->xe + (size_t)s0 * d;
-        be->matmul_backward(dxe, g->exp_gate ? g->exp_gate + x * wsz : NULL, NULL, s->dgate + (size_t)s0 * I, xe,
-                            w->exp_gate + x * wsz, n, d, I, false);
-        be->matmul_backward(dxe, g->exp_up ? g->exp_up + x * wsz : NULL, NULL, s->dup + (size_t)s0 * I, xe,
+        be->matmul_backward(dxe, of_expert(g->exp_gate, x, wsz), of_expert(g->exp_gate_b, x, I),
+                            s->dgate + (size_t)s0 * I, xe, w->exp_gate + x * wsz, n, d, I, false);
+        be->matmul_backward(dxe, of_expert(g->exp_up, x, wsz), of_expert(g->exp_up_b, x, I), s->dup + (size_t)s0 * I, xe,
                             w->exp_up + x * wsz, n, d, I, true);
     }
     backend_zero(be, s->dxn, (size_t)R * d * sizeof *s->dxn);
     be->scatter_add_rows(s->dxn, s->dxe, p->moe->row_of, R * k, d);
     be->moe_route_backward(s->dlogits, s->dw, a->probs, a->sel, a->route_w, R, E, k, c->moe_norm_topk);
-    be->matmul_backward(s->dxn, g->router, NULL, s->dlogits, a->xn2, w->router, R, d, E, true);
+    be->matmul_backward(s->dxn, g->router, g->router_b, s->dlogits, a->xn2, w->router, R, d, E, true);
 }
 
 /* ---- the layer ------------------------------------------------------------------ */

@@ -147,6 +147,7 @@ typedef struct {
 typedef struct {
     float *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *sinks, *wo, *bo, *ffn_norm, *w_gate, *w_up, *w_down;
     float *router, *exp_gate, *exp_up, *exp_down; /* a mixture of experts' (w_gate .. w_down then NULL) */
+    float *router_b, *exp_gate_b, *exp_up_b, *exp_down_b; /* gpt_oss's */
 } layer_params;
 layer_params model_layer(const model_params *p, const model_config *c, int layer);
 /* The weights the forward reads for one layer: on the model's device

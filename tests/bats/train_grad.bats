@@ -48,6 +48,8 @@ grad_case() {
 @test "gradient vs autograd: llama, YaRN, sliding windows, LoRA on q,k,v,o, dapo" {
     grad_case llama-yarn-window-lora-qkvo-dapo
 }
+@test "gradient vs autograd: gpt_oss, full (sinks, biases, experts, router), beta" { grad_case gptoss-full-beta; }
+@test "gradient vs autograd: gpt_oss, LoRA on q,k,v,o, dapo, beta" { grad_case gptoss-lora-qkvo-dapo; }
 @test "gradient vs autograd, bf16 products: llama, full fine-tuning, beta" { needs_bf16; grad_case llama-full-bf16; }
 @test "gradient vs autograd, bf16 products: qwen2 biases, sequence importance, bnpo, beta" {
     needs_bf16; grad_case qwen2-full-seq-bf16

@@ -69,7 +69,8 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
     from safetensors.torch import save_file
     cfg = dict(TINY)
     cfg["architectures"] = {"llama": ["LlamaForCausalLM"], "qwen2": ["Qwen2ForCausalLM"],
-                            "qwen3": ["Qwen3ForCausalLM"], "qwen3_moe": ["Qwen3MoeForCausalLM"]}[arch]
+                            "qwen3": ["Qwen3ForCausalLM"], "qwen3_moe": ["Qwen3MoeForCausalLM"],
+                            "gpt_oss": ["GptOssForCausalLM"]}[arch]
     cfg["model_type"] = arch
     cfg["tie_word_embeddings"] = tied
     cfg["hidden_act"] = "silu"
@@ -78,6 +79,13 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
     cfg["torch_dtype"] = "float32" if dtype == "f32" else "bfloat16"
     if arch in ("qwen3", "qwen3_moe"):
         cfg["head_dim"] = 24
+    if arch == "gpt_oss":
+        # GptOssConfig's keys: 8 experts of width 32 (intermediate_size), top 2;
+        # gpt-oss's attention: sinks, biases, YaRN, sliding layers of window 5
+        cfg.update(num_local_experts=8, num_experts_per_tok=2, experts_per_token=2, intermediate_size=32,
+                   swiglu_limit=7.0, router_aux_loss_coef=0.9, output_router_logits=False, attention_bias=True,
+                   head_dim=16)
+        yarn, window = True, window or 5
     if arch == "qwen3_moe":
         cfg.update(MOE, norm_topk_prob=norm_topk, mlp_only_layers=list(dense_layers), decoder_sparse_step=sparse_step,
                    num_experts_per_tok=top_k)
@@ -118,7 +126,7 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
         t[p + "self_attn.q_proj.weight"] = mat(nh * hd, d)
         t[p + "self_attn.k_proj.weight"] = mat(nkv * hd, d)
         t[p + "self_attn.v_proj.weight"] = mat(nkv * hd, d)
-        if arch == "qwen2":
+        if arch in ("qwen2", "gpt_oss"):
             t[p + "self_attn.q_proj.bias"] = bias(nh * hd)
             t[p + "self_attn.k_proj.bias"] = bias(nkv * hd)
             t[p + "self_attn.v_proj.bias"] = bias(nkv * hd)
@@ -127,6 +135,18 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
             t[p + "self_attn.k_norm.weight"] = norm(hd)
         t[p + "self_attn.o_proj.weight"] = mat(d, nh * hd)
         t[p + "post_attention_layernorm.weight"] = norm(d)
+        if arch == "gpt_oss":
+            t[p + "self_attn.o_proj.bias"] = bias(d)
+            t[p + "self_attn.sinks"] = torch.randn(nh, generator=g)  # logits of the scores' order
+            E, I = cfg["num_local_experts"], cfg["intermediate_size"]
+            t[p + "mlp.router.weight"] = 2 * mat(E, d)
+            t[p + "mlp.router.bias"] = bias(E)
+            # gate and up of spread ~5, so that some cross the clamp at 7
+            t[p + "mlp.experts.gate_up_proj"] = 5 * torch.randn(E, d, 2 * I, generator=g) / math.sqrt(d)
+            t[p + "mlp.experts.gate_up_proj_bias"] = bias(E * 2 * I).view(E, 2 * I)
+            t[p + "mlp.experts.down_proj"] = torch.randn(E, I, d, generator=g) / math.sqrt(I) / 4
+            t[p + "mlp.experts.down_proj_bias"] = bias(E * d).view(E, d)
+            continue
         if moe_layer(cfg, i):
             E, I = cfg["num_experts"], cfg["moe_intermediate_size"]
             # logits of spread ~2 so that tokens go to different experts
@@ -223,7 +243,7 @@ def forward(c, W, tokens):
     x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
     rs, att_factor = c.get("rope_scaling"), 1.0
     if rs and rs.get("rope_type") == "yarn":
-        inv, att_factor = yarn_of(hd, c["theta"], rs, c["max_pos"])
+        inv, att_factor = yarn_of(hd, c["theta"], rs, c.get("max_pos"))
     else:
         inv = inv_freq_of(hd, c["theta"], rs)
     freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv)
@@ -232,6 +252,7 @@ def forward(c, W, tokens):
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
     # sliding_window_overlay: key j seen from query i when j > i - window
     idx = torch.arange(T)
+    types = c.get("layer_types") or ["full_attention"] * c["L"]
     window_mask = mask.masked_fill(idx[None, :] <= idx[:, None] - (c.get("window") or T + 1), float("-inf"))
     for i in range(c["L"]):
         p = f"model.layers.{i}."
@@ -252,7 +273,7 @@ def forward(c, W, tokens):
         k = k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(nh // nkv, dim=0)  # repeat_kv
         v = v.repeat_interleave(nh // nkv, dim=0)
-        scores = q @ k.transpose(1, 2) / math.sqrt(hd) + (window_mask if c["layer_types"][i] == "sliding_attention"
+        scores = q @ k.transpose(1, 2) / math.sqrt(hd) + (window_mask if types[i] == "sliding_attention"
                                                           else mask)
         if p + "self_attn.sinks" in W:  # gpt_oss: the sink's logit joins the softmax, then is dropped
             sinks = W[p + "self_attn.sinks"].view(nh, 1, 1).expand(nh, T, 1)
@@ -266,6 +287,9 @@ def forward(c, W, tokens):
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
         if p + "mlp.gate.weight" in W:
             x = x + sparse_moe(c, W, p, h)
+            continue
+        if p + "mlp.router.weight" in W:
+            x = x + oss_moe(c, W, p, h)
             continue
         gate = h @ W[p + "mlp.gate_proj.weight"].T
         up = h @ W[p + "mlp.up_proj.weight"].T
@@ -302,6 +326,34 @@ def sparse_moe(c, W, p, h):
     return out
 
 
+def oss_moe(c, W, p, h):
+    """GptOssMLP: GptOssTopKRouter (logits with a bias, the top k, a softmax over
+    those k) and GptOssExperts (gate_up = x gate_up_proj + bias, gate the even
+    columns and up the odd, gate clamped above and up both sides at
+    swiglu_limit, (up + 1) gate sigmoid(1.702 gate), then down_proj + bias),
+    weighted and summed. The choice of experts carries no gradient."""
+    import torch
+    logits = h @ W[p + "mlp.router.weight"].T + W[p + "mlp.router.bias"]
+    k, E = c["top_k"], logits.shape[-1]
+    top = torch.topk(logits.detach(), k + 1 if k < E else k, dim=-1)
+    if k < E:
+        gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
+        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
+    sel = top.indices[:, :k]
+    w = torch.softmax(logits.gather(-1, sel), dim=-1)
+    limit, e = c.get("swiglu_limit", 7.0), p + "mlp.experts."
+    out = torch.zeros_like(h)
+    for x in range(E):
+        rows, j = torch.where(sel == x)
+        if rows.numel() == 0:
+            continue
+        gu = h[rows] @ W[e + "gate_up_proj"][x] + W[e + "gate_up_proj_bias"][x]
+        gate, up = gu[..., ::2].clamp(max=limit), gu[..., 1::2].clamp(min=-limit, max=limit)
+        y = ((up + 1) * gate * torch.sigmoid(gate * 1.702)) @ W[e + "down_proj"][x] + W[e + "down_proj_bias"][x]
+        out = out.index_add(0, rows, y * w[rows, j, None])
+    return out
+
+
 def read_tokens(path):
     with open(path) as f:
         return [int(t) for t in f.read().split()]
@@ -334,7 +386,8 @@ def ref_config(cfg):
                 theta=cfg["rope_theta"], rope_scaling=cfg.get("rope_scaling"), qk_norm=arch in ("qwen3", "qwen3_moe"),
                 top_k=cfg.get("num_experts_per_tok", 0), norm_topk=cfg.get("norm_topk_prob", False),
                 max_pos=cfg.get("max_position_embeddings"), window=cfg.get("sliding_window"),
-                layer_types=cfg.get("layer_types") or ["full_attention"] * cfg["num_hidden_layers"])
+                layer_types=cfg.get("layer_types") or ["full_attention"] * cfg["num_hidden_layers"],
+                swiglu_limit=cfg.get("swiglu_limit", 7.0))
 
 
 def hf_logits(d, tokens):

@@ -110,6 +110,11 @@ CASES = {
     # float64's gap is below that (here 3e-2 of logp). With every expert
     # chosen nothing can flip: each expert and the router's softmax in bf16
     "qwen3moe-allexperts-full-bf16": dict(arch="qwen3_moe", top_k=8, beta=0.04, compute="bf16"),
+    # gpt-oss: sinks, q/k/v/o biases, YaRN, sliding layers, the router's and
+    # experts' biases, the clamped SwiGLU; LoRA on the attention projections
+    "gptoss-full-beta": dict(arch="gpt_oss", beta=0.04),
+    "gptoss-lora-qkvo-dapo": dict(arch="gpt_oss", loss="dapo", beta=0.04,
+                                  lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=9)),
     # gpt-oss's attention options: YaRN RoPE (its factor and betas) and
     # sliding-window layers (window 5, sequences of up to 20 tokens) between full ones
     "qwen2-yarn-window-full-beta": dict(arch="qwen2", yarn=True, window=5, beta=0.04),
@@ -186,6 +191,31 @@ def grpo_loss(case, logps, seqs, ref_logps, ents):
         else:
             total = total + per_tok.sum() / (n_comp * case.get("max_new_tokens", 16))
     return total
+
+
+def stack_oss_grads(ours):
+    """gpt_oss's expert gradients come per slice (grad.NAME:PARAM:EXPERT, our
+    [I, dim], [dim, I] or vector): stacked into HF's tensors, gate and up
+    interleaved in gate_up_proj's columns, the matrices transposed."""
+    parts = {}
+    for k in [k for k in ours if k.count(":") == 2]:
+        name, param, x = k.split(":")
+        parts.setdefault(name, {})[(param, int(x))] = ours.pop(k)
+    for name, p in parts.items():
+        E = 1 + max(x for _, x in p)
+        if name.endswith("gate_up_proj") or name.endswith("gate_up_proj_bias"):
+            g0 = p[("exp_gate" if name.endswith("proj") else "exp_gate_b", 0)]
+            kind = "" if name.endswith("proj") else "_b"
+            out = np.zeros((E,) + (g0.T.shape[:-1] + (2 * g0.T.shape[-1],) if g0.ndim == 2 else (2 * g0.shape[0],)),
+                           dtype=np.float32)
+            for x in range(E):
+                out[x][..., ::2] = p[("exp_gate" + kind, x)].T
+                out[x][..., 1::2] = p[("exp_up" + kind, x)].T
+        else:
+            kind = "exp_down" if name.endswith("proj") else "exp_down_b"
+            out = np.stack([p[(kind, x)].T for x in range(E)])
+        ours[name] = out
+    return ours
 
 
 def run(case_name, work):
@@ -266,7 +296,7 @@ def run(case_name, work):
     if r.returncode:
         print(f"driver failed with {r.returncode}")
         return 1
-    ours = load_file(opath)
+    ours = stack_oss_grads(load_file(opath))
 
     # the reference graph
     params = {}
