@@ -191,7 +191,8 @@ static int generate_config(const char *out_path, const model *m, const char *sou
     int rc = find_rope_scaling(m, &c, source, e);
     if (rc) return rc;
     static const char *const classes[] = {[ARCH_LLAMA] = "LlamaForCausalLM", [ARCH_QWEN2] = "Qwen2ForCausalLM",
-                                          [ARCH_QWEN3] = "Qwen3ForCausalLM", [ARCH_QWEN3_MOE] = "Qwen3MoeForCausalLM"};
+                                          [ARCH_QWEN3] = "Qwen3ForCausalLM", [ARCH_QWEN3_MOE] = "Qwen3MoeForCausalLM",
+                                          [ARCH_GPT_OSS] = "GptOssForCausalLM"};
     entries es = {.n = 0};
     sb_printf(put(&es, "architectures"), "[\n    \"%s\"\n  ]", classes[c.arch]);
     sb_printf(put(&es, "model_type"), "\"%s\"", model_arch_name(c.arch));

@@ -104,6 +104,48 @@ static int load_fused_expert(const shard_set *s, const model *m, const model_ten
     return st_tensor_to_f32_finite(f, &slice, r->dst, e);
 }
 
+/* gpt_oss's experts (model.c's oss_names): expert r->expert's slice of
+ * gate_up_proj [E, dim, 2I] (x W: gate the even columns, up the odd),
+ * down_proj [E, I, dim], gate_up_proj_bias [E, 2I] or down_proj_bias [E, dim],
+ * into r->dst as our [I, dim], [dim, I] or vector. */
+static int load_oss_expert(const shard_set *s, const model *m, const model_tensor_ref *r, const char *dir, gerr *e) {
+    const model_config *c = &m->cfg;
+    const st_file *f = NULL;
+    const st_tensor *t = find(s, r->hf, &f);
+    if (!t) return gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", dir, r->hf);
+    bool fused = r->param != P_EXP_DOWN && r->param != P_EXP_DOWN_B, matrix = r->cols > 0;
+    int64_t E = c->n_experts, I = c->moe_hidden_dim, d = c->dim;
+    int64_t a = matrix ? (fused ? d : I) : (fused ? 2 * I : d), b = fused ? 2 * I : d; /* per expert [a, b] or [a] */
+    if (t->ndim != (matrix ? 3 : 2) || t->shape[0] != E || t->shape[1] != a || (matrix && t->shape[2] != b)) {
+        if (matrix)
+            return gerr_set(e, EX_DATAERR, "%s: tensor %s: expected shape [%lld, %lld, %lld]", f->name, r->hf,
+                            (long long)E, (long long)a, (long long)b);
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s: expected shape [%lld, %lld]", f->name, r->hf, (long long)E,
+                        (long long)a);
+    }
+    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16; MXFP4 not yet)",
+                        f->name, r->hf, st_dtype_name(t->dtype));
+    int64_t per = matrix ? a * b : a;
+    st_tensor slice = *t;
+    size_t size = st_dtype_size(t->dtype);
+    slice.data = (const char *)t->data + (size_t)(r->expert * per) * size;
+    slice.numel = per;
+    slice.nbytes = (size_t)per * size;
+    float *tmp = xcalloc((size_t)per, sizeof *tmp);
+    int rc = st_tensor_to_f32_finite(f, &slice, tmp, e);
+    int odd = r->param == P_EXP_UP || r->param == P_EXP_UP_B;
+    for (int64_t i = 0; !rc && i < r->rows; i++)
+        for (int64_t j = 0; j < (matrix ? r->cols : 1); j++) {
+            float *to = r->dst + i * (matrix ? r->cols : 1) + j;
+            if (!matrix) *to = tmp[fused ? 2 * i + odd : i];
+            else if (fused) *to = tmp[j * b + 2 * i + odd]; /* ours [I, dim] from [dim, 2I] */
+            else *to = tmp[j * b + i];                      /* ours [dim, I] from [I, dim] */
+        }
+    free(tmp);
+    return rc;
+}
+
 static int load_tensors(model *m, const shard_set *s, const char *dir, gerr *e) {
     size_t n = model_tensor_list(m, NULL);
     model_tensor_ref *refs = xcalloc(n, sizeof *refs);
@@ -111,6 +153,10 @@ static int load_tensors(model *m, const shard_set *s, const char *dir, gerr *e) 
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         const model_tensor_ref *r = &refs[i];
+        if (m->cfg.arch == ARCH_GPT_OSS && r->expert >= 0) {
+            rc = load_oss_expert(s, m, r, dir, e);
+            continue;
+        }
         const st_file *f = NULL;
         const st_tensor *t = find(s, r->hf, &f);
         if (!t && r->expert >= 0 && (rc = load_fused_expert(s, m, r, e)) != 1) {

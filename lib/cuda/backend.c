@@ -96,6 +96,10 @@ static void attention_fwd(float *out, float *lse, const float *q, const kv_view 
                           attn_shape sh, attn_workspace *ws) {
     (void)ws; /* the host's per-thread scratch: the kernels keep their state on the device */
     if (cuda_broken() || n <= 0) return;
+    if (sh.window || sh.sinks || sh.scale > 0) { /* model_to_backend refuses such a model first */
+        cuda_fail_msg("attention sinks, sliding windows and YaRN's scale are not implemented on cuda");
+        return;
+    }
     if (!kv->row_kv) { /* a training batch attending to its own rows: part 2 */
         cuda_fail_msg("attention over a batch's own K/V is not implemented on cuda");
         return;
@@ -150,6 +154,10 @@ static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, co
     (void)ws;
     int n = n_seqs > 0 ? start[n_seqs] : 0;
     if (cuda_broken() || n <= 0) return;
+    if (sh.window || sh.sinks || sh.scale > 0) {
+        cuda_fail_msg("attention sinks, sliding windows and YaRN's scale are not implemented on cuda");
+        return;
+    }
     int *row_seq = malloc((size_t)n * sizeof *row_seq);
     if (!row_seq) {
         cuda_fail_msg("out of host memory for attention's backward");

@@ -283,7 +283,11 @@ int export_run(const export_opts *o, char **note, gerr *e) {
         show_end(&sh);
         return rc;
     }
-    if (!(rc = fit_model(o, &m, note, e))) {
+    const model_config *c = &m.cfg;
+    if (o->format == EXPORT_GGUF && (c->rope_yarn || c->sliding_window > 0 || c->attn_sinks || c->attn_o_bias))
+        rc = gerr_set(e, EX_DATAERR, "%s: --format gguf does not write YaRN RoPE, sliding windows or attention sinks",
+                      o->model);
+    if (!rc && !(rc = fit_model(o, &m, note, e))) {
         show(&sh, o, "writing", o->out, "tensors");
         if (o->format == EXPORT_HF) {
             rc = hf_export_dir(o->out, &m, o->model, o->dtype, &sh.pg, e);

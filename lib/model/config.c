@@ -16,11 +16,14 @@ const char *model_arch_name(model_arch a) {
     case ARCH_QWEN2: return "qwen2";
     case ARCH_QWEN3: return "qwen3";
     case ARCH_QWEN3_MOE: return "qwen3_moe";
+    case ARCH_GPT_OSS: return "gpt_oss";
     }
     return "unknown";
 }
 
-const char *model_arch_gguf(model_arch a) { return a == ARCH_QWEN3_MOE ? "qwen3moe" : model_arch_name(a); }
+const char *model_arch_gguf(model_arch a) {
+    return a == ARCH_QWEN3_MOE ? "qwen3moe" : a == ARCH_GPT_OSS ? "gpt-oss" : model_arch_name(a);
+}
 
 /* ---- config.json ---------------------------------------------------------- */
 
@@ -88,7 +91,34 @@ static int read_eos(model_config *c, const cJSON *root, const char *name, gerr *
     return 0;
 }
 
-/* rope_scaling (or transformers v5's rope_parameters): none, "default", or "llama3". */
+/* rope_scaling {rope_type: "yarn"}: defaults as _compute_yarn_parameters'
+ * (original context: max_position_embeddings; beta_fast 32, beta_slow 1,
+ * truncate true; the attention factor 0.1 ln(factor) + 1 for factor > 1,
+ * or mscale / mscale_all_dim's ratio when both are given). */
+static int read_yarn(model_config *c, const cJSON *rs, const char *name, gerr *e) {
+    int rc;
+    double mscale, mscale_all;
+    if ((rc = get_num(rs, "factor", NAN, &c->rope_factor, name, e)) ||
+        (rc = get_int(rs, "original_max_position_embeddings", c->max_seq_len, 1, &c->rope_original_max_pos, name, e)) ||
+        (rc = get_num(rs, "beta_fast", 32, &c->rope_beta_fast, name, e)) ||
+        (rc = get_num(rs, "beta_slow", 1, &c->rope_beta_slow, name, e)) ||
+        (rc = get_num(rs, "mscale", 0, &mscale, name, e)) || (rc = get_num(rs, "mscale_all_dim", 0, &mscale_all, name, e)))
+        return rc;
+    if (!(c->rope_factor > 0) || !(c->rope_beta_fast > 0) || !(c->rope_beta_slow > 0))
+        return gerr_set(e, EX_DATAERR, "%s: rope_scaling yarn: factor, beta_fast and beta_slow must be positive", name);
+    double f = c->rope_factor;
+#define YARN_MSCALE(m) (f <= 1 ? 1.0 : 0.1 * (m) * log(f) + 1.0)
+    double def = mscale != 0 && mscale_all != 0 ? YARN_MSCALE(mscale) / YARN_MSCALE(mscale_all) : YARN_MSCALE(1.0);
+#undef YARN_MSCALE
+    if ((rc = get_num(rs, "attention_factor", def, &c->rope_attn_factor, name, e))) return rc;
+    if (!(c->rope_attn_factor > 0))
+        return gerr_set(e, EX_DATAERR, "%s: rope_scaling yarn: attention_factor must be positive", name);
+    c->rope_truncate = get_bool(rs, "truncate", true);
+    c->rope_yarn = true;
+    return 0;
+}
+
+/* rope_scaling (or transformers v5's rope_parameters): none, "default", "llama3" or "yarn". */
 static int read_rope_scaling(model_config *c, const cJSON *rs, const char *name, gerr *e) {
     if (!rs || cJSON_IsNull(rs)) return 0;
     if (!cJSON_IsObject(rs)) return gerr_set(e, EX_DATAERR, "%s: rope_scaling: expected an object", name);
@@ -96,8 +126,9 @@ static int read_rope_scaling(model_config *c, const cJSON *rs, const char *name,
     if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
     const char *type = cJSON_IsString(t) ? t->valuestring : "default";
     if (!strcmp(type, "default")) return 0;
+    if (!strcmp(type, "yarn")) return read_yarn(c, rs, name, e);
     if (strcmp(type, "llama3"))
-        return gerr_set(e, EX_DATAERR, "%s: rope_scaling type \"%s\" is not supported (only llama3)",
+        return gerr_set(e, EX_DATAERR, "%s: rope_scaling type \"%s\" is not supported (only llama3 and yarn)",
                         name, type);
     int rc;
     if ((rc = get_num(rs, "factor", NAN, &c->rope_factor, name, e)) ||
@@ -149,11 +180,12 @@ static int read_classifier(model_config *c, const cJSON *root, const char *name,
  * norm_topk_prob (default false) and mlp_only_layers (default none) are read
  * beside them; router_aux_loss_coef and output_router_logits only say what
  * transformers' training adds and change no output: accepted. */
-static const struct {
+typedef struct {
     const char *key;
     long long def, lo, hi;
     size_t at; /* offsetof the model_config field */
-} moe_ints[] = {
+} int_key;
+static const int_key moe_ints[] = {
     {"num_experts", 128, 1, 1 << 16, offsetof(model_config, n_experts)},
     {"num_experts_per_tok", 8, 1, 1 << 16, offsetof(model_config, n_experts_used)},
     {"moe_intermediate_size", 768, 1, 1 << 20, offsetof(model_config, moe_hidden_dim)},
@@ -166,25 +198,61 @@ static const char *const moe_other_keys[] = {"norm_topk_prob", "mlp_only_layers"
  * refused rather than ignored. */
 static const char *const moe_words[] = {"expert", "moe", "router", "topk", "routed", "scoring", "n_group"};
 
-static bool known_moe_key(const char *key) {
-    for (size_t i = 0; i < sizeof moe_ints / sizeof *moe_ints; i++)
-        if (!strcmp(key, moe_ints[i].key)) return true;
-    for (size_t i = 0; i < sizeof moe_other_keys / sizeof *moe_other_keys; i++)
-        if (!strcmp(key, moe_other_keys[i])) return true;
+/* A family's expert settings: its integer keys and the others it reads or accepts. */
+typedef struct {
+    const char *family, *experts_key; /* the key of n_experts, for messages */
+    const int_key *ints;
+    size_t n_ints;
+    const char *const *others;
+    size_t n_others;
+    const char *alias; /* another name of ints[alias_of]: when present it must hold the same */
+    size_t alias_of;
+} expert_keys;
+
+static bool known_key(const expert_keys *k, const char *key) {
+    for (size_t i = 0; i < k->n_ints; i++)
+        if (!strcmp(key, k->ints[i].key)) return true;
+    for (size_t i = 0; i < k->n_others; i++)
+        if (!strcmp(key, k->others[i])) return true;
     return false;
 }
 
-static int check_moe_keys(const cJSON *root, const char *name, gerr *e) {
-    const cJSON *el;
-    cJSON_ArrayForEach(el, root) {
-        if (known_moe_key(el->string)) continue;
-        for (size_t i = 0; i < sizeof moe_words / sizeof *moe_words; i++)
-            if (strstr(el->string, moe_words[i]))
-                return gerr_set(e, EX_DATAERR, "%s: key \"%s\": an expert setting qwen3_moe does not have (not supported)",
-                                name, el->string);
-    }
+/* An alias key (absent or null: fine) must hold the integer want, which key2 holds. */
+static int check_alias(const cJSON *root, const char *key, int want, const char *key2, const char *name, gerr *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    long long x;
+    if (v && !cJSON_IsNull(v) && (!json_int(v, 1, 1 << 16, &x) || x != want))
+        return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected the same integer as %s (%d)", name, key, key2, want);
     return 0;
 }
+
+/* Refuses a key that names an expert setting the family does not have, then
+ * reads its integer keys (their defaults when absent) into c. */
+static int read_expert_ints(model_config *c, const cJSON *root, const expert_keys *k, const char *name, gerr *e) {
+    const cJSON *el;
+    cJSON_ArrayForEach(el, root) {
+        if (known_key(k, el->string)) continue;
+        for (size_t i = 0; i < sizeof moe_words / sizeof *moe_words; i++)
+            if (strstr(el->string, moe_words[i]))
+                return gerr_set(e, EX_DATAERR, "%s: key \"%s\": an expert setting %s does not have (not supported)",
+                                name, el->string, k->family);
+    }
+    for (size_t i = 0; i < k->n_ints; i++) {
+        const int_key *t = &k->ints[i];
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, t->key);
+        long long x = t->def;
+        if (v && !cJSON_IsNull(v) && !json_int(v, t->lo, t->hi, &x))
+            return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected an integer from %lld to %lld", name, t->key, t->lo,
+                            t->hi);
+        *(int *)((char *)c + t->at) = (int)x;
+    }
+    if (c->n_experts_used > c->n_experts)
+        return gerr_set(e, EX_DATAERR, "%s: key \"num_experts_per_tok\": %d is more than %s (%d)", name,
+                        c->n_experts_used, k->experts_key, c->n_experts);
+    const int_key *of = &k->ints[k->alias_of];
+    return check_alias(root, k->alias, *(const int *)((const char *)c + of->at), of->key, name, e);
+}
+
 
 /* mlp_only_layers: null or a list of layer indices below n_layers. */
 static int read_dense_layers(model_config *c, const cJSON *root, const char *name, gerr *e) {
@@ -202,31 +270,67 @@ static int read_dense_layers(model_config *c, const cJSON *root, const char *nam
 }
 
 static int read_moe(model_config *c, const cJSON *root, const char *name, gerr *e) {
-    int rc = check_moe_keys(root, name, e);
-    if (rc) return rc;
-    for (size_t i = 0; i < sizeof moe_ints / sizeof *moe_ints; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, moe_ints[i].key);
-        int *out = (int *)((char *)c + moe_ints[i].at);
-        long long x = moe_ints[i].def;
-        if (v && !cJSON_IsNull(v) && !json_int(v, moe_ints[i].lo, moe_ints[i].hi, &x))
-            return gerr_set(e, EX_DATAERR, "%s: key \"%s\": expected an integer from %lld to %lld", name,
-                            moe_ints[i].key, moe_ints[i].lo, moe_ints[i].hi);
-        *out = (int)x;
-    }
-    if (c->n_experts_used > c->n_experts)
-        return gerr_set(e, EX_DATAERR, "%s: key \"num_experts_per_tok\": %d is more than num_experts (%d)", name,
-                        c->n_experts_used, c->n_experts);
     /* transformers' attribute_map names num_experts num_local_experts too */
-    const cJSON *alias = cJSON_GetObjectItemCaseSensitive(root, "num_local_experts");
-    long long x;
-    if (alias && !cJSON_IsNull(alias) && (!json_int(alias, 1, 1 << 16, &x) || x != c->n_experts))
-        return gerr_set(e, EX_DATAERR, "%s: key \"num_local_experts\": expected the same integer as num_experts (%d)",
-                        name, c->n_experts);
+    const expert_keys k = {"qwen3_moe", "num_experts", moe_ints, sizeof moe_ints / sizeof *moe_ints, moe_other_keys,
+                           sizeof moe_other_keys / sizeof *moe_other_keys, "num_local_experts", 0};
+    int rc = read_expert_ints(c, root, &k, name, e);
+    if (rc) return rc;
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob");
     if (norm && !cJSON_IsNull(norm) && !cJSON_IsBool(norm))
         return gerr_set(e, EX_DATAERR, "%s: key \"norm_topk_prob\": expected true or false", name);
     c->moe_norm_topk = cJSON_IsTrue(norm);
     return read_dense_layers(c, root, name, e);
+}
+
+/* layer_types: a list of n_layers "full_attention" or "sliding_attention",
+ * the latter with the window sliding_window (required then). */
+static int read_layer_types(model_config *c, const cJSON *types, const cJSON *root, const char *name, gerr *e) {
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layers || c->n_layers > MODEL_MAX_DENSE_LAYERS)
+        return gerr_set(e, EX_DATAERR, "%s: key \"layer_types\": expected a list of %d (num_hidden_layers) layer types",
+                        name, c->n_layers);
+    const cJSON *el;
+    int l = 0, rc;
+    cJSON_ArrayForEach(el, types) {
+        const char *t = cJSON_IsString(el) ? el->valuestring : "";
+        if (!strcmp(t, "sliding_attention"))
+            c->swa_layers[l / 64] |= 1ull << (l % 64);
+        else if (strcmp(t, "full_attention"))
+            return gerr_set(e, EX_DATAERR, "%s: key \"layer_types\": entry %d: expected \"full_attention\" or \"sliding_attention\"",
+                            name, l);
+        l++;
+    }
+    bool any = false;
+    for (size_t i = 0; i < sizeof c->swa_layers / sizeof *c->swa_layers; i++) any = any || c->swa_layers[i];
+    if (any && (rc = get_int(root, "sliding_window", -1, 1, &c->sliding_window, name, e))) return rc;
+    return 0;
+}
+
+/* gpt_oss's expert settings with transformers' GptOssConfig defaults and
+ * their ranges: the one place they live. intermediate_size is each
+ * expert's width; experts_per_token (its checkpoints carry it) must equal
+ * num_experts_per_tok; router_aux_loss_coef and output_router_logits
+ * change no output. The routing weights are a softmax over the k selected
+ * logits: norm_topk_prob's renormalised softmax, the same function. */
+static const int_key oss_ints[] = {
+    {"num_local_experts", 128, 1, 1 << 16, offsetof(model_config, n_experts)},
+    {"num_experts_per_tok", 4, 1, 1 << 16, offsetof(model_config, n_experts_used)},
+    {"intermediate_size", 2880, 1, 1 << 20, offsetof(model_config, moe_hidden_dim)},
+};
+static const char *const oss_other_keys[] = {"experts_per_token", "router_aux_loss_coef", "output_router_logits",
+                                             "swiglu_limit"};
+
+static int read_oss_moe(model_config *c, const cJSON *root, const char *name, gerr *e) {
+    const expert_keys k = {"gpt_oss", "num_local_experts", oss_ints, sizeof oss_ints / sizeof *oss_ints, oss_other_keys,
+                           sizeof oss_other_keys / sizeof *oss_other_keys, "experts_per_token", 1};
+    double limit;
+    int rc = read_expert_ints(c, root, &k, name, e);
+    if (rc) return rc;
+    if ((rc = get_num(root, "swiglu_limit", 7.0, &limit, name, e))) return rc;
+    if (!(limit > 0)) return gerr_set(e, EX_DATAERR, "%s: key \"swiglu_limit\": expected a positive number", name);
+    c->swiglu_limit = (float)limit, c->swiglu_alpha = 1.702f;
+    c->hidden_dim = c->moe_hidden_dim; /* no dense layer: the width config_check sees */
+    c->moe_step = 1, c->moe_norm_topk = true, c->moe_bias = true;
+    return 0;
 }
 
 static int parse_root(model_config *c, const cJSON *root, const char *name, gerr *e) {
@@ -253,6 +357,8 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
         c->arch = ARCH_QWEN3_MOE, c->qk_norm = true, def_max_pos = 32768;
     } else if (arch_is(arch, "Qwen3", "qwen3", &c->seq_cls)) {
         c->arch = ARCH_QWEN3, c->qk_norm = true, def_max_pos = 32768;
+    } else if (arch_is(arch, "GptOss", "gpt_oss", &c->seq_cls) && !c->seq_cls) {
+        c->arch = ARCH_GPT_OSS, c->qkv_bias = c->attn_o_bias = c->attn_sinks = true, def_max_pos = 131072;
     } else {
         return gerr_set(e, EX_DATAERR, "%s: unsupported architecture \"%s\"", name, arch);
     }
@@ -260,7 +366,8 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
     bool moe = c->arch == ARCH_QWEN3_MOE;
     if (c->seq_cls && (rc = read_classifier(c, root, name, e))) return rc;
     if ((rc = get_int(root, "hidden_size", -1, 1, &c->dim, name, e)) ||
-        (rc = get_int(root, "intermediate_size", moe ? 6144 : -1, 1, &c->hidden_dim, name, e)) ||
+        (rc = get_int(root, "intermediate_size", moe ? 6144 : c->arch == ARCH_GPT_OSS ? 2880 : -1, 1, &c->hidden_dim,
+                      name, e)) ||
         (rc = get_int(root, "num_hidden_layers", -1, 1, &c->n_layers, name, e)) ||
         (rc = get_int(root, "num_attention_heads", -1, 1, &c->n_heads, name, e)) ||
         (rc = get_int(root, "num_key_value_heads", c->n_heads, 1, &c->n_kv_heads, name, e)) ||
@@ -268,11 +375,12 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
         (rc = get_int(root, "max_position_embeddings", def_max_pos, 1, &c->max_seq_len, name, e)))
         return rc;
     /* Qwen3 defaults head_dim to 128; the others (Qwen3-MoE too) derive it. */
-    long long def_hd = c->arch == ARCH_QWEN3 ? 128 : c->dim / c->n_heads;
+    long long def_hd = c->arch == ARCH_QWEN3 ? 128 : c->arch == ARCH_GPT_OSS ? 64 : c->dim / c->n_heads;
     if ((rc = get_int(root, "head_dim", def_hd, 1, &c->head_dim, name, e))) return rc;
     if (moe && (rc = read_moe(c, root, name, e))) return rc;
+    if (c->arch == ARCH_GPT_OSS && (rc = read_oss_moe(c, root, name, e))) return rc;
     double eps;
-    if ((rc = get_num(root, "rope_theta", 10000.0, &c->rope_theta, name, e)) ||
+    if ((rc = get_num(root, "rope_theta", c->arch == ARCH_GPT_OSS ? 150000.0 : 10000.0, &c->rope_theta, name, e)) ||
         (rc = get_num(root, "rms_norm_eps", 1e-6, &eps, name, e)))
         return rc;
     c->norm_eps = (float)eps;
@@ -282,16 +390,21 @@ static int parse_root(model_config *c, const cJSON *root, const char *name, gerr
     if (cJSON_IsString(act) && strcmp(act->valuestring, "silu"))
         return gerr_set(e, EX_DATAERR, "%s: hidden_act \"%s\" is not supported (only silu)", name,
                         act->valuestring);
-    if (c->arch != ARCH_QWEN2 && get_bool(root, "attention_bias", false))
+    if (c->arch != ARCH_QWEN2 && c->arch != ARCH_GPT_OSS && get_bool(root, "attention_bias", false))
         return gerr_set(e, EX_DATAERR, "%s: attention_bias is not supported for %s", name, arch);
     if (get_bool(root, "mlp_bias", false))
         return gerr_set(e, EX_DATAERR, "%s: mlp_bias is not supported", name);
 
-    /* A sliding window narrower than the context changes attention: refuse it.
-     * Qwen configs carry sliding_window but only use it with use_sliding_window. */
+    /* layer_types names the layers with a sliding window. Without it a window
+     * narrower than the context changes attention in a way not read here:
+     * refused. Qwen configs carry sliding_window but only use it with
+     * use_sliding_window. */
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     bool sw_used = mistral || get_bool(root, "use_sliding_window", false);
-    if (sw_used && sw && !cJSON_IsNull(sw)) {
+    if (types && !cJSON_IsNull(types)) {
+        if ((rc = read_layer_types(c, types, root, name, e))) return rc;
+    } else if (sw_used && sw && !cJSON_IsNull(sw)) {
         long long w;
         if (!json_int(sw, 0, 1LL << 40, &w))
             return gerr_set(e, EX_DATAERR, "%s: sliding_window: expected an integer or null", name);
@@ -358,10 +471,46 @@ int config_load_hf(model_config *c, const char *dir, gerr *e) {
 
 /* ---- RoPE frequencies ----------------------------------------------------- */
 
+/* The dimension whose frequency turns n times over the original context
+ * (_compute_yarn_parameters' find_correction_dim). */
+static double yarn_dim(double n, const model_config *c) {
+    return c->head_dim * log(c->rope_original_max_pos / (n * 2 * M_PI)) / (2 * log(c->rope_theta));
+}
+
+/* YaRN over the plain frequencies (float32, as HF's pos_freqs): pair i
+ * keeps its frequency below the ramp (i <= low), is divided by factor above
+ * it (i >= high), and mixes the two linearly between. */
+static void yarn_inv_freq(float *inv_freq, const model_config *c) {
+    int half = c->head_dim / 2;
+    double low = yarn_dim(c->rope_beta_fast, c), high = yarn_dim(c->rope_beta_slow, c);
+    if (c->rope_truncate) low = floor(low), high = ceil(high);
+    low = fmax(low, 0), high = fmin(high, c->head_dim - 1);
+    if (low == high) high += 0.001;
+    for (int i = 0; i < half; i++) {
+        float ramp = (float)(((float)i - low) / (high - low)); /* HF: float32 arange less min over max - min */
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        double keep = 1 - (double)ramp, f = inv_freq[i];
+        inv_freq[i] = (float)(f / c->rope_factor * (1 - keep) + f * keep);
+    }
+}
+
+double rope_score_scale(const model_config *c) {
+    return c->rope_yarn ? c->rope_attn_factor * c->rope_attn_factor : 1.0;
+}
+
+int config_layer_window(const model_config *c, int l) {
+    if (c->sliding_window <= 0 || l >= MODEL_MAX_DENSE_LAYERS) return 0;
+    return c->swa_layers[l / 64] >> (l % 64) & 1 ? c->sliding_window : 0;
+}
+
 void rope_inv_freq(float *inv_freq, const model_config *c) {
     int half = c->head_dim / 2;
     for (int i = 0; i < half; i++)
         inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / c->head_dim));
+    if (c->rope_yarn) {
+        yarn_inv_freq(inv_freq, c);
+        return;
+    }
     if (!c->rope_llama3) return;
     /* transformers' _compute_llama3_parameters: long wavelengths are slowed
      * by factor, short ones kept, the band between interpolated. */

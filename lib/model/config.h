@@ -5,7 +5,9 @@
  * Supported: llama (Llama 2/3.x incl. rope_scaling "llama3", SmolLM/SmolLM2,
  * Mistral without a sliding window), qwen2 (q/k/v bias), qwen3 (per-head
  * q/k RMSNorm, head_dim from the config), qwen3_moe (qwen3's attention and a
- * mixture of experts in the layers its config makes sparse). Anything else,
+ * mixture of experts in the layers its config makes sparse), gpt_oss (sinks,
+ * biases, sliding layers, YaRN; every layer a mixture with biases and the
+ * clamped SwiGLU). Anything else,
  * an expert setting this reader does not know included, is EX_DATAERR
  * naming what is unsupported.
  *
@@ -20,7 +22,7 @@
 
 #include "../util/err.h"
 
-typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3_MOE } model_arch;
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3_MOE, ARCH_GPT_OSS } model_arch;
 
 /* MODEL_MAX_DENSE_LAYERS: the layers mlp_only_layers can name (bits of moe_dense). */
 enum { MODEL_MAX_EOS = 8, MODEL_MAX_DENSE_LAYERS = 1024 };
@@ -41,6 +43,20 @@ typedef struct {
     bool rope_llama3;
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_pos;
+    /* rope_scaling {rope_type: "yarn"} (rope_factor, rope_original_max_pos
+     * too); HF's _compute_yarn_parameters: frequencies between beta_fast and
+     * beta_slow rotations over the original context ramp from kept to
+     * divided by factor (the ramp's ends floored and ceiled when truncate),
+     * and cos, sin scaled by the attention factor (its default
+     * 0.1 ln(factor) + 1), so every score by its square: rope_score_scale. */
+    bool rope_yarn, rope_truncate;
+    double rope_beta_fast, rope_beta_slow, rope_attn_factor;
+    /* Sliding-window attention (layer_types "sliding_attention"): the layers
+     * whose bit is set attend to their last sliding_window positions only. */
+    int sliding_window;
+    uint64_t swa_layers[MODEL_MAX_DENSE_LAYERS / 64];
+    bool attn_sinks;  /* gpt_oss: a learned sink logit per head (ops.h's attn_shape) */
+    bool attn_o_bias; /* gpt_oss: a bias on o_proj (qkv_bias on q, k, v beside it) */
     bool tied_embeddings;
     bool qkv_bias; /* qwen2 */
     bool qk_norm;  /* qwen3, qwen3_moe */
@@ -53,6 +69,10 @@ typedef struct {
     bool moe_norm_topk; /* norm_topk_prob: the k routing weights divided by their sum */
     int moe_step;       /* decoder_sparse_step: layers l with (l + 1) % step == 0 are sparse */
     uint64_t moe_dense[MODEL_MAX_DENSE_LAYERS / 64]; /* mlp_only_layers, as bits: dense anyway */
+    /* gpt_oss's experts: biases on the router and on every expert projection,
+     * and the clamped SwiGLU (ops.h) with swiglu_limit (0: the plain one) */
+    bool moe_bias;
+    float swiglu_limit, swiglu_alpha; /* alpha: GptOssExperts' 1.702, not in config.json */
     int32_t bos_id; /* -1 when unknown */
     int32_t eos_ids[MODEL_MAX_EOS];
     int n_eos;
@@ -63,9 +83,9 @@ typedef struct {
     char architecture[64]; /* as the source names it ("Qwen2ForSequenceClassification", GGUF's "qwen2") */
 } model_config;
 
-/* "llama", "qwen2", "qwen3", "qwen3_moe" (HF's model_type). */
+/* "llama", "qwen2", "qwen3", "qwen3_moe", "gpt_oss" (HF's model_type). */
 const char *model_arch_name(model_arch a);
-/* llama.cpp's general.architecture: the same but "qwen3moe". */
+/* llama.cpp's general.architecture: the same but "qwen3moe", "gpt-oss". */
 const char *model_arch_gguf(model_arch a);
 
 /* Parses config.json text (name is used in messages) into c. Defaults for
@@ -83,6 +103,12 @@ int config_check(const model_config *c, const char *src, gerr *e);
  * to float (HF's float32 inv_freq), then llama3 scaling as HF's
  * _compute_llama3_parameters when c asks for it. */
 void rope_inv_freq(float *inv_freq, const model_config *c);
+
+/* The factor every attention score is multiplied by besides 1/sqrt(head_dim):
+ * YaRN's attention factor squared, else 1. */
+double rope_score_scale(const model_config *c);
+/* Layer l's window (0: it attends to every position). */
+int config_layer_window(const model_config *c, int l);
 
 /* Whether layer l's FFN is the mixture of experts (transformers'
  * Qwen3MoeDecoderLayer: not in mlp_only_layers and (l + 1) % step == 0). */

@@ -2,6 +2,7 @@
 #include "layer.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,9 @@ layer_params model_layer(const model_params *p, const model_config *c, int l) {
         .bv = AT(bv, kvd),
         .q_norm = AT(q_norm, hd),
         .k_norm = AT(k_norm, hd),
+        .sinks = AT(sinks, (size_t)c->n_heads),
         .wo = AT(wo, d * qd),
+        .bo = AT(bo, d),
         .ffn_norm = AT(ffn_norm, d),
         .w_gate = FFN(w_gate, hid * d, false),
         .w_up = FFN(w_up, hid * d, false),
@@ -35,6 +38,10 @@ layer_params model_layer(const model_params *p, const model_config *c, int l) {
         .exp_gate = FFN(exp_gate, E * I * d, true),
         .exp_up = FFN(exp_up, E * I * d, true),
         .exp_down = FFN(exp_down, E * d * I, true),
+        .router_b = FFN(router_b, E, true),
+        .exp_gate_b = FFN(exp_gate_b, E * I, true),
+        .exp_up_b = FFN(exp_up_b, E * I, true),
+        .exp_down_b = FFN(exp_down_b, E * d, true),
     };
 #undef FFN
 #undef AT
@@ -168,12 +175,22 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
 
 /* out[n, out_dim] = in W^T for expert matrix W [out_dim, in_dim] (packed in
  * its own place when the model is). */
-static void expert_matmul(const layer_pass *p, float *out, const float *in, const float *w, int n, int in_dim,
-                          int out_dim) {
+static void expert_matmul(const layer_pass *p, float *out, const float *in, const float *w, const float *bias, int n,
+                          int in_dim, int out_dim) {
     if (p->m->packed)
-        p->be->matmul_forward_packed(out, in, w, p->m->packed_as, NULL, n, in_dim, out_dim);
+        p->be->matmul_forward_packed(out, in, w, p->m->packed_as, bias, n, in_dim, out_dim);
     else
-        p->be->matmul_forward(out, in, w, NULL, n, in_dim, out_dim);
+        p->be->matmul_forward(out, in, w, bias, n, in_dim, out_dim);
+}
+
+/* Expert x's slice of a stacked tensor of per-expert size (NULL stays NULL). */
+static float *of_expert(float *t, int x, size_t size) { return t ? t + (size_t)x * size : NULL; }
+
+/* h = the experts' activation of gate and up over n values: SwiGLU, or gpt_oss's clamped one. */
+static void expert_act(const layer_pass *p, float *h, const float *gate, const float *up, size_t n) {
+    const model_config *c = &p->m->cfg;
+    if (c->swiglu_limit > 0) p->be->swiglu_clamped_forward(h, gate, up, n, c->swiglu_alpha, c->swiglu_limit);
+    else p->be->swiglu_forward(h, gate, up, n);
 }
 
 /* The routing of a->xn2's rows and p->moe's grouping of them (the slots). */
@@ -182,7 +199,7 @@ static void moe_route(const layer_pass *p, const layer_acts *a, const layer_para
     int R = p->n_rows, E = c->n_experts, k = c->n_experts_used;
     /* the index arrays are the host's: sel must be too (model_to_backend refuses experts) */
     assert(p->moe && !p->be->mem_alloc);
-    p->be->matmul_forward(a->probs, a->xn2, w->router, NULL, R, c->dim, E);
+    p->be->matmul_forward(a->probs, a->xn2, w->router, w->router_b, R, c->dim, E);
     p->be->moe_route_forward(a->probs, a->sel, a->route_w, a->probs, R, E, k, c->moe_norm_topk);
     moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
 }
@@ -200,13 +217,17 @@ static void moe_forward(const layer_pass *p, const layer_acts *a, const layer_pa
     for (int x = 0; x < c->n_experts; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (!n) continue;
-        expert_matmul(p, a->gate + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_gate + x * wsz, n, d, I);
-        expert_matmul(p, a->up + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_up + x * wsz, n, d, I);
+        expert_matmul(p, a->gate + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_gate + x * wsz,
+                      of_expert(w->exp_gate_b, x, I), n, d, I);
+        expert_matmul(p, a->up + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_up + x * wsz,
+                      of_expert(w->exp_up_b, x, I), n, d, I);
     }
-    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * k * I);
+    expert_act(p, a->h, a->gate, a->up, (size_t)R * k * I);
     for (int x = 0; x < c->n_experts; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
-        if (n) expert_matmul(p, a->ye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz, n, I, d);
+        if (n)
+            expert_matmul(p, a->ye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz,
+                          of_expert(w->exp_down_b, x, d), n, I, d);
     }
     be->moe_combine_forward(out, a->ye, a->route_w, p->moe->slot_of, R, k, d);
 }
@@ -222,35 +243,50 @@ static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_p
     size_t wsz = (size_t)I * d;
     moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
     be->moe_combine_backward(s->dye, s->dw, s->dx, a->ye, a->route_w, p->moe->slot_of, R, k, d);
-    be->swiglu_forward(a->h, a->gate, a->up, (size_t)R * k * I);
+    expert_act(p, a->h, a->gate, a->up, (size_t)R * k * I);
     for (int x = 0; x < E; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (n)
-            be->matmul_backward(s->dgate + (size_t)s0 * I, g->exp_down ? g->exp_down + x * wsz : NULL, NULL,
+            be->matmul_backward(s->dgate + (size_t)s0 * I, of_expert(g->exp_down, x, wsz), of_expert(g->exp_down_b, x, d),
                                 s->dye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz, n, I, d, false);
     }
-    be->swiglu_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * k * I);
+    if (c->swiglu_limit > 0)
+        be->swiglu_clamped_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * k * I, c->swiglu_alpha,
+                                    c->swiglu_limit);
+    else
+        be->swiglu_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * k * I);
     be->gather_rows(a->xe, a->xn2, p->moe->row_of, R * k, d);
     for (int x = 0; x < E; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (!n) continue;
         float *dxe = s->dxe + (size_t)s0 * d;
         const float *xe = a->xe + (size_t)s0 * d;
-        be->matmul_backward(dxe, g->exp_gate ? g->exp_gate + x * wsz : NULL, NULL, s->dgate + (size_t)s0 * I, xe,
-                            w->exp_gate + x * wsz, n, d, I, false);
-        be->matmul_backward(dxe, g->exp_up ? g->exp_up + x * wsz : NULL, NULL, s->dup + (size_t)s0 * I, xe,
+        be->matmul_backward(dxe, of_expert(g->exp_gate, x, wsz), of_expert(g->exp_gate_b, x, I),
+                            s->dgate + (size_t)s0 * I, xe, w->exp_gate + x * wsz, n, d, I, false);
+        be->matmul_backward(dxe, of_expert(g->exp_up, x, wsz), of_expert(g->exp_up_b, x, I), s->dup + (size_t)s0 * I, xe,
                             w->exp_up + x * wsz, n, d, I, true);
     }
     backend_zero(be, s->dxn, (size_t)R * d * sizeof *s->dxn);
     be->scatter_add_rows(s->dxn, s->dxe, p->moe->row_of, R * k, d);
     be->moe_route_backward(s->dlogits, s->dw, a->probs, a->sel, a->route_w, R, E, k, c->moe_norm_topk);
-    be->matmul_backward(s->dxn, g->router, NULL, s->dlogits, a->xn2, w->router, R, d, E, true);
+    be->matmul_backward(s->dxn, g->router, g->router_b, s->dlogits, a->xn2, w->router, R, d, E, true);
 }
 
 /* ---- the layer ------------------------------------------------------------------ */
 
+/* The heads layer l's attention runs over, with its window, sinks and scale. */
+static attn_shape layer_attn_shape(const layer_pass *p, const layer_params *w) {
+    const model_config *c = &p->m->cfg;
+    attn_shape sh = model_attn_shape(c);
+    sh.window = config_layer_window(c, p->layer);
+    sh.sinks = w->sinks;
+    if (c->rope_yarn) sh.scale = (float)(rope_score_scale(c) / sqrt((double)c->head_dim));
+    return sh;
+}
+
 /* Attention's backward over the virtual layout of shared prompts (attn_share). */
-static void shared_attention_backward(const layer_pass *p, const layer_acts *a, const layer_grad_scratch *s) {
+static void shared_attention_backward(const layer_pass *p, const layer_acts *a, const layer_grad_scratch *s,
+                                      attn_shape shape) {
     const backend *be = p->be;
     const model_config *c = &p->m->cfg;
     const attn_share *sh = p->share;
@@ -263,7 +299,7 @@ static void shared_attention_backward(const layer_pass *p, const layer_acts *a, 
     backend_zero(be, sh->dout, (size_t)Rv * qd * sizeof *sh->dout);
     be->scatter_add_rows(sh->dout, s->datt, sh->own, R, qd);
     be->attention_backward(sh->dq, sh->dk, sh->dv, sh->dout, sh->out, sh->lse, sh->q, sh->k, sh->v, p->n_seqs, p->start,
-                           model_attn_shape(c), p->ws);
+                           shape, p->ws);
     be->gather_rows(s->dq, sh->dq, sh->own, R, qd);
     backend_zero(be, s->dk, (size_t)R * kvd * sizeof *s->dk);
     backend_zero(be, s->dv, (size_t)R * kvd * sizeof *s->dv);
@@ -301,8 +337,8 @@ void layer_forward(const layer_pass *p, const layer_acts *a, const float *x_in, 
     } else {
         kv.k = a->k, kv.v = a->v, kv.kv_dim = kvd;
     }
-    be->attention_forward(a->att, a->lse, a->q, &kv, p->pos, R, model_attn_shape(c), p->ws);
-    linear_forward(p, a->x_mid, a->att, w.wo, NULL, qd, d, LORA_O, a->u[LORA_O]);
+    be->attention_forward(a->att, a->lse, a->q, &kv, p->pos, R, layer_attn_shape(p, &w), p->ws);
+    linear_forward(p, a->x_mid, a->att, w.wo, w.bo, qd, d, LORA_O, a->u[LORA_O]);
     be->add_inplace(a->x_mid, x_in, (size_t)R * d);
 
     /* MLP block */
@@ -343,12 +379,14 @@ void layer_backward(const layer_pass *p, const layer_acts *a, const float *x_in,
     be->add_inplace(s->dx, s->dtmp, (size_t)R * d);
 
     /* attention block */
-    linear_backward(p, s->datt, s->dx, a->att, w.wo, qd, d, LORA_O, a->u[LORA_O], g.wo, NULL, false, s->du);
+    linear_backward(p, s->datt, s->dx, a->att, w.wo, qd, d, LORA_O, a->u[LORA_O], g.wo, g.bo, false, s->du);
+    attn_shape sh = layer_attn_shape(p, &w);
+    if (g.sinks) be->attention_sinks_backward(g.sinks, a->att, s->datt, a->lse, w.sinks, R, nh, hd);
     if (p->share)
-        shared_attention_backward(p, a, s);
+        shared_attention_backward(p, a, s, sh);
     else
-        be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start,
-                               model_attn_shape(c), p->ws);
+        be->attention_backward(s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v, p->n_seqs, p->start, sh,
+                               p->ws);
     be->rope_backward(s->dq, p->cos_t, p->sin_t, R, nh, hd);
     be->rope_backward(s->dk, p->cos_t, p->sin_t, R, nkv, hd);
     if (c->qk_norm) {

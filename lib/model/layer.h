@@ -11,6 +11,17 @@
  * where linear(x) = x W^T (+ scale * dropout(x) A^T B^T with a LoRA adapter).
  * Every op goes through the pass's backend (lib/ops/backend.h).
  *
+ * gpt-oss's attention options (config.h), each on its own:
+ *   YaRN RoPE: its frequencies, and q k^T scaled by attention_factor^2 as
+ *     well (HF scales cos and sin by the factor);
+ *   a sliding layer (config_layer_window): the row at position P attends to
+ *     keys P - window + 1 .. P;
+ *   sinks: head h's softmax runs over [its scores, sink_h] and drops the
+ *     sink's column, so the row's weights sum to less than 1;
+ *     d(sink_h) = -sum_rows p_sink (att . d att) (ops.h);
+ *   o bias: x_mid = x_in + linear_o(att) + b_o (q, k, v with qkv biases).
+ * The sinks and the biases train in full fine-tuning; LoRA leaves them frozen.
+ *
  * In a layer with a mixture of experts (config_layer_moe; Qwen3-MoE's
  * Qwen3MoeSparseMoeBlock) the FFN is, per token x (a row of xn2):
  *   p = softmax(x W_router^T) over the E experts;
@@ -134,8 +145,9 @@ typedef struct {
 
 /* The layer's weights (or gradients: any model_params) as a view. */
 typedef struct {
-    float *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+    float *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *sinks, *wo, *bo, *ffn_norm, *w_gate, *w_up, *w_down;
     float *router, *exp_gate, *exp_up, *exp_down; /* a mixture of experts' (w_gate .. w_down then NULL) */
+    float *router_b, *exp_gate_b, *exp_up_b, *exp_down_b; /* gpt_oss's */
 } layer_params;
 layer_params model_layer(const model_params *p, const model_config *c, int layer);
 /* The weights the forward reads for one layer: on the model's device

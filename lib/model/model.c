@@ -9,15 +9,18 @@
 static const char *const param_names[MODEL_N_PARAMS] = {
     "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
     "ffn_norm", "w_gate", "w_up", "w_down", "router", "exp_gate", "exp_up", "exp_down", "out_norm", "lm_head",
-    "score"};
+    "score", "sinks", "bo", "router_b", "exp_gate_b", "exp_up_b", "exp_down_b"};
 
 const char *model_param_name(int i) {
     return i >= 0 && i < MODEL_N_PARAMS ? param_names[i] : "?";
 }
 
 static bool dense_ffn_param(int p) { return p == P_W_GATE || p == P_W_UP || p == P_W_DOWN; }
-static bool moe_param(int p) { return p == P_ROUTER || p == P_EXP_GATE || p == P_EXP_UP || p == P_EXP_DOWN; }
-static bool expert_param(int p) { return p == P_EXP_GATE || p == P_EXP_UP || p == P_EXP_DOWN; }
+static bool expert_param(int p) {
+    return p == P_EXP_GATE || p == P_EXP_UP || p == P_EXP_DOWN || p == P_EXP_GATE_B || p == P_EXP_UP_B ||
+           p == P_EXP_DOWN_B;
+}
+static bool moe_param(int p) { return p == P_ROUTER || p == P_ROUTER_B || expert_param(p); }
 
 bool model_layer_has(const model_config *c, int param, int l) {
     if (dense_ffn_param(param)) return !config_layer_moe(c, l);
@@ -47,7 +50,9 @@ static void param_sizes(const model_config *c, size_t s[MODEL_N_PARAMS]) {
     s[P_BV] = c->qkv_bias ? L * kvd : 0;
     s[P_Q_NORM] = c->qk_norm ? L * hd : 0;
     s[P_K_NORM] = c->qk_norm ? L * hd : 0;
+    s[P_SINKS] = c->attn_sinks ? L * (size_t)c->n_heads : 0;
     s[P_WO] = L * d * qd;
+    s[P_BO] = c->attn_o_bias ? L * d : 0;
     s[P_FFN_NORM] = L * d;
     s[P_W_GATE] = Ld * h * d;
     s[P_W_UP] = Ld * h * d;
@@ -56,6 +61,10 @@ static void param_sizes(const model_config *c, size_t s[MODEL_N_PARAMS]) {
     s[P_EXP_GATE] = Lm * E * I * d;
     s[P_EXP_UP] = Lm * E * I * d;
     s[P_EXP_DOWN] = Lm * E * d * I;
+    s[P_ROUTER_B] = c->moe_bias ? Lm * E : 0;
+    s[P_EXP_GATE_B] = c->moe_bias ? Lm * E * I : 0;
+    s[P_EXP_UP_B] = c->moe_bias ? Lm * E * I : 0;
+    s[P_EXP_DOWN_B] = c->moe_bias ? Lm * E * d : 0;
     s[P_OUT_NORM] = d;
     s[P_LM_HEAD] = c->tied_embeddings || c->seq_cls ? 0 : V * d;
     s[P_SCORE] = c->seq_cls ? (size_t)c->num_labels * d : 0;
@@ -113,7 +122,9 @@ static const struct {
     [P_BV] = {"model.layers.%d.self_attn.v_proj.bias", "blk.%d.attn_v.bias"},
     [P_Q_NORM] = {"model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight"},
     [P_K_NORM] = {"model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight"},
+    [P_SINKS] = {"model.layers.%d.self_attn.sinks", "blk.%d.attn_sinks.weight"},
     [P_WO] = {"model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight"},
+    [P_BO] = {"model.layers.%d.self_attn.o_proj.bias", "blk.%d.attn_output.bias"},
     [P_FFN_NORM] = {"model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight"},
     [P_W_GATE] = {"model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight"},
     [P_W_UP] = {"model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight"},
@@ -122,9 +133,28 @@ static const struct {
     [P_EXP_GATE] = {"model.layers.%d.mlp.experts.%d.gate_proj.weight", "blk.%d.ffn_gate_exps.weight"},
     [P_EXP_UP] = {"model.layers.%d.mlp.experts.%d.up_proj.weight", "blk.%d.ffn_up_exps.weight"},
     [P_EXP_DOWN] = {"model.layers.%d.mlp.experts.%d.down_proj.weight", "blk.%d.ffn_down_exps.weight"},
+    [P_ROUTER_B] = {"model.layers.%d.mlp.gate.bias", "blk.%d.ffn_gate_inp.bias"},
+    [P_EXP_GATE_B] = {"model.layers.%d.mlp.experts.%d.gate_proj.bias", "blk.%d.ffn_gate_exps.bias"},
+    [P_EXP_UP_B] = {"model.layers.%d.mlp.experts.%d.up_proj.bias", "blk.%d.ffn_up_exps.bias"},
+    [P_EXP_DOWN_B] = {"model.layers.%d.mlp.experts.%d.down_proj.bias", "blk.%d.ffn_down_exps.bias"},
     [P_OUT_NORM] = {"model.norm.weight", "output_norm.weight"},
     [P_LM_HEAD] = {"lm_head.weight", "output.weight"},
     [P_SCORE] = {"score.weight", "cls.output.weight"},
+};
+
+/* gpt_oss's Hugging Face names where they differ: the router, and each
+ * layer's experts stacked in one tensor per kind (lib/ckpt/load_hf.c reads
+ * an expert's slice of them: gate_up_proj [E, dim, 2I], gate and up
+ * columns interleaved, down_proj [E, I, dim]). */
+static const char *const oss_names[MODEL_N_PARAMS] = {
+    [P_ROUTER] = "model.layers.%d.mlp.router.weight",
+    [P_ROUTER_B] = "model.layers.%d.mlp.router.bias",
+    [P_EXP_GATE] = "model.layers.%d.mlp.experts.gate_up_proj",
+    [P_EXP_UP] = "model.layers.%d.mlp.experts.gate_up_proj",
+    [P_EXP_DOWN] = "model.layers.%d.mlp.experts.down_proj",
+    [P_EXP_GATE_B] = "model.layers.%d.mlp.experts.gate_up_proj_bias",
+    [P_EXP_UP_B] = "model.layers.%d.mlp.experts.gate_up_proj_bias",
+    [P_EXP_DOWN_B] = "model.layers.%d.mlp.experts.down_proj_bias",
 };
 
 size_t model_tensor_list(const model *m, model_tensor_ref *out) {
@@ -134,9 +164,10 @@ size_t model_tensor_list(const model *m, model_tensor_ref *out) {
     const int64_t shape[MODEL_N_PARAMS][2] = {
         [P_TOK_EMBD] = {V, d}, [P_ATTN_NORM] = {d, 0}, [P_WQ] = {qd, d}, [P_WK] = {kvd, d},
         [P_WV] = {kvd, d}, [P_BQ] = {qd, 0}, [P_BK] = {kvd, 0}, [P_BV] = {kvd, 0},
-        [P_Q_NORM] = {hd, 0}, [P_K_NORM] = {hd, 0}, [P_WO] = {d, qd}, [P_FFN_NORM] = {d, 0},
+        [P_Q_NORM] = {hd, 0}, [P_K_NORM] = {hd, 0}, [P_SINKS] = {c->n_heads, 0}, [P_WO] = {d, qd}, [P_BO] = {d, 0}, [P_FFN_NORM] = {d, 0},
         [P_W_GATE] = {h, d}, [P_W_UP] = {h, d}, [P_W_DOWN] = {d, h}, [P_ROUTER] = {c->n_experts, d},
-        [P_EXP_GATE] = {I, d}, [P_EXP_UP] = {I, d}, [P_EXP_DOWN] = {d, I}, [P_OUT_NORM] = {d, 0},
+        [P_EXP_GATE] = {I, d}, [P_EXP_UP] = {I, d}, [P_EXP_DOWN] = {d, I}, [P_ROUTER_B] = {c->n_experts, 0},
+        [P_EXP_GATE_B] = {I, 0}, [P_EXP_UP_B] = {I, 0}, [P_EXP_DOWN_B] = {d, 0}, [P_OUT_NORM] = {d, 0},
         [P_LM_HEAD] = {V, d}, [P_SCORE] = {c->num_labels, d}};
     size_t n = 0;
     for (int p = 0; p < MODEL_N_PARAMS; p++) {
@@ -150,7 +181,8 @@ size_t model_tensor_list(const model *m, model_tensor_ref *out) {
             for (int x = 0; x < n_exp; x++, n++) {
                 if (!out) continue;
                 model_tensor_ref *r = &out[n];
-                if (expert_param(p)) snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l, x);
+                if (c->arch == ARCH_GPT_OSS && oss_names[p]) snprintf(r->hf, sizeof r->hf, oss_names[p], l);
+                else if (expert_param(p)) snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l, x);
                 else snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l);
                 snprintf(r->gguf, sizeof r->gguf, tensor_names[p].gguf, l);
                 r->param = p;

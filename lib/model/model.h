@@ -21,7 +21,9 @@
 enum {
     P_TOK_EMBD, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_BQ, P_BK, P_BV, P_Q_NORM, P_K_NORM, P_WO,
     P_FFN_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_ROUTER, P_EXP_GATE, P_EXP_UP, P_EXP_DOWN, P_OUT_NORM, P_LM_HEAD,
-    P_SCORE, MODEL_N_PARAMS
+    P_SCORE,
+    /* gpt_oss's, last: every other family's layout (and numbering) as it was */
+    P_SINKS, P_BO, P_ROUTER_B, P_EXP_GATE_B, P_EXP_UP_B, P_EXP_DOWN_B, MODEL_N_PARAMS
 };
 
 /* L = n_layers, q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim;
@@ -35,9 +37,9 @@ typedef union {
         float *wq;         /* [L, q_dim, dim] */
         float *wk;         /* [L, kv_dim, dim] */
         float *wv;         /* [L, kv_dim, dim] */
-        float *bq;         /* [L, q_dim]   qwen2 */
-        float *bk;         /* [L, kv_dim]  qwen2 */
-        float *bv;         /* [L, kv_dim]  qwen2 */
+        float *bq;         /* [L, q_dim]   qwen2, gpt_oss */
+        float *bk;         /* [L, kv_dim]  qwen2, gpt_oss */
+        float *bv;         /* [L, kv_dim]  qwen2, gpt_oss */
         float *q_norm;     /* [L, head_dim] qwen3 */
         float *k_norm;     /* [L, head_dim] qwen3 */
         float *wo;         /* [L, dim, q_dim] */
@@ -52,6 +54,12 @@ typedef union {
         float *out_norm;   /* [dim] */
         float *lm_head;    /* [vocab, dim]; points at tok_embd when tied; NULL in a classifier */
         float *score;      /* [num_labels, dim]; classifiers only */
+        float *sinks;      /* [L, n_heads]  gpt_oss: each head's sink logit */
+        float *bo;         /* [L, dim]     gpt_oss */
+        float *router_b;   /* [Lm, E]         gpt_oss: the router's bias */
+        float *exp_gate_b; /* [Lm, E, I]      gpt_oss: each expert's biases */
+        float *exp_up_b;   /* [Lm, E, I] */
+        float *exp_down_b; /* [Lm, E, dim] */
     };
     float *t[MODEL_N_PARAMS];
 } model_params;
@@ -166,7 +174,7 @@ void model_dev_refresh(model *m, const float *params);
 int model_alloc(model *m, gerr *e);
 /* Name of parameter tensor i ("wq", ...), for messages. */
 const char *model_param_name(int i);
-/* Whether per-layer tensor param (P_ATTN_NORM .. P_EXP_DOWN) is in layer l
+/* Whether per-layer tensor param (P_ATTN_NORM .. P_EXP_DOWN, P_SINKS .. P_EXP_DOWN_B) is in layer l
  * (the FFN's tensors are in the layers of their kind only), and how many
  * layers have it. */
 bool model_layer_has(const model_config *c, int param, int l);

@@ -76,6 +76,11 @@ int model_to_backend(model *m, const backend *be, gerr *e) {
     if (m->cfg.n_experts > 0)
         return gerr_set(e, EX_USAGE, "--device %s: a mixture of experts (%s) runs on the CPU only (--device cpu)",
                         be->name, m->cfg.architecture);
+    /* the device's attention has neither (ops.h's attn_shape) */
+    if (m->cfg.attn_sinks || m->cfg.attn_o_bias || m->cfg.sliding_window > 0 || m->cfg.rope_yarn)
+        return gerr_set(e, EX_USAGE,
+                        "--device %s: attention sinks, an o_proj bias, sliding windows and YaRN (%s) run on the CPU only (--device cpu)",
+                        be->name, m->cfg.architecture);
     model_dev *d = xcalloc(1, sizeof *d);
     d->be = be;
     d->layers = xcalloc((size_t)m->cfg.n_layers, sizeof *d->layers);

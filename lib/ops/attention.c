@@ -66,7 +66,22 @@ static void scatter(float *x, const float *t, int r0, int m, int g, int G, int n
         memcpy(x + ((size_t)(r0 + i) * nh + (size_t)g * G) * hd, t + (size_t)i * G * hd, (size_t)G * hd * sizeof *t);
 }
 
-static float attn_scale(int hd) { return (float)(1.0 / sqrt((double)hd)); }
+static float attn_scale(attn_shape sh) { return sh.scale > 0 ? sh.scale : (float)(1.0 / sqrt((double)sh.head_dim)); }
+
+/* The first key a row at position P sees (attn_shape's window). */
+static int first_key(attn_shape sh, int P) { return sh.window > 0 && P >= sh.window ? P - sh.window + 1 : 0; }
+
+/* Head h's sink joins a softmax of log-sum-exp *l: the probabilities p[n]
+ * (and out[hd], when not NULL) scale by exp(l - L), and *l becomes L. */
+static void add_sink(float *p, int n, float *out, int hd, float *l, float sink) {
+    double m = fmax((double)*l, (double)sink);
+    double big = m + log(exp((double)*l - m) + exp((double)sink - m));
+    float f = (float)exp((double)*l - big);
+    for (int i = 0; i < n; i++) p[i] *= f;
+    if (out)
+        for (int i = 0; i < hd; i++) out[i] *= f;
+    *l = (float)big;
+}
 
 /* Rows r0 .. r0+m-1 (one sequence, consecutive positions) and KV head g.
  * kernel: attention_bf16's code that runs over a bf16 cache. */
@@ -80,13 +95,16 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
     const float *kb = bf16 ? b->dp : kv->k + at, *vb = bf16 ? b->dp : kv->v + at;
     const int ld = bf16 ? hd : kv->kv_dim;
     if (bf16) widen_rows_bf16(b->dp, kv->k_bf16 + at, T, hd, kv->kv_dim, kernel);
-    gemm(false, true, M, T, hd, attn_scale(hd), b->qt, hd, kb, ld, 0.0f, b->s, T);
+    gemm(false, true, M, T, hd, attn_scale(sh), b->qt, hd, kb, ld, 0.0f, b->s, T);
     for (int i = 0; i < M; i++) {
         int seen = pos[r0 + i / G] + 1; /* causal: keys 0 .. the row's own position */
+        int lo = first_key(sh, seen - 1), h = g * G + i % G;
         float *row = b->s + (size_t)i * T;
-        float l = softmax_row(row, seen);
+        float l = softmax_row(row + lo, seen - lo);
+        if (sh.sinks) add_sink(row + lo, seen - lo, NULL, 0, &l, sh.sinks[h]);
+        memset(row, 0, (size_t)lo * sizeof *row);
         memset(row + seen, 0, (size_t)(T - seen) * sizeof *row);
-        if (lse) lse[(size_t)(r0 + i / G) * nh + (size_t)g * G + i % G] = l;
+        if (lse) lse[(size_t)(r0 + i / G) * nh + h] = l;
     }
     if (bf16) widen_rows_bf16(b->dp, kv->v_bf16 + at, T, hd, kv->kv_dim, kernel);
     gemm(false, false, M, hd, T, 1.0f, b->s, T, vb, ld, 0.0f, b->ot, hd);
@@ -97,15 +115,19 @@ static void attend_tile(float *out, float *lse, const float *q, const kv_view *k
  * for the G heads. */
 static void attend_row(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int r, int g,
                        attn_shape sh, const tile_bufs *b, attn_kernel kernel) {
-    const int nh = sh.n_heads, hd = sh.head_dim, G = nh / sh.n_kv_heads, T = pos[r] + 1, kvd = kv->kv_dim;
-    const float scale = attn_scale(hd);
-    const size_t head = (size_t)r * nh + (size_t)g * G, at = kv->row_kv[r] + (size_t)g * hd;
+    const int nh = sh.n_heads, hd = sh.head_dim, G = nh / sh.n_kv_heads, kvd = kv->kv_dim;
+    const int lo = first_key(sh, pos[r]), T = pos[r] + 1 - lo;
+    const float scale = attn_scale(sh);
+    const size_t head = (size_t)r * nh + (size_t)g * G, at = kv->row_kv[r] + (size_t)g * hd + (size_t)lo * kvd;
     const float *qh = q + head * hd;
-    float *o = out + head * hd, *l = lse ? lse + head : NULL;
+    /* with sinks the heads' log-sum-exps are needed: the tile's dqt is free */
+    float *o = out + head * hd, *l = lse ? lse + head : sh.sinks ? b->dqt : NULL;
     if (kv->fmt == KV_BF16)
         attend_row_bf16(o, l, qh, kv->k_bf16 + at, kv->v_bf16 + at, T, G, hd, kvd, scale, b->s, kernel);
     else
         attend_row_f32(o, l, qh, kv->k + at, kv->v + at, T, G, hd, kvd, scale, b->s, kernel);
+    if (sh.sinks)
+        for (int j = 0; j < G; j++) add_sink(NULL, 0, o + (size_t)j * hd, hd, l + j, sh.sinks[g * G + j]);
 }
 
 void attention_forward(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
@@ -143,7 +165,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const float *q, const float *k, const float *v, int n_seqs, const int *start,
                         attn_shape sh, attn_workspace *ws) {
     const int nh = sh.n_heads, nkv = sh.n_kv_heads, hd = sh.head_dim, G = nh / nkv, kvd = nkv * hd;
-    const float scale = attn_scale(hd);
+    const float scale = attn_scale(sh);
     memset(dk, 0, (size_t)start[n_seqs] * kvd * sizeof *dk);
     memset(dv, 0, (size_t)start[n_seqs] * kvd * sizeof *dv);
     /* one task per sequence and KV head: its tiles add into the same dk, dv */
@@ -164,7 +186,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                 gemm(false, true, M, T, hd, scale, b.qt, hd, kb, kvd, 0.0f, b.s, T);
                 gemm(false, true, M, T, hd, 1.0f, b.dot, hd, vb, kvd, 0.0f, b.dp, T);
                 for (int row = 0; row < M; row++) {
-                    int seen = i0 + row / G + 1;
+                    int seen = i0 + row / G + 1, lo = first_key(sh, seen - 1);
                     float l = lse[(size_t)(r_base + i0 + row / G) * nh + (size_t)g * G + row % G];
                     const float *o = b.ot + (size_t)row * hd, *dor = b.dot + (size_t)row * hd;
                     double di = 0;
@@ -172,6 +194,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                     float *p = b.s + (size_t)row * T, *dp = b.dp + (size_t)row * T;
                     softmax_recompute(p, seen, l);
                     for (int t = 0; t < seen; t++) dp[t] = p[t] * (dp[t] - (float)di);
+                    memset(p, 0, (size_t)lo * sizeof *p);
+                    memset(dp, 0, (size_t)lo * sizeof *dp);
                     memset(p + seen, 0, (size_t)(T - seen) * sizeof *p);
                     memset(dp + seen, 0, (size_t)(T - seen) * sizeof *dp);
                 }
@@ -181,6 +205,21 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                 gemm(true, false, T, hd, M, 1.0f, b.s, T, b.dot, hd, 1.0f, dvb, kvd);
             }
         }
+    }
+}
+
+void attention_sinks_backward(float *dsinks, const float *out, const float *dout, const float *lse, const float *sinks,
+                              int n, int n_heads, int hd) {
+    for (int h = 0; h < n_heads; h++) {
+        double sum = 0;
+        for (int r = 0; r < n; r++) {
+            size_t at = (size_t)r * n_heads + h;
+            const float *o = out + at * hd, *d = dout + at * hd;
+            double di = 0;
+            for (int i = 0; i < hd; i++) di += (double)o[i] * d[i];
+            sum += exp((double)sinks[h] - lse[at]) * di;
+        }
+        dsinks[h] -= (float)sum;
     }
 }
 

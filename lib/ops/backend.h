@@ -57,6 +57,10 @@ typedef struct backend {
 
     void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
     void (*swiglu_backward)(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n);
+    /* NULL in a backend without gpt-oss's clamped SwiGLU */
+    void (*swiglu_clamped_forward)(float *out, const float *gate, const float *up, size_t n, float alpha, float limit);
+    void (*swiglu_clamped_backward)(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n,
+                                    float alpha, float limit);
 
     void (*kv_write)(const kv_view *kv, const float *k, const float *v, const int *pos, int n);
     void (*attention_forward)(float *out, float *lse, const float *q, const kv_view *kv, const int *pos, int n,
@@ -64,6 +68,9 @@ typedef struct backend {
     void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                const float *lse, const float *q, const float *k, const float *v, int n_seqs,
                                const int *start, attn_shape sh, attn_workspace *ws);
+    /* NULL in a backend without sinks or windows (attn_shape's), which refuses such a model */
+    void (*attention_sinks_backward)(float *dsinks, const float *out, const float *dout, const float *lse,
+                                     const float *sinks, int n, int n_heads, int hd);
 
     void (*head_logsoftmax)(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
                             float *lse_out);

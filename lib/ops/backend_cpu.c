@@ -13,7 +13,9 @@
     .matmul_forward_packed = matmul_forward_packed, .matmul_forward_frozen = matmul_forward_frozen,                  \
     .matmul_backward_frozen = matmul_backward_frozen, .rope_cos_sin = rope_cos_sin, .rope_forward = rope_forward,        \
     .rope_backward = rope_backward, .swiglu_forward = swiglu_forward, .swiglu_backward = swiglu_backward,              \
-    .kv_write = kv_write, .attention_forward = attention_forward, .attention_backward = attention_backward,           \
+    .swiglu_clamped_forward = swiglu_clamped_forward, .swiglu_clamped_backward = swiglu_clamped_backward,              \
+    .kv_write = kv_write, .attention_forward = attention_forward, .attention_backward = attention_backward,          \
+    .attention_sinks_backward = attention_sinks_backward,                                                             \
     .head_logsoftmax = head_logsoftmax, .head_logsoftmax_backward = head_logsoftmax_backward,                         \
     .add_inplace = add_inplace, .gather_rows = gather_rows, .scatter_add_rows = scatter_add_rows,                     \
     .dropout_rows = dropout_rows, .moe_route_forward = moe_route_forward,                                          \

@@ -105,6 +105,12 @@ void qk_unpermute_rows(void *dst, const void *src, int n_head, int head_dim, siz
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 /* dg = dh * u * silu'(g), du = dh * silu(g). dg may alias dh; du must not. */
 void swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n);
+/* gpt-oss's clamped SwiGLU: with g' = min(g, limit), u' = clamp(u, -limit, limit),
+ * out = g' sigmoid(alpha g') (u' + 1); out may alias gate. Its backward (the
+ * clamps pass the gradient where g <= limit, |u| <= limit, as torch.clamp's). */
+void swiglu_clamped_forward(float *out, const float *gate, const float *up, size_t n, float alpha, float limit);
+void swiglu_clamped_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n,
+                             float alpha, float limit);
 
 /* ---- softmax and log-sum-exp (softmax.c) -------------------------------------
  * One way to sum exponentials everywhere: vec_expf, float sums over blocks of
@@ -138,9 +144,19 @@ enum { ATT_TILE = 64, ATT_MIN_ROWS = 8 };
 
 /* The heads attention runs over: n_heads query heads of head_dim values,
  * in groups over n_kv_heads key/value heads (a model's: lib/model/model.h's
- * model_attn_shape). */
+ * model_attn_shape), and gpt-oss's options (zero: none):
+ *   window: a row at position P attends to keys P - window + 1 .. P only
+ *     (HF's sliding_window: kv_idx > q_idx - window);
+ *   sinks[n_heads]: a logit per head that joins each row's softmax and
+ *     takes its share of the probability but has no value:
+ *     p_t = exp(s_t - L), L = log(exp(sink) + sum_t exp(s_t)), out = sum_t p_t v_t;
+ *     lse is then L. Host memory (the CPU's);
+ *   scale: the scores' factor in place of 1/sqrt(head_dim) (YaRN's). */
 typedef struct {
     int n_heads, n_kv_heads, head_dim;
+    int window;
+    const float *sinks;
+    float scale; /* each score's factor; 0: 1/sqrt(head_dim) */
 } attn_shape;
 
 /* The key/value head a query head reads under grouped-query attention (HF's
@@ -200,6 +216,11 @@ void attention_forward(float *out, float *lse, const float *q, const kv_view *kv
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                         const float *q, const float *k, const float *v, int n_seqs, const int *start,
                         attn_shape sh, attn_workspace *ws);
+/* The sinks' gradient: dsinks[h] += -sum_r exp(sinks[h] - lse[r,h]) (out[r,h] . dout[r,h])
+ * over n rows ([n, n_heads*hd] out and dout, [n, n_heads] lse): the sink's
+ * probability times its score's gradient, its value being zero. */
+void attention_sinks_backward(float *dsinks, const float *out, const float *dout, const float *lse, const float *sinks,
+                              int n, int n_heads, int hd);
 /* Writes rows' K and V into the cache view (row r at position pos[r]),
  * rounded to nearest even when the view is KV_BF16. */
 void kv_write(const kv_view *kv, const float *k, const float *v, const int *pos, int n);
@@ -226,7 +247,8 @@ void dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const in
  * probs may be logits);
  * sel[n, k] the k most probable experts, most probable first (the lower
  * index among equals); w[n, k] their probabilities, divided by their sum
- * when norm (Qwen3-MoE's norm_topk_prob). */
+ * when norm (Qwen3-MoE's norm_topk_prob; gpt-oss's softmax over the k
+ * selected logits is the same function, exp(z_j) / sum_{i in sel} exp(z_i)). */
 void moe_route_forward(float *probs, int32_t *sel, float *w, const float *logits, int n, int n_experts, int k,
                        bool norm);
 /* dlogits[n, E] (written) from dw[n, k] = d(loss)/d(w), through the

@@ -151,3 +151,15 @@ logits() {
     [ ! -e out.gguf ]
     no_temp_left .
 }
+
+@test "a model with YaRN RoPE or sliding windows: --format gguf refuses it in one line (65), writing nothing" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$T/w" --yarn --window 4
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$T/w"
+    run grpo-export --model "$T/w" --format gguf --out "$T/w.gguf"
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"--format gguf does not write YaRN RoPE, sliding windows or attention sinks"* ]]
+    [ ! -e "$T/w.gguf" ]
+}

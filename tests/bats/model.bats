@@ -27,6 +27,26 @@ against_ref() {
     [ "$status" -eq 0 ]
 }
 
+# data_error DIR SAYS: the model in DIR is one line of data error (65) holding SAYS.
+data_error() {
+    GRPO_MODEL_DIR="$1" GRPO_MODEL_TOKENS="$1/tokens.txt" run "$BIN"
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"$2"* ]]
+}
+
+# tiny_ref DIR ARCH [OPTIONS]: a tiny model (model_ref.py make-tiny) and its
+# reference logits, DIR/ref.f64 (the reference's output in $output).
+tiny_ref() {
+    local d="$1" arch="$2"
+    shift 2
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny "$arch" "$d" "$@"
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" logits "$d" "$d/tokens.txt" "$d/ref.f64"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
 @test "tiny llama/qwen2/qwen3 (tied, untied, llama3 rope, F32 and BF16) match the PyTorch reference" {
     [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
     run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" tiny-suite "$T/tiny"
@@ -52,10 +72,7 @@ against_ref() {
         set -- $v
         d="$T/moe-$1"
         shift
-        "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe "$d" "$@"
-        run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" logits "$d" "$d/tokens.txt" "$d/ref.f64"
-        echo "$output"
-        [ "$status" -eq 0 ]
+        tiny_ref "$d" qwen3_moe "$@"
         [[ "$output" == *"min top-k margin"* ]]
         # 1e-4 as for the dense models (measured 1.2e-6 to 1.6e-6); the
         # routing is the reference's: its smallest top-k gap (above, 9e-4 or
@@ -78,15 +95,48 @@ against_ref() {
     [[ "$output" == *"ok 2 - norm_topk_prob True"* ]]
 }
 
-@test "a qwen3_moe config with an expert setting we do not know is one data error naming it" {
+@test "a qwen3_moe or gpt_oss config with an expert setting we do not know is one data error naming it" {
     [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe "$T/m"
-    sed -i 's/"num_experts": 8,/"num_experts": 8, "shared_expert_intermediate_size": 64,/' "$T/m/config.json"
-    GRPO_MODEL_DIR="$T/m" GRPO_MODEL_TOKENS="$T/m/tokens.txt" run "$BIN"
-    echo "$output"
-    [ "$status" -eq 65 ]
-    [ "${#lines[@]}" -eq 1 ]
-    [[ "$output" == *'config.json: key "shared_expert_intermediate_size": an expert setting qwen3_moe does not have'* ]]
+    for v in "qwen3_moe num_experts shared_expert_intermediate_size" "gpt_oss num_local_experts num_shared_experts"; do
+        set -- $v
+        "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny "$1" "$T/$1"
+        sed -i "s/\"$2\": 8,/\"$2\": 8, \"$3\": 64,/" "$T/$1/config.json"
+        data_error "$T/$1" "config.json: key \"$3\": an expert setting $1 does not have"
+    done
+}
+
+@test "tiny models with YaRN RoPE and sliding-window layers (gpt-oss's attention options) match the PyTorch reference" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    # 1e-4 as for the other tiny models (measured 1.2e-6 to 2.2e-6; each
+    # option alone moves the reference's logits by more than 1)
+    tiny_ref "$T/llama-yarn" llama --yarn
+    against_ref "$T/llama-yarn" ours.f32 1e-4
+    tiny_ref "$T/qwen3-window" qwen3 --window 5
+    against_ref "$T/qwen3-window" ours.f32 1e-4
+    tiny_ref "$T/qwen2-both" qwen2 --yarn --window 6
+    against_ref "$T/qwen2-both" ours.f32 1e-4
+}
+
+@test "tiny gpt_oss (sinks, biases, YaRN, sliding layers, biased experts, clamped SwiGLU) matches the PyTorch reference" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    tiny_ref "$T/oss" gpt_oss
+    [[ "$output" == *"min top-k margin"* ]]
+    # 1e-4 as for the other tiny models (measured 3.8e-6); the reference's
+    # top-k margin (3.5e-2 of a logit) is far wider than float32's rounding;
+    # in the reference about 1 in 12 gate and 1 in 6 up values cross the clamp
+    against_ref "$T/oss" ours.f32 1e-4
+}
+
+@test "layer_types of the wrong length, an unknown layer type, a sliding layer without a window: one data error each" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama "$T/m" --window 4
+    cp "$T/m/config.json" "$T/config.json"
+    for edit in 'c["layer_types"].append("full_attention")' 'c["layer_types"][1] = "chunked_attention"' \
+        'del c["sliding_window"]'; do
+        "$GRPO_PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); '"$edit"'; json.dump(c, open(sys.argv[2], "w"))' \
+            "$T/config.json" "$T/m/config.json"
+        data_error "$T/m" 'config.json: key "'
+    done
 }
 
 @test "the forward paths under ASan agree on a tiny qwen3 model" {

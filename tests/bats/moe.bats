@@ -5,7 +5,8 @@
 # check_rollout.py over model_ref.py's Qwen3MoeSparseMoeBlock), records that
 # --batch, --threads and --shard leave alone, a Q8_0 GGUF's experts taken
 # straight into q8's, full fine-tuning and LoRA checkpoints that resume and
-# roll out, each export read back, and transformers 5's stacked experts. The layer's logits and gradients:
+# roll out, each export read back, and transformers 5's stacked experts; a tiny
+# gpt_oss rolled out against the reference and trained with LoRA. The layer's logits and gradients:
 # model.bats, train_grad.bats; llama.cpp on its GGUF: llama_cpp.bats.
 # needs: venv
 load helpers
@@ -159,4 +160,23 @@ PY
     GRPO_MODEL_DIR=fused GRPO_MODEL_TOKENS="$MOE/tokens.txt" run "$GRPO_ROOT/build/tests/test_model"
     [ "$status" -eq 65 ]
     [[ "$output" == *"tensor model.layers.1.mlp.experts.down_proj: expected shape [8, 64, 32]"* ]]
+}
+
+@test "gpt_oss: rollout log-probs are the float64 reference's (1e-4); LoRA trains and rolls out; a full checkpoint is refused (65)" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny gpt_oss oss
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" oss
+    grpo-rollout --model oss --in "$(P)" -k 2 --max-new-tokens 16 --seed 5 --weights f32 --out r.jsonl
+    [ "$(wc -l < r.jsonl)" -eq 12 ]
+    # 1e-4 as for the other models (measured: at most 8.2e-7)
+    check_lp oss r.jsonl 1e-4
+    grpo-update --model oss --in "$(B)" --out l1 --lr 1e-2 --lora-r 4
+    [ -f l1/adapter_model.safetensors ]
+    grpo-rollout --model l1 --in "$(P)" -k 2 --max-new-tokens 8 --seed 5 --out rl.jsonl
+    [ "$(wc -l < rl.jsonl)" -eq 12 ]
+    run grpo-update --model oss --in "$(B)" --out c1 --lr 1e-3
+    echo "$output"
+    [ "$status" -eq 65 ]
+    [[ "$output" == *"writing gpt_oss weights (stacked experts) is not supported"* ]]
+    [ ! -e c1 ]
 }

@@ -51,6 +51,12 @@ grad_case() {
 @test "gradient vs autograd: qwen3, LoRA over a frozen bf16 base, sequence importance, --recompute" {
     grad_case qwen3-lora-bf16base-seq-micro-recompute
 }
+@test "gradient vs autograd: qwen2, YaRN RoPE, sliding-window layers, beta" { grad_case qwen2-yarn-window-full-beta; }
+@test "gradient vs autograd: llama, YaRN, sliding windows, LoRA on q,k,v,o, dapo" {
+    grad_case llama-yarn-window-lora-qkvo-dapo
+}
+@test "gradient vs autograd: gpt_oss, full (sinks, biases, experts, router), beta" { grad_case gptoss-full-beta; }
+@test "gradient vs autograd: gpt_oss, LoRA on q,k,v,o, dapo, beta" { grad_case gptoss-lora-qkvo-dapo; }
 @test "gradient vs autograd, bf16 products: llama, full fine-tuning, beta" { needs_bf16; grad_case llama-full-bf16; }
 @test "gradient vs autograd, bf16 products: qwen2 biases, sequence importance, bnpo, beta" {
     needs_bf16; grad_case qwen2-full-seq-bf16

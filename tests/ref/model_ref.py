@@ -4,14 +4,16 @@
 Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
 
   make-tiny ARCH OUTDIR [--tied] [--llama3-rope] [--dtype f32|bf16] [--seed S]
-            [--norm-topk] [--dense-layers L,L...] [--sparse-step N]
+            [--norm-topk] [--dense-layers L,L...] [--sparse-step N] [--yarn] [--window W]
       A tiny random Hugging Face directory (config.json, model.safetensors,
       generation_config.json, tokens.txt) for ARCH = llama | qwen2 | qwen3 |
       qwen3_moe. qwen2 has q/k/v biases; qwen3 has q/k norms and an explicit
       head_dim (24) that differs from hidden_size / heads (16); qwen3_moe is
       qwen3 with a mixture of 8 experts (top 2, width 32) in its FFNs:
       norm_topk_prob with --norm-topk, mlp_only_layers and
-      decoder_sparse_step from the last two. Weights are random from a fixed
+      decoder_sparse_step from the last two. --yarn: gpt-oss's YaRN
+      rope_scaling (factor 32) on an original context of 512; --window W:
+      layer_types sliding, full, ... with sliding_window W. Weights are random from a fixed
       seed, never zero; norm weights are around 1.
   tiny-suite OUTROOT
       Every tiny variant the tests use, each with ref.f64 (the reference
@@ -62,12 +64,13 @@ def moe_layer(cfg, i):
 
 
 def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, norm_topk=False, dense_layers=(),
-              sparse_step=1, top_k=2):
+              sparse_step=1, top_k=2, yarn=False, window=0):
     import torch
     from safetensors.torch import save_file
     cfg = dict(TINY)
     cfg["architectures"] = {"llama": ["LlamaForCausalLM"], "qwen2": ["Qwen2ForCausalLM"],
-                            "qwen3": ["Qwen3ForCausalLM"], "qwen3_moe": ["Qwen3MoeForCausalLM"]}[arch]
+                            "qwen3": ["Qwen3ForCausalLM"], "qwen3_moe": ["Qwen3MoeForCausalLM"],
+                            "gpt_oss": ["GptOssForCausalLM"]}[arch]
     cfg["model_type"] = arch
     cfg["tie_word_embeddings"] = tied
     cfg["hidden_act"] = "silu"
@@ -76,6 +79,13 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
     cfg["torch_dtype"] = "float32" if dtype == "f32" else "bfloat16"
     if arch in ("qwen3", "qwen3_moe"):
         cfg["head_dim"] = 24
+    if arch == "gpt_oss":
+        # GptOssConfig's keys: 8 experts of width 32 (intermediate_size), top 2;
+        # gpt-oss's attention: sinks, biases, YaRN, sliding layers of window 5
+        cfg.update(num_local_experts=8, num_experts_per_tok=2, experts_per_token=2, intermediate_size=32,
+                   swiglu_limit=7.0, router_aux_loss_coef=0.9, output_router_logits=False, attention_bias=True,
+                   head_dim=16)
+        yarn, window = True, window or 5
     if arch == "qwen3_moe":
         cfg.update(MOE, norm_topk_prob=norm_topk, mlp_only_layers=list(dense_layers), decoder_sparse_step=sparse_step,
                    num_experts_per_tok=top_k)
@@ -84,6 +94,17 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
         # in all three bands: high (< 8), medium, low (> 32).
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+    if yarn:
+        # gpt-oss's settings (factor 32, beta 32 / 1, truncate false) on an
+        # original context of 512 that puts head_dim 16's ramp at 0.81 .. 3.82:
+        # pair 0 kept, 1 .. 3 mixed, 4 .. 7 divided by the factor
+        cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                               "original_max_position_embeddings": 512, "truncate": False}
+    if window:
+        # gpt-oss's pattern: sliding, full, sliding, ...
+        cfg["sliding_window"] = window
+        cfg["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention"
+                              for i in range(cfg["num_hidden_layers"])]
     d, h, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
     nh, nkv, V = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["vocab_size"]
     hd = cfg.get("head_dim", d // nh)
@@ -105,7 +126,7 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
         t[p + "self_attn.q_proj.weight"] = mat(nh * hd, d)
         t[p + "self_attn.k_proj.weight"] = mat(nkv * hd, d)
         t[p + "self_attn.v_proj.weight"] = mat(nkv * hd, d)
-        if arch == "qwen2":
+        if arch in ("qwen2", "gpt_oss"):
             t[p + "self_attn.q_proj.bias"] = bias(nh * hd)
             t[p + "self_attn.k_proj.bias"] = bias(nkv * hd)
             t[p + "self_attn.v_proj.bias"] = bias(nkv * hd)
@@ -114,6 +135,18 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
             t[p + "self_attn.k_norm.weight"] = norm(hd)
         t[p + "self_attn.o_proj.weight"] = mat(d, nh * hd)
         t[p + "post_attention_layernorm.weight"] = norm(d)
+        if arch == "gpt_oss":
+            t[p + "self_attn.o_proj.bias"] = bias(d)
+            t[p + "self_attn.sinks"] = torch.randn(nh, generator=g)  # logits of the scores' order
+            E, I = cfg["num_local_experts"], cfg["intermediate_size"]
+            t[p + "mlp.router.weight"] = 2 * mat(E, d)
+            t[p + "mlp.router.bias"] = bias(E)
+            # gate and up of spread ~5, so that some cross the clamp at 7
+            t[p + "mlp.experts.gate_up_proj"] = 5 * torch.randn(E, d, 2 * I, generator=g) / math.sqrt(d)
+            t[p + "mlp.experts.gate_up_proj_bias"] = bias(E * 2 * I).view(E, 2 * I)
+            t[p + "mlp.experts.down_proj"] = torch.randn(E, I, d, generator=g) / math.sqrt(I) / 4
+            t[p + "mlp.experts.down_proj_bias"] = bias(E * d).view(E, d)
+            continue
         if moe_layer(cfg, i):
             E, I = cfg["num_experts"], cfg["moe_intermediate_size"]
             # logits of spread ~2 so that tokens go to different experts
@@ -143,6 +176,35 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
 
 
 # ---- the reference forward (float64) ---------------------------------------------------------------
+
+def yarn_of(hd, theta, rs, max_pos):
+    """transformers' _compute_yarn_parameters: (inv_freq, attention factor)."""
+    import torch
+    factor = rs["factor"]
+    old = rs.get("original_max_position_embeddings") or max_pos
+
+    def mscale(m=1.0):
+        return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+    att = rs.get("attention_factor")
+    if att is None:
+        att = mscale(rs["mscale"]) / mscale(rs["mscale_all_dim"]) if rs.get("mscale") and rs.get("mscale_all_dim") \
+            else mscale()
+
+    def corr_dim(n):
+        return hd * math.log(old / (n * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = corr_dim(rs.get("beta_fast") or 32), corr_dim(rs.get("beta_slow") or 1)
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, hd - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(hd // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    pos = theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    extra = 1 - ramp  # the share of the plain frequency
+    return (1 / (factor * pos)) * (1 - extra) + (1 / pos) * extra, att
+
 
 def inv_freq_of(hd, theta, rope_scaling):
     import torch
@@ -179,11 +241,19 @@ def forward(c, W, tokens):
     T = len(tokens)
     nh, nkv, hd, eps = c["nh"], c["nkv"], c["hd"], c["eps"]
     x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
-    inv = inv_freq_of(hd, c["theta"], c.get("rope_scaling"))
+    rs, att_factor = c.get("rope_scaling"), 1.0
+    if rs and rs.get("rope_type") == "yarn":
+        inv, att_factor = yarn_of(hd, c["theta"], rs, c.get("max_pos"))
+    else:
+        inv = inv_freq_of(hd, c["theta"], rs)
     freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()  # [T, hd]
+    cos, sin = emb.cos() * att_factor, emb.sin() * att_factor  # [T, hd]
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    # sliding_window_overlay: key j seen from query i when j > i - window
+    idx = torch.arange(T)
+    types = c.get("layer_types") or ["full_attention"] * c["L"]
+    window_mask = mask.masked_fill(idx[None, :] <= idx[:, None] - (c.get("window") or T + 1), float("-inf"))
     for i in range(c["L"]):
         p = f"model.layers.{i}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
@@ -203,12 +273,23 @@ def forward(c, W, tokens):
         k = k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(nh // nkv, dim=0)  # repeat_kv
         v = v.repeat_interleave(nh // nkv, dim=0)
-        att = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(hd) + mask, dim=-1)
+        scores = q @ k.transpose(1, 2) / math.sqrt(hd) + (window_mask if types[i] == "sliding_attention"
+                                                          else mask)
+        if p + "self_attn.sinks" in W:  # gpt_oss: the sink's logit joins the softmax, then is dropped
+            sinks = W[p + "self_attn.sinks"].view(nh, 1, 1).expand(nh, T, 1)
+            att = torch.softmax(torch.cat((scores, sinks), dim=-1), dim=-1)[..., :-1]
+        else:
+            att = torch.softmax(scores, dim=-1)
         o = (att @ v).transpose(0, 1).reshape(T, nh * hd)
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        if p + "self_attn.o_proj.bias" in W:
+            x = x + W[p + "self_attn.o_proj.bias"]
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
         if p + "mlp.gate.weight" in W:
             x = x + sparse_moe(c, W, p, h)
+            continue
+        if p + "mlp.router.weight" in W:
+            x = x + oss_moe(c, W, p, h)
             continue
         gate = h @ W[p + "mlp.gate_proj.weight"].T
         up = h @ W[p + "mlp.up_proj.weight"].T
@@ -245,6 +326,34 @@ def sparse_moe(c, W, p, h):
     return out
 
 
+def oss_moe(c, W, p, h):
+    """GptOssMLP: GptOssTopKRouter (logits with a bias, the top k, a softmax over
+    those k) and GptOssExperts (gate_up = x gate_up_proj + bias, gate the even
+    columns and up the odd, gate clamped above and up both sides at
+    swiglu_limit, (up + 1) gate sigmoid(1.702 gate), then down_proj + bias),
+    weighted and summed. The choice of experts carries no gradient."""
+    import torch
+    logits = h @ W[p + "mlp.router.weight"].T + W[p + "mlp.router.bias"]
+    k, E = c["top_k"], logits.shape[-1]
+    top = torch.topk(logits.detach(), k + 1 if k < E else k, dim=-1)
+    if k < E:
+        gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
+        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
+    sel = top.indices[:, :k]
+    w = torch.softmax(logits.gather(-1, sel), dim=-1)
+    limit, e = c.get("swiglu_limit", 7.0), p + "mlp.experts."
+    out = torch.zeros_like(h)
+    for x in range(E):
+        rows, j = torch.where(sel == x)
+        if rows.numel() == 0:
+            continue
+        gu = h[rows] @ W[e + "gate_up_proj"][x] + W[e + "gate_up_proj_bias"][x]
+        gate, up = gu[..., ::2].clamp(max=limit), gu[..., 1::2].clamp(min=-limit, max=limit)
+        y = ((up + 1) * gate * torch.sigmoid(gate * 1.702)) @ W[e + "down_proj"][x] + W[e + "down_proj_bias"][x]
+        out = out.index_add(0, rows, y * w[rows, j, None])
+    return out
+
+
 def read_tokens(path):
     with open(path) as f:
         return [int(t) for t in f.read().split()]
@@ -265,13 +374,20 @@ def hf_model(d):
     W = {k: v.to(torch.float64) for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
     if cfg.get("tie_word_embeddings", False):
         W["lm_head.weight"] = W["model.embed_tokens.weight"]
+    return ref_config(cfg), W
+
+
+def ref_config(cfg):
+    """The forward's settings from a config.json dict."""
     arch = cfg["model_type"]
     nh = cfg["num_attention_heads"]
-    c = dict(L=cfg["num_hidden_layers"], nh=nh, nkv=cfg.get("num_key_value_heads", nh),
-             hd=cfg.get("head_dim", cfg["hidden_size"] // nh), eps=cfg["rms_norm_eps"],
-             theta=cfg["rope_theta"], rope_scaling=cfg.get("rope_scaling"), qk_norm=arch in ("qwen3", "qwen3_moe"),
-             top_k=cfg.get("num_experts_per_tok", 0), norm_topk=cfg.get("norm_topk_prob", False))
-    return c, W
+    return dict(L=cfg["num_hidden_layers"], nh=nh, nkv=cfg.get("num_key_value_heads", nh),
+                hd=cfg.get("head_dim", cfg["hidden_size"] // nh), eps=cfg["rms_norm_eps"],
+                theta=cfg["rope_theta"], rope_scaling=cfg.get("rope_scaling"), qk_norm=arch in ("qwen3", "qwen3_moe"),
+                top_k=cfg.get("num_experts_per_tok", 0), norm_topk=cfg.get("norm_topk_prob", False),
+                max_pos=cfg.get("max_position_embeddings"), window=cfg.get("sliding_window"),
+                layer_types=cfg.get("layer_types") or ["full_attention"] * cfg["num_hidden_layers"],
+                swiglu_limit=cfg.get("swiglu_limit", 7.0))
 
 
 def hf_logits(d, tokens):
@@ -410,6 +526,9 @@ def main(argv):
         if "--seed" in args:
             opts["seed"] = int(args[args.index("--seed") + 1])
         opts["norm_topk"] = "--norm-topk" in args
+        opts["yarn"] = "--yarn" in args
+        if "--window" in args:
+            opts["window"] = int(args[args.index("--window") + 1])
         if "--dense-layers" in args:
             opts["dense_layers"] = [int(x) for x in args[args.index("--dense-layers") + 1].split(",")]
         if "--sparse-step" in args:

@@ -125,6 +125,16 @@ CASES = {
     # float64's gap is below that (here 3e-2 of logp). With every expert
     # chosen nothing can flip: each expert and the router's softmax in bf16
     "qwen3moe-allexperts-full-bf16": dict(arch="qwen3_moe", top_k=8, beta=0.04, compute="bf16"),
+    # gpt-oss: sinks, q/k/v/o biases, YaRN, sliding layers, the router's and
+    # experts' biases, the clamped SwiGLU; LoRA on the attention projections
+    "gptoss-full-beta": dict(arch="gpt_oss", beta=0.04),
+    "gptoss-lora-qkvo-dapo": dict(arch="gpt_oss", loss="dapo", beta=0.04,
+                                  lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=9)),
+    # gpt-oss's attention options: YaRN RoPE (its factor and betas) and
+    # sliding-window layers (window 5, sequences of up to 20 tokens) between full ones
+    "qwen2-yarn-window-full-beta": dict(arch="qwen2", yarn=True, window=5, beta=0.04),
+    "llama-yarn-window-lora-qkvo-dapo": dict(arch="llama", yarn=True, window=4, loss="dapo",
+                                             lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=8)),
 }
 
 # completion_mask of each sequence of a "turns" case (completions of 8, 5,
@@ -198,6 +208,31 @@ def grpo_loss(case, logps, seqs, ref_logps, ents):
     return total
 
 
+def stack_oss_grads(ours):
+    """gpt_oss's expert gradients come per slice (grad.NAME:PARAM:EXPERT, our
+    [I, dim], [dim, I] or vector): stacked into HF's tensors, gate and up
+    interleaved in gate_up_proj's columns, the matrices transposed."""
+    parts = {}
+    for k in [k for k in ours if k.count(":") == 2]:
+        name, param, x = k.split(":")
+        parts.setdefault(name, {})[(param, int(x))] = ours.pop(k)
+    for name, p in parts.items():
+        E = 1 + max(x for _, x in p)
+        if name.endswith("gate_up_proj") or name.endswith("gate_up_proj_bias"):
+            g0 = p[("exp_gate" if name.endswith("proj") else "exp_gate_b", 0)]
+            kind = "" if name.endswith("proj") else "_b"
+            out = np.zeros((E,) + (g0.T.shape[:-1] + (2 * g0.T.shape[-1],) if g0.ndim == 2 else (2 * g0.shape[0],)),
+                           dtype=np.float32)
+            for x in range(E):
+                out[x][..., ::2] = p[("exp_gate" + kind, x)].T
+                out[x][..., 1::2] = p[("exp_up" + kind, x)].T
+        else:
+            kind = "exp_down" if name.endswith("proj") else "exp_down_b"
+            out = np.stack([p[(kind, x)].T for x in range(E)])
+        ours[name] = out
+    return ours
+
+
 def run(case_name, work):
     import torch
     from safetensors.numpy import load_file
@@ -206,7 +241,8 @@ def run(case_name, work):
     mdir = os.path.join(work, "model")
     model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False),
                         norm_topk=case.get("norm_topk", False), dense_layers=case.get("dense_layers", ()),
-                        seed=case.get("seed", 1234), top_k=case.get("top_k", 2))
+                        seed=case.get("seed", 1234), top_k=case.get("top_k", 2), yarn=case.get("yarn", False),
+                        window=case.get("window", 0))
     if case.get("embed_scale"):
         from safetensors import safe_open
         from safetensors.torch import load_file as tl, save_file as ts
@@ -217,12 +253,7 @@ def run(case_name, work):
         t["model.embed_tokens.weight"] *= case["embed_scale"]
         ts(t, path, metadata=meta)
     cfgj = json.load(open(os.path.join(mdir, "config.json")))
-    nh = cfgj["num_attention_heads"]
-    c = dict(L=cfgj["num_hidden_layers"], nh=nh, nkv=cfgj["num_key_value_heads"],
-             hd=cfgj.get("head_dim", cfgj["hidden_size"] // nh), eps=cfgj["rms_norm_eps"],
-             theta=cfgj["rope_theta"], rope_scaling=cfgj.get("rope_scaling"),
-             qk_norm=case["arch"] in ("qwen3", "qwen3_moe"), top_k=cfgj.get("num_experts_per_tok", 0),
-             norm_topk=cfgj.get("norm_topk_prob", False))
+    c = model_ref.ref_config(cfgj)
     from safetensors.torch import load_file as tload
     W = {k: v.to(torch.float64) for k, v in tload(os.path.join(mdir, "model.safetensors")).items()}
     tied = cfgj.get("tie_word_embeddings", False)
@@ -281,7 +312,7 @@ def run(case_name, work):
     if r.returncode:
         print(f"driver failed with {r.returncode}")
         return 1
-    ours = load_file(opath)
+    ours = stack_oss_grads(load_file(opath))
     if case.get("base_weights"):
         base_keys = [k for k in ours if k.startswith("base.")]
         if not base_keys:

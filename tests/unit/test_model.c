@@ -362,8 +362,19 @@ static void test_config(void) {
     CHECK(strstr(e.msg, "unsupported architecture \"GPT2LMHeadModel\"") != NULL);
     CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96,"
                            " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100,"
-                           " \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}}", &e), EX_DATAERR);
-    CHECK(strstr(e.msg, "rope_scaling type \"yarn\" is not supported") != NULL);
+                           " \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 4.0}}", &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "rope_scaling type \"dynamic\" is not supported") != NULL);
+    /* yarn: _compute_yarn_parameters' defaults */
+    CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96,"
+                           " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100,"
+                           " \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}}", &e), 0);
+    CHECK(c.rope_yarn && c.rope_truncate && c.rope_beta_fast == 32 && c.rope_beta_slow == 1);
+    CHECK_EQ_INT(c.rope_original_max_pos, 2048);
+    CHECK_NEAR(c.rope_attn_factor, 0.1 * log(4.0) + 1, 1e-15);
+    CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96,"
+                           " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100,"
+                           " \"rope_scaling\": {\"type\": \"yarn\", \"factor\": -4.0}}", &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "yarn: factor, beta_fast and beta_slow must be positive") != NULL);
     CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"intermediate_size\": 96}", &e), EX_DATAERR);
     CHECK(strstr(e.msg, "\"hidden_size\" is missing") != NULL);
     CHECK_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96,"

@@ -258,11 +258,46 @@ static void test_device_refused(void) {
     model_free(&m);
 }
 
+/* gpt-oss's clamped SwiGLU in double. */
+static double clamped_ref(double g, double u, double alpha, double limit) {
+    g = fmin(g, limit), u = fmax(-limit, fmin(u, limit));
+    return g / (1 + exp(-alpha * g)) * (u + 1);
+}
+
+static void test_swiglu_clamped(void) {
+    TEST("swiglu_clamped: forward as gpt-oss's (alpha 1.702, limit 7), backward against central differences");
+    enum { M = 64 };
+    const float alpha = 1.702f, limit = 7.0f;
+    float g[M], u[M], dh[M], out[M], dg[M], du[M];
+    fill(g, M, 10.0, 7), fill(u, M, 10.0, 8), fill(dh, M, 1.0, 9);
+    g[0] = 7.5f, u[0] = -8.0f; /* both clamped: no gradient */
+    g[1] = -3.0f, u[1] = 9.0f;
+    swiglu_clamped_forward(out, g, u, M, alpha, limit);
+    swiglu_clamped_backward(dg, du, dh, g, u, M, alpha, limit);
+    double fwd = 0, bwd = 0;
+    int clamped = 0;
+    const double h = 1e-4;
+    for (int i = 0; i < M; i++) {
+        fwd = fmax(fwd, fabs(out[i] - clamped_ref(g[i], u[i], alpha, limit)) / fmax(1, fabs(out[i])));
+        if (fabs(g[i] - limit) < 1e-2 || fabs(fabs(u[i]) - limit) < 1e-2) continue; /* a kink */
+        double ng = (clamped_ref(g[i] + h, u[i], alpha, limit) - clamped_ref(g[i] - h, u[i], alpha, limit)) / (2 * h);
+        double nu = (clamped_ref(g[i], u[i] + h, alpha, limit) - clamped_ref(g[i], u[i] - h, alpha, limit)) / (2 * h);
+        bwd = fmax(bwd, fabs(dg[i] - dh[i] * ng) / fmax(1, fabs(dh[i] * ng)));
+        bwd = fmax(bwd, fabs(du[i] - dh[i] * nu) / fmax(1, fabs(dh[i] * nu)));
+        clamped += g[i] > limit || fabs(u[i]) > limit;
+    }
+    CHECK_NEAR(fwd, 0, 1e-6);
+    CHECK_NEAR(bwd, 0, 1e-5);
+    CHECK(clamped >= 10); /* the clamps were crossed */
+    CHECK(dg[0] == 0 && du[0] == 0 && du[1] == 0 && dg[1] != 0);
+}
+
 int main(void) {
     test_route();
     test_route_backward(false);
     test_route_backward(true);
     test_group_combine();
+    test_swiglu_clamped();
     test_config();
     test_layout();
     test_device_refused();

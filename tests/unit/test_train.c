@@ -579,8 +579,12 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         model_tensor_ref *refs = calloc(nt, sizeof *refs);
         model_tensor_list(&m, refs);
         for (size_t i = 0; i < nt && !rc; i++) {
-            char name[160];
+            char name[192];
             snprintf(name, sizeof name, "grad.%s", refs[i].hf);
+            /* gpt_oss's experts share a stacked name: each slice apart (train_ref.py stacks them) */
+            if (m.cfg.arch == ARCH_GPT_OSS && refs[i].expert >= 0)
+                snprintf(name, sizeof name, "grad.%s:%s:%d", refs[i].hf, model_param_name(refs[i].param),
+                         refs[i].expert);
             rc = add_f32(&w, name, refs[i].cols ? 2 : 1, refs[i].rows, refs[i].cols,
                          t.grad + (refs[i].dst - m.params_memory));
         }
