@@ -61,7 +61,7 @@ TOOLS() { echo "$BATS_FILE_TMPDIR/tools.json"; }
     [ "$(jq -r '"\(.id)/\(.sample)"' r.jsonl | tr '\n' ' ')" = "a/0 a/1 b/0 b/1 c/0 c/1 " ]
     # the prompt's fields first and untouched, then the rollout's in order
     head -n 1 r.jsonl | grep -q '^{"id":"a","messages":\[{"role":"user","content":"What is 6 times 7?"}\],"x":1e400,"sample":0,"prompt_tokens":'
-    [ "$(head -n 1 r.jsonl | jq -c 'keys_unsorted[3:]')" = '["sample","prompt_tokens","completion_tokens","completion_mask","completion","logprobs","temperature","finish_reason","turns","env_reward","policy","sampler"]' ]
+    [ "$(head -n 1 r.jsonl | jq -c 'keys_unsorted[3:]')" = '["sample","prompt_tokens","completion_tokens","completion_mask","completion","logprobs","temperature","finish_reason","turns","env_reward","policy","policy_step","sampler"]' ]
     jq -e '(.completion_mask | length) == (.completion_tokens | length)
            and (.logprobs | length) == (.completion_tokens | length)
            and ([.completion_mask, .logprobs] | transpose | all(.[]; (.[0] == 1) == (.[1] != null)))
