@@ -280,7 +280,7 @@ static int prepasses(rank_run *r, gerr *e) {
         if ((rc = dist_agree(d, rc, e))) return rc;
         progress_update(&r->pg, batch_tokens(b, 0, b->n));
     }
-    if (o->recompute_old) {
+    if (r->plan->old_logp == OLD_LOGP_RECOMPUTE) {
         phase(r, "tokens", batch_tokens(b, 0, b->n), "old log-probs");
         r->old_own = xmalloc(sizeof(float) * n_alloc);
         logp_pass(&r->t, b, o->micro_batch, o->group_sums, r->temp, false, r->old_own, NULL);
@@ -385,7 +385,7 @@ static void print_summary(const rank_run *r) {
             "trained on, %ld tokens with the prompts (metrics \"tokens\"), loss %.6g, %.1f s",
             tool_name(), r->pol.step, all->n, all->n_no_advantage, all->n_masked, r->lb.n_tokens, all->total_tokens,
             r->lines[r->plan->run.iterations - 1].loss.loss, now_seconds() - r->t_start);
-    if (r->plan->run.recompute_old)
+    if (r->plan->old_logp == OLD_LOGP_RECOMPUTE)
     {
         fprintf(stderr, "; pi_old recomputed, sampler correction %s (%ld of %ld records not sampled by the float32 CPU "
                 "engine", is_level_names[r->plan->loss.is_level], all->n_inexact, all->n_records);

@@ -94,10 +94,10 @@ static int resolve_loss(const update_opts *o, update_plan *p, gerr *e) {
 }
 
 void update_plan_for_batch(update_plan *p, long n_off, long n_raw) {
-    if (p->is_auto) p->loss.is_level = n_off > 0 && n_raw == 0 ? IS_TOKEN : IS_OFF;
+    /* the weight needs pi_old recomputed: none where --old-logp records was given */
+    if (p->is_auto) p->loss.is_level = n_off > 0 && n_raw == 0 && p->old_logp != OLD_LOGP_RECORDS ? IS_TOKEN : IS_OFF;
     if (p->old_logp == OLD_LOGP_AUTO)
         p->old_logp = n_off > 0 || p->loss.is_level != IS_OFF ? OLD_LOGP_RECOMPUTE : OLD_LOGP_RECORDS;
-    p->run.recompute_old = p->old_logp == OLD_LOGP_RECOMPUTE || p->loss.is_level != IS_OFF;
 }
 
 int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e) {

@@ -24,7 +24,6 @@
 typedef struct {
     const char *model, *out, *in, *ref, *metrics; /* model and out required */
     long long iterations;         /* optimizer steps over the batch */
-    bool recompute_old;           /* pi_old from the trainer's forward: --old-logp, resolved for the batch */
     bool mask_truncated, recompute;
     double temperature;           /* < 0: the records' (else 1) */
     long long max_new_tokens;     /* dr_grpo's L; 0 = the longest completion in the batch */
@@ -87,7 +86,7 @@ typedef struct {
     loss_opts loss;
     unsigned lora_targets;   /* a bit per LORA_* target */
     bool is_auto;            /* --is-correction auto: loss.is_level set by update_plan_for_batch */
-    old_logp_source old_logp; /* auto until update_plan_for_batch; run.recompute_old follows it */
+    old_logp_source old_logp; /* auto until update_plan_for_batch, then records or recompute */
 } update_plan;
 
 /* Checks o and resolves it into *p: EX_USAGE naming the flag when one is
@@ -100,8 +99,9 @@ int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e);
  * are not of the distribution sampled: with any such record pi_old is
  * recomputed, and the sampler/trainer weight is applied per token
  * (IS_TOKEN, with --is-mode and --is-cap) unless a record's log-probs are
- * raw, which no weight can use; without, pi_old is the records' and there
- * is no weight. Explicit flags stay as given. */
+ * raw, which no weight can use, or --old-logp records was given; without,
+ * pi_old is the records' and there is no weight. Explicit flags stay as
+ * given. */
 void update_plan_for_batch(update_plan *p, long n_off, long n_raw);
 
 #endif
