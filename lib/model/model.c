@@ -181,9 +181,10 @@ size_t model_tensor_list(const model *m, model_tensor_ref *out) {
             for (int x = 0; x < n_exp; x++, n++) {
                 if (!out) continue;
                 model_tensor_ref *r = &out[n];
+                if (expert_param(p)) snprintf(r->name, sizeof r->name, tensor_names[p].hf, l, x);
+                else snprintf(r->name, sizeof r->name, tensor_names[p].hf, l);
                 if (c->arch == ARCH_GPT_OSS && oss_names[p]) snprintf(r->hf, sizeof r->hf, oss_names[p], l);
-                else if (expert_param(p)) snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l, x);
-                else snprintf(r->hf, sizeof r->hf, tensor_names[p].hf, l);
+                else memcpy(r->hf, r->name, sizeof r->hf);
                 snprintf(r->gguf, sizeof r->gguf, tensor_names[p].gguf, l);
                 r->param = p;
                 r->layer = global ? -1 : l;

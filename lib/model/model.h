@@ -302,7 +302,10 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
  * and slice X of its layer's stacked [E, rows, cols] tensor in GGUF
  * (blk.L.ffn_gate_exps.weight, GGUF dims {cols, rows, E}). */
 struct model_tensor_ref {
-    char hf[96], gguf[64];
+    /* name: this tensor's own, one per ref (an expert's matrix has its
+     * expert's); hf: where it lives in a Hugging Face file, shared by the
+     * refs a family stacks into one tensor (gpt_oss's experts). */
+    char name[96], hf[96], gguf[64];
     int param, layer; /* layer -1 for the global tensors */
     int expert;       /* the expert of an expert's matrix, else -1 */
     int64_t rows, cols;

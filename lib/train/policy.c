@@ -56,7 +56,7 @@ size_t policy_optim_tensors(const policy *p, optim_tensor **out) {
         model_tensor_ref *refs = xcalloc(n ? n : 1, sizeof *refs);
         model_tensor_list(&p->m, refs);
         for (size_t i = 0; i < n; i++)
-            describe(&t[i], p, refs[i].hf, refs[i].rows, refs[i].cols, (size_t)(refs[i].dst - p->m.params_memory));
+            describe(&t[i], p, refs[i].name, refs[i].rows, refs[i].cols, (size_t)(refs[i].dst - p->m.params_memory));
         free(refs);
     }
     *out = t;

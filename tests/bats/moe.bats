@@ -162,7 +162,7 @@ PY
     [[ "$output" == *"tensor model.layers.1.mlp.experts.down_proj: expected shape [8, 64, 32]"* ]]
 }
 
-@test "gpt_oss: rollout log-probs are the float64 reference's (1e-4); LoRA trains and rolls out; a full checkpoint is refused (65)" {
+@test "gpt_oss: rollout log-probs are the float64 reference's (1e-4); LoRA trains and rolls out" {
     [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny gpt_oss oss
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" oss
@@ -174,9 +174,40 @@ PY
     [ -f l1/adapter_model.safetensors ]
     grpo-rollout --model l1 --in "$(P)" -k 2 --max-new-tokens 8 --seed 5 --out rl.jsonl
     [ "$(wc -l < rl.jsonl)" -eq 12 ]
-    run grpo-update --model oss --in "$(B)" --out c1 --lr 1e-3
-    echo "$output"
-    [ "$status" -eq 65 ]
-    [[ "$output" == *"writing gpt_oss weights (stacked experts) is not supported"* ]]
-    [ ! -e c1 ]
+}
+
+@test "gpt_oss: full fine-tuning writes the stacked experts as HF does, per-expert moments, resumes, rolls out" {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny gpt_oss oss
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" oss
+    grpo-update --model oss --in "$(B)" --out c1 --lr 1e-3
+    "$GRPO_PY" - oss c1 <<'PY'
+import sys
+from safetensors.numpy import load_file
+a, b = (load_file(d + "/model.safetensors") for d in sys.argv[1:3])
+o = load_file(sys.argv[2] + "/grpo/optimizer.safetensors")
+assert set(a) == set(b), set(a) ^ set(b)
+for n in a:
+    assert a[n].shape == b[n].shape, (n, a[n].shape, b[n].shape)
+# every stacked tensor moved, each expert's gate (even columns) and up (odd) both
+for n in ("model.layers.0.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj",
+          "model.layers.0.mlp.experts.gate_up_proj_bias", "model.layers.1.mlp.experts.down_proj_bias"):
+    d = abs(a[n].astype("float64") - b[n].astype("float64"))
+    assert d.max() > 0, n
+for x in range(a["model.layers.0.mlp.experts.gate_up_proj"].shape[0]):
+    d = abs(a["model.layers.0.mlp.experts.gate_up_proj"][x] - b["model.layers.0.mlp.experts.gate_up_proj"][x])
+    assert d[:, 0::2].max() > 0 and d[:, 1::2].max() > 0, x
+# moments: one pair per expert's own matrix and bias
+assert "exp_avg.model.layers.1.mlp.experts.3.up_proj.weight" in o
+assert "exp_avg_sq.model.layers.0.mlp.experts.0.gate_proj.bias" in o
+assert not any(k.endswith("gate_up_proj") for k in o)
+PY
+    # the written layout is HF's: the float64 reference reads c1 as it read oss
+    grpo-rollout --model c1 --in "$(P)" -k 2 --max-new-tokens 16 --seed 5 --weights f32 --out r1.jsonl
+    check_lp c1 r1.jsonl 1e-4
+    grpo-rollout --model oss --in "$(P)" -k 2 --max-new-tokens 16 --seed 5 --weights f32 --out r0.jsonl
+    run cmp -s <(jq -c .logprobs r0.jsonl) <(jq -c .logprobs r1.jsonl)
+    [ "$status" -eq 1 ]
+    grpo-update --model c1 --in "$(B)" --out c2 --lr 1e-3
+    jq -e '.step == 2' c2/grpo/state.json
 }
