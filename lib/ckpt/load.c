@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "adapter_dir.h"
+#include "ckpt_paths.h"
 
 typedef enum { SRC_HF_DIR, SRC_ADAPTER_DIR, SRC_GGUF } source_kind;
 
@@ -41,11 +42,20 @@ static int load_adapter_dir(const char *path, model *base, lora *l, gerr *e) {
 }
 
 /* An adapter checkpoint: its base with the adapter merged in, so every tool
- * that only runs the model takes one. */
+ * that only runs the model takes one. A checkpoint trained on a packed
+ * frozen base (grpo-update --base-weights bf16|q8) merges into that base's
+ * values, the model it trained (model_round_frozen), not the file's. */
 static int load_merged_adapter(model *m, const char *path, gerr *e) {
     lora l;
-    int rc = load_adapter_dir(path, m, &l, e);
+    weight_format base_fmt;
+    int rc = ckpt_base_weights_read(path, &base_fmt, e);
+    if (!rc) rc = load_adapter_dir(path, m, &l, e);
     if (rc) return rc;
+    if ((rc = model_round_frozen(m, base_fmt, e))) {
+        lora_free(&l);
+        model_free(m);
+        return rc;
+    }
     lora_merge(m, &l);
     lora_free(&l);
     return 0;

@@ -149,6 +149,12 @@ int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
  * float32 rows, and the pages each packed matrix no longer fills given back
  * to the system. Errors as model_pack's. */
 int model_pack_frozen(model *m, weight_format fmt, gerr *e);
+/* The values model_pack_frozen's matrices hold, as float32 rows in place:
+ * each matrix it would pack rounded through fmt (q8: its blocks, what
+ * q8w_unpack gives back; bf16: bf16w_round's), the rest untouched. A LoRA
+ * checkpoint trained on such a base merges into this (lib/ckpt/load.h).
+ * EX_DATAERR when fmt cannot hold the model's shapes, m then unchanged. */
+int model_round_frozen(model *m, weight_format fmt, gerr *e);
 /* "f32", "bf16" or "q8". */
 const char *weight_format_name(weight_format fmt);
 /* The weights' format and kernel, for progress lines, into buf (returned):

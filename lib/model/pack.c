@@ -10,6 +10,7 @@
 #include "../ops/ops.h"
 #include "../ops/packed.h"
 #include "../ops/packed_bf16.h"
+#include "../ops/packed_bf16_kernels.h"
 #include "../ops/packed_q8.h"
 #include "model.h"
 
@@ -199,6 +200,36 @@ int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
                 release_tail(refs[i].dst, fmt, (int)refs[i].rows, (int)refs[i].cols);
         free(refs);
     }
+    pack_plan_free(&p);
+    return rc;
+}
+
+int model_round_frozen(model *m, weight_format fmt, gerr *e) {
+    if (fmt == WEIGHTS_F32) return 0;
+    pack_plan p;
+    model_plan_packing(m, fmt, &p);
+    int rc = p.refused.code ? gerr_set(e, p.refused.code, "%s", p.refused.msg) : 0;
+    model_tensor_ref *refs = xcalloc(p.n_tensors, sizeof *refs);
+    model_tensor_list(m, refs);
+    void *tmp = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < p.n_tensors && !rc; i++) {
+        const model_tensor_ref *r = &refs[i];
+        if (p.hold[r->param] != HOLD_PACKED || r->param == P_LM_HEAD) continue; /* model_pack_frozen's */
+        size_t n = (size_t)r->rows * (size_t)r->cols;
+        if (fmt == WEIGHTS_BF16) {
+            for (size_t j = 0; j < n; j++) {
+                uint32_t bits = (uint32_t)bf16w_round(r->dst[j]) << 16;
+                memcpy(&r->dst[j], &bits, sizeof bits);
+            }
+            continue;
+        }
+        size_t bytes = weights_packed_bytes(fmt, (int)r->rows, (int)r->cols);
+        if (bytes > cap) free(tmp), tmp = xmalloc(cap = bytes);
+        weights_pack(fmt, tmp, r->dst, (int)r->rows, (int)r->cols);
+        q8w_unpack(r->dst, tmp, (int)r->rows, (int)r->cols);
+    }
+    free(tmp), free(refs);
     pack_plan_free(&p);
     return rc;
 }
