@@ -269,6 +269,10 @@ static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_p
     backend_zero(be, s->dxn, (size_t)R * d * sizeof *s->dxn);
     be->scatter_add_rows(s->dxn, s->dxe, p->moe->row_of, R * k, d);
     be->moe_route_backward(s->dlogits, s->dw, a->probs, a->sel, a->route_w, R, E, k, c->moe_norm_topk);
+    if (p->balance_scale > 0) {
+        double b = be->moe_balance_backward(s->dlogits, a->probs, a->sel, p->row_mult, R, E, k, p->balance_scale);
+        if (p->balance_sum) *p->balance_sum += p->balance_weight * b;
+    }
     be->matmul_backward(s->dxn, g->router, g->router_b, s->dlogits, a->xn2, w->router, R, d, E, true);
 }
 

@@ -255,6 +255,15 @@ void moe_route_forward(float *probs, int32_t *sel, float *w, const float *logits
  * renormalisation and the softmax; the choice of sel is not differentiated. */
 void moe_route_backward(float *dlogits, const float *dw, const float *probs, const int32_t *sel, const float *w, int n,
                         int n_experts, int k, bool norm);
+/* The router's load-balancing loss of one layer over n tokens, token r
+ * counted mult[r] times (NULL: once each; T = sum mult):
+ *   f_x = (1/T) sum_r mult_r [x in sel_r],  P_x = (1/T) sum_r mult_r probs_r[x],
+ *   balance = E sum_x f_x P_x  (k when the routing is uniform),
+ * returned; d(scale * T * balance)/d(probs_r[x]) = scale * E f_x mult_r is
+ * taken back through each row's softmax and added to dlogits[n, E]. f is
+ * not differentiated (the choice is not). */
+double moe_balance_backward(float *dlogits, const float *probs, const int32_t *sel, const float *mult, int n,
+                            int n_experts, int k, double scale);
 /* out[r] = sum_j w[r*k+j] * ye[slot[r*k+j]] over d columns (written):
  * ye holds the experts' outputs by slot. */
 void moe_combine_forward(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d);

@@ -311,6 +311,8 @@ def sparse_moe(c, W, p, h):
         gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
         c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
     sel = top.indices[:, :k]
+    if "router_log" in c:  # for a load-balancing loss (train_ref.py): the layer's softmax and choice
+        c["router_log"].append((probs, sel))
     w = probs.gather(-1, sel)
     if c["norm_topk"]:
         w = w / w.sum(dim=-1, keepdim=True)
@@ -340,6 +342,8 @@ def oss_moe(c, W, p, h):
         gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
         c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
     sel = top.indices[:, :k]
+    if "router_log" in c:
+        c["router_log"].append((torch.softmax(logits, dim=-1), sel))
     w = torch.softmax(logits.gather(-1, sel), dim=-1)
     limit, e = c.get("swiglu_limit", 7.0), p + "mlp.experts."
     out = torch.zeros_like(h)
