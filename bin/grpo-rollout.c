@@ -5,6 +5,7 @@
 #include "io/outpath.h"
 #include "ops/blas.h"
 #include "rollout/rollout.h"
+#include "runner/weights.h"
 #include "util/err.h"
 #include "util/flags.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char **argv) {
     blas_ensure_fast_kernels(argv);
     rollout_opts o;
     rollout_opts_default(&o);
+    char weight_choices[48];
     const flag_spec flags[] = {
         {"--model", NULL, FLAG_STRING, &o.model, "M",
          "policy: HF directory, our checkpoint, or .gguf (required); with --server only its tokenizer, chat template "
@@ -41,8 +43,10 @@ int main(int argc, char **argv) {
          "(default: $GRPO_DEVICE, else auto); a mixture of experts runs on the CPU only", 0, 0, "auto|cpu|cuda"},
         {"--weights", NULL, FLAG_CHOICE, &o.weights, "W",
          "the model's matrices on the CPU: f32, bf16 (rounded once; fastest with AVX512-BF16, emulated with the same bits on AVX-512F or AVX2), q8 (8-bit blocks, "
-         "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), auto = bf16 where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, else auto); "
-         "logprobs are those of the weights sampled from", 0, 0, "auto|f32|bf16|q8"},
+         "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), mxfp4 (a gpt-oss's MXFP4 experts kept as the file's blocks, "
+         "the rest f32), auto = a file's MXFP4 experts kept, the rest bf16 where the CPU has AVX512-BF16, else f32 "
+         "(default: $GRPO_WEIGHTS, else auto); logprobs are those of the weights sampled from", 0, 0,
+         FLAGS_CHOICES(weight_choices, weights_names)},
         {"--kv-cache", NULL, FLAG_CHOICE, &o.kv_cache, "C",
          "the KV cache's elements: f32, or bf16 (half the memory and the bytes a decode step reads; keys and values "
          "rounded once), auto = bf16 on a GPU, and on a CPU with AVX-512 or AVX2 when the weights are bf16 or q8, else f32",

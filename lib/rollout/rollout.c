@@ -419,7 +419,7 @@ static int open_engine(rollout *r, gerr *e) {
     if (rc) return rc;
     kv_format kv = KV_F32;
     if ((rc = weights_select("--weights", o->weights, &r->weights, e)) ||
-        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights, &kv, e)) ||
+        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights.fmt, &kv, e)) ||
         (rc = runner_open_on(&r->run, o->model, false, r->be, r->weights, e))) {
         device_release(r->be);
         r->be = NULL;
@@ -491,7 +491,7 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
      * products are bf16 whatever --weights says) */
     if (o->server) server_sampler_json(r, &r->sampler);
     else
-        sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu", r->be ? "bf16" : weight_format_name(r->weights),
+        sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu", r->be ? "bf16" : weight_format_name(r->weights.fmt),
                            r->run.kv_fmt == KV_BF16 ? "bf16" : "f32");
     r->policy_step = o->policy_step;
     if (o->policy_step < 0 && (rc = ckpt_step_read(o->model, &r->policy_step, e))) return rc;

@@ -32,7 +32,7 @@ typedef struct {
     int vocab;           /* token ids run 0..vocab-1 */
     int ctx_len;         /* positions a sequence may use: the model's context (the server's, when it says) */
     const backend *be; /* the device the model runs on; NULL: the CPU */
-    weight_format weights; /* how the CPU packs the weights (--weights) */
+    weight_choice weights; /* how the CPU packs the weights (--weights) */
     model_runner run;
     bool have_template;
     chat_template tmpl;

@@ -371,11 +371,21 @@ def model_logits(c, W, tokens):
 
 
 def hf_model(d):
-    """The forward's config and float64 weights of an HF directory."""
+    """The forward's config and float64 weights of an HF directory; gpt-oss's
+    MXFP4 experts (NAME_blocks, NAME_scales) as transformers dequantizes them
+    into NAME: convert_moe_packed_tensors (mxfp4_ref.py's transcription),
+    then [E, out, in] transposed to the bf16 layout's [E, in, out]."""
     import torch
     from safetensors.torch import load_file
+    from mxfp4_ref import convert_moe_packed_tensors
     cfg = json.load(open(os.path.join(d, "config.json")))
-    W = {k: v.to(torch.float64) for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    raw = load_file(os.path.join(d, "model.safetensors"))
+    W = {k: v.to(torch.float64) for k, v in raw.items() if not k.endswith(("_blocks", "_scales"))}
+    for k in raw:
+        if k.endswith("_blocks"):
+            base = k[:-len("_blocks")]
+            w = convert_moe_packed_tensors(raw[k], raw[base + "_scales"], dtype=torch.float32)
+            W[base] = w.transpose(1, 2).to(torch.float64)
     if cfg.get("tie_word_embeddings", False):
         W["lm_head.weight"] = W["model.embed_tokens.weight"]
     return ref_config(cfg), W
