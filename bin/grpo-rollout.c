@@ -129,10 +129,10 @@ int main(int argc, char **argv) {
                   "its keyed stream; the reply's token ids and log-probabilities make the record, which gains\n"
                   "sampler {engine, model, logprobs: processed|raw}; with --server-lora the server first loads\n"
                   "the adapter under --server-lora-name and the requests ask for it (sampler gains adapter and\n"
-                  "adapter_path; llama.cpp cannot, 64). Its records are as deterministic as the\n"
-                  "server's seeded sampling. A server that cannot be reached is 69; a reply with missing or\n"
-                  "miscounted log-probabilities is 65 naming the record; 429, 5xx and timeouts are retried, then 75\n"
-                  "(docs/servers.md).\n"
+                  "adapter_path; llama.cpp cannot, 64). Its records are as deterministic as the server's seeded\n"
+                  "sampling. A server that cannot be reached is 69, as is a refused adapter load; a reply with\n"
+                  "missing or miscounted log-probabilities is 65 naming the record; 429, 5xx and timeouts are\n"
+                  "retried, then 75 (docs/servers.md).\n"
                   "example: grpo-rollout --model models/SmolLM2-135M-Instruct.Q4_1.gguf -k 8 --in prompts.jsonl "
                   "--out rollouts.jsonl.zst",
     };

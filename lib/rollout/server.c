@@ -119,10 +119,10 @@ static int lora_dir(rollout_server *sv, const rollout_opts *o, gerr *e) {
         return gerr_set(e, errno == ENOENT ? EX_NOINPUT : EX_IOERR, "--server-lora %s: %s", o->server_lora,
                         strerror(errno));
     sb_puts(&sv->lora_path, path);
-    sb_puts(&sv->lora_path, "/adapter_config.json");
-    bool adapter = access(sv->lora_path.data, R_OK) == 0;
-    sb_clear(&sv->lora_path);
-    sb_puts(&sv->lora_path, path);
+    strbuf config = {0};
+    sb_printf(&config, "%s/adapter_config.json", path);
+    bool adapter = access(config.data, R_OK) == 0;
+    sb_free(&config);
     if (!adapter)
         return gerr_set(e, EX_NOINPUT,
                         "--server-lora %s: no adapter_config.json: not a PEFT adapter directory (grpo-export --format "
