@@ -105,10 +105,11 @@ wait_port() {
     PORT=$(cat "$T/port")
 }
 
-# server_setup: the setup of the stand-in's suites: in $T, TOK the committed tiny
-# tokenizer, prompts.jsonl a record with messages and one with prompt_tokens.
+# server_setup: the setup of the stand-in's suites: in $T (without symlinks: grpo-rollout
+# gives the server real paths), TOK the committed tiny tokenizer, prompts.jsonl a
+# record with messages and one with prompt_tokens.
 server_setup() {
-    T="$BATS_TEST_TMPDIR"
+    T=$(cd "$BATS_TEST_TMPDIR" && pwd -P) || return 1
     cd "$T" || return 1
     TOK="$GRPO_ROOT/tests/fixtures/tiny-tokenizer"
     printf '%s\n' '{"id":"a","messages":[{"role":"user","content":"hi"}]}' \
