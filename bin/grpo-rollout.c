@@ -56,8 +56,8 @@ int main(int argc, char **argv) {
         {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",
          0, 0, NULL},
         {"--policy-step", NULL, FLAG_INT, &o.policy_step, "N",
-         "optimizer step written into the records as policy_step (-1: --model's grpo/state.json step, 0 for "
-         "another model; with --server: the step of the checkpoint the server serves)", -1, 1e15, NULL},
+         "optimizer step written into the records as policy_step (-1: --model's grpo/state.json step, or with "
+         "--server-lora DIR's, 0 for another model; with --server: the step of the checkpoint the server serves)", -1, 1e15, NULL},
         {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n", "only prompts whose id hash falls in shard i of n", 0, 0, NULL},
         {"--skip-bad", NULL, FLAG_BOOL, &o.skip_bad, NULL,
          "skip records that cannot be prompted (no id, bad or empty or too long prompt) and count them", 0, 0, NULL},
@@ -94,6 +94,12 @@ int main(int argc, char **argv) {
         {"--server-key-env", NULL, FLAG_STRING, &o.server_key_env, "VAR",
          "environment variable holding the server's API key, sent as a Bearer token (none: no key is sent)", 0, 0,
          NULL},
+        {"--server-lora", NULL, FLAG_STRING, &o.server_lora, "DIR",
+         "a PEFT adapter directory (grpo-export --format peft) the server loads before sampling, in place of the "
+         "one of the same name, given as DIR's absolute path (the server must see this filesystem); every request "
+         "asks for it. vLLM and SGLang only (docs/servers.md)", 0, 0, NULL},
+        {"--server-lora-name", NULL, FLAG_STRING, &o.server_lora_name, "NAME",
+         "the name --server-lora is loaded under and asked for; records name it", 0, 0, NULL},
         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "progress on stderr even when not a terminal; ends with tokens/s and KV cache size (with --env, "
          "the requests and the time spent waiting for answers)", 0, 0,
          NULL},
@@ -125,10 +131,12 @@ int main(int argc, char **argv) {
                   "With --server URL an inference server (vLLM, SGLang, llama.cpp's llama-server) samples: each\n"
                   "sample's token ids go as they are (with --env the whole conversation's), each with a seed from\n"
                   "its keyed stream; the reply's token ids and log-probabilities make the record, which gains\n"
-                  "sampler {engine, model, logprobs: processed|raw}. Its records are as deterministic as the\n"
-                  "server's seeded sampling. A server that cannot be reached is 69; a reply with missing or\n"
-                  "miscounted log-probabilities is 65 naming the record; 429, 5xx and timeouts are retried, then 75\n"
-                  "(docs/servers.md).\n"
+                  "sampler {engine, model, logprobs: processed|raw}; with --server-lora the server first loads\n"
+                  "the adapter under --server-lora-name and the requests ask for it (sampler gains adapter and\n"
+                  "adapter_path; llama.cpp cannot, 64). Its records are as deterministic as the server's seeded\n"
+                  "sampling. A server that cannot be reached is 69, as is a refused adapter load; a reply with\n"
+                  "missing or miscounted log-probabilities is 65 naming the record; 429, 5xx and timeouts are\n"
+                  "retried, then 75 (docs/servers.md).\n"
                   "example: grpo-rollout --model models/SmolLM2-135M-Instruct.Q4_1.gguf -k 8 --in prompts.jsonl "
                   "--out rollouts.jsonl.zst",
     };
@@ -143,10 +151,12 @@ int main(int argc, char **argv) {
     }
     static const char *const server_only[] = {"--server-kind",    "--server-model",   "--server-logprobs",
                                               "--server-concurrency", "--server-timeout", "--server-retries",
-                                              "--server-key-env"};
+                                              "--server-key-env", "--server-lora"};
     static const char *const engine_only[] = {"--device", "--weights", "--kv-cache"};
     for (size_t i = 0; !o.server && i < sizeof server_only / sizeof *server_only; i++)
         if (flags_given(&p, server_only[i])) die(EX_USAGE, "%s needs --server URL", server_only[i]);
+    if (!o.server_lora && flags_given(&p, "--server-lora-name"))
+        die(EX_USAGE, "--server-lora-name needs --server-lora DIR");
     for (size_t i = 0; o.server && i < sizeof engine_only / sizeof *engine_only; i++)
         if (flags_given(&p, engine_only[i])) die(EX_USAGE, "%s chooses how our engine runs: not with --server", engine_only[i]);
     gerr e = {0};
