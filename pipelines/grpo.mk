@@ -52,7 +52,8 @@
 #                     docs/servers.md); MODEL still gives the tokenizer [none]
 #   SERVER_FLAGS      more grpo-rollout --server-* flags (--server-kind, --server-logprobs, ...) [none]
 #   SERVER_SYNC       how checkpoint N reaches the server before step N's rollout: restart = SERVER_CMD
-#                     is started serving its export in place of the server running (pipelines/server.sh);
+#                     is started serving its export in place of the server running (pipelines/server.sh),
+#                     and the rollouts take turns on it (a lock held from the restart to the rollout's end);
 #                     lora = a LoRA run's adapter: the rollout has the server (vLLM or SGLang, serving the
 #                     base model, started by you; docs/servers.md) load checkpoint N's PEFT export in place
 #                     under one name (grpo-rollout --server-lora) and asks for it; checkpoint 0, MODEL
@@ -354,17 +355,19 @@ rollout_model = $(if $(strip $(ROLLOUT_SERVER)),--model $(MODEL) --server $(ROLL
     $(if $(call lora_export,$(1)),--server-lora $(abspath $(call lora_export,$(1))) \
         $(if $(strip $(SERVER_LORA_NAME)),--server-lora-name $(call sq,$(SERVER_LORA_NAME)))) \
     $(if $(filter restart lora,$(SERVER_SYNC)),--policy-step $$(( 10#$(1) ))),--model $(call model_of,$(1)))
-rollout_sync = $(if $(filter restart,$(SERVER_SYNC)),$(server_sh) ensure $(RUN) $(1) $(call model_of,$(1)) $(call logged,$(2).server.log);)\
-    $(if $(filter lora,$(SERVER_SYNC)),mkdir -p $(RUN)/server;)
-# SERVER_SYNC=lora: one rollout at a time loads and asks for the adapter of its name
-rollout_lock = $(if $(filter lora,$(SERVER_SYNC)),flock $(RUN)/server/lora.lock)
+rollout_sync = $(if $(filter restart,$(SERVER_SYNC)),$(server_sh) ensure $(RUN) $(1) $(call model_of,$(1)) $(call logged,$(2).server.log);)
+# SERVER_SYNC=restart or lora: one rollout at a time makes the server serve its checkpoint (a
+# restart, or its adapter loaded under the one name) and samples from it, so that an off-policy
+# run's next rollout (MAX_STALENESS > 1 under make -j) cannot switch it under a running one
+rollout_lock = $(if $(filter restart lora,$(SERVER_SYNC)),mkdir -p $(RUN)/server; { flock 8;)
+rollout_unlock = $(if $(filter restart lora,$(SERVER_SYNC)),} 8> $(RUN)/server/rollout.lock;)
 
 # $(call rollout_cmd,STEP,SHARD-ARGS,LOG[,/fill/RR]): grpo-rollout of step N (or of its fill round RR) into $@
 define rollout_cmd
-rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; $$(call rollout_sync,$(call sample_of,$(1)),$(3)) \
-$$(rollout_lock) $$(GRPO_BIN)/grpo-rollout $$(call rollout_model,$(call sample_of,$(1))) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl \
+rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; $$(rollout_lock) $$(call rollout_sync,$(call sample_of,$(1)),$(3)) \
+$$(GRPO_BIN)/grpo-rollout $$(call rollout_model,$(call sample_of,$(1))) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl \
     --out $$@ $$(ROLLOUT_ARGS) --seed $$(call step_seed,$(1)$(4)) --policy ckpt/$(call sample_of,$(1)) $(2) \
-    $$(call logged,$(3).log); \
+    $$(call logged,$(3).log); $$(rollout_unlock) \
 $$(call seconds,$(3).seconds)
 endef
 

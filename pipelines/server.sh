@@ -81,7 +81,9 @@ stop
 # another server there would answer for the one started below
 ! answers || die 69 "$ROLLOUT_SERVER answers though this run's server is stopped: SERVER_CMD's must be the only one there"
 echo "server.sh: starting the server of checkpoint $n ($serve): $SERVER_CMD" >> "$dir/server.log"
-GRPO_SERVER_MODEL=$serve setsid sh -c "$SERVER_CMD" < /dev/null >> "$dir/server.log" 2>&1 9>&- &
+# without the locks' descriptors: this lock's (9) and grpo.mk's rollout lock (8), which the server,
+# outliving the recipe, would otherwise hold for as long as it runs
+GRPO_SERVER_MODEL=$serve setsid sh -c "$SERVER_CMD" < /dev/null >> "$dir/server.log" 2>&1 8>&- 9>&- &
 pid=$!
 echo "$pid $(started "$pid")" > "$dir/pid"
 deadline=$((SECONDS + ${SERVER_WAIT:-600}))

@@ -8,16 +8,19 @@ and Python packages this project does not install), so their request and
 reply shapes are played from their documentation and source; the real
 server test is tests/bats/rollout_server.bats (llama.cpp's llama-server).
 
-Usage: rollout_server.py --kind vllm|sglang|llamacpp --port-file F
+Usage: rollout_server.py --kind vllm|sglang|llamacpp --port-file F | --port P
                          [--fault none|429|count|nologprobs|notjson|foreign|loadfail]
-                         [--times N] [--log F]
+                         [--times N] [--log F] [--serving NAME] [--delay S]
 
-GET /v1/models: {"object": "list", "data": [{"id": "fake", "owned_by": KIND,
-"max_model_len": 4096}]}. The generation endpoint (/v1/completions,
-/generate, /completion) answers 400 naming the field when the request lacks
-one grpo-rollout sends (token-id prompt, max tokens, seed, log-probabilities
-asked for, token ids asked for), else up to max-tokens of the tokens
-[3 + seed mod 90, 40, 41, 2] (2 ends a turn in tests/fixtures/tiny-tokenizer),
+--port P listens on P (a SERVER_CMD's fixed URL), --port-file F on a free
+port written to F. GET /v1/models: {"object": "list", "data": [{"id":
+NAME or "fake", "owned_by": KIND, "max_model_len": 4096}]}. The generation
+endpoint (/v1/completions, /generate, /completion) answers, after S
+seconds, 400 naming the field when the request lacks one grpo-rollout
+sends (token-id prompt, max tokens, seed, log-probabilities asked for,
+token ids asked for), else up to max-tokens of the tokens [3 + X mod 90,
+40, 41, 2], X the seed, or crc32(NAME) with --serving: the first token
+says which model answered (2 ends a turn in tests/fixtures/tiny-tokenizer),
 each with log-probability -0.5 - i/10, finish "stop" at token 2, else "length".
 Faults, on the first --times generation requests (default 1; 0 = all):
   429         status 429 with Retry-After: 0
@@ -49,6 +52,8 @@ import argparse
 import json
 import os
 import threading
+import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ENDPOINT = {"vllm": "/v1/completions", "sglang": "/generate", "llamacpp": "/completion"}
@@ -88,14 +93,14 @@ def missing(kind, req, adapters):
     return next((name for name, ok in need if not ok), None)
 
 
-def answer(kind, req, fault):
+def answer(kind, req, fault, serving=None):
     if kind == "vllm":
         n, seed = req["max_tokens"], req["seed"]
     elif kind == "sglang":
         n, seed = req["sampling_params"]["max_new_tokens"], req["sampling_params"]["sampling_seed"]
     else:
         n, seed = req["n_predict"], req["seed"]
-    toks = [3 + seed % 90, 40, 41, 2]
+    toks = [3 + (zlib.crc32(serving.encode()) if serving else seed) % 90, 40, 41, 2]
     if fault == "foreign":
         toks[1] = 500
     stop = 2 in toks[:n]
@@ -205,7 +210,8 @@ def handler(state):
 
         def do_GET(self):
             if self.path == "/v1/models":
-                self.send(200, {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": args.kind,
+                self.send(200, {"object": "list", "data": [{"id": args.serving or "fake", "object": "model",
+                                                            "owned_by": args.kind,
                                                             "max_model_len": 4096}]})
             elif self.path == "/stats":
                 with state.lock:
@@ -228,6 +234,8 @@ def handler(state):
             if self.path != ENDPOINT[args.kind]:
                 self.send(404, {"error": {"message": "File Not Found"}})
                 return
+            if args.delay:
+                time.sleep(args.delay)
             with state.lock:
                 state.generate += 1
                 nth = state.generate
@@ -246,7 +254,7 @@ def handler(state):
             elif fault == "notjson":
                 status, reply, headers = 200, b"<html>not json</html>", ()
             else:
-                status, reply, headers = 200, answer(args.kind, req, fault), ()
+                status, reply, headers = 200, answer(args.kind, req, fault, args.serving), ()
             with state.lock:
                 state.by_status[str(status)] = state.by_status.get(str(status), 0) + 1
                 if status == 200:
@@ -259,17 +267,21 @@ def handler(state):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", required=True, choices=sorted(ENDPOINT))
-    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--port-file")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--serving")
+    ap.add_argument("--delay", type=float, default=0)
     ap.add_argument("--fault", default="none",
                     choices=["none", "429", "count", "nologprobs", "notjson", "foreign", "loadfail"])
     ap.add_argument("--times", type=int, default=1)
     ap.add_argument("--log")
     args = ap.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(State(args)))
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("%d\n" % server.server_address[1])
-    os.replace(tmp, args.port_file)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(State(args)))
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % server.server_address[1])
+        os.replace(tmp, args.port_file)
     server.serve_forever()
 
 
