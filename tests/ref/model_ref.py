@@ -35,7 +35,9 @@ position * inv_freq (llama3 scaling as _compute_llama3_parameters), GQA by
 repeat_kv, causal softmax attention scaled by 1/sqrt(head_dim), SwiGLU MLP;
 Qwen3MoeSparseMoeBlock's router (softmax over all experts, top-k,
 renormalised with norm_topk_prob) and experts summed by index_add_; all in
-float64. A mixture's logits print the smallest gap between a token's k-th
+float64. The experts chosen can be kept (c["routes"]: check_routing.py
+compares a rollout's recorded routing with them) or given (c["replay"]:
+train_ref.py's replayed routing). A mixture's logits print the smallest gap between a token's k-th
 and (k+1)-th expert probability: below about 1e-5 float32 may route
 differently and the comparison means nothing.
 """
@@ -298,6 +300,30 @@ def forward(c, W, tokens):
     return x @ W["lm_head.weight"].T
 
 
+def choose(c, p, scores):
+    """The k experts of largest score per token, most first; with c["replay"]
+    (layer prefix -> [T, k] ids, a row of -1s: its own) the given ones instead.
+    c["moe_margin"] keeps the smallest gap between the k-th and (k+1)-th score
+    of the tokens that chose their own. With c["routes"] (a dict) each layer's
+    choice is kept there with each token's smallest gap between its k + 1
+    largest scores (below it float32 may order or choose otherwise)."""
+    import torch
+    k, E = c["top_k"], scores.shape[-1]
+    top = torch.topk(scores.detach(), k + 1 if k < E else k, dim=-1)
+    sel = top.indices[:, :k]
+    own = torch.ones(sel.shape[0], dtype=torch.bool)
+    if c.get("replay") is not None and p in c["replay"]:
+        rep = torch.as_tensor(c["replay"][p], dtype=torch.long)
+        own = rep[:, 0] < 0
+        sel = torch.where(own[:, None], sel, rep)
+    if k < E and own.any():
+        gap = (top.values[own, k - 1] - top.values[own, k]).min().item()
+        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
+    if c.get("routes") is not None:
+        c["routes"][p] = (sel, (top.values[:, :-1] - top.values[:, 1:]).min(dim=-1).values)
+    return sel
+
+
 def sparse_moe(c, W, p, h):
     """Qwen3MoeSparseMoeBlock: softmax over every expert, the top k, renormalised
     with norm_topk_prob; each expert over the tokens routed to it, weighted,
@@ -305,12 +331,7 @@ def sparse_moe(c, W, p, h):
     import torch
     F = torch.nn.functional
     probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
-    k = c["top_k"]
-    top = torch.topk(probs.detach(), k + 1 if k < probs.shape[-1] else k, dim=-1)
-    if k < probs.shape[-1]:
-        gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
-        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
-    sel = top.indices[:, :k]
+    sel = choose(c, p, probs)
     w = probs.gather(-1, sel)
     if c["norm_topk"]:
         w = w / w.sum(dim=-1, keepdim=True)
@@ -334,12 +355,8 @@ def oss_moe(c, W, p, h):
     weighted and summed. The choice of experts carries no gradient."""
     import torch
     logits = h @ W[p + "mlp.router.weight"].T + W[p + "mlp.router.bias"]
-    k, E = c["top_k"], logits.shape[-1]
-    top = torch.topk(logits.detach(), k + 1 if k < E else k, dim=-1)
-    if k < E:
-        gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
-        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
-    sel = top.indices[:, :k]
+    E = logits.shape[-1]
+    sel = choose(c, p, logits)
     w = torch.softmax(logits.gather(-1, sel), dim=-1)
     limit, e = c.get("swiglu_limit", 7.0), p + "mlp.experts."
     out = torch.zeros_like(h)
