@@ -16,9 +16,9 @@ routing_shape routing_shape_of(const model_config *c) {
 
 int routing_id_bytes(routing_shape sh) { return sh.experts > 256 ? 2 : 1; }
 
-size_t routing_position_bytes(routing_shape sh) {
-    return (size_t)sh.layers * (size_t)sh.k * (size_t)routing_id_bytes(sh);
-}
+size_t routing_position_ids(routing_shape sh) { return (size_t)sh.layers * (size_t)sh.k; }
+
+size_t routing_position_bytes(routing_shape sh) { return routing_position_ids(sh) * (size_t)routing_id_bytes(sh); }
 
 void routing_pack(routing_shape sh, const int32_t *ids, size_t n, uint8_t *out) {
     if (routing_id_bytes(sh) == 1) {
@@ -88,8 +88,9 @@ int routing_field_read(const record *r, routing_shape want, size_t n_positions, 
     if (!rc) {
         long bad = base64_decode(s->valuestring, strlen(s->valuestring), &bytes, &n);
         if (bad >= 0)
-            rc = gerr_at(e, EX_DATAERR, r->file, r->line, "field \"routing\": member \"ids\": not base64 (at character %ld)",
-                         bad);
+            rc = gerr_at(e, EX_DATAERR, r->file, r->line,
+                         "field \"routing\": member \"ids\": not base64 (at character %ld of %zu)", bad,
+                         strlen(s->valuestring));
     }
     if (!rc && n != n_positions * per)
         rc = gerr_at(e, EX_DATAERR, r->file, r->line,

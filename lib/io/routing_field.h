@@ -32,6 +32,8 @@ typedef struct {
 routing_shape routing_shape_of(const model_config *c);
 /* Bytes of one id: 1 when experts <= 256, else 2. */
 int routing_id_bytes(routing_shape sh);
+/* Ids of one position: layers * k. */
+size_t routing_position_ids(routing_shape sh);
 /* Bytes of one position's ids. */
 size_t routing_position_bytes(routing_shape sh);
 /* Writes ids[0..n) (each < experts) into out as routing_id_bytes each. */

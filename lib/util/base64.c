@@ -30,7 +30,7 @@ static int value_of(char c) {
 long base64_decode(const char *s, size_t len, uint8_t **out, size_t *n) {
     *out = NULL;
     *n = 0;
-    if (len % 4) return (long)(len / 4 * 4);
+    if (len % 4) return (long)len; /* a group cut short */
     size_t pad = len && s[len - 1] == '=' ? (len > 1 && s[len - 2] == '=' ? 2 : 1) : 0;
     uint8_t *b = xmalloc(len / 4 * 3 + 1);
     size_t at = 0;

@@ -14,9 +14,9 @@ void base64_encode(strbuf *out, const uint8_t *p, size_t n);
 
 /* Decodes s[0..len) into out (xmalloc'd, *n bytes; the caller frees it).
  * Returns -1 when it is base64, else the index of the first character that
- * is not in its place (outside the alphabet, padding before the end, a
- * length not a multiple of 4, nonzero bits under the padding); out is then
- * NULL. */
+ * is not in its place (outside the alphabet, padding before the end,
+ * nonzero bits under the padding), or len when len is not a multiple of 4;
+ * out is then NULL. */
 long base64_decode(const char *s, size_t len, uint8_t **out, size_t *n);
 
 #endif

@@ -5,11 +5,12 @@ Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
 
   make-tiny ARCH OUTDIR [--tied] [--llama3-rope] [--dtype f32|bf16] [--seed S]
             [--norm-topk] [--dense-layers L,L...] [--sparse-step N] [--yarn] [--window W]
+            [--experts E] [--top-k K]
       A tiny random Hugging Face directory (config.json, model.safetensors,
       generation_config.json, tokens.txt) for ARCH = llama | qwen2 | qwen3 |
       qwen3_moe. qwen2 has q/k/v biases; qwen3 has q/k norms and an explicit
       head_dim (24) that differs from hidden_size / heads (16); qwen3_moe is
-      qwen3 with a mixture of 8 experts (top 2, width 32) in its FFNs:
+      qwen3 with a mixture of 8 experts (top 2, width 32; --experts, --top-k) in its FFNs:
       norm_topk_prob with --norm-topk, mlp_only_layers and
       decoder_sparse_step from the last two. --yarn: gpt-oss's YaRN
       rope_scaling (factor 32) on an original context of 512; --window W:
@@ -66,7 +67,7 @@ def moe_layer(cfg, i):
 
 
 def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, norm_topk=False, dense_layers=(),
-              sparse_step=1, top_k=2, yarn=False, window=0):
+              sparse_step=1, top_k=2, yarn=False, window=0, experts=8):
     import torch
     from safetensors.torch import save_file
     cfg = dict(TINY)
@@ -84,13 +85,13 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
     if arch == "gpt_oss":
         # GptOssConfig's keys: 8 experts of width 32 (intermediate_size), top 2;
         # gpt-oss's attention: sinks, biases, YaRN, sliding layers of window 5
-        cfg.update(num_local_experts=8, num_experts_per_tok=2, experts_per_token=2, intermediate_size=32,
+        cfg.update(num_local_experts=experts, num_experts_per_tok=top_k, experts_per_token=top_k, intermediate_size=32,
                    swiglu_limit=7.0, router_aux_loss_coef=0.9, output_router_logits=False, attention_bias=True,
                    head_dim=16)
         yarn, window = True, window or 5
     if arch == "qwen3_moe":
         cfg.update(MOE, norm_topk_prob=norm_topk, mlp_only_layers=list(dense_layers), decoder_sparse_step=sparse_step,
-                   num_experts_per_tok=top_k)
+                   num_experts_per_tok=top_k, num_experts=experts)
     if llama3:
         # original context 32 puts head_dim 16's wavelengths (6.3 .. 19000)
         # in all three bands: high (< 8), medium, low (> 32).
@@ -550,6 +551,9 @@ def main(argv):
             opts["dense_layers"] = [int(x) for x in args[args.index("--dense-layers") + 1].split(",")]
         if "--sparse-step" in args:
             opts["sparse_step"] = int(args[args.index("--sparse-step") + 1])
+        for flag, key in (("--experts", "experts"), ("--top-k", "top_k")):
+            if flag in args:
+                opts[key] = int(args[args.index(flag) + 1])
         make_tiny(args[0], args[1], **opts)
     elif cmd == "tiny-suite":
         tiny_suite(args[0])

@@ -7,6 +7,9 @@
  *
  * Driver mode (tests/ref/train_ref.py, PyTorch autograd as the reference):
  *   test_train --grad MODEL_DIR BATCH.json OUT.safetensors
+ *   (a sequence's "routing", [position][layer with experts][k] ids for
+ *   every position but the last, is replayed as grpo-update --routing
+ *   replay replays a record's)
  * loads the model, reads the batch (sequences, prompt lengths, advantages,
  * old and reference log-probs per completion token, an optional multi-turn
  * "mask" per completion token (completion_mask), loss settings, an optional
@@ -58,7 +61,7 @@ static void make_batch(tiny_batch *tb, int first, int n, int vocab) {
         tb->start[s + 1] = tb->start[s] + seq_len[src];
         tb->n_prompt[s] = seq_prompt[src];
     }
-    tb->b = (train_batch){n, tb->start, tb->n_prompt, tb->tokens, NULL, NULL};
+    tb->b = (train_batch){n, tb->start, tb->n_prompt, tb->tokens, NULL, NULL, NULL, 0};
 }
 
 /* loss = sum_j c_j logp_j with fixed random c: any functional of logp will
@@ -473,6 +476,11 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     /* a multi-turn sequence's "mask" (completion_mask): its 0s are context,
      * left out of the targets as grpo-update leaves them out */
     uint8_t *target = any_mask ? calloc((size_t)R, 1) : NULL;
+    /* "routing": replayed, the last position of each sequence routing itself */
+    int route_w = config_ffn_layers(&m.cfg, true) * m.cfg.n_experts_used;
+    uint16_t *routing = NULL;
+    if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(seqs, 0), "routing")))
+        routing = calloc((size_t)R * route_w + 1, sizeof *routing);
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)R);
     float *old = malloc(sizeof(float) * (size_t)R), *ref = malloc(sizeof(float) * (size_t)R);
     float *logp = malloc(sizeof(float) * (size_t)R), *dlogp = malloc(sizeof(float) * (size_t)R);
@@ -486,6 +494,14 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         const cJSON *mk = cJSON_GetObjectItemCaseSensitive(q, "mask");
         int L = start[s + 1] - start[s], nc = L - n_prompt[s];
         for (int i = 0; i < L; i++) tokens[start[s] + i] = (int32_t)cJSON_GetArrayItem(tk, i)->valueint;
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(q, "routing");
+        for (int i = 0; routing && i < L - 1; i++) {
+            const cJSON *at = cJSON_GetArrayItem(rt, i);
+            for (int f = 0; f < route_w / m.cfg.n_experts_used; f++)
+                for (int x = 0; x < m.cfg.n_experts_used; x++)
+                    routing[((size_t)start[s] + i) * route_w + f * m.cfg.n_experts_used + x] =
+                        (uint16_t)cJSON_GetArrayItem(cJSON_GetArrayItem(at, f), x)->valueint;
+        }
         uint8_t *mask = NULL;
         if (target) {
             mask = target + start[s] + n_prompt[s];
@@ -546,7 +562,8 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         int ns = n - s0 < micro ? n - s0 : micro;
         int mstart[64];
         for (int s = 0; s <= ns; s++) mstart[s] = start[s0 + s] - start[s0];
-        train_batch b = {ns, mstart, n_prompt + s0, tokens + start[s0], NULL, target ? target + start[s0] : NULL};
+        train_batch b = {ns,           mstart, n_prompt + s0, tokens + start[s0], NULL, target ? target + start[s0] : NULL,
+                         routing ? routing + (size_t)start[s0] * route_w : NULL, route_w};
         trainer_forward(&t, &b, temp, true, false, logp + o0, ent + o0);
         for (int s = 0, o = o0; s < ns; s++) {
             int nt = n_target[s0 + s];
@@ -601,7 +618,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     model_free(&m);
     cJSON_Delete(j);
     free(start), free(n_prompt), free(tokens), free(old), free(ref), free(logp), free(dlogp), free(ent), free(dent), free(adv);
-    free(target), free(full), free(n_target);
+    free(target), free(full), free(n_target), free(routing);
     return rc;
 }
 
