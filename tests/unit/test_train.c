@@ -339,6 +339,72 @@ static void test_shared_prompts(model_arch arch, bool tied, bool use_lora, bool 
 /* LoRA dropout keys its masks per sequence: a training pass with dropout
  * computes every prompt row; a pass without it (the old policy's log-probs)
  * still shares. */
+/* A replayed routing (grpo-update --routing replay) and shared prompts: the
+ * records of a group share their prompt's rows only where its routing is
+ * the same; each is trained with its own routing either way. */
+static void test_replay_shared_prompts(void) {
+    TEST("replayed routing: a group shares its prompt rows only where their routing agrees; log-probs as unshared");
+    model m;
+    if (tiny_model(&m, ARCH_QWEN3_MOE, false)) {
+        CHECK(0);
+        return;
+    }
+    gerr e = {0};
+    trainer sh, un;
+    CHECK(trainer_init(&sh, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&un, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    un.no_prompt_sharing = true;
+    group_batch gb;
+    make_groups(&gb, m.cfg.vocab_size, false);
+    int rows = gb.start[G_SEQS], n = train_batch_targets(&gb.b), k = m.cfg.n_experts_used;
+    /* one layer with experts (tiny_model's layer 1): 2 different of 4 per row,
+     * a group's prompt routed as its first sequence's */
+    uint16_t routing[96 * 2];
+    rng_stream r;
+    rng_init(&r, 3, "routing", 7, 0);
+    for (int i = 0; i < rows; i++) {
+        routing[i * k] = (uint16_t)rng_below(&r, 4);
+        routing[i * k + 1] = (uint16_t)((routing[i * k] + 1 + rng_below(&r, 3)) % 4);
+    }
+    for (int s = 1; s < G_SEQS; s++)
+        if (gb.n_prompt[s] == gb.n_prompt[s - 1] && !memcmp(gb.tokens + gb.start[s], gb.tokens + gb.start[s - 1],
+                                                             sizeof(int32_t) * (size_t)gb.n_prompt[s]))
+            memcpy(routing + gb.start[s] * k, routing + gb.start[s - 1] * k, sizeof(uint16_t) * (size_t)gb.n_prompt[s] * k);
+    gb.b.routing = routing, gb.b.routing_width = k;
+    float own[64], same[64], same_un[64], other[64], other_un[64];
+    train_batch plain = gb.b;
+    plain.routing = NULL;
+    trainer_forward(&sh, &plain, 0.9f, false, false, own, NULL);
+    trainer_forward(&sh, &gb.b, 0.9f, false, false, same, NULL);
+    CHECK_EQ_INT(trainer_rows(&sh), rows - 2 * 4 - 3); /* as without a routing */
+    trainer_forward(&un, &gb.b, 0.9f, false, false, same_un, NULL);
+    /* sequence 1 routes its prompt's last position otherwise (the experts are the last
+     * layer's: only a target row shows it): it and sequence 2
+     * (whose last prompt owner is then 1) compute their prompts */
+    uint16_t *at = routing + (gb.start[1] + gb.n_prompt[1] - 1) * k;
+    uint16_t others[2];
+    for (int x = 0, j = 0; x < 4; x++) /* the two experts it did not go to */
+        if (x != at[0] && x != at[1]) others[j++] = (uint16_t)x;
+    at[0] = others[0], at[1] = others[1];
+    trainer_forward(&sh, &gb.b, 0.9f, false, false, other, NULL);
+    CHECK_EQ_INT(trainer_rows(&sh), rows - 3);
+    CHECK_EQ_INT(train_batch_rows(&gb.b, true), rows - 3);
+    trainer_forward(&un, &gb.b, 0.9f, false, false, other_un, NULL);
+    double d_same = 0, d_other = 0, moved = 0, replayed = 0;
+    for (int j = 0; j < n; j++) {
+        d_same = fmax(d_same, fabs(same[j] - same_un[j]));
+        d_other = fmax(d_other, fabs(other[j] - other_un[j]));
+        moved = fmax(moved, fabs(other[j] - same[j]));
+        replayed = fmax(replayed, fabs(same[j] - own[j]));
+    }
+    CHECK(d_same < 1e-5 && d_other < 1e-5);
+    /* measured 0.56 and 0.52: the changed routing moved sequence 1's log-probs,
+     * and the replayed routing is not the router's own */
+    CHECK(moved > 1e-2 && replayed > 1e-2);
+    trainer_free(&sh), trainer_free(&un);
+    model_free(&m);
+}
+
 static void test_shared_prompts_dropout(void) {
     TEST("LoRA dropout: the training pass keeps each sequence's prompt, a forward-only pass shares it");
     model m;
@@ -659,6 +725,7 @@ int main(int argc, char **argv) {
     test_shared_prompts(ARCH_QWEN2, false, true, true, "shared prompts: qwen2 (biases), LoRA, multi-turn targets");
     test_shared_prompts(ARCH_QWEN3_MOE, false, false, true, "shared prompts: qwen3_moe, full, multi-turn targets");
     test_shared_prompts_dropout();
+    test_replay_shared_prompts();
     test_threads_grow_after_init();
     test_compute_backend();
     return check_done();
