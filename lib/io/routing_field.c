@@ -71,11 +71,8 @@ int routing_field_read(const record *r, routing_shape want, size_t n_positions, 
     *present = false;
     *ids = NULL;
     cJSON *o = NULL;
-    int rc = record_get_json(r, "routing", false, &o, e);
-    if (rc || !o || cJSON_IsNull(o)) {
-        cJSON_Delete(o);
-        return rc;
-    }
+    int rc = record_get_json_unless_null(r, "routing", &o, e);
+    if (rc || !o) return rc;
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "ids");
     if (!cJSON_IsObject(o) || !cJSON_IsString(s))
         rc = gerr_at(e, EX_DATAERR, r->file, r->line,

@@ -28,11 +28,8 @@ needs_moe() { [ -d "$MOE" ] || skip "no test venv (make venv)"; }
 P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
 A32() { echo "$BATS_FILE_TMPDIR/a32.jsonl"; }
 
-check_routing() {
-    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_routing.py" "$@"
-    echo "$output" | grep -v '^ok' || true
-    [ "$status" -eq 0 ]
-}
+# check_routing MODEL FILE: every record's routing against the float64 reference's
+check_routing() { ref_check check_routing.py "$@"; }
 
 # edit_routing IN OUT PYTHON: OUT is IN with each record's routing ids (a
 # bytearray b, the record r) changed by PYTHON

@@ -54,47 +54,6 @@ static void test_route(void) {
     CHECK_EQ_INT(bad, 0);
 }
 
-/* sum_{r,j} c[r,j] w[r,j] of moe_route_forward, in double from float logits. */
-static double route_loss(const float *logits, const float *c, bool norm) {
-    float probs[N * E], w[N * K];
-    int32_t sel[N * K];
-    moe_route_forward(probs, sel, w, logits, N, E, K, norm);
-    double L = 0;
-    for (int i = 0; i < N * K; i++) L += (double)c[i] * w[i];
-    return L;
-}
-
-static void test_route_backward(bool norm) {
-    TEST(norm ? "moe_route_backward, renormalised: central differences of the routing weights"
-              : "moe_route_backward: central differences of the routing weights");
-    float logits[N * E], c[N * K], probs[N * E], w[N * K], dlogits[N * E];
-    int32_t sel[N * K];
-    fill(logits, N * E, 2.0, 2);
-    fill(c, N * K, 1.0, 3);
-    moe_route_forward(probs, sel, w, logits, N, E, K, norm);
-    moe_route_backward(dlogits, c, probs, sel, w, N, E, K, norm);
-    /* steps of 1e-3 in float32 logits: differences to ~1e-4 (no choice flips:
-     * the fixture's gaps are far wider) */
-    int bad = 0;
-    double sum = 0;
-    for (int i = 0; i < N * E; i++) {
-        float saved = logits[i], h = 1e-3f;
-        logits[i] = saved + h;
-        double up = route_loss(logits, c, norm);
-        logits[i] = saved - h;
-        double down = route_loss(logits, c, norm);
-        logits[i] = saved;
-        double fd = (up - down) / (2.0 * h);
-        if (fabs(fd - dlogits[i]) > 2e-4 + 1e-3 * fabs(fd)) {
-            bad++;
-            printf("#   dlogits[%d] %.6g, differences %.6g\n", i, dlogits[i], fd);
-        }
-        sum += dlogits[i];
-    }
-    CHECK_EQ_INT(bad, 0);
-    CHECK(fabs(sum) < 1e-5); /* a softmax's gradient sums to 0 per row */
-}
-
 /* Replayed experts: row 0 its own (replay -1), rows 1.. the last two
  * experts and then the least probable ones, never the top k it would choose. */
 static void replay_fixture(int32_t *replay) {
@@ -136,43 +95,54 @@ static void test_route_replay(void) {
     CHECK(!memcmp(sel, own_sel, sizeof sel) && !memcmp(w, own_w, sizeof w));
 }
 
-/* sum_{r,j} c[r,j] w[r,j] of moe_route_replay_forward over the fixture's experts. */
-static double replay_loss(const float *logits, const float *c, const int32_t *replay, bool norm) {
+/* sum_{r,j} c[r,j] w[r,j] of moe_route_forward (replay NULL) or
+ * moe_route_replay_forward, in double from float logits. */
+static double route_loss(const float *logits, const float *c, const int32_t *replay, bool norm) {
     float probs[N * E], w[N * K];
     int32_t sel[N * K];
-    moe_route_replay_forward(probs, sel, w, logits, replay, N, E, K, norm);
+    if (replay) moe_route_replay_forward(probs, sel, w, logits, replay, N, E, K, norm);
+    else moe_route_forward(probs, sel, w, logits, N, E, K, norm);
     double L = 0;
     for (int i = 0; i < N * K; i++) L += (double)c[i] * w[i];
     return L;
 }
 
-static void test_route_replay_backward(bool norm) {
-    TEST(norm ? "moe_route_backward of replayed experts, renormalised: central differences"
-              : "moe_route_backward of replayed experts: central differences");
+/* moe_route_backward after the router's own choice or replay_fixture's. */
+static void test_route_backward(bool norm, bool replayed) {
+    static const char *const names[2][2] = {
+        {"moe_route_backward: central differences of the routing weights",
+         "moe_route_backward, renormalised: central differences of the routing weights"},
+        {"moe_route_backward of replayed experts: central differences",
+         "moe_route_backward of replayed experts, renormalised: central differences"}};
+    TEST(names[replayed][norm]);
     float logits[N * E], c[N * K], probs[N * E], w[N * K], dlogits[N * E];
-    int32_t sel[N * K], replay[N * K];
-    fill(logits, N * E, 2.0, 11);
-    fill(c, N * K, 1.0, 12);
-    replay_fixture(replay);
-    moe_route_replay_forward(probs, sel, w, logits, replay, N, E, K, norm);
+    int32_t sel[N * K], fixture[N * K], *replay = replayed ? fixture : NULL;
+    fill(logits, N * E, 2.0, replayed ? 11 : 2);
+    fill(c, N * K, 1.0, replayed ? 12 : 3);
+    replay_fixture(fixture);
+    if (replay) moe_route_replay_forward(probs, sel, w, logits, replay, N, E, K, norm);
+    else moe_route_forward(probs, sel, w, logits, N, E, K, norm);
     moe_route_backward(dlogits, c, probs, sel, w, N, E, K, norm);
-    /* the replayed rows' choice is fixed, so no step flips it; row 0's own
-     * top k is kept apart by the fixture's gaps. Steps of 1e-3: ~1e-4 */
+    /* steps of 1e-3 in float32 logits: differences to ~1e-4 (no choice flips:
+     * a replayed choice is fixed, and the fixture's gaps are far wider) */
     int bad = 0;
+    double sum = 0;
     for (int i = 0; i < N * E; i++) {
         float saved = logits[i], h = 1e-3f;
         logits[i] = saved + h;
-        double up = replay_loss(logits, c, replay, norm);
+        double up = route_loss(logits, c, replay, norm);
         logits[i] = saved - h;
-        double down = replay_loss(logits, c, replay, norm);
+        double down = route_loss(logits, c, replay, norm);
         logits[i] = saved;
         double fd = (up - down) / (2.0 * h);
         if (fabs(fd - dlogits[i]) > 2e-4 + 1e-3 * fabs(fd)) {
             bad++;
             printf("#   dlogits[%d] %.6g, differences %.6g\n", i, dlogits[i], fd);
         }
+        sum += dlogits[i];
     }
     CHECK_EQ_INT(bad, 0);
+    CHECK(fabs(sum) < 1e-5); /* a softmax's gradient sums to 0 per row */
 }
 
 static void test_group_combine(void) {
@@ -374,11 +344,11 @@ static void test_swiglu_clamped(void) {
 
 int main(void) {
     test_route();
-    test_route_backward(false);
-    test_route_backward(true);
+    test_route_backward(false, false);
+    test_route_backward(true, false);
     test_route_replay();
-    test_route_replay_backward(false);
-    test_route_replay_backward(true);
+    test_route_backward(false, true);
+    test_route_backward(true, true);
     test_group_combine();
     test_swiglu_clamped();
     test_config();

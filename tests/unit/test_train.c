@@ -336,9 +336,6 @@ static void test_shared_prompts(model_arch arch, bool tied, bool use_lora, bool 
     model_free(&m);
 }
 
-/* LoRA dropout keys its masks per sequence: a training pass with dropout
- * computes every prompt row; a pass without it (the old policy's log-probs)
- * still shares. */
 /* A replayed routing (grpo-update --routing replay) and shared prompts: the
  * records of a group share their prompt's rows only where its routing is
  * the same; each is trained with its own routing either way. */
@@ -405,6 +402,9 @@ static void test_replay_shared_prompts(void) {
     model_free(&m);
 }
 
+/* LoRA dropout keys its masks per sequence: a training pass with dropout
+ * computes every prompt row; a pass without it (the old policy's log-probs)
+ * still shares. */
 static void test_shared_prompts_dropout(void) {
     TEST("LoRA dropout: the training pass keeps each sequence's prompt, a forward-only pass shares it");
     model m;
