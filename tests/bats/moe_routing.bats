@@ -5,8 +5,9 @@
 # top k (tests/ref/check_routing.py over model_ref.py), and grpo-update
 # --routing replay|recompute|auto: the same training where sampler and
 # trainer agree (f32 weights), the records' routing used where they do not,
-# bad routing refused. The gradient under a replayed routing against
-# autograd: train_grad.bats; the op: tests/unit/test_moe.c.
+# bad routing refused, MPI ranks each replaying their share. The gradient
+# under a replayed routing against autograd: train_grad.bats; the op:
+# tests/unit/test_moe.c.
 # needs: venv
 load helpers
 
@@ -204,4 +205,19 @@ PY
     # bf16's rounding alone stays below 0.05 here; a token routed otherwise moves by 0.1 or more
     # (measured: replay 0.017, recompute 0.25)
     jq -n -e --argjson a "$rep" --argjson b "$rec" '$a < 0.05 and $b > 0.1'
+}
+
+@test "update under mpirun: each rank replays its share's routing (--group-sums: one process's bytes)" {
+    needs_moe
+    command -v mpirun > /dev/null || skip "no mpirun (make deps installs openmpi-bin)"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+    export OMPI_MCA_rmaps_base_oversubscribe=1
+    # routing that matters: every id to the next expert
+    edit_routing "$(A32)" edited.jsonl 'b = bytearray((x + 1) % 8 for x in b)'
+    grpo-update --model "$MOE" --in edited.jsonl --out one --group-sums --routing replay --threads 1
+    mpirun -np 2 grpo-update --model "$MOE" --in edited.jsonl --out two --group-sums --routing replay --threads 1
+    cmp one/model.safetensors two/model.safetensors
+    grpo-update --model "$MOE" --in edited.jsonl --out own --group-sums --routing recompute --threads 1
+    run cmp -s one/model.safetensors own/model.safetensors
+    [ "$status" -eq 1 ]
 }
