@@ -253,11 +253,12 @@ int main(int argc, char **argv) {
     int rc;
     /* the weights $GRPO_WEIGHTS names (grpo-rollout's --weights) and the KV
      * cache the tools take with them, unless $GRPO_KV says f32 or bf16 */
-    weight_format fmt;
-    if ((rc = weights_select("GRPO_WEIGHTS", weights_default(), &fmt, &e))) {
+    weight_choice choice;
+    if ((rc = weights_select("GRPO_WEIGHTS", weights_default(), &choice, &e))) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
         return rc;
     }
+    weight_format fmt = choice.fmt;
     const char *kv_env = getenv("GRPO_KV");
     kv_format kv = weights_kv_format(fmt);
     if (kv_env && *kv_env) {
@@ -273,7 +274,7 @@ int main(int argc, char **argv) {
     model m;
     double t0 = now_seconds();
     /* packed weights, as grpo-rollout loads them (packing counted in the load time) */
-    if ((rc = model_load_for_inference(&m, path, false, fmt, &e))) {
+    if ((rc = model_load_for_inference(&m, path, false, choice, &e))) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
         return rc;
     }

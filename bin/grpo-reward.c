@@ -9,6 +9,7 @@
 #include "reward/preset.h"
 #include "reward/reward.h"
 #include "reward/stage.h"
+#include "runner/weights.h"
 #include "ops/blas.h"
 #include "util/err.h"
 #include "util/flags.h"
@@ -100,6 +101,7 @@ int main(int argc, char **argv) {
     bool list = false;
     const char *in = "-", *out = "-", *preset = NULL;
     /* Every flag with the function whose parameter it sets (NULL: the stage's own). */
+    char rm_weight_choices[48];
     const reward_flag rflags[] = {
         {NULL,
          {"--fn", NULL, FLAG_LIST, &fn_specs, "NAME[:W],...",
@@ -253,9 +255,9 @@ int main(int argc, char **argv) {
         {"rm",
          {"--rm-weights", NULL, FLAG_CHOICE, &p.rm_weights, "W",
           "the reward model's matrices on the CPU: f32, bf16 (rounded once; fastest with AVX512-BF16, emulated with the same bits on AVX-512F or AVX2), q8 (8-bit "
-          "blocks, GGUF Q8_0's), auto = bf16 where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, "
-          "else auto)",
-          0, 0, "auto|f32|bf16|q8"}},
+          "blocks, GGUF Q8_0's), mxfp4 (MXFP4 experts kept, the rest f32), auto = bf16 where the CPU has "
+          "AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, else auto)",
+          0, 0, FLAGS_CHOICES(rm_weight_choices, weights_names)}},
     };
     enum { N_FLAGS = sizeof rflags / sizeof rflags[0] };
     flag_spec flags[N_FLAGS];

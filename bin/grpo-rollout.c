@@ -5,6 +5,7 @@
 #include "io/outpath.h"
 #include "ops/blas.h"
 #include "rollout/rollout.h"
+#include "runner/weights.h"
 #include "util/err.h"
 #include "util/flags.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char **argv) {
     blas_ensure_fast_kernels(argv);
     rollout_opts o;
     rollout_opts_default(&o);
+    char weight_choices[48];
     const flag_spec flags[] = {
         {"--model", NULL, FLAG_STRING, &o.model, "M",
          "policy: HF directory, our checkpoint, or .gguf (required); with --server only its tokenizer, chat template "
@@ -41,8 +43,10 @@ int main(int argc, char **argv) {
          "(default: $GRPO_DEVICE, else auto); a mixture of experts runs on the CPU only", 0, 0, "auto|cpu|cuda"},
         {"--weights", NULL, FLAG_CHOICE, &o.weights, "W",
          "the model's matrices on the CPU: f32, bf16 (rounded once; fastest with AVX512-BF16, emulated with the same bits on AVX-512F or AVX2), q8 (8-bit blocks, "
-         "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), auto = bf16 where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, else auto); "
-         "logprobs are those of the weights sampled from", 0, 0, "auto|f32|bf16|q8"},
+         "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), mxfp4 (a gpt-oss's MXFP4 experts kept as the file's blocks, "
+         "the rest f32), auto = a file's MXFP4 experts kept, the rest bf16 where the CPU has AVX512-BF16, else f32 "
+         "(default: $GRPO_WEIGHTS, else auto); logprobs are those of the weights sampled from", 0, 0,
+         FLAGS_CHOICES(weight_choices, weights_names)},
         {"--kv-cache", NULL, FLAG_CHOICE, &o.kv_cache, "C",
          "the KV cache's elements: f32, or bf16 (half the memory and the bytes a decode step reads; keys and values "
          "rounded once), auto = bf16 on a GPU, and on a CPU with AVX-512 or AVX2 when the weights are bf16 or q8, else f32",
@@ -55,8 +59,8 @@ int main(int argc, char **argv) {
         {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",
          0, 0, NULL},
         {"--policy-step", NULL, FLAG_INT, &o.policy_step, "N",
-         "optimizer step written into the records as policy_step (-1: --model's grpo/state.json step, 0 for "
-         "another model; with --server: the step of the checkpoint the server serves)", -1, 1e15, NULL},
+         "optimizer step written into the records as policy_step (-1: --model's grpo/state.json step, or with "
+         "--server-lora DIR's, 0 for another model; with --server: the step of the checkpoint the server serves)", -1, 1e15, NULL},
         {"--shard", NULL, FLAG_SHARD, &o.shard, "i/n", "only prompts whose id hash falls in shard i of n", 0, 0, NULL},
         {"--skip-bad", NULL, FLAG_BOOL, &o.skip_bad, NULL,
          "skip records that cannot be prompted (no id, bad or empty or too long prompt) and count them", 0, 0, NULL},
@@ -93,6 +97,12 @@ int main(int argc, char **argv) {
         {"--server-key-env", NULL, FLAG_STRING, &o.server_key_env, "VAR",
          "environment variable holding the server's API key, sent as a Bearer token (none: no key is sent)", 0, 0,
          NULL},
+        {"--server-lora", NULL, FLAG_STRING, &o.server_lora, "DIR",
+         "a PEFT adapter directory (grpo-export --format peft) the server loads before sampling, in place of the "
+         "one of the same name, given as DIR's absolute path (the server must see this filesystem); every request "
+         "asks for it. vLLM and SGLang only (docs/servers.md)", 0, 0, NULL},
+        {"--server-lora-name", NULL, FLAG_STRING, &o.server_lora_name, "NAME",
+         "the name --server-lora is loaded under and asked for; records name it", 0, 0, NULL},
         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "progress on stderr even when not a terminal; ends with tokens/s and KV cache size (with --env, "
          "the requests and the time spent waiting for answers)", 0, 0,
          NULL},
@@ -124,10 +134,12 @@ int main(int argc, char **argv) {
                   "With --server URL an inference server (vLLM, SGLang, llama.cpp's llama-server) samples: each\n"
                   "sample's token ids go as they are (with --env the whole conversation's), each with a seed from\n"
                   "its keyed stream; the reply's token ids and log-probabilities make the record, which gains\n"
-                  "sampler {engine, model, logprobs: processed|raw}. Its records are as deterministic as the\n"
-                  "server's seeded sampling. A server that cannot be reached is 69; a reply with missing or\n"
-                  "miscounted log-probabilities is 65 naming the record; 429, 5xx and timeouts are retried, then 75\n"
-                  "(docs/servers.md).\n"
+                  "sampler {engine, model, logprobs: processed|raw}; with --server-lora the server first loads\n"
+                  "the adapter under --server-lora-name and the requests ask for it (sampler gains adapter and\n"
+                  "adapter_path; llama.cpp cannot, 64). Its records are as deterministic as the server's seeded\n"
+                  "sampling. A server that cannot be reached is 69, as is a refused adapter load; a reply with\n"
+                  "missing or miscounted log-probabilities is 65 naming the record; 429, 5xx and timeouts are\n"
+                  "retried, then 75 (docs/servers.md).\n"
                   "example: grpo-rollout --model models/SmolLM2-135M-Instruct.Q4_1.gguf -k 8 --in prompts.jsonl "
                   "--out rollouts.jsonl.zst",
     };
@@ -142,10 +154,12 @@ int main(int argc, char **argv) {
     }
     static const char *const server_only[] = {"--server-kind",    "--server-model",   "--server-logprobs",
                                               "--server-concurrency", "--server-timeout", "--server-retries",
-                                              "--server-key-env"};
+                                              "--server-key-env", "--server-lora"};
     static const char *const engine_only[] = {"--device", "--weights", "--kv-cache", "--routing-record"};
     for (size_t i = 0; !o.server && i < sizeof server_only / sizeof *server_only; i++)
         if (flags_given(&p, server_only[i])) die(EX_USAGE, "%s needs --server URL", server_only[i]);
+    if (!o.server_lora && flags_given(&p, "--server-lora-name"))
+        die(EX_USAGE, "--server-lora-name needs --server-lora DIR");
     for (size_t i = 0; o.server && i < sizeof engine_only / sizeof *engine_only; i++)
         if (flags_given(&p, engine_only[i])) die(EX_USAGE, "%s chooses how our engine runs: not with --server", engine_only[i]);
     gerr e = {0};

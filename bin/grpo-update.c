@@ -41,6 +41,9 @@ int main(int argc, char **argv) {
          NULL},
         {"--entropy-coef", NULL, FLAG_DOUBLE, &o.loss.entropy_coef, "C", "entropy bonus: C * H per loss token, subtracted",
          0, 0, NULL},
+        {"--router-aux-coef", NULL, FLAG_DOUBLE, &o.loss.router_aux_coef, "C",
+         "a mixture of experts' router load-balancing loss: C * the mean over its layers of E * sum_x f_x P_x "
+         "(0 = off)", 0, 0, NULL},
         {"--top-entropy-quantile", NULL, FLAG_DOUBLE, &o.loss.top_entropy_quantile, "Q",
          "policy term only on the batch's top Q fraction of tokens by entropy (1 = all)", 0, 0, NULL},
         {"--off-policy-mask-threshold", NULL, FLAG_DOUBLE, &o.loss.off_policy_threshold, "X",

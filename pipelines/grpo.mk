@@ -22,6 +22,8 @@
 #                                      stage's per-function means from stats.json (rewards/NAME/mean, /std)
 #   RUN/steps/NNNN/*.seconds, *.log    each stage's wall time and stderr
 #   RUN/ckpt/NNNN/                     checkpoint N (N >= 1; checkpoint 0 is MODEL itself)
+#   RUN/server/lora/NNNN/              SERVER_SYNC=lora: checkpoint N's adapter as PEFT (grpo-export --format
+#                                      peft --dtype SERVER_DTYPE), which the server loads before a rollout of N
 #   RUN/eval/NNNN.json                 $(GRPO_EVAL)'s line for checkpoint N
 #   RUN/metrics.jsonl                  every step's metrics and eval line, in step order
 #   RUN/settings/*                     each stage's settings; rewritten only when they change,
@@ -51,11 +53,19 @@
 #   SERVER_FLAGS      more grpo-rollout --server-* flags (--server-kind, --server-logprobs, ...) [none]
 #   SERVER_SYNC       how checkpoint N reaches the server before step N's rollout: restart = SERVER_CMD
 #                     is started serving its export in place of the server running (pipelines/server.sh);
-#                     none = the server serves what it serves (the records still say ckpt/N) [none]
+#                     lora = a LoRA run's adapter: the rollout has the server (vLLM or SGLang, serving the
+#                     base model, started by you; docs/servers.md) load checkpoint N's PEFT export in place
+#                     under one name (grpo-rollout --server-lora) and asks for it; checkpoint 0, MODEL
+#                     itself, is the server's model, asked for without an adapter (unless MODEL is an
+#                     adapter checkpoint: its export); rollouts take turns on the server (a lock), as one
+#                     name holds one adapter; none = the server serves what it serves (the records still
+#                     say ckpt/N) [none]
+#   SERVER_LORA_NAME  SERVER_SYNC=lora: the name the adapter is loaded under and asked for; runs that share
+#                     a server need names of their own [grpo-rollout's --server-lora-name, grpo-policy]
 #   SERVER_CMD        SERVER_SYNC=restart: the command (sh -c) that serves $$GRPO_SERVER_MODEL, the
 #                     export, at ROLLOUT_SERVER [none]
 #   SERVER_EXPORT     the export SERVER_CMD is given: gguf (a file) or hf (a directory) [gguf]
-#   SERVER_DTYPE      its grpo-export --dtype [f32]
+#   SERVER_DTYPE      its grpo-export --dtype (SERVER_SYNC=lora: the adapter's; f32, f16 or bf16) [f32]
 #   SERVER_WAIT       seconds a started server has to answer GET /v1/models, else 69 [600]
 #   SEED              step N samples with seed SHA-256("SEED/N") (56 bits); grpo-update --seed [1]
 #   REWARD_FLAGS      grpo-reward's flags, judge settings included [--fn answer,format:0.2]
@@ -143,6 +153,7 @@ ROLLOUT_FLAGS ?=
 ROLLOUT_SERVER ?=
 SERVER_FLAGS ?=
 SERVER_SYNC ?= none
+SERVER_LORA_NAME ?=
 SERVER_CMD ?=
 SERVER_EXPORT ?= gguf
 SERVER_DTYPE ?= f32
@@ -276,13 +287,23 @@ $(call setting,prompts,$(if $(strip $(PROMPTS)),$(abspath $(PROMPTS)),grpo-prep 
 $(call setting,slice,$(PROMPTS_PER_STEP))
 # a run with a server adds it to the rollout's settings (so a run without one resumes untouched)
 SERVER_SETTING := $(if $(strip $(ROLLOUT_SERVER)), server $(ROLLOUT_SERVER) $(SERVER_FLAGS) sync $(SERVER_SYNC) \
-    $(if $(filter restart,$(SERVER_SYNC)),$(SERVER_EXPORT) $(SERVER_DTYPE)))
+    $(if $(filter restart,$(SERVER_SYNC)),$(SERVER_EXPORT) $(SERVER_DTYPE))$(if $(filter lora,$(SERVER_SYNC)),$(SERVER_DTYPE) $(SERVER_LORA_NAME)))
 $(call setting,rollout,$(ROLLOUT_ARGS) seed $(SEED)$(SERVER_SETTING)$(if $(filter 1,$(ASYNC)), async $(MAX_STALENESS)))
-ifneq ($(filter-out none restart,$(SERVER_SYNC)),)
-$(error SERVER_SYNC: expected none or restart, got '$(SERVER_SYNC)')
+ifneq ($(filter-out none restart lora,$(SERVER_SYNC)),)
+$(error SERVER_SYNC: expected none, restart or lora, got '$(SERVER_SYNC)')
 endif
 ifneq ($(and $(filter restart,$(SERVER_SYNC)),$(if $(strip $(ROLLOUT_SERVER)),,x)),)
 $(error SERVER_SYNC=restart needs ROLLOUT_SERVER (the URL SERVER_CMD serves at))
+endif
+# SERVER_SYNC=lora: MODEL's own adapter (a LoRA checkpoint continued) is checkpoint 0's
+MODEL_ADAPTER := $(wildcard $(MODEL)/adapter_config.json)
+ifeq ($(SERVER_SYNC),lora)
+ifeq ($(strip $(ROLLOUT_SERVER)),)
+$(error SERVER_SYNC=lora needs ROLLOUT_SERVER (the URL of the vLLM or SGLang server that loads the adapters))
+endif
+ifeq ($(or $(filter-out 0,$(call flag_value,--lora-r,$(UPDATE_FLAGS))),$(MODEL_ADAPTER)),)
+$(error SERVER_SYNC=lora loads the run's LoRA adapter, and this run trains none (full fine-tuning): add --lora-r R to UPDATE_FLAGS, or use SERVER_SYNC=restart, which serves each checkpoint's whole export)
+endif
 endif
 $(call setting,reward,$(REWARD_STAGE))
 $(call setting,advantage,$(ADVANTAGE_FLAGS))
@@ -323,16 +344,25 @@ EVAL_RUN_IDS := $(if $(filter-out 0,$(EVAL_EVERY)),$(EVAL_IDS))
 # pipelines/server.sh with the run's server settings
 server_sh = ROLLOUT_SERVER=$(call sq,$(ROLLOUT_SERVER)) SERVER_CMD=$(call sq,$(SERVER_CMD)) SERVER_EXPORT=$(SERVER_EXPORT) \
     SERVER_DTYPE=$(SERVER_DTYPE) SERVER_WAIT=$(SERVER_WAIT) GRPO_BIN=$(GRPO_BIN) $(GRPO_MK_DIR)/server.sh
+# SERVER_SYNC=lora: the PEFT export checkpoint N's rollouts have the server load (none for checkpoint 0
+# when MODEL has no adapter: the server's model itself), and that file as a prerequisite
+lora_export = $(if $(filter lora,$(SERVER_SYNC)),$(if $(or $(filter-out 0000,$(1)),$(MODEL_ADAPTER)),$(RUN)/server/lora/$(1)))
+lora_dep = $(if $(call lora_export,$(1)),$(call lora_export,$(1))/adapter_config.json)
 # grpo-rollout's model: the policy, or with ROLLOUT_SERVER the server (MODEL gives the tokenizer),
-# which SERVER_SYNC=restart first makes serve checkpoint N
+# which SERVER_SYNC=restart first makes serve checkpoint N, or SERVER_SYNC=lora has load its adapter
 rollout_model = $(if $(strip $(ROLLOUT_SERVER)),--model $(MODEL) --server $(ROLLOUT_SERVER) $(SERVER_FLAGS) \
-    $(if $(filter restart,$(SERVER_SYNC)),--policy-step $$(( 10#$(1) ))),--model $(call model_of,$(1)))
-rollout_sync = $(if $(filter restart,$(SERVER_SYNC)),$(server_sh) ensure $(RUN) $(1) $(call model_of,$(1)) $(call logged,$(2).server.log);)
+    $(if $(call lora_export,$(1)),--server-lora $(abspath $(call lora_export,$(1))) \
+        $(if $(strip $(SERVER_LORA_NAME)),--server-lora-name $(call sq,$(SERVER_LORA_NAME)))) \
+    $(if $(filter restart lora,$(SERVER_SYNC)),--policy-step $$(( 10#$(1) ))),--model $(call model_of,$(1)))
+rollout_sync = $(if $(filter restart,$(SERVER_SYNC)),$(server_sh) ensure $(RUN) $(1) $(call model_of,$(1)) $(call logged,$(2).server.log);)\
+    $(if $(filter lora,$(SERVER_SYNC)),mkdir -p $(RUN)/server;)
+# SERVER_SYNC=lora: one rollout at a time loads and asks for the adapter of its name
+rollout_lock = $(if $(filter lora,$(SERVER_SYNC)),flock $(RUN)/server/lora.lock)
 
 # $(call rollout_cmd,STEP,SHARD-ARGS,LOG[,/fill/RR]): grpo-rollout of step N (or of its fill round RR) into $@
 define rollout_cmd
 rm -f $$(@D)/.$$(@F).tmp-*; t0=$$$$EPOCHREALTIME; $$(call rollout_sync,$(call sample_of,$(1)),$(3)) \
-$$(GRPO_BIN)/grpo-rollout $$(call rollout_model,$(call sample_of,$(1))) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl \
+$$(rollout_lock) $$(GRPO_BIN)/grpo-rollout $$(call rollout_model,$(call sample_of,$(1))) --in $(RUN)/steps/$(1)$(4)/prompts.jsonl \
     --out $$@ $$(ROLLOUT_ARGS) --seed $$(call step_seed,$(1)$(4)) --policy ckpt/$(call sample_of,$(1)) $(2) \
     $$(call logged,$(3).log); \
 $$(call seconds,$(3).seconds)
@@ -363,7 +393,8 @@ $(RUN)/steps/$(1)/prompts.jsonl: $(RUN)/prompts.jsonl $(S)/slice
 	    $$< > $$@.tmp && mv $$@.tmp $$@
 
 ifeq ($(SHARDS),1)
-$(RUN)/steps/$(1)/rollouts.jsonl.zst: $(call model_dep,$(call sample_of,$(1))) $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
+$(RUN)/steps/$(1)/rollouts.jsonl.zst: $(call model_dep,$(call sample_of,$(1))) $(call lora_dep,$(call sample_of,$(1))) \
+        $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
 	$$(Q)$(call rollout_cmd,$(1),,$(RUN)/steps/$(1)/rollout)
 
 $(RUN)/steps/$(1)/scored.jsonl.zst: $(RUN)/steps/$(1)/rollouts.jsonl.zst $(S)/reward
@@ -432,8 +463,8 @@ $(RUN)/steps/$(1)/fill/$(2)/prompts.jsonl: $(RUN)/prompts.jsonl $(call fill_used
 	$$(Q)mkdir -p $$(@D); $(GRPO_MK_DIR)/fill.sh prompts $(RUN)/prompts.jsonl $$@ $$(PROMPTS_PER_STEP) \
 	    $$(call sq,$$(SEED))/$(1)/fill/$(2)/prompts $(call fill_used,$(1),$(2))
 
-$(RUN)/steps/$(1)/fill/$(2)/rollouts.jsonl.zst: $(call model_dep,$(call sample_of,$(1))) $(RUN)/steps/$(1)/fill/$(2)/prompts.jsonl \
-        $(S)/rollout
+$(RUN)/steps/$(1)/fill/$(2)/rollouts.jsonl.zst: $(call model_dep,$(call sample_of,$(1))) $(call lora_dep,$(call sample_of,$(1))) \
+        $(RUN)/steps/$(1)/fill/$(2)/prompts.jsonl $(S)/rollout
 	$$(Q)$(call rollout_cmd,$(1),,$(RUN)/steps/$(1)/fill/$(2)/rollout,/fill/$(2))
 
 $(RUN)/steps/$(1)/fill/$(2)/scored.jsonl.zst: $(RUN)/steps/$(1)/fill/$(2)/rollouts.jsonl.zst $(S)/reward
@@ -446,7 +477,7 @@ endef
 # ---- shard I of step N (SHARDS > 1): $(1) step, $(2) shard ---------------------------
 define shard_rules
 $(RUN)/steps/$(1)/rollouts.$(call SHARD_OF,$(2)).jsonl.zst: $(call model_dep,$(call sample_of,$(1))) \
-        $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
+        $(call lora_dep,$(call sample_of,$(1))) $(RUN)/steps/$(1)/prompts.jsonl $(S)/rollout
 	$$(Q)$(call rollout_cmd,$(1),--shard $(2)/$(SHARDS),$(RUN)/steps/$(1)/rollout.$(call SHARD_OF,$(2)))
 
 $(RUN)/steps/$(1)/scored.$(call SHARD_OF,$(2)).jsonl.zst: $(RUN)/steps/$(1)/rollouts.$(call SHARD_OF,$(2)).jsonl.zst $(S)/reward
@@ -516,6 +547,16 @@ $(RUN)/metrics.jsonl: $(METRICS_PARTS) $(S)/metrics
 	$(if $(strip $(TENSORBOARD)),{ $(GRPO_BIN)/grpo-tensorboard --logdir $(TENSORBOARD) $@ $(tb_warn); };) \
 	$(if $(strip $(WANDB_PROJECT)),{ $(WANDB_PY) $(GRPO_ROOT)/scripts/grpo-wandb --run $(RUN) $@ $(wandb_warn); };)
 
+# ---- SERVER_SYNC=lora: each sampling checkpoint's adapter as PEFT, for the server to load ----
+define lora_export_rule
+$(call lora_dep,$(1)): $(call model_dep,$(1)) $(S)/rollout
+	$$(Q)mkdir -p $(RUN)/server/lora; rm -rf $(RUN)/server/lora/.$(1).tmp-*; \
+	$$(GRPO_BIN)/grpo-export --model $$(call model_of,$(1)) --format peft --dtype $$(SERVER_DTYPE) \
+	    --out $(RUN)/server/lora/$(1) $$(call logged,$(RUN)/server/lora/$(1).log)
+endef
+LORA_IDS := $(sort $(foreach p,$(SAMPLE_PAIRS),$(if $(call lora_export,$(word 2,$(subst :, ,$(p)))),$(word 2,$(subst :, ,$(p))))))
+$(foreach n,$(LORA_IDS),$(eval $(call lora_export_rule,$(n))))
+
 # ---- export --------------------------------------------------------------------
 export_out = $(RUN)/export/$(if $(filter gguf,$(1)),model.gguf,$(1))
 export_file = $(if $(filter gguf,$(1)),$(RUN)/export/model.gguf,$(RUN)/export/$(1)/$(if $(filter peft,$(1)),adapter_config.json,config.json))
@@ -551,7 +592,8 @@ STEP_ID := $(shell awk 'BEGIN { printf "%04d", $(STEP) + 0 }')
 $(foreach i,$(SHARD_IDS),$(eval shard-$(call SHARD_OF,$(i)): $(RUN)/steps/$(STEP_ID)/scored.$(call SHARD_OF,$(i)).jsonl.zst))
 endif
 
-# records and checkpoints may be deleted (KEEP, KEEP_RECORDS) without being remade
+# records, checkpoints and their adapters' exports may be deleted (KEEP, KEEP_RECORDS) without being remade
 .SECONDARY: $(foreach n,$(STEP_IDS),$(foreach f,rollouts scored batch $(if $(FILL),filled),$(RUN)/steps/$(n)/$(f).jsonl.zst) \
     $(foreach i,$(if $(filter-out 1,$(SHARDS)),$(SHARD_IDS)),$(foreach f,rollouts scored,$(RUN)/steps/$(n)/$(f).$(call SHARD_OF,$(i)).jsonl.zst))) \
-    $(foreach p,$(STEP_PAIRS),$(RUN)/ckpt/$(word 2,$(subst :, ,$(p)))/grpo/state.json)
+    $(foreach p,$(STEP_PAIRS),$(RUN)/ckpt/$(word 2,$(subst :, ,$(p)))/grpo/state.json) \
+    $(foreach n,$(LORA_IDS),$(call lora_dep,$(n)))

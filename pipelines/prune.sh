@@ -2,7 +2,8 @@
 # prune.sh RUN KEEP KEEP_RECORDS 'EVAL_IDS': retention of a grpo.mk run.
 # KEEP > 0: deletes the checkpoints RUN/ckpt/NNNN older than the last KEEP,
 # except one whose evaluation (NNNN in EVAL_IDS) is not written yet (it goes
-# at a later call). Checkpoint 0 is MODEL itself, never in RUN. KEEP_RECORDS
+# at a later call), and with each its adapter's export RUN/server/lora/NNNN
+# (SERVER_SYNC=lora). Checkpoint 0 is MODEL itself, never in RUN. KEEP_RECORDS
 # = 0: deletes the rollouts, scored, filled and batch files (and the fill/
 # rounds of FILL_NONFLAT) of each step whose
 # checkpoint is written (its metrics.jsonl exists). A checkpoint is first
@@ -23,6 +24,7 @@ if [ "$keep" -gt 0 ] && [ -d "$run/ckpt" ]; then
         n=${d##*/}
         [ "$((10#$n))" -le "$((latest - keep))" ] || continue
         case " $evals " in *" $n "*) [ -e "$run/eval/$n.json" ] || continue ;; esac
+        rm -rf "$run/server/lora/$n" "$run/server/lora/$n.log"
         mv "$d" "$run/ckpt/.$n.del"
         rm -rf "$run/ckpt/.$n.del"
     done

@@ -139,6 +139,27 @@ int ckpt_step_read(const char *ckpt, long long *step, gerr *e) {
     return rc;
 }
 
+int ckpt_base_weights_read(const char *ckpt, weight_format *fmt, gerr *e) {
+    *fmt = WEIGHTS_F32;
+    strbuf path = {0};
+    cJSON *root;
+    int rc = state_json(ckpt, &path, &root, e);
+    const cJSON *f = root ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "flags"),
+                                                             "base_weights")
+                          : NULL;
+    if (!rc && f) {
+        const char *v = cJSON_IsString(f) ? f->valuestring : "";
+        if (!strcmp(v, "bf16")) *fmt = WEIGHTS_BF16;
+        else if (!strcmp(v, "q8")) *fmt = WEIGHTS_Q8;
+        else if (strcmp(v, "f32"))
+            rc = gerr_set(e, EX_DATAERR, "%s: field \"flags.base_weights\": expected \"f32\", \"bf16\" or \"q8\"",
+                          path.data);
+    }
+    cJSON_Delete(root);
+    sb_free(&path);
+    return rc;
+}
+
 /* Adds candidate path to the tried list, once; true when it exists. */
 static bool try_path(strbuf *tried, const char *path) {
     if (access(path, F_OK) == 0) return true;

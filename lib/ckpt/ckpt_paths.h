@@ -14,6 +14,7 @@
 #ifndef GRPO_CKPT_PATHS_H
 #define GRPO_CKPT_PATHS_H
 
+#include "../ops/ops.h"
 #include "../util/err.h"
 #include "../util/strbuf.h"
 
@@ -33,6 +34,11 @@ int ckpt_paths_read(const char *ckpt, const char *name, char **rel, char **abs, 
  * "step"); 0 for a model that is not our checkpoint. EX_DATAERR naming the
  * file when the field is not an integer >= 0. */
 int ckpt_step_read(const char *ckpt, long long *step, gerr *e);
+/* The format of the frozen base the checkpoint at ckpt was trained on (its
+ * grpo/state.json "flags.base_weights", grpo-update --base-weights): "f32",
+ * "bf16" or "q8" into *fmt; WEIGHTS_F32 when there is no such file or field.
+ * EX_DATAERR naming the file for another value. */
+int ckpt_base_weights_read(const char *ckpt, weight_format *fmt, gerr *e);
 
 /* What to resolve: a recorded path of the checkpoint at ckpt. */
 typedef struct {

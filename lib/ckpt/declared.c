@@ -2,6 +2,7 @@
 #include "declared.h"
 
 #include <stdio.h>
+#include <string.h>
 
 double model_declared_values(const model_config *c) {
     double L = c->n_layers, d = c->dim, hd = c->head_dim, h = c->hidden_dim, V = c->vocab_size;
@@ -46,10 +47,18 @@ int model_check_declared(const model_config *c, double held, const char *cfg_fil
                     cfg_file, f[0], f[1], f[2], f[3], f[4], f[5], f[6], want, weights, held);
 }
 
+/* The weights tensor t holds: MXFP4 blocks (gpt-oss's NAME_blocks, uint8)
+ * two a byte. */
+static double st_values(const st_tensor *t) {
+    size_t len = strlen(t->name);
+    bool blocks = t->dtype == ST_U8 && len > 7 && !strcmp(t->name + len - 7, "_blocks");
+    return (double)t->numel * (blocks ? 2 : 1);
+}
+
 int model_check_declared_st(const model_config *c, const st_file *files, int n, const char *dir, gerr *e) {
     double held = 0;
     for (int i = 0; i < n; i++)
-        for (size_t j = 0; j < files[i].n_tensors; j++) held += (double)files[i].tensors[j].numel;
+        for (size_t j = 0; j < files[i].n_tensors; j++) held += st_values(&files[i].tensors[j]);
     char cfg[4200], weights[4200];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     if (n == 1) snprintf(weights, sizeof weights, "%s", files[0].name);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "adapter_dir.h"
+#include "ckpt_paths.h"
 
 typedef enum { SRC_HF_DIR, SRC_ADAPTER_DIR, SRC_GGUF } source_kind;
 
@@ -21,15 +22,24 @@ static int probe(const char *path, source_kind *kind, gerr *e) {
     return 0;
 }
 
-/* The adapter directory path: its base into *base (unmerged), the adapter
- * into *l (l->base the base's path as found), both zeroed by the caller. On
- * error nothing is held. */
-static int load_adapter_dir(const char *path, model *base, lora *l, gerr *e) {
+/* The adapter directory path: its base into *base (unmerged; with w, as
+ * load_source loads it for w, *plan made), the adapter into *l (l->base
+ * the base's path as found), both zeroed by the caller. On error nothing is
+ * held. */
+static int load_source(model *m, const char *path, source_kind kind, const weight_choice *w, pack_plan *plan,
+                       gerr *e);
+static int load_adapter_dir(const char *path, model *base, lora *l, const weight_choice *w, pack_plan *plan,
+                            gerr *e) {
     char *base_path;
+    source_kind kind;
     int rc = lora_adapter_base_path(path, &base_path, e);
     if (rc) return rc;
-    rc = model_load(base, base_path, e);
-    if (!rc && (rc = lora_load(l, &base->cfg, path, e))) model_free(base);
+    if (!w) rc = model_load(base, base_path, e);
+    else if (!(rc = probe(base_path, &kind, e))) rc = load_source(base, base_path, kind, w, plan, e);
+    if (!rc && (rc = lora_load(l, &base->cfg, path, e))) {
+        model_free(base);
+        if (w) pack_plan_free(plan);
+    }
     if (rc) {
         free(base_path);
         return rc;
@@ -41,13 +51,34 @@ static int load_adapter_dir(const char *path, model *base, lora *l, gerr *e) {
 }
 
 /* An adapter checkpoint: its base with the adapter merged in, so every tool
- * that only runs the model takes one. */
-static int load_merged_adapter(model *m, const char *path, gerr *e) {
+ * that only runs the model takes one; with w, *plan made for w. The base's
+ * MXFP4 experts stay as the file's blocks (w keeping them: no adapter sits
+ * on an expert), every other matrix float32 for the merge, packed later. A
+ * checkpoint trained on a packed frozen base (grpo-update --base-weights
+ * bf16|q8) merges into that base's values, the model it trained
+ * (model_round_frozen), not the file's. */
+static int load_merged_adapter(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     lora l;
-    int rc = load_adapter_dir(path, m, &l, e);
+    pack_plan base_plan = {0};
+    weight_choice base_w = {WEIGHTS_F32, w && w->keep_mxfp4};
+    weight_format base_fmt;
+    int rc = ckpt_base_weights_read(path, &base_fmt, e);
+    if (!rc) rc = load_adapter_dir(path, m, &l, w ? &base_w : NULL, &base_plan, e);
     if (rc) return rc;
+    if ((rc = model_round_frozen(m, base_fmt, e))) {
+        lora_free(&l);
+        pack_plan_free(&base_plan);
+        model_free(m);
+        return rc;
+    }
     lora_merge(m, &l);
     lora_free(&l);
+    if (w) {
+        model_plan_packing(m, *w, plan);
+        for (size_t i = 0; i < plan->n_tensors && i < base_plan.n_tensors; i++)
+            plan->verbatim[i] = base_plan.verbatim[i];
+        pack_plan_free(&base_plan);
+    }
     return 0;
 }
 
@@ -66,43 +97,39 @@ static int check_kind(const model *m, const char *path, bool classifier, gerr *e
     return 0;
 }
 
-/* The source's loader; with fmt, *plan made for it once the config is
- * known (a GGUF's loader makes it itself and follows it). On error *plan
- * holds nothing. */
-static int load_source(model *m, const char *path, source_kind kind, const weight_format *fmt, pack_plan *plan,
+/* The source's loader; with w, *plan made for it once the config is
+ * known and followed. On error *plan holds nothing. */
+static int load_source(model *m, const char *path, source_kind kind, const weight_choice *w, pack_plan *plan,
                        gerr *e) {
-    int rc;
     switch (kind) {
-    case SRC_GGUF: return model_load_gguf(m, path, fmt, plan, e);
-    case SRC_ADAPTER_DIR: rc = load_merged_adapter(m, path, e); break;
-    default: rc = model_load_hf(m, path, e); break;
+    case SRC_GGUF: return model_load_gguf(m, path, w, plan, e);
+    case SRC_HF_DIR: return model_load_hf(m, path, w, plan, e);
+    default: return load_merged_adapter(m, path, w, plan, e);
     }
-    if (!rc && fmt) model_plan_packing(m, *fmt, plan);
-    return rc;
 }
 
-/* model_pack, its EX_DATAERR (a shape the format cannot hold) naming the
- * model. */
+/* model_pack, its refusals (a shape the format cannot hold, no MXFP4
+ * experts to keep) naming the model. */
 static int pack(model *m, const char *path, const pack_plan *plan, gerr *e) {
     int rc = model_pack(m, plan, e);
-    if (rc == EX_DATAERR) {
+    if (rc == EX_DATAERR || rc == EX_USAGE) {
         gerr why = *e;
         gerr_set(e, rc, "%s: %s", path, why.msg);
     }
     return rc;
 }
 
-/* A model of the kind asked for from a source of kind `kind`, packed in
- * *fmt when fmt is not NULL. */
-static int load_kind(model *m, const char *path, source_kind kind, bool classifier, const weight_format *fmt,
+/* A model of the kind asked for from a source of kind `kind`, packed as *w
+ * asks when w is not NULL. */
+static int load_kind(model *m, const char *path, source_kind kind, bool classifier, const weight_choice *w,
                      gerr *e) {
     memset(m, 0, sizeof *m);
     if (classifier && kind == SRC_ADAPTER_DIR)
         return gerr_set(e, EX_DATAERR, "%s: an adapter directory; a reward model must be a full checkpoint", path);
     pack_plan plan = {0};
-    int rc = load_source(m, path, kind, fmt, &plan, e);
+    int rc = load_source(m, path, kind, w, &plan, e);
     if (!rc) rc = check_kind(m, path, classifier, e);
-    if (!rc && fmt) rc = pack(m, path, &plan, e);
+    if (!rc && w) rc = pack(m, path, &plan, e);
     pack_plan_free(&plan);
     if (rc) model_free(m);
     return rc;
@@ -115,22 +142,22 @@ int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter
     source_kind kind;
     int rc = probe(path, &kind, e);
     if (rc || kind != SRC_ADAPTER_DIR) return rc ? rc : load_kind(base, path, kind, false, NULL, e);
-    rc = load_adapter_dir(path, base, l, e);
+    rc = load_adapter_dir(path, base, l, NULL, NULL, e);
     *has_adapter = !rc;
     return rc;
 }
 
-static int load_any(model *m, const char *path, bool classifier, const weight_format *fmt, gerr *e) {
+static int load_any(model *m, const char *path, bool classifier, const weight_choice *w, gerr *e) {
     memset(m, 0, sizeof *m);
     source_kind kind;
     int rc = probe(path, &kind, e);
-    return rc ? rc : load_kind(m, path, kind, classifier, fmt, e);
+    return rc ? rc : load_kind(m, path, kind, classifier, w, e);
 }
 
 int model_load(model *m, const char *path, gerr *e) { return load_any(m, path, false, NULL, e); }
 
 int model_load_classifier(model *m, const char *path, gerr *e) { return load_any(m, path, true, NULL, e); }
 
-int model_load_for_inference(model *m, const char *path, bool classifier, weight_format fmt, gerr *e) {
-    return load_any(m, path, classifier, &fmt, e);
+int model_load_for_inference(model *m, const char *path, bool classifier, weight_choice w, gerr *e) {
+    return load_any(m, path, classifier, &w, e);
 }

@@ -27,18 +27,20 @@ int model_load(model *m, const char *path, gerr *e);
 int model_load_classifier(model *m, const char *path, gerr *e);
 
 /* model_load (model_load_classifier when classifier) of a model only to
- * run on the CPU, packed for inference in fmt as model_pack_for_inference
- * packs it (its EX_DATAERR, a shape fmt cannot hold, names path): the
- * packing plan (model.h's pack_plan) is made once the config is known and
- * followed by the loader, then by model_pack. A GGUF matrix the plan packs
- * in its own place, stored in fmt's own blocks (Q8_0 for q8: ops.h's
- * weights_takes_blocks), goes straight into its packed place, never widened
- * to float32 (the rest of its float32 place is never written, so pages the
- * allocator left unbacked stay so): the same bytes as packing the
- * dequantized matrix for blocks the Q8_0 quantizer wrote (llama.cpp's,
- * gguf-py's, grpo-export's), the file's exact values for any blocks;
- * m->packed_verbatim counts them. */
-int model_load_for_inference(model *m, const char *path, bool classifier, weight_format fmt, gerr *e);
+ * run on the CPU, packed for inference as w asks (model.h's weight_choice;
+ * the plan's refusal, EX_DATAERR for a shape the format cannot hold,
+ * EX_USAGE for mxfp4 on a model without MXFP4 experts, names path): the
+ * packing plan (model.h's pack_plan) is made once the config and the
+ * tensors' names are known and followed by the loader, then by model_pack.
+ * A matrix the plan packs in its own place, stored in its format's own
+ * blocks (ops.h's weights_takes_blocks: a GGUF's Q8_0 for q8, a Hugging
+ * Face gpt-oss's MXFP4 experts kept MXFP4), goes straight into its packed
+ * place, never widened to float32 (the rest of its float32 place is never
+ * written, so pages the allocator left unbacked stay so): for Q8_0 the same
+ * bytes as packing the dequantized matrix for blocks the Q8_0 quantizer
+ * wrote (llama.cpp's, gguf-py's, grpo-export's), the file's exact values
+ * for any blocks; m->packed_verbatim counts them. */
+int model_load_for_inference(model *m, const char *path, bool classifier, weight_choice w, gerr *e);
 
 /* path an adapter directory: loads its base model into *base (unmerged) and
  * the adapter into *l (l->base the base's path as found, usable from the
@@ -46,13 +48,13 @@ int model_load_for_inference(model *m, const char *path, bool classifier, weight
  * *l zeroed and *has_adapter = false. On error nothing is held. */
 int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter, gerr *e);
 
-/* ---- internal to load.c: one format each, into a zeroed m ------------------------ */
-int model_load_hf(model *m, const char *dir, gerr *e);
-/* fmt not NULL: *plan is made for *fmt (model_plan_packing) as soon as the
- * config is read, and followed: the matrices it packs in their own place
- * that the file holds in blocks fmt takes as they are are written packed,
- * marked verbatim in it (the caller frees it: pack_plan_free). On error
- * *plan holds nothing. */
-int model_load_gguf(model *m, const char *path, const weight_format *fmt, pack_plan *plan, gerr *e);
+/* ---- internal to load.c: one format each, into a zeroed m ------------------------
+ * w not NULL: *plan is made for *w (model_plan_packing) as soon as the
+ * config and the tensors' names are known, and followed: the matrices it
+ * packs in their own place that the file holds in blocks their format
+ * takes as they are are written packed, marked verbatim in it (the caller
+ * frees it: pack_plan_free). On error *plan holds nothing. */
+int model_load_hf(model *m, const char *dir, const weight_choice *w, pack_plan *plan, gerr *e);
+int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e);
 
 #endif

@@ -90,7 +90,7 @@ static int load_packed(model *m, const gguf_file *f, const gguf_tensor *t, const
         qk_unpermute_rows(hf, t->data, r->perm_heads, m->cfg.head_dim, t->nbytes / (size_t)r->rows);
         rows = hf;
     }
-    weights_pack_blocks(fmt, r->dst, rows, (int)r->rows, (int)r->cols);
+    weights_pack_blocks(fmt, r->dst, rows, NULL, (int)r->rows, (int)r->cols);
     return 0;
 }
 
@@ -117,7 +117,7 @@ static int load_rope_freqs(model *m, const gguf_file *f, gerr *e) {
 /* Whether plan takes tensor r as the file's blocks t: it packs r in its
  * own place, in a format that takes t's blocks as they are. */
 static bool takes_verbatim(const pack_plan *plan, const model_tensor_ref *r, const gguf_tensor *t) {
-    return plan && plan->hold[r->param] == HOLD_PACKED && weights_takes_blocks(plan->fmt, t->type);
+    return plan && plan->hold[r->param] == HOLD_PACKED && weights_takes_blocks(plan->as[r->param], t->type);
 }
 
 /* Every tensor, as float32 or, where plan (NULL: none) takes its blocks,
@@ -133,7 +133,7 @@ static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) 
         if (!t) {
             rc = EX_DATAERR;
         } else if (takes_verbatim(plan, &refs[i], t)) {
-            plan->verbatim[i] = !(rc = load_packed(m, f, t, &refs[i], plan->fmt, &tmp, e));
+            plan->verbatim[i] = !(rc = load_packed(m, f, t, &refs[i], plan->as[refs[i].param], &tmp, e));
         } else if (refs[i].expert <= 0) { /* the first expert's place takes the layer's every expert */
             rc = load_floats(m, f, t, &refs[i], &tmp, e);
         }
@@ -143,14 +143,14 @@ static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) 
     return rc;
 }
 
-int model_load_gguf(model *m, const char *path, const weight_format *fmt, pack_plan *plan, gerr *e) {
+int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     gguf_file f;
     int rc = gguf_open(&f, path, e);
     if (rc) return rc;
     bool planned = false;
     if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_check_declared_gguf(&m->cfg, &f, e)) &&
         !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e))) {
-        if (fmt) model_plan_packing(m, *fmt, plan), planned = true;
+        if (w) model_plan_packing(m, *w, plan), planned = true;
         rc = load_tensors(m, &f, planned ? plan : NULL, e);
     }
     gguf_close(&f);

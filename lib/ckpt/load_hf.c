@@ -1,7 +1,8 @@
 /* Loading a Hugging Face model directory: config.json, then the weights from
  * model.safetensors or the shards named by model.safetensors.index.json,
  * converted to float32 into the model's one buffer; a mixture's experts one
- * tensor each, or in transformers 5's stacked layout. */
+ * tensor each, or in transformers 5's stacked layout; gpt-oss's stacked,
+ * in bf16 or as MXFP4 blocks (hf_mxfp4.h), which a plan may keep packed. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "../formats/safetensors.h"
 #include "../model/model.h"
 #include "declared.h"
+#include "hf_mxfp4.h"
 #include "load.h"
 #include "../io/mapped.h"
 
@@ -104,14 +106,39 @@ static int load_fused_expert(const shard_set *s, const model *m, const model_ten
     return st_tensor_to_f32_finite(f, &slice, r->dst, e);
 }
 
+/* gpt_oss's expert matrix r from its layer's MXFP4 pair (hf_mxfp4.h): 1
+ * when the file has no such pair; packed when plan keeps it MXFP4. */
+static int load_oss_mxfp4(const shard_set *s, const model *m, const model_tensor_ref *r, pack_plan *plan,
+                          bool *verbatim, gerr *e) {
+    char name[128];
+    const st_file *fb = NULL, *fs = NULL;
+    snprintf(name, sizeof name, "%s_blocks", r->hf);
+    const st_tensor *blocks = find(s, name, &fb);
+    snprintf(name, sizeof name, "%s_scales", r->hf);
+    const st_tensor *scales = find(s, name, &fs);
+    if (!blocks && !scales) return 1;
+    if (!blocks || !scales)
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s_%s is missing (MXFP4 takes _blocks and _scales)",
+                        (fb ? fb : fs)->name, r->hf, blocks ? "scales" : "blocks");
+    bool packed = plan && plan->hold[r->param] == HOLD_PACKED && plan->as[r->param] == WEIGHTS_MXFP4;
+    const hf_mxfp4_pair pair = {fb->name, fs->name, blocks, scales};
+    int rc = hf_mxfp4_expert(&m->cfg, r, &pair, packed, e);
+    *verbatim = !rc && packed;
+    return rc;
+}
+
 /* gpt_oss's experts (model.c's oss_names): expert r->expert's slice of
  * gate_up_proj [E, dim, 2I] (x W: gate the even columns, up the odd),
  * down_proj [E, I, dim], gate_up_proj_bias [E, 2I] or down_proj_bias [E, dim],
- * into r->dst as our [I, dim], [dim, I] or vector. */
-static int load_oss_expert(const shard_set *s, const model *m, const model_tensor_ref *r, const char *dir, gerr *e) {
+ * into r->dst as our [I, dim], [dim, I] or vector; a matrix stored as
+ * MXFP4 blocks through load_oss_mxfp4 (*verbatim when packed). */
+static int load_oss_expert(const shard_set *s, const model *m, const model_tensor_ref *r, const char *dir,
+                           pack_plan *plan, bool *verbatim, gerr *e) {
     const model_config *c = &m->cfg;
     const st_file *f = NULL;
     const st_tensor *t = find(s, r->hf, &f);
+    int rc;
+    if (!t && r->cols > 0 && (rc = load_oss_mxfp4(s, m, r, plan, verbatim, e)) != 1) return rc;
     if (!t) return gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", dir, r->hf);
     bool fused = r->param != P_EXP_DOWN && r->param != P_EXP_DOWN_B, matrix = r->cols > 0;
     int64_t E = c->n_experts, I = c->moe_hidden_dim, d = c->dim;
@@ -124,8 +151,9 @@ static int load_oss_expert(const shard_set *s, const model *m, const model_tenso
                         (long long)a);
     }
     if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
-        return gerr_set(e, EX_DATAERR, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16; MXFP4 not yet)",
-                        f->name, r->hf, st_dtype_name(t->dtype));
+        return gerr_set(e, EX_DATAERR,
+                        "%s: tensor %s: dtype %s is not supported (F32, F16, BF16, or MXFP4 as %s_blocks and _scales)",
+                        f->name, r->hf, st_dtype_name(t->dtype), r->hf);
     int64_t per = matrix ? a * b : a;
     st_tensor slice = *t;
     size_t size = st_dtype_size(t->dtype);
@@ -133,7 +161,7 @@ static int load_oss_expert(const shard_set *s, const model *m, const model_tenso
     slice.numel = per;
     slice.nbytes = (size_t)per * size;
     float *tmp = xcalloc((size_t)per, sizeof *tmp);
-    int rc = st_tensor_to_f32_finite(f, &slice, tmp, e);
+    rc = st_tensor_to_f32_finite(f, &slice, tmp, e);
     int odd = r->param == P_EXP_UP || r->param == P_EXP_UP_B;
     for (int64_t i = 0; !rc && i < r->rows; i++)
         for (int64_t j = 0; j < (matrix ? r->cols : 1); j++) {
@@ -146,7 +174,9 @@ static int load_oss_expert(const shard_set *s, const model *m, const model_tenso
     return rc;
 }
 
-static int load_tensors(model *m, const shard_set *s, const char *dir, gerr *e) {
+/* Every tensor, as float32 or, where plan (NULL: none) keeps MXFP4 blocks,
+ * packed and marked verbatim. */
+static int load_tensors(model *m, const shard_set *s, const char *dir, pack_plan *plan, gerr *e) {
     size_t n = model_tensor_list(m, NULL);
     model_tensor_ref *refs = xcalloc(n, sizeof *refs);
     model_tensor_list(m, refs);
@@ -154,7 +184,9 @@ static int load_tensors(model *m, const shard_set *s, const char *dir, gerr *e) 
     for (size_t i = 0; i < n && !rc; i++) {
         const model_tensor_ref *r = &refs[i];
         if (m->cfg.arch == ARCH_GPT_OSS && r->expert >= 0) {
-            rc = load_oss_expert(s, m, r, dir, e);
+            bool verbatim = false;
+            rc = load_oss_expert(s, m, r, dir, plan, &verbatim, e);
+            if (plan) plan->verbatim[i] = verbatim;
             continue;
         }
         const st_file *f = NULL;
@@ -200,7 +232,24 @@ static int labels_from_score(model *m, const shard_set *s, const char *dir, gerr
     return 0;
 }
 
-int model_load_hf(model *m, const char *dir, gerr *e) {
+/* Whether every layer of a gpt_oss stores its experts' matrices as MXFP4
+ * blocks (gate_up_proj_blocks and down_proj_blocks, no bf16 tensor). */
+static bool experts_in_mxfp4(const shard_set *s, const model *m) {
+    if (m->cfg.arch != ARCH_GPT_OSS) return false;
+    const char *const kinds[] = {"gate_up_proj", "down_proj"};
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int k = 0; k < 2; k++) {
+            char name[128];
+            const st_file *f;
+            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", l, kinds[k]);
+            if (find(s, name, &f)) return false;
+            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s_blocks", l, kinds[k]);
+            if (!find(s, name, &f)) return false;
+        }
+    return true;
+}
+
+int model_load_hf(model *m, const char *dir, const weight_choice *w, pack_plan *plan, gerr *e) {
     int rc = config_load_hf(&m->cfg, dir, e);
     if (rc) return rc;
     shard_set *s = xcalloc(1, sizeof *s);
@@ -215,8 +264,14 @@ int model_load_hf(model *m, const char *dir, gerr *e) {
     if (!rc && m->cfg.seq_cls && m->cfg.num_labels == 0) rc = labels_from_score(m, s, dir, e);
     if (!rc) rc = model_check_declared_st(&m->cfg, s->files, s->n, dir, e);
     if (!rc) rc = model_alloc(m, e);
-    if (!rc) rc = load_tensors(m, s, dir, e);
+    bool planned = false;
+    if (!rc && w) {
+        m->experts_mxfp4 = experts_in_mxfp4(s, m);
+        model_plan_packing(m, *w, plan), planned = true;
+    }
+    if (!rc) rc = load_tensors(m, s, dir, planned ? plan : NULL, e);
     shards_close(s);
     free(s);
+    if (rc && planned) pack_plan_free(plan);
     return rc;
 }

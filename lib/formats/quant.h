@@ -32,6 +32,7 @@ enum {
     GGML_TYPE_Q6_K = 14,
     GGML_TYPE_Q8_K = 15,
     GGML_TYPE_BF16 = 30,
+    GGML_TYPE_MXFP4 = 39,
     GGML_TYPE_COUNT = 40 /* one past the largest number we know */
 };
 

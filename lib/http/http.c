@@ -154,8 +154,11 @@ static void scrub(const char *key, char *s) {
 static void server_says(const char *key, const strbuf *reply, char *out, size_t cap) {
     out[0] = 0;
     cJSON *root = reply->len ? cJSON_ParseWithLength(reply->data, reply->len) : NULL;
+    /* OpenAI's {"error": {"message"}} or {"error": "..."}, SGLang's {"error_message"}, FastAPI's {"detail"} */
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
     const cJSON *msg = cJSON_IsString(err) ? err : cJSON_GetObjectItemCaseSensitive(err, "message");
+    if (!cJSON_IsString(msg)) msg = cJSON_GetObjectItemCaseSensitive(root, "error_message");
+    if (!cJSON_IsString(msg)) msg = cJSON_GetObjectItemCaseSensitive(root, "detail");
     strbuf text = {0};
     if (cJSON_IsString(msg)) sb_puts(&text, msg->valuestring);
     else if (reply->len) sb_append(&text, reply->data, reply->len);
@@ -446,7 +449,7 @@ static void finish(run_state *r, slot *s, CURLcode result) {
     }
     long status = 0;
     curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
-    if (status >= 200 && status <= 299) {
+    if ((status >= 200 && status <= 299) || (status && status == r->jobs[job].accept_status)) {
         if (r->reply_failed) return;
         gerr e = {0};
         double used = -1;

@@ -60,6 +60,7 @@ typedef struct {
     double tokens;     /* estimated tokens, for tpm */
     const char *label; /* names the job in messages ("rollouts.jsonl:17") */
     const char *url;   /* NULL: the client's */
+    long accept_status; /* a status (400, ...) whose reply goes to the caller as a 2xx's does; 0: none */
 } http_job;
 
 typedef struct {
@@ -70,7 +71,7 @@ typedef struct {
 
 /* What the caller says of a 2xx reply. */
 enum { HTTP_REPLY_OK = 0, HTTP_REPLY_MALFORMED = -1 };
-/* Called once for each job that got a 2xx reply (in the order they arrive):
+/* Called once for each job that got a 2xx reply (or its accept_status) in the order they arrive:
  * HTTP_REPLY_OK accepts it (with *tokens_used its actual tokens, or < 0
  * when unknown), HTTP_REPLY_MALFORMED retries the job (e->msg, when set,
  * says why, for the message of a job out of attempts), and any other

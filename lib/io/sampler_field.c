@@ -7,7 +7,7 @@
 #include <cjson/cJSON.h>
 
 static const char *const devices[] = {"cpu", "cuda", NULL};
-static const char *const weights[] = {"f32", "bf16", "q8", NULL};
+static const char *const weights[] = {"f32", "bf16", "q8", "mxfp4", NULL};
 static const char *const caches[] = {"f32", "bf16", NULL};
 static const char *const logprobs[] = {"processed", "raw", NULL};
 
@@ -59,7 +59,7 @@ int sampler_field_read(const record *r, sampler_kind *kind, gerr *e) {
         int d = one_of(r, o, "device", devices, e), w = d < 0 ? -1 : one_of(r, o, "weights", weights, e),
             c = w < 0 ? -1 : one_of(r, o, "kv_cache", caches, e);
         if (c < 0) rc = EX_DATAERR;
-        else if (d == 0 && w == 0 && c == 0) *kind = SAMPLER_EXACT;
+        else if (d == 0 && (w == 0 || w == 3) && c == 0) *kind = SAMPLER_EXACT; /* mxfp4: float32 on exact values */
     }
     cJSON_Delete(o);
     return rc;

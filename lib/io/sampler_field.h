@@ -5,9 +5,11 @@
  *   {"engine":"grpo","device":"cpu","weights":"bf16","kv_cache":"bf16"}
  *   {"engine":"vllm","model":"Qwen/Qwen3-8B","logprobs":"processed"}
  *
- * Our engine with float32 weights and a float32 KV cache on the CPU computes
- * what the float32 trainer computes, up to summation order (~1e-6 in a
- * log-probability): it is `exact`. Anything else (bf16 or q8 weights, a bf16
+ * Our engine with float32 weights (or mxfp4: MXFP4 experts, whose values
+ * are exact in float32 and whose products are float32, the rest float32)
+ * and a float32 KV cache on the CPU computes what the float32 trainer
+ * computes, up to summation order (~1e-6 in a log-probability): it is
+ * `exact`. Anything else (bf16 or q8 weights, a bf16
  * cache, a device, a server) is not, and grpo-update's defaults treat such
  * records' log-probs as the sampler's rather than the old policy's
  * (formats/loss.md). A record without the field is taken as exact. */
@@ -20,8 +22,8 @@
 #include "../util/strbuf.h"
 #include "record.h"
 
-/* Our engine's field: device "cpu" or "cuda", weights "f32", "bf16" or
- * "q8", kv_cache "f32" or "bf16", appended to b as one JSON object. */
+/* Our engine's field: device "cpu" or "cuda", weights "f32", "bf16", "q8"
+ * or "mxfp4", kv_cache "f32" or "bf16", appended to b as one JSON object. */
 void sampler_field_ours(strbuf *b, const char *device, const char *weights, const char *kv_cache);
 
 /* What grpo-update reads of the field. */

@@ -116,16 +116,25 @@ static const float *dropped(const layer_pass *p, const float *x, int n, int targ
     return p->lora.xdrop;
 }
 
+/* out[n, out_dim] = in W^T (+ bias) for W, parameter tensor `param`
+ * [out_dim, in_dim]: its float32 rows, or as model_pack packed it (a frozen
+ * base's products on float32 activations). */
+static void weight_matmul(const layer_pass *p, int param, float *out, const float *in, const float *w,
+                          const float *bias, int n, int in_dim, int out_dim) {
+    const model *m = p->m;
+    if (m->held[param] != HOLD_PACKED)
+        p->be->matmul_forward(out, in, w, bias, n, in_dim, out_dim);
+    else if (m->packed_frozen)
+        p->be->matmul_forward_frozen(out, in, w, m->held_as[param], bias, n, in_dim, out_dim);
+    else
+        p->be->matmul_forward_packed(out, in, w, m->held_as[param], bias, n, in_dim, out_dim);
+}
+
 /* out = in W^T (+ bias) (+ scale * dropout(in) A^T B^T, keeping u = dropout(in) A^T). */
 static void linear_forward(const layer_pass *p, float *out, const float *in, const float *w, const float *bias,
                            int in_dim, int out_dim, int target, float *u) {
     const backend *be = p->be;
-    if (p->m->packed_frozen)
-        be->matmul_forward_frozen(out, in, w, p->m->packed_as, bias, p->n_rows, in_dim, out_dim);
-    else if (p->m->packed)
-        be->matmul_forward_packed(out, in, w, p->m->packed_as, bias, p->n_rows, in_dim, out_dim);
-    else
-        be->matmul_forward(out, in, w, bias, p->n_rows, in_dim, out_dim);
+    weight_matmul(p, lora_target_param(target), out, in, w, bias, p->n_rows, in_dim, out_dim);
     if (!adapted(p, target)) return;
     const lora *l = p->lora.l;
     const float *xd = p->lora.dropout > 0 ? dropped(p, in, in_dim, target) : in;
@@ -142,8 +151,9 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
                             int in_dim, int out_dim, int target, const float *u, float *dw, float *db, bool accumulate,
                             float *du) {
     const backend *be = p->be;
-    if (p->m->packed_frozen) /* nothing of the frozen base trains: dw and db are NULL */
-        be->matmul_backward_frozen(din, dout, w, p->m->packed_as, p->n_rows, in_dim, out_dim, accumulate);
+    int param = lora_target_param(target);
+    if (p->m->packed_frozen && p->m->held[param] == HOLD_PACKED) /* nothing of the frozen base trains: dw, db NULL */
+        be->matmul_backward_frozen(din, dout, w, p->m->held_as[param], p->n_rows, in_dim, out_dim, accumulate);
     else
         be->matmul_backward(din, dw, db, dout, in, w, p->n_rows, in_dim, out_dim, accumulate);
     if (!adapted(p, target)) return;
@@ -172,16 +182,6 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
 }
 
 /* ---- the mixture of experts (layer.h) ----------------------------------------- */
-
-/* out[n, out_dim] = in W^T for expert matrix W [out_dim, in_dim] (packed in
- * its own place when the model is). */
-static void expert_matmul(const layer_pass *p, float *out, const float *in, const float *w, const float *bias, int n,
-                          int in_dim, int out_dim) {
-    if (p->m->packed)
-        p->be->matmul_forward_packed(out, in, w, p->m->packed_as, bias, n, in_dim, out_dim);
-    else
-        p->be->matmul_forward(out, in, w, bias, n, in_dim, out_dim);
-}
 
 /* Expert x's slice of a stacked tensor of per-expert size (NULL stays NULL). */
 static float *of_expert(float *t, int x, size_t size) { return t ? t + (size_t)x * size : NULL; }
@@ -221,16 +221,16 @@ static void moe_forward(const layer_pass *p, const layer_acts *a, const layer_pa
     for (int x = 0; x < c->n_experts; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (!n) continue;
-        expert_matmul(p, a->gate + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_gate + x * wsz,
+        weight_matmul(p, P_EXP_GATE, a->gate + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_gate + x * wsz,
                       of_expert(w->exp_gate_b, x, I), n, d, I);
-        expert_matmul(p, a->up + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_up + x * wsz,
+        weight_matmul(p, P_EXP_UP, a->up + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_up + x * wsz,
                       of_expert(w->exp_up_b, x, I), n, d, I);
     }
     expert_act(p, a->h, a->gate, a->up, (size_t)R * k * I);
     for (int x = 0; x < c->n_experts; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (n)
-            expert_matmul(p, a->ye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz,
+            weight_matmul(p, P_EXP_DOWN, a->ye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz,
                           of_expert(w->exp_down_b, x, d), n, I, d);
     }
     be->moe_combine_forward(out, a->ye, a->route_w, p->moe->slot_of, R, k, d);
@@ -273,6 +273,10 @@ static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_p
     backend_zero(be, s->dxn, (size_t)R * d * sizeof *s->dxn);
     be->scatter_add_rows(s->dxn, s->dxe, p->moe->row_of, R * k, d);
     be->moe_route_backward(s->dlogits, s->dw, a->probs, a->sel, a->route_w, R, E, k, c->moe_norm_topk);
+    if (p->balance_scale > 0) {
+        double b = be->moe_balance_backward(s->dlogits, a->probs, a->sel, p->row_mult, R, E, k, p->balance_scale);
+        if (p->balance_sum) *p->balance_sum += p->balance_weight * b;
+    }
     be->matmul_backward(s->dxn, g->router, g->router_b, s->dlogits, a->xn2, w->router, R, d, E, true);
 }
 

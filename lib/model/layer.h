@@ -35,7 +35,9 @@
  * gate, up and h then hold those rows, k per token ("slots"), by expert.
  * Its backward: each expert's over its rows with d(out) = w_e d(FFN), and
  * d(w_e) = d(FFN) . ffn_e(x) back through the renormalisation, the softmax
- * and the router's product (lib/ops/moe.c). No LoRA on those projections. */
+ * and the router's product (lib/ops/moe.c). No LoRA on those projections.
+ * With the router's load-balancing loss on (layer_pass.balance_scale), its
+ * gradient joins the router's logits' there (moe_balance_backward). */
 #ifndef GRPO_MODEL_LAYER_H
 #define GRPO_MODEL_LAYER_H
 
@@ -147,6 +149,12 @@ typedef struct {
      * routed to, [R, k] host ints (a row whose first is -1 chooses its own):
      * a recorded routing replayed (grpo-update --routing replay) */
     const int32_t *replay;
+    /* backward only, the router's load-balancing loss (0: off): the scale
+     * moe_balance_backward takes (ops.h), each row's count (NULL: 1 each),
+     * and *balance_sum += balance_weight * each layer's balance */
+    double balance_scale, balance_weight;
+    const float *row_mult;
+    double *balance_sum;
 } layer_pass;
 
 /* The layer's weights (or gradients: any model_params) as a view. */

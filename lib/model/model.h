@@ -64,6 +64,13 @@ typedef union {
     float *t[MODEL_N_PARAMS];
 } model_params;
 
+/* How a tensor is held once packed (pack.c, below). */
+typedef enum {
+    HOLD_ROWS,        /* float32 rows, as loaded */
+    HOLD_PACKED,      /* packed in its format in the tensor's own place */
+    HOLD_PACKED_COPY, /* packed into a buffer of its own, the rows kept (the LM head only) */
+} weight_hold;
+
 /* One tensor of the model by name (model_tensor_list, below). */
 typedef struct model_tensor_ref model_tensor_ref;
 
@@ -78,18 +85,26 @@ typedef struct {
     size_t n_params;                    /* floats in params_memory */
     float *params_memory;
     float inv_freq[512]; /* RoPE frequencies [head_dim/2], scaling applied */
-    /* model_pack: the layer matrices (wq .. w_down) are packed in format
-     * packed_as in their own place, and head_packed the LM head's (in
-     * lm_head's own place, or head_packed_own when tied to the embeddings or
-     * too narrow to pack in place). packed_verbatim of these matrices (the
-     * LM head counted) a loader wrote straight from the file's blocks, never
-     * widened to float32 (pack_plan's verbatim, lib/ckpt/load.h's
+    /* model_pack: the layer matrices (wq .. w_down) are held as held[] says
+     * (the plan's), those packed in format held_as[] in their own place:
+     * packed_as (the plan's fmt), or MXFP4 for experts taken from a file's
+     * MXFP4 blocks; head_packed is the LM head's (in lm_head's own place, or
+     * head_packed_own when tied to the embeddings or too narrow to pack in
+     * place), in packed_as. packed_verbatim of these matrices (the LM head
+     * counted) a loader wrote straight from the file's blocks, never widened
+     * to float32 (pack_plan's verbatim, lib/ckpt/load.h's
      * model_load_for_inference); 0 for the others. */
     bool packed;
     weight_format packed_as;
+    weight_hold held[MODEL_N_PARAMS];
+    weight_format held_as[MODEL_N_PARAMS];
     const void *head_packed;
     void *head_packed_own;
     int packed_verbatim;
+    /* A loader asked to follow a plan (load.h's model_load_for_inference)
+     * found every expert matrix stored as MXFP4 blocks (gpt-oss's Hugging
+     * Face _blocks and _scales): the plan may take them as they are. */
+    bool experts_mxfp4;
     /* model_pack_frozen: packed as the frozen base of a LoRA run; its
      * products take float32 activations (matmul_forward_frozen), and the
      * backward reaches the packed matrices for the input gradient only. */
@@ -107,33 +122,43 @@ void model_free(model *m);
  * packed.h, bf16 panels of packed_bf16.h, or 8-bit blocks of packed_q8.h,
  * each rounded once from the float32 weights) in their own place, and its
  * LM head packed too (a copy when tied), so no matmul of the forward
- * repacks weights; the embeddings, norms and biases stay float32. Which
- * tensor is held how is decided once, in a plan (model_plan_packing), that
- * a loader follows (lib/ckpt/load.h: a matrix the plan packs in its own
- * place that the file stores in blocks fmt takes as they are is written
- * packed straight from them, and marked verbatim) and then model_pack. */
-typedef enum {
-    HOLD_ROWS,        /* float32 rows, as loaded */
-    HOLD_PACKED,      /* packed in fmt in the tensor's own place */
-    HOLD_PACKED_COPY, /* packed in fmt into a buffer of its own, the rows kept (the LM head only) */
-} weight_hold;
+ * repacks weights; the embeddings, norms and biases stay float32. Experts a
+ * file stores as MXFP4 blocks may stay MXFP4 (packed_mxfp4.h), whatever the
+ * other matrices are. Which tensor is held how is decided once, in a plan
+ * (model_plan_packing), that a loader follows (lib/ckpt/load.h: a matrix
+ * the plan packs in its own place that the file stores in blocks its
+ * format takes as they are is written packed straight from them, and
+ * marked verbatim) and then model_pack. */
 
+/* What a tool asks for (lib/runner/weights.c makes it from --weights): the
+ * matrices in fmt (f32, bf16 or q8), and with keep_mxfp4 the experts a file
+ * stores as MXFP4 blocks kept so (auto's rule). fmt WEIGHTS_MXFP4: those
+ * experts kept MXFP4 and every other matrix as under WEIGHTS_F32; a model
+ * whose experts were not loaded from MXFP4 blocks is refused. */
 typedef struct {
     weight_format fmt;
+    bool keep_mxfp4;
+} weight_choice;
+
+typedef struct {
+    weight_format fmt;                /* the format of every packed tensor but the MXFP4 experts */
     weight_hold hold[MODEL_N_PARAMS]; /* per parameter tensor (every layer alike) */
-    gerr refused;                     /* code EX_DATAERR: fmt cannot hold the model's shapes; all HOLD_ROWS */
+    weight_format as[MODEL_N_PARAMS]; /* the format of each packed one: fmt, or WEIGHTS_MXFP4 */
+    gerr refused; /* EX_DATAERR: fmt cannot hold the model's shapes; EX_USAGE: no MXFP4 experts to keep */
     size_t n_tensors;                 /* model_tensor_list's count */
     bool *verbatim; /* [n_tensors], model_tensor_list's order: already written packed by the loader */
 } pack_plan;
 
-/* The plan for m (allocated: model_alloc) in fmt, nothing verbatim yet.
+/* The plan for m (allocated: model_alloc) as w asks, nothing verbatim yet.
  * For WEIGHTS_F32 nothing is packed (every hold HOLD_ROWS) when the CPU
  * lacks the packed kernel or a matrix's row count is not a whole number of
  * panels (OpenBLAS then runs the row-major weights); bf16 and q8 always
  * pack (their kernels have portable fallbacks), except a model whose shapes
  * they cannot hold (q8: an input width not a multiple of 32), refused.
- * pack_plan_free frees it. */
-void model_plan_packing(const model *m, weight_format fmt, pack_plan *p);
+ * Experts kept MXFP4 (m->experts_mxfp4 and w's rule) are HOLD_PACKED in
+ * WEIGHTS_MXFP4 whatever the others are; the loader must write them all
+ * verbatim. pack_plan_free frees it. */
+void model_plan_packing(const model *m, weight_choice w, pack_plan *p);
 void pack_plan_free(pack_plan *p);
 /* Packs m as p says (p made for m): every HOLD_PACKED tensor not verbatim
  * from its float32 rows, the LM head's copy. Afterwards m->w's layer
@@ -141,7 +166,8 @@ void pack_plan_free(pack_plan *p);
  * LoRA over a base model_pack_frozen packed) must not use such a model. Nothing when m is packed already. EX_DATAERR when p
  * was refused, EX_SOFTWARE when memory is short (m then unchanged). */
 int model_pack(model *m, const pack_plan *p, gerr *e);
-/* model_plan_packing and model_pack, for a model loaded as float32. */
+/* model_plan_packing and model_pack, for a model loaded as float32 (in
+ * f32, bf16 or q8). */
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
 /* m (float32, loaded whole) as the frozen base of a LoRA run: its layer
  * matrices packed in fmt (bf16 or q8; f32 leaves m as it is) as
@@ -149,11 +175,19 @@ int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
  * float32 rows, and the pages each packed matrix no longer fills given back
  * to the system. Errors as model_pack's. */
 int model_pack_frozen(model *m, weight_format fmt, gerr *e);
-/* "f32", "bf16" or "q8". */
+/* The values model_pack_frozen's matrices hold, as float32 rows in place:
+ * each matrix it would pack rounded through fmt (q8: its blocks, what
+ * q8w_unpack gives back; bf16: bf16w_round's), the rest untouched. A LoRA
+ * checkpoint trained on such a base merges into this (lib/ckpt/load.h).
+ * EX_DATAERR when fmt cannot hold the model's shapes, m then unchanged. */
+int model_round_frozen(model *m, weight_format fmt, gerr *e);
+/* "f32", "bf16", "q8" or "mxfp4". */
 const char *weight_format_name(weight_format fmt);
 /* The weights' format and kernel, for progress lines, into buf (returned):
  * "bf16 (AVX512-BF16 kernel)", "q8 (AVX2 kernel; 211 of 211 matrices from
- * the file's Q8_0 blocks)" when packed_verbatim. */
+ * the file's Q8_0 blocks)" when packed_verbatim, "f32 (packed AVX2 kernel;
+ * experts mxfp4, AVX2 kernel, 48 of 57 matrices from the file's MXFP4
+ * blocks)". */
 const char *model_weights_describe(const model *m, char *buf, size_t size);
 
 /* Copies the weights the inference forward reads (not a classifier's score

@@ -1,5 +1,6 @@
 /* Packing a model's weights for inference (model.h): the plan, decided
  * once from the config and the format, and the packing that follows it. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include "../ops/ops.h"
 #include "../ops/packed.h"
 #include "../ops/packed_bf16.h"
+#include "../ops/packed_bf16_kernels.h"
+#include "../ops/packed_isa.h"
 #include "../ops/packed_q8.h"
 #include "model.h"
 
@@ -20,13 +23,15 @@ static bool layer_matrix(int param) {
            param == P_W_DOWN || param == P_EXP_GATE || param == P_EXP_UP || param == P_EXP_DOWN;
 }
 
+static bool expert_matrix(int param) { return param == P_EXP_GATE || param == P_EXP_UP || param == P_EXP_DOWN; }
+
 /* How many matrices a packed model holds packed (the LM head counted). */
 static int packed_matrices(const model *m) {
     const model_config *c = &m->cfg;
     int n = m->w.lm_head ? 1 : 0;
     for (int p = 0; p < MODEL_N_PARAMS; p++)
         if (layer_matrix(p) && m->w.t[p])
-            n += model_param_layers(c, p) * (p == P_EXP_GATE || p == P_EXP_UP || p == P_EXP_DOWN ? c->n_experts : 1);
+            n += model_param_layers(c, p) * (expert_matrix(p) ? c->n_experts : 1);
     return n;
 }
 
@@ -52,11 +57,11 @@ static void pack_in_place(weight_format fmt, float *w, float *tmp, int n, int k)
 }
 
 const char *weight_format_name(weight_format fmt) {
-    return fmt == WEIGHTS_BF16 ? "bf16" : fmt == WEIGHTS_Q8 ? "q8" : "f32";
+    return fmt == WEIGHTS_BF16 ? "bf16" : fmt == WEIGHTS_Q8 ? "q8" : fmt == WEIGHTS_MXFP4 ? "mxfp4" : "f32";
 }
 
 static const char *kernel_describe(const model *m) {
-    if (!m->packed) return "f32 (row-major, OpenBLAS";
+    if (!m->packed || m->held[P_WQ] == HOLD_ROWS) return "f32 (row-major, OpenBLAS";
     switch (m->packed_as) {
     case WEIGHTS_BF16:
         return !strcmp(bf16w_kernel(), "avx512bf16") ? "bf16 (AVX512-BF16 kernel"
@@ -72,24 +77,28 @@ static const char *kernel_describe(const model *m) {
 }
 
 const char *model_weights_describe(const model *m, char *buf, size_t size) {
-    if (!m->packed || !m->packed_verbatim) {
-        snprintf(buf, size, "%s)", kernel_describe(m));
-        return buf;
-    }
-    int total = packed_matrices(m);
-    snprintf(buf, size, "%s; %d of %d matrices from the file's %s blocks)", kernel_describe(m), m->packed_verbatim,
-             total, m->packed_as == WEIGHTS_Q8 ? "Q8_0" : "own");
+    bool mx = m->packed && m->held_as[P_EXP_GATE] == WEIGHTS_MXFP4 && m->held[P_EXP_GATE] == HOLD_PACKED;
+    int at = snprintf(buf, size, "%s", kernel_describe(m));
+    if (mx && at >= 0 && (size_t)at < size)
+        at += snprintf(buf + at, size - (size_t)at, "; experts mxfp4, %s kernel",
+                       packed_isa_best() == PACKED_AVX512 ? "AVX-512" : packed_isa_best() == PACKED_AVX2 ? "AVX2" : "portable");
+    if (m->packed && m->packed_verbatim && at >= 0 && (size_t)at < size)
+        snprintf(buf + at, size - (size_t)at, "; %d of %d matrices from the file's %s blocks)", m->packed_verbatim,
+                 packed_matrices(m), mx ? "MXFP4" : m->packed_as == WEIGHTS_Q8 ? "Q8_0" : "own");
+    else if (at >= 0 && (size_t)at < size)
+        snprintf(buf + at, size - (size_t)at, ")");
     return buf;
 }
 
-/* Whether fmt packs the layer matrices of refs: false for f32 without its kernel or whole
- * panels (OpenBLAS then runs the row-major weights), and for a shape bf16
- * or q8 cannot hold, which *why (EX_DATAERR) names. */
-static bool packs_matrices(const model_tensor_ref *refs, size_t n, weight_format fmt, gerr *why) {
+/* Whether fmt packs the layer matrices of refs (the experts apart when
+ * they stay MXFP4, mx): false for f32 without its kernel or whole panels
+ * (OpenBLAS then runs the row-major weights), and for a shape bf16 or q8
+ * cannot hold, which *why (EX_DATAERR) names. */
+static bool packs_matrices(const model_tensor_ref *refs, size_t n, weight_format fmt, bool mx, gerr *why) {
     if (fmt == WEIGHTS_F32 && !packed_supported()) return false;
     for (size_t i = 0; i < n; i++) {
         const model_tensor_ref *r = &refs[i];
-        if (!layer_matrix(r->param)) continue;
+        if (!layer_matrix(r->param) || (mx && expert_matrix(r->param))) continue;
         const char *no = unpackable(fmt, (int)r->cols);
         if (!no && !fits_in_place(fmt, (int)r->rows, (int)r->cols)) {
             if (fmt == WEIGHTS_F32) return false;
@@ -104,14 +113,35 @@ static bool packs_matrices(const model_tensor_ref *refs, size_t n, weight_format
     return true;
 }
 
-void model_plan_packing(const model *m, weight_format fmt, pack_plan *p) {
+/* Whether the plan keeps m's experts MXFP4 as w asks; *why (EX_USAGE or
+ * EX_DATAERR) when w insists on it and m cannot. */
+static bool keeps_mxfp4(const model *m, const model_tensor_ref *refs, size_t n, weight_choice w, gerr *why) {
+    if (w.fmt != WEIGHTS_MXFP4 && !(w.keep_mxfp4 && m->experts_mxfp4)) return false;
+    if (!m->experts_mxfp4) {
+        gerr_set(why, EX_USAGE, "mxfp4 weights: the model's experts were not loaded from MXFP4 blocks (gpt-oss's "
+                                "Hugging Face _blocks and _scales); choose auto, f32, bf16 or q8");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (expert_matrix(refs[i].param) && !fits_in_place(WEIGHTS_MXFP4, (int)refs[i].rows, (int)refs[i].cols)) {
+            gerr_set(why, EX_DATAERR, "mxfp4 weights: a matrix too narrow to pack in its own place (%s is %d x %d)",
+                     model_param_name(refs[i].param), (int)refs[i].rows, (int)refs[i].cols);
+            return false;
+        }
+    return true;
+}
+
+void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     memset(p, 0, sizeof *p);
+    weight_format fmt = w.fmt == WEIGHTS_MXFP4 ? WEIGHTS_F32 : w.fmt;
     p->fmt = fmt;
     p->n_tensors = model_tensor_list(m, NULL);
     model_tensor_ref *refs = xcalloc(p->n_tensors, sizeof *refs);
     model_tensor_list(m, refs);
     p->verbatim = xcalloc(p->n_tensors, sizeof *p->verbatim);
-    if (packs_matrices(refs, p->n_tensors, fmt, &p->refused)) {
+    for (int i = 0; i < MODEL_N_PARAMS; i++) p->as[i] = fmt;
+    bool mx = keeps_mxfp4(m, refs, p->n_tensors, w, &p->refused);
+    if (!p->refused.code && packs_matrices(refs, p->n_tensors, fmt, mx, &p->refused)) {
         for (int i = 0; i < MODEL_N_PARAMS; i++)
             if (layer_matrix(i)) p->hold[i] = HOLD_PACKED;
         /* the LM head in its own place when it is untied and fits there */
@@ -120,6 +150,8 @@ void model_plan_packing(const model *m, weight_format fmt, pack_plan *p) {
             p->hold[P_LM_HEAD] =
                 own && fits_in_place(fmt, m->cfg.vocab_size, m->cfg.dim) ? HOLD_PACKED : HOLD_PACKED_COPY;
     }
+    for (int i = 0; mx && !p->refused.code && i < MODEL_N_PARAMS; i++)
+        if (expert_matrix(i)) p->hold[i] = HOLD_PACKED, p->as[i] = WEIGHTS_MXFP4;
     free(refs);
 }
 
@@ -128,10 +160,17 @@ void pack_plan_free(pack_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* Whether any matrix is packed under p. */
+static bool packs_any(const pack_plan *p) {
+    for (int i = 0; i < MODEL_N_PARAMS; i++)
+        if (p->hold[i] != HOLD_ROWS) return true;
+    return false;
+}
+
 int model_pack(model *m, const pack_plan *p, gerr *e) {
     if (m->packed) return 0;
     if (p->refused.code) return gerr_set(e, p->refused.code, "%s", p->refused.msg);
-    if (p->hold[P_WQ] == HOLD_ROWS) return 0; /* nothing to pack */
+    if (!packs_any(p)) return 0; /* nothing to pack */
     const model_config *c = &m->cfg;
     model_tensor_ref *refs = xcalloc(p->n_tensors, sizeof *refs);
     model_tensor_list(m, refs);
@@ -141,7 +180,12 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
         size_t n = (size_t)refs[i].rows * (size_t)refs[i].cols;
         if (p->hold[refs[i].param] != HOLD_PACKED) continue;
         if (p->verbatim[i]) verbatim++;
+        else if (p->as[refs[i].param] == WEIGHTS_MXFP4) biggest = SIZE_MAX; /* MXFP4 comes from blocks only */
         else biggest = n > biggest ? n : biggest;
+    }
+    if (biggest == SIZE_MAX) {
+        free(refs);
+        return gerr_set(e, EX_USAGE, "mxfp4 weights: the experts were not written from the file's MXFP4 blocks");
     }
     bool head_copy = p->hold[P_LM_HEAD] == HOLD_PACKED_COPY;
     float *tmp = biggest ? malloc(sizeof(float) * biggest) : NULL;
@@ -152,7 +196,7 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
     }
     for (size_t i = 0; i < p->n_tensors; i++)
         if (p->hold[refs[i].param] == HOLD_PACKED && !p->verbatim[i])
-            pack_in_place(p->fmt, refs[i].dst, tmp, (int)refs[i].rows, (int)refs[i].cols);
+            pack_in_place(p->as[refs[i].param], refs[i].dst, tmp, (int)refs[i].rows, (int)refs[i].cols);
     if (p->hold[P_LM_HEAD] == HOLD_PACKED) {
         m->head_packed = m->w.lm_head;
     } else if (head_copy) {
@@ -162,6 +206,8 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
     free(tmp), free(refs);
     m->packed = true;
     m->packed_as = p->fmt;
+    memcpy(m->held, p->hold, sizeof m->held);
+    memcpy(m->held_as, p->as, sizeof m->held_as);
     m->packed_verbatim = verbatim;
     return 0;
 }
@@ -169,7 +215,7 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e) {
     if (m->packed) return 0;
     pack_plan p;
-    model_plan_packing(m, fmt, &p);
+    model_plan_packing(m, (weight_choice){fmt, false}, &p);
     int rc = model_pack(m, &p, e);
     pack_plan_free(&p);
     return rc;
@@ -187,7 +233,7 @@ static void release_tail(void *w, weight_format fmt, int n, int k) {
 int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
     if (fmt == WEIGHTS_F32 || m->packed) return 0;
     pack_plan p;
-    model_plan_packing(m, fmt, &p);
+    model_plan_packing(m, (weight_choice){fmt, false}, &p);
     p.hold[P_LM_HEAD] = HOLD_ROWS; /* the head's product keeps its float32 rows */
     int rc = model_pack(m, &p, e);
     if (!rc && m->packed) {
@@ -196,9 +242,39 @@ int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
         model_tensor_list(m, refs);
         for (size_t i = 0; i < p.n_tensors; i++)
             if (p.hold[refs[i].param] == HOLD_PACKED && refs[i].param != P_LM_HEAD)
-                release_tail(refs[i].dst, fmt, (int)refs[i].rows, (int)refs[i].cols);
+                release_tail(refs[i].dst, p.as[refs[i].param], (int)refs[i].rows, (int)refs[i].cols);
         free(refs);
     }
+    pack_plan_free(&p);
+    return rc;
+}
+
+int model_round_frozen(model *m, weight_format fmt, gerr *e) {
+    if (fmt == WEIGHTS_F32) return 0;
+    pack_plan p;
+    model_plan_packing(m, (weight_choice){fmt, false}, &p);
+    int rc = p.refused.code ? gerr_set(e, p.refused.code, "%s", p.refused.msg) : 0;
+    model_tensor_ref *refs = xcalloc(p.n_tensors, sizeof *refs);
+    model_tensor_list(m, refs);
+    void *tmp = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < p.n_tensors && !rc; i++) {
+        const model_tensor_ref *r = &refs[i];
+        if (p.hold[r->param] != HOLD_PACKED || r->param == P_LM_HEAD) continue; /* model_pack_frozen's */
+        size_t n = (size_t)r->rows * (size_t)r->cols;
+        if (fmt == WEIGHTS_BF16) {
+            for (size_t j = 0; j < n; j++) {
+                uint32_t bits = (uint32_t)bf16w_round(r->dst[j]) << 16;
+                memcpy(&r->dst[j], &bits, sizeof bits);
+            }
+            continue;
+        }
+        size_t bytes = weights_packed_bytes(fmt, (int)r->rows, (int)r->cols);
+        if (bytes > cap) free(tmp), tmp = xmalloc(cap = bytes);
+        weights_pack(fmt, tmp, r->dst, (int)r->rows, (int)r->cols);
+        q8w_unpack(r->dst, tmp, (int)r->rows, (int)r->cols);
+    }
+    free(tmp), free(refs);
     pack_plan_free(&p);
     return rc;
 }

@@ -93,6 +93,8 @@ typedef struct backend {
                                      int n, int n_experts, int k, bool norm);
     void (*moe_route_backward)(float *dlogits, const float *dw, const float *probs, const int32_t *sel,
                                const float *w, int n, int n_experts, int k, bool norm);
+    double (*moe_balance_backward)(float *dlogits, const float *probs, const int32_t *sel, const float *mult, int n,
+                                   int n_experts, int k, double scale);
     void (*moe_combine_forward)(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d);
     void (*moe_combine_backward)(float *dye, float *dw, const float *dout, const float *ye, const float *w,
                                  const int32_t *slot, int n, int k, int d);

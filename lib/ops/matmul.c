@@ -1,5 +1,6 @@
 /* Matrix products: OpenBLAS's sgemm, and the kernels for weights packed
- * once for inference (packed.c: float32, packed_bf16.c, packed_q8.c). */
+ * once for inference (packed.c: float32, packed_bf16.c, packed_q8.c,
+ * packed_mxfp4.c). */
 #include "ops.h"
 
 #include <assert.h>
@@ -13,6 +14,7 @@
 #include "blas.h"
 #include "packed.h"
 #include "packed_bf16.h"
+#include "packed_mxfp4.h"
 #include "packed_q8.h"
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
@@ -55,6 +57,7 @@ size_t weights_packed_bytes(weight_format fmt, int n, int k) {
     switch (fmt) {
     case WEIGHTS_BF16: return bf16w_bytes(n, k);
     case WEIGHTS_Q8: return q8w_bytes(n, k);
+    case WEIGHTS_MXFP4: return mx4w_bytes(n, k);
     default: return packed_floats(n, k) * sizeof(float);
     }
 }
@@ -63,18 +66,21 @@ void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k) {
     switch (fmt) {
     case WEIGHTS_BF16: bf16w_pack(dst, w, n, k); return;
     case WEIGHTS_Q8: q8w_pack(dst, w, n, k); return;
+    case WEIGHTS_MXFP4: assert(!"MXFP4 is packed from blocks only"); return;
     default: packed_pack(dst, w, n, k); return;
     }
 }
 
 bool weights_takes_blocks(weight_format fmt, uint32_t type) {
-    return fmt == WEIGHTS_Q8 && type == GGML_TYPE_Q8_0;
+    return (fmt == WEIGHTS_Q8 && type == GGML_TYPE_Q8_0) || (fmt == WEIGHTS_MXFP4 && type == GGML_TYPE_MXFP4);
 }
 
-void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, int n, int k) {
-    assert(fmt == WEIGHTS_Q8); /* the one format that takes blocks */
-    (void)fmt;
-    q8w_pack_q8_0(dst, rows, n, k);
+void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, const void *scales, int n, int k) {
+    assert(fmt == WEIGHTS_Q8 || fmt == WEIGHTS_MXFP4); /* the formats that take blocks */
+    assert(!scales || fmt == WEIGHTS_MXFP4);
+    if (fmt == WEIGHTS_Q8) q8w_pack_q8_0(dst, rows, n, k);
+    else if (scales) mx4w_pack_hf(dst, rows, scales, n, k);
+    else mx4w_pack_gguf(dst, rows, n, k);
 }
 
 void matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
@@ -83,25 +89,30 @@ void matmul_forward_packed(float *out, const float *in, const void *w_packed, we
     case WEIGHTS_F32: packed_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
     case WEIGHTS_BF16: bf16w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
     case WEIGHTS_Q8: q8w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
+    case WEIGHTS_MXFP4: mx4w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
     }
 }
 
 void matmul_forward_frozen(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
                            int n, int in_dim, int out_dim) {
-    assert(fmt == WEIGHTS_BF16 || fmt == WEIGHTS_Q8); /* float32 panels have no transposed kernel */
+    assert(fmt != WEIGHTS_F32); /* float32 panels have no transposed kernel */
     if (n <= 0) return;
     if (fmt == WEIGHTS_BF16)
         bf16w_matmul_f32(out, in, w_packed, bias, n, in_dim, out_dim);
+    else if (fmt == WEIGHTS_MXFP4)
+        mx4w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); /* float32 activations already */
     else
         q8w_matmul_f32(out, in, w_packed, bias, n, in_dim, out_dim);
 }
 
 void matmul_backward_frozen(float *din, const float *dout, const void *w_packed, weight_format fmt, int n, int in_dim,
                             int out_dim, bool accumulate) {
-    assert(fmt == WEIGHTS_BF16 || fmt == WEIGHTS_Q8);
+    assert(fmt != WEIGHTS_F32);
     if (n <= 0 || !din) return;
     if (fmt == WEIGHTS_BF16)
         bf16w_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
+    else if (fmt == WEIGHTS_MXFP4)
+        mx4w_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
     else
         q8w_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
 }

@@ -73,6 +73,34 @@ void moe_route_backward(float *dlogits, const float *dw, const float *probs, con
     }
 }
 
+double moe_balance_backward(float *dlogits, const float *probs, const int32_t *sel, const float *mult, int n,
+                            int n_experts, int k, double scale) {
+    int E = n_experts;
+    double T = 0, f[E], P[E];
+    for (int x = 0; x < E; x++) f[x] = P[x] = 0;
+    for (int r = 0; r < n; r++) { /* in row order: the same sums for any thread count */
+        double m = mult ? mult[r] : 1;
+        T += m;
+        for (int j = 0; j < k; j++) f[sel[(size_t)r * k + j]] += m;
+        for (int x = 0; x < E; x++) P[x] += m * probs[(size_t)r * E + x];
+    }
+    if (T <= 0) return 0;
+    double balance = 0;
+    for (int x = 0; x < E; x++) f[x] /= T, balance += f[x] * P[x] / T;
+    balance *= E;
+    if (scale == 0) return balance;
+#pragma omp parallel for schedule(static) if (n > 16)
+    for (int r = 0; r < n; r++) {
+        const float *p = probs + (size_t)r * E;
+        float *dz = dlogits + (size_t)r * E;
+        double g = scale * E * (mult ? mult[r] : 1), dot = 0;
+        for (int x = 0; x < E; x++) dot += p[x] * f[x];
+        /* softmax: dz_y += p_y (g f_y - sum_x p_x g f_x) */
+        for (int x = 0; x < E; x++) dz[x] += (float)(g * p[x] * (f[x] - dot));
+    }
+    return balance;
+}
+
 void moe_combine_forward(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d) {
 #pragma omp parallel for schedule(static) if ((size_t)n * d > 4096)
     for (int r = 0; r < n; r++) {

@@ -47,28 +47,34 @@ void matmul_forward(float *out, const float *in, const float *w, const float *bi
                     int out_dim);
 /* How weights packed once for inference are stored (grpo-rollout and the
  * rm reward's --weights): float32 panels (packed.h), bf16 panels
- * (packed_bf16.h) or 8-bit blocks (packed_q8.h). */
-typedef enum { WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8 } weight_format;
+ * (packed_bf16.h), 8-bit blocks (packed_q8.h) or MXFP4 blocks
+ * (packed_mxfp4.h: taken from a file's blocks only, never rounded from
+ * float32). */
+typedef enum { WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8, WEIGHTS_MXFP4 } weight_format;
 /* Bytes of W [n, k] packed in format fmt, and the packing (packed_pack,
- * bf16w_pack or q8w_pack; dst must not overlap w). */
+ * bf16w_pack or q8w_pack; dst must not overlap w). MXFP4 has no packing
+ * from float32 (asserted): weights_pack_blocks. */
 size_t weights_packed_bytes(weight_format fmt, int n, int k);
 void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k);
-/* Whether format fmt takes GGUF blocks of ggml type `type` (quant.h) as
- * they are: q8 takes Q8_0's (packed_q8.h), no other pair is taken. */
+/* Whether format fmt takes blocks of ggml type `type` (quant.h) as they
+ * are: q8 takes Q8_0's (packed_q8.h), mxfp4 MXFP4's (packed_mxfp4.h); no
+ * other pair is taken. */
 bool weights_takes_blocks(weight_format fmt, uint32_t type);
 /* W [n, k] packed in format fmt straight from n rows of such blocks, none
- * rounded (q8w_pack_q8_0); weights_takes_blocks(fmt, the rows' type). For
- * the quantizer's own blocks the bytes are weights_pack's of the dequantized
- * rows. */
-void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, int n, int k);
+ * rounded; weights_takes_blocks(fmt, the rows' type). scales NULL: GGUF's
+ * rows, each block with its scale (q8w_pack_q8_0, mx4w_pack_gguf); not
+ * NULL (MXFP4 only): gpt-oss's Hugging Face codes [n, k/32, 16] with their
+ * scales [n, k/32] apart (mx4w_pack_hf). For the Q8_0 quantizer's own
+ * blocks the bytes are weights_pack's of the dequantized rows. */
+void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, const void *scales, int n, int k);
 /* The same with w packed by weights_pack. */
 void matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
                            int n, int in_dim, int out_dim);
-/* For training on a frozen base packed in fmt (bf16 or q8; packed_tile.h):
- * out = in W^T (+ bias) with float32 activations (q8w_matmul_f32,
- * bf16w_matmul_f32), and din = dout W (accumulated when accumulate, else
- * written) on the same packed W (q8w_matmul_t, bf16w_matmul_t), with no
- * float32 copy of W. */
+/* For training on a frozen base packed in fmt (bf16, q8 or mxfp4;
+ * packed_tile.h): out = in W^T (+ bias) with float32 activations
+ * (q8w_matmul_f32, bf16w_matmul_f32, mx4w_matmul), and din = dout W
+ * (accumulated when accumulate, else written) on the same packed W
+ * (q8w_matmul_t, bf16w_matmul_t, mx4w_matmul_t), with no float32 copy of W. */
 void matmul_forward_frozen(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
                            int n, int in_dim, int out_dim);
 void matmul_backward_frozen(float *din, const float *dout, const void *w_packed, weight_format fmt, int n, int in_dim,
@@ -264,6 +270,15 @@ void moe_route_replay_forward(float *probs, int32_t *sel, float *w, const float 
  * renormalisation and the softmax; the choice of sel is not differentiated. */
 void moe_route_backward(float *dlogits, const float *dw, const float *probs, const int32_t *sel, const float *w, int n,
                         int n_experts, int k, bool norm);
+/* The router's load-balancing loss of one layer over n tokens, token r
+ * counted mult[r] times (NULL: once each; T = sum mult):
+ *   f_x = (1/T) sum_r mult_r [x in sel_r],  P_x = (1/T) sum_r mult_r probs_r[x],
+ *   balance = E sum_x f_x P_x  (k when the routing is uniform),
+ * returned; d(scale * T * balance)/d(probs_r[x]) = scale * E f_x mult_r is
+ * taken back through each row's softmax and added to dlogits[n, E]. f is
+ * not differentiated (the choice is not). */
+double moe_balance_backward(float *dlogits, const float *probs, const int32_t *sel, const float *mult, int n,
+                            int n_experts, int k, double scale);
 /* out[r] = sum_j w[r*k+j] * ye[slot[r*k+j]] over d columns (written):
  * ye holds the experts' outputs by slot. */
 void moe_combine_forward(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d);

@@ -39,6 +39,7 @@ void rollout_opts_default(rollout_opts *o) {
     o->server_concurrency = 64;
     o->server_timeout = 600;
     o->server_retries = 6;
+    o->server_lora_name = "grpo-policy";
 }
 
 /* The chat template, made on first use. */
@@ -456,7 +457,7 @@ static int open_engine(rollout *r, gerr *e) {
     if (rc) return rc;
     kv_format kv = KV_F32;
     if ((rc = weights_select("--weights", o->weights, &r->weights, e)) ||
-        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights, &kv, e)) ||
+        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights.fmt, &kv, e)) ||
         (rc = runner_open_on(&r->run, o->model, false, r->be, r->weights, e))) {
         device_release(r->be);
         r->be = NULL;
@@ -524,16 +525,17 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     r->spare = xcalloc((size_t)r->n_slots + 1, sizeof *r->spare);
     rc = o->server ? open_server(r, e) : engine_buffers(r, e);
     if (rc) return rc;
-    r->policy = o->policy || !o->server ? policy_name(o) : xstrdup(server_model_name(r));
+    r->policy = o->policy || !o->server ? policy_name(o) : xstrdup(server_policy_name(r));
     /* how the records were sampled (formats/rollout.md): the server's kind, model and
      * log-probabilities; our engine's device, weights and cache (on a device the
      * products are bf16 whatever --weights says) */
     if (o->server) server_sampler_json(r, &r->sampler);
     else
-        sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu", r->be ? "bf16" : weight_format_name(r->weights),
+        sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu", r->be ? "bf16" : weight_format_name(r->weights.fmt),
                            r->run.kv_fmt == KV_BF16 ? "bf16" : "f32");
-    r->policy_step = o->policy_step;
-    if (o->policy_step < 0 && (rc = ckpt_step_read(o->model, &r->policy_step, e))) return rc;
+    r->policy_step = o->policy_step; /* else the step of the checkpoint sampled: --server-lora's, or --model's */
+    const char *sampled = o->server && server_lora_path(r) ? server_lora_path(r) : o->model;
+    if (o->policy_step < 0 && (rc = ckpt_step_read(sampled, &r->policy_step, e))) return rc;
     if (o->tools) rc = load_tools(r, e);
     if (!rc && o->env) {
         r->multi_turn = true;

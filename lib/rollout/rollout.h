@@ -17,7 +17,9 @@
  *
  * With --server (server.c) an inference server generates instead: the
  * samples in flight are sent, token ids in, token ids and log-probabilities
- * out, and taken as our engine's tokens are. */
+ * out, and taken as our engine's tokens are; with --server-lora the server
+ * first loads a LoRA adapter under a fixed name, and every request asks for
+ * it. */
 #ifndef GRPO_ROLLOUT_H
 #define GRPO_ROLLOUT_H
 
@@ -42,7 +44,7 @@ typedef struct {
     long long batch;   /* sequences decoded together */
     long long threads; /* 0 = every core */
     const char *device;
-    const char *weights; /* auto|f32|bf16|q8 (lib/runner/weights.h) */
+    const char *weights; /* auto|f32|bf16|q8|mxfp4 (lib/runner/weights.h) */
     const char *kv_cache; /* auto|f32|bf16 */
     const char *routing_record; /* on|off: a mixture of experts' records carry the sampler's routing */
     shard_spec shard;
@@ -62,6 +64,8 @@ typedef struct {
     long long server_concurrency; /* requests in flight at once */
     double server_timeout;        /* seconds per request */
     long long server_retries;     /* retries of a request before exit 75 */
+    const char *server_lora;      /* a PEFT adapter directory loaded into the server before sampling; NULL: none */
+    const char *server_lora_name; /* the name it is loaded under and asked for */
 } rollout_opts;
 
 void rollout_opts_default(rollout_opts *o);

@@ -34,7 +34,7 @@ typedef struct {
     int vocab;           /* token ids run 0..vocab-1 */
     int ctx_len;         /* positions a sequence may use: the model's context (the server's, when it says) */
     const backend *be; /* the device the model runs on; NULL: the CPU */
-    weight_format weights; /* how the CPU packs the weights (--weights) */
+    weight_choice weights; /* how the CPU packs the weights (--weights) */
     model_runner run;
     bool have_template;
     chat_template tmpl;
@@ -122,16 +122,20 @@ int episode_finish(rollout *r, gerr *e);
 void episode_close(rollout *r);
 
 /* server.c */
-/* Probes --server (GET /v1/models: kind, model, context) and opens its
- * client; r->sp and r->n_slots are set. */
+/* Probes --server (GET /v1/models: kind, model, context), opens its
+ * client and loads --server-lora; r->sp and r->n_slots are set. */
 int server_open(rollout *r, gerr *e);
 /* One request for every sample in a slot that is not waiting for the
  * environment; each reply is taken as it arrives (rollout_push, then
  * rollout_turn_ended). */
 int server_round(rollout *r, gerr *e);
-/* The record's "sampler" object: {"engine", "model", "logprobs"}. */
+/* The record's "sampler" object: {"engine", "model", ["adapter", "adapter_path",] "logprobs"}. */
 void server_sampler_json(const rollout *r, strbuf *out);
 const char *server_model_name(const rollout *r);
+/* What the requests ask for: --server-lora's name, else the model's. */
+const char *server_policy_name(const rollout *r);
+/* --server-lora's absolute path; NULL without one. */
+const char *server_lora_path(const rollout *r);
 /* The context the server reports, 0 when it says none. */
 long long server_context(const rollout *r);
 /* One line for --progress: kind, model, URL, requests, retries. */

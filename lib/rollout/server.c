@@ -14,10 +14,18 @@
  * dropped, and a turn the server ended before that ends "stop" or "length"
  * as the server says. A llama.cpp reply that lacks the probability of a
  * token ending inside a UTF-8 character is asked again with the sample's
- * next seed (MAX_REDRAWS times). */
+ * next seed (MAX_REDRAWS times).
+ *
+ * --server-lora DIR: before any sample, the adapter is loaded under
+ * --server-lora-name (vLLM in place; SGLang after unloading the name), given
+ * as DIR's absolute path, which the server must see as it is; every request
+ * then names it. llama.cpp's server cannot load one at run time: refused. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../http/http.h"
 #include "rollout_internal.h"
@@ -46,7 +54,8 @@ struct rollout_server {
     int32_t *ids;     /* a request's token ids */
     size_t ids_cap;
     server_reply reply;
-    strbuf probe; /* the /v1/models reply */
+    strbuf probe;     /* the /v1/models reply */
+    strbuf lora_path; /* --server-lora's absolute path; empty: no adapter */
 };
 
 /* The root URL: trailing slashes and a trailing "/v1" dropped. */
@@ -102,6 +111,105 @@ static int open_client(rollout_server *sv, const rollout_opts *o, gerr *e) {
     return http_client_open(&sv->http, &hc, e);
 }
 
+/* --server-lora: its absolute path, a directory holding adapter_config.json. */
+static int lora_dir(rollout_server *sv, const rollout_opts *o, gerr *e) {
+    if (!*o->server_lora_name) return gerr_set(e, EX_USAGE, "--server-lora-name: an empty name");
+    char path[PATH_MAX];
+    if (!realpath(o->server_lora, path))
+        return gerr_set(e, errno == ENOENT ? EX_NOINPUT : EX_IOERR, "--server-lora %s: %s", o->server_lora,
+                        strerror(errno));
+    sb_puts(&sv->lora_path, path);
+    strbuf config = {0};
+    sb_printf(&config, "%s/adapter_config.json", path);
+    bool adapter = access(config.data, R_OK) == 0;
+    sb_free(&config);
+    if (!adapter)
+        return gerr_set(e, EX_NOINPUT,
+                        "--server-lora %s: no adapter_config.json: not a PEFT adapter directory (grpo-export --format "
+                        "peft writes one)",
+                        o->server_lora);
+    return 0;
+}
+
+static int lora_refused(const rollout_opts *o, gerr *e) {
+    return gerr_set(e, EX_USAGE,
+                    "--server-lora: llama.cpp's server cannot load an adapter at run time (only those given at "
+                    "its start); serve each checkpoint's export instead (pipelines/grpo.mk SERVER_SYNC=restart)%s",
+                    strcmp(o->server_kind, "auto") ? "" : " (its kind from GET /v1/models)");
+}
+
+/* The reply to the unload: taken whatever it says (a 400 when no adapter has the name). */
+static int on_unload(void *ctx, size_t job, const char *body, size_t len, double *used, gerr *e) {
+    (void)ctx, (void)job, (void)body, (void)len, (void)used, (void)e;
+    return HTTP_REPLY_OK;
+}
+
+static int on_load(void *ctx, size_t job, const char *body, size_t len, double *used, gerr *e) {
+    (void)job;
+    (void)used;
+    const rollout_server *sv = ctx;
+    char why[512];
+    int rc = server_parse_lora_reply(sv->sampling.kind, body, len, why, sizeof why);
+    if (rc == SERVER_LORA_NOT_JSON) { /* retried */
+        snprintf(e->msg, sizeof e->msg, "%s", why);
+        return HTTP_REPLY_MALFORMED;
+    }
+    if (rc)
+        return gerr_set(e, rc == SERVER_LORA_REFUSED ? EX_UNAVAILABLE : EX_DATAERR,
+                        "--server-lora %s: the %s server's reply to the load: %s", sv->lora_path.data,
+                        server_kind_name(sv->sampling.kind), why);
+    return HTTP_REPLY_OK;
+}
+
+/* What a server needs to load adapters at run time, for the message of a refused load. */
+static const char *lora_needs(server_kind kind) {
+    return kind == SERVER_VLLM ? "vLLM loads adapters at run time when started with --enable-lora, --max-lora-rank "
+                                 "at least the adapter's r, and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its "
+                                 "environment"
+                               : "SGLang loads adapters at run time when started with --enable-lora, --max-lora-rank "
+                                 "at least the adapter's r and --lora-target-modules covering its modules";
+}
+
+/* Loads --server-lora under its name: SGLang unloads the name first (a 400
+ * when none is loaded under it is taken), vLLM replaces it in place. */
+static int load_lora(rollout *r, gerr *e) {
+    rollout_server *sv = r->srv;
+    const rollout_opts *o = r->o;
+    server_kind kind = sv->sampling.kind;
+    const char *root = sv->root.data ? sv->root.data : "";
+    strbuf urls[2] = {{0}}, bodies[2] = {{0}}, label = {0};
+    sb_printf(&label, "--server-lora %s", sv->lora_path.data);
+    http_job jobs[2];
+    size_t n = 0;
+    if (server_lora_unload_endpoint(kind)) {
+        sb_printf(&urls[n], "%s%s", root, server_lora_unload_endpoint(kind));
+        server_lora_unload_body(o->server_lora_name, &bodies[n]);
+        jobs[n] = (http_job){.url = urls[n].data, .accept_status = 400};
+        n++;
+    }
+    sb_printf(&urls[n], "%s%s", root, server_lora_load_endpoint(kind));
+    server_lora_load_body(kind, o->server_lora_name, sv->lora_path.data, &bodies[n]);
+    jobs[n] = (http_job){.url = urls[n].data};
+    n++;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) { /* one after the other: the unload before the load */
+        jobs[i].body = bodies[i].data;
+        jobs[i].body_len = bodies[i].len;
+        jobs[i].label = label.data;
+        rc = http_client_run(sv->http, &jobs[i], 1, i < n - 1 ? on_unload : on_load, sv, e);
+        if (rc == EX_UNAVAILABLE && i == n - 1) {
+            size_t at = strlen(e->msg);
+            snprintf(e->msg + at, sizeof e->msg - at, " (%s)", lora_needs(kind));
+        }
+    }
+    for (size_t i = 0; i < 2; i++) {
+        sb_free(&urls[i]);
+        sb_free(&bodies[i]);
+    }
+    sb_free(&label);
+    return rc;
+}
+
 int server_open(rollout *r, gerr *e) {
     const rollout_opts *o = r->o;
     rollout_server *sv = xcalloc(1, sizeof *sv);
@@ -109,11 +217,15 @@ int server_open(rollout *r, gerr *e) {
     server_kind kind;
     if (!server_kind_parse(o->server_kind, &kind))
         return gerr_set(e, EX_USAGE, "--server-kind: expected auto|vllm|sglang|llamacpp, got \"%s\"", o->server_kind);
+    if (o->server_lora && kind == SERVER_LLAMACPP) return lora_refused(o, e);
+    int rc = o->server_lora ? lora_dir(sv, o, e) : 0;
+    if (rc) return rc;
     server_root(o->server, &sv->root);
     sb_printf(&sv->models_url, "%s/v1/models", sv->root.data ? sv->root.data : "");
-    int rc = open_client(sv, o, e);
+    rc = open_client(sv, o, e);
     if (!rc) rc = probe(sv, o, &kind, e);
     if (rc) return rc;
+    if (o->server_lora && kind == SERVER_LLAMACPP) return lora_refused(o, e);
     sb_printf(&sv->endpoint, "%s%s", sv->root.data ? sv->root.data : "", server_endpoint(kind));
     /* what the log-probabilities are of: llama.cpp is asked; vLLM and SGLang say it at start-up */
     bool greedy = r->sp.temperature <= 0;
@@ -122,6 +234,7 @@ int server_open(rollout *r, gerr *e) {
     if (greedy) sv->processed = false; /* greedy: every kind gives softmax(logits), ours at temperature 0 */
     sv->sampling = (server_sampling){.kind = kind,
                                      .model = sv->info.model.data,
+                                     .adapter = o->server_lora ? o->server_lora_name : NULL,
                                      .temperature = r->sp.temperature,
                                      .top_p = r->sp.top_p,
                                      .min_p = r->sp.min_p,
@@ -135,7 +248,7 @@ int server_open(rollout *r, gerr *e) {
     sv->job_slot = xcalloc(n, sizeof *sv->job_slot);
     sv->job_max = xcalloc(n, sizeof *sv->job_max);
     sv->job_redraws = xcalloc(n, sizeof *sv->job_redraws);
-    return 0;
+    return o->server_lora ? load_lora(r, e) : 0;
 }
 
 void server_close(rollout *r) {
@@ -159,11 +272,18 @@ void server_close(rollout *r) {
     sb_free(&sv->endpoint);
     sb_free(&sv->models_url);
     sb_free(&sv->probe);
+    sb_free(&sv->lora_path);
     free(sv);
     r->srv = NULL;
 }
 
 const char *server_model_name(const rollout *r) { return r->srv->info.model.data ? r->srv->info.model.data : ""; }
+
+const char *server_policy_name(const rollout *r) {
+    return r->srv->sampling.adapter ? r->srv->sampling.adapter : server_model_name(r);
+}
+
+const char *server_lora_path(const rollout *r) { return r->srv->lora_path.len ? r->srv->lora_path.data : NULL; }
 
 long long server_context(const rollout *r) { return r->srv->info.context; }
 
@@ -174,6 +294,12 @@ void server_sampler_json(const rollout *r, strbuf *out) {
     sb_puts(out, "\",\"model\":");
     const char *m = server_model_name(r);
     sb_json_string(out, m, strlen(m));
+    if (sv->sampling.adapter) { /* the adapter asked for, and the directory it was loaded from */
+        sb_puts(out, ",\"adapter\":");
+        sb_json_string(out, sv->sampling.adapter, strlen(sv->sampling.adapter));
+        sb_puts(out, ",\"adapter_path\":");
+        sb_json_string(out, sv->lora_path.data, sv->lora_path.len);
+    }
     sb_puts(out, sv->processed ? ",\"logprobs\":\"processed\"}" : ",\"logprobs\":\"raw\"}");
 }
 
@@ -182,9 +308,10 @@ void server_describe(const rollout *r, char *out, size_t cap) {
     const http_stats *st = http_client_stats(sv->http);
     strbuf shown = {0};
     http_url_for_messages(sv->root.data ? sv->root.data : "", &shown);
-    snprintf(out, cap, "server %s \"%s\" at %s, %lld requests (%lld retries), log-probabilities %s",
-             server_kind_name(sv->sampling.kind), server_model_name(r), shown.data ? shown.data : "", st->requests,
-             st->retries, sv->processed ? "processed" : "raw");
+    snprintf(out, cap, "server %s \"%s\"%s%s%s at %s, %lld requests (%lld retries), log-probabilities %s",
+             server_kind_name(sv->sampling.kind), server_model_name(r), sv->sampling.adapter ? " with adapter \"" : "",
+             sv->sampling.adapter ? sv->sampling.adapter : "", sv->sampling.adapter ? "\"" : "",
+             shown.data ? shown.data : "", st->requests, st->retries, sv->processed ? "processed" : "raw");
     sb_free(&shown);
 }
 

@@ -55,9 +55,10 @@ void server_request_body(const server_sampling *s, const int32_t *ids, size_t n,
                          uint32_t seed, strbuf *b) {
     sb_clear(b);
     switch (s->kind) {
-    case SERVER_VLLM:
+    case SERVER_VLLM: { /* an adapter is asked for as a model of its name */
+        const char *model = s->adapter ? s->adapter : s->model ? s->model : "";
         sb_puts(b, "{\"model\":");
-        sb_json_string(b, s->model ? s->model : "", s->model ? strlen(s->model) : 0);
+        sb_json_string(b, model, strlen(model));
         sb_puts(b, ",\"prompt\":");
         sb_json_int_array(b, ids, n);
         sb_printf(b, ",\"max_tokens\":%lld", max_tokens);
@@ -66,6 +67,7 @@ void server_request_body(const server_sampling *s, const int32_t *ids, size_t n,
         put_stops(b, s->stops);
         sb_puts(b, ",\"n\":1,\"logprobs\":0,\"return_token_ids\":true,\"skip_special_tokens\":false}");
         break;
+    }
     case SERVER_SGLANG:
         sb_puts(b, "{\"input_ids\":");
         sb_json_int_array(b, ids, n);
@@ -73,7 +75,12 @@ void server_request_body(const server_sampling *s, const int32_t *ids, size_t n,
         put_sampling(b, s, -1, true);
         put_stops(b, s->stops);
         sb_printf(b, ",\"sampling_seed\":%u,\"skip_special_tokens\":false}", seed);
-        sb_puts(b, ",\"return_logprob\":true,\"logprob_start_len\":-1,\"top_logprobs_num\":0}");
+        sb_puts(b, ",\"return_logprob\":true,\"logprob_start_len\":-1,\"top_logprobs_num\":0");
+        if (s->adapter) { /* its native API names a loaded adapter in lora_path */
+            sb_puts(b, ",\"lora_path\":");
+            sb_json_string(b, s->adapter, strlen(s->adapter));
+        }
+        sb_putc(b, '}');
         break;
     default: /* llama.cpp */
         sb_puts(b, "{\"prompt\":");
@@ -318,4 +325,58 @@ bool server_parse_models(const char *body, size_t len, const char *want, server_
 void server_info_free(server_info *i) {
     sb_free(&i->owner);
     sb_free(&i->model);
+}
+
+/* ---- LoRA adapters -------------------------------------------------------------- */
+
+static const char *const lora_load[] = {NULL, "/v1/load_lora_adapter", "/load_lora_adapter", NULL};
+static const char *const lora_unload[] = {NULL, NULL, "/unload_lora_adapter", NULL};
+
+const char *server_lora_load_endpoint(server_kind kind) { return lora_load[kind]; }
+
+const char *server_lora_unload_endpoint(server_kind kind) { return lora_unload[kind]; }
+
+static void put_string(strbuf *b, const char *key, const char *v) {
+    sb_printf(b, "\"%s\":", key);
+    sb_json_string(b, v, strlen(v));
+}
+
+void server_lora_load_body(server_kind kind, const char *name, const char *path, strbuf *b) {
+    sb_clear(b);
+    sb_putc(b, '{');
+    put_string(b, "lora_name", name);
+    sb_putc(b, ',');
+    put_string(b, "lora_path", path);
+    /* vLLM replaces the adapter of that name (its other requests see the new
+     * weights); SGLang has no such flag: the name is unloaded first */
+    if (kind == SERVER_VLLM) sb_puts(b, ",\"load_inplace\":true");
+    sb_putc(b, '}');
+}
+
+void server_lora_unload_body(const char *name, strbuf *b) {
+    sb_clear(b);
+    sb_putc(b, '{');
+    put_string(b, "lora_name", name);
+    sb_putc(b, '}');
+}
+
+int server_parse_lora_reply(server_kind kind, const char *body, size_t len, char *why, size_t cap) {
+    why[0] = 0;
+    if (kind != SERVER_SGLANG) return SERVER_LORA_OK; /* vLLM: "Success: LoRA adapter 'NAME' added successfully." */
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        snprintf(why, cap, "a malformed reply (not JSON)");
+        return SERVER_LORA_NOT_JSON;
+    }
+    const cJSON *ok = get(root, "success"), *msg = get(root, "error_message");
+    int rc = SERVER_LORA_OK;
+    if (!cJSON_IsBool(ok)) {
+        snprintf(why, cap, "a reply without \"success\" (true or false)");
+        rc = SERVER_LORA_BAD;
+    } else if (cJSON_IsFalse(ok)) {
+        snprintf(why, cap, "%s", cJSON_IsString(msg) && *msg->valuestring ? msg->valuestring : "no error_message");
+        rc = SERVER_LORA_REFUSED;
+    }
+    cJSON_Delete(root);
+    return rc;
 }

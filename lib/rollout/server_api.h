@@ -23,7 +23,21 @@
  * vLLM and SGLang -1, llama.cpp 0), top-p, min-p, and the penalties off, so
  * the server's own defaults (a model's generation_config) do not apply.
  * GET /v1/models (each kind has it) names the server's kind (owned_by), the
- * model and its context. Pure functions: no I/O. */
+ * model and its context.
+ *
+ * A LoRA adapter (grpo-rollout --server-lora) is loaded under a name before
+ * sampling, and each request then names it:
+ *
+ *   vllm      POST /v1/load_lora_adapter {"lora_name", "lora_path",
+ *             "load_inplace": true} -> 200 (a text body); requests have
+ *             "model": the adapter's name
+ *   sglang    POST /unload_lora_adapter {"lora_name"} (400 when none is
+ *             loaded under the name), then POST /load_lora_adapter
+ *             {"lora_name", "lora_path"} -> {"success": true, ...}; requests
+ *             have "lora_path": the adapter's name
+ *   llamacpp  none: its server applies only adapters given at start-up
+ *
+ * Pure functions: no I/O. */
 #ifndef GRPO_ROLLOUT_SERVER_API_H
 #define GRPO_ROLLOUT_SERVER_API_H
 
@@ -44,7 +58,8 @@ const char *server_endpoint(server_kind kind);
 
 typedef struct {
     server_kind kind;
-    const char *model; /* the served model's name: vLLM's requests carry it */
+    const char *model;   /* the served model's name: vLLM's requests carry it */
+    const char *adapter; /* the LoRA adapter's name the requests ask for; NULL: the model itself */
     double temperature, top_p, min_p;
     long long top_k; /* 0 = off */
     const string_list *stops;
@@ -94,5 +109,26 @@ typedef struct {
  * is not such a list, or holds no model (or not want). */
 bool server_parse_models(const char *body, size_t len, const char *want, server_info *out, char *why, size_t cap);
 void server_info_free(server_info *i);
+
+/* ---- LoRA adapters ---- */
+
+/* The path that loads an adapter: "/v1/load_lora_adapter", "/load_lora_adapter";
+ * NULL for llama.cpp, whose server cannot load one at run time. */
+const char *server_lora_load_endpoint(server_kind kind);
+/* The path that unloads the name first, for a server that cannot replace an
+ * adapter in place (SGLang: "/unload_lora_adapter"); NULL: none. */
+const char *server_lora_unload_endpoint(server_kind kind);
+/* The load request of adapter directory path (absolute, as the server sees
+ * it) under name (replaces body). */
+void server_lora_load_body(server_kind kind, const char *name, const char *path, strbuf *body);
+/* The unload request of name (replaces body). */
+void server_lora_unload_body(const char *name, strbuf *body);
+
+enum { SERVER_LORA_OK = 0, SERVER_LORA_NOT_JSON = 1, SERVER_LORA_BAD = 2, SERVER_LORA_REFUSED = 3 };
+/* Reads a 2xx reply to a load. vLLM answers text: any body is OK. SGLang
+ * answers {"success": bool, "error_message": ...}: REFUSED when success is
+ * false (why holds its error_message), NOT_JSON when the body is not JSON,
+ * BAD when it is JSON of another shape. */
+int server_parse_lora_reply(server_kind kind, const char *body, size_t len, char *why, size_t cap);
 
 #endif

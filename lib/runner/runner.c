@@ -12,28 +12,28 @@ static void free_model(model_runner *r) {
 }
 
 /* On a device backend the float32 weights, which model_to_backend copies;
- * on the CPU the weights packed in fmt as they load. */
-static int load_model(model_runner *r, const char *path, bool classifier, const backend *be, weight_format fmt,
+ * on the CPU the weights packed as w asks as they load. */
+static int load_model(model_runner *r, const char *path, bool classifier, const backend *be, weight_choice w,
                       gerr *e) {
-    if (!be) return model_load_for_inference(&r->m, path, classifier, fmt, e);
+    if (!be) return model_load_for_inference(&r->m, path, classifier, w, e);
     return classifier ? model_load_classifier(&r->m, path, e) : model_load(&r->m, path, e);
 }
 
 int runner_open(model_runner *r, const char *path, bool classifier, gerr *e) {
-    return runner_open_on(r, path, classifier, NULL, WEIGHTS_F32, e);
+    return runner_open_on(r, path, classifier, NULL, (weight_choice){WEIGHTS_F32, false}, e);
 }
 
-int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, weight_format fmt,
+int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, weight_choice w,
                    gerr *e) {
     memset(r, 0, sizeof *r);
     int rc;
     if (classifier)
-        rc = load_model(r, path, classifier, be, fmt, e);
+        rc = load_model(r, path, classifier, be, w, e);
     else
         rc = model_text_load(path, &r->mt, e);
-    if (!rc) rc = classifier ? model_text_load(path, &r->mt, e) : load_model(r, path, classifier, be, fmt, e);
+    if (!rc) rc = classifier ? model_text_load(path, &r->mt, e) : load_model(r, path, classifier, be, w, e);
     if (!rc && be) rc = model_to_backend(&r->m, be, e);
-    if (!rc && !be) r->kv_fmt = weights_kv_format(fmt);
+    if (!rc && !be) r->kv_fmt = weights_kv_format(w.fmt);
     if (!rc && tok_vocab_size(r->mt.tok) > (size_t)r->m.cfg.vocab_size)
         rc = gerr_set(e, EX_DATAERR, "%s: the tokenizer has %zu tokens but the model only %d embeddings", path,
                       tok_vocab_size(r->mt.tok), r->m.cfg.vocab_size);

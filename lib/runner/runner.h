@@ -31,12 +31,13 @@ typedef struct {
  * weights for inference. EX_DATAERR when the tokenizer has more tokens than
  * the model has embeddings. On error r holds nothing. */
 int runner_open(model_runner *r, const char *path, bool classifier, gerr *e);
-/* The same with the model on backend be (NULL: the CPU, loaded packed in
- * format fmt by load.h's model_load_for_inference, a GGUF's Q8_0 blocks
- * straight into q8's; runner_open packs float32): on a device the weights
- * are copied there in its own format instead (fmt is not used), and the
- * cache and scratch runner_reserve makes live there too. */
-int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, weight_format fmt,
+/* The same with the model on backend be (NULL: the CPU, loaded packed as w
+ * asks by load.h's model_load_for_inference, a GGUF's Q8_0 blocks straight
+ * into q8's, a gpt-oss's MXFP4 experts kept MXFP4; runner_open packs
+ * float32): on a device the weights are copied there in its own format
+ * instead (w is not used), and the cache and scratch runner_reserve makes
+ * live there too. */
+int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, weight_choice w,
                    gerr *e);
 /* Room for n_seqs cache slots of max_len positions (capped at the model's
  * context) and forward calls of up to `rows` rows. The first call sizes

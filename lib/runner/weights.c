@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "../ops/packed_bf16.h"
+#include "../util/flags.h"
+
+const char *const weights_names[] = {"auto", "f32", "bf16", "q8", "mxfp4"};
 
 const char *weights_default(void) {
     const char *v = getenv("GRPO_WEIGHTS");
@@ -17,7 +20,7 @@ const char *weights_default(void) {
 weight_format weights_auto(void) { return bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32; }
 
 kv_format weights_kv_format(weight_format fmt) {
-    return fmt != WEIGHTS_F32 && attn_bf16_simd_supported() ? KV_BF16 : KV_F32;
+    return fmt != WEIGHTS_F32 && fmt != WEIGHTS_MXFP4 && attn_bf16_simd_supported() ? KV_BF16 : KV_F32;
 }
 
 int kv_cache_select(const char *flag, const char *s, bool on_device, weight_format w, kv_format *fmt, gerr *e) {
@@ -28,11 +31,16 @@ int kv_cache_select(const char *flag, const char *s, bool on_device, weight_form
     return 0;
 }
 
-int weights_select(const char *flag, const char *s, weight_format *fmt, gerr *e) {
-    if (!strcmp(s, "auto")) *fmt = weights_auto();
-    else if (!strcmp(s, "f32")) *fmt = WEIGHTS_F32;
-    else if (!strcmp(s, "bf16")) *fmt = WEIGHTS_BF16;
-    else if (!strcmp(s, "q8")) *fmt = WEIGHTS_Q8;
-    else return gerr_set(e, EX_USAGE, "%s %s: expected auto, f32, bf16 or q8", flag, s);
+/* The choices, each what it asks of the packing (model.h's weight_choice):
+ * auto keeps a file's MXFP4 experts and packs the rest as weights_auto();
+ * mxfp4 keeps them and packs the rest as f32, and refuses a model without
+ * them; the others pack every matrix in their format. */
+int weights_select(const char *flag, const char *s, weight_choice *w, gerr *e) {
+    int i;
+    int rc = flags_choice_parse(flag, weights_names, WEIGHTS_N_NAMES, s, &i, e);
+    if (rc) return rc;
+    static const weight_format fmts[WEIGHTS_N_NAMES] = {WEIGHTS_F32, WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8,
+                                                       WEIGHTS_MXFP4};
+    *w = (weight_choice){i == 0 ? weights_auto() : fmts[i], i == 0 || fmts[i] == WEIGHTS_MXFP4};
     return 0;
 }

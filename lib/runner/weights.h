@@ -1,25 +1,34 @@
-/* --weights auto|f32|bf16|q8: how a tool packs its model's matrices for
- * inference (lib/model/model.h, model_pack_for_inference). */
+/* --weights auto|f32|bf16|q8|mxfp4: how a tool packs its model's matrices
+ * for inference (lib/model/model.h's weight_choice and pack_plan). */
 #ifndef GRPO_RUNNER_WEIGHTS_H
 #define GRPO_RUNNER_WEIGHTS_H
 
+#include "../model/model.h"
 #include "../ops/ops.h"
 #include "../util/err.h"
+
+/* The choices of a --weights flag, in this order (flags.h's kind tables). */
+enum { WEIGHTS_N_NAMES = 5 };
+extern const char *const weights_names[WEIGHTS_N_NAMES];
 
 /* The default of a --weights flag: $GRPO_WEIGHTS when set and not empty
  * (the test suites set f32, so that checks held to float64 references see
  * the float32 weights), else "auto". */
 const char *weights_default(void);
-/* *fmt for the value s of flag (named in messages): f32, bf16, q8, or auto,
- * which is the documented choice for this CPU (weights_auto). Another
- * value: EX_USAGE. */
-int weights_select(const char *flag, const char *s, weight_format *fmt, gerr *e);
+/* *w for the value s of flag (named in messages): f32, bf16 or q8 (every
+ * matrix in that format), mxfp4 (the experts a file stores as MXFP4 blocks
+ * kept so, every other matrix f32; a model without them is refused when
+ * loaded), or auto: MXFP4 experts kept, the rest in the documented choice
+ * for this CPU (weights_auto). Another value: EX_USAGE (flags.h's
+ * flags_choice_parse). */
+int weights_select(const char *flag, const char *s, weight_choice *w, gerr *e);
 /* What auto means on this CPU. */
 weight_format weights_auto(void);
 /* The KV cache that goes with weights in format fmt on the CPU: bf16 with
  * bf16 or q8 weights where AVX-512 reads it (measured 1.12-1.76x faster at
  * decode batch 64, bench/README.md), whose runs already accept bf16-sized
- * differences; float32 with float32 weights, which stay the exact reference,
+ * differences; float32 with float32 weights (and mxfp4's, the MXFP4 experts'
+ * values exactly, the rest float32), which stay the exact reference,
  * and without AVX-512, where the portable bf16 attention is slow. */
 kv_format weights_kv_format(weight_format fmt);
 /* --kv-cache auto|f32|bf16: *fmt for the value s of flag. auto is

@@ -52,7 +52,8 @@ int loss_opts_check(const loss_opts *c, gerr *e) {
         (rc = flags_range_check("--entropy-coef", c->entropy_coef, FLAG_RANGE(0, 1e6), e)) ||
         (rc = flags_range_check("--top-entropy-quantile", c->top_entropy_quantile, FLAG_RANGE(0, 1), e)) ||
         (rc = flags_range_check("--off-policy-mask-threshold", c->off_policy_threshold, FLAG_RANGE(-1, 1e6), e)) ||
-        (rc = flags_range_check("--is-cap", c->is_cap, FLAG_RANGE(1, 1e6), e)))
+        (rc = flags_range_check("--is-cap", c->is_cap, FLAG_RANGE(1, 1e6), e)) ||
+        (rc = flags_range_check("--router-aux-coef", c->router_aux_coef, FLAG_RANGE(0, 1e6), e)))
         return rc;
     if (!(c->tau_pos > 0 && c->tau_neg > 0 && c->tau_pos <= 1e6 && c->tau_neg <= 1e6))
         return gerr_set(e, EX_USAGE, "--sapo-tau-pos/--sapo-tau-neg: expected numbers > 0 (at most 1e6), got %g and %g",

@@ -68,6 +68,9 @@ typedef struct {
     is_level is_level;
     bool is_mask;  /* weights above is_cap become 0 (else they are truncated to it) */
     double is_cap;
+    /* the router's load-balancing loss of a mixture of experts, added with
+     * this coefficient (trainer.h; formats/loss.md); 0 = off */
+    double router_aux_coef;
 } loss_opts;
 
 /* loss_opts with every extra off (the sapo gate temperatures 1 and 1.05,

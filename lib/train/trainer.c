@@ -31,6 +31,7 @@ struct trainer_acts {
      * n_rows of them, their tokens; share.n_virtual = 0 when none is shared */
     int n_rows;
     int32_t *row_tok, *vrow, *own;
+    float *row_mult; /* [rows]: how many sequences each row is a token of (NULL when none is shared) */
     attn_share share;
     float *xraw, *xf, *rstd_f, *logits;
     layer_grad_scratch gs;
@@ -248,6 +249,7 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     ac->row_tok = malloc((size_t)rows * sizeof *ac->row_tok);
     ac->vrow = malloc((size_t)max_rows * sizeof *ac->vrow);
     ac->own = malloc((size_t)rows * sizeof *ac->own);
+    ac->row_mult = malloc((size_t)rows * sizeof *ac->row_mult);
     ac->target_row = malloc((size_t)t->max_targets * sizeof *ac->target_row);
     ac->target_tok = malloc((size_t)t->max_targets * sizeof *ac->target_tok);
     size_t n_replay = (size_t)config_ffn_layers(&m->cfg, true) * rows * m->cfg.n_experts_used;
@@ -258,7 +260,7 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     t->n_grad = mode == TRAINER_FULL ? m->n_params : mode == TRAINER_LORA ? l->n_params : 0;
     gerr e_moe = {0};
     bool host_ok = ac->layer && ac->x_in && ac->ws.tasks && ac->row_pos && ac->row_kv && ac->row_key && ac->row_tok &&
-                   ac->vrow && ac->own && ac->target_row && ac->target_tok && (!n_replay || ac->replay) &&
+                   ac->vrow && ac->own && ac->row_mult && ac->target_row && ac->target_tok && (!n_replay || ac->replay) &&
                    !moe_index_alloc(&ac->moe, &m->cfg, rows, &e_moe);
     if (host_ok) ac->mem = alloc_floats(t->be, a.used, e);
     if (host_ok && ac->mem && t->n_grad) t->grad = alloc_floats(t->be, t->n_grad, e);
@@ -290,6 +292,7 @@ void trainer_free(trainer *t) {
         free(ac->row_tok);
         free(ac->vrow);
         free(ac->own);
+        free(ac->row_mult);
         free(ac->target_row);
         free(ac->target_tok);
         moe_index_free(&ac->moe);
@@ -441,6 +444,8 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
     }
     ac->n_rows = R;
     ac->replaying = b->routing != NULL;
+    for (int r = 0; r < R; r++) ac->row_mult[r] = 0;
+    for (int v = 0; v < Rv; v++) ac->row_mult[ac->vrow[v]] += 1;
     ac->share.n_virtual = n_shared ? Rv : 0;
     ac->share.vrow = ac->vrow, ac->share.own = ac->own;
     for (int r = 0; r < R; r++) assert(ac->row_tok[r] >= 0 && ac->row_tok[r] < m->cfg.vocab_size);
@@ -540,6 +545,14 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
     bool full = t->mode == TRAINER_FULL;
     layer_pass p = batch_pass(t, b, false, true);
     if (full) p.grad = &t->g;
+    if (t->balance_coef > 0 && t->balance_tokens > 0 && t->m->cfg.n_experts > 0) {
+        /* the pass's share of the batch's balance loss (trainer.h) */
+        double L = config_ffn_layers(&t->m->cfg, true);
+        p.balance_scale = t->balance_coef / (L * t->balance_tokens);
+        p.balance_weight = (double)b->start[b->n_seqs] / (L * t->balance_tokens);
+        p.row_mult = ac->share.n_virtual ? ac->row_mult : NULL;
+        p.balance_sum = &t->balance_sum;
+    }
 
     /* the loss's gradients where the ops read them */
     if (on_device(ac)) {

@@ -89,6 +89,15 @@ typedef struct {
      * sums (trainer_fold_grad), so that the step does not depend on how the
      * batch was split across ranks; NULL otherwise. Host memory only. */
     double *grad_sum;
+    /* The router's load-balancing loss (grpo-update --router-aux-coef;
+     * formats/loss.md), on a mixture of experts, 0 = off: trainer_backward
+     * adds the gradient of balance_coef * sum over the batch's micro-batches
+     * b and its L MoE layers l of (T_b / balance_tokens) (1/L) balance_{b,l}
+     * (ops.h's moe_balance_backward over the micro-batch's T_b tokens, each
+     * sequence's prompt counted in it), and adds that sum without the
+     * coefficient to balance_sum. balance_tokens: the batch's tokens over
+     * every rank, set by the caller. */
+    double balance_coef, balance_tokens, balance_sum;
     trainer_acts *acts;
 } trainer;
 

@@ -256,6 +256,13 @@ static int setup_trainer(rank_run *r, gerr *e) {
     if ((rc = dist_agree(r->d, rc, e))) return rc;
     r->t.dropout_seed = (uint64_t)pol->seed;
     r->t.be = r->be;
+    double coef = r->plan->loss.router_aux_coef, tokens = (double)batch_tokens(b, 0, b->n);
+    if (coef > 0 && pol->m.cfg.n_experts <= 0)
+        rc = gerr_set(e, EX_USAGE, "--router-aux-coef %g: %s has no router (not a mixture of experts)", coef,
+                      o->model);
+    if (!rc && coef > 0) rc = dist_sum_doubles(r->d, &tokens, 1, e);
+    if ((rc = dist_agree(r->d, rc, e))) return rc;
+    r->t.balance_coef = coef, r->t.balance_tokens = tokens;
     r->n_t = b->tgt_start[b->n];
     size_t n_alloc = (size_t)r->n_t + 1; /* a rank without a share has no target */
     r->logp = xmalloc(sizeof(float) * n_alloc), r->ent = xmalloc(sizeof(float) * n_alloc);
@@ -352,6 +359,7 @@ static int train_step(rank_run *r, long long it, gerr *e) {
         if (rc) return rc;
     }
     loss_stats st = {0};
+    t->balance_sum = 0;
     int mstart[b->n + 1];
     train_batch tb;
     rc = 0;
@@ -378,6 +386,11 @@ static int train_step(rank_run *r, long long it, gerr *e) {
         return rc;
     ml->step = r->pol.step;
     ml->loss = loss_stats_metrics(lc, &st);
+    ml->balance = NAN;
+    if (lc->router_aux_coef > 0) {
+        if ((rc = dist_sum_doubles(d, &t->balance_sum, 1, e))) return rc;
+        ml->balance = t->balance_sum;
+    }
     ml->seconds = now_seconds() - t0 + (it == 0 ? t0 - r->t_start : 0);
     return 0;
 }

@@ -76,6 +76,7 @@ typedef struct {
     long long step;
     loss_metrics loss;
     double grad_norm, lr, seconds;
+    double balance; /* the router's load-balancing loss (trainer.h's balance_sum); NaN when off */
 } metrics_line;
 
 /* The metrics lines appended and fsync'd, not yet final: fd open, the

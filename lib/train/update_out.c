@@ -71,6 +71,7 @@ void update_flags_json(strbuf *b, const policy *p, const update_plan *plan, int 
     kv_str(b, "is_correction", is_level_names[l->is_level]);
     kv_str(b, "is_mode", is_mode_names[l->is_mask]);
     kv_num(b, "is_cap", l->is_cap);
+    kv_num(b, "router_aux_coef", l->router_aux_coef);
     kv_num(b, "iterations", (double)o->iterations);
     kv_bool(b, "recompute_old", plan->old_logp == OLD_LOGP_RECOMPUTE);
     kv_str(b, "routing", update_routing_names[plan->routing]);
@@ -266,6 +267,7 @@ static void metrics_line_json(strbuf *l, const metrics_line *ml, const update_ba
     kv_num(l, "sampling/importance_sampling_ratio/max", ml->loss.is_w_max);
     kv_num(l, "policy_staleness/mean", b->staleness_mean);
     kv_num(l, "policy_staleness/max", b->staleness_max);
+    kv_num(l, "moe/balance_loss", ml->balance);
     kv_num(l, "grad_norm", ml->grad_norm);
     kv_num(l, "learning_rate", ml->lr);
     kv_num(l, "completions/mean_length", b->mean_length);

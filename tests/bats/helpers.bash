@@ -99,13 +99,51 @@ start_server() {
     rm -f "$T/port"
     "$PY" "$GRPO_ROOT/tests/ref/judge_server.py" --port-file "$T/port" "$@" > /dev/null 2> "$T/server.err" 3>&- &
     SERVER_PID=$!
+    wait_port
+    URL="http://127.0.0.1:$PORT/v1"
+}
+
+# wait_port: PORT from $T/port, once the server just started has written it (10 s at most).
+wait_port() {
     local i
     for ((i = 0; i < 400; i++)); do
         [ -s "$T/port" ] && break
         sleep 0.025
     done
     PORT=$(cat "$T/port")
-    URL="http://127.0.0.1:$PORT/v1"
+}
+
+# server_setup: the setup of the stand-in's suites: in $T (without symlinks: grpo-rollout
+# gives the server real paths), TOK the committed tiny tokenizer, prompts.jsonl a
+# record with messages and one with prompt_tokens.
+server_setup() {
+    T=$(cd "$BATS_TEST_TMPDIR" && pwd -P) || return 1
+    cd "$T" || return 1
+    TOK="$GRPO_ROOT/tests/fixtures/tiny-tokenizer"
+    printf '%s\n' '{"id":"a","messages":[{"role":"user","content":"hi"}]}' \
+        '{"id":"b","prompt_tokens":[1,10,11,12,2,1,4,5]}' > prompts.jsonl
+}
+
+# rollout_server_start KIND [FLAGS...]: tests/ref/rollout_server.py (the stand-in
+# for vLLM, SGLang or llama.cpp's server) on a free port, in the background, each
+# generation request's body logged to $T/requests.log; sets SERVER_PID, PORT and URL.
+# server_stop stops it.
+rollout_server_start() {
+    rm -f "$T/port"
+    "$PY" "$GRPO_ROOT/tests/ref/rollout_server.py" --kind "$@" --port-file "$T/port" --log "$T/requests.log" \
+        2> "$T/server.err" 3>&- &
+    SERVER_PID=$!
+    wait_port
+    URL="http://127.0.0.1:$PORT"
+}
+
+# server_stop: the server started by rollout_server_start (or start_server) goes.
+server_stop() {
+    if [ -n "${SERVER_PID:-}" ]; then
+        kill "$SERVER_PID" 2> /dev/null || true
+        wait "$SERVER_PID" 2> /dev/null || true
+    fi
+    SERVER_PID=
 }
 
 # needs_bf16: skips (visibly) on a CPU without AVX-512 BF16, where

@@ -207,3 +207,23 @@ PY
     grpo-update --model c1 --in "$(B)" --out c2 --lr 1e-3
     jq -e '.step == 2' c2/grpo/state.json
 }
+
+@test "--router-aux-coef: the balance loss in the metrics and state.json; off by default; a dense model is 64" {
+    needs_moe
+    grpo-update --model "$MOE" --in "$(B)" --out c1 --lr 1e-3 --router-aux-coef 0.01 --metrics m1.jsonl
+    # E sum_x f_x P_x: k (2) when the routing is uniform, at most E k
+    jq -e '."moe/balance_loss" > 1 and ."moe/balance_loss" < 16' m1.jsonl
+    jq -e '.flags.router_aux_coef == 0.01' c1/grpo/state.json
+    grpo-update --model "$MOE" --in "$(B)" --out c0 --lr 1e-3 --metrics m0.jsonl
+    jq -e '."moe/balance_loss" == null' m0.jsonl
+    # the router's step differs with it
+    run cmp -s c0/model.safetensors c1/model.safetensors
+    [ "$status" -eq 1 ]
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny llama dense
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" dense
+    run grpo-update --model dense --in "$(B)" --out c2 --router-aux-coef 0.01
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--router-aux-coef 0.01: dense has no router"
+    [ ! -e c2 ]
+    run grpo-update --model "$MOE" --in "$(B)" --out c3 --router-aux-coef -1
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--router-aux-coef"
+}

@@ -8,34 +8,14 @@
 # the real server is tests/bats/rollout_server.bats.
 load helpers
 
-TOK="$GRPO_ROOT/tests/fixtures/tiny-tokenizer"
-
 setup() {
-    T="$BATS_TEST_TMPDIR"
-    cd "$T" || return 1
-    printf '%s\n' '{"id":"a","messages":[{"role":"user","content":"hi"}]}' \
-        '{"id":"b","prompt_tokens":[1,10,11,12,2,1,4,5]}' > prompts.jsonl
+    server_setup
 }
 
-teardown() {
-    if [ -n "${SERVER_PID:-}" ]; then
-        kill "$SERVER_PID" 2> /dev/null || true
-        wait "$SERVER_PID" 2> /dev/null || true
-    fi
-}
+teardown() { server_stop; }
 
 # fake KIND [FLAGS...]: the stand-in on a free port; sets SERVER_PID and URL.
-fake() {
-    rm -f port
-    "$PY" "$GRPO_ROOT/tests/ref/rollout_server.py" --kind "$@" --port-file port --log requests.log 2> server.err 3>&- &
-    SERVER_PID=$!
-    local i
-    for ((i = 0; i < 400; i++)); do
-        [ -s port ] && break
-        sleep 0.025
-    done
-    URL="http://127.0.0.1:$(cat port)"
-}
+fake() { rollout_server_start "$@"; }
 
 rollout() { # flags...
     grpo-rollout --model "$TOK" --server "$URL" -k 2 --max-new-tokens 3 --temperature 1 --seed 5 --in prompts.jsonl "$@"

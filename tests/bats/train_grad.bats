@@ -54,6 +54,12 @@ grad_case() {
 }
 @test "gradient vs autograd: qwen3_moe, replayed routing, LoRA on q,k,v,o, dapo" { grad_case qwen3moe-replay-lora-qkvo-dapo; }
 @test "gradient vs autograd: gpt_oss, replayed routing, full, beta" { grad_case gptoss-replay-full-beta; }
+@test "gradient vs autograd: qwen3_moe, the router's load-balancing loss, two micro-batches" {
+    grad_case qwen3moe-full-balance-micro
+}
+@test "gradient vs autograd: gpt_oss, the router's load-balancing loss (router bias), beta" {
+    grad_case gptoss-full-balance
+}
 @test "gradient vs autograd: llama, LoRA over a frozen q8 base" { grad_case llama-lora-q8base; }
 @test "gradient vs autograd: qwen2 biases, LoRA q,v,down over a frozen q8 base, beta" { grad_case qwen2-lora-q8base-beta; }
 @test "gradient vs autograd: qwen3, LoRA over a frozen bf16 base, sequence importance, --recompute" {

@@ -86,3 +86,44 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     [ "$status" -eq 64 ]; assert_one_line_error grpo-update "not yet on a mixture of experts"
     [ ! -e c ]
 }
+
+@test "a LoRA checkpoint on a q8 or bf16 base merges into that base's values (gguf-py's Q8_0, bf16 rounding)" {
+    needs_tiny
+    for f in q8 bf16; do
+        grpo-update --model "$TINY" --in "$(B)" --out $f --lr 1e-1 --lora-r 4 --base-weights $f 2> /dev/null
+        grpo-export --model $f --format hf --dtype f32 --out $f-hf 2> /dev/null
+        "$GRPO_PY" - "$TINY" $f $f-hf <<'PY'
+import json, sys
+import numpy as np
+import gguf
+from safetensors.numpy import load_file
+base_dir, ckpt, out = sys.argv[1:4]
+fmt = json.load(open(ckpt + "/grpo/state.json"))["flags"]["base_weights"]
+base, got = load_file(base_dir + "/model.safetensors"), load_file(out + "/model.safetensors")
+ad = load_file(ckpt + "/adapter_model.safetensors")
+cfg = json.load(open(ckpt + "/adapter_config.json"))
+scale = cfg["lora_alpha"] / cfg["r"]
+def rounded(w):  # the frozen base's values: Q8_0 blocks (gguf-py) or bf16, round to nearest even
+    if fmt == "q8":
+        q = gguf.quants.quantize(w, gguf.GGMLQuantizationType.Q8_0)
+        return gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0).reshape(w.shape)
+    b = w.astype(np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
+    return b.astype(np.uint32).view(np.float32)
+worst = unrounded = 0.0
+for n, w in base.items():
+    w = w.astype(np.float32)
+    layer_matrix = ".self_attn." in n or ".mlp." in n
+    want = rounded(w) if layer_matrix and w.ndim == 2 else w
+    a = "base_model.model." + n.removesuffix(".weight") + ".lora_A.weight"
+    if a in ad:
+        delta = scale * (ad[a.replace("lora_A", "lora_B")].astype(np.float64) @ ad[a].astype(np.float64))
+        want = want + delta
+        unrounded = max(unrounded, float(np.abs(w + delta - got[n]).max()))
+    worst = max(worst, float(np.abs(want - got[n]).max() / max(1.0, np.abs(want).max())))
+print(fmt, "merged vs reference", worst, "vs the unrounded base", unrounded)
+assert worst < 1e-6, worst
+assert unrounded > 1e-4, unrounded  # the rounding is visible: the check can tell them apart
+PY
+    done
+}

@@ -333,6 +333,8 @@ def sparse_moe(c, W, p, h):
     F = torch.nn.functional
     probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
     sel = choose(c, p, probs)
+    if "router_log" in c:  # for a load-balancing loss (train_ref.py): the layer's softmax and choice
+        c["router_log"].append((probs, sel))
     w = probs.gather(-1, sel)
     if c["norm_topk"]:
         w = w / w.sum(dim=-1, keepdim=True)
@@ -358,6 +360,8 @@ def oss_moe(c, W, p, h):
     logits = h @ W[p + "mlp.router.weight"].T + W[p + "mlp.router.bias"]
     E = logits.shape[-1]
     sel = choose(c, p, logits)
+    if "router_log" in c:
+        c["router_log"].append((torch.softmax(logits, dim=-1), sel))
     w = torch.softmax(logits.gather(-1, sel), dim=-1)
     limit, e = c.get("swiglu_limit", 7.0), p + "mlp.experts."
     out = torch.zeros_like(h)
@@ -385,11 +389,21 @@ def model_logits(c, W, tokens):
 
 
 def hf_model(d):
-    """The forward's config and float64 weights of an HF directory."""
+    """The forward's config and float64 weights of an HF directory; gpt-oss's
+    MXFP4 experts (NAME_blocks, NAME_scales) as transformers dequantizes them
+    into NAME: convert_moe_packed_tensors (mxfp4_ref.py's transcription),
+    then [E, out, in] transposed to the bf16 layout's [E, in, out]."""
     import torch
     from safetensors.torch import load_file
+    from mxfp4_ref import convert_moe_packed_tensors
     cfg = json.load(open(os.path.join(d, "config.json")))
-    W = {k: v.to(torch.float64) for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    raw = load_file(os.path.join(d, "model.safetensors"))
+    W = {k: v.to(torch.float64) for k, v in raw.items() if not k.endswith(("_blocks", "_scales"))}
+    for k in raw:
+        if k.endswith("_blocks"):
+            base = k[:-len("_blocks")]
+            w = convert_moe_packed_tensors(raw[k], raw[base + "_scales"], dtype=torch.float32)
+            W[base] = w.transpose(1, 2).to(torch.float64)
     if cfg.get("tie_word_embeddings", False):
         W["lm_head.weight"] = W["model.embed_tokens.weight"]
     return ref_config(cfg), W

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""A stand-in inference server for grpo-rollout --server's failure tests:
-it speaks vLLM's, SGLang's or llama.cpp's generation API (--kind) over HTTP
-on 127.0.0.1, checks that each request has the fields grpo-rollout must
-send, and misbehaves on request (--fault). Not a reference: the real server
-test is tests/bats/rollout_server.bats (llama.cpp's llama-server).
+"""A stand-in inference server for grpo-rollout --server's tests: it speaks
+vLLM's, SGLang's or llama.cpp's generation API (--kind) over HTTP on
+127.0.0.1, checks that each request has the fields grpo-rollout must send,
+serves vLLM's and SGLang's LoRA adapter endpoints, and misbehaves on request
+(--fault). Not a reference: vLLM and SGLang cannot run here (they need a GPU
+and Python packages this project does not install), so their request and
+reply shapes are played from their documentation and source; the real
+server test is tests/bats/rollout_server.bats (llama.cpp's llama-server).
 
 Usage: rollout_server.py --kind vllm|sglang|llamacpp --port-file F
-                         [--fault none|429|count|nologprobs|notjson|foreign]
+                         [--fault none|429|count|nologprobs|notjson|foreign|loadfail]
                          [--times N] [--log F]
 
 GET /v1/models: {"object": "list", "data": [{"id": "fake", "owned_by": KIND,
@@ -22,7 +25,24 @@ Faults, on the first --times generation requests (default 1; 0 = all):
   nologprobs  no log-probabilities at all
   notjson     200 with a body that is not JSON
   foreign     a token id beyond the tiny tokenizer's 97
-GET /stats: {"generate": requests to the endpoint, "by_status": {code: n}}.
+  loadfail    the adapter load answers 400 (vLLM: an error object; SGLang:
+              {"success": false, "error_message"}) on every attempt
+LoRA adapters (vllm, sglang; llama.cpp's server has no such endpoint: 404):
+  vllm    POST /v1/load_lora_adapter, a body of exactly {"lora_name",
+          "lora_path", "load_inplace": true}: 200 with a text body; a name
+          already loaded without load_inplace true is 400, as vLLM answers.
+          A completion's "model" must be "fake" or a loaded adapter's name.
+  sglang  POST /load_lora_adapter {"lora_name", "lora_path"[, "pinned"]}: a
+          name already loaded is 400 {"success": false, ...}, as SGLang
+          answers (it replaces nothing in place); POST /unload_lora_adapter
+          {"lora_name"}: 400 when the name is not loaded. A /generate's
+          "lora_path", when present, must name a loaded adapter.
+  lora_path must be an absolute path to a directory holding
+  adapter_config.json (the server reads the client's filesystem); else 400.
+GET /stats: {"generate": requests to the endpoint, "by_status": {code: n},
+"loads": [[name, path], ...] in order, "unloads": n, "adapters": {name: path},
+"generated_with": {the path of the adapter each request named, or "" for
+the model itself: n}}.
 --log F: each generation request body, one line each.
 """
 import argparse
@@ -40,21 +60,27 @@ class State:
         self.lock = threading.Lock()
         self.generate = 0
         self.by_status = {}
+        self.adapters = {}
+        self.loads = []
+        self.unloads = 0
+        self.generated_with = {}
 
 
-def missing(kind, req):
-    """The first field grpo-rollout must send that the request lacks."""
+def missing(kind, req, adapters):
+    """The first field grpo-rollout must send that the request lacks (or names wrong)."""
     def ids(v):
         return isinstance(v, list) and len(v) > 0 and all(isinstance(x, int) for x in v)
     if kind == "vllm":
         need = [("prompt", ids(req.get("prompt"))), ("max_tokens", isinstance(req.get("max_tokens"), int)),
                 ("seed", isinstance(req.get("seed"), int)), ("logprobs", req.get("logprobs") == 0),
-                ("return_token_ids", req.get("return_token_ids") is True), ("model", req.get("model") == "fake")]
+                ("return_token_ids", req.get("return_token_ids") is True),
+                ("model", req.get("model") == "fake" or req.get("model") in adapters)]
     elif kind == "sglang":
         sp = req.get("sampling_params") or {}
         need = [("input_ids", ids(req.get("input_ids"))), ("return_logprob", req.get("return_logprob") is True),
                 ("sampling_params.max_new_tokens", isinstance(sp.get("max_new_tokens"), int)),
-                ("sampling_params.sampling_seed", isinstance(sp.get("sampling_seed"), int))]
+                ("sampling_params.sampling_seed", isinstance(sp.get("sampling_seed"), int)),
+                ("lora_path", "lora_path" not in req or req["lora_path"] in adapters)]
     else:
         need = [("prompt", ids(req.get("prompt"))), ("n_predict", isinstance(req.get("n_predict"), int)),
                 ("seed", isinstance(req.get("seed"), int)), ("n_probs", req.get("n_probs", 0) > 0),
@@ -99,6 +125,65 @@ def answer(kind, req, fault):
     return out
 
 
+LORA_LOAD = {"vllm": "/v1/load_lora_adapter", "sglang": "/load_lora_adapter"}
+LORA_UNLOAD = {"vllm": "/v1/unload_lora_adapter", "sglang": "/unload_lora_adapter"}
+
+
+def adapter_named(kind, req):
+    """The adapter a generation request asks for, or None for the model itself."""
+    if kind == "vllm":
+        return None if req.get("model") == "fake" else req.get("model")
+    return req.get("lora_path") if kind == "sglang" else None
+
+
+def lora_error(kind, status, message):
+    if kind == "vllm":
+        return status, {"error": {"message": message, "type": "BadRequestError", "param": None, "code": status}}
+    return status, {"success": False, "error_message": message, "loaded_adapters": {}}
+
+
+def lora_load(state, kind, req, fault):
+    """vLLM's or SGLang's answer to a load: (status, body)."""
+    want = {"lora_name", "lora_path", "load_inplace"} if kind == "vllm" else {"lora_name", "lora_path"}
+    keys = set(req) - ({"pinned"} if kind == "sglang" else set())
+    if keys != want:
+        return lora_error(kind, 400, "expected the fields %s, got %s" % (sorted(want), sorted(req)))
+    name, path = req["lora_name"], req["lora_path"]
+    if not isinstance(name, str) or not name or not isinstance(path, str) or not os.path.isabs(path):
+        return lora_error(kind, 400, "lora_name must be a name and lora_path an absolute path")
+    if kind == "vllm" and req["load_inplace"] is not True:
+        return lora_error(kind, 400, "load_inplace is not true")
+    if fault == "loadfail":
+        return lora_error(kind, 400, "Loading lora %s failed: the adapter's rank exceeds --max-lora-rank" % name)
+    if not os.path.isfile(os.path.join(path, "adapter_config.json")):
+        return lora_error(kind, 400, "No adapter found for %s" % path)
+    with state.lock:
+        if name in state.adapters and kind == "sglang":
+            return lora_error(kind, 400, "LoRA with name %s already exists. Loaded LoRAs: %s" %
+                              (name, list(state.adapters)))
+        state.adapters[name] = path
+        state.loads.append([name, path])
+        loaded = dict(state.adapters)
+    if kind == "vllm":
+        return 200, ("Success: LoRA adapter '%s' added successfully." % name).encode()
+    return 200, {"success": True, "error_message": "", "loaded_adapters": loaded}
+
+
+def lora_unload(state, kind, req):
+    if set(req) != {"lora_name"}:
+        return lora_error(kind, 400, "expected the field lora_name, got %s" % sorted(req))
+    with state.lock:
+        if req["lora_name"] not in state.adapters:
+            return lora_error(kind, 400 if kind == "sglang" else 404,
+                              "LoRA with name %s does not exist. Loaded LoRAs: %s" %
+                              (req["lora_name"], list(state.adapters)))
+        del state.adapters[req["lora_name"]]
+        state.unloads += 1
+    if kind == "vllm":
+        return 200, ("Success: LoRA adapter '%s' removed successfully." % req["lora_name"]).encode()
+    return 200, {"success": True, "error_message": "", "loaded_adapters": dict(state.adapters)}
+
+
 def handler(state):
     args = state.args
 
@@ -124,12 +209,22 @@ def handler(state):
                                                             "max_model_len": 4096}]})
             elif self.path == "/stats":
                 with state.lock:
-                    self.send(200, {"generate": state.generate, "by_status": state.by_status})
+                    self.send(200, {"generate": state.generate, "by_status": state.by_status,
+                                    "loads": state.loads, "unloads": state.unloads, "adapters": state.adapters,
+                                    "generated_with": state.generated_with})
             else:
                 self.send(404, {"error": {"message": "not found"}})
 
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path in (LORA_LOAD.get(args.kind), LORA_UNLOAD.get(args.kind)):
+                req = json.loads(body)
+                if self.path == LORA_LOAD[args.kind]:
+                    status, reply = lora_load(state, args.kind, req, args.fault)
+                else:
+                    status, reply = lora_unload(state, args.kind, req)
+                self.send(status, reply)
+                return
             if self.path != ENDPOINT[args.kind]:
                 self.send(404, {"error": {"message": "File Not Found"}})
                 return
@@ -141,7 +236,9 @@ def handler(state):
                         f.write(body + b"\n")
             fault = args.fault if args.times == 0 or nth <= args.times else "none"
             req = json.loads(body)
-            field = missing(args.kind, req)
+            with state.lock:  # the adapter the request asks for, as loaded now
+                field = missing(args.kind, req, state.adapters)
+                used = state.adapters.get(adapter_named(args.kind, req), "")
             if field:
                 status, reply, headers = 400, {"error": {"message": "request without " + field}}, ()
             elif fault == "429":
@@ -152,6 +249,8 @@ def handler(state):
                 status, reply, headers = 200, answer(args.kind, req, fault), ()
             with state.lock:
                 state.by_status[str(status)] = state.by_status.get(str(status), 0) + 1
+                if status == 200:
+                    state.generated_with[used] = state.generated_with.get(used, 0) + 1
             self.send(status, reply, headers)
 
     return H
@@ -161,7 +260,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", required=True, choices=sorted(ENDPOINT))
     ap.add_argument("--port-file", required=True)
-    ap.add_argument("--fault", default="none", choices=["none", "429", "count", "nologprobs", "notjson", "foreign"])
+    ap.add_argument("--fault", default="none",
+                    choices=["none", "429", "count", "nologprobs", "notjson", "foreign", "loadfail"])
     ap.add_argument("--times", type=int, default=1)
     ap.add_argument("--log")
     args = ap.parse_args()

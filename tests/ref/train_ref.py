@@ -119,6 +119,11 @@ CASES = {
     "qwen3moe-dense0-full-seq-micro-recompute": dict(arch="qwen3_moe", dense_layers=(0,), sequence_level=True,
                                                      loss="dr_grpo", micro_seqs=1, recompute=True),
     "qwen3moe-full-entropy-turns": dict(arch="qwen3_moe", entropy_coef=0.05, turns=True, seed=12),
+    # the router's load-balancing loss (--router-aux-coef; large so that its
+    # gradient is not lost beside the policy term's), micro-batches of 2 with
+    # their shared prompt, and on gpt-oss's router with its bias
+    "qwen3moe-full-balance-micro": dict(arch="qwen3_moe", norm_topk=True, seed=12, router_aux_coef=0.5, micro_seqs=2),
+    "gptoss-full-balance": dict(arch="gpt_oss", beta=0.04, router_aux_coef=0.3),
     "qwen3moe-lora-qkvo-dapo": dict(arch="qwen3_moe", norm_topk=True, loss="dapo", beta=0.04, seed=12,
                                     lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=7)),
     # bf16 moves a router's logits by ~1e-2: the top 2 of 8 would flip where
@@ -242,6 +247,31 @@ def make_replay(c, W, seqs, g):
         s["replay"] = {p: torch.cat([ids[:, l], last]) for l, p in enumerate(layers)}
 
 
+def balance_loss(case, c, seqs, router_log):
+    """grpo-update --router-aux-coef (formats/loss.md): per micro-batch b of
+    micro_seqs sequences and MoE layer l, E sum_x f_x P_x over its tokens
+    (f_x: the fraction of token choices of expert x, not differentiated;
+    P_x: the mean router probability), weighted T_b / T and averaged over
+    the layers. router_log: (probs, sel) per sequence, per MoE layer, in order."""
+    import torch
+    n = len(seqs)
+    L = len(router_log) // n
+    micro = case.get("micro_seqs", n)
+    T = sum(len(s["tokens"]) for s in seqs)
+    total = 0
+    for s0 in range(0, n, micro):
+        group = range(s0, min(n, s0 + micro))
+        Tb = sum(len(seqs[s]["tokens"]) for s in group)
+        for l in range(L):
+            probs = torch.cat([router_log[s * L + l][0] for s in group])
+            sel = torch.cat([router_log[s * L + l][1] for s in group])
+            E = probs.shape[-1]
+            f = torch.zeros(E, dtype=torch.float64).index_add(0, sel.reshape(-1), torch.ones(sel.numel(),
+                                                                                               dtype=torch.float64)) / Tb
+            total = total + (Tb / T) * E * (f * probs.mean(0)).sum() / L
+    return total
+
+
 def stack_oss_grads(ours):
     """gpt_oss's expert gradients come per slice (grad.NAME:PARAM:EXPERT, our
     [I, dim], [dim, I] or vector): stacked into HF's tensors, gate and up
@@ -340,6 +370,7 @@ def run(case_name, work):
                  max_new_tokens=case.get("max_new_tokens", 16), lora=case.get("lora"),
                  micro_seqs=case.get("micro_seqs", len(seqs)), recompute=case.get("recompute", False),
                  entropy_coef=case.get("entropy_coef", 0.0), compute=case.get("compute", "f32"),
+                 router_aux_coef=case.get("router_aux_coef", 0.0),
                  base_weights=case.get("base_weights", "f32"))
     bpath, opath = os.path.join(work, "batch.json"), os.path.join(work, "out.safetensors")
     with open(bpath, "w") as f:
@@ -386,10 +417,21 @@ def run(case_name, work):
                 params[pre + ".lora_A.weight"], params[pre + ".lora_B.weight"] = A, B
                 lora[f"model.layers.{i}.{blk}.{mod}.weight"] = (A, B, scale)
     ents = []
+    if case.get("router_aux_coef"):
+        c["router_log"] = []
     logps = forward_logp(c, Wg, lora, seqs, temperature, ents)
     refs = [torch.tensor(s["ref_logp"], dtype=torch.float64) for s in seqs]
     loss = grpo_loss(dict(case, epsilon=eps), logps, seqs, refs, ents)
-    loss.backward()
+    total = loss  # what is differentiated; "loss" stays the GRPO loss the driver reports
+    if case.get("router_aux_coef"):
+        balance = balance_loss(case, c, seqs, c.pop("router_log"))
+        total = loss + case["router_aux_coef"] * balance
+        got = float(ours["balance"][0])
+        print(f"balance loss {got:.9g}, reference {balance.item():.9g}")
+        if abs(got - balance.item()) > 1e-5 * max(1.0, abs(balance.item())):
+            print("balance loss differs from the reference")
+            return 1
+    total.backward()
 
     bad = 0
     # ours holds the policy's tokens only

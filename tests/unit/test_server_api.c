@@ -4,9 +4,11 @@
  * documentation gives them (vLLM's CompletionResponse with a choice's
  * token_ids and logprobs.token_logprobs; SGLang's /generate with meta_info's
  * output_token_logprobs and finish_reason), and the requests are checked for
- * the fields those documents name. llama.cpp's reply is the shape of its
- * server's /completion (tools/server: tokens, completion_probabilities,
- * stop_type); tests/bats/rollout_server.bats runs the real one. */
+ * the fields those documents name, as are the LoRA adapter loads (vLLM's
+ * LoadLoRAAdapterRequest, SGLang's LoadLoRAAdapterReqInput and its reply).
+ * llama.cpp's reply is the shape of its server's /completion (tools/server:
+ * tokens, completion_probabilities, stop_type);
+ * tests/bats/rollout_server.bats runs the real one. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -236,10 +238,108 @@ static void test_models(void) {
     server_info_free(&in);
 }
 
+/* The object's keys, sorted and joined by commas: a request has exactly these. */
+static void keys_of(const cJSON *o, char *out, size_t cap) {
+    const char *names[16];
+    int n = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, o) {
+        if (n < 16) names[n++] = v->string;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        strncat(out, names[i], cap - strlen(out) - 1);
+        if (i + 1 < n) strncat(out, ",", cap - strlen(out) - 1);
+    }
+}
+
+/* The load request of name and path has exactly the keys want (and vLLM's load_inplace true). */
+static void check_load(server_kind kind, const char *name, const char *path, const char *want) {
+    strbuf b = {0};
+    char keys[256];
+    server_lora_load_body(kind, name, path, &b);
+    cJSON *j = cJSON_Parse(b.data);
+    CHECK(j != NULL);
+    keys_of(j, keys, sizeof keys);
+    CHECK_EQ_STR(keys, want);
+    CHECK_EQ_STR(cJSON_GetObjectItem(j, "lora_name")->valuestring, name);
+    CHECK_EQ_STR(cJSON_GetObjectItem(j, "lora_path")->valuestring, path);
+    CHECK(kind != SERVER_VLLM || is_true(j, "load_inplace"));
+    cJSON_Delete(j);
+    sb_free(&b);
+}
+
+/* A LoRA adapter: loaded as vLLM's /v1/load_lora_adapter and SGLang's
+ * /load_lora_adapter (LoadLoRAAdapterRequest, LoadLoRAAdapterReqInput) take
+ * it, then asked for by name (vLLM: "model"; SGLang: "lora_path"). */
+static void test_lora(void) {
+    TEST("LoRA adapters: the load and unload requests of vLLM and SGLang, none for llama.cpp; requests name it");
+    CHECK_EQ_STR(server_lora_load_endpoint(SERVER_VLLM), "/v1/load_lora_adapter");
+    CHECK(server_lora_unload_endpoint(SERVER_VLLM) == NULL); /* load_inplace replaces it */
+    CHECK_EQ_STR(server_lora_load_endpoint(SERVER_SGLANG), "/load_lora_adapter");
+    CHECK_EQ_STR(server_lora_unload_endpoint(SERVER_SGLANG), "/unload_lora_adapter");
+    CHECK(server_lora_load_endpoint(SERVER_LLAMACPP) == NULL && server_lora_unload_endpoint(SERVER_LLAMACPP) == NULL);
+
+    check_load(SERVER_VLLM, "grpo-policy", "/runs/x/server/lora/0003", "load_inplace,lora_name,lora_path");
+    check_load(SERVER_SGLANG, "a \"quoted\" name", "/p/\\q", "lora_name,lora_path"); /* escaped as JSON */
+    strbuf b = {0};
+    server_lora_unload_body("grpo-policy", &b);
+    CHECK_EQ_STR(b.data, "{\"lora_name\":\"grpo-policy\"}");
+
+    /* the generation requests ask for it */
+    server_sampling s = sampling(SERVER_VLLM);
+    s.adapter = "grpo-policy";
+    server_request_body(&s, IDS, 3, 16, 1234, &b);
+    cJSON *v = cJSON_Parse(b.data);
+    CHECK_EQ_STR(cJSON_GetObjectItem(v, "model")->valuestring, "grpo-policy");
+    CHECK(cJSON_GetObjectItem(v, "lora_path") == NULL);
+    cJSON_Delete(v);
+    s = sampling(SERVER_SGLANG);
+    server_request_body(&s, IDS, 3, 16, 1234, &b);
+    cJSON *g = cJSON_Parse(b.data);
+    CHECK(cJSON_GetObjectItem(g, "lora_path") == NULL); /* the model itself */
+    cJSON_Delete(g);
+    s.adapter = "grpo-policy";
+    server_request_body(&s, IDS, 3, 16, 1234, &b);
+    g = cJSON_Parse(b.data);
+    CHECK(g != NULL);
+    CHECK_EQ_STR(cJSON_GetObjectItem(g, "lora_path")->valuestring, "grpo-policy");
+    CHECK(ids_are(cJSON_GetObjectItem(g, "input_ids")));
+    cJSON_Delete(g);
+    s = sampling(SERVER_LLAMACPP);
+    s.adapter = NULL;
+    server_request_body(&s, IDS, 3, 16, 1234, &b);
+    CHECK(strstr(b.data, "lora") == NULL);
+    sb_free(&b);
+
+    /* the replies to a load: vLLM's text; SGLang's LoadLoRAAdapterReqOutput */
+    char why[256];
+    static const char vllm_ok[] = "Success: LoRA adapter 'grpo-policy' added successfully.";
+    CHECK_EQ_INT(server_parse_lora_reply(SERVER_VLLM, vllm_ok, strlen(vllm_ok), why, sizeof why), SERVER_LORA_OK);
+    static const char sglang_ok[] = "{\"rid\":null,\"http_worker_ipc\":null,\"success\":true,\"error_message\":\"\","
+                                    "\"loaded_adapters\":{\"grpo-policy\":\"/runs/x/server/lora/0003\"}}";
+    CHECK_EQ_INT(server_parse_lora_reply(SERVER_SGLANG, sglang_ok, strlen(sglang_ok), why, sizeof why),
+                 SERVER_LORA_OK);
+    static const char sglang_no[] = "{\"success\":false,\"error_message\":\"LoRA is not enabled. Please set "
+                                    "`--enable-lora` to enable LoRA.\",\"loaded_adapters\":null}";
+    CHECK_EQ_INT(server_parse_lora_reply(SERVER_SGLANG, sglang_no, strlen(sglang_no), why, sizeof why),
+                 SERVER_LORA_REFUSED);
+    CHECK(strstr(why, "LoRA is not enabled") != NULL);
+    CHECK_EQ_INT(server_parse_lora_reply(SERVER_SGLANG, "<html>", 6, why, sizeof why), SERVER_LORA_NOT_JSON);
+    CHECK_EQ_INT(server_parse_lora_reply(SERVER_SGLANG, "{\"ok\":1}", 8, why, sizeof why), SERVER_LORA_BAD);
+}
+
 int main(void) {
     test_requests();
     test_replies();
     test_bad_replies();
     test_models();
+    test_lora();
     return check_done();
 }

@@ -14,6 +14,8 @@
  * old and reference log-probs per completion token, an optional multi-turn
  * "mask" per completion token (completion_mask), loss settings, an optional
  * LoRA, "compute": "bf16" for backend_cpu_bf16: 69 where the CPU lacks it,
+ * "router_aux_coef" for the router's load-balancing loss (its value written
+ * as "balance"),
  * "base_weights": "bf16" or "q8" for a LoRA over a frozen base packed so
  * (model_pack_frozen), its layer matrices then written as the kernels read
  * them, "base." + HF name),
@@ -622,6 +624,8 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     const cJSON *cj = cJSON_GetObjectItemCaseSensitive(j, "compute");
     if (trainer_compute_backend(cJSON_IsString(cj) ? cj->valuestring : "f32", &m, backend_cpu_bf16(), &t.be, &e))
         return fprintf(stderr, "%s\n", e.msg), e.code;
+    /* "router_aux_coef": the router's load-balancing loss over the batch's tokens */
+    t.balance_coef = num(j, "router_aux_coef", 0), t.balance_tokens = start[n];
     trainer_zero_grad(&t);
     loss_stats st = {0};
     for (int s0 = 0, o0 = 0; s0 < n; s0 += micro) {
@@ -642,8 +646,9 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     }
     st_writer w;
     st_writer_init(&w);
-    float loss = (float)st.loss;
-    int rc = add_f32(&w, "logp", 1, n_t, 0, logp) || add_f32(&w, "loss", 1, 1, 0, &loss);
+    float loss = (float)st.loss, balance = (float)t.balance_sum;
+    int rc = add_f32(&w, "logp", 1, n_t, 0, logp) || add_f32(&w, "loss", 1, 1, 0, &loss) ||
+             add_f32(&w, "balance", 1, 1, 0, &balance);
     float *base = NULL;
     if (!rc && packed) rc = add_base(&w, &m, &base);
     if (use_lora) {

@@ -2,16 +2,21 @@
  * WEIGHTS_BF16 / WEIGHTS_Q8, lib/runner/weights.c): a packed model's logits
  * against the same model in float32, exactly against the float32 model whose
  * matrices hold the rounded values where the format allows it, the shapes a
- * format refuses, and --weights' values. The kernels themselves are checked
- * against float64 in test_packed_bf16.c and test_packed_q8.c. */
+ * format refuses, --weights' values, and MXFP4 on the seam (its bytes a
+ * weight, its products the kernel's). The kernels themselves are checked
+ * against float64 in test_packed_bf16.c, test_packed_q8.c and
+ * test_packed_mxfp4.c. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "formats/quant.h"
 #include "model/model.h"
+#include "ops/ops.h"
 #include "ops/packed_bf16.h"
+#include "ops/packed_mxfp4.h"
 #include "ops/packed_q8.h"
 #include "runner/weights.h"
 
@@ -110,19 +115,21 @@ static void test_q8_refuses(void) {
 }
 
 static void test_select(void) {
-    TEST("--weights: auto, f32, bf16, q8; anything else is a usage error naming the flag");
-    weight_format f = WEIGHTS_Q8;
+    TEST("--weights: auto, f32, bf16, q8, mxfp4; anything else is a usage error naming the flag");
+    weight_choice f = {WEIGHTS_Q8, false};
     gerr e = {0};
     CHECK_EQ_INT(weights_select("--weights", "f32", &f, &e), 0);
-    CHECK(f == WEIGHTS_F32);
+    CHECK(f.fmt == WEIGHTS_F32 && !f.keep_mxfp4);
     CHECK_EQ_INT(weights_select("--weights", "bf16", &f, &e), 0);
-    CHECK(f == WEIGHTS_BF16);
+    CHECK(f.fmt == WEIGHTS_BF16 && !f.keep_mxfp4);
     CHECK_EQ_INT(weights_select("--weights", "q8", &f, &e), 0);
-    CHECK(f == WEIGHTS_Q8);
+    CHECK(f.fmt == WEIGHTS_Q8 && !f.keep_mxfp4);
+    CHECK_EQ_INT(weights_select("--weights", "mxfp4", &f, &e), 0);
+    CHECK(f.fmt == WEIGHTS_MXFP4 && f.keep_mxfp4);
     CHECK_EQ_INT(weights_select("--weights", "auto", &f, &e), 0);
-    CHECK(f == (bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32));
+    CHECK(f.fmt == (bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32) && f.keep_mxfp4);
     CHECK_EQ_INT(weights_select("--rm-weights", "fp16", &f, &e), EX_USAGE);
-    CHECK_EQ_STR(e.msg, "--rm-weights fp16: expected auto, f32, bf16 or q8");
+    CHECK_EQ_STR(e.msg, "--rm-weights: expected one of auto|f32|bf16|q8|mxfp4, got 'fp16'");
 }
 
 static void test_kv_select(void) {
@@ -143,6 +150,39 @@ static void test_kv_select(void) {
     CHECK_EQ_STR(e.msg, "--kv-cache f16: expected auto, f32 or bf16");
 }
 
+static void test_mxfp4_seam(void) {
+    TEST("MXFP4 on the seam: 4.25 bits a weight (gpt-oss-20b's expert shapes within 0.2%); pack, products and dX are packed_mxfp4's");
+    /* whole quads of blocks: exactly 4.25 bits; gpt-oss-20b's 2880-wide rows pad their last quad (4.2556) */
+    CHECK(weights_packed_bytes(WEIGHTS_MXFP4, 4096, 4096) * 8 == (size_t)4096 * 4096 * 17 / 4);
+    double gate = weights_packed_bytes(WEIGHTS_MXFP4, 2880, 2880) * 8.0 / (2880.0 * 2880.0);
+    CHECK(gate >= 4.25 && gate < 4.25 * 1.002);
+    CHECK(weights_packed_bytes(WEIGHTS_MXFP4, 2880, 2880) * 7 < weights_packed_bytes(WEIGHTS_F32, 2880, 2880));
+    CHECK(weights_takes_blocks(WEIGHTS_MXFP4, GGML_TYPE_MXFP4) && !weights_takes_blocks(WEIGHTS_Q8, GGML_TYPE_MXFP4) &&
+          !weights_takes_blocks(WEIGHTS_MXFP4, GGML_TYPE_Q8_0));
+    enum { N = 40, K = 96, M = 5 };
+    unsigned char codes[N * K / 2], scales[N * K / 32];
+    rng_state = 77;
+    for (size_t i = 0; i < sizeof codes; i++) codes[i] = (unsigned char)(uniform() * 512 + 256);
+    for (size_t i = 0; i < sizeof scales; i++) scales[i] = (unsigned char)(120 + (int)(uniform() * 8 + 4));
+    size_t bytes = weights_packed_bytes(WEIGHTS_MXFP4, N, K);
+    unsigned char *a = malloc(bytes), *b = malloc(bytes);
+    float x[M * K], dy[M * N], y1[M * N], y2[M * N], y3[M * N], dx1[M * K], dx2[M * K], bias[N];
+    for (int i = 0; i < M * K; i++) x[i] = uniform();
+    for (int i = 0; i < M * N; i++) dy[i] = uniform();
+    for (int i = 0; i < N; i++) bias[i] = uniform();
+    weights_pack_blocks(WEIGHTS_MXFP4, a, codes, scales, N, K);
+    mx4w_pack_hf(b, codes, scales, N, K);
+    CHECK(memcmp(a, b, bytes) == 0);
+    matmul_forward_packed(y1, x, a, WEIGHTS_MXFP4, bias, M, K, N);
+    matmul_forward_frozen(y2, x, a, WEIGHTS_MXFP4, bias, M, K, N);
+    mx4w_matmul(y3, x, b, bias, M, K, N);
+    CHECK(memcmp(y1, y3, sizeof y1) == 0 && memcmp(y2, y3, sizeof y2) == 0);
+    matmul_backward_frozen(dx1, dy, a, WEIGHTS_MXFP4, M, K, N, false);
+    mx4w_matmul_t(dx2, dy, b, M, K, N, false);
+    CHECK(memcmp(dx1, dx2, sizeof dx1) == 0);
+    free(a), free(b);
+}
+
 int main(void) {
     /* bounds: 3x the largest measured (bf16: 0.0083 and 0.0066 of the largest
      * logit, q8: 0.029 and 0.019; q8 quantizes the activations too) */
@@ -153,5 +193,6 @@ int main(void) {
     test_q8_refuses();
     test_select();
     test_kv_select();
+    test_mxfp4_seam();
     return check_done();
 }
