@@ -285,6 +285,7 @@ bench: deps
 	@sh bench/judge.sh
 	@sh bench/multiturn.sh
 	@sh bench/omp_wait.sh
+	@sh bench/routing.sh
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=...]; make uninstall ----------
 # PREFIX/bin: the seven tools and the scripts (links into share); PREFIX/share/man/man1:

@@ -51,6 +51,9 @@ int main(int argc, char **argv) {
          "the KV cache's elements: f32, or bf16 (half the memory and the bytes a decode step reads; keys and values "
          "rounded once), auto = bf16 on a GPU, and on a CPU with AVX-512 or AVX2 when the weights are bf16 or q8, else f32",
          0, 0, "auto|f32|bf16"},
+        {"--routing-record", NULL, FLAG_CHOICE, &o.routing_record, "R",
+         "a mixture of experts' records carry the experts each position was routed to (routing, for grpo-update "
+         "--routing replay; formats/rollout.md): on, or off to leave it out", 0, 0, "on|off"},
         {"--chat-template", NULL, FLAG_CHOICE, &o.chat_template, "T",
          "for records without prompt_tokens: auto = the model's own", 0, 0, "auto|chatml|llama3|raw"},
         {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",
@@ -152,7 +155,7 @@ int main(int argc, char **argv) {
     static const char *const server_only[] = {"--server-kind",    "--server-model",   "--server-logprobs",
                                               "--server-concurrency", "--server-timeout", "--server-retries",
                                               "--server-key-env", "--server-lora"};
-    static const char *const engine_only[] = {"--device", "--weights", "--kv-cache"};
+    static const char *const engine_only[] = {"--device", "--weights", "--kv-cache", "--routing-record"};
     for (size_t i = 0; !o.server && i < sizeof server_only / sizeof *server_only; i++)
         if (flags_given(&p, server_only[i])) die(EX_USAGE, "%s needs --server URL", server_only[i]);
     if (!o.server_lora && flags_given(&p, "--server-lora-name"))

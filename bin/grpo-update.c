@@ -14,7 +14,7 @@ int main(int argc, char **argv) {
     update_run_opts *r = &o.run;
     /* the choices are the kind tables' that parse them; the ranges are
      * update_plan_resolve's (0, 0 here: a number is only parsed) */
-    char losses[64], levels[32], is_levels[40], olds[40], is_modes[32], optimizers[32], schedules[32], devices[32], computes[32], bases[32];
+    char losses[64], levels[32], is_levels[40], olds[40], routings[40], is_modes[32], optimizers[32], schedules[32], devices[32], computes[32], bases[32];
     const flag_spec flags[] = {
         {"--model", NULL, FLAG_STRING, &r->model, "M", "policy: HF directory, our checkpoint, or .gguf (required)", 0, 0, NULL},
         {"--out", NULL, FLAG_STRING, &r->out, "DIR",
@@ -60,6 +60,10 @@ int main(int argc, char **argv) {
          "pi_old: the records' logprobs, or recomputed by the policy before the first step; auto: recomputed when "
          "a record's sampler is not the float32 CPU engine (its \"sampler\" field)", 0, 0,
          FLAGS_CHOICES(olds, update_old_logp_names)},
+        {"--routing", NULL, FLAG_CHOICE, &o.choice.routing, "R",
+         "a mixture of experts: route each token as the sampler did (replay: the records' routing field) or "
+         "by the trainer's own router (recompute); auto: replay when every record has routing, else recompute "
+         "(formats/loss.md)", 0, 0, FLAGS_CHOICES(routings, update_routing_names)},
         {"--mask-truncated", NULL, FLAG_BOOL, &r->mask_truncated, NULL,
          "leave completions with finish_reason length out of the loss", 0, 0, NULL},
         {"--temperature", NULL, FLAG_DOUBLE, &r->temperature, "T",

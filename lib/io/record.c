@@ -237,6 +237,15 @@ int record_get_json(const record *r, const char *key, bool required, cJSON **out
     return 0;
 }
 
+int record_get_json_unless_null(const record *r, const char *key, cJSON **out, gerr *e) {
+    int rc = record_get_json(r, key, false, out, e);
+    if (!rc && cJSON_IsNull(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int record_get_messages(const record *r, cJSON **out, gerr *e) {
     int rc = record_get_json(r, "messages", false, out, e);
     if (rc) return rc;

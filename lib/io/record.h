@@ -53,6 +53,8 @@ int record_get_int(const record *r, const char *key, bool required, long long mi
                    long long *out, int *present, gerr *e);
 /* Parses one field with cJSON (NULL when absent). Caller frees with cJSON_Delete. */
 int record_get_json(const record *r, const char *key, bool required, cJSON **out, gerr *e);
+/* The same for an optional field whose null means absent: *out NULL for both. */
+int record_get_json_unless_null(const record *r, const char *key, cJSON **out, gerr *e);
 
 /* The chat `messages` as a cJSON array (caller frees with cJSON_Delete).
  * Absent or not an array: FILE:LINE: field "messages": expected an array of

@@ -42,11 +42,8 @@ static int one_of(const record *r, const cJSON *o, const char *key, const char *
 int sampler_field_read(const record *r, sampler_kind *kind, gerr *e) {
     *kind = SAMPLER_ABSENT;
     cJSON *o = NULL;
-    int rc = record_get_json(r, "sampler", false, &o, e);
-    if (rc || !o || cJSON_IsNull(o)) {
-        cJSON_Delete(o);
-        return rc;
-    }
+    int rc = record_get_json_unless_null(r, "sampler", &o, e);
+    if (rc || !o) return rc;
     const cJSON *engine = cJSON_GetObjectItemCaseSensitive(o, "engine");
     if (!cJSON_IsObject(o) || !cJSON_IsString(engine) || !*engine->valuestring) {
         cJSON_Delete(o);

@@ -1,7 +1,8 @@
 /* The inference forward over a batch of rows (prefill, decode, or a mix):
  * the embeddings, layer.c's layer over every layer with the KV cache, the
  * final RMSNorm on the rows wanted (model_forward_hidden) and the LM head
- * (model_forward). Every layer reuses one set of scratch activations. */
+ * (model_forward). Every layer reuses one set of scratch activations; a
+ * mixture of experts' routing is kept for the caller (model_scratch.routes). */
 #include <assert.h>
 #include <string.h>
 
@@ -33,10 +34,15 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
                     .route_w = s->route_w, .xe = s->xe, .ye = s->ye};
     layer_pass p = {.be = be, .m = m, .n_rows = R, .pos = pos, .cos_t = s->cos_t, .sin_t = s->sin_t, .ws = &s->ws,
                     .moe = s->moe};
+    int Lm = config_ffn_layers(cf, true), k = cf->n_experts_used;
     for (int l = 0; l < cf->n_layers; l++) {
         p.layer = l;
         p.kv = kv_cache_view(c, l, s->row_kv);
         layer_forward(&p, &a, s->x, s->x);
+        if (!config_layer_moe(cf, l)) continue;
+        /* the routing, kept (sel is the host's: the layer asserts it) */
+        int32_t *to = s->routes + (size_t)config_ffn_slot(cf, l) * k;
+        for (int r = 0; r < R; r++) memcpy(to + (size_t)r * Lm * k, s->sel + (size_t)r * k, (size_t)k * sizeof *to);
     }
 
     /* The final norm only for the rows wanted. */

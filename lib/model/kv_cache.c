@@ -183,8 +183,9 @@ int model_scratch_init_on(model_scratch *s, const backend *be, const model_confi
     s->row_kv = malloc(R * sizeof *s->row_kv);
     s->pick = malloc(R * sizeof *s->pick);
     s->moe = E ? calloc(1, sizeof *s->moe) : NULL;
+    s->routes = E ? malloc(R * (size_t)config_ffn_layers(cfg, true) * K * sizeof *s->routes) : NULL;
     gerr e_moe = {0};
-    bool moe_ok = !E || (s->moe && !moe_index_alloc(s->moe, cfg, max_rows, &e_moe));
+    bool moe_ok = !E || (s->moe && s->routes && !moe_index_alloc(s->moe, cfg, max_rows, &e_moe));
     if (!s->mem || !s->ws.tasks || !s->row_kv || !s->pick || !moe_ok) {
         model_scratch_free(s);
         return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB of scratch", total * sizeof(float) >> 20);
@@ -212,5 +213,6 @@ void model_scratch_free(model_scratch *s) {
     free(s->pick);
     if (s->moe) moe_index_free(s->moe);
     free(s->moe);
+    free(s->routes);
     memset(s, 0, sizeof *s);
 }

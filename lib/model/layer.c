@@ -193,14 +193,18 @@ static void expert_act(const layer_pass *p, float *h, const float *gate, const f
     else p->be->swiglu_forward(h, gate, up, n);
 }
 
-/* The routing of a->xn2's rows and p->moe's grouping of them (the slots). */
+/* The routing of a->xn2's rows (their own top k, or p->replay's experts)
+ * and p->moe's grouping of them (the slots). */
 static void moe_route(const layer_pass *p, const layer_acts *a, const layer_params *w) {
     const model_config *c = &p->m->cfg;
     int R = p->n_rows, E = c->n_experts, k = c->n_experts_used;
     /* the index arrays are the host's: sel must be too (model_to_backend refuses experts) */
     assert(p->moe && !p->be->mem_alloc);
     p->be->matmul_forward(a->probs, a->xn2, w->router, w->router_b, R, c->dim, E);
-    p->be->moe_route_forward(a->probs, a->sel, a->route_w, a->probs, R, E, k, c->moe_norm_topk);
+    if (p->replay)
+        p->be->moe_route_replay_forward(a->probs, a->sel, a->route_w, a->probs, p->replay, R, E, k, c->moe_norm_topk);
+    else
+        p->be->moe_route_forward(a->probs, a->sel, a->route_w, a->probs, R, E, k, c->moe_norm_topk);
     moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
 }
 

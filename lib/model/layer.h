@@ -25,7 +25,9 @@
  * In a layer with a mixture of experts (config_layer_moe; Qwen3-MoE's
  * Qwen3MoeSparseMoeBlock) the FFN is, per token x (a row of xn2):
  *   p = softmax(x W_router^T) over the E experts;
- *   S = the k experts of largest p (the choice is not differentiated);
+ *   S = the k experts of largest p (the choice is not differentiated), or
+ *     the k given for the row (layer_pass.replay: a routing recorded by the
+ *     sampler, replayed in training);
  *   w_e = p_e, or p_e / sum_{e' in S} p_e' with norm_topk_prob, for e in S;
  *   FFN(x) = sum_{e in S} w_e ffn(x; G_e, U_e, D_e).
  * The tokens are grouped by expert (moe_group) so that one forward call
@@ -143,6 +145,10 @@ typedef struct {
     const int *start;
     model_params *grad; /* full fine-tuning's gradients, or NULL */
     moe_index *moe;     /* a mixture of experts' index arrays (NULL: a dense model) */
+    /* NULL, or in a layer with a mixture of experts the experts each row is
+     * routed to, [R, k] host ints (a row whose first is -1 chooses its own):
+     * a recorded routing replayed (grpo-update --routing replay) */
+    const int32_t *replay;
     /* backward only, the router's load-balancing loss (0: off): the scale
      * moe_balance_backward takes (ops.h), each row's count (NULL: 1 each),
      * and *balance_sum += balance_weight * each layer's balance */

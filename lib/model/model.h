@@ -287,6 +287,10 @@ typedef struct {
     float *probs, *route_w, *xe, *ye;
     int32_t *sel;
     struct moe_index *moe;
+    /* [R, Lm, k] host ints: each row's experts in every layer with a
+     * mixture (Lm of them, in layer order), as the last forward call chose
+     * them (the sampler's routing, formats/rollout.md); NULL in a dense model */
+    int32_t *routes;
     attn_workspace ws;
     const backend *be; /* whose memory the activations are; NULL: the host's */
 } model_scratch;

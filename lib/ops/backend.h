@@ -88,6 +88,9 @@ typedef struct backend {
      * is a host array like the other index arrays. */
     void (*moe_route_forward)(float *probs, int32_t *sel, float *w, const float *logits, int n, int n_experts, int k,
                               bool norm);
+    /* replay is a host array like the other index arrays */
+    void (*moe_route_replay_forward)(float *probs, int32_t *sel, float *w, const float *logits, const int32_t *replay,
+                                     int n, int n_experts, int k, bool norm);
     void (*moe_route_backward)(float *dlogits, const float *dw, const float *probs, const int32_t *sel,
                                const float *w, int n, int n_experts, int k, bool norm);
     double (*moe_balance_backward)(float *dlogits, const float *probs, const int32_t *sel, const float *mult, int n,

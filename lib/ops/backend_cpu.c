@@ -19,8 +19,9 @@
     .head_logsoftmax = head_logsoftmax, .head_logsoftmax_backward = head_logsoftmax_backward,                         \
     .add_inplace = add_inplace, .gather_rows = gather_rows, .scatter_add_rows = scatter_add_rows,                     \
     .dropout_rows = dropout_rows, .moe_route_forward = moe_route_forward,                                          \
+    .moe_route_replay_forward = moe_route_replay_forward,                                                            \
     .moe_route_backward = moe_route_backward, .moe_balance_backward = moe_balance_backward,                          \
-    .moe_combine_forward = moe_combine_forward,                              \
+    .moe_combine_forward = moe_combine_forward,                                                                      \
     .moe_combine_backward = moe_combine_backward, .adamw_update = adamw_update, .sgd_update = sgd_update
 
 static const backend cpu = {

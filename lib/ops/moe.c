@@ -7,31 +7,50 @@
 #include <math.h>
 #include <string.h>
 
-void moe_route_forward(float *probs, int32_t *sel, float *w, const float *logits, int n, int n_experts, int k,
-                       bool norm) {
-#pragma omp parallel for schedule(static) if (n > 16)
-    for (int r = 0; r < n; r++) {
-        float *p = probs + (size_t)r * n_experts;
-        int32_t *s = sel + (size_t)r * k;
-        float *wr = w + (size_t)r * k;
-        memmove(p, logits + (size_t)r * n_experts, (size_t)n_experts * sizeof *p);
-        softmax_row(p, n_experts);
-        /* the k largest, one pass each: k and E are small, and the first of equals wins */
-        double sum = 0;
-        for (int j = 0; j < k; j++) {
-            int best = -1;
+/* Row r's routing from its probabilities p: the k largest (or the k experts
+ * of replay, when given), their weights renormalised when norm. */
+static void route_row(const float *p, int32_t *s, float *wr, const int32_t *replay, int n_experts, int k, bool norm) {
+    double sum = 0;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        if (replay) {
+            best = replay[j];
+        } else { /* the k largest, one pass each: k and E are small, and the first of equals wins */
             for (int x = 0; x < n_experts; x++) {
                 bool taken = false;
                 for (int i = 0; i < j && !taken; i++) taken = s[i] == x;
                 if (!taken && (best < 0 || p[x] > p[best])) best = x;
             }
-            s[j] = best;
-            wr[j] = p[best];
-            sum += p[best];
         }
-        if (norm)
-            for (int j = 0; j < k; j++) wr[j] = (float)(wr[j] / sum);
+        s[j] = best;
+        wr[j] = p[best];
+        sum += p[best];
     }
+    if (norm)
+        for (int j = 0; j < k; j++) wr[j] = (float)(wr[j] / sum);
+}
+
+/* moe_route_forward and moe_route_replay_forward (replay NULL: none). */
+static void route(float *probs, int32_t *sel, float *w, const float *logits, const int32_t *replay, int n,
+                  int n_experts, int k, bool norm) {
+#pragma omp parallel for schedule(static) if (n > 16)
+    for (int r = 0; r < n; r++) {
+        float *p = probs + (size_t)r * n_experts;
+        const int32_t *rep = replay && replay[(size_t)r * k] >= 0 ? replay + (size_t)r * k : NULL;
+        memmove(p, logits + (size_t)r * n_experts, (size_t)n_experts * sizeof *p);
+        softmax_row(p, n_experts);
+        route_row(p, sel + (size_t)r * k, w + (size_t)r * k, rep, n_experts, k, norm);
+    }
+}
+
+void moe_route_forward(float *probs, int32_t *sel, float *w, const float *logits, int n, int n_experts, int k,
+                       bool norm) {
+    route(probs, sel, w, logits, NULL, n, n_experts, k, norm);
+}
+
+void moe_route_replay_forward(float *probs, int32_t *sel, float *w, const float *logits, const int32_t *replay, int n,
+                              int n_experts, int k, bool norm) {
+    route(probs, sel, w, logits, replay, n, n_experts, k, norm);
 }
 
 void moe_route_backward(float *dlogits, const float *dw, const float *probs, const int32_t *sel, const float *w, int n,

@@ -257,6 +257,15 @@ void dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const in
  * selected logits is the same function, exp(z_j) / sum_{i in sel} exp(z_i)). */
 void moe_route_forward(float *probs, int32_t *sel, float *w, const float *logits, int n, int n_experts, int k,
                        bool norm);
+/* The same with the experts given: row r goes to replay[r*k .. r*k+k-1]
+ * (a host array; the sampler's choice, grpo-update --routing replay) in
+ * that order, with their probabilities as weights, renormalised when norm,
+ * copied into sel; a row whose replay[r*k] is negative chooses its own k
+ * as moe_route_forward does. The same numbers as moe_route_forward where
+ * replay holds the experts it would choose; moe_route_backward is the
+ * backward of both. */
+void moe_route_replay_forward(float *probs, int32_t *sel, float *w, const float *logits, const int32_t *replay, int n,
+                              int n_experts, int k, bool norm);
 /* dlogits[n, E] (written) from dw[n, k] = d(loss)/d(w), through the
  * renormalisation and the softmax; the choice of sel is not differentiated. */
 void moe_route_backward(float *dlogits, const float *dw, const float *probs, const int32_t *sel, const float *w, int n,

@@ -29,6 +29,7 @@ void rollout_opts_default(rollout_opts *o) {
     o->weights = weights_default();
     o->policy_step = -1;
     o->kv_cache = "auto";
+    o->routing_record = "on";
     o->chat_template = "auto";
     o->shard.count = 1;
     o->max_turns = 4;
@@ -120,6 +121,16 @@ static int write_sample(rollout *r, jsonl_writer *w, const prompt_slot *p, const
     record_set_string(&out, "policy", r->policy, strlen(r->policy));
     record_set_int(&out, "policy_step", r->policy_step);
     record_set_raw(&out, "sampler", r->sampler.data, r->sampler.len);
+    if (r->route_bytes) { /* every position fed: the prompt's, the completion's but its last */
+        size_t rb = r->route_bytes, np = p->n_tokens, nc = (size_t)s->n - 1;
+        uint8_t *ids = xmalloc((np + nc) * rb);
+        memcpy(ids, p->routing, np * rb);
+        memcpy(ids + np * rb, s->routing, nc * rb);
+        sb_clear(&b);
+        routing_field_write(&b, r->route, ids, np + nc);
+        record_set_raw(&out, "routing", b.data, b.len);
+        free(ids);
+    }
     int rc = jsonl_write(w, &out, e);
     sb_free(&b);
     record_free(&out);
@@ -161,6 +172,7 @@ static void free_prompt_slot(rollout *r, prompt_slot *p) {
     record_free(&p->rec);
     sb_free(&p->id);
     free(p->tokens);
+    free(p->routing);
     cJSON_Delete(p->messages);
     for (int k = 0; k < (int)r->o->k; k++) seq_free(&p->samples[k]);
     free(p->samples);
@@ -206,6 +218,25 @@ static int rollout_forward(rollout *r, int n_rows, const bool *want, int n_out, 
     if (!r->be) return 0;
     return r->be->mem_download(r->logits, r->dlogits, (size_t)n_out * (size_t)run->m.cfg.vocab_size * sizeof(float),
                                e);
+}
+
+/* The routing of the last forward call's n_rows rows, position by
+ * position: into the prompt's (prefill: the prompt being admitted) or into
+ * each row's sequence. */
+static void keep_routing(rollout *r, int n_rows, prompt_slot *prefill) {
+    if (!r->route_bytes) return;
+    const model_rows *mr = &r->run.rows;
+    size_t w = (size_t)r->route.layers * (size_t)r->route.k;
+    for (int i = 0; i < n_rows; i++) {
+        uint8_t *to;
+        if (prefill) {
+            to = prefill->routing + (size_t)mr->pos[i] * r->route_bytes;
+        } else {
+            rollout_seq *s = r->slot_seq[mr->seq[i]];
+            to = s->routing + (size_t)(mr->pos[i] - (int)r->slot_prompt[mr->seq[i]]->n_tokens) * r->route_bytes;
+        }
+        routing_pack(r->route, r->run.scratch.routes + (size_t)i * w, w, to);
+    }
 }
 
 void rollout_release(rollout *r, int slot) {
@@ -303,11 +334,16 @@ static int admit(rollout *r, prompt_slot *p, gerr *e) {
         r->run.rows.want[i] = i == len - 1;
     }
     if ((rc = rollout_forward(r, len, r->run.rows.want, 1, e))) return rc;
+    if (r->route_bytes) {
+        p->routing = xrealloc(p->routing, (size_t)len * r->route_bytes);
+        keep_routing(r, len, p);
+    }
     fifo_push(r, p);
     p->n_done = 0;
     for (int k = 0; k < K; k++) {
         if (k) kv_cache_copy_prefix(&r->run.cache, slots[k], slots[0], len);
         seq_start(&p->samples[k], r->run.mt.tok, k, len, (uint64_t)r->o->seed, p->id.data, p->id.len, r->multi_turn);
+        p->samples[k].route_bytes = r->route_bytes;
         r->slot_seq[slots[k]] = &p->samples[k];
         r->slot_prompt[slots[k]] = p;
         if ((rc = rollout_advance(r, slots[k], r->logits, e))) return rc;
@@ -358,6 +394,7 @@ static int decode_step(rollout *r, gerr *e) {
         sample_rows(r, seqs);
     }
     if (rc) return rc;
+    keep_routing(r, rows, NULL);
     r->step_ended = now_seconds();
     r->step_seconds = r->step_ended - t0;
     r->step_seqs = seqs;
@@ -427,6 +464,8 @@ static int open_engine(rollout *r, gerr *e) {
         return rc;
     }
     r->run.kv_fmt = kv;
+    r->route = routing_shape_of(&r->run.m.cfg);
+    if (strcmp(o->routing_record, "off")) r->route_bytes = routing_position_bytes(r->route);
     r->vocab = r->run.m.cfg.vocab_size;
     r->ctx_len = r->run.m.cfg.max_seq_len;
     return 0;

@@ -46,6 +46,7 @@ typedef struct {
     const char *device;
     const char *weights; /* auto|f32|bf16|q8|mxfp4 (lib/runner/weights.h) */
     const char *kv_cache; /* auto|f32|bf16 */
+    const char *routing_record; /* on|off: a mixture of experts' records carry the sampler's routing */
     shard_spec shard;
     bool progress;
     bool skip_bad; /* skip records that cannot be prompted (exit 65 otherwise), count them */

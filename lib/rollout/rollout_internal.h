@@ -7,6 +7,7 @@
 #include "../chat/chat.h"
 #include "../env/env.h"
 #include "../io/jsonl.h"
+#include "../io/routing_field.h"
 #include "../runner/runner.h"
 #include "rollout.h"
 #include "seqs.h"
@@ -19,6 +20,7 @@ typedef struct {
     int32_t *tokens;
     size_t n_tokens;
     bool had_tokens; /* prompt_tokens came with the record */
+    uint8_t *routing; /* [n_tokens] positions of routing_field.h's packed ids (rollout.route_bytes each) */
     rollout_seq *samples; /* [K] */
     int n_done;
     cJSON *messages; /* --env: the prompt's messages (an empty array without them) */
@@ -41,6 +43,10 @@ typedef struct {
     char *policy;
     long long policy_step; /* the checkpoint's optimizer steps (its state.json), 0 for another model */
     strbuf sampler; /* the records' "sampler" field (lib/io/sampler_field.h) */
+    /* a mixture of experts' routing, written into the records (--routing-record,
+     * lib/io/routing_field.h): its shape, and bytes per position (0: none) */
+    routing_shape route;
+    size_t route_bytes;
     /* [n_smp] scratch: a decode step samples its rows on up to n_smp
      * threads, a sampler each (smp[0] where one thread samples) */
     sampler *smp;

@@ -28,6 +28,7 @@ void seq_free(rollout_seq *s) {
     free(s->tokens);
     free(s->logprobs);
     free(s->mask);
+    free(s->routing);
     cJSON_Delete(s->turns);
     sb_free(&s->text);
     memset(s, 0, sizeof *s);
@@ -56,6 +57,7 @@ static void grow(rollout_seq *s, size_t extra) {
     s->tokens = xrealloc(s->tokens, (size_t)s->cap * sizeof *s->tokens);
     s->logprobs = xrealloc(s->logprobs, (size_t)s->cap * sizeof *s->logprobs);
     if (s->multi_turn) s->mask = xrealloc(s->mask, (size_t)s->cap * sizeof *s->mask);
+    if (s->route_bytes) s->routing = xrealloc(s->routing, (size_t)s->cap * s->route_bytes);
 }
 
 void seq_append_env(rollout_seq *s, const tokenizer *tok, const int32_t *ids, size_t n) {

@@ -23,6 +23,11 @@ typedef struct {
     int cached;       /* positions already in the cache: the next forward call writes [cached, pos) */
     rng_stream rng;
     int32_t *tokens;  /* completion tokens */
+    /* a mixture of experts' routing at each completion position the model
+     * ran on (routing_field.h's packed ids, route_bytes per position; set
+     * route_bytes after seq_start, 0: none kept) */
+    uint8_t *routing;
+    size_t route_bytes;
     float *logprobs;
     int n, cap;
     tok_stream dec;

@@ -46,6 +46,10 @@ struct trainer_acts {
     const backend *mem_be; /* whose memory mem and the gradients are: a device's when it has memory entries */
     attn_workspace ws;
     moe_index moe; /* a mixture of experts' index arrays (none held for a dense model) */
+    /* a batch's routing replayed (train_batch.routing): [Lm][max_computed][k]
+     * host ints, each computed row's experts (-1s: its own); NULL for a dense model */
+    int32_t *replay;
+    bool replaying; /* the batch set up has routing */
 };
 
 /* Carves floats out of one buffer; with base NULL it only counts. */
@@ -248,13 +252,15 @@ int trainer_init(trainer *t, const model *m, lora *l, trainer_mode mode, bool re
     ac->row_mult = malloc((size_t)rows * sizeof *ac->row_mult);
     ac->target_row = malloc((size_t)t->max_targets * sizeof *ac->target_row);
     ac->target_tok = malloc((size_t)t->max_targets * sizeof *ac->target_tok);
+    size_t n_replay = (size_t)config_ffn_layers(&m->cfg, true) * rows * m->cfg.n_experts_used;
+    if (n_replay) ac->replay = malloc(n_replay * sizeof *ac->replay);
     arena a = {NULL, 0};
     carve(&a, t, ac);
     ac->n_floats = a.used;
     t->n_grad = mode == TRAINER_FULL ? m->n_params : mode == TRAINER_LORA ? l->n_params : 0;
     gerr e_moe = {0};
     bool host_ok = ac->layer && ac->x_in && ac->ws.tasks && ac->row_pos && ac->row_kv && ac->row_key && ac->row_tok &&
-                   ac->vrow && ac->own && ac->row_mult && ac->target_row && ac->target_tok &&
+                   ac->vrow && ac->own && ac->row_mult && ac->target_row && ac->target_tok && (!n_replay || ac->replay) &&
                    !moe_index_alloc(&ac->moe, &m->cfg, rows, &e_moe);
     if (host_ok) ac->mem = alloc_floats(t->be, a.used, e);
     if (host_ok && ac->mem && t->n_grad) t->grad = alloc_floats(t->be, t->n_grad, e);
@@ -290,6 +296,7 @@ void trainer_free(trainer *t) {
         free(ac->target_row);
         free(ac->target_tok);
         moe_index_free(&ac->moe);
+        free(ac->replay);
         free(ac);
     }
     memset(t, 0, sizeof *t);
@@ -352,10 +359,14 @@ static bool pass_dropout(const trainer *t, bool lora_off, bool dropout) {
     return t->lora && !lora_off && dropout && t->lora->dropout > 0 && t->mode == TRAINER_LORA;
 }
 
-/* Whether sequence s has the prompt of sequence o (same length, same tokens). */
+/* Whether sequence s has the prompt of sequence o (same length, same tokens,
+ * and with a routing replayed the same routing over it). */
 static bool same_prompt(const train_batch *b, int s, int o) {
+    size_t np = (size_t)b->n_prompt[s], route_w = (size_t)b->routing_width;
     return b->n_prompt[s] == b->n_prompt[o] &&
-           !memcmp(b->tokens + b->start[s], b->tokens + b->start[o], (size_t)b->n_prompt[s] * sizeof *b->tokens);
+           !memcmp(b->tokens + b->start[s], b->tokens + b->start[o], np * sizeof *b->tokens) &&
+           (!b->routing || !memcmp(b->routing + (size_t)b->start[s] * route_w,
+                                   b->routing + (size_t)b->start[o] * route_w, np * route_w * sizeof *b->routing));
 }
 
 /* The sequence whose prompt rows s reads (s itself when it keeps its own),
@@ -372,6 +383,19 @@ int train_batch_rows(const train_batch *b, bool share) {
         owner = o;
     }
     return rows;
+}
+
+/* Computed row R replays batch row v's routing (none when last: the
+ * sequence's last row, which the sampler never ran). */
+static void set_replay(trainer *t, const train_batch *b, int R, int v, bool last) {
+    const model_config *c = &t->m->cfg;
+    int Lm = config_ffn_layers(c, true), k = c->n_experts_used;
+    assert(b->routing_width == Lm * k);
+    for (int f = 0; f < Lm; f++) {
+        int32_t *to = t->acts->replay + ((size_t)f * t->max_computed + (size_t)R) * k;
+        const uint16_t *from = b->routing + (size_t)v * b->routing_width + (size_t)f * k;
+        for (int j = 0; j < k; j++) to[j] = last ? -1 : from[j];
+    }
 }
 
 /* Row bookkeeping, embeddings and RoPE tables of a batch. With share, a
@@ -409,6 +433,7 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
             ac->row_pos[R] = i;
             ac->row_kv[R] = (size_t)b->start[s] * kvd;
             ac->row_key[R] = b->key ? b->key[s] : (uint64_t)s;
+            if (b->routing) set_replay(t, b, R, v, i == L - 1);
             R++;
         }
         for (int i = np; i < L; i++) {
@@ -418,6 +443,7 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
         }
     }
     ac->n_rows = R;
+    ac->replaying = b->routing != NULL;
     for (int r = 0; r < R; r++) ac->row_mult[r] = 0;
     for (int v = 0; v < Rv; v++) ac->row_mult[ac->vrow[v]] += 1;
     ac->share.n_virtual = n_shared ? Rv : 0;
@@ -454,6 +480,15 @@ static layer_pass batch_pass(const trainer *t, const train_batch *b, bool lora_o
     return p;
 }
 
+/* p at layer l, with the batch's replayed routing there when it has one. */
+static void pass_at(const trainer *t, layer_pass *p, int l) {
+    const model_config *c = &t->m->cfg;
+    p->layer = l;
+    p->replay = NULL;
+    if (t->acts->replaying && config_layer_moe(c, l))
+        p->replay = t->acts->replay + (size_t)config_ffn_slot(c, l) * t->max_computed * c->n_experts_used;
+}
+
 /* Logits / temperature of one chunk of targets into ac->logits, then each
  * row's log-softmax: fills logp, entropy and lse_out where given. */
 static void head_chunk(const trainer *t, int j0, int n, float temperature, float *logp, float *entropy,
@@ -477,7 +512,7 @@ void trainer_forward(trainer *t, const train_batch *b, float temperature, bool k
     int R = ac->n_rows;
     layer_pass p = batch_pass(t, b, lora_off, keep);
     for (int l = 0; l < L; l++) {
-        p.layer = l;
+        pass_at(t, &p, l);
         float *x_out = l + 1 < L ? ac->x_in[l + 1] : ac->x_final;
         if (x_out == ac->x_in[l]) x_out = ac->out_tmp; /* one shared input slot (INFER) */
         layer_forward(&p, &ac->layer[l], ac->x_in[l], x_out);
@@ -546,7 +581,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
     be->scatter_add_rows(ac->gs.dx, dxraw, ac->target_row, n_t, d);
 
     for (int l = L - 1; l >= 0; l--) {
-        p.layer = l;
+        pass_at(t, &p, l);
         if (t->recompute) layer_forward(&p, &ac->layer[l], ac->x_in[l], ac->out_tmp);
         layer_backward(&p, &ac->layer[l], ac->x_in[l], &ac->gs);
     }

@@ -38,7 +38,12 @@ typedef enum {
  * else only those whose row r has target[r] = 1 (a multi-turn completion's
  * policy tokens: its environment tokens are context, never predicted).
  * key[s] identifies the completion for LoRA dropout masks (NULL when
- * dropout is 0). */
+ * dropout is 0). routing, when not NULL, routes each row as the sampler did
+ * (grpo-update --routing replay): per row of the batch its experts in every
+ * layer with a mixture of experts, [rows][Lm][k] in routing_field.h's
+ * order; a sequence's last row (never fed to the sampler) routes itself and
+ * its ids are not read. Sequences of a group share their prompt's rows only
+ * where their prompt's routing is the same too. */
 typedef struct {
     int n_seqs;
     const int *start;
@@ -46,6 +51,8 @@ typedef struct {
     const int32_t *tokens;
     const uint64_t *key;
     const uint8_t *target; /* [rows], read at completion rows only; NULL = every completion token */
+    const uint16_t *routing; /* NULL: every row its own top k */
+    int routing_width;       /* ids per row of routing: Lm * k */
 } train_batch;
 
 /* Number of target tokens of a batch. */

@@ -187,8 +187,20 @@ static int setup_batch(rank_run *r, gerr *e) {
     const update_run_opts *o = &r->plan->run;
     dist *d = r->d;
     update_batch *all = &r->all;
-    int rc = update_batch_read(all, o->in, r->pol.m.cfg.vocab_size, o->mask_truncated, e);
+    /* a mixture of experts' routing: read unless recomputed, required when replayed */
+    routing_shape shape = routing_shape_of(&r->pol.m.cfg);
+    batch_routing rt = {r->plan->routing == ROUTING_RECOMPUTE ? (routing_shape){0} : shape,
+                        r->plan->routing == ROUTING_REPLAY};
+    int rc = 0;
+    if (rt.required && !shape.layers)
+        rc = gerr_set(e, EX_USAGE, "--routing replay: %s has no mixture of experts", o->model);
+    if (!rc) rc = update_batch_read(all, o->in, r->pol.m.cfg.vocab_size, o->mask_truncated, &rt, e);
     if ((rc = dist_agree(d, rc, e))) return rc;
+    update_plan_routing(r->plan, all->routing != NULL);
+    if (r->plan->routing == ROUTING_RECOMPUTE) {
+        free(all->routing);
+        all->routing = NULL;
+    }
     strbuf what = {0};
     sb_printf(&what, "%s: the batch (its sha256)", input_name(o));
     rc = dist_check_same(d, all->sha256, what.data, EX_DATAERR, e);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../io/routing_field.h"
 #include "../util/err.h"
 #include "update_plan.h"
 
@@ -25,6 +26,11 @@ typedef struct {
     uint8_t *target;       /* per token: 1 where it is trained on (a completion token the policy sampled) */
     int *tgt_start;        /* [n+1] offsets of their trained tokens ("targets") */
     float *old_logp;       /* [targets]: the rollout's logprobs */
+    /* [tokens][routing_width]: the sampler's experts at each position (a
+     * sequence's last position unused), or NULL: every sequence routes itself */
+    uint16_t *routing;
+    int routing_width;     /* Lm * k */
+    long n_routed;         /* sequences trained on whose record has routing */
     double *advantage;     /* [n] */
     uint64_t *key;         /* [n]: record number in the file, for dropout masks */
     int n_groups;          /* prompt groups: runs of sequences with the same id */
@@ -46,9 +52,20 @@ typedef struct {
     char sha256[65];
 } update_batch;
 
+/* What update_batch_read makes of the records' routing field
+ * (lib/io/routing_field.h). */
+typedef struct {
+    routing_shape shape; /* the model's; layers 0: the field is not read */
+    bool required;       /* a record that trains without it is an error (--routing replay) */
+} batch_routing;
+
 /* Reads every record of path (NULL/"-" = stdin); vocab bounds the token ids.
+ * With rt->shape.layers > 0 each record's routing is read and checked
+ * against the model, and kept when every sequence that trains has one
+ * (b->routing; n_routed counts them either way).
  * Errors name FILE:LINE and the field (EX_DATAERR), EX_NOINPUT/EX_IOERR. */
-int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, gerr *e);
+int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, const batch_routing *rt,
+                      gerr *e);
 void update_batch_free(update_batch *b);
 /* Sequences s0 .. s1-1 of all as a batch of their own (offsets from 0; keys,
  * temperature, hash and batch metrics as all's; its groups those of all,

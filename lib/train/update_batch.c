@@ -40,6 +40,8 @@ typedef struct {
     size_t cap_target;
     float *logp;     /* logprobs of each sequence's policy tokens */
     size_t n_logp, cap_logp;
+    uint16_t *routing; /* with a routing read: rt's width per token, as update_batch.routing */
+    size_t cap_routing;
     /* Rewards grouped by id, for reward_std and frac_reward_zero_std (TRL:
      * the std of each prompt's K rewards, averaged over completions). */
     idset group_ids; /* id -> group number */
@@ -51,7 +53,7 @@ typedef struct {
 } reader;
 
 static void reader_free(reader *rd) {
-    free(rd->seqs), free(rd->tokens), free(rd->target), free(rd->logp), free(rd->groups);
+    free(rd->seqs), free(rd->tokens), free(rd->target), free(rd->logp), free(rd->groups), free(rd->routing);
     idset_free(&rd->group_ids);
     sb_free(&rd->last_id);
     memset(rd, 0, sizeof *rd);
@@ -69,9 +71,11 @@ static void add_reward(reader *rd, const strbuf *id, double reward) {
 
 /* One record: checked whether or not it takes part, pushed when it does. */
 static int read_record(reader *rd, update_batch *b, const record *r, uint64_t key, int vocab, bool mask_truncated,
-                       gerr *e) {
+                       const batch_routing *rt, gerr *e) {
     int32_t *prompt = NULL, *completion = NULL;
     uint8_t *mask = NULL;
+    uint16_t *routing = NULL;
+    bool routed = false;
     size_t np = 0, nc = 0;
     int rc, present = 0;
     double adv = 0, temp = 0, reward = 0;
@@ -88,6 +92,8 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
         goto out;
     }
     if ((rc = completion_mask_read(r, nc, &mask, e))) goto out;
+    /* the positions the sampler ran: every one but the last */
+    if (rt->shape.layers && (rc = routing_field_read(r, rt->shape, np + nc - 1, &routed, &routing, e))) goto out;
     /* read in place after the last sequence's; kept only if this one takes part */
     rd->logp = vec_reserve(rd->logp, &rd->cap_logp, rd->n_logp + nc, sizeof *rd->logp);
     if ((rc = completion_mask_logprobs(r, mask, (int)nc, rd->logp + rd->n_logp, e))) goto out;
@@ -136,6 +142,12 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
         b->n_masked++;
         goto out;
     }
+    if (rt->required && !routed) {
+        rc = gerr_at(e, EX_DATAERR, r->file, r->line,
+                     "field \"routing\": missing (--routing replay trains with the sampler's routing; --routing "
+                     "recompute routes by the trainer's own router)");
+        goto out;
+    }
     /* a sequence that takes part */
     rd->seqs = vec_reserve(rd->seqs, &rd->cap_seqs, rd->n_seqs + 1, sizeof *rd->seqs);
     /* a prompt group is a run of records with one id (formats/rollout.md: the K
@@ -153,16 +165,25 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
         memcpy(rd->target + rd->n_tokens + np, mask, nc);
     else
         memset(rd->target + rd->n_tokens + np, 1, nc);
+    if (rt->shape.layers) { /* the last position has none: zeros, never read */
+        size_t w = routing_position_ids(rt->shape);
+        rd->routing = vec_reserve(rd->routing, &rd->cap_routing, (rd->n_tokens + np + nc) * w, sizeof *rd->routing);
+        uint16_t *to = rd->routing + rd->n_tokens * w;
+        memset(to, 0, (np + nc) * w * sizeof *to);
+        if (routed) memcpy(to, routing, (np + nc - 1) * w * sizeof *to);
+        b->n_routed += routed;
+    }
     rd->n_tokens += np + nc;
     rd->n_logp += (size_t)n_model;
 out:
-    free(prompt), free(completion), free(mask);
+    free(prompt), free(completion), free(mask), free(routing);
     sb_free(&fin), sb_free(&id);
     return rc;
 }
 
-/* The batch's arrays from the sequences, and its metrics. */
-static void lay_out(update_batch *b, reader *rd) {
+/* The batch's arrays from the sequences, and its metrics; the routing
+ * only when every sequence has one. */
+static void lay_out(update_batch *b, reader *rd, const batch_routing *rt) {
     size_t n = rd->n_seqs;
     b->n = (int)n;
     b->start = xmalloc(sizeof(int) * (n + 1));
@@ -190,6 +211,10 @@ static void lay_out(update_batch *b, reader *rd) {
     b->target = vec_reserve(rd->target, &rd->cap_target, 1, sizeof *rd->target);
     b->old_logp = vec_reserve(rd->logp, &rd->cap_logp, 1, sizeof *rd->logp);
     rd->tokens = NULL, rd->target = NULL, rd->logp = NULL;
+    if (rt->shape.layers && n && b->n_routed == (long)n) {
+        b->routing = rd->routing, rd->routing = NULL;
+        b->routing_width = (int)routing_position_ids(rt->shape);
+    }
     b->total_tokens = (long)rd->n_tokens;
     if (b->n_records) {
         b->mean_length = (double)rd->sum_len / b->n_records;
@@ -210,7 +235,8 @@ static void lay_out(update_batch *b, reader *rd) {
     }
 }
 
-int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, gerr *e) {
+int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, const batch_routing *rt,
+                      gerr *e) {
     memset(b, 0, sizeof *b);
     jsonl_reader in;
     if (jsonl_open(&in, path, e)) return e->code;
@@ -223,13 +249,13 @@ int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_tr
     record_init(&r);
     int got = 0, rc = 0;
     while (!rc && (got = jsonl_next(&in, &r, e)) == 1)
-        rc = read_record(&rd, b, &r, (uint64_t)b->n_records++, vocab, mask_truncated, e);
+        rc = read_record(&rd, b, &r, (uint64_t)b->n_records++, vocab, mask_truncated, rt, e);
     if (!rc && got < 0) rc = e->code;
     if (!rc) {
         unsigned char digest[32];
         sha256_final(&hash, digest);
         sha256_hex(digest, 32, b->sha256);
-        lay_out(b, &rd);
+        lay_out(b, &rd, rt);
     }
     reader_free(&rd);
     record_free(&r);
@@ -240,7 +266,7 @@ int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_tr
 
 void update_batch_free(update_batch *b) {
     free(b->start), free(b->n_prompt), free(b->tokens), free(b->target), free(b->tgt_start), free(b->old_logp);
-    free(b->advantage), free(b->key), free(b->group_start);
+    free(b->advantage), free(b->key), free(b->group_start), free(b->routing);
     memset(b, 0, sizeof *b);
 }
 
@@ -273,6 +299,11 @@ void update_batch_share(const update_batch *all, int s0, int s1, update_batch *m
     if (nt) memcpy(mine->tokens, all->tokens + t0, sizeof(int32_t) * nt);
     if (nt) memcpy(mine->target, all->target + t0, nt);
     if (ng) memcpy(mine->old_logp, all->old_logp + g0, sizeof(float) * ng);
+    if (all->routing) {
+        size_t w = (size_t)all->routing_width;
+        mine->routing = xmalloc(sizeof *mine->routing * (nt ? nt * w : 1));
+        if (nt) memcpy(mine->routing, all->routing + (size_t)t0 * w, sizeof *mine->routing * nt * w);
+    }
     /* a share is whole groups (the split): those of all within s0 .. s1 */
     int first = 0, last;
     while (first < all->n_groups && all->group_start[first] < s0) first++;

@@ -24,7 +24,9 @@ int micro_next(const update_batch *b, int s0, long long budget, bool by_group, t
         ns++;
     }
     for (int s = 0; s <= ns; s++) mstart[s] = b->start[s0 + s] - b->start[s0];
-    *tb = (train_batch){ns, mstart, b->n_prompt + s0, b->tokens + b->start[s0], b->key + s0, b->target + b->start[s0]};
+    const uint16_t *routing = b->routing ? b->routing + (size_t)b->start[s0] * (size_t)b->routing_width : NULL;
+    *tb = (train_batch){ns,     mstart,  b->n_prompt + s0, b->tokens + b->start[s0], b->key + s0, b->target + b->start[s0],
+                        routing, b->routing_width};
     return ns;
 }
 

@@ -74,6 +74,7 @@ void update_flags_json(strbuf *b, const policy *p, const update_plan *plan, int 
     kv_num(b, "router_aux_coef", l->router_aux_coef);
     kv_num(b, "iterations", (double)o->iterations);
     kv_bool(b, "recompute_old", plan->old_logp == OLD_LOGP_RECOMPUTE);
+    kv_str(b, "routing", update_routing_names[plan->routing]);
     kv_bool(b, "mask_truncated", o->mask_truncated);
     kv_num(b, "temperature", o->temperature);
     kv_num(b, "max_new_tokens", (double)o->max_new_tokens);

@@ -12,6 +12,7 @@ const char *const update_compute_names[] = {"f32", "bf16", "auto"};
 const char *const update_base_weights_names[] = {"f32", "bf16", "q8", "auto"};
 const char *const update_is_names[] = {"auto", "none", "token", "sequence"};
 const char *const update_old_logp_names[] = {"auto", "records", "recompute"};
+const char *const update_routing_names[] = {"auto", "replay", "recompute"};
 
 void update_opts_default(update_opts *o) {
     memset(o, 0, sizeof *o);
@@ -33,6 +34,7 @@ void update_opts_default(update_opts *o) {
     o->choice.importance_level = loss_level_names[o->loss.sequence_level];
     o->choice.is_correction = update_is_names[0];
     o->choice.old_logp = update_old_logp_names[OLD_LOGP_AUTO];
+    o->choice.routing = update_routing_names[ROUTING_AUTO];
     o->choice.is_mode = is_mode_names[o->loss.is_mask];
     o->lora_targets = "q,k,v,o,gate,up,down";
 }
@@ -100,6 +102,12 @@ void update_plan_for_batch(update_plan *p, long n_off, long n_raw) {
         p->old_logp = n_off > 0 || p->loss.is_level != IS_OFF ? OLD_LOGP_RECOMPUTE : OLD_LOGP_RECORDS;
 }
 
+void update_plan_routing(update_plan *p, bool all_routed) {
+    /* the measured choice (bench/README.md, "Routing replay"): the sampler's
+     * routing brings the trainer's log-probs closest to the sampler's */
+    if (p->routing == ROUTING_AUTO) p->routing = all_routed ? ROUTING_REPLAY : ROUTING_RECOMPUTE;
+}
+
 int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e) {
     memset(p, 0, sizeof *p);
     p->run = o->run, p->optim = o->optim, p->betas = o->betas, p->loss = o->loss;
@@ -110,5 +118,8 @@ int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e) {
         (rc = optim_opts_check(&p->optim, e)) || (rc = resolve_loss(o, p, e)))
         return rc;
     if (p->run.lora_r > 0 && (rc = lora_parse_targets(o->lora_targets, &p->lora_targets, e))) return rc;
+    int routing;
+    if ((rc = flags_choice_parse("--routing", update_routing_names, 3, o->choice.routing, &routing, e))) return rc;
+    p->routing = (routing_mode)routing;
     return 0;
 }

@@ -54,6 +54,7 @@ typedef struct {
         const char *optimizer, *lr_schedule;                      /* optim.h's kind tables */
         const char *loss, *importance_level, *is_mode;           /* loss.h's */
         const char *is_correction, *old_logp;                     /* update_is_names, update_old_logp_names */
+        const char *routing;                                      /* update_routing_names */
     } choice;
     optim_opts optim;         /* its numbers (kind and schedule: choice; betas: below) */
     const char *betas;        /* "B1,B2" */
@@ -75,6 +76,12 @@ extern const char *const update_is_names[1 + IS_N_LEVELS];
 typedef enum { OLD_LOGP_AUTO, OLD_LOGP_RECORDS, OLD_LOGP_RECOMPUTE } old_logp_source;
 extern const char *const update_old_logp_names[3];
 
+/* --routing's choices: auto, replay, recompute (a mixture of experts'
+ * routing in training, formats/loss.md); auto resolves for the batch read
+ * (update_plan_routing). */
+typedef enum { ROUTING_AUTO, ROUTING_REPLAY, ROUTING_RECOMPUTE } routing_mode;
+extern const char *const update_routing_names[3];
+
 /* grpo-update's defaults. */
 void update_opts_default(update_opts *o);
 
@@ -87,6 +94,7 @@ typedef struct {
     unsigned lora_targets;   /* a bit per LORA_* target */
     bool is_auto;            /* --is-correction auto: loss.is_level set by update_plan_for_batch */
     old_logp_source old_logp; /* auto until update_plan_for_batch, then records or recompute */
+    routing_mode routing;     /* auto until update_plan_routing, then replay or recompute */
 } update_plan;
 
 /* Checks o and resolves it into *p: EX_USAGE naming the flag when one is
@@ -103,5 +111,10 @@ int update_plan_resolve(const update_opts *o, update_plan *p, gerr *e);
  * pi_old is the records' and there is no weight. Explicit flags stay as
  * given. */
 void update_plan_for_batch(update_plan *p, long n_off, long n_raw);
+
+/* --routing auto for a batch of which every record that trains carries
+ * the sampler's routing (all_routed) or not: replay when every one does,
+ * else recompute. Explicit flags stay as given. */
+void update_plan_routing(update_plan *p, bool all_routed);
 
 #endif

@@ -21,6 +21,14 @@ setup() {
     cd "$T" || return 1
 }
 
+# ref_check SCRIPT ARGS...: runs the reference tests/ref/SCRIPT in the test
+# venv, shows its lines but those that passed, and fails when it does.
+ref_check() {
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/$1" "${@:2}"
+    echo "$output" | grep -v '^ok' || true
+    [ "$status" -eq 0 ]
+}
+
 # first_line: the first line of $output (errors are one line).
 first_line() { printf '%s\n' "$output" | head -n 1; }
 

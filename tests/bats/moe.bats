@@ -27,11 +27,7 @@ P() { echo "$BATS_FILE_TMPDIR/prompts.jsonl"; }
 B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
 
 # check_lp MODEL FILE TOL [MEAN_TOL]: every logprob against the float64 reference
-check_lp() {
-    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$@"
-    echo "$output" | grep -v '^ok' || true
-    [ "$status" -eq 0 ]
-}
+check_lp() { ref_check check_rollout.py "$@"; }
 
 @test "rollout: sampled and greedy tokens' log-probs are the float64 reference's (1e-4); bf16 experts at bf16's tolerance" {
     needs_moe

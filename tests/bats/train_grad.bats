@@ -4,7 +4,9 @@
 # importance, beta > 0 with a reference, clipping active on both sides,
 # micro-batches with --recompute, multi-turn records whose environment tokens
 # (completion_mask 0) are context only, a mixture of experts (qwen3_moe: every
-# expert and the router). Relative error <= 1e-4 per tensor.
+# expert and the router), and one routed as a record's routing says
+# (grpo-update --routing replay: random experts, the same fixed selection in
+# the reference). Relative error <= 1e-4 per tensor.
 # The bf16 cases (grpo-update --compute bf16: every matrix product on bf16
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
@@ -46,6 +48,12 @@ grad_case() {
 }
 @test "gradient vs autograd: qwen3_moe, entropy bonus, multi-turn records" { grad_case qwen3moe-full-entropy-turns; }
 @test "gradient vs autograd: qwen3_moe, LoRA on q,k,v,o, dapo, beta" { grad_case qwen3moe-lora-qkvo-dapo; }
+@test "gradient vs autograd: qwen3_moe, replayed routing (renormalised), beta" { grad_case qwen3moe-replay-full-beta; }
+@test "gradient vs autograd: qwen3_moe, replayed routing, a dense layer, sequence importance, --recompute" {
+    grad_case qwen3moe-dense0-replay-seq-micro-recompute
+}
+@test "gradient vs autograd: qwen3_moe, replayed routing, LoRA on q,k,v,o, dapo" { grad_case qwen3moe-replay-lora-qkvo-dapo; }
+@test "gradient vs autograd: gpt_oss, replayed routing, full, beta" { grad_case gptoss-replay-full-beta; }
 @test "gradient vs autograd: qwen3_moe, the router's load-balancing loss, two micro-batches" {
     grad_case qwen3moe-full-balance-micro
 }

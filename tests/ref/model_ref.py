@@ -5,11 +5,12 @@ Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
 
   make-tiny ARCH OUTDIR [--tied] [--llama3-rope] [--dtype f32|bf16] [--seed S]
             [--norm-topk] [--dense-layers L,L...] [--sparse-step N] [--yarn] [--window W]
+            [--experts E] [--top-k K]
       A tiny random Hugging Face directory (config.json, model.safetensors,
       generation_config.json, tokens.txt) for ARCH = llama | qwen2 | qwen3 |
       qwen3_moe. qwen2 has q/k/v biases; qwen3 has q/k norms and an explicit
       head_dim (24) that differs from hidden_size / heads (16); qwen3_moe is
-      qwen3 with a mixture of 8 experts (top 2, width 32) in its FFNs:
+      qwen3 with a mixture of 8 experts (top 2, width 32; --experts, --top-k) in its FFNs:
       norm_topk_prob with --norm-topk, mlp_only_layers and
       decoder_sparse_step from the last two. --yarn: gpt-oss's YaRN
       rope_scaling (factor 32) on an original context of 512; --window W:
@@ -35,7 +36,9 @@ position * inv_freq (llama3 scaling as _compute_llama3_parameters), GQA by
 repeat_kv, causal softmax attention scaled by 1/sqrt(head_dim), SwiGLU MLP;
 Qwen3MoeSparseMoeBlock's router (softmax over all experts, top-k,
 renormalised with norm_topk_prob) and experts summed by index_add_; all in
-float64. A mixture's logits print the smallest gap between a token's k-th
+float64. The experts chosen can be kept (c["routes"]: check_routing.py
+compares a rollout's recorded routing with them) or given (c["replay"]:
+train_ref.py's replayed routing). A mixture's logits print the smallest gap between a token's k-th
 and (k+1)-th expert probability: below about 1e-5 float32 may route
 differently and the comparison means nothing.
 """
@@ -64,7 +67,7 @@ def moe_layer(cfg, i):
 
 
 def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, norm_topk=False, dense_layers=(),
-              sparse_step=1, top_k=2, yarn=False, window=0):
+              sparse_step=1, top_k=2, yarn=False, window=0, experts=8):
     import torch
     from safetensors.torch import save_file
     cfg = dict(TINY)
@@ -82,13 +85,13 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
     if arch == "gpt_oss":
         # GptOssConfig's keys: 8 experts of width 32 (intermediate_size), top 2;
         # gpt-oss's attention: sinks, biases, YaRN, sliding layers of window 5
-        cfg.update(num_local_experts=8, num_experts_per_tok=2, experts_per_token=2, intermediate_size=32,
+        cfg.update(num_local_experts=experts, num_experts_per_tok=top_k, experts_per_token=top_k, intermediate_size=32,
                    swiglu_limit=7.0, router_aux_loss_coef=0.9, output_router_logits=False, attention_bias=True,
                    head_dim=16)
         yarn, window = True, window or 5
     if arch == "qwen3_moe":
         cfg.update(MOE, norm_topk_prob=norm_topk, mlp_only_layers=list(dense_layers), decoder_sparse_step=sparse_step,
-                   num_experts_per_tok=top_k)
+                   num_experts_per_tok=top_k, num_experts=experts)
     if llama3:
         # original context 32 puts head_dim 16's wavelengths (6.3 .. 19000)
         # in all three bands: high (< 8), medium, low (> 32).
@@ -298,6 +301,30 @@ def forward(c, W, tokens):
     return x @ W["lm_head.weight"].T
 
 
+def choose(c, p, scores):
+    """The k experts of largest score per token, most first; with c["replay"]
+    (layer prefix -> [T, k] ids, a row of -1s: its own) the given ones instead.
+    c["moe_margin"] keeps the smallest gap between the k-th and (k+1)-th score
+    of the tokens that chose their own. With c["routes"] (a dict) each layer's
+    choice is kept there with each token's smallest gap between its k + 1
+    largest scores (below it float32 may order or choose otherwise)."""
+    import torch
+    k, E = c["top_k"], scores.shape[-1]
+    top = torch.topk(scores.detach(), k + 1 if k < E else k, dim=-1)
+    sel = top.indices[:, :k]
+    own = torch.ones(sel.shape[0], dtype=torch.bool)
+    if c.get("replay") is not None and p in c["replay"]:
+        rep = torch.as_tensor(c["replay"][p], dtype=torch.long)
+        own = rep[:, 0] < 0
+        sel = torch.where(own[:, None], sel, rep)
+    if k < E and own.any():
+        gap = (top.values[own, k - 1] - top.values[own, k]).min().item()
+        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
+    if c.get("routes") is not None:
+        c["routes"][p] = (sel, (top.values[:, :-1] - top.values[:, 1:]).min(dim=-1).values)
+    return sel
+
+
 def sparse_moe(c, W, p, h):
     """Qwen3MoeSparseMoeBlock: softmax over every expert, the top k, renormalised
     with norm_topk_prob; each expert over the tokens routed to it, weighted,
@@ -305,12 +332,7 @@ def sparse_moe(c, W, p, h):
     import torch
     F = torch.nn.functional
     probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
-    k = c["top_k"]
-    top = torch.topk(probs.detach(), k + 1 if k < probs.shape[-1] else k, dim=-1)
-    if k < probs.shape[-1]:
-        gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
-        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
-    sel = top.indices[:, :k]
+    sel = choose(c, p, probs)
     if "router_log" in c:  # for a load-balancing loss (train_ref.py): the layer's softmax and choice
         c["router_log"].append((probs, sel))
     w = probs.gather(-1, sel)
@@ -336,12 +358,8 @@ def oss_moe(c, W, p, h):
     weighted and summed. The choice of experts carries no gradient."""
     import torch
     logits = h @ W[p + "mlp.router.weight"].T + W[p + "mlp.router.bias"]
-    k, E = c["top_k"], logits.shape[-1]
-    top = torch.topk(logits.detach(), k + 1 if k < E else k, dim=-1)
-    if k < E:
-        gap = (top.values[:, k - 1] - top.values[:, k]).min().item()
-        c["moe_margin"] = min(c.get("moe_margin", 1.0), gap)
-    sel = top.indices[:, :k]
+    E = logits.shape[-1]
+    sel = choose(c, p, logits)
     if "router_log" in c:
         c["router_log"].append((torch.softmax(logits, dim=-1), sel))
     w = torch.softmax(logits.gather(-1, sel), dim=-1)
@@ -547,6 +565,9 @@ def main(argv):
             opts["dense_layers"] = [int(x) for x in args[args.index("--dense-layers") + 1].split(",")]
         if "--sparse-step" in args:
             opts["sparse_step"] = int(args[args.index("--sparse-step") + 1])
+        for flag, key in (("--experts", "experts"), ("--top-k", "top_k")):
+            if flag in args:
+                opts[key] = int(args[args.index(flag) + 1])
         make_tiny(args[0], args[1], **opts)
     elif cmd == "tiny-suite":
         tiny_suite(args[0])

@@ -130,6 +130,16 @@ CASES = {
     # float64's gap is below that (here 3e-2 of logp). With every expert
     # chosen nothing can flip: each expert and the router's softmax in bf16
     "qwen3moe-allexperts-full-bf16": dict(arch="qwen3_moe", top_k=8, beta=0.04, compute="bf16"),
+    # the sampler's routing replayed (grpo-update --routing replay): random
+    # experts (mostly not the router's own top k), fixed for the forward;
+    # the weights still the router's probabilities over them (renormalised
+    # or not), so the router gets its gradient through them
+    "qwen3moe-replay-full-beta": dict(arch="qwen3_moe", norm_topk=True, beta=0.04, seed=12, replay=True),
+    "qwen3moe-dense0-replay-seq-micro-recompute": dict(arch="qwen3_moe", dense_layers=(0,), sequence_level=True,
+                                                       micro_seqs=1, recompute=True, replay=True),
+    "qwen3moe-replay-lora-qkvo-dapo": dict(arch="qwen3_moe", norm_topk=True, loss="dapo", seed=12, replay=True,
+                                           lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=7)),
+    "gptoss-replay-full-beta": dict(arch="gpt_oss", beta=0.04, replay=True),
     # gpt-oss: sinks, q/k/v/o biases, YaRN, sliding layers, the router's and
     # experts' biases, the clamped SwiGLU; LoRA on the attention projections
     "gptoss-full-beta": dict(arch="gpt_oss", beta=0.04),
@@ -154,11 +164,13 @@ LORA_TARGETS = {"q": ("self_attn", "q_proj"), "k": ("self_attn", "k_proj"), "v":
 
 def forward_logp(cfg, W, lora, seqs, temperature, entropies=None):
     """Per sequence, logp of its completion tokens (float64 autograd graph);
-    their entropies appended to the list entropies when it is given."""
+    their entropies appended to the list entropies when it is given. A
+    sequence's "replay" (layer prefix -> [T, k] experts) routes it."""
     import torch
     out = []
     for s in seqs:
         toks, P = s["tokens"], s["n_prompt"]
+        cfg["replay"] = s.get("replay")
         logits = model_forward(cfg, W, lora, toks)
         lp = torch.log_softmax(logits / temperature, dim=-1)
         tgt = torch.tensor(toks[P:])
@@ -211,6 +223,28 @@ def grpo_loss(case, logps, seqs, ref_logps, ents):
         else:
             total = total + per_tok.sum() / (n_comp * case.get("max_new_tokens", 16))
     return total
+
+
+def make_replay(c, W, seqs, g):
+    """A recorded routing for each sequence: k different random experts per
+    position but the last (which routes itself) and layer with experts, the
+    first two sequences' shared prompt routed alike (the trainer then computes
+    it once); s["routing"] for the driver, s["replay"] for the reference."""
+    import torch
+    layers = [f"model.layers.{i}." for i in range(c["L"])
+              if f"model.layers.{i}.mlp.gate.weight" in W or f"model.layers.{i}.mlp.router.weight" in W]
+    E = W[layers[0] + ("mlp.gate.weight" if layers[0] + "mlp.gate.weight" in W else "mlp.router.weight")].shape[0]
+    for s in seqs:
+        T = len(s["tokens"])
+        ids = torch.stack([torch.stack([torch.randperm(E, generator=g)[:c["top_k"]] for _ in layers])
+                           for _ in range(T - 1)])  # [T-1, layers, k]
+        s["_ids"] = ids
+    seqs[1]["_ids"][:seqs[1]["n_prompt"]] = seqs[0]["_ids"][:seqs[0]["n_prompt"]]
+    for s in seqs:
+        ids = s.pop("_ids")
+        s["routing"] = ids.tolist()
+        last = torch.full((1, c["top_k"]), -1, dtype=torch.long)
+        s["replay"] = {p: torch.cat([ids[:, l], last]) for l, p in enumerate(layers)}
 
 
 def balance_loss(case, c, seqs, router_log):
@@ -296,6 +330,8 @@ def run(case_name, work):
     # trainer computes those rows once (lib/model/layer.h, attn_share)
     seqs[1]["tokens"][:4] = seqs[0]["tokens"][:4]
     temperature = 0.7
+    if case.get("replay"):
+        make_replay(c, W, seqs, g)
     for i, s in enumerate(seqs):
         s["advantage"] = [1.3, -0.8, 0.5, -1.1][i]
         if case.get("turns") and TURN_MASKS[i]:
@@ -338,7 +374,7 @@ def run(case_name, work):
                  base_weights=case.get("base_weights", "f32"))
     bpath, opath = os.path.join(work, "batch.json"), os.path.join(work, "out.safetensors")
     with open(bpath, "w") as f:
-        json.dump(batch, f)
+        json.dump(dict(batch, seqs=[{k: v for k, v in s.items() if k != "replay"} for s in seqs]), f)
     r = subprocess.run([os.path.join(ROOT, "build/tests/test_train"), "--grad", mdir, bpath, opath])
     if r.returncode:
         print(f"driver failed with {r.returncode}")

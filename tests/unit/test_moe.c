@@ -1,4 +1,4 @@
-/* Mixture of experts: the ops of lib/ops/moe.c (routing, grouping, the
+/* Mixture of experts: the ops of lib/ops/moe.c (routing, replayed routing, grouping, the
  * weighted sum, their backward against central differences in double) and
  * the qwen3_moe settings of config.json (defaults, ranges, the sparse
  * layers, an expert setting we do not know refused naming it). The layer
@@ -54,35 +54,85 @@ static void test_route(void) {
     CHECK_EQ_INT(bad, 0);
 }
 
-/* sum_{r,j} c[r,j] w[r,j] of moe_route_forward, in double from float logits. */
-static double route_loss(const float *logits, const float *c, bool norm) {
+/* Replayed experts: row 0 its own (replay -1), rows 1.. the last two
+ * experts and then the least probable ones, never the top k it would choose. */
+static void replay_fixture(int32_t *replay) {
+    for (int r = 0; r < N; r++)
+        for (int j = 0; j < K; j++) replay[r * K + j] = r == 0 ? -1 : (E - 1 - j - r) % E;
+}
+
+static void test_route_replay(void) {
+    TEST("moe_route_replay_forward: the given experts in order, their probabilities renormalised; -1 routes itself");
+    float logits[N * E], probs[N * E], w[N * K], own_p[N * E], own_w[N * K];
+    int32_t sel[N * K], own_sel[N * K], replay[N * K];
+    fill(logits, N * E, 2.0, 10);
+    replay_fixture(replay);
+    for (int norm = 0; norm < 2; norm++) {
+        moe_route_replay_forward(probs, sel, w, logits, replay, N, E, K, norm);
+        moe_route_forward(own_p, own_sel, own_w, logits, N, E, K, norm);
+        int bad = 0, differ = 0;
+        for (int r = 0; r < N; r++) {
+            double sum = 0;
+            for (int j = 0; j < K && r > 0; j++) sum += own_p[r * E + replay[r * K + j]];
+            for (int j = 0; j < K; j++) {
+                int a = r * K + j;
+                if (r == 0) { /* its own top k, bit for bit */
+                    bad += sel[a] != own_sel[a] || w[a] != own_w[a];
+                    continue;
+                }
+                double want = own_p[r * E + replay[a]] / (norm ? sum : 1);
+                bad += sel[a] != replay[a] || fabs(w[a] - want) > 1e-6 * want;
+                differ += sel[a] != own_sel[a];
+            }
+            bad += memcmp(probs + r * E, own_p + r * E, sizeof(float) * E) != 0;
+        }
+        CHECK_EQ_INT(bad, 0);
+        CHECK(differ >= N - 1); /* the replayed choice is not the one the router would make */
+    }
+    /* the experts the router chooses itself, replayed: moe_route_forward's numbers bit for bit */
+    moe_route_forward(own_p, own_sel, own_w, logits, N, E, K, true);
+    moe_route_replay_forward(probs, sel, w, logits, own_sel, N, E, K, true);
+    CHECK(!memcmp(sel, own_sel, sizeof sel) && !memcmp(w, own_w, sizeof w));
+}
+
+/* sum_{r,j} c[r,j] w[r,j] of moe_route_forward (replay NULL) or
+ * moe_route_replay_forward, in double from float logits. */
+static double route_loss(const float *logits, const float *c, const int32_t *replay, bool norm) {
     float probs[N * E], w[N * K];
     int32_t sel[N * K];
-    moe_route_forward(probs, sel, w, logits, N, E, K, norm);
+    if (replay) moe_route_replay_forward(probs, sel, w, logits, replay, N, E, K, norm);
+    else moe_route_forward(probs, sel, w, logits, N, E, K, norm);
     double L = 0;
     for (int i = 0; i < N * K; i++) L += (double)c[i] * w[i];
     return L;
 }
 
-static void test_route_backward(bool norm) {
-    TEST(norm ? "moe_route_backward, renormalised: central differences of the routing weights"
-              : "moe_route_backward: central differences of the routing weights");
+/* moe_route_backward after the router's own choice or replay_fixture's. */
+static void test_route_backward(bool norm, bool replayed) {
+    static const char *const names[2][2] = {
+        {"moe_route_backward: central differences of the routing weights",
+         "moe_route_backward, renormalised: central differences of the routing weights"},
+        {"moe_route_backward of replayed experts: central differences",
+         "moe_route_backward of replayed experts, renormalised: central differences"}};
+    TEST(names[replayed][norm]);
     float logits[N * E], c[N * K], probs[N * E], w[N * K], dlogits[N * E];
-    int32_t sel[N * K];
-    fill(logits, N * E, 2.0, 2);
-    fill(c, N * K, 1.0, 3);
-    moe_route_forward(probs, sel, w, logits, N, E, K, norm);
+    int32_t sel[N * K], fixture[N * K], *replay = replayed ? fixture : NULL;
+    fill(logits, N * E, 2.0, replayed ? 11 : 2);
+    fill(c, N * K, 1.0, replayed ? 12 : 3);
+    replay_fixture(fixture);
+    if (replay) moe_route_replay_forward(probs, sel, w, logits, replay, N, E, K, norm);
+    else moe_route_forward(probs, sel, w, logits, N, E, K, norm);
     moe_route_backward(dlogits, c, probs, sel, w, N, E, K, norm);
     /* steps of 1e-3 in float32 logits: differences to ~1e-4 (no choice flips:
-     * the fixture's gaps are far wider) */
+     * a replayed choice is fixed, and the fixture's gaps are far wider) */
     int bad = 0;
     double sum = 0;
     for (int i = 0; i < N * E; i++) {
         float saved = logits[i], h = 1e-3f;
         logits[i] = saved + h;
-        double up = route_loss(logits, c, norm);
+        double up = route_loss(logits, c, replay, norm);
         logits[i] = saved - h;
-        double down = route_loss(logits, c, norm);
+        double down = route_loss(logits, c, replay, norm);
         logits[i] = saved;
         double fd = (up - down) / (2.0 * h);
         if (fabs(fd - dlogits[i]) > 2e-4 + 1e-3 * fabs(fd)) {
@@ -294,8 +344,11 @@ static void test_swiglu_clamped(void) {
 
 int main(void) {
     test_route();
-    test_route_backward(false);
-    test_route_backward(true);
+    test_route_backward(false, false);
+    test_route_backward(true, false);
+    test_route_replay();
+    test_route_backward(false, true);
+    test_route_backward(true, true);
     test_group_combine();
     test_swiglu_clamped();
     test_config();

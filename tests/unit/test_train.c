@@ -7,6 +7,9 @@
  *
  * Driver mode (tests/ref/train_ref.py, PyTorch autograd as the reference):
  *   test_train --grad MODEL_DIR BATCH.json OUT.safetensors
+ *   (a sequence's "routing", [position][layer with experts][k] ids for
+ *   every position but the last, is replayed as grpo-update --routing
+ *   replay replays a record's)
  * loads the model, reads the batch (sequences, prompt lengths, advantages,
  * old and reference log-probs per completion token, an optional multi-turn
  * "mask" per completion token (completion_mask), loss settings, an optional
@@ -60,7 +63,7 @@ static void make_batch(tiny_batch *tb, int first, int n, int vocab) {
         tb->start[s + 1] = tb->start[s] + seq_len[src];
         tb->n_prompt[s] = seq_prompt[src];
     }
-    tb->b = (train_batch){n, tb->start, tb->n_prompt, tb->tokens, NULL, NULL};
+    tb->b = (train_batch){n, tb->start, tb->n_prompt, tb->tokens, NULL, NULL, NULL, 0};
 }
 
 /* loss = sum_j c_j logp_j with fixed random c: any functional of logp will
@@ -335,6 +338,72 @@ static void test_shared_prompts(model_arch arch, bool tied, bool use_lora, bool 
     model_free(&m);
 }
 
+/* A replayed routing (grpo-update --routing replay) and shared prompts: the
+ * records of a group share their prompt's rows only where its routing is
+ * the same; each is trained with its own routing either way. */
+static void test_replay_shared_prompts(void) {
+    TEST("replayed routing: a group shares its prompt rows only where their routing agrees; log-probs as unshared");
+    model m;
+    if (tiny_model(&m, ARCH_QWEN3_MOE, false)) {
+        CHECK(0);
+        return;
+    }
+    gerr e = {0};
+    trainer sh, un;
+    CHECK(trainer_init(&sh, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&un, &m, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    un.no_prompt_sharing = true;
+    group_batch gb;
+    make_groups(&gb, m.cfg.vocab_size, false);
+    int rows = gb.start[G_SEQS], n = train_batch_targets(&gb.b), k = m.cfg.n_experts_used;
+    /* one layer with experts (tiny_model's layer 1): 2 different of 4 per row,
+     * a group's prompt routed as its first sequence's */
+    uint16_t routing[96 * 2];
+    rng_stream r;
+    rng_init(&r, 3, "routing", 7, 0);
+    for (int i = 0; i < rows; i++) {
+        routing[i * k] = (uint16_t)rng_below(&r, 4);
+        routing[i * k + 1] = (uint16_t)((routing[i * k] + 1 + rng_below(&r, 3)) % 4);
+    }
+    for (int s = 1; s < G_SEQS; s++)
+        if (gb.n_prompt[s] == gb.n_prompt[s - 1] && !memcmp(gb.tokens + gb.start[s], gb.tokens + gb.start[s - 1],
+                                                             sizeof(int32_t) * (size_t)gb.n_prompt[s]))
+            memcpy(routing + gb.start[s] * k, routing + gb.start[s - 1] * k, sizeof(uint16_t) * (size_t)gb.n_prompt[s] * k);
+    gb.b.routing = routing, gb.b.routing_width = k;
+    float own[64], same[64], same_un[64], other[64], other_un[64];
+    train_batch plain = gb.b;
+    plain.routing = NULL;
+    trainer_forward(&sh, &plain, 0.9f, false, false, own, NULL);
+    trainer_forward(&sh, &gb.b, 0.9f, false, false, same, NULL);
+    CHECK_EQ_INT(trainer_rows(&sh), rows - 2 * 4 - 3); /* as without a routing */
+    trainer_forward(&un, &gb.b, 0.9f, false, false, same_un, NULL);
+    /* sequence 1 routes its prompt's last position otherwise (the experts are the last
+     * layer's: only a target row shows it): it and sequence 2
+     * (whose last prompt owner is then 1) compute their prompts */
+    uint16_t *at = routing + (gb.start[1] + gb.n_prompt[1] - 1) * k;
+    uint16_t others[2];
+    for (int x = 0, j = 0; x < 4; x++) /* the two experts it did not go to */
+        if (x != at[0] && x != at[1]) others[j++] = (uint16_t)x;
+    at[0] = others[0], at[1] = others[1];
+    trainer_forward(&sh, &gb.b, 0.9f, false, false, other, NULL);
+    CHECK_EQ_INT(trainer_rows(&sh), rows - 3);
+    CHECK_EQ_INT(train_batch_rows(&gb.b, true), rows - 3);
+    trainer_forward(&un, &gb.b, 0.9f, false, false, other_un, NULL);
+    double d_same = 0, d_other = 0, moved = 0, replayed = 0;
+    for (int j = 0; j < n; j++) {
+        d_same = fmax(d_same, fabs(same[j] - same_un[j]));
+        d_other = fmax(d_other, fabs(other[j] - other_un[j]));
+        moved = fmax(moved, fabs(other[j] - same[j]));
+        replayed = fmax(replayed, fabs(same[j] - own[j]));
+    }
+    CHECK(d_same < 1e-5 && d_other < 1e-5);
+    /* measured 0.56 and 0.52: the changed routing moved sequence 1's log-probs,
+     * and the replayed routing is not the router's own */
+    CHECK(moved > 1e-2 && replayed > 1e-2);
+    trainer_free(&sh), trainer_free(&un);
+    model_free(&m);
+}
+
 /* LoRA dropout keys its masks per sequence: a training pass with dropout
  * computes every prompt row; a pass without it (the old policy's log-probs)
  * still shares. */
@@ -475,6 +544,11 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     /* a multi-turn sequence's "mask" (completion_mask): its 0s are context,
      * left out of the targets as grpo-update leaves them out */
     uint8_t *target = any_mask ? calloc((size_t)R, 1) : NULL;
+    /* "routing": replayed, the last position of each sequence routing itself */
+    int route_w = config_ffn_layers(&m.cfg, true) * m.cfg.n_experts_used;
+    uint16_t *routing = NULL;
+    if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(seqs, 0), "routing")))
+        routing = calloc((size_t)R * route_w + 1, sizeof *routing);
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)R);
     float *old = malloc(sizeof(float) * (size_t)R), *ref = malloc(sizeof(float) * (size_t)R);
     float *logp = malloc(sizeof(float) * (size_t)R), *dlogp = malloc(sizeof(float) * (size_t)R);
@@ -488,6 +562,14 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         const cJSON *mk = cJSON_GetObjectItemCaseSensitive(q, "mask");
         int L = start[s + 1] - start[s], nc = L - n_prompt[s];
         for (int i = 0; i < L; i++) tokens[start[s] + i] = (int32_t)cJSON_GetArrayItem(tk, i)->valueint;
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(q, "routing");
+        for (int i = 0; routing && i < L - 1; i++) {
+            const cJSON *at = cJSON_GetArrayItem(rt, i);
+            for (int f = 0; f < route_w / m.cfg.n_experts_used; f++)
+                for (int x = 0; x < m.cfg.n_experts_used; x++)
+                    routing[((size_t)start[s] + i) * route_w + f * m.cfg.n_experts_used + x] =
+                        (uint16_t)cJSON_GetArrayItem(cJSON_GetArrayItem(at, f), x)->valueint;
+        }
         uint8_t *mask = NULL;
         if (target) {
             mask = target + start[s] + n_prompt[s];
@@ -550,7 +632,8 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         int ns = n - s0 < micro ? n - s0 : micro;
         int mstart[64];
         for (int s = 0; s <= ns; s++) mstart[s] = start[s0 + s] - start[s0];
-        train_batch b = {ns, mstart, n_prompt + s0, tokens + start[s0], NULL, target ? target + start[s0] : NULL};
+        train_batch b = {ns,           mstart, n_prompt + s0, tokens + start[s0], NULL, target ? target + start[s0] : NULL,
+                         routing ? routing + (size_t)start[s0] * route_w : NULL, route_w};
         trainer_forward(&t, &b, temp, true, false, logp + o0, ent + o0);
         for (int s = 0, o = o0; s < ns; s++) {
             int nt = n_target[s0 + s];
@@ -606,7 +689,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     model_free(&m);
     cJSON_Delete(j);
     free(start), free(n_prompt), free(tokens), free(old), free(ref), free(logp), free(dlogp), free(ent), free(dent), free(adv);
-    free(target), free(full), free(n_target);
+    free(target), free(full), free(n_target), free(routing);
     return rc;
 }
 
@@ -647,6 +730,7 @@ int main(int argc, char **argv) {
     test_shared_prompts(ARCH_QWEN2, false, true, true, "shared prompts: qwen2 (biases), LoRA, multi-turn targets");
     test_shared_prompts(ARCH_QWEN3_MOE, false, false, true, "shared prompts: qwen3_moe, full, multi-turn targets");
     test_shared_prompts_dropout();
+    test_replay_shared_prompts();
     test_threads_grow_after_init();
     test_compute_backend();
     return check_done();

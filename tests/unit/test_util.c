@@ -1,7 +1,7 @@
 /* SHA-256, id hashes and the Philox RNG against published or independently
  * computed values (Python's hashlib for the id hashes and RNG keys); vec_expf;
  * the process groups of util/cleanup; flags_given; f32_first_nonfinite;
- * big_calloc. */
+ * big_calloc; base64 against RFC 4648's test vectors. */
 #include <float.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "util/base64.h"
 #include "util/bigmem.h"
 #include "util/cleanup.h"
 #include "util/finite.h"
@@ -102,7 +103,46 @@ static void sha_is(const char *msg, size_t len, const char *want) {
     CHECK_EQ_STR(hex, want);
 }
 
+/* RFC 4648's vectors both ways, every byte value round trip, and what is
+ * not base64 refused at the right character. */
+static void test_base64(void) {
+    TEST("base64: RFC 4648's test vectors, all 256 bytes round trip, what is not base64 refused where it is wrong");
+    static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const coded[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (int i = 0; i < 7; i++) {
+        strbuf b = {0};
+        base64_encode(&b, (const uint8_t *)plain[i], strlen(plain[i]));
+        CHECK_EQ_STR(b.data ? b.data : "", coded[i]);
+        uint8_t *out;
+        size_t n;
+        CHECK_EQ_INT(base64_decode(coded[i], strlen(coded[i]), &out, &n), -1);
+        CHECK(n == strlen(plain[i]) && !memcmp(out, plain[i], n));
+        free(out);
+        sb_free(&b);
+    }
+    uint8_t all[256], *back;
+    size_t n;
+    for (int i = 0; i < 256; i++) all[i] = (uint8_t)(255 - i);
+    strbuf b = {0};
+    base64_encode(&b, all, 256);
+    CHECK_EQ_INT(base64_decode(b.data, b.len, &back, &n), -1);
+    CHECK(n == 256 && !memcmp(back, all, 256));
+    free(back);
+    sb_free(&b);
+    const struct {
+        const char *s;
+        long at;
+    } bad[] = {{"Zm9", 3}, {"Zm9v!A==", 4}, {"Z=9v", 1}, {"Zm=v", 2}, {"Zh==", 1}, {"Zm9=", 2}, {"Zm9vYg=a", 6}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint8_t *out = (uint8_t *)1;
+        long at = base64_decode(bad[i].s, strlen(bad[i].s), &out, &n);
+        if (at != bad[i].at) printf("#   %s: at %ld, want %ld\n", bad[i].s, at, bad[i].at);
+        CHECK(at == bad[i].at && out == NULL);
+    }
+}
+
 int main(void) {
+    test_base64();
     TEST("a buffer given room is an empty string at once");
     {
         strbuf b = {0};

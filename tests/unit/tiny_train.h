@@ -80,7 +80,7 @@ static inline void make_groups(group_batch *gb, int vocab, bool masked) {
         gb->n_prompt[s] = prompt[s];
         gb->start[s + 1] = at + prompt[s] + comp[s];
     }
-    gb->b = (train_batch){G_SEQS, gb->start, gb->n_prompt, gb->tokens, NULL, masked ? gb->target : NULL};
+    gb->b = (train_batch){G_SEQS, gb->start, gb->n_prompt, gb->tokens, NULL, masked ? gb->target : NULL, NULL, 0};
 }
 
 /* The adapter's factors copied into be's memory, laid out as
