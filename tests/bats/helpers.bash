@@ -124,6 +124,9 @@ server_setup() {
         '{"id":"b","prompt_tokens":[1,10,11,12,2,1,4,5]}' > prompts.jsonl
 }
 
+# free_port: a TCP port on 127.0.0.1 free now (for a server given a fixed port)
+free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 # rollout_server_start KIND [FLAGS...]: tests/ref/rollout_server.py (the stand-in
 # for vLLM, SGLang or llama.cpp's server) on a free port, in the background, each
 # generation request's body logged to $T/requests.log; sets SERVER_PID, PORT and URL.

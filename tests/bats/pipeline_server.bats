@@ -27,7 +27,7 @@ teardown() {
 
 @test "grpo.mk SERVER_SYNC=restart: llama-server serves each checkpoint's GGUF; kill -9 and rerun ends the run" {
     local port
-    port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     mkdir run
     cat > run/config.mk << CFG
 MODEL = $SMOL

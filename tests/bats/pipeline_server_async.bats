@@ -29,7 +29,7 @@ teardown() {
 
 @test "SERVER_SYNC=restart, ASYNC=1, MAX_STALENESS=2 under make -j2: no restart under a running rollout" {
     local port
-    port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     mkdir run
     cat > run/config.mk << CFG
 MODEL = $TINY
