@@ -162,7 +162,7 @@ static result bench_prefill(const model *m, const flop_model *f, kv_format kv, i
     kv_cache c;
     model_scratch s;
     if ((*rc = kv_cache_init_as(&c, NULL, &m->cfg, 1, T, kv, e))) return r;
-    if ((*rc = model_scratch_init(&s, &m->cfg, T, T, e))) {
+    if ((*rc = model_scratch_init_for(&s, m, T, T, e))) {
         kv_cache_free(&c);
         return r;
     }
@@ -201,7 +201,7 @@ static result bench_decode(const model *m, const flop_model *f, kv_format kv, in
     kv_cache c;
     model_scratch s;
     if ((*rc = kv_cache_init_as(&c, NULL, &m->cfg, B, L, kv, e))) return r;
-    if ((*rc = model_scratch_init(&s, &m->cfg, R, L, e))) {
+    if ((*rc = model_scratch_init_for(&s, m, R, L, e))) {
         kv_cache_free(&c);
         return r;
     }

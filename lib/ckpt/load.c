@@ -50,21 +50,45 @@ static int load_adapter_dir(const char *path, model *base, lora *l, const weight
     return 0;
 }
 
+/* A checkpoint trained on a frozen base packed in fmt, for inference as
+ * the trainer runs it (grpo-update's policy.c): the base loaded as float32
+ * and packed by model_pack_frozen, the adapter kept unmerged in
+ * m->adapter. */
+static int load_frozen_adapter(model *m, const char *path, weight_format fmt, gerr *e) {
+    lora *l = xcalloc(1, sizeof *l);
+    int rc = load_adapter_dir(path, m, l, NULL, NULL, e);
+    if (rc) {
+        free(l);
+        return rc;
+    }
+    m->adapter = l;
+    if ((rc = model_pack_frozen(m, fmt, e))) {
+        gerr why = *e;
+        gerr_set(e, rc, "%s: %s", path, why.msg);
+        model_free(m);
+    }
+    return rc;
+}
+
 /* An adapter checkpoint: its base with the adapter merged in, so every tool
  * that only runs the model takes one; with w, *plan made for w. The base's
  * MXFP4 experts stay as the file's blocks (w keeping them: no adapter sits
  * on an expert), every other matrix float32 for the merge, packed later. A
  * checkpoint trained on a packed frozen base (grpo-update --base-weights
  * bf16|q8) merges into that base's values, the model it trained
- * (model_round_frozen), not the file's. */
+ * (model_round_frozen), not the file's; for inference, when w follows the
+ * frozen base (auto) or names its format, it runs on that base unmerged
+ * instead (load_frozen_adapter; *plan then packs nothing more). */
 static int load_merged_adapter(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     lora l;
     pack_plan base_plan = {0};
-    weight_choice base_w = {WEIGHTS_F32, w && w->keep_mxfp4};
+    weight_choice base_w = {.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4};
     weight_format base_fmt;
     int rc = ckpt_base_weights_read(path, &base_fmt, e);
-    if (!rc) rc = load_adapter_dir(path, m, &l, w ? &base_w : NULL, &base_plan, e);
     if (rc) return rc;
+    if (w && base_fmt != WEIGHTS_F32 && (w->frozen_base || w->fmt == base_fmt))
+        return load_frozen_adapter(m, path, base_fmt, e);
+    if ((rc = load_adapter_dir(path, m, &l, w ? &base_w : NULL, &base_plan, e))) return rc;
     if ((rc = model_round_frozen(m, base_fmt, e))) {
         lora_free(&l);
         pack_plan_free(&base_plan);

@@ -39,7 +39,13 @@ int model_load_classifier(model *m, const char *path, gerr *e);
  * written, so pages the allocator left unbacked stay so): for Q8_0 the same
  * bytes as packing the dequantized matrix for blocks the Q8_0 quantizer
  * wrote (llama.cpp's, gguf-py's, grpo-export's), the file's exact values
- * for any blocks; m->packed_verbatim counts them. */
+ * for any blocks; m->packed_verbatim counts them. An adapter checkpoint
+ * trained on a packed frozen base (its grpo/state.json flags.base_weights
+ * bf16 or q8), asked for with w.frozen_base (--weights auto) or w.fmt that
+ * format, is loaded as grpo-update loads it: the base packed by
+ * model_pack_frozen (its products on float32 activations, the LM head
+ * float32 rows) and the adapter unmerged in m->adapter, which model_forward
+ * applies (docs/weights.md); otherwise the adapter is merged (model_load). */
 int model_load_for_inference(model *m, const char *path, bool classifier, weight_choice w, gerr *e);
 
 /* path an adapter directory: loads its base model into *base (unmerged) and

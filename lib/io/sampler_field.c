@@ -10,6 +10,7 @@ static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const weights[] = {"f32", "bf16", "q8", "mxfp4", NULL};
 static const char *const caches[] = {"f32", "bf16", NULL};
 static const char *const logprobs[] = {"processed", "raw", NULL};
+static const char *const bases[] = {"frozen", NULL};
 
 static void kv(strbuf *b, const char *key, const char *value, bool first) {
     if (!first) sb_putc(b, ',');
@@ -18,11 +19,12 @@ static void kv(strbuf *b, const char *key, const char *value, bool first) {
     sb_json_string(b, value, strlen(value));
 }
 
-void sampler_field_ours(strbuf *b, const char *device, const char *w, const char *kv_cache) {
+void sampler_field_ours(strbuf *b, const char *device, const char *w, bool frozen, const char *kv_cache) {
     sb_putc(b, '{');
     kv(b, "engine", "grpo", true);
     kv(b, "device", device, false);
     kv(b, "weights", w, false);
+    if (frozen) kv(b, "base", "frozen", false);
     kv(b, "kv_cache", kv_cache, false);
     sb_putc(b, '}');
 }
@@ -39,7 +41,22 @@ static int one_of(const record *r, const cJSON *o, const char *key, const char *
     return -1;
 }
 
-int sampler_field_read(const record *r, sampler_kind *kind, gerr *e) {
+/* Whether our engine's device d, weights w, base and cache c (indices into
+ * the names above) compute what a float32 trainer on a frozen base of
+ * format trainer_base computes. */
+static bool ours_exact(const record *r, const cJSON *o, int d, int w, int c, const char *trainer_base, int *rc,
+                       gerr *e) {
+    bool frozen = cJSON_GetObjectItemCaseSensitive(o, "base") != NULL;
+    if (frozen && one_of(r, o, "base", bases, e) < 0) {
+        *rc = EX_DATAERR;
+        return false;
+    }
+    if (d != 0 || c != 0) return false;
+    /* on a frozen base: the trainer's own base; else float32 (mxfp4: float32 on exact values) */
+    return frozen ? !strcmp(weights[w], trainer_base) : w == 0 || w == 3;
+}
+
+int sampler_field_read(const record *r, const char *trainer_base, sampler_kind *kind, gerr *e) {
     *kind = SAMPLER_ABSENT;
     cJSON *o = NULL;
     int rc = record_get_json_unless_null(r, "sampler", &o, e);
@@ -59,7 +76,7 @@ int sampler_field_read(const record *r, sampler_kind *kind, gerr *e) {
         int d = one_of(r, o, "device", devices, e), w = d < 0 ? -1 : one_of(r, o, "weights", weights, e),
             c = w < 0 ? -1 : one_of(r, o, "kv_cache", caches, e);
         if (c < 0) rc = EX_DATAERR;
-        else if (d == 0 && (w == 0 || w == 3) && c == 0) *kind = SAMPLER_EXACT; /* mxfp4: float32 on exact values */
+        else if (ours_exact(r, o, d, w, c, trainer_base, &rc, e)) *kind = SAMPLER_EXACT;
     }
     cJSON_Delete(o);
     return rc;

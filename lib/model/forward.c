@@ -1,5 +1,6 @@
 /* The inference forward over a batch of rows (prefill, decode, or a mix):
- * the embeddings, layer.c's layer over every layer with the KV cache, the
+ * the embeddings, layer.c's layer over every layer with the KV cache (and
+ * the model's unmerged adapter, when it keeps one: model.h), the
  * final RMSNorm on the rows wanted (model_forward_hidden) and the LM head
  * (model_forward). Every layer reuses one set of scratch activations; a
  * mixture of experts' routing is kept for the caller (model_scratch.routes). */
@@ -34,6 +35,11 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
                     .route_w = s->route_w, .xe = s->xe, .ye = s->ye};
     layer_pass p = {.be = be, .m = m, .n_rows = R, .pos = pos, .cos_t = s->cos_t, .sin_t = s->sin_t, .ws = &s->ws,
                     .moe = s->moe};
+    if (m->adapter) { /* unmerged over a frozen base: each target's u in turn in one buffer */
+        assert(s->u && s->lora_r >= m->adapter->r);
+        p.lora = (layer_lora){.l = m->adapter, .on = true};
+        for (int t = 0; t < LORA_N_TARGETS; t++) a.u[t] = s->u;
+    }
     int Lm = config_ffn_layers(cf, true), k = cf->n_experts_used;
     for (int l = 0; l < cf->n_layers; l++) {
         p.layer = l;

@@ -137,12 +137,9 @@ void model_rows_free(model_rows *r) {
     memset(r, 0, sizeof *r);
 }
 
-int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, int max_len, gerr *e) {
-    return model_scratch_init_on(s, NULL, cfg, max_rows, max_len, e);
-}
-
-int model_scratch_init_on(model_scratch *s, const backend *be, const model_config *cfg, int max_rows, int max_len,
-                          gerr *e) {
+/* The scratch on be for cfg's shapes, with u [R, lora_r] (none when 0). */
+static int scratch_init(model_scratch *s, const backend *be, const model_config *cfg, int lora_r, int max_rows,
+                        int max_len, gerr *e) {
     memset(s, 0, sizeof *s);
     if (max_rows <= 0 || max_len <= 0)
         return gerr_set(e, EX_USAGE, "scratch: %d rows, %d positions", max_rows, max_len);
@@ -160,10 +157,10 @@ int model_scratch_init_on(model_scratch *s, const backend *be, const model_confi
     size_t ws_stride = s->be ? 0 : attn_workspace_floats(model_attn_shape(cfg), max_len);
     size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * ffn, R * ffn, R * d,
                       R * (size_t)(cfg->head_dim / 2), R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * ws_stride,
-                      R * E, R * K, R * K, R * K * d, R * K * d};
+                      R * E, R * K, R * K, R * K * d, R * K * d, R * (size_t)lora_r};
     float *sel = NULL;
     float **ptrs[] = {&s->x,     &s->xn,    &s->q,        &s->k,       &s->v,   &s->gate, &s->up,  &s->x_mid,
-                      &s->cos_t, &s->sin_t, &s->ws.buf,   &s->probs,   &sel,    &s->route_w, &s->xe, &s->ye};
+                      &s->cos_t, &s->sin_t, &s->ws.buf,   &s->probs,   &sel,    &s->route_w, &s->xe, &s->ye, &s->u};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         /* on a device each buffer starts 256-byte aligned: cuBLASLt's
@@ -196,11 +193,26 @@ int model_scratch_init_on(model_scratch *s, const backend *be, const model_confi
         p += sizes[i];
     }
     s->sel = (int32_t *)sel; /* int32 in float-sized slots */
+    if (!lora_r) s->u = NULL;
+    s->lora_r = lora_r;
     s->ws.stride = ws_stride;
     s->ws.n_threads = n_threads;
     s->max_rows = max_rows;
     s->max_len = max_len;
     return 0;
+}
+
+int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, int max_len, gerr *e) {
+    return scratch_init(s, NULL, cfg, 0, max_rows, max_len, e);
+}
+
+int model_scratch_init_on(model_scratch *s, const backend *be, const model_config *cfg, int max_rows, int max_len,
+                          gerr *e) {
+    return scratch_init(s, be, cfg, 0, max_rows, max_len, e);
+}
+
+int model_scratch_init_for(model_scratch *s, const model *m, int max_rows, int max_len, gerr *e) {
+    return scratch_init(s, m->dev ? m->dev->be : NULL, &m->cfg, m->adapter ? m->adapter->r : 0, max_rows, max_len, e);
 }
 
 void model_scratch_free(model_scratch *s) {

@@ -18,7 +18,7 @@
 /* The projections an adapter can sit on, in PEFT's module names. */
 enum { LORA_Q, LORA_K, LORA_V, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN, LORA_N_TARGETS };
 
-typedef struct {
+typedef struct lora {
     int r;
     double alpha;
     bool rslora;

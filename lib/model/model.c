@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sysexits.h>
 
+#include "lora.h"
 
 static const char *const param_names[MODEL_N_PARAMS] = {
     "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
@@ -102,6 +103,8 @@ void model_init_rope(model *m) {
 }
 
 void model_free(model *m) {
+    if (m->adapter) lora_free(m->adapter);
+    free(m->adapter);
     model_dev_free(m);
     free(m->params_memory);
     free(m->head_packed_own);

@@ -109,6 +109,11 @@ typedef struct {
      * products take float32 activations (matmul_forward_frozen), and the
      * backward reaches the packed matrices for the input gradient only. */
     bool packed_frozen;
+    /* A LoRA adapter kept unmerged over a packed frozen base (lib/ckpt/load.h:
+     * a checkpoint run on the base it was trained on): model_forward adds its
+     * product to every adapted projection as the trainer's forward does.
+     * Owned: model_free frees it. NULL: none. */
+    struct lora *adapter;
     /* model_to_backend: the forward reads these weights, on their backend
      * (NULL: w above, on the CPU). */
     model_dev *dev;
@@ -134,10 +139,13 @@ void model_free(model *m);
  * matrices in fmt (f32, bf16 or q8), and with keep_mxfp4 the experts a file
  * stores as MXFP4 blocks kept so (auto's rule). fmt WEIGHTS_MXFP4: those
  * experts kept MXFP4 and every other matrix as under WEIGHTS_F32; a model
- * whose experts were not loaded from MXFP4 blocks is refused. */
+ * whose experts were not loaded from MXFP4 blocks is refused. With
+ * frozen_base (auto's rule too) a LoRA checkpoint trained on a packed frozen
+ * base runs on that base whatever fmt is (lib/ckpt/load.h). */
 typedef struct {
     weight_format fmt;
     bool keep_mxfp4;
+    bool frozen_base;
 } weight_choice;
 
 typedef struct {
@@ -163,8 +171,10 @@ void pack_plan_free(pack_plan *p);
 /* Packs m as p says (p made for m): every HOLD_PACKED tensor not verbatim
  * from its float32 rows, the LM head's copy. Afterwards m->w's layer
  * matrices are not row-major: export, LoRA merging and training (but a
- * LoRA over a base model_pack_frozen packed) must not use such a model. Nothing when m is packed already. EX_DATAERR when p
- * was refused, EX_SOFTWARE when memory is short (m then unchanged). */
+ * LoRA over a base model_pack_frozen packed, in training or unmerged in
+ * model_forward) must not use such a model. Nothing when m is packed
+ * already. EX_DATAERR when p was refused, EX_SOFTWARE when memory is short
+ * (m then unchanged). */
 int model_pack(model *m, const pack_plan *p, gerr *e);
 /* model_plan_packing and model_pack, for a model loaded as float32 (in
  * f32, bf16 or q8). */
@@ -187,7 +197,8 @@ const char *weight_format_name(weight_format fmt);
  * "bf16 (AVX512-BF16 kernel)", "q8 (AVX2 kernel; 211 of 211 matrices from
  * the file's Q8_0 blocks)" when packed_verbatim, "f32 (packed AVX2 kernel;
  * experts mxfp4, AVX2 kernel, 48 of 57 matrices from the file's MXFP4
- * blocks)". */
+ * blocks)", "q8 frozen base (float32 activations, AVX-512 kernel; LoRA
+ * adapter unmerged)". */
 const char *model_weights_describe(const model *m, char *buf, size_t size);
 
 /* Copies the weights the inference forward reads (not a classifier's score
@@ -291,6 +302,10 @@ typedef struct {
      * mixture (Lm of them, in layer order), as the last forward call chose
      * them (the sampler's routing, formats/rollout.md); NULL in a dense model */
     int32_t *routes;
+    /* [R, lora_r]: an unmerged adapter's u = x A^T, one target at a time
+     * (model_scratch_init_for; NULL when lora_r is 0) */
+    float *u;
+    int lora_r;
     attn_workspace ws;
     const backend *be; /* whose memory the activations are; NULL: the host's */
 } model_scratch;
@@ -300,6 +315,9 @@ int model_scratch_init(model_scratch *s, const model_config *cfg, int max_rows, 
  * workspace); be NULL: model_scratch_init. row_kv and pick stay host arrays. */
 int model_scratch_init_on(model_scratch *s, const backend *be, const model_config *cfg, int max_rows, int max_len,
                           gerr *e);
+/* model_scratch_init_on for model m: on its backend, for its shapes, with
+ * room for its unmerged adapter's u when it has one (model.adapter). */
+int model_scratch_init_for(model_scratch *s, const model *m, int max_rows, int max_len, gerr *e);
 void model_scratch_free(model_scratch *s);
 
 /* The backend the model's weights live on and its ops run on. */

@@ -60,8 +60,17 @@ const char *weight_format_name(weight_format fmt) {
     return fmt == WEIGHTS_BF16 ? "bf16" : fmt == WEIGHTS_Q8 ? "q8" : fmt == WEIGHTS_MXFP4 ? "mxfp4" : "f32";
 }
 
-static const char *kernel_describe(const model *m) {
+static const char *isa_name(void) {
+    return packed_isa_best() == PACKED_AVX512 ? "AVX-512" : packed_isa_best() == PACKED_AVX2 ? "AVX2" : "portable";
+}
+
+static const char *kernel_describe(const model *m, char *buf, size_t size) {
     if (!m->packed || m->held[P_WQ] == HOLD_ROWS) return "f32 (row-major, OpenBLAS";
+    if (m->packed_frozen) { /* matmul_forward_frozen: float32 activations on the packed matrices */
+        snprintf(buf, size, "%s frozen base (float32 activations, %s kernel%s", weight_format_name(m->packed_as),
+                 isa_name(), m->adapter ? "; LoRA adapter unmerged" : "");
+        return buf;
+    }
     switch (m->packed_as) {
     case WEIGHTS_BF16:
         return !strcmp(bf16w_kernel(), "avx512bf16") ? "bf16 (AVX512-BF16 kernel"
@@ -78,10 +87,10 @@ static const char *kernel_describe(const model *m) {
 
 const char *model_weights_describe(const model *m, char *buf, size_t size) {
     bool mx = m->packed && m->held_as[P_EXP_GATE] == WEIGHTS_MXFP4 && m->held[P_EXP_GATE] == HOLD_PACKED;
-    int at = snprintf(buf, size, "%s", kernel_describe(m));
+    char frozen[96];
+    int at = snprintf(buf, size, "%s", kernel_describe(m, frozen, sizeof frozen));
     if (mx && at >= 0 && (size_t)at < size)
-        at += snprintf(buf + at, size - (size_t)at, "; experts mxfp4, %s kernel",
-                       packed_isa_best() == PACKED_AVX512 ? "AVX-512" : packed_isa_best() == PACKED_AVX2 ? "AVX2" : "portable");
+        at += snprintf(buf + at, size - (size_t)at, "; experts mxfp4, %s kernel", isa_name());
     if (m->packed && m->packed_verbatim && at >= 0 && (size_t)at < size)
         snprintf(buf + at, size - (size_t)at, "; %d of %d matrices from the file's %s blocks)", m->packed_verbatim,
                  packed_matrices(m), mx ? "MXFP4" : m->packed_as == WEIGHTS_Q8 ? "Q8_0" : "own");
@@ -215,7 +224,7 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e) {
     if (m->packed) return 0;
     pack_plan p;
-    model_plan_packing(m, (weight_choice){fmt, false}, &p);
+    model_plan_packing(m, (weight_choice){.fmt = fmt}, &p);
     int rc = model_pack(m, &p, e);
     pack_plan_free(&p);
     return rc;
@@ -233,7 +242,7 @@ static void release_tail(void *w, weight_format fmt, int n, int k) {
 int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
     if (fmt == WEIGHTS_F32 || m->packed) return 0;
     pack_plan p;
-    model_plan_packing(m, (weight_choice){fmt, false}, &p);
+    model_plan_packing(m, (weight_choice){.fmt = fmt}, &p);
     p.hold[P_LM_HEAD] = HOLD_ROWS; /* the head's product keeps its float32 rows */
     int rc = model_pack(m, &p, e);
     if (!rc && m->packed) {
@@ -252,7 +261,7 @@ int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
 int model_round_frozen(model *m, weight_format fmt, gerr *e) {
     if (fmt == WEIGHTS_F32) return 0;
     pack_plan p;
-    model_plan_packing(m, (weight_choice){fmt, false}, &p);
+    model_plan_packing(m, (weight_choice){.fmt = fmt}, &p);
     int rc = p.refused.code ? gerr_set(e, p.refused.code, "%s", p.refused.msg) : 0;
     model_tensor_ref *refs = xcalloc(p.n_tensors, sizeof *refs);
     model_tensor_list(m, refs);

@@ -217,7 +217,7 @@ static int open_template(rm_fn *r, const char *choice, gerr *e) {
 }
 
 static int open_model(rm_fn *r, const reward_opts *p, gerr *e) {
-    weight_choice fmt = {WEIGHTS_F32, false};
+    weight_choice fmt = {.fmt = WEIGHTS_F32};
     int rc = weights_select("--rm-weights", p->rm_weights ? p->rm_weights : "f32", &fmt, e);
     if (!rc) rc = device_select("--rm-device", p->rm_device ? p->rm_device : "cpu", &r->be, e);
     if (!rc) rc = runner_open_on(&r->run, r->path, true, r->be, fmt, e);

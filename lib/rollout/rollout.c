@@ -450,15 +450,17 @@ static int load_tools(rollout *r, gerr *e) {
 }
 
 /* Our engine: the model on the device --device chose, its weights packed
- * as --weights says. */
+ * as --weights says, the cache as --kv-cache says for those weights as
+ * loaded (a checkpoint's frozen base computes as f32). */
 static int open_engine(rollout *r, gerr *e) {
     const rollout_opts *o = r->o;
     int rc = device_select("--device", o->device, &r->be, e);
     if (rc) return rc;
     kv_format kv = KV_F32;
     if ((rc = weights_select("--weights", o->weights, &r->weights, e)) ||
-        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, r->weights.fmt, &kv, e)) ||
-        (rc = runner_open_on(&r->run, o->model, false, r->be, r->weights, e))) {
+        (rc = runner_open_on(&r->run, o->model, false, r->be, r->weights, e)) ||
+        (rc = kv_cache_select("--kv-cache", o->kv_cache, r->be != NULL, weights_computed_as(&r->run.m, r->weights),
+                              &kv, e))) {
         device_release(r->be);
         r->be = NULL;
         return rc;
@@ -527,12 +529,17 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     if (rc) return rc;
     r->policy = o->policy || !o->server ? policy_name(o) : xstrdup(server_policy_name(r));
     /* how the records were sampled (formats/rollout.md): the server's kind, model and
-     * log-probabilities; our engine's device, weights and cache (on a device the
-     * products are bf16 whatever --weights says) */
+     * log-probabilities; our engine's device, weights (a checkpoint's frozen base's
+     * format, and "base":"frozen") and cache (on a device the products are bf16
+     * whatever --weights says) */
+    const model *m = &r->run.m;
     if (o->server) server_sampler_json(r, &r->sampler);
     else
-        sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu", r->be ? "bf16" : weight_format_name(r->weights.fmt),
-                           r->run.kv_fmt == KV_BF16 ? "bf16" : "f32");
+        sampler_field_ours(&r->sampler, r->be ? "cuda" : "cpu",
+                           r->be             ? "bf16"
+                           : m->packed_frozen ? weight_format_name(m->packed_as)
+                                              : weight_format_name(r->weights.fmt),
+                           m->packed_frozen, r->run.kv_fmt == KV_BF16 ? "bf16" : "f32");
     r->policy_step = o->policy_step; /* else the step of the checkpoint sampled: --server-lora's, or --model's */
     const char *sampled = o->server && server_lora_path(r) ? server_lora_path(r) : o->model;
     if (o->policy_step < 0 && (rc = ckpt_step_read(sampled, &r->policy_step, e))) return rc;

@@ -20,7 +20,7 @@ static int load_model(model_runner *r, const char *path, bool classifier, const 
 }
 
 int runner_open(model_runner *r, const char *path, bool classifier, gerr *e) {
-    return runner_open_on(r, path, classifier, NULL, (weight_choice){WEIGHTS_F32, false}, e);
+    return runner_open_on(r, path, classifier, NULL, (weight_choice){.fmt = WEIGHTS_F32}, e);
 }
 
 int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, weight_choice w,
@@ -33,7 +33,7 @@ int runner_open_on(model_runner *r, const char *path, bool classifier, const bac
         rc = model_text_load(path, &r->mt, e);
     if (!rc) rc = classifier ? model_text_load(path, &r->mt, e) : load_model(r, path, classifier, be, w, e);
     if (!rc && be) rc = model_to_backend(&r->m, be, e);
-    if (!rc && !be) r->kv_fmt = weights_kv_format(w.fmt);
+    if (!rc && !be) r->kv_fmt = weights_kv_format(weights_computed_as(&r->m, w));
     if (!rc && tok_vocab_size(r->mt.tok) > (size_t)r->m.cfg.vocab_size)
         rc = gerr_set(e, EX_DATAERR, "%s: the tokenizer has %zu tokens but the model only %d embeddings", path,
                       tok_vocab_size(r->mt.tok), r->m.cfg.vocab_size);
@@ -63,7 +63,7 @@ int runner_reserve(model_runner *r, int n_seqs, int max_len, size_t rows, gerr *
         int want = rows <= have ? (int)have : have ? with_headroom((int)rows, 1 << 30) : (int)rows;
         if (r->scratch_ready) model_scratch_free(&r->scratch);
         r->scratch_ready = false;
-        if ((rc = model_scratch_init_on(&r->scratch, on, cf, want, r->cache.max_len, e))) return rc;
+        if ((rc = model_scratch_init_for(&r->scratch, &r->m, want, r->cache.max_len, e))) return rc;
         r->scratch_ready = true;
     }
     model_rows_reserve(&r->rows, (size_t)r->scratch.max_rows);

@@ -33,7 +33,9 @@ typedef struct {
 int runner_open(model_runner *r, const char *path, bool classifier, gerr *e);
 /* The same with the model on backend be (NULL: the CPU, loaded packed as w
  * asks by load.h's model_load_for_inference, a GGUF's Q8_0 blocks straight
- * into q8's, a gpt-oss's MXFP4 experts kept MXFP4; runner_open packs
+ * into q8's, a gpt-oss's MXFP4 experts kept MXFP4, a LoRA checkpoint on its
+ * packed frozen base with the adapter unmerged, whose scratch then holds
+ * the adapter's u and whose cache is float32 by default; runner_open packs
  * float32): on a device the weights are copied there in its own format
  * instead (w is not used), and the cache and scratch runner_reserve makes
  * live there too. */

@@ -19,6 +19,8 @@ const char *weights_default(void) {
  * its log-probs move further from the float32 trainer's (docs/weights.md). */
 weight_format weights_auto(void) { return bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32; }
 
+weight_format weights_computed_as(const model *m, weight_choice w) { return m->packed_frozen ? WEIGHTS_F32 : w.fmt; }
+
 kv_format weights_kv_format(weight_format fmt) {
     return fmt != WEIGHTS_F32 && fmt != WEIGHTS_MXFP4 && attn_bf16_simd_supported() ? KV_BF16 : KV_F32;
 }
@@ -32,15 +34,19 @@ int kv_cache_select(const char *flag, const char *s, bool on_device, weight_form
 }
 
 /* The choices, each what it asks of the packing (model.h's weight_choice):
- * auto keeps a file's MXFP4 experts and packs the rest as weights_auto();
- * mxfp4 keeps them and packs the rest as f32, and refuses a model without
- * them; the others pack every matrix in their format. */
+ * auto keeps a file's MXFP4 experts and packs the rest as weights_auto(),
+ * and runs a LoRA checkpoint on its packed frozen base; mxfp4 keeps them
+ * and packs the rest as f32, and refuses a model without them; the others
+ * pack every matrix in their format (bf16 or q8 on a checkpoint's frozen
+ * base of that format: that base, lib/ckpt/load.h). */
 int weights_select(const char *flag, const char *s, weight_choice *w, gerr *e) {
     int i;
     int rc = flags_choice_parse(flag, weights_names, WEIGHTS_N_NAMES, s, &i, e);
     if (rc) return rc;
     static const weight_format fmts[WEIGHTS_N_NAMES] = {WEIGHTS_F32, WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8,
                                                        WEIGHTS_MXFP4};
-    *w = (weight_choice){i == 0 ? weights_auto() : fmts[i], i == 0 || fmts[i] == WEIGHTS_MXFP4};
+    *w = (weight_choice){.fmt = i == 0 ? weights_auto() : fmts[i],
+                         .keep_mxfp4 = i == 0 || fmts[i] == WEIGHTS_MXFP4,
+                         .frozen_base = i == 0};
     return 0;
 }

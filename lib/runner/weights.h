@@ -18,12 +18,18 @@ const char *weights_default(void);
 /* *w for the value s of flag (named in messages): f32, bf16 or q8 (every
  * matrix in that format), mxfp4 (the experts a file stores as MXFP4 blocks
  * kept so, every other matrix f32; a model without them is refused when
- * loaded), or auto: MXFP4 experts kept, the rest in the documented choice
- * for this CPU (weights_auto). Another value: EX_USAGE (flags.h's
+ * loaded), or auto: MXFP4 experts kept, a LoRA checkpoint on its packed
+ * frozen base (docs/weights.md), the rest in the documented choice for this
+ * CPU (weights_auto). Another value: EX_USAGE (flags.h's
  * flags_choice_parse). */
 int weights_select(const char *flag, const char *s, weight_choice *w, gerr *e);
 /* What auto means on this CPU. */
 weight_format weights_auto(void);
+/* The format whose arithmetic model m, loaded on the CPU as w asks,
+ * computes in (weights_kv_format's argument): w.fmt, but f32 for a LoRA
+ * checkpoint run on its packed frozen base (model.h's packed_frozen), whose
+ * products take float32 activations as the trainer's do. */
+weight_format weights_computed_as(const model *m, weight_choice w);
 /* The KV cache that goes with weights in format fmt on the CPU: bf16 with
  * bf16 or q8 weights where AVX-512 reads it (measured 1.12-1.76x faster at
  * decode batch 64, bench/README.md), whose runs already accept bf16-sized

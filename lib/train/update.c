@@ -194,7 +194,8 @@ static int setup_batch(rank_run *r, gerr *e) {
     int rc = 0;
     if (rt.required && !shape.layers)
         rc = gerr_set(e, EX_USAGE, "--routing replay: %s has no mixture of experts", o->model);
-    if (!rc) rc = update_batch_read(all, o->in, r->pol.m.cfg.vocab_size, o->mask_truncated, &rt, e);
+    if (!rc)
+        rc = update_batch_read(all, o->in, r->pol.m.cfg.vocab_size, o->mask_truncated, &rt, r->pol.base_weights, e);
     if ((rc = dist_agree(d, rc, e))) return rc;
     update_plan_routing(r->plan, all->routing != NULL);
     if (r->plan->routing == ROUTING_RECOMPUTE) {
@@ -412,8 +413,8 @@ static void print_summary(const rank_run *r) {
             r->lines[r->plan->run.iterations - 1].loss.loss, now_seconds() - r->t_start);
     if (r->plan->old_logp == OLD_LOGP_RECOMPUTE)
     {
-        fprintf(stderr, "; pi_old recomputed, sampler correction %s (%ld of %ld records not sampled by the float32 CPU "
-                "engine", is_level_names[r->plan->loss.is_level], all->n_inexact, all->n_records);
+        fprintf(stderr, "; pi_old recomputed, sampler correction %s (%ld of %ld records not sampled with the "
+                "trainer's arithmetic", is_level_names[r->plan->loss.is_level], all->n_inexact, all->n_records);
         if (all->staleness_max != 0 && !isnan(all->staleness_max))
             fprintf(stderr, "; records of a checkpoint up to %g steps %s", fabs(all->staleness_max),
                     all->staleness_max > 0 ? "older" : "newer");

@@ -37,7 +37,7 @@ typedef struct {
     int *group_start;      /* [n_groups+1] sequence offsets */
     long n_records, n_no_advantage, n_masked;
     int max_len, max_completion; /* max_completion: the most targets of one sequence */
-    long n_inexact;        /* records whose sampler computes otherwise than the float32 trainer (sampler_field.h) */
+    long n_inexact;        /* records whose sampler computes otherwise than the trainer (sampler_field.h) */
     long n_raw;            /* of those, records whose log-probs are not of the distribution sampled (a server's "raw") */
     long n_policy_step;    /* records with a policy_step, and its sum and range over them */
     double sum_policy_step;
@@ -62,10 +62,12 @@ typedef struct {
 /* Reads every record of path (NULL/"-" = stdin); vocab bounds the token ids.
  * With rt->shape.layers > 0 each record's routing is read and checked
  * against the model, and kept when every sequence that trains has one
- * (b->routing; n_routed counts them either way).
+ * (b->routing; n_routed counts them either way). trainer_base, the format
+ * of the trainer's frozen base ("f32", "bf16", "q8"), decides which
+ * samplers are exact (n_inexact; lib/io/sampler_field.h).
  * Errors name FILE:LINE and the field (EX_DATAERR), EX_NOINPUT/EX_IOERR. */
 int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, const batch_routing *rt,
-                      gerr *e);
+                      const char *trainer_base, gerr *e);
 void update_batch_free(update_batch *b);
 /* Sequences s0 .. s1-1 of all as a batch of their own (offsets from 0; keys,
  * temperature, hash and batch metrics as all's; its groups those of all,

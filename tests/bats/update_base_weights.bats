@@ -3,8 +3,11 @@
 # packed (the adapter, its gradients and AdamW state float32). The flag's
 # values, the refusals of full fine-tuning and of a mixture of experts on a
 # packed base (64, nothing written), the same bytes run to run and for any --threads, the flag in
-# state.json and its resume rule. Gradients against PyTorch on the
-# dequantized base: train_grad.bats.
+# state.json and its resume rule. A checkpoint of such a run rolled out on
+# that base (--weights auto or its format: the adapter unmerged, the
+# trainer's own log-probs, taken as pi_old by a trainer on the same base
+# format only); --weights f32 merging into the base's rounded values.
+# Gradients against PyTorch on the dequantized base: train_grad.bats.
 # needs: venv
 load helpers
 
@@ -126,4 +129,60 @@ assert worst < 1e-6, worst
 assert unrounded > 1e-4, unrounded  # the rounding is visible: the check can tell them apart
 PY
     done
+}
+
+# frozen_records F: prompts from the batch, a LoRA checkpoint F trained on a
+# frozen base of format F, and its records r-F.jsonl rolled out with
+# --weights auto, each with an advantage
+frozen_records() {
+    [ -s prompts.jsonl ] || jq -c '{id, prompt_tokens}' "$(B)" | awk '!seen[$0]++' > prompts.jsonl
+    grpo-update --model "$TINY" --in "$(B)" --out $1 --lr 1e-1 --lora-r 4 --base-weights $1 2> /dev/null
+    grpo-rollout --model $1 --weights auto -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl --progress \
+        2> ro-$1.log | jq -c '. + {advantage: (.sample - 1.5)}' > r-$1.jsonl
+}
+
+@test "a LoRA checkpoint on a q8 or bf16 base rolls out on that base (--weights auto or its format): the sampler says so, the update takes its log-probs" {
+    needs_tiny
+    for f in q8 bf16; do
+        frozen_records $f
+        want="{\"engine\":\"grpo\",\"device\":\"cpu\",\"weights\":\"$f\",\"base\":\"frozen\",\"kv_cache\":\"f32\"}"
+        [ "$(jq -c .sampler r-$f.jsonl | sort -u)" = "$want" ]
+        grep -q "weights $f frozen base (float32 activations, .* kernel; LoRA adapter unmerged)" ro-$f.log
+        # the base's own format named: the same records
+        grpo-rollout --model $f --weights $f -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl 2> /dev/null |
+            jq -c '. + {advantage: (.sample - 1.5)}' | cmp - r-$f.jsonl
+        # the trainer's own log-probs: per-token |difference| measured mean 3.0e-7 (q8) and 2.9e-7
+        # (bf16), max 1.7e-6; the mean bound 3e-6 (a bf16 or q8 rollout of the merged model: 1e-2 or more)
+        grpo-update --model $f --in r-$f.jsonl --out u-$f --lr 1e-2 --old-logp recompute --is-correction token \
+            --metrics m-$f.jsonl 2> /dev/null
+        jq -e '."sampling/sampling_logp_difference/mean" < 3e-6' m-$f.jsonl
+        # auto: the records' log-probs are pi_old, no correction
+        grpo-update --model $f --in r-$f.jsonl --out d-$f --lr 1e-2 2> /dev/null
+        jq -e '.flags.recompute_old == false and .flags.is_correction == "none"' d-$f/grpo/state.json
+    done
+}
+
+@test "frozen-base records: exact only for a trainer on a base of that format with a float32 cache; --weights f32 still merges" {
+    needs_tiny
+    frozen_records q8
+    jq -c 'del(.policy_step)' r-q8.jsonl > any-step.jsonl
+    # a fresh adapter on the same base format: exact; on a bf16 or f32 base: recomputed, corrected
+    grpo-update --model "$TINY" --in any-step.jsonl --out same --lr 1e-2 --lora-r 4 --base-weights q8 2> /dev/null
+    jq -e '.flags.recompute_old == false' same/grpo/state.json
+    for f in bf16 f32; do
+        grpo-update --model "$TINY" --in any-step.jsonl --out other-$f --lr 1e-2 --lora-r 4 --base-weights $f 2> err
+        jq -e '.flags.recompute_old == true and .flags.is_correction == "token"' other-$f/grpo/state.json
+        grep -q "(64 of 64 records not sampled with the trainer's arithmetic)" err
+    done
+    # a bf16 cache asked for: not the trainer's attention
+    grpo-rollout --model q8 --weights auto --kv-cache bf16 -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl 2> /dev/null |
+        jq -c '. + {advantage: (.sample - 1.5)}' > kv.jsonl
+    [ "$(jq -c .sampler.kv_cache kv.jsonl | sort -u)" = '"bf16"' ]
+    grpo-update --model q8 --in kv.jsonl --out kv --lr 1e-2 2> /dev/null
+    jq -e '.flags.recompute_old == true' kv/grpo/state.json
+    # --weights f32: the adapter merged into the base's rounded values, as before
+    grpo-rollout --model q8 --weights f32 -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl --progress \
+        2> f32.log > f32.jsonl
+    [ "$(jq -c .sampler f32.jsonl | sort -u)" = '{"engine":"grpo","device":"cpu","weights":"f32","kv_cache":"f32"}' ]
+    ! grep -q "frozen base" f32.log || false
 }

@@ -171,7 +171,7 @@ with_sampler() {
     jq -e '.flags.recompute_old == true and .flags.is_correction == "none"' raw/grpo/state.json
     # the summary line says so
     grpo-update --model "$TINY" --out s --lr 1e-2 --beta 0 --in in-one.jsonl 2> err
-    grep -q "; pi_old recomputed, sampler correction token (1 of $(wc -l < in-one.jsonl) records not sampled by the float32 CPU engine)$" err
+    grep -q "; pi_old recomputed, sampler correction token (1 of $(wc -l < in-one.jsonl) records not sampled with the trainer's arithmetic)$" err
     # the default is the explicit flags' step, bit for bit
     upd explicit --in in-bf16.jsonl --old-logp recompute --is-correction token
     same d-bf16 explicit
@@ -193,6 +193,7 @@ with_sampler() {
     assert_one_line_error grpo-update "--old-logp"
     for bad in '"bf16"' '{}' '{"engine":""}' '{"engine":"grpo","device":"tpu","weights":"f32","kv_cache":"f32"}' \
         '{"engine":"grpo","device":"cpu","weights":"f16","kv_cache":"f32"}' '{"engine":"grpo","device":"cpu","weights":"f32"}' \
+        '{"engine":"grpo","device":"cpu","weights":"q8","base":"thawed","kv_cache":"f32"}' \
         '{"engine":"vllm","model":"x","logprobs":"sampled"}'; do
         { head -n 1 "$(B)"; head -n 1 "$(B)" | jq -c --argjson s "$bad" '. + {sampler: $s}'; } > bad.jsonl
         run -65 grpo-update --model "$TINY" --in bad.jsonl --out c

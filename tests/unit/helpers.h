@@ -1,5 +1,5 @@
-/* What several unit tests share: fixed-seed random fills, and the removal of
- * a scratch tree. */
+/* What several unit tests share: fixed-seed random fills, paths in a
+ * scratch tree and its removal. */
 #ifndef GRPO_TEST_HELPERS_H
 #define GRPO_TEST_HELPERS_H
 
@@ -28,6 +28,16 @@ static inline void fill_random_floats(float *p, size_t n, uint64_t state) {
         state ^= state << 13, state ^= state >> 7, state ^= state << 17;
         p[i] = (float)((state >> 11) * 0x1.0p-53 - 0.5);
     }
+}
+
+/* dir/rel, in one of 8 static buffers so that a few may be live at once in
+ * one expression. */
+static inline char *path_under(const char *dir, const char *rel) {
+    static char buf[8][1024];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, rel);
+    return buf[k];
 }
 
 static inline int remove_tree_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {

@@ -22,13 +22,7 @@
 
 static char root[64];
 
-static char *at(const char *rel) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", root, rel);
-    return buf[k];
-}
+static char *at(const char *rel) { return path_under(root, rel); }
 
 /* Whether x written as d reads back finite, by the converters themselves. */
 static bool converts_finite(float x, export_dtype d) {

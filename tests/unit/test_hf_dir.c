@@ -45,13 +45,7 @@
 
 static char root[64];
 
-static char *at(const char *rel) {
-    static char buf[8][512]; /* a few live at once in one expression */
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", root, rel);
-    return buf[k];
-}
+static char *at(const char *rel) { return path_under(root, rel); }
 
 /* A step the current test needs failed: the test fails, with the reason
  * (never an early return that leaves it "ok"). */

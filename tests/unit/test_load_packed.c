@@ -185,7 +185,7 @@ static bool load_both(const char *path, weight_format fmt, model *widen, model *
         printf("# widen: %s\n", e.msg);
         return false;
     }
-    if ((rc = model_load_for_inference(direct, path, false, (weight_choice){fmt, false}, &e))) {
+    if ((rc = model_load_for_inference(direct, path, false, (weight_choice){.fmt = fmt}, &e))) {
         printf("# direct: %s\n", e.msg);
         model_free(widen);
         return false;
@@ -313,7 +313,7 @@ static void test_nonfinite(void) {
         model a, b;
         gerr ea = {0}, eb = {0};
         CHECK_EQ_INT(model_load(&a, path, &ea), EX_DATAERR);
-        CHECK_EQ_INT(model_load_for_inference(&b, path, false, (weight_choice){WEIGHTS_Q8, false}, &eb), EX_DATAERR);
+        CHECK_EQ_INT(model_load_for_inference(&b, path, false, (weight_choice){.fmt = WEIGHTS_Q8}, &eb), EX_DATAERR);
         printf("# %s\n", eb.msg);
         CHECK_EQ_STR(eb.msg, ea.msg);
         CHECK(strstr(eb.msg, "tensor 'blk.1.attn_k.weight'") && strstr(eb.msg, cases[i].is));
@@ -354,7 +354,7 @@ static void test_other_formats(void) {
     }
     CHECK_EQ_INT(model_load(&a, path, &ea), 0);
     CHECK_EQ_INT(model_pack_for_inference(&a, WEIGHTS_Q8, &ea), EX_DATAERR);
-    CHECK_EQ_INT(model_load_for_inference(&b, path, false, (weight_choice){WEIGHTS_Q8, false}, &eb), EX_DATAERR);
+    CHECK_EQ_INT(model_load_for_inference(&b, path, false, (weight_choice){.fmt = WEIGHTS_Q8}, &eb), EX_DATAERR);
     printf("# %s\n", eb.msg);
     char want[sizeof ea.msg + 300];
     snprintf(want, sizeof want, "%s: %s", path, ea.msg);

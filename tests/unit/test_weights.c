@@ -115,19 +115,20 @@ static void test_q8_refuses(void) {
 }
 
 static void test_select(void) {
-    TEST("--weights: auto, f32, bf16, q8, mxfp4; anything else is a usage error naming the flag");
-    weight_choice f = {WEIGHTS_Q8, false};
+    TEST("--weights: auto (a checkpoint's frozen base followed), f32, bf16, q8, mxfp4; anything else is a usage "
+         "error naming the flag");
+    weight_choice f = {.fmt = WEIGHTS_Q8};
     gerr e = {0};
     CHECK_EQ_INT(weights_select("--weights", "f32", &f, &e), 0);
-    CHECK(f.fmt == WEIGHTS_F32 && !f.keep_mxfp4);
+    CHECK(f.fmt == WEIGHTS_F32 && !f.keep_mxfp4 && !f.frozen_base);
     CHECK_EQ_INT(weights_select("--weights", "bf16", &f, &e), 0);
-    CHECK(f.fmt == WEIGHTS_BF16 && !f.keep_mxfp4);
+    CHECK(f.fmt == WEIGHTS_BF16 && !f.keep_mxfp4 && !f.frozen_base);
     CHECK_EQ_INT(weights_select("--weights", "q8", &f, &e), 0);
-    CHECK(f.fmt == WEIGHTS_Q8 && !f.keep_mxfp4);
+    CHECK(f.fmt == WEIGHTS_Q8 && !f.keep_mxfp4 && !f.frozen_base);
     CHECK_EQ_INT(weights_select("--weights", "mxfp4", &f, &e), 0);
-    CHECK(f.fmt == WEIGHTS_MXFP4 && f.keep_mxfp4);
+    CHECK(f.fmt == WEIGHTS_MXFP4 && f.keep_mxfp4 && !f.frozen_base);
     CHECK_EQ_INT(weights_select("--weights", "auto", &f, &e), 0);
-    CHECK(f.fmt == (bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32) && f.keep_mxfp4);
+    CHECK(f.fmt == (bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32) && f.keep_mxfp4 && f.frozen_base);
     CHECK_EQ_INT(weights_select("--rm-weights", "fp16", &f, &e), EX_USAGE);
     CHECK_EQ_STR(e.msg, "--rm-weights: expected one of auto|f32|bf16|q8|mxfp4, got 'fp16'");
 }
