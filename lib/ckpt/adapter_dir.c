@@ -272,6 +272,8 @@ int lora_load(lora *l, const model_config *cfg, const char *dir, gerr *e) {
                           : gerr_set(e, EX_NOINPUT, "%s: no such file", path);
         free(bin);
     }
+    const char *why = rc ? NULL : lora_targets_refused(cfg, c.targets);
+    if (why) rc = gerr_set(e, EX_DATAERR, "%s/%s: target_modules: %s", dir, ADAPTER_CONFIG, why);
     if (!rc) rc = lora_alloc(l, cfg, c.r, c.alpha, c.rslora, c.dropout, c.targets, c.base, e);
     if (!rc) {
         st_file f;

@@ -60,7 +60,9 @@ int moe_index_alloc(moe_index *x, const model_config *c, int max_rows, gerr *e) 
     x->row_of = malloc(slots * sizeof *x->row_of);
     x->slot_of = malloc(slots * sizeof *x->slot_of);
     x->offsets = malloc(((size_t)c->n_experts + 1) * sizeof *x->offsets);
-    if (!x->row_of || !x->slot_of || !x->offsets) {
+    x->key = malloc(slots * sizeof *x->key);
+    x->pos = malloc(slots * sizeof *x->pos);
+    if (!x->row_of || !x->slot_of || !x->offsets || !x->key || !x->pos) {
         moe_index_free(x);
         return gerr_set(e, EX_SOFTWARE, "out of memory for the experts' index arrays");
     }
@@ -71,6 +73,8 @@ void moe_index_free(moe_index *x) {
     free(x->row_of);
     free(x->slot_of);
     free(x->offsets);
+    free(x->key);
+    free(x->pos);
     memset(x, 0, sizeof *x);
 }
 
@@ -99,21 +103,78 @@ kv_view kv_cache_view(const kv_cache *c, int layer, const size_t *row_kv) {
 
 /* ---- linear layers, with an optional LoRA adapter ------------------------------ */
 
-static bool adapted(const layer_pass *p, int target) { return p->lora.on && p->lora.l && p->lora.l->a[target]; }
+static bool adapted(const layer_pass *p, int set) { return p->lora.on && p->lora.l && p->lora.l->a[set]; }
 
-/* This pass's dropout mask of (layer, target) on buf[R, n], in place. */
-static void apply_mask(const layer_pass *p, float *buf, int n, int target) {
-    const layer_lora *lo = &p->lora;
-    rng_stream rs;
-    rng_init(&rs, lo->seed, "lora-dropout", 12, (lo->pass * 4096 + (uint64_t)p->layer) * LORA_N_TARGETS + target);
-    p->be->dropout_rows(buf, p->n_rows, n, lo->row_key, p->pos, rs.key, lo->dropout);
+/* The rows one adapted product runs over: the pass's (a projection of
+ * every row), or one expert's slots; with the dropout keys and positions
+ * of those rows, and the factors (set, expert) it takes. */
+typedef struct {
+    int n, set, expert;
+    const uint64_t *key;
+    const int *pos;
+} lora_rows;
+
+static lora_rows pass_rows(const layer_pass *p, int target) {
+    return (lora_rows){p->n_rows, target, 0, p->lora.row_key, p->pos};
 }
 
-/* x[R, n] with the mask applied, in the scratch buffer. */
-static const float *dropped(const layer_pass *p, const float *x, int n, int target) {
-    backend_copy(p->be, p->lora.xdrop, x, (size_t)p->n_rows * n * sizeof *x);
-    apply_mask(p, p->lora.xdrop, n, target);
+/* This pass's dropout mask of (layer, set, expert) on buf[q->n, n], in
+ * place: each expert draws its own, as each of PEFT's expert modules does. */
+static void apply_mask(const layer_pass *p, const lora_rows *q, float *buf, int n) {
+    const layer_lora *lo = &p->lora;
+    uint64_t at = lo->pass * 4096 + (uint64_t)p->layer;
+    rng_stream rs;
+    if (q->set < LORA_N_TARGETS)
+        rng_init(&rs, lo->seed, "lora-dropout", 12, at * LORA_N_TARGETS + (uint64_t)q->set);
+    else
+        rng_init(&rs, lo->seed, "lora-dropout-expert", 19,
+                 (at * 3 + (uint64_t)(q->set - LORA_EXP_GATE)) * (uint64_t)p->m->cfg.n_experts + (uint64_t)q->expert);
+    p->be->dropout_rows(buf, q->n, n, q->key, q->pos, rs.key, lo->dropout);
+}
+
+/* x[q->n, n] with the mask applied, in the scratch buffer. */
+static const float *dropped(const layer_pass *p, const lora_rows *q, const float *x, int n) {
+    backend_copy(p->be, p->lora.xdrop, x, (size_t)q->n * n * sizeof *x);
+    apply_mask(p, q, p->lora.xdrop, n);
     return p->lora.xdrop;
+}
+
+/* out[q->n, out_dim] += scale * dropout(in) A^T B^T, keeping u = dropout(in) A^T [q->n, r]. */
+static void lora_forward(const layer_pass *p, const lora_rows *q, float *out, const float *in, int in_dim,
+                         int out_dim, float *u) {
+    const backend *be = p->be;
+    const lora *l = p->lora.l;
+    const float *xd = p->lora.dropout > 0 ? dropped(p, q, in, in_dim) : in;
+    be->gemm(false, true, q->n, l->r, in_dim, 1.0f, xd, in_dim, lora_a_at(l, q->set, p->layer, q->expert), in_dim,
+             0.0f, u, l->r);
+    be->gemm(false, true, q->n, out_dim, l->r, l->scale, u, l->r, lora_b_at(l, q->set, p->layer, q->expert), l->r,
+             1.0f, out, out_dim);
+}
+
+/* Its backward: adds to din[q->n, in_dim] (when not NULL) and, when the
+ * adapter trains, to the gradients of A and B; du is [q->n, r] scratch. */
+static void lora_backward(const layer_pass *p, const lora_rows *q, float *din, const float *dout, const float *in,
+                          int in_dim, int out_dim, const float *u, float *du) {
+    const backend *be = p->be;
+    const layer_lora *lo = &p->lora;
+    const lora *l = lo->l;
+    int r = l->r, R = q->n, s = q->set;
+    const float *a = lora_a_at(l, s, p->layer, q->expert), *b = lora_b_at(l, s, p->layer, q->expert);
+    be->gemm(false, false, R, r, out_dim, l->scale, dout, out_dim, b, r, 0.0f, du, r);
+    if (lo->grad_a && lo->grad_b) { /* the gradients sit where the factors do in the adapter's buffer */
+        be->gemm(true, false, out_dim, r, R, l->scale, dout, out_dim, u, r, 1.0f, lo->grad_b[s] + (b - l->b[s]), r);
+        const float *xd = lo->dropout > 0 ? dropped(p, q, in, in_dim) : in;
+        be->gemm(true, false, r, in_dim, R, 1.0f, du, r, xd, in_dim, 1.0f, lo->grad_a[s] + (a - l->a[s]), in_dim);
+    }
+    if (!din) return;
+    if (lo->dropout > 0) {
+        /* d(dropout(x))/dx is the same mask: apply it to du A, then add */
+        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, a, in_dim, 0.0f, lo->xdrop, in_dim);
+        apply_mask(p, q, lo->xdrop, in_dim);
+        be->add_inplace(din, lo->xdrop, (size_t)R * in_dim);
+    } else {
+        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, a, in_dim, 1.0f, din, in_dim);
+    }
 }
 
 /* out[n, out_dim] = in W^T (+ bias) for W, parameter tensor `param`
@@ -133,15 +194,10 @@ static void weight_matmul(const layer_pass *p, int param, float *out, const floa
 /* out = in W^T (+ bias) (+ scale * dropout(in) A^T B^T, keeping u = dropout(in) A^T). */
 static void linear_forward(const layer_pass *p, float *out, const float *in, const float *w, const float *bias,
                            int in_dim, int out_dim, int target, float *u) {
-    const backend *be = p->be;
-    weight_matmul(p, lora_target_param(target), out, in, w, bias, p->n_rows, in_dim, out_dim);
+    weight_matmul(p, lora_set_param(target), out, in, w, bias, p->n_rows, in_dim, out_dim);
     if (!adapted(p, target)) return;
-    const lora *l = p->lora.l;
-    const float *xd = p->lora.dropout > 0 ? dropped(p, in, in_dim, target) : in;
-    be->gemm(false, true, p->n_rows, l->r, in_dim, 1.0f, xd, in_dim, lora_a_at(l, target, p->layer), in_dim, 0.0f, u,
-             l->r);
-    be->gemm(false, true, p->n_rows, out_dim, l->r, l->scale, u, l->r, lora_b_at(l, target, p->layer), l->r, 1.0f, out,
-             out_dim);
+    lora_rows q = pass_rows(p, target);
+    lora_forward(p, &q, out, in, in_dim, out_dim, u);
 }
 
 /* The backward of linear_forward: din (written, or accumulated), and the
@@ -151,34 +207,14 @@ static void linear_backward(const layer_pass *p, float *din, const float *dout, 
                             int in_dim, int out_dim, int target, const float *u, float *dw, float *db, bool accumulate,
                             float *du) {
     const backend *be = p->be;
-    int param = lora_target_param(target);
+    int param = lora_set_param(target);
     if (p->m->packed_frozen && p->m->held[param] == HOLD_PACKED) /* nothing of the frozen base trains: dw, db NULL */
         be->matmul_backward_frozen(din, dout, w, p->m->held_as[param], p->n_rows, in_dim, out_dim, accumulate);
     else
         be->matmul_backward(din, dw, db, dout, in, w, p->n_rows, in_dim, out_dim, accumulate);
     if (!adapted(p, target)) return;
-    const layer_lora *lo = &p->lora;
-    const lora *l = lo->l;
-    int r = l->r, R = p->n_rows;
-    /* the gradients sit where the factors do in the adapter's buffer */
-    size_t ao = (size_t)(lora_a_at(l, target, p->layer) - l->a[target]);
-    size_t bo = (size_t)(lora_b_at(l, target, p->layer) - l->b[target]);
-    const float *a = l->a[target] + ao;
-    be->gemm(false, false, R, r, out_dim, l->scale, dout, out_dim, l->b[target] + bo, r, 0.0f, du, r);
-    if (lo->grad_a && lo->grad_b) {
-        be->gemm(true, false, out_dim, r, R, l->scale, dout, out_dim, u, r, 1.0f, lo->grad_b[target] + bo, r);
-        const float *xd = lo->dropout > 0 ? dropped(p, in, in_dim, target) : in;
-        be->gemm(true, false, r, in_dim, R, 1.0f, du, r, xd, in_dim, 1.0f, lo->grad_a[target] + ao, in_dim);
-    }
-    if (!din) return;
-    if (lo->dropout > 0) {
-        /* d(dropout(x))/dx is the same mask: apply it to du A, then add */
-        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, a, in_dim, 0.0f, lo->xdrop, in_dim);
-        apply_mask(p, lo->xdrop, in_dim, target);
-        be->add_inplace(din, lo->xdrop, (size_t)R * in_dim);
-    } else {
-        be->gemm(false, false, R, in_dim, r, 1.0f, du, r, a, in_dim, 1.0f, din, in_dim);
-    }
+    lora_rows q = pass_rows(p, target);
+    lora_backward(p, &q, din, dout, in, in_dim, out_dim, u, du);
 }
 
 /* ---- the mixture of experts (layer.h) ----------------------------------------- */
@@ -208,51 +244,92 @@ static void moe_route(const layer_pass *p, const layer_acts *a, const layer_para
     moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
 }
 
+/* The rows of expert x's slots s0 .. s0 + n for set s's adapter. */
+static lora_rows expert_rows(const layer_pass *p, int set, int x, int s0, int n) {
+    return (lora_rows){n, set, x, p->moe->key + s0, p->moe->pos + s0};
+}
+
+/* With LoRA dropout on an expert set: each slot's dropout key and position,
+ * its token's (p->moe's grouping made). */
+static void slot_keys(const layer_pass *p) {
+    const model_config *c = &p->m->cfg;
+    if (!(p->lora.dropout > 0) ||
+        !(adapted(p, LORA_EXP_GATE) || adapted(p, LORA_EXP_UP) || adapted(p, LORA_EXP_DOWN)))
+        return;
+    for (int s = 0; s < p->n_rows * c->n_experts_used; s++) {
+        int row = p->moe->row_of[s];
+        p->moe->key[s] = p->lora.row_key[row], p->moe->pos[s] = p->pos[row];
+    }
+}
+
+/* Expert x's product of set s over its n slots from s0: out = in W_x^T
+ * (+ bias) (+ its adapter's, keeping u's rows). */
+static void expert_forward(const layer_pass *p, const layer_acts *a, int set, int x, int s0, int n, float *out,
+                           const float *in, const float *w, const float *bias, int in_dim, int out_dim) {
+    weight_matmul(p, lora_set_param(set), out + (size_t)s0 * out_dim, in + (size_t)s0 * in_dim,
+                  w + (size_t)x * out_dim * in_dim, bias, n, in_dim, out_dim);
+    if (!adapted(p, set)) return;
+    lora_rows q = expert_rows(p, set, x, s0, n);
+    lora_forward(p, &q, out + (size_t)s0 * out_dim, in + (size_t)s0 * in_dim, in_dim, out_dim,
+                 a->u[set] + (size_t)s0 * p->lora.l->r);
+}
+
+/* Its backward: din's rows written (or accumulated), and the gradients of
+ * what trains (W_x and its bias from g, or the adapter's). */
+static void expert_backward(const layer_pass *p, const layer_acts *a, const layer_grad_scratch *s, int set, int x,
+                            int s0, int n, float *din, const float *dout, const float *in, const float *w, float *gw,
+                            float *gb, int in_dim, int out_dim, bool accumulate) {
+    size_t wsz = (size_t)out_dim * in_dim;
+    din += (size_t)s0 * in_dim, dout += (size_t)s0 * out_dim, in += (size_t)s0 * in_dim;
+    p->be->matmul_backward(din, of_expert(gw, x, wsz), of_expert(gb, x, (size_t)out_dim), dout, in, w + x * wsz, n,
+                           in_dim, out_dim, accumulate);
+    if (!adapted(p, set)) return;
+    lora_rows q = expert_rows(p, set, x, s0, n);
+    lora_backward(p, &q, din, dout, in, in_dim, out_dim, a->u[set] + (size_t)s0 * p->lora.l->r, s->du);
+}
+
 /* out[R, dim] = FFN(xn2) of a mixture of experts, each expert's matrices
- * multiplied once over the slots routed to it. */
+ * (and adapters) multiplied once over the slots routed to it. */
 static void moe_forward(const layer_pass *p, const layer_acts *a, const layer_params *w, float *out) {
     const backend *be = p->be;
     const model_config *c = &p->m->cfg;
     int R = p->n_rows, d = c->dim, k = c->n_experts_used, I = c->moe_hidden_dim;
     const int *at = p->moe->offsets;
-    size_t wsz = (size_t)I * d;
     moe_route(p, a, w);
+    slot_keys(p);
     be->gather_rows(a->xe, a->xn2, p->moe->row_of, R * k, d);
     for (int x = 0; x < c->n_experts; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (!n) continue;
-        weight_matmul(p, P_EXP_GATE, a->gate + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_gate + x * wsz,
-                      of_expert(w->exp_gate_b, x, I), n, d, I);
-        weight_matmul(p, P_EXP_UP, a->up + (size_t)s0 * I, a->xe + (size_t)s0 * d, w->exp_up + x * wsz,
-                      of_expert(w->exp_up_b, x, I), n, d, I);
+        expert_forward(p, a, LORA_EXP_GATE, x, s0, n, a->gate, a->xe, w->exp_gate, of_expert(w->exp_gate_b, x, I), d, I);
+        expert_forward(p, a, LORA_EXP_UP, x, s0, n, a->up, a->xe, w->exp_up, of_expert(w->exp_up_b, x, I), d, I);
     }
     expert_act(p, a->h, a->gate, a->up, (size_t)R * k * I);
     for (int x = 0; x < c->n_experts; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
-        if (n)
-            weight_matmul(p, P_EXP_DOWN, a->ye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz,
-                          of_expert(w->exp_down_b, x, d), n, I, d);
+        if (n) expert_forward(p, a, LORA_EXP_DOWN, x, s0, n, a->ye, a->h, w->exp_down, of_expert(w->exp_down_b, x, d), I, d);
     }
     be->moe_combine_forward(out, a->ye, a->route_w, p->moe->slot_of, R, k, d);
 }
 
 /* Its backward: reads s->dx = d(loss)/d(out), writes d(loss)/d(xn2) to s->dxn,
- * adds the router's and experts' gradients to g's (those not NULL). */
+ * adds the router's and experts' gradients to g's (those not NULL), or the
+ * experts' adapters'. */
 static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_params *w, const layer_params *g,
                          const layer_grad_scratch *s) {
     const backend *be = p->be;
     const model_config *c = &p->m->cfg;
     int R = p->n_rows, d = c->dim, E = c->n_experts, k = c->n_experts_used, I = c->moe_hidden_dim;
     const int *at = p->moe->offsets;
-    size_t wsz = (size_t)I * d;
     moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
+    slot_keys(p);
     be->moe_combine_backward(s->dye, s->dw, s->dx, a->ye, a->route_w, p->moe->slot_of, R, k, d);
     expert_act(p, a->h, a->gate, a->up, (size_t)R * k * I);
     for (int x = 0; x < E; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (n)
-            be->matmul_backward(s->dgate + (size_t)s0 * I, of_expert(g->exp_down, x, wsz), of_expert(g->exp_down_b, x, d),
-                                s->dye + (size_t)s0 * d, a->h + (size_t)s0 * I, w->exp_down + x * wsz, n, I, d, false);
+            expert_backward(p, a, s, LORA_EXP_DOWN, x, s0, n, s->dgate, s->dye, a->h, w->exp_down, g->exp_down,
+                            g->exp_down_b, I, d, false);
     }
     if (c->swiglu_limit > 0)
         be->swiglu_clamped_backward(s->dgate, s->dup, s->dgate, a->gate, a->up, (size_t)R * k * I, c->swiglu_alpha,
@@ -263,12 +340,10 @@ static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_p
     for (int x = 0; x < E; x++) {
         int s0 = at[x], n = at[x + 1] - at[x];
         if (!n) continue;
-        float *dxe = s->dxe + (size_t)s0 * d;
-        const float *xe = a->xe + (size_t)s0 * d;
-        be->matmul_backward(dxe, of_expert(g->exp_gate, x, wsz), of_expert(g->exp_gate_b, x, I),
-                            s->dgate + (size_t)s0 * I, xe, w->exp_gate + x * wsz, n, d, I, false);
-        be->matmul_backward(dxe, of_expert(g->exp_up, x, wsz), of_expert(g->exp_up_b, x, I), s->dup + (size_t)s0 * I, xe,
-                            w->exp_up + x * wsz, n, d, I, true);
+        expert_backward(p, a, s, LORA_EXP_GATE, x, s0, n, s->dxe, s->dgate, a->xe, w->exp_gate, g->exp_gate,
+                        g->exp_gate_b, d, I, false);
+        expert_backward(p, a, s, LORA_EXP_UP, x, s0, n, s->dxe, s->dup, a->xe, w->exp_up, g->exp_up, g->exp_up_b, d, I,
+                        true);
     }
     backend_zero(be, s->dxn, (size_t)R * d * sizeof *s->dxn);
     be->scatter_add_rows(s->dxn, s->dxe, p->moe->row_of, R * k, d);

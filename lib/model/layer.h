@@ -35,8 +35,13 @@
  * gate, up and h then hold those rows, k per token ("slots"), by expert.
  * Its backward: each expert's over its rows with d(out) = w_e d(FFN), and
  * d(w_e) = d(FFN) . ffn_e(x) back through the renormalisation, the softmax
- * and the router's product (lib/ops/moe.c). No LoRA on those projections.
- * With the router's load-balancing loss on (layer_pass.balance_scale), its
+ * and the router's product (lib/ops/moe.c). LoRA on gate, up and down
+ * adapts each expert with its own factors: G_e's product is x G_e^T +
+ * scale * dropout_e(x) A_e^T B_e^T (U_e's and D_e's alike, D_e's over
+ * h_e), run as one pair of products over the expert's rows beside its
+ * own, each expert with its own dropout masks; its backward gives A_e,
+ * B_e and adds d(x) beside the expert's (lora.h's expert sets). The
+ * router stays frozen under LoRA. With the router's load-balancing loss on (layer_pass.balance_scale), its
  * gradient joins the router's logits' there (moe_balance_backward). */
 #ifndef GRPO_MODEL_LAYER_H
 #define GRPO_MODEL_LAYER_H
@@ -59,7 +64,7 @@ typedef struct {
     float *q, *k, *v, *att, *lse;
     float *x_mid, *xn2, *rstd2;
     float *gate, *up, *h; /* dense [R, hidden]; mixture [R*k, moe_hidden] by slot */
-    float *u[LORA_N_TARGETS]; /* dropout(x) A^T, [R, r] */
+    float *u[LORA_N_SETS]; /* dropout(x) A^T, [R, r]; an expert set's [R*k, r] by slot */
     /* a mixture of experts' (NULL in a dense layer): */
     float *probs;    /* [R, E] the router's softmax (its logits first) */
     int32_t *sel;    /* [R, k] each token's experts */
@@ -77,6 +82,8 @@ size_t layer_ffn_width(const model_config *c);
 typedef struct moe_index {
     int32_t *row_of, *slot_of; /* [R*k] */
     int *offsets;              /* [E+1] */
+    uint64_t *key;             /* [R*k] each slot's token's LoRA dropout key */
+    int *pos;                  /* [R*k] and position */
 } moe_index;
 int moe_index_alloc(moe_index *x, const model_config *c, int max_rows, gerr *e);
 void moe_index_free(moe_index *x);
@@ -87,7 +94,7 @@ typedef struct {
     float *dtmp; /* [R, dim] */
     float *dxn;  /* [R, max(dim, q_dim)] */
     float *dq, *dk, *dv, *datt, *dgate, *dup; /* dgate, dup [R, layer_ffn_width] */
-    float *du; /* [R, lora r] */
+    float *du; /* [R, lora r] (an expert's rows one expert at a time) */
     /* a mixture of experts': [R*k, dim] dxe, dye; [R*k] dw; [R, E] dlogits */
     float *dxe, *dye, *dw, *dlogits;
 } layer_grad_scratch;
@@ -101,8 +108,8 @@ typedef struct {
     double dropout; /* 0: none */
     uint64_t seed, pass;
     const uint64_t *row_key; /* [R] */
-    float *xdrop;            /* [R, max in_dim] scratch when dropout > 0 */
-    float *const *grad_a, *const *grad_b; /* [LORA_N_TARGETS] or NULL: frozen */
+    float *xdrop;            /* [R, max in_dim] scratch when dropout > 0 (an expert's moe_hidden_dim included) */
+    float *const *grad_a, *const *grad_b; /* [LORA_N_SETS] or NULL: frozen */
 } layer_lora;
 
 /* Sequences of a training batch that share their prompt (trainer.c): the

@@ -127,7 +127,8 @@ static int state_choice(const train_state *s, const char *key, const char *const
  * the seed is known: *fresh). */
 static int load_adapter(policy *p, const update_plan *plan, bool *fresh, gerr *e) {
     const update_run_opts *o = &plan->run;
-    /* the default's gate, up and down have no adapter on a mixture of experts (lora.h) */
+    /* on a mixture of experts the default is q,k,v,o: gate, up and down on
+     * experts only when asked for (an adapter per expert: E times the FFN's) */
     unsigned targets = plan->lora_targets, ffn = 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_DOWN;
     if (!o->lora_targets_given && p->m.cfg.n_experts > 0) targets &= ~ffn;
     *fresh = false;
@@ -300,7 +301,7 @@ int policy_to_device(policy *p, const backend *be, gerr *e) {
     /* the same adapter with every factor at its place in params_dev */
     p->l_dev = p->l;
     p->l_dev.memory = p->params_dev;
-    for (int t = 0; t < LORA_N_TARGETS; t++) {
+    for (int t = 0; t < LORA_N_SETS; t++) {
         if (p->l.a[t]) p->l_dev.a[t] = p->params_dev + (p->l.a[t] - p->l.memory);
         if (p->l.b[t]) p->l_dev.b[t] = p->params_dev + (p->l.b[t] - p->l.memory);
     }

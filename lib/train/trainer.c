@@ -113,7 +113,10 @@ static void carve_slot(arena *a, layer_acts *s, const model_config *c, const lor
     s->x_mid = take(a, R * d), s->xn2 = take(a, R * d), s->rstd2 = take(a, R);
     s->gate = take(a, R * width), s->up = take(a, R * width);
     s->h = h; /* silu(gate) * up is recomputed by the backward */
-    for (int t = 0; t < LORA_N_TARGETS; t++) s->u[t] = l && l->a[t] ? take(a, (size_t)R * l->r) : NULL;
+    for (int t = 0; t < LORA_N_SETS; t++) { /* the FFN's adapters in the layers of their kind */
+        bool kept = l && l->a[t] && (t < LORA_GATE || (ffn & (t < LORA_N_TARGETS ? FFN_DENSE : FFN_MOE)));
+        s->u[t] = kept ? take(a, (size_t)R * (t < LORA_N_TARGETS ? 1 : k) * l->r) : NULL;
+    }
     if (ffn & FFN_MOE) {
         s->probs = take(a, (size_t)R * c->n_experts);
         s->sel = (int32_t *)take(a, R * k); /* int32 in float-sized slots */
@@ -159,6 +162,7 @@ static void carve(arena *a, trainer *t, trainer_acts *ac) {
     ac->out_tmp = take(a, R * d);
     size_t max_in = hid > qd ? hid : qd;
     max_in = max_in > d ? max_in : d;
+    if (moe && (size_t)c->moe_hidden_dim > max_in) max_in = c->moe_hidden_dim; /* an expert's down */
     ac->xdrop = t->lora && t->lora->dropout > 0 ? take(a, R * max_in) : NULL;
     if (t->mode != TRAINER_INFER) {
         layer_grad_scratch *g = &ac->gs;
@@ -204,7 +208,7 @@ static void point_grads(trainer *t) {
         if (m->cfg.tied_embeddings) t->g.lm_head = t->g.tok_embd;
     } else if (t->mode == TRAINER_LORA) {
         const lora *l = t->lora;
-        for (int i = 0; i < LORA_N_TARGETS; i++) {
+        for (int i = 0; i < LORA_N_SETS; i++) {
             t->grad_a[i] = l->a[i] ? t->grad + (l->a[i] - l->memory) : NULL;
             t->grad_b[i] = l->b[i] ? t->grad + (l->b[i] - l->memory) : NULL;
         }

@@ -78,7 +78,7 @@ typedef struct {
     float *grad;
     size_t n_grad;
     model_params g;
-    float *grad_a[LORA_N_TARGETS], *grad_b[LORA_N_TARGETS];
+    float *grad_a[LORA_N_SETS], *grad_b[LORA_N_SETS];
     /* LoRA dropout masks are keyed by (seed, pass, layer, target, key, position) */
     uint64_t dropout_seed, dropout_pass;
     /* Sequences with the same prompt, one after another (a prompt group),

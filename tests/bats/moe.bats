@@ -5,8 +5,11 @@
 # check_rollout.py over model_ref.py's Qwen3MoeSparseMoeBlock), records that
 # --batch, --threads and --shard leave alone, a Q8_0 GGUF's experts taken
 # straight into q8's, full fine-tuning and LoRA checkpoints that resume and
-# roll out, each export read back, and transformers 5's stacked experts; a tiny
-# gpt_oss rolled out against the reference and trained with LoRA. The layer's logits and gradients:
+# roll out (LoRA on each expert's projections rolled out and exported merged,
+# against the reference's own merge; PEFT loading it where the PEFT venv's
+# transformers has Qwen3-MoE), each export read back, and transformers 5's
+# stacked experts; a tiny gpt_oss rolled out against the reference and trained
+# with LoRA on its attention (its experts refused). The layer's logits and gradients:
 # model.bats, train_grad.bats; llama.cpp on its GGUF: llama_cpp.bats.
 # needs: venv
 load helpers
@@ -92,7 +95,7 @@ PY
     [ "$(wc -l < r.jsonl)" -eq 12 ]
 }
 
-@test "update: LoRA on q,k,v,o by default (PEFT names), continued; gate, up or down asked for is 64 with one line" {
+@test "update: LoRA on q,k,v,o by default (PEFT names), continued" {
     needs_moe
     grpo-update --model "$MOE" --in "$(B)" --out l1 --lr 1e-2 --lora-r 4
     jq -e '(.target_modules | sort) == ["k_proj","o_proj","q_proj","v_proj"]' l1/adapter_config.json
@@ -103,12 +106,69 @@ PY
     jq -e '(.target_modules | sort) == ["k_proj","o_proj","q_proj","v_proj"]' pe/adapter_config.json
     grpo-rollout --model l2 --in "$(P)" -k 1 --max-new-tokens 4 --out r.jsonl
     [ "$(wc -l < r.jsonl)" -eq 6 ]
-    for t in all q,gate up_proj; do
-        run grpo-update --model "$MOE" --in "$(B)" --out l3 --lora-r 4 --lora-targets "$t"
-        [ "$status" -eq 64 ]
-        assert_one_line_error grpo-update "--lora-targets: gate, up and down take no adapter on a mixture of experts"
-        [ ! -e l3 ]
-    done
+}
+
+@test "update: LoRA on each expert's gate, up and down (PEFT's names), resumed; rolled out and exported merged (1e-4)" {
+    needs_moe
+    grpo-update --model "$MOE" --in "$(B)" --out x1 --lr 1e-2 --lora-r 4 --lora-targets gate,up,down --lora-dropout 0.1
+    jq -e '.flags.lora_targets == "gate_proj,up_proj,down_proj"' x1/grpo/state.json
+    grpo-update --model x1 --in "$(B)" --out x2 --lr 1e-2
+    jq -e '.step == 2' x2/grpo/state.json
+    "$GRPO_PY" - x1 x2 <<'PY'
+import sys
+from safetensors.numpy import load_file
+a, b = (load_file(d + "/adapter_model.safetensors") for d in sys.argv[1:3])
+o = load_file(sys.argv[2] + "/grpo/optimizer.safetensors")
+p = "base_model.model.model.layers.1.mlp.experts.5.down_proj.lora_"
+assert a[p + "A.weight"].shape == (4, 32) and a[p + "B.weight"].shape == (64, 4)
+# 2 layers of 8 experts, 3 projections, A and B: nothing else
+assert len(a) == 2 * 8 * 3 * 2 and all(".mlp.experts." in n for n in a), sorted(a)[:4]
+# the second step moved each expert's B from the first's (this batch reaches every expert)
+moved = [n for n in a if n.endswith("lora_B.weight") and abs(a[n] - b[n]).max() > 0]
+assert len(moved) == 2 * 8 * 3, len(moved)
+assert set(o) == {p + n for n in a for p in ("exp_avg.", "exp_avg_sq.")}
+PY
+    grpo-export --model x2 --format peft --out pe
+    cmp x2/adapter_model.safetensors pe/adapter_model.safetensors
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_export.py" peft pe "$MOE"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # rolled out merged: the float64 reference merges the adapter from its
+    # files (W + scale B A by PEFT name) and gives the records' log-probs;
+    # 1e-4 as for the base (measured: at most 6.4e-7)
+    grpo-rollout --model x2 --in "$(P)" -k 2 --max-new-tokens 16 --seed 5 --weights f32 --out r.jsonl
+    check_lp x2 r.jsonl 1e-4
+    # the experts' adapter moved them: the base's reference is far from them (measured: up to 0.08)
+    run check_lp "$MOE" r.jsonl 1e-3
+    [ "$status" -eq 1 ]
+    # the HF export holds the merged weights: the same log-probs from its own reference
+    grpo-export --model x2 --format hf --dtype f32 --out merged
+    check_lp merged r.jsonl 1e-4
+}
+
+@test "peft: the PEFT package puts an experts adapter on Qwen3-MoE and gives our logits (transformers 4.51 to 4.x)" {
+    needs_moe
+    py="${GRPO_PEFT_PY:-$GRPO_ROOT/.venv-peft/bin/python}"
+    [ -x "$py" ] || skip "no transformers/PEFT venv (make venv)"
+    # Qwen3-MoE came with transformers 4.51, its experts one nn.Linear each
+    # (PEFT's target_modules find them) until transformers 5 stacked them
+    v=$("$py" -c 'import transformers as t; print(t.__version__)')
+    "$py" -c 'import sys, transformers as t; v = tuple(int(x) for x in t.__version__.split(".")[:2]); sys.exit(not ((4, 51) <= v < (5, 0)))' ||
+        skip "transformers $v in the PEFT venv: Qwen3-MoE's experts are nn.Linear modules in 4.51 to 4.x only"
+    grpo-update --model "$MOE" --in "$(B)" --out x1 --lr 1e-2 --lora-r 4 --lora-targets all
+    grpo-export --model x1 --format peft --out pe
+    run "$py" "$GRPO_ROOT/tests/ref/transformers_logits.py" "$MOE" pe "$MOE/tokens.txt" peft.f32
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # q, k, v, o and 8 experts' gate, up and down in 2 layers, A and B each
+    [[ "$output" == *"peft: lora tensors $(( (4 + 3 * 8) * 2 * 2 ))"* ]]
+    GRPO_MODEL_DIR=x1 GRPO_MODEL_TOKENS="$MOE/tokens.txt" GRPO_MODEL_OUT=ours.f32 run -0 "$GRPO_ROOT/build/tests/test_model"
+    "$GRPO_PY" -c "
+import sys, numpy as np
+a, b = np.fromfile('peft.f32', '<f4'), np.fromfile('ours.f32', '<f4')
+d = float(np.max(np.abs(a - b)))
+print('max abs diff', d)
+sys.exit(0 if d <= 1e-4 else 1)"
 }
 
 @test "export: HF and GGUF of a GGUF give the source's logits back; the config keeps the expert settings" {
@@ -170,6 +230,20 @@ PY
     [ -f l1/adapter_model.safetensors ]
     grpo-rollout --model l1 --in "$(P)" -k 2 --max-new-tokens 8 --seed 5 --out rl.jsonl
     [ "$(wc -l < rl.jsonl)" -eq 12 ]
+    # its experts are stacked parameters: PEFT adapts them only through
+    # target_parameters (gate and up sharing one A), which we do not write
+    for t in all q,gate up_proj; do
+        run grpo-update --model oss --in "$(B)" --out l3 --lora-r 4 --lora-targets "$t"
+        [ "$status" -eq 64 ]
+        assert_one_line_error grpo-update "--lora-targets: gate, up and down take no adapter on gpt_oss's experts"
+        [ ! -e l3 ]
+    done
+    # an adapter file naming them: 65, the file named
+    cp -r l1 l4
+    jq '.target_modules += ["down_proj"]' l1/adapter_config.json > l4/adapter_config.json
+    run grpo-rollout --model l4 --in "$(P)" -k 1 --max-new-tokens 4 --out r4.jsonl
+    [ "$status" -eq 65 ]
+    assert_one_line_error grpo-rollout "l4/adapter_config.json: target_modules: gate, up and down take no adapter on gpt_oss's experts"
 }
 
 @test "gpt_oss: full fine-tuning writes the stacked experts as HF does, per-expert moments, resumes, rolls out" {

@@ -6,7 +6,8 @@
 # (completion_mask 0) are context only, a mixture of experts (qwen3_moe: every
 # expert and the router), and one routed as a record's routing says
 # (grpo-update --routing replay: random experts, the same fixed selection in
-# the reference). Relative error <= 1e-4 per tensor.
+# the reference), LoRA on each expert's gate, up and down (PEFT's
+# mlp.experts.X names) beside a dense layer's. Relative error <= 1e-4 per tensor.
 # The bf16 cases (grpo-update --compute bf16: every matrix product on bf16
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
@@ -48,6 +49,15 @@ grad_case() {
 }
 @test "gradient vs autograd: qwen3_moe, entropy bonus, multi-turn records" { grad_case qwen3moe-full-entropy-turns; }
 @test "gradient vs autograd: qwen3_moe, LoRA on q,k,v,o, dapo, beta" { grad_case qwen3moe-lora-qkvo-dapo; }
+@test "gradient vs autograd: qwen3_moe, LoRA on every projection and each expert's, dapo, beta" {
+    grad_case qwen3moe-lora-experts-all-dapo
+}
+@test "gradient vs autograd: qwen3_moe, rsLoRA on the experts' gate, up and down only, sequence importance" {
+    grad_case qwen3moe-lora-experts-gud-seq
+}
+@test "gradient vs autograd: qwen3_moe, LoRA on a dense layer's FFN and the experts', one sequence per micro-batch, --recompute" {
+    grad_case qwen3moe-dense0-lora-experts-micro-recompute
+}
 @test "gradient vs autograd: qwen3_moe, replayed routing (renormalised), beta" { grad_case qwen3moe-replay-full-beta; }
 @test "gradient vs autograd: qwen3_moe, replayed routing, a dense layer, sequence importance, --recompute" {
     grad_case qwen3moe-dense0-replay-seq-micro-recompute

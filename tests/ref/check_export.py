@@ -45,6 +45,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import model_ref  # noqa: E402
 from model_ref import gguf_hf_weights  # noqa: E402
 from tap import done, tap  # noqa: E402
 ROOT = os.environ.get("GRPO_ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -303,12 +304,19 @@ def check_peft(out, base, dtype="f32"):
     hd = cfg.get("head_dim", d // nh)
     dims = {"q_proj": (d, nh * hd), "k_proj": (d, nkv * hd), "v_proj": (d, nkv * hd), "o_proj": (nh * hd, d),
             "gate_proj": (d, h), "up_proj": (d, h), "down_proj": (h, d)}
+    # a layer with experts (qwen3_moe): PEFT's module per expert, of its width
+    I = cfg.get("moe_intermediate_size", 0)
+    expert_dims = {"gate_proj": (d, I), "up_proj": (d, I), "down_proj": (I, d)}
     want = {}
     for layer in range(L):
         for m in ac["target_modules"]:
-            p = f"base_model.model.model.layers.{layer}.{MODULES[m]}.{m}"
-            want[p + ".lora_A.weight"] = (ac["r"], dims[m][0])
-            want[p + ".lora_B.weight"] = (dims[m][1], ac["r"])
+            p = f"base_model.model.model.layers.{layer}.{MODULES[m]}"
+            mods = [(f"{p}.{m}", dims[m])]
+            if MODULES[m] == "mlp" and model_ref.moe_layer(cfg, layer):
+                mods = [(f"{p}.experts.{x}.{m}", expert_dims[m]) for x in range(cfg["num_experts"])]
+            for name, (i, o) in mods:
+                want[name + ".lora_A.weight"] = (ac["r"], i)
+                want[name + ".lora_B.weight"] = (o, ac["r"])
     got, meta = load_st(os.path.join(out, "adapter_model.safetensors"))
     bad = [k for k in want if k not in got or got[k][1] != want[k] or got[k][0] != ST_DTYPES[dtype]]
     tap(meta == {"format": "pt"} and sorted(got) == sorted(want) and not bad,
@@ -328,18 +336,11 @@ def check_peft(out, base, dtype="f32"):
 
 def merged_logits(base, adapter, tokens_path, out):
     import torch
-    from model_ref import forward, read_tokens, write_f64
+    from model_ref import forward, merge_adapter, read_tokens, write_f64
     from safetensors.torch import load_file
     cfg = json.load(open(os.path.join(base, "config.json")))
-    ac = json.load(open(os.path.join(adapter, "adapter_config.json")))
     W = {k: v.to(torch.float64) for k, v in load_file(os.path.join(base, "model.safetensors")).items()}
-    A = {k: v.to(torch.float64) for k, v in load_file(os.path.join(adapter, "adapter_model.safetensors")).items()}
-    scale = ac["lora_alpha"] / (ac["r"] ** 0.5 if ac.get("use_rslora") else ac["r"])
-    prefix = "base_model.model."
-    for k in A:
-        if k.endswith(".lora_A.weight"):
-            target = k[len(prefix):-len(".lora_A.weight")] + ".weight"
-            W[target] = W[target] + scale * (A[k.replace("lora_A", "lora_B")] @ A[k])
+    W = merge_adapter(W, adapter)
     if cfg.get("tie_word_embeddings", False):
         W["lm_head.weight"] = W["model.embed_tokens.weight"]
     nh = cfg["num_attention_heads"]

@@ -388,14 +388,38 @@ def model_logits(c, W, tokens):
         return forward(c, W, tokens)
 
 
+def merge_adapter(W, adapter_dir):
+    """W (HF names, float64) with a PEFT LoRA adapter merged as PEFT's
+    merge_and_unload does: each module's weight + scale B A, the module
+    named by the factor's name (base_model.model.NAME.lora_A.weight: an
+    expert's NAME is model.layers.L.mlp.experts.X.gate_proj). A new dict."""
+    import torch
+    from safetensors.torch import load_file
+    ac = json.load(open(os.path.join(adapter_dir, "adapter_config.json")))
+    A = {k: v.to(torch.float64) for k, v in load_file(os.path.join(adapter_dir, "adapter_model.safetensors")).items()}
+    scale = ac["lora_alpha"] / (ac["r"] ** 0.5 if ac.get("use_rslora") else ac["r"])
+    prefix, W = "base_model.model.", dict(W)
+    for k in A:
+        if k.endswith(".lora_A.weight"):
+            target = k[len(prefix):-len(".lora_A.weight")] + ".weight"
+            W[target] = W[target] + scale * (A[k.replace("lora_A", "lora_B")] @ A[k])
+    return W
+
+
 def hf_model(d):
     """The forward's config and float64 weights of an HF directory; gpt-oss's
     MXFP4 experts (NAME_blocks, NAME_scales) as transformers dequantizes them
     into NAME: convert_moe_packed_tensors (mxfp4_ref.py's transcription),
-    then [E, out, in] transposed to the bf16 layout's [E, in, out]."""
+    then [E, out, in] transposed to the bf16 layout's [E, in, out]. An
+    adapter directory (adapter_config.json, no weights of its own): the base
+    it names with the adapter merged (merge_adapter)."""
     import torch
     from safetensors.torch import load_file
     from mxfp4_ref import convert_moe_packed_tensors
+    if os.path.exists(os.path.join(d, "adapter_config.json")) and not os.path.exists(os.path.join(d, "model.safetensors")):
+        base = json.load(open(os.path.join(d, "adapter_config.json")))["base_model_name_or_path"]
+        c, W = hf_model(base if os.path.isabs(base) else os.path.join(d, base))
+        return c, merge_adapter(W, d)
     cfg = json.load(open(os.path.join(d, "config.json")))
     raw = load_file(os.path.join(d, "model.safetensors"))
     W = {k: v.to(torch.float64) for k, v in raw.items() if not k.endswith(("_blocks", "_scales"))}

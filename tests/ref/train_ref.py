@@ -126,6 +126,17 @@ CASES = {
     "gptoss-full-balance": dict(arch="gpt_oss", beta=0.04, router_aux_coef=0.3),
     "qwen3moe-lora-qkvo-dapo": dict(arch="qwen3_moe", norm_topk=True, loss="dapo", beta=0.04, seed=12,
                                     lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=7)),
+    # LoRA on the experts: each expert's gate, up and down with its own A_e,
+    # B_e over the tokens routed to it (PEFT's names, mlp.experts.X.*); a
+    # dense layer's FFN keeps its own (mlp.gate_proj ...)
+    "qwen3moe-lora-experts-all-dapo": dict(arch="qwen3_moe", norm_topk=True, loss="dapo", beta=0.04, seed=12,
+                                           lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=7)),
+    "qwen3moe-lora-experts-gud-seq": dict(arch="qwen3_moe", sequence_level=True, seed=12,
+                                          lora=dict(r=4, alpha=8, targets="gate,up,down", rslora=True, seed=8)),
+    "qwen3moe-dense0-lora-experts-micro-recompute": dict(arch="qwen3_moe", dense_layers=(0,), beta=0.04, micro_seqs=1,
+                                                         recompute=True,
+                                                         lora=dict(r=4, alpha=8, targets="all", rslora=False,
+                                                                   seed=9)),
     # bf16 moves a router's logits by ~1e-2: the top 2 of 8 would flip where
     # float64's gap is below that (here 3e-2 of logp). With every expert
     # chosen nothing can flip: each expert and the router's softmax in bf16
@@ -160,6 +171,23 @@ TURN_MASKS = [[1, 1, 1, 0, 0, 1, 1, 1], None, [1, 1, 0, 0, 0, 1, 1, 0, 0, 1, 1],
 LORA_TARGETS = {"q": ("self_attn", "q_proj"), "k": ("self_attn", "k_proj"), "v": ("self_attn", "v_proj"),
                 "o": ("self_attn", "o_proj"), "gate": ("mlp", "gate_proj"), "up": ("mlp", "up_proj"),
                 "down": ("mlp", "down_proj")}
+
+
+def lora_modules(cfgj, targets):
+    """The modules an adapter on targets ("all" or "q,gate,...") sits on, as
+    PEFT finds them: a layer with experts has gate, up and down in each of
+    its experts (model.layers.L.mlp.experts.X.gate_proj), a dense layer one."""
+    names = list(LORA_TARGETS) if targets == "all" else targets.split(",")
+    out = []
+    for i in range(cfgj["num_hidden_layers"]):
+        for t in names:
+            blk, mod = LORA_TARGETS[t]
+            if blk == "mlp" and model_ref.moe_layer(cfgj, i):
+                E = cfgj["num_experts"]
+                out += [f"model.layers.{i}.mlp.experts.{x}.{mod}" for x in range(E)]
+            else:
+                out.append(f"model.layers.{i}.{blk}.{mod}")
+    return out
 
 
 def forward_logp(cfg, W, lora, seqs, temperature, entropies=None):
@@ -406,16 +434,17 @@ def run(case_name, work):
         lc = case["lora"]
         r_ = lc["r"]
         scale = lc["alpha"] / (math.sqrt(r_) if lc["rslora"] else r_)
-        names = list(LORA_TARGETS) if lc["targets"] == "all" else lc["targets"].split(",")
         lora = {}
-        for i in range(c["L"]):
-            for t in names:
-                blk, mod = LORA_TARGETS[t]
-                pre = f"base_model.model.model.layers.{i}.{blk}.{mod}"
-                A = torch.tensor(ours[pre + ".lora_A.weight"], dtype=torch.float64, requires_grad=True)
-                B = torch.tensor(ours[pre + ".lora_B.weight"], dtype=torch.float64, requires_grad=True)
-                params[pre + ".lora_A.weight"], params[pre + ".lora_B.weight"] = A, B
-                lora[f"model.layers.{i}.{blk}.{mod}.weight"] = (A, B, scale)
+        for mod in lora_modules(cfgj, lc["targets"]):
+            pre = "base_model.model." + mod
+            A = torch.tensor(ours[pre + ".lora_A.weight"], dtype=torch.float64, requires_grad=True)
+            B = torch.tensor(ours[pre + ".lora_B.weight"], dtype=torch.float64, requires_grad=True)
+            params[pre + ".lora_A.weight"], params[pre + ".lora_B.weight"] = A, B
+            lora[mod + ".weight"] = (A, B, scale)
+        extra = {k for k in ours if ".lora_" in k and not k.startswith("grad.")} - set(params)
+        if extra:
+            print(f"factors the reference has no module for: {sorted(extra)[:3]}")
+            return 1
     ents = []
     if case.get("router_aux_coef"):
         c["router_log"] = []

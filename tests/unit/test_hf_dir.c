@@ -325,8 +325,8 @@ static bool make_lora(lora *l, const model_config *c, unsigned targets, const ch
         return false;
     }
     lora_init(l, 5);
-    for (int t = 0; t < LORA_N_TARGETS; t++)
-        if (l->b[t]) fill(l->b[t], (size_t)l->n_layers * l->out_dim[t] * l->r, 100 + t, 0.05);
+    for (int t = 0; t < LORA_N_SETS; t++)
+        if (l->b[t]) fill(l->b[t], (size_t)l->n_mats[t] * l->out_dim[t] * l->r, 100 + t, 0.05);
     return true;
 }
 
@@ -586,8 +586,8 @@ static int drive_make_adapter(int argc, char **argv) {
                    &e))
         return fail(&e);
     lora_init(&l, 7);
-    for (int t = 0; t < LORA_N_TARGETS; t++)
-        if (l.b[t]) fill(l.b[t], (size_t)l.n_layers * l.out_dim[t] * l.r, 7 + t, 0.05);
+    for (int t = 0; t < LORA_N_SETS; t++)
+        if (l.b[t]) fill(l.b[t], (size_t)l.n_mats[t] * l.out_dim[t] * l.r, 7 + t, 0.05);
     mkdir(argv[3], 0755);
     int rc = lora_save(&l, argv[3], &e);
     lora_free(&l);

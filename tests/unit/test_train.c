@@ -66,19 +66,6 @@ static void make_batch(tiny_batch *tb, int first, int n, int vocab) {
     tb->b = (train_batch){n, tb->start, tb->n_prompt, tb->tokens, NULL, NULL, NULL, 0};
 }
 
-/* loss = sum_j c_j logp_j with fixed random c: any functional of logp will
- * do for checking the model's backward. */
-static double linear_loss(trainer *t, const train_batch *b, float temp, bool backward, int c_offset) {
-    int n = train_batch_targets(b);
-    float logp[64], coef[64];
-    fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
-    trainer_forward(t, b, temp, backward, false, logp, NULL);
-    double L = 0;
-    for (int j = 0; j < n; j++) L += (double)coef[c_offset + j] * logp[j];
-    if (backward) trainer_backward(t, b, temp, coef + c_offset, NULL, NULL);
-    return L;
-}
-
 static void test_finite_differences(model_arch arch, bool tied, const char *name) {
     TEST(name);
     model m;
@@ -610,8 +597,8 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
             return fprintf(stderr, "%s\n", e.msg), 64;
         lora_init(&l, (uint64_t)num(lj, "seed", 1));
         /* B non-zero so that A gets a gradient too */
-        for (int t = 0; t < LORA_N_TARGETS; t++)
-            if (l.b[t]) fill_uniform(l.b[t], (size_t)l.n_layers * l.out_dim[t] * l.r, 0.1, 0.0, 13, (uint64_t)t);
+        for (int t = 0; t < LORA_N_SETS; t++)
+            if (l.b[t]) fill_uniform(l.b[t], (size_t)l.n_mats[t] * l.out_dim[t] * l.r, 0.1, 0.0, 13, (uint64_t)t);
     }
     const cJSON *bw = cJSON_GetObjectItemCaseSensitive(j, "base_weights");
     bool packed = cJSON_IsString(bw) && strcmp(bw->valuestring, "f32");

@@ -19,19 +19,24 @@ static inline void fill_uniform(float *p, size_t n, double scale, double offset,
     for (size_t i = 0; i < n; i++) p[i] = (float)(offset + scale * (2 * rng_uniform(&r) - 1));
 }
 
-static inline int tiny_model(model *m, model_arch arch, bool tied) {
-    gerr e = {0};
-    memset(m, 0, sizeof *m);
-    model_config *c = &m->cfg;
+/* The tiny shapes of an architecture: 2 layers of dim 32; qwen3_moe's
+ * layer 0 dense (mlp_only_layers), layer 1 a mixture of 2 of 4 experts. */
+static inline void tiny_config(model_config *c, model_arch arch, bool tied) {
+    memset(c, 0, sizeof *c);
     c->arch = arch, c->dim = 32, c->hidden_dim = 48, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
     bool q3 = arch == ARCH_QWEN3 || arch == ARCH_QWEN3_MOE;
     c->head_dim = q3 ? 12 : 8, c->vocab_size = 61, c->max_seq_len = 64, c->rope_theta = 10000;
     c->norm_eps = 1e-5f, c->tied_embeddings = tied, c->qkv_bias = arch == ARCH_QWEN2, c->qk_norm = q3;
     c->bos_id = -1;
-    if (arch == ARCH_QWEN3_MOE) { /* layer 0 dense (mlp_only_layers), layer 1 a mixture: 2 of 4 experts */
+    if (arch == ARCH_QWEN3_MOE) {
         c->n_experts = 4, c->n_experts_used = 2, c->moe_hidden_dim = 16, c->moe_norm_topk = true, c->moe_step = 1;
         c->moe_dense[0] = 1;
     }
+}
+
+/* m->cfg set: its weights allocated and filled from a fixed seed. */
+static inline int tiny_model_fill(model *m) {
+    gerr e = {0};
     if (model_alloc(m, &e)) return 1;
     for (int i = 0; i < MODEL_N_PARAMS; i++) {
         if (!m->param_sizes[i]) continue;
@@ -41,6 +46,12 @@ static inline int tiny_model(model *m, model_arch arch, bool tied) {
         fill_uniform(m->w.t[i], m->param_sizes[i], scale, norm ? 1.0 : 0.0, 7, (uint64_t)i);
     }
     return 0;
+}
+
+static inline int tiny_model(model *m, model_arch arch, bool tied) {
+    memset(m, 0, sizeof *m);
+    tiny_config(&m->cfg, arch, tied);
+    return tiny_model_fill(m);
 }
 
 static inline void tiny_lora(lora *l, const model *m, const char *names, double dropout) {
@@ -83,6 +94,24 @@ static inline void make_groups(group_batch *gb, int vocab, bool masked) {
     gb->b = (train_batch){G_SEQS, gb->start, gb->n_prompt, gb->tokens, NULL, masked ? gb->target : NULL, NULL, 0};
 }
 
+/* loss = sum_j c_j logp_j with fixed random c: any functional of logp will
+ * do for checking the model's backward. keep: a training pass (activations
+ * kept, LoRA dropout applied); backward: its gradient added too. */
+static inline double linear_loss_pass(trainer *t, const train_batch *b, float temp, bool keep, bool backward,
+                                      int c_offset) {
+    int n = train_batch_targets(b);
+    float logp[64], coef[64];
+    fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
+    trainer_forward(t, b, temp, keep, false, logp, NULL);
+    double L = 0;
+    for (int j = 0; j < n; j++) L += (double)coef[c_offset + j] * logp[j];
+    if (backward) trainer_backward(t, b, temp, coef + c_offset, NULL, NULL);
+    return L;
+}
+static inline double linear_loss(trainer *t, const train_batch *b, float temp, bool backward, int c_offset) {
+    return linear_loss_pass(t, b, temp, backward, backward, c_offset);
+}
+
 /* The adapter's factors copied into be's memory, laid out as
  * lib/train/policy.c's policy_to_device places them: *dev is host's adapter
  * with every factor pointer moved into *mem (mem_free it). */
@@ -92,7 +121,7 @@ static inline void lora_on_backend(const backend *be, lora *dev, const lora *hos
     CHECK(be->mem_upload(*mem, host->memory, host->n_params * sizeof(float), &e) == 0);
     *dev = *host;
     dev->memory = *mem;
-    for (int t = 0; t < LORA_N_TARGETS; t++) {
+    for (int t = 0; t < LORA_N_SETS; t++) {
         if (host->a[t]) dev->a[t] = *mem + (host->a[t] - host->memory);
         if (host->b[t]) dev->b[t] = *mem + (host->b[t] - host->memory);
     }
