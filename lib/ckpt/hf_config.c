@@ -106,6 +106,34 @@ static int edit_dtype(const char *s, size_t len, const char *dtype, strbuf *out,
     return 0;
 }
 
+/* text without its top-level member key (as it is when there is none), the
+ * rest in the file's own style. */
+static int drop_member(const char *s, size_t len, const char *key, strbuf *out, const char *name, gerr *e) {
+    member *ms;
+    size_t n, i = 0;
+    int rc = scan_members(s, len, &ms, &n, name, e);
+    if (rc) return rc;
+    while (i < n && strcmp(ms[i].key, key)) i++;
+    if (i == n) sb_append(out, s, len);
+    else if (i + 1 < n) { /* up to the next key */
+        sb_append(out, s, ms[i].key_at);
+        sb_append(out, s + ms[i + 1].key_at, len - ms[i + 1].key_at);
+    } else if (i > 0) { /* the last: from the end of the one before */
+        sb_append(out, s, ms[i - 1].val_end);
+        sb_append(out, s + ms[i].val_end, len - ms[i].val_end);
+    } else { /* the only one */
+        sb_append(out, s, skip_ws(s, len, 0) + 1);
+        sb_append(out, s + ms[i].val_end, len - ms[i].val_end);
+    }
+    for (size_t j = 0; j < n; j++) free(ms[j].key);
+    free(ms);
+    return 0;
+}
+
+/* The source's config.json with the dtype written, and without its
+ * "quantization_config": the weights written are never quantized (gpt-oss's
+ * MXFP4 experts are written in the export's dtype), so transformers must
+ * not look for quantized tensors. */
 static int copy_config(const char *out_path, const char *source, const char *dtype, gerr *e) {
     char *path;
     int rc = hf_source_file(source, "config.json", &path, e);
@@ -117,9 +145,11 @@ static int copy_config(const char *out_path, const char *source, const char *dty
         free(path);
         return e->code;
     }
-    strbuf out = {0};
-    rc = edit_dtype(text, len, dtype, &out, path, e);
+    strbuf kept = {0}, out = {0};
+    rc = drop_member(text, len, "quantization_config", &kept, path, e);
+    if (!rc) rc = edit_dtype(kept.data, kept.len, dtype, &out, path, e);
     if (!rc) rc = write_file_atomic(out_path, out.data, out.len, e);
+    sb_free(&kept);
     sb_free(&out);
     free(text);
     free(path);

@@ -116,3 +116,22 @@ PY
         done
     done
 }
+
+@test "an HF export of the MXFP4 model: dequantized, no quantization_config, the same records" {
+    needs_oss
+    grpo-export --model "$OSS" --format hf --dtype f32 --out hf
+    jq -e 'has("quantization_config") | not' hf/config.json
+    jq -e '.quantization_config.quant_method == "mxfp4"' "$OSS/config.json"
+    # the stacked experts as transformers' bf16/f32 layout, no blocks or scales
+    "$GRPO_PY" - hf/model.safetensors <<'PY'
+import sys
+from safetensors.numpy import load_file
+t = load_file(sys.argv[1])
+assert not any(k.endswith("_blocks") or k.endswith("_scales") for k in t), sorted(t)
+assert t["model.layers.0.mlp.experts.gate_up_proj"].ndim == 3
+PY
+    args=(--in "$(P)" -k 2 --max-new-tokens 8 --seed 5 --weights f32)
+    grpo-rollout --model "$OSS" "${args[@]}" --out a.jsonl
+    grpo-rollout --model hf "${args[@]}" --out b.jsonl
+    cmp <(jq -c 'del(.policy)' a.jsonl) <(jq -c 'del(.policy)' b.jsonl)
+}

@@ -224,7 +224,7 @@ static void edit_case(const char *in, const char *want, int want_rc) {
 }
 
 static void test_config_copied(void) {
-    TEST("config.json copied with only torch_dtype changed or inserted in sorted place, in the file's style");
+    TEST("config.json copied with torch_dtype changed or inserted in sorted place and no quantization_config, in the file's style");
     edit_case("{\n  \"a\": 1,\n  \"torch_dtype\": \"float32\",\n  \"z\": [1, 2e400]\n}\n",
               "{\n  \"a\": 1,\n  \"torch_dtype\": \"bfloat16\",\n  \"z\": [1, 2e400]\n}\n", 0);
     edit_case("{\n  \"architectures\": [\"X\"],\n  \"vocab_size\": 3\n}\n",
@@ -235,6 +235,15 @@ static void test_config_copied(void) {
     edit_case("{\"dtype\": \"float32\", \"x\": {\"torch_dtype\": 1}}",
               "{\"dtype\": \"bfloat16\", \"x\": {\"torch_dtype\": 1}}", 0);
     edit_case("{\"torch_dtype\": null, \"\\u0074orch\": \"\\\"}\"}", "{\"torch_dtype\": \"bfloat16\", \"\\u0074orch\": \"\\\"}\"}", 0);
+    /* quantization_config goes (the weights written are never quantized): first, middle, last, alone */
+    edit_case("{\n  \"quantization_config\": {\"quant_method\": \"mxfp4\"},\n  \"torch_dtype\": \"bfloat16\"\n}\n",
+              "{\n  \"torch_dtype\": \"bfloat16\"\n}\n", 0);
+    edit_case("{\"a\": 1, \"quantization_config\": {\"x\": [1, {}]}, \"z\": 2}",
+              "{\"a\": 1, \"torch_dtype\": \"bfloat16\",\"z\": 2}", 0);
+    edit_case("{\n  \"a\": 1,\n  \"quantization_config\": {}\n}\n",
+              "{\n  \"a\": 1,\n  \"torch_dtype\": \"bfloat16\"\n}\n", 0);
+    edit_case("{\"quantization_config\": null}", "{\"torch_dtype\": \"bfloat16\"}", 0);
+    edit_case("{\"x\": {\"quantization_config\": 1}}", "{\"torch_dtype\": \"bfloat16\",\"x\": {\"quantization_config\": 1}}", 0);
     edit_case("[1]", NULL, EX_DATAERR);
     edit_case("{\"a\": ", NULL, EX_DATAERR);
     edit_case("{\"a\": 1} x", NULL, EX_DATAERR);
