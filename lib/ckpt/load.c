@@ -72,8 +72,9 @@ static int load_frozen_adapter(model *m, const char *path, weight_format fmt, ge
 
 /* An adapter checkpoint: its base with the adapter merged in, so every tool
  * that only runs the model takes one; with w, *plan made for w. The base's
- * MXFP4 experts stay as the file's blocks (w keeping them: gpt_oss experts, the only MXFP4 ones, carry no
- * adapter), every other matrix float32 for the merge, packed later. A
+ * MXFP4 experts stay as the file's blocks (w keeping them: gpt_oss's, the
+ * only MXFP4 experts, carry no adapter), every other matrix float32 for the
+ * merge, packed later. A
  * checkpoint trained on a packed frozen base (grpo-update --base-weights
  * bf16|q8) merges into that base's values, the model it trained
  * (model_round_frozen), not the file's; for inference, when w follows the
