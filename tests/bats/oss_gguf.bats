@@ -7,7 +7,9 @@
 # against llama.cpp's (build/llama_logits) and the float64 reference of the
 # HF source; the MXFP4 experts (GGML type 39) kept packed by --weights mxfp4
 # give the records of the HF MXFP4 directory byte for byte; malformed tensors
-# and variants llama.cpp computes otherwise are 65 in one line.
+# and variants llama.cpp computes otherwise are 65 in one line. grpo-export
+# --format gguf of gpt-oss loaded back by llama.cpp: its logits, the MXFP4
+# experts kept as they came, the refusals.
 # needs: venv llama.cpp
 load helpers
 
@@ -146,5 +148,108 @@ PY
         # the window matters on these 20 tokens: not the default pattern's logits
         run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare def.f32 $g.f64 1e-2
         [ "$status" -eq 1 ]
+    done
+}
+
+# types GGUF: "NAME TYPE" per tensor (the pinned gguf-py: it knows MXFP4)
+types() {
+    "$GRPO_PY" - "$SRC/gguf-py" "$1" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from gguf import GGUFReader
+for t in GGUFReader(sys.argv[2]).tensors:
+    print(t.name, t.tensor_type.name)
+PY
+}
+
+@test "grpo-export --format gguf of gpt-oss: llama.cpp's logits on it are ours on the source (f32: 1e-4)" {
+    needs_oss; needs_logits
+    # layer_types the other way round: the pattern goes out as an array
+    cp -r "$OSS" rev
+    jq '.layer_types |= reverse' "$OSS/config.json" > rev/config.json
+    for m in "$OSS" "$MX" rev; do
+        grpo-export --model "$m" --format gguf --dtype f32 --out e.gguf
+        run -0 types e.gguf
+        [[ "$output" != *MXFP4* && "$output" == *"blk.1.post_attention_norm.weight F32"* ]]
+        [[ "$output" == *"blk.0.attn_sinks.weight F32"* && "$output" == *"blk.0.ffn_up_exps.bias F32"* ]]
+        run --separate-stderr "$LOGITS" e.gguf "$OSS/tokens.txt" llama.f64
+        [ "$status" -eq 0 ]
+        ours "$m" "$OSS/tokens.txt" ours.f32
+        # as the converter's GGUF (measured 4.9e-6, 2.0e-6 with the MXFP4 values)
+        compare ours.f32 llama.f64 1e-4
+    done
+    # the reversed pattern computes another model: not the first one's logits
+    ours "$OSS" "$OSS/tokens.txt" first.f32
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" compare first.f32 llama.f64 1e-2
+    [ "$status" -eq 1 ]
+}
+
+@test "grpo-export keeps MXFP4 experts MXFP4 under f16 and q8_0: the source's blocks; trained experts take the dtype" {
+    needs_oss; needs_logits
+    grpo-export --model "$MX.gguf" --format gguf --out f16.gguf
+    grpo-export --model "$MX" --format gguf --dtype q8_0 --out q8.gguf
+    for g in f16 q8; do
+        "$GRPO_PY" - "$SRC/gguf-py" "$MX.gguf" $g.gguf <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from gguf import GGUFReader
+from gguf.quants import dequantize
+src = {t.name: t for t in GGUFReader(sys.argv[2]).tensors}
+n = 0
+for t in GGUFReader(sys.argv[3]).tensors:
+    if not t.name.endswith("_exps.weight"):
+        assert t.tensor_type.name in ("F16", "Q8_0", "F32"), (t.name, t.tensor_type.name)
+        continue
+    s = src[t.name]
+    assert t.tensor_type.name == "MXFP4", (t.name, t.tensor_type.name)
+    assert np.array_equal(dequantize(t.data, t.tensor_type), dequantize(s.data, s.tensor_type)), t.name
+    # the converter's bytes, its negative zeros (code 8) as code 0; a block of zeros may take any scale
+    a = np.array(s.data, dtype=np.uint8).reshape(-1, 17).copy()
+    b = np.array(t.data, dtype=np.uint8).reshape(-1, 17)
+    lo, hi = a[:, 1:] & 15, a[:, 1:] >> 4
+    lo[lo == 8], hi[hi == 8] = 0, 0
+    a[:, 1:] = lo | hi << 4
+    nz = (a[:, 1:] != 0).any(axis=1)
+    assert np.array_equal(a[:, 1:], b[:, 1:]) and np.array_equal(a[nz, 0], b[nz, 0]), t.name
+    n += 1
+assert n == 6, n
+PY
+    done
+    # llama.cpp on the f16 export: ours on it within its Q8_0 activations' error (measured 0.048)
+    run --separate-stderr "$LOGITS" f16.gguf "$MX/tokens.txt" llama.f64
+    [ "$status" -eq 0 ]
+    ours f16.gguf "$MX/tokens.txt" ours.f32
+    compare ours.f32 llama.f64 0.2
+    run -0 grpo-rollout --model f16.gguf --in "$(P)" -k 1 --max-new-tokens 4 --weights mxfp4 --progress --out r.jsonl
+    [[ "$output" == *"48 of 57 matrices from the file's MXFP4 blocks)"* ]]
+    # a full fine-tuning step moves the experts off MXFP4's values: f16 like the rest
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch batch.jsonl 8 97
+    grpo-update --model "$MX" --in batch.jsonl --out c1 --lr 1e-2
+    grpo-export --model c1 --format gguf --out c1.gguf
+    run -0 types c1.gguf
+    [[ "$output" != *MXFP4* && "$output" == *"blk.0.ffn_down_exps.weight F16"* ]]
+}
+
+@test "grpo-export of a gpt-oss llama.cpp computes otherwise: YaRN untruncated gets a note; another clamp or betas are 65" {
+    needs_oss
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny gpt_oss hf
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" hf
+    # gpt-oss's own truncate false: written as llama.cpp's converter writes it, said once
+    run --separate-stderr grpo-export --model hf --format gguf --out hf.gguf
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "grpo-export: note: llama.cpp truncates YaRN's ramp, this model's config does not: in the GGUF RoPE frequencies 1 to 3 of 8 differ from the model's, as in llama.cpp's own conversion of it" ]
+    cases=(
+        '.swiglu_limit = 6|its SwiGLU clamp is not llama.cpp.s 7: no GGUF'
+        '.rope_scaling.beta_fast = 16|its YaRN betas are not llama.cpp.s 32 and 1: no GGUF'
+        '.tie_word_embeddings = true|its LM head is tied, and llama.cpp.s gpt-oss needs output.weight: no GGUF'
+    )
+    for c in "${cases[@]}"; do
+        rm -rf bad && cp -r hf bad
+        jq "${c%%|*}" hf/config.json > bad/config.json
+        run grpo-export --model bad --format gguf --out bad.gguf
+        [ "$status" -eq 65 ]
+        assert_one_line_error grpo-export "bad: ${c#*|}"
+        [ ! -e bad.gguf ]
     done
 }
