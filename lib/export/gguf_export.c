@@ -119,15 +119,18 @@ static void arch_meta(gguf_meta *meta, const model *m, const char *name, export_
         gmeta_u32(meta, KEY("expert_feed_forward_length"), (uint32_t)c->moe_hidden_dim);
     }
     if (c->arch != ARCH_GPT_OSS) return;
-    /* the sliding layers: llama.cpp's default pattern (l % 2 < 1), else one entry per layer */
+    /* the sliding layers: llama.cpp's default pattern (l % 2 < 1), else one
+     * entry per layer (the layers past MODEL_MAX_DENSE_LAYERS are full in
+     * both: llama.cpp's past an array's end) */
     int32_t swa[MODEL_MAX_DENSE_LAYERS];
-    bool usual = true;
-    for (int l = 0; l < c->n_layers; l++) {
+    int n = c->n_layers < MODEL_MAX_DENSE_LAYERS ? c->n_layers : MODEL_MAX_DENSE_LAYERS;
+    bool usual = n == c->n_layers;
+    for (int l = 0; l < n; l++) {
         swa[l] = config_layer_window(c, l) > 0;
         usual = usual && swa[l] == (l % 2 < 1);
     }
     gmeta_u32(meta, KEY("attention.sliding_window"), (uint32_t)c->sliding_window);
-    if (!usual) gmeta_arr_i32(meta, KEY("attention.sliding_window_pattern"), swa, (size_t)c->n_layers);
+    if (!usual) gmeta_arr_i32(meta, KEY("attention.sliding_window_pattern"), swa, (size_t)n);
     if (!c->rope_yarn) return;
     /* llama.cpp scales cos and sin by 0.1 ln(factor) + 1 (factor > 1) times attn_factor */
     double f = c->rope_factor, implied = f > 1 ? 0.1 * log(f) + 1 : 1;
