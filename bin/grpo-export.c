@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
             "        adapter_config.json, as PEFT saves them; base_model_name_or_path is --base-model, else the\n"
             "        base's absolute path (a GGUF base gets a note: PEFT loads a Hugging Face directory).\n"
             "  gguf  one GGUF file for llama.cpp and ollama, any LoRA adapter merged in; norms and biases\n"
-            "        stay f32.\n"
+            "        stay f32; experts loaded from MXFP4 blocks and not trained stay MXFP4 (but with f32).\n"
             "Every weight is checked against --dtype before anything is written: one beyond what it holds\n"
             "(f16: |x| <= 65504; q8_0: a block's max |x| / 127 is an f16) is exit 65 naming the tensor and\n"
             "a dtype that holds it, unless --clamp (a note on stderr counts the weights it changed).\n"

@@ -1,7 +1,6 @@
 /* gpt-oss's MXFP4 experts from Hugging Face safetensors (hf_mxfp4.h). */
 #include "hf_mxfp4.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,16 +36,10 @@ static int check_shape(const char *file, const char *name, const char *suffix, c
 static int check_values(const hf_mxfp4_pair *t, const model_tensor_ref *r, const unsigned char *codes,
                         const unsigned char *scales, int64_t n, int64_t nb, gerr *e) {
     for (int64_t i = 0; i < n * nb; i++) {
-        unsigned char s = scales[i];
-        bool bad = s == MX4W_NAN_SCALE;
-        for (int j = 0; !bad && s >= 253 && j < MX4W_HF_BYTES; j++) {
-            unsigned char b = codes[i * MX4W_HF_BYTES + j];
-            bad = !isfinite(MX4W_HALF_UNITS[b & 15] * mx4w_scale(s)) || !isfinite(MX4W_HALF_UNITS[b >> 4] * mx4w_scale(s));
-        }
-        if (bad)
+        const char *why = mx4w_block_fault(scales[i], codes + i * MX4W_HF_BYTES);
+        if (why)
             return gerr_set(e, EX_DATAERR, "%s: tensor %s_scales: expert %d, row %lld, block %lld: scale byte %d %s",
-                            t->scales_file, r->hf, r->expert, (long long)(i / nb), (long long)(i % nb), s,
-                            s == MX4W_NAN_SCALE ? "is MXFP4's NaN" : "makes a value beyond float32");
+                            t->scales_file, r->hf, r->expert, (long long)(i / nb), (long long)(i % nb), scales[i], why);
     }
     return 0;
 }

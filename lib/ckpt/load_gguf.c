@@ -3,7 +3,9 @@
  * rows put back in Hugging Face's rotate-half order. Loaded for inference
  * in a weight format (load.h's model_load_for_inference), a matrix the
  * packing plan packs in its own place and the file stores in that format's
- * own blocks is written packed instead, straight from the file's blocks.
+ * own blocks is written packed instead, straight from the file's blocks
+ * (Q8_0 for q8; MXFP4 experts, gpt-oss's as llama.cpp's converter keeps
+ * them, for mxfp4: packed_mxfp4.h).
  *
  * GGUF dims are innermost first, so HF's [rows, cols] is dims {cols, rows};
  * a layer's experts are one tensor of dims {cols, rows, n_experts}, whose
@@ -16,8 +18,10 @@
 #include <string.h>
 
 #include "../formats/gguf.h"
+#include "../formats/quant.h"
 #include "../model/model.h"
 #include "../ops/ops.h"
+#include "../ops/packed_mxfp4.h"
 #include "declared.h"
 #include "gguf_config.h"
 #include "load.h"
@@ -43,9 +47,11 @@ static const gguf_tensor *find_tensor(const gguf_file *f, const model_tensor_ref
         gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", f->name, r->gguf);
         return NULL;
     }
-    /* the expected dims, innermost first */
+    /* the expected dims, innermost first: a matrix {cols, rows}, a vector
+     * {rows}, then the layer's experts when it is an expert's */
     uint64_t want[3] = {(uint64_t)(r->cols ? r->cols : r->rows), (uint64_t)r->rows, (uint64_t)n_experts};
-    int ndim = r->expert >= 0 ? 3 : r->cols ? 2 : 1;
+    int ndim = r->cols ? 2 : 1;
+    if (r->expert >= 0) want[ndim++] = (uint64_t)n_experts;
     bool ok = t->n_dims == ndim;
     for (int d = 0; d < ndim && ok; d++) ok = t->dims[d] == want[d];
     if (!ok) {
@@ -64,12 +70,32 @@ static bool permuted(const model *m, const model_tensor_ref *r) {
     return m->cfg.arch == ARCH_LLAMA && r->perm_heads > 0;
 }
 
+/* An MXFP4 tensor's blocks (every expert's, rows of {cols, rows[, E]})
+ * all taken (packed_mxfp4.h's mx4w_block_fault), else EX_DATAERR naming
+ * the first refused block; 0 for any other type. */
+static int check_mxfp4(const gguf_file *f, const gguf_tensor *t, gerr *e) {
+    if (t->type != GGML_TYPE_MXFP4) return 0;
+    uint64_t nb = t->dims[0] / MX4W_K_BLOCK, rows = t->n_dims > 1 ? t->dims[1] : 1;
+    const unsigned char *b = t->data;
+    for (uint64_t i = 0; i < t->numel / MX4W_K_BLOCK; i++, b += MX4W_GGUF_BYTES) {
+        const char *why = mx4w_block_fault(b[0], b + 1);
+        if (!why) continue;
+        char expert[48] = "";
+        if (t->n_dims > 2) snprintf(expert, sizeof expert, "expert %llu, ", (unsigned long long)(i / nb / rows));
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s: %srow %llu, block %llu: scale byte %d %s", f->name, t->name,
+                        expert, (unsigned long long)(i / nb % rows), (unsigned long long)(i % nb), b[0], why);
+    }
+    return 0;
+}
+
 /* The tensor as float32 into r->dst. */
 static int load_floats(model *m, const gguf_file *f, const gguf_tensor *t, const model_tensor_ref *r, scratch *tmp,
                        gerr *e) {
+    int rc = check_mxfp4(f, t, e);
+    if (rc) return rc;
     if (!permuted(m, r)) return gguf_tensor_to_f32_finite(f, t, r->dst, e);
     float *gg = scratch_get(tmp, t->numel * sizeof *gg);
-    int rc = gguf_tensor_to_f32_finite(f, t, gg, e);
+    rc = gguf_tensor_to_f32_finite(f, t, gg, e);
     if (rc) return rc;
     qk_unpermute(r->dst, gg, r->perm_heads, m->cfg.head_dim, r->cols ? (size_t)r->cols : 1);
     return 0;
@@ -77,11 +103,14 @@ static int load_floats(model *m, const gguf_file *f, const gguf_tensor *t, const
 
 /* The matrix packed in fmt into r->dst straight from its blocks (whole
  * rows of blocks move in the Q/K un-permutation, as their floats would;
- * an expert's are its slice of its layer's tensor), checked finite from its
- * scales: Q8_0, the one type weights_takes_blocks takes. */
+ * an expert's are its slice of its layer's tensor), checked as their
+ * floats would be: Q8_0 finite from its scales, MXFP4 by check_mxfp4 (the
+ * types weights_takes_blocks takes). */
 static int load_packed(model *m, const gguf_file *f, const gguf_tensor *t, const model_tensor_ref *r,
                        weight_format fmt, scratch *tmp, gerr *e) {
-    int rc = r->expert > 0 ? 0 : gguf_q8_0_check_finite(f, t, e); /* every slice checked with the first */
+    int rc = r->expert > 0                       ? 0 /* every slice checked with the first */
+             : t->type == GGML_TYPE_MXFP4 ? check_mxfp4(f, t, e)
+                                          : gguf_q8_0_check_finite(f, t, e);
     if (rc) return rc;
     const void *rows = t->data;
     if (r->expert >= 0) rows = (const char *)t->data + (size_t)r->expert * (t->nbytes / (size_t)m->cfg.n_experts);
@@ -143,6 +172,21 @@ static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) 
     return rc;
 }
 
+/* Whether the file stores every expert matrix as MXFP4 blocks (a gpt-oss
+ * as llama.cpp's converter writes one: the plan may keep them). */
+static bool experts_in_mxfp4(const model *m, const gguf_file *f) {
+    size_t n = model_tensor_list(m, NULL);
+    model_tensor_ref *refs = xcalloc(n, sizeof *refs);
+    model_tensor_list(m, refs);
+    bool all = m->cfg.n_experts > 0;
+    for (size_t i = 0; i < n && all; i++) {
+        const gguf_tensor *t = refs[i].expert == 0 && refs[i].cols ? gguf_find_tensor(f, refs[i].gguf) : NULL;
+        all = !(refs[i].expert == 0 && refs[i].cols) || (t && t->type == GGML_TYPE_MXFP4);
+    }
+    free(refs);
+    return all;
+}
+
 int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     gguf_file f;
     int rc = gguf_open(&f, path, e);
@@ -150,7 +194,7 @@ int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_pla
     bool planned = false;
     if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_check_declared_gguf(&m->cfg, &f, e)) &&
         !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e))) {
-        if (w) model_plan_packing(m, *w, plan), planned = true;
+        if (w) m->experts_mxfp4 = experts_in_mxfp4(m, &f), model_plan_packing(m, *w, plan), planned = true;
         rc = load_tensors(m, &f, planned ? plan : NULL, e);
     }
     gguf_close(&f);

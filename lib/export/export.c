@@ -135,15 +135,40 @@ static int fit_tensor(const export_opts *o, const char *name, float *x, size_t n
     return export_range_check(o->model, name, x, n, d, e);
 }
 
+/* llama.cpp floors and ceils YaRN's ramp always: a model whose config says
+ * truncate false (gpt-oss's own) gets other frequencies there, as llama.cpp's
+ * own conversion of it does; *note says which. */
+static void note_yarn_truncated(char **note, const model *m) {
+    if (!m->cfg.rope_yarn || m->cfg.rope_truncate) return;
+    model_config c = m->cfg;
+    c.rope_truncate = true;
+    float f[512];
+    rope_inv_freq(f, &c);
+    int lo = -1, hi = -1;
+    for (int i = 0; i < c.head_dim / 2; i++)
+        if (f[i] != m->inv_freq[i]) hi = i, lo = lo < 0 ? i : lo;
+    if (lo < 0) return;
+    strbuf n = {0};
+    if (*note) sb_printf(&n, "%s; ", *note);
+    sb_printf(&n, "llama.cpp truncates YaRN's ramp, this model's config does not: in the GGUF RoPE frequencies %d "
+                  "to %d of %d differ from the model's, as in llama.cpp's own conversion of it",
+              lo, hi, c.head_dim / 2);
+    free(*note);
+    *note = n.data;
+}
+
 /* Every weight the export writes, checked before anything is (export.h). */
 static int fit_model(const export_opts *o, model *m, char **note, gerr *e) {
     size_t n = model_tensor_list(m, NULL), clamped[2] = {0, 0};
     model_tensor_ref *refs = xcalloc(n, sizeof *refs);
     model_tensor_list(m, refs);
     int rc = 0;
+    bool mxfp4 = false; /* the layer's experts of refs[i] written MXFP4: exact, no range to check */
     for (size_t i = 0; i < n && !rc; i++) {
         const model_tensor_ref *r = &refs[i];
         bool gguf = o->format == EXPORT_GGUF;
+        if (gguf && r->expert <= 0) mxfp4 = gguf_export_mxfp4(m, r, o->dtype);
+        if (gguf && mxfp4) continue;
         export_dtype d = gguf ? gguf_export_tensor_dtype(o->dtype, r->cols) : o->dtype;
         rc = fit_tensor(o, gguf ? r->gguf : r->hf, r->dst, (size_t)r->rows * (size_t)(r->cols ? r->cols : 1), d,
                         clamped, e);
@@ -284,9 +309,12 @@ int export_run(const export_opts *o, char **note, gerr *e) {
         return rc;
     }
     const model_config *c = &m.cfg;
-    if (o->format == EXPORT_GGUF && (c->rope_yarn || c->sliding_window > 0 || c->attn_sinks || c->attn_o_bias))
-        rc = gerr_set(e, EX_DATAERR, "%s: --format gguf does not write YaRN RoPE, sliding windows or attention sinks",
+    if (o->format == EXPORT_GGUF && c->arch != ARCH_GPT_OSS &&
+        (c->rope_yarn || c->sliding_window > 0 || c->attn_sinks || c->attn_o_bias))
+        rc = gerr_set(e, EX_DATAERR,
+                      "%s: --format gguf does not write YaRN RoPE, sliding windows or attention sinks (but gpt-oss's)",
                       o->model);
+    if (!rc && o->format == EXPORT_GGUF) note_yarn_truncated(note, &m);
     if (!rc && !(rc = fit_model(o, &m, note, e))) {
         show(&sh, o, "writing", o->out, "tensors");
         if (o->format == EXPORT_HF) {

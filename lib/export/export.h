@@ -58,12 +58,24 @@ size_t export_range_clamp(float *x, size_t n, export_dtype d);
  * when dtype is asked: vectors f32, q8_0 rows not of whole blocks f16. */
 export_dtype gguf_export_tensor_dtype(export_dtype dtype, int64_t cols);
 
+/* Whether the GGUF export writes the layer's experts of r (an expert
+ * matrix of m) as MXFP4 (GGML type 39) whatever dtype says: dtype not f32
+ * and every value of them MXFP4's exactly (gguf_quant.h's
+ * gguf_mxfp4_exact), as weights loaded from MXFP4 blocks and not trained
+ * are; the same values, 4.25 bits a weight. */
+bool gguf_export_mxfp4(const model *m, const model_tensor_ref *r, export_dtype dtype);
+
 /* Writes m to out_path (atomically: temporary name, fsync, rename) with
- * llama.cpp's architecture keys for m->cfg.arch (llama, qwen2, qwen3), every
- * 2-D weight in dtype (norms and biases F32), Q/K rows permuted back to
- * GGUF's interleaved order, and the tokenizer metadata (tokenizer.ggml.*,
+ * llama.cpp's architecture keys for m->cfg.arch (llama, qwen2, qwen3,
+ * qwen3moe, gpt-oss: its sliding layers and YaRN as llama.cpp reads them),
+ * every 2-D weight in dtype (norms, biases and sinks F32; experts that are
+ * MXFP4 exactly as MXFP4, above), Q/K rows permuted back to GGUF's
+ * interleaved order, and the tokenizer metadata (tokenizer.ggml.*,
  * tokenizer.chat_template) of source: the GGUF file or Hugging Face
- * directory the model's text side comes from. */
+ * directory the model's text side comes from. EX_DATAERR (nothing
+ * written) for a model llama.cpp would compute otherwise: a mixture other
+ * than qwen3moe's or gpt-oss's, a gpt-oss whose clamp is not 7, whose
+ * YaRN's betas are not 32 and 1, with no sliding layer or tied embeddings. */
 int gguf_export(const char *out_path, const model *m, const char *source, export_dtype dtype, gerr *e);
 /* The same, counting the tensors written in pg (its total set here). */
 int gguf_export_progress(const char *out_path, const model *m, const char *source, export_dtype dtype, progress *pg,

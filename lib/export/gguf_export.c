@@ -15,6 +15,7 @@
 #include "../formats/gguf_write.h"
 #include "../formats/quant.h"
 #include "../ops/ops.h"
+#include "../ops/packed_mxfp4.h"
 #include "export.h"
 
 enum { ALIGN = GGUF_WRITE_ALIGN, BLOCK_FLOATS = 1 << 18 /* rows converted per write: about 1 MiB of floats */ };
@@ -43,6 +44,16 @@ static uint32_t ggml_type(export_dtype d) {
 export_dtype gguf_export_tensor_dtype(export_dtype dtype, int64_t cols) {
     if (!cols) return EXPORT_F32;
     return dtype == EXPORT_Q8_0 && cols % Q8_0_BLOCK ? EXPORT_F16 : dtype;
+}
+
+bool gguf_export_mxfp4(const model *m, const model_tensor_ref *r, export_dtype dtype) {
+    if (dtype == EXPORT_F32 || r->expert < 0 || !r->cols || r->cols % MX4W_K_BLOCK) return false;
+    size_t per = (size_t)r->rows * (size_t)r->cols;
+    const float *x = r->dst - (size_t)r->expert * per; /* the layer's first expert: all of them follow */
+    unsigned char block[MX4W_GGUF_BYTES];
+    for (size_t i = 0; i < per * (size_t)m->cfg.n_experts; i += MX4W_K_BLOCK)
+        if (!gguf_mxfp4_exact(x + i, block, MX4W_K_BLOCK)) return false;
+    return true;
 }
 
 /* Where a tensor's rows come from. */
@@ -107,6 +118,29 @@ static void arch_meta(gguf_meta *meta, const model *m, const char *name, export_
         gmeta_u32(meta, KEY("expert_used_count"), (uint32_t)c->n_experts_used);
         gmeta_u32(meta, KEY("expert_feed_forward_length"), (uint32_t)c->moe_hidden_dim);
     }
+    if (c->arch != ARCH_GPT_OSS) return;
+    /* the sliding layers: llama.cpp's default pattern (l % 2 < 1), else one
+     * entry per layer (the layers past MODEL_MAX_DENSE_LAYERS are full in
+     * both: llama.cpp's past an array's end) */
+    int32_t swa[MODEL_MAX_DENSE_LAYERS];
+    int n = c->n_layers < MODEL_MAX_DENSE_LAYERS ? c->n_layers : MODEL_MAX_DENSE_LAYERS;
+    bool usual = n == c->n_layers;
+    for (int l = 0; l < n; l++) {
+        swa[l] = config_layer_window(c, l) > 0;
+        usual = usual && swa[l] == (l % 2 < 1);
+    }
+    gmeta_u32(meta, KEY("attention.sliding_window"), (uint32_t)c->sliding_window);
+    if (!usual) gmeta_arr_i32(meta, KEY("attention.sliding_window_pattern"), swa, (size_t)n);
+    if (!c->rope_yarn) return;
+    /* llama.cpp scales cos and sin by 0.1 ln(factor) + 1 (factor > 1) times attn_factor */
+    double f = c->rope_factor, implied = f > 1 ? 0.1 * log(f) + 1 : 1;
+    gmeta_str(meta, KEY("rope.scaling.type"), "yarn", 4);
+    gmeta_f32(meta, KEY("rope.scaling.factor"), (float)f);
+    gmeta_u32(meta, KEY("rope.scaling.original_context_length"), (uint32_t)c->rope_original_max_pos);
+    if ((float)(c->rope_attn_factor / implied) != 1.0f)
+        gmeta_f32(meta, KEY("rope.scaling.attn_factor"), (float)(c->rope_attn_factor / implied));
+    gmeta_f32(meta, KEY("rope.scaling.yarn_beta_fast"), (float)c->rope_beta_fast);
+    gmeta_f32(meta, KEY("rope.scaling.yarn_beta_slow"), (float)c->rope_beta_slow);
 #undef KEY
 }
 
@@ -140,8 +174,8 @@ static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, int6
 }
 
 /* Tensors in llama.cpp's usual order: token_embd, rope_freqs, each block's
- * tensors (a layer's experts one tensor each of gate, up and down),
- * output_norm, output (at most refs + 1). */
+ * tensors (a layer's experts one tensor each of gate, up and down; MXFP4
+ * where gguf_export_mxfp4 says so), output_norm, output (at most refs + 1). */
 static void make_plan(const model *m, const model_tensor_ref *refs, size_t n_refs, const float *factors,
                       export_dtype dtype, plan *p) {
     bool llama = m->cfg.arch == ARCH_LLAMA;
@@ -151,20 +185,40 @@ static void make_plan(const model *m, const model_tensor_ref *refs, size_t n_ref
     if (factors) plan_add(p, "rope_freqs.weight", m->cfg.head_dim / 2, 0, 1, factors, 0, dtype);
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (size_t i = 0; i < n_refs; i++)
-            if (refs[i].layer == l && refs[i].expert <= 0)
+            if (refs[i].layer == l && refs[i].expert <= 0) {
                 /* llama.cpp permutes Q/K for the llama architecture only (the
                  * loader undoes exactly that) */
                 plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].expert == 0 ? m->cfg.n_experts : 1,
                          refs[i].dst, llama ? refs[i].perm_heads : 0, dtype);
+                if (gguf_export_mxfp4(m, &refs[i], dtype)) p->t[p->n - 1].type = GGML_TYPE_MXFP4;
+            }
     for (int q = P_OUT_NORM; q <= P_LM_HEAD; q++)
         for (size_t i = 0; i < n_refs; i++)
             if (refs[i].param == q) plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, 1, refs[i].dst, 0, dtype);
 }
 
-/* What llama.cpp's qwen3moe computes: every layer sparse, the top k
- * renormalised (its graph's norm_w). Another mixture has no GGUF. */
+/* What llama.cpp's gpt-oss computes beyond what its keys say: the clamp at
+ * 7, YaRN's betas 32 and 1, a sliding layer (it asserts one), an output
+ * tensor of its own. */
+static int check_llama_oss(const model_config *c, const char *source, gerr *e) {
+    const char *why = NULL;
+    bool sliding = false;
+    for (int l = 0; l < c->n_layers; l++) sliding = sliding || config_layer_window(c, l) > 0;
+    if (c->swiglu_limit != 7.0f) why = "its SwiGLU clamp is not llama.cpp's 7";
+    else if (c->rope_yarn && (c->rope_beta_fast != 32 || c->rope_beta_slow != 1))
+        why = "its YaRN betas are not llama.cpp's 32 and 1";
+    else if (!sliding) why = "it has no sliding layer, which llama.cpp's gpt-oss needs";
+    else if (c->tied_embeddings) why = "its LM head is tied, and llama.cpp's gpt-oss needs output.weight";
+    if (!why) return 0;
+    return gerr_set(e, EX_DATAERR, "%s: %s: no GGUF", source, why);
+}
+
+/* What llama.cpp's qwen3moe and gpt-oss compute: every layer sparse, the
+ * top k renormalised (its graph's norm_w; gpt-oss's softmax over the k).
+ * Another mixture has no GGUF. */
 static int check_llama_moe(const model *m, const char *source, gerr *e) {
     const model_config *c = &m->cfg;
+    if (c->arch == ARCH_GPT_OSS) return check_llama_oss(c, source, e);
     if (c->n_experts <= 0 || (c->moe_norm_topk && !config_ffn_layers(c, false))) return 0;
     return gerr_set(e, EX_DATAERR,
                     "%s: llama.cpp's qwen3moe renormalises the top-k weights and has no dense FFN layers; this model "

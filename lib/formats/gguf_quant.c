@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../ops/packed_mxfp4.h"
 #include "../util/half.h"
 
 void gguf_quantize_q8_0(const float *x, void *out, size_t n) {
@@ -23,12 +24,55 @@ void gguf_quantize_q8_0(const float *x, void *out, size_t n) {
     }
 }
 
+/* The code of value q (in halves of the scale), or -1 when no code has it. */
+static int mxfp4_code(float q) {
+    for (int c = 0; c < 16; c++)
+        if (c != 8 && (float)MX4W_HALF_UNITS[c] == q) return c; /* zero as code 0, not 8 (-0) */
+    return -1;
+}
+
+/* One block of 32 values into e and 16 bytes of codes, with the smallest
+ * scale that holds them all: at least amax / 12 halves. */
+static bool mxfp4_block(const float *x, unsigned char *b) {
+    float amax = 0;
+    for (int j = 0; j < MX4W_K_BLOCK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    if (!isfinite(amax)) return false;
+    int e = 0;
+    if (amax > 0) { /* 2^(e - 128) >= amax / 12, then upwards while amax fits a code */
+        int ex;
+        frexpf(amax / 12, &ex);
+        e = ex + 127 < 0 ? 0 : ex + 127;
+        while (e > 0 && amax / mx4w_scale((uint8_t)(e - 1)) <= 12) e--;
+    }
+    for (; e < MX4W_NAN_SCALE; e++) {
+        int code[MX4W_K_BLOCK], j = 0;
+        float d = mx4w_scale((uint8_t)e);
+        for (; j < MX4W_K_BLOCK && (code[j] = mxfp4_code(x[j] / d)) >= 0 && MX4W_HALF_UNITS[code[j]] * d == x[j]; j++) {}
+        if (j < MX4W_K_BLOCK) {
+            if (amax / d < 1) return false; /* larger scales hold even fewer values */
+            continue;
+        }
+        b[0] = (unsigned char)e;
+        for (j = 0; j < 16; j++) b[1 + j] = (unsigned char)(code[j] | code[j + 16] << 4);
+        return true;
+    }
+    return false;
+}
+
+bool gguf_mxfp4_exact(const float *x, void *out, size_t n) {
+    unsigned char *o = out;
+    for (size_t b = 0; b < n / MX4W_K_BLOCK; b++)
+        if (!mxfp4_block(x + b * MX4W_K_BLOCK, o + b * MX4W_GGUF_BYTES)) return false;
+    return true;
+}
+
 void gguf_convert(uint32_t type, const float *x, void *out, size_t n) {
     switch (type) {
     case GGML_TYPE_F32: memcpy(out, x, n * sizeof *x); break;
     case GGML_TYPE_F16: f32_to_f16_array(x, out, n); break;
     case GGML_TYPE_BF16: f32_to_bf16_array(x, out, n); break;
     case GGML_TYPE_Q8_0: gguf_quantize_q8_0(x, out, n); break;
-    default: break; /* the writer only plans the four types above */
+    case GGML_TYPE_MXFP4: gguf_mxfp4_exact(x, out, n); break;
+    default: break; /* the writer only plans the five types above */
     }
 }

@@ -12,14 +12,14 @@
 enum { ALIGN = GGUF_WRITE_ALIGN };
 
 static size_t cols_of(const gguf_wtensor *t) { return (size_t)(t->cols ? t->cols : 1); }
-/* Rows of every plane of a matrix; a vector's values. */
+/* Rows of every plane of a matrix; the values of every plane of a vector. */
 static size_t rows_of(const gguf_wtensor *t) { return (size_t)t->rows * (size_t)(t->planes > 1 ? t->planes : 1); }
 
 static void plan_offsets(gguf_wtensor *t, size_t n) {
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        t[i].nbytes = quant_row_bytes(t[i].type, (size_t)(t[i].cols ? t[i].cols : t[i].rows)) *
-                      (uint64_t)(t[i].cols ? rows_of(&t[i]) : 1);
+        t[i].nbytes = t[i].cols ? quant_row_bytes(t[i].type, (size_t)t[i].cols) * (uint64_t)rows_of(&t[i])
+                                : quant_row_bytes(t[i].type, rows_of(&t[i]));
         t[i].offset = off;
         off += (t[i].nbytes + ALIGN - 1) / ALIGN * ALIGN;
     }
@@ -34,9 +34,10 @@ static void tensor_infos(strbuf *b, const gguf_wtensor *plan, size_t n) {
             gmeta_le64(b, (uint64_t)t->cols);
             gmeta_le64(b, (uint64_t)t->rows);
             if (t->planes > 1) gmeta_le64(b, (uint64_t)t->planes);
-        } else {
-            gmeta_le32(b, 1);
+        } else { /* {rows}, or {rows, planes}: a layer's experts' vectors */
+            gmeta_le32(b, t->planes > 1 ? 2 : 1);
             gmeta_le64(b, (uint64_t)t->rows);
+            if (t->planes > 1) gmeta_le64(b, (uint64_t)t->planes);
         }
         gmeta_le32(b, t->type);
         gmeta_le64(b, t->offset);
@@ -54,7 +55,7 @@ static int pad(outstream *o, uint64_t len, gerr *e) {
  * rows. tmp and out hold a chunk's floats and its bytes. */
 static int write_tensor(outstream *o, const gguf_wtensor *t, size_t i, gguf_rows_fn rows_fn, void *ctx, float *tmp,
                         unsigned char *out, gerr *e) {
-    size_t cols = cols_of(t), rows = t->cols ? rows_of(t) : (size_t)t->rows, step = t->chunk_rows;
+    size_t cols = cols_of(t), rows = rows_of(t), step = t->chunk_rows;
     for (size_t r = 0; r < rows; r += step) {
         size_t nr = rows - r < step ? rows - r : step;
         const float *src = rows_fn(ctx, i, r, nr, tmp);

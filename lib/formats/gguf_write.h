@@ -18,9 +18,11 @@ enum { GGUF_WRITE_ALIGN = 32 };
 typedef struct {
     char name[64];
     int64_t rows, cols; /* [rows, cols] row-major (GGUF dims {cols, rows}); cols 0: a vector of rows values */
-    int64_t planes;     /* > 1: that many [rows, cols] matrices one after the other (GGUF dims
-                         * {cols, rows, planes}: a layer's experts); 0 or 1: one matrix */
-    uint32_t type;      /* GGML_TYPE_F32, _F16, _BF16, or _Q8_0 (then cols a multiple of 32) */
+    int64_t planes;     /* > 1: that many [rows, cols] matrices (vectors of rows) one after the other
+                         * (GGUF dims {cols, rows, planes}, {rows, planes}: a layer's experts);
+                         * 0 or 1: one */
+    uint32_t type;      /* GGML_TYPE_F32, _F16, _BF16, or _Q8_0 or _MXFP4 (then cols a multiple of 32;
+                         * MXFP4's values MXFP4's: gguf_quant.h) */
     size_t chunk_rows;  /* rows per call of the source (> 0; a vector's values count as rows) */
     uint64_t offset, nbytes; /* in the data section; set by gguf_write */
 } gguf_wtensor;

@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "../ops/packed_mxfp4.h"
 #include "../util/half.h"
 
 typedef struct {
@@ -40,7 +41,7 @@ bool quant_supported(uint32_t type) {
     switch (type) {
     case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_Q8_0:
     case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-    case GGML_TYPE_Q4_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_Q4_K: case GGML_TYPE_Q6_K: case GGML_TYPE_MXFP4:
         return true;
     default:
         return false;
@@ -151,6 +152,17 @@ static void block_q6_k(const unsigned char *b, float *y) {
     }
 }
 
+/* MXFP4: e (E8M0), 16 bytes of E2M1 codes, low nibbles values 0..15, high
+ * 16..31; y = code's value in halves * 2^(e - 128), exact (packed_mxfp4.h's
+ * values: ggml's dequantize_row_mxfp4 bit for bit). */
+static void block_mxfp4(const unsigned char *b, float *y) {
+    float d = mx4w_scale(b[0]);
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)MX4W_HALF_UNITS[b[1 + j] & 0x0F] * d;
+        y[j + 16] = (float)MX4W_HALF_UNITS[b[1 + j] >> 4] * d;
+    }
+}
+
 static void one_block(uint32_t type, const unsigned char *b, float *y) {
     switch (type) {
     case GGML_TYPE_Q8_0: block_q8_0(b, y); break;
@@ -160,6 +172,7 @@ static void one_block(uint32_t type, const unsigned char *b, float *y) {
     case GGML_TYPE_Q5_1: block_q5(b, y, 1); break;
     case GGML_TYPE_Q4_K: block_q4_k(b, y); break;
     case GGML_TYPE_Q6_K: block_q6_k(b, y); break;
+    case GGML_TYPE_MXFP4: block_mxfp4(b, y); break;
     default: break; /* unreachable: quant_supported first */
     }
 }
@@ -170,7 +183,7 @@ static int dequantize(uint32_t type, const void *src, float *dst, size_t n, bool
     if (!quant_supported(type))
         return gerr_set(e, EX_DATAERR,
                         "unsupported tensor type %s (%u): supported are F32, F16, BF16, Q8_0, Q4_0, "
-                        "Q4_1, Q5_0, Q5_1, Q4_K, Q6_K",
+                        "Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, MXFP4",
                         name, type);
     size_t block = quant_block_size(type), bytes = quant_type_size(type);
     if (n % block)

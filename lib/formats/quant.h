@@ -1,6 +1,6 @@
 /* GGML tensor types: block geometry of every type ggml defines, and
  * dequantization to float32 of the ones we load (F32, F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K, Q6_K).
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, MXFP4).
  *
  * A quantized row is a run of blocks: block_size values stored in type_size
  * bytes. Layouts are ggml's (ggml-common.h); the arithmetic is done in the

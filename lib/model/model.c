@@ -145,6 +145,12 @@ static const struct {
     [P_SCORE] = {"score.weight", "cls.output.weight"},
 };
 
+/* gpt_oss's GGUF name where it differs: llama.cpp's gpt-oss calls the
+ * norm before the experts attn_post_norm (LLM_TENSOR_ATTN_POST_NORM). */
+static const char *const oss_gguf_names[MODEL_N_PARAMS] = {
+    [P_FFN_NORM] = "blk.%d.post_attention_norm.weight",
+};
+
 /* gpt_oss's Hugging Face names where they differ: the router, and each
  * layer's experts stacked in one tensor per kind (lib/ckpt/load_hf.c reads
  * an expert's slice of them: gate_up_proj [E, dim, 2I], gate and up
@@ -186,9 +192,10 @@ size_t model_tensor_list(const model *m, model_tensor_ref *out) {
                 model_tensor_ref *r = &out[n];
                 if (expert_param(p)) snprintf(r->name, sizeof r->name, tensor_names[p].hf, l, x);
                 else snprintf(r->name, sizeof r->name, tensor_names[p].hf, l);
-                if (c->arch == ARCH_GPT_OSS && oss_names[p]) snprintf(r->hf, sizeof r->hf, oss_names[p], l);
+                bool oss = c->arch == ARCH_GPT_OSS;
+                if (oss && oss_names[p]) snprintf(r->hf, sizeof r->hf, oss_names[p], l);
                 else memcpy(r->hf, r->name, sizeof r->hf);
-                snprintf(r->gguf, sizeof r->gguf, tensor_names[p].gguf, l);
+                snprintf(r->gguf, sizeof r->gguf, oss && oss_gguf_names[p] ? oss_gguf_names[p] : tensor_names[p].gguf, l);
                 r->param = p;
                 r->layer = global ? -1 : l;
                 r->expert = expert_param(p) ? x : -1;

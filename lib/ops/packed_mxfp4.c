@@ -20,6 +20,15 @@ float mx4w_scale(uint8_t e) {
     return f;
 }
 
+const char *mx4w_block_fault(uint8_t e, const unsigned char codes[MX4W_HF_BYTES]) {
+    if (e == MX4W_NAN_SCALE) return "is MXFP4's NaN";
+    float d = mx4w_scale(e);
+    for (int j = 0; e >= 253 && j < MX4W_HF_BYTES; j++) /* below 253 even 12 halves stay finite */
+        if (!isfinite(MX4W_HALF_UNITS[codes[j] & 15] * d) || !isfinite(MX4W_HALF_UNITS[codes[j] >> 4] * d))
+            return "makes a value beyond float32";
+    return NULL;
+}
+
 static int panel_count(int n) { return (n + MX4W_NR - 1) / MX4W_NR; }
 
 size_t mx4w_bytes(int n, int k) {

@@ -76,6 +76,12 @@ extern const int8_t MX4W_HALF_UNITS[16];
 /* 2^(e - 128), ggml_e8m0_to_fp32_half: a block's scale in those units. */
 float mx4w_scale(uint8_t e);
 
+/* Why a loader refuses a block of scale e and 16 bytes of codes (two a
+ * byte, in either source's order): "is MXFP4's NaN" (e = MX4W_NAN_SCALE),
+ * "makes a value beyond float32" (a large code under e >= 253); NULL when
+ * the block is taken. */
+const char *mx4w_block_fault(uint8_t e, const unsigned char codes[MX4W_HF_BYTES]);
+
 /* Bytes of W [n, k] in this layout (n rounded up to whole panels). */
 size_t mx4w_bytes(int n, int k);
 

@@ -4,8 +4,8 @@
 Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
 
   make-tiny ARCH OUTDIR [--tied] [--llama3-rope] [--dtype f32|bf16] [--seed S]
-            [--norm-topk] [--dense-layers L,L...] [--sparse-step N] [--yarn] [--window W]
-            [--experts E] [--top-k K]
+            [--norm-topk] [--dense-layers L,L...] [--sparse-step N] [--yarn] [--yarn-truncate]
+            [--window W] [--experts E] [--top-k K]
       A tiny random Hugging Face directory (config.json, model.safetensors,
       generation_config.json, tokens.txt) for ARCH = llama | qwen2 | qwen3 |
       qwen3_moe. qwen2 has q/k/v biases; qwen3 has q/k norms and an explicit
@@ -13,7 +13,9 @@ Usage: .venv/bin/python tests/ref/model_ref.py COMMAND ...
       qwen3 with a mixture of 8 experts (top 2, width 32; --experts, --top-k) in its FFNs:
       norm_topk_prob with --norm-topk, mlp_only_layers and
       decoder_sparse_step from the last two. --yarn: gpt-oss's YaRN
-      rope_scaling (factor 32) on an original context of 512; --window W:
+      rope_scaling (factor 32) on an original context of 512 (truncate
+      false as gpt-oss's; --yarn-truncate: true, as llama.cpp computes
+      every YaRN); --window W:
       layer_types sliding, full, ... with sliding_window W. Weights are random from a fixed
       seed, never zero; norm weights are around 1.
   tiny-suite OUTROOT
@@ -67,7 +69,7 @@ def moe_layer(cfg, i):
 
 
 def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, norm_topk=False, dense_layers=(),
-              sparse_step=1, top_k=2, yarn=False, window=0, experts=8):
+              sparse_step=1, top_k=2, yarn=False, window=0, experts=8, yarn_truncate=False):
     import torch
     from safetensors.torch import save_file
     cfg = dict(TINY)
@@ -100,9 +102,10 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
     if yarn:
         # gpt-oss's settings (factor 32, beta 32 / 1, truncate false) on an
         # original context of 512 that puts head_dim 16's ramp at 0.81 .. 3.82:
-        # pair 0 kept, 1 .. 3 mixed, 4 .. 7 divided by the factor
+        # pair 0 kept, 1 .. 3 mixed, 4 .. 7 divided by the factor (truncated
+        # to 0 .. 4: pairs 1 .. 3 mixed otherwise)
         cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
-                               "original_max_position_embeddings": 512, "truncate": False}
+                               "original_max_position_embeddings": 512, "truncate": yarn_truncate}
     if window:
         # gpt-oss's pattern: sliding, full, sliding, ...
         cfg["sliding_window"] = window
@@ -583,6 +586,7 @@ def main(argv):
             opts["seed"] = int(args[args.index("--seed") + 1])
         opts["norm_topk"] = "--norm-topk" in args
         opts["yarn"] = "--yarn" in args
+        opts["yarn_truncate"] = "--yarn-truncate" in args
         if "--window" in args:
             opts["window"] = int(args[args.index("--window") + 1])
         if "--dense-layers" in args:

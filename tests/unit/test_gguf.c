@@ -626,6 +626,13 @@ static void test_dequant(void) {
     memset(b, 0, 210), put_half(b + 208, 0.25f), b[192] = 2, b[207] = (unsigned char)-4;
     b[0] = 0x05, b[128] = 0x02, b[127] = 0xF0, b[128 + 63] = 0xC0;
     CHECK(quant_dequantize(GGML_TYPE_Q6_K, b, y, 256, &e) == 0 && y[0] == 2.5f && y[255] == -31.0f);
+    /* MXFP4: e = 130 -> 4 per half unit; byte 0x9F -> value 0 code 15 = -12
+     * halves = -48, value 16 code 9 = -1 half = -4; e = 0 -> 2^-128 (subnormal) */
+    memset(b, 0, 17), b[0] = 130, b[1] = 0x9F, b[16] = 0x07;
+    CHECK(quant_dequantize(GGML_TYPE_MXFP4, b, y, 32, &e) == 0 && y[0] == -48 && y[16] == -4 && y[15] == 48);
+    CHECK(y[1] == 0 && y[31] == 0);
+    b[0] = 0, b[1] = 0x01;
+    CHECK(quant_dequantize(GGML_TYPE_MXFP4, b, y, 32, &e) == 0 && y[0] == 0x1p-128f && y[15] == 12 * 0x1p-128f);
 
     TEST("F16 and BF16 widen exactly");
     uint16_t h[3] = {f32_to_f16(-0.3330078125f), f32_to_f16(65504.0f), 0x0001};

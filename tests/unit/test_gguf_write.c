@@ -25,6 +25,7 @@
 #include "check.h"
 #include "helpers.h"
 #include "formats/gguf_quant.h"
+#include "ops/packed_mxfp4.h"
 #include "ckpt/load.h"
 #include "export/export.h"
 #include "io/mapped.h"
@@ -84,6 +85,49 @@ static void test_q8_0(void) {
     CHECK_NEAR(d, 0.05 / 127, 0.05 / 127 * 1e-3);
     CHECK_EQ_INT((int8_t)out[2 + 5], -127);
     for (int j = 0; j < 32; j++) CHECK_NEAR((int8_t)out[2 + j] * d, x[j], 0.5 * d + 1e-3 * d * 127);
+}
+
+/* ---- MXFP4 from its own values ----------------------------------------------------- */
+
+static void test_mxfp4_exact(void) {
+    TEST("MXFP4: blocks of every scale and code back from their values exactly; other values refused");
+    enum { NB = 255 * 4 };
+    static unsigned char src[NB * MX4W_GGUF_BYTES], out[NB * MX4W_GGUF_BYTES];
+    static float x[NB * 32], y[NB * 32];
+    uint64_t r = 42;
+    for (int b = 0; b < NB; b++) {
+        unsigned char *blk = src + (size_t)b * MX4W_GGUF_BYTES;
+        blk[0] = (unsigned char)(b / 4); /* every scale byte but the NaN, four blocks each */
+        for (int j = 1; j < MX4W_GGUF_BYTES; j++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            blk[j] = (unsigned char)(r >> 56);
+            if (blk[0] >= 253) blk[j] &= 0x33; /* small codes only: the largest scales overflow the others */
+            if (b % 4 == 3) blk[j] &= 0x77;    /* no negative code, no -0, small codes: several scales fit */
+        }
+    }
+    gerr e = {0};
+    CHECK(quant_dequantize(GGML_TYPE_MXFP4, src, x, NB * 32, &e) == 0);
+    CHECK(gguf_mxfp4_exact(x, out, NB * 32));
+    CHECK(quant_dequantize(GGML_TYPE_MXFP4, out, y, NB * 32, &e) == 0);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+    /* a block whose largest code is 12 halves keeps its scale */
+    int kept = 0, full = 0;
+    for (int b = 0; b < NB; b++) {
+        bool big = false;
+        for (int j = 1; j < MX4W_GGUF_BYTES; j++)
+            big = big || (src[b * MX4W_GGUF_BYTES + j] & 7) == 7 || (src[b * MX4W_GGUF_BYTES + j] >> 4 & 7) == 7;
+        full += big;
+        kept += big && out[b * MX4W_GGUF_BYTES] == src[b * MX4W_GGUF_BYTES];
+    }
+    CHECK(full > 0 && kept == full);
+    float z[32] = {0};
+    CHECK(gguf_mxfp4_exact(z, out, 32) && out[0] == 0);
+    z[3] = 0.3f; /* no code times a power of two */
+    CHECK(!gguf_mxfp4_exact(z, out, 32));
+    z[3] = 1.0f, z[4] = 0x1p-20f; /* both MXFP4 values, but 2^20 apart: no one scale */
+    CHECK(!gguf_mxfp4_exact(z, out, 32));
+    z[4] = INFINITY;
+    CHECK(!gguf_mxfp4_exact(z, out, 32));
 }
 
 /* ---- a tokenizer directory ------------------------------------------------------- */
@@ -479,6 +523,7 @@ int main(int argc, char **argv) {
     }
     write_tok_dir(dir);
     test_q8_0();
+    test_mxfp4_exact();
     test_roundtrip(dir, ARCH_LLAMA, false, true);
     test_roundtrip(dir, ARCH_QWEN2, true, false);
     test_roundtrip(dir, ARCH_QWEN3, false, false);
