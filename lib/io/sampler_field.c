@@ -44,19 +44,20 @@ static int one_of(const record *r, const cJSON *o, const char *key, const char *
 /* Whether our engine's device d, weights w, base and cache c (indices into
  * the names above) compute what a float32 trainer on a frozen base of
  * format trainer_base computes. */
-static bool ours_exact(const record *r, const cJSON *o, int d, int w, int c, const char *trainer_base, int *rc,
-                       gerr *e) {
+static bool ours_exact(const record *r, const cJSON *o, int d, int w, int c, const char *trainer_base,
+                       const char *trainer_compute, int *rc, gerr *e) {
     bool frozen = cJSON_GetObjectItemCaseSensitive(o, "base") != NULL;
     if (frozen && one_of(r, o, "base", bases, e) < 0) {
         *rc = EX_DATAERR;
         return false;
     }
-    if (d != 0 || c != 0) return false;
-    /* on a frozen base: the trainer's own base; else float32 (mxfp4: float32 on exact values) */
-    return frozen ? !strcmp(weights[w], trainer_base) : w == 0 || w == 3;
+    if (d != 0 || c != 0 || strcmp(trainer_compute, "f32")) return false;
+    /* on a frozen base: the trainer's own base; else float32 (mxfp4: float32 on exact values) on a float32 base */
+    return frozen ? !strcmp(weights[w], trainer_base) : (w == 0 || w == 3) && !strcmp(trainer_base, "f32");
 }
 
-int sampler_field_read(const record *r, const char *trainer_base, sampler_kind *kind, gerr *e) {
+int sampler_field_read(const record *r, const char *trainer_base, const char *trainer_compute, sampler_kind *kind,
+                       gerr *e) {
     *kind = SAMPLER_ABSENT;
     cJSON *o = NULL;
     int rc = record_get_json_unless_null(r, "sampler", &o, e);
@@ -76,7 +77,7 @@ int sampler_field_read(const record *r, const char *trainer_base, sampler_kind *
         int d = one_of(r, o, "device", devices, e), w = d < 0 ? -1 : one_of(r, o, "weights", weights, e),
             c = w < 0 ? -1 : one_of(r, o, "kv_cache", caches, e);
         if (c < 0) rc = EX_DATAERR;
-        else if (ours_exact(r, o, d, w, c, trainer_base, &rc, e)) *kind = SAMPLER_EXACT;
+        else if (ours_exact(r, o, d, w, c, trainer_base, trainer_compute, &rc, e)) *kind = SAMPLER_EXACT;
     }
     cJSON_Delete(o);
     return rc;

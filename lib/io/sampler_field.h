@@ -13,8 +13,10 @@
  * `exact`. So is our engine on the CPU with a float32 cache running a LoRA
  * checkpoint on its packed frozen base ("base":"frozen", "weights" that
  * base's format) when the trainer's frozen base has that format (the
- * trainer's own products, lib/ckpt/load.h). Anything else (bf16 or q8
- * weights, a bf16 cache, another frozen base, a device, a server) is not,
+ * trainer's own products, lib/ckpt/load.h). Either only against a trainer
+ * with float32 products (not --compute bf16), and float32 weights only
+ * against a trainer on a float32 base. Anything else (bf16 or q8 weights,
+ * a bf16 cache, another frozen base, a device, a server) is not,
  * and grpo-update's defaults treat such records' log-probs as the
  * sampler's rather than the old policy's (formats/loss.md). A record
  * without the field is taken as exact. */
@@ -42,12 +44,15 @@ typedef enum {
 } sampler_kind;
 
 /* The record's sampler, against a trainer whose frozen base is in format
- * trainer_base ("f32", "bf16" or "q8": grpo-update --base-weights).
+ * trainer_base ("f32", "bf16" or "q8": grpo-update --base-weights) and
+ * whose products are trainer_compute's ("f32" or "bf16": --compute; exact
+ * needs "f32").
  * EX_DATAERR naming FILE:LINE and the field when it is not an object whose
  * "engine" is a non-empty string, when our engine's device, weights or
  * kv_cache is missing or not one of its names or its base is present and
  * not "frozen", or when another engine's "logprobs" is present and not
  * "processed" or "raw". */
-int sampler_field_read(const record *r, const char *trainer_base, sampler_kind *kind, gerr *e);
+int sampler_field_read(const record *r, const char *trainer_base, const char *trainer_compute, sampler_kind *kind,
+                       gerr *e);
 
 #endif

@@ -195,7 +195,8 @@ static int setup_batch(rank_run *r, gerr *e) {
     if (rt.required && !shape.layers)
         rc = gerr_set(e, EX_USAGE, "--routing replay: %s has no mixture of experts", o->model);
     if (!rc)
-        rc = update_batch_read(all, o->in, r->pol.m.cfg.vocab_size, o->mask_truncated, &rt, r->pol.base_weights, e);
+        rc = update_batch_read(all, o->in, r->pol.m.cfg.vocab_size, o->mask_truncated, &rt, r->pol.base_weights,
+                               r->pol.compute, e);
     if ((rc = dist_agree(d, rc, e))) return rc;
     update_plan_routing(r->plan, all->routing != NULL);
     if (r->plan->routing == ROUTING_RECOMPUTE) {

@@ -50,7 +50,7 @@ typedef struct {
     double reward_sum;
     long n_reward, sum_len, n_length;
     strbuf last_id; /* the id of the last sequence pushed */
-    const char *trainer_base; /* the trainer's frozen base format, for the sampler field */
+    const char *trainer_base, *trainer_compute; /* the trainer's frozen base format and products, for the sampler field */
 } reader;
 
 static void reader_free(reader *rd) {
@@ -100,7 +100,7 @@ static int read_record(reader *rd, update_batch *b, const record *r, uint64_t ke
     if ((rc = completion_mask_logprobs(r, mask, (int)nc, rd->logp + rd->n_logp, e))) goto out;
     int n_model = completion_mask_select(rd->logp + rd->n_logp, mask, (int)nc);
     sampler_kind sk;
-    if ((rc = sampler_field_read(r, rd->trainer_base, &sk, e))) goto out;
+    if ((rc = sampler_field_read(r, rd->trainer_base, rd->trainer_compute, &sk, e))) goto out;
     b->n_inexact += sk == SAMPLER_OTHER || sk == SAMPLER_RAW;
     b->n_raw += sk == SAMPLER_RAW;
     long long ps;
@@ -237,7 +237,7 @@ static void lay_out(update_batch *b, reader *rd, const batch_routing *rt) {
 }
 
 int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, const batch_routing *rt,
-                      const char *trainer_base, gerr *e) {
+                      const char *trainer_base, const char *trainer_compute, gerr *e) {
     memset(b, 0, sizeof *b);
     jsonl_reader in;
     if (jsonl_open(&in, path, e)) return e->code;
@@ -246,7 +246,7 @@ int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_tr
     in.hash = &hash;
     reader rd;
     memset(&rd, 0, sizeof rd);
-    rd.trainer_base = trainer_base;
+    rd.trainer_base = trainer_base, rd.trainer_compute = trainer_compute;
     record r;
     record_init(&r);
     int got = 0, rc = 0;

@@ -183,6 +183,16 @@ with_sampler() {
     jq -e '.flags.recompute_old == true and .flags.is_correction == "sequence"' seq/grpo/state.json
     upd rec --in in-bf16.jsonl --is-correction none
     jq -e '.flags.recompute_old == true and .flags.is_correction == "none"' rec/grpo/state.json
+    # float32 records are the arithmetic of a float32 trainer on a float32 base only: not of a
+    # LoRA run on a q8 base, nor of bf16 products
+    upd q8 --in in-f32.jsonl --lora-r 4 --base-weights q8
+    jq -e '.flags.recompute_old == true and .flags.is_correction == "token"' q8/grpo/state.json
+    upd f32lora --in in-f32.jsonl --lora-r 4
+    jq -e '.flags.recompute_old == false and .flags.is_correction == "none"' f32lora/grpo/state.json
+    if grep -qw avx512_bf16 /proc/cpuinfo; then
+        upd cbf16 --in in-f32.jsonl --compute bf16
+        jq -e '.flags.recompute_old == true and .flags.is_correction == "token"' cbf16/grpo/state.json
+    fi
 }
 
 @test "--old-logp records with an importance correction is 64; a malformed sampler field is 65 naming it" {
