@@ -26,7 +26,8 @@ int main(int argc, char **argv) {
          "the base the adapter was trained on",
          0, 0, NULL},
         {"--dtype", NULL, FLAG_CHOICE, &dtype, "T",
-         "f32, f16, bf16, q8_0 (gguf only), or auto: bf16 for hf, f32 for peft, f16 for gguf", 0, 0,
+         "f32, f16, bf16, q8_0 (gguf only), or auto: bf16 for hf, f32 for peft, f16 for gguf (whose vectors and "
+         "routers stay f32)", 0, 0,
          "auto|f32|f16|bf16|q8_0"},
         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL,
          "progress on stderr even when it is not a terminal: loading, then the tensors written", 0, 0, NULL},

@@ -169,7 +169,7 @@ static int fit_model(const export_opts *o, model *m, char **note, gerr *e) {
         bool gguf = o->format == EXPORT_GGUF;
         if (gguf && r->expert <= 0) mxfp4 = gguf_export_mxfp4(m, r, o->dtype);
         if (gguf && mxfp4) continue;
-        export_dtype d = gguf ? gguf_export_tensor_dtype(o->dtype, r->cols) : o->dtype;
+        export_dtype d = gguf ? gguf_export_tensor_dtype(o->dtype, r->param, r->cols) : o->dtype;
         rc = fit_tensor(o, gguf ? r->gguf : r->hf, r->dst, (size_t)r->rows * (size_t)(r->cols ? r->cols : 1), d,
                         clamped, e);
     }

@@ -54,9 +54,12 @@ int export_range_check(const char *model, const char *tensor, const float *x, si
 /* Sets each finite x[i] beyond d's range to +-export_dtype_limit(d);
  * returns how many it changed (non-finite values are left). */
 size_t export_range_clamp(float *x, size_t n, export_dtype d);
-/* The dtype a GGUF export writes a tensor of cols columns in (0: a vector)
- * when dtype is asked: vectors f32, q8_0 rows not of whole blocks f16. */
-export_dtype gguf_export_tensor_dtype(export_dtype dtype, int64_t cols);
+/* The dtype a GGUF export writes a tensor of parameter param (model.h's
+ * P_*, -1 for none) and cols columns (0: a vector) in when dtype is asked:
+ * vectors and a mixture of experts' router f32 (as llama.cpp's converter
+ * keeps them: the router's logits choose the experts), q8_0 rows not of
+ * whole blocks f16. */
+export_dtype gguf_export_tensor_dtype(export_dtype dtype, int param, int64_t cols);
 
 /* Whether the GGUF export writes the layer's experts of r (an expert
  * matrix of m) as MXFP4 (GGML type 39) whatever dtype says: dtype not f32

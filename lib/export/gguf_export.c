@@ -41,8 +41,8 @@ static uint32_t ggml_type(export_dtype d) {
     return GGML_TYPE_F32;
 }
 
-export_dtype gguf_export_tensor_dtype(export_dtype dtype, int64_t cols) {
-    if (!cols) return EXPORT_F32;
+export_dtype gguf_export_tensor_dtype(export_dtype dtype, int param, int64_t cols) {
+    if (!cols || param == P_ROUTER) return EXPORT_F32;
     return dtype == EXPORT_Q8_0 && cols % Q8_0_BLOCK ? EXPORT_F16 : dtype;
 }
 
@@ -155,8 +155,8 @@ typedef struct {
 } plan;
 
 /* planes > 1: a layer's experts, the first one's place holding them all. */
-static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, int64_t planes, const float *src,
-                     int perm, export_dtype dtype) {
+static void plan_add(plan *p, const char *name, int param, int64_t rows, int64_t cols, int64_t planes,
+                     const float *src, int perm, export_dtype dtype) {
     gguf_wtensor *t = &p->t[p->n];
     p->src[p->n++] = (plan_src){.src = src, .perm_heads = perm};
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -166,7 +166,7 @@ static void plan_add(plan *p, const char *name, int64_t rows, int64_t cols, int6
     /* vectors (norms, biases, rope factors) stay F32, as llama.cpp keeps
      * them; Q8_0 needs rows of whole 32-value blocks, else F16 (what
      * convert_hf_to_gguf.py falls back to) */
-    t->type = ggml_type(gguf_export_tensor_dtype(dtype, cols));
+    t->type = ggml_type(gguf_export_tensor_dtype(dtype, param, cols));
     /* one head at a time when rows are permuted, else about BLOCK_FLOATS
      * values (at least one row) */
     size_t c = (size_t)(cols ? cols : 1);
@@ -181,20 +181,22 @@ static void make_plan(const model *m, const model_tensor_ref *refs, size_t n_ref
     bool llama = m->cfg.arch == ARCH_LLAMA;
     for (size_t i = 0; i < n_refs; i++)
         if (refs[i].param == P_TOK_EMBD)
-            plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, 1, refs[i].dst, 0, dtype);
-    if (factors) plan_add(p, "rope_freqs.weight", m->cfg.head_dim / 2, 0, 1, factors, 0, dtype);
+            plan_add(p, refs[i].gguf, refs[i].param, refs[i].rows, refs[i].cols, 1, refs[i].dst, 0, dtype);
+    if (factors) plan_add(p, "rope_freqs.weight", -1, m->cfg.head_dim / 2, 0, 1, factors, 0, dtype);
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (size_t i = 0; i < n_refs; i++)
             if (refs[i].layer == l && refs[i].expert <= 0) {
                 /* llama.cpp permutes Q/K for the llama architecture only (the
                  * loader undoes exactly that) */
-                plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, refs[i].expert == 0 ? m->cfg.n_experts : 1,
-                         refs[i].dst, llama ? refs[i].perm_heads : 0, dtype);
+                plan_add(p, refs[i].gguf, refs[i].param, refs[i].rows, refs[i].cols,
+                         refs[i].expert == 0 ? m->cfg.n_experts : 1, refs[i].dst, llama ? refs[i].perm_heads : 0,
+                         dtype);
                 if (gguf_export_mxfp4(m, &refs[i], dtype)) p->t[p->n - 1].type = GGML_TYPE_MXFP4;
             }
     for (int q = P_OUT_NORM; q <= P_LM_HEAD; q++)
         for (size_t i = 0; i < n_refs; i++)
-            if (refs[i].param == q) plan_add(p, refs[i].gguf, refs[i].rows, refs[i].cols, 1, refs[i].dst, 0, dtype);
+            if (refs[i].param == q)
+                plan_add(p, refs[i].gguf, refs[i].param, refs[i].rows, refs[i].cols, 1, refs[i].dst, 0, dtype);
 }
 
 /* What llama.cpp's gpt-oss computes beyond what its keys say: the clamp at

@@ -184,6 +184,16 @@ sys.exit(0 if d <= 1e-4 else 1)"
     done
     cmp moe.f32 m.gguf.f32
     cmp moe.f32 back.f32
+    # quantized, the router stays F32 as llama.cpp's converter keeps it: its logits choose the experts
+    grpo-export --model "$MOE" --format gguf --dtype q8_0 --out q.gguf
+    "$GRPO_PY" - q.gguf <<'PY'
+import sys
+from gguf import GGUFReader, GGMLQuantizationType as T
+types = {t.name: t.tensor_type for t in GGUFReader(sys.argv[1]).tensors}
+routers = [n for n in types if n.endswith("ffn_gate_inp.weight")]
+assert routers and all(types[n] == T.F32 for n in routers), {n: types[n] for n in routers}
+assert types["blk.0.attn_q.weight"] == T.Q8_0 and types["blk.0.ffn_gate_exps.weight"] == T.Q8_0
+PY
 }
 
 @test "transformers 5's stacked experts (gate_up_proj, down_proj) load as the per-expert tensors; a wrong shape is 65" {
