@@ -236,7 +236,7 @@ static void release_tail(void *w, weight_format fmt, int n, int k) {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = ((uintptr_t)w + weights_packed_bytes(fmt, n, k) + page - 1) / page * page;
     uintptr_t hi = ((uintptr_t)w + (size_t)n * k * sizeof(float)) / page * page;
-    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0) return;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
