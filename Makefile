@@ -12,7 +12,8 @@
 #                   against sgemm, PyTorch and llama.cpp (llama-batched-bench, native build); 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
 #                   rule rewards against a Python peer; the judge cache; the LLM judge's
 #                   requests/s against the local test server; multi-turn rollout (--env,
-#                   instant and 50 ms environments) against single-turn
+#                   instant and 50 ms environments) against single-turn; a gpt-oss-20b-shaped
+#                   mixture of experts against llama.cpp (bench/moe.sh)
 #   make bench-gpu  grpo-rollout --device cuda against transformers generate, grpo-update
 #                   --device cuda against a PyTorch eager step, and a whole GRPO step against
 #                   TRL's GRPOTrainer, on the same NVIDIA card, random weights of three model
@@ -205,6 +206,17 @@ $(LLAMA)-native/.built: scripts/setup/llama_native.sh $(LLAMA)/.built
 	@sh scripts/setup/llama_native.sh $(LLAMA)/src $(LLAMA)-native
 	@touch $@
 llama-native: $(LLAMA)-native/.built
+# llama.cpp's libraries, native but without AMX, and bench/llama_decode.c over
+# them: the peer of bench/moe.sh (a mixture of experts, every row its own token)
+$(LLAMA)-noamx/.built: scripts/setup/llama_native.sh $(LLAMA)/.built
+	@LLAMA_NO_AMX=1 sh scripts/setup/llama_native.sh $(LLAMA)/src $(LLAMA)-noamx llama
+	@touch $@
+NOAMX_LIBS := $(LLAMA)-noamx/src/libllama.a $(LLAMA)-noamx/ggml/src/libggml.a \
+	$(LLAMA)-noamx/ggml/src/libggml-cpu.a $(LLAMA)-noamx/ggml/src/libggml-base.a
+build/bench/llama_decode: bench/llama_decode.c $(LLAMA)-noamx/.built
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) -I$(LLAMA)/src/include -I$(LLAMA)/src/ggml/include $< $(NOAMX_LIBS) \
+		-fopenmp -lstdc++ -lm -lpthread -o $@.tmp && mv $@.tmp $@
 # llama.cpp's llama-server, native, in the same build directory: the local
 # judge scripts/judge-server starts; not needed by the tests (reward_judge_local.bats
 # uses it where it is built).
@@ -272,7 +284,8 @@ build/bench/%: bench/%.c $(wildcard bench/*.h) build/libgrpo.a $(DEV_LIB) $(DEV_
 
 bench: deps
 	@$(MAKE) --no-print-directory all build/bench/bench_model build/bench/bench_reward build/bench/bench_judge_cache \
-		build/bench/bench_q8 build/bench/bench_bf16 build/bench/bench_mxfp4 build/bench/bench_gemm_bf16 venv models llama-native
+		build/bench/bench_q8 build/bench/bench_bf16 build/bench/bench_mxfp4 build/bench/bench_gemm_bf16 venv models llama-native \
+		build/bench/llama_decode
 	@sh bench/stream.sh
 	@sh bench/model.sh
 	@build/bench/bench_q8
@@ -286,6 +299,7 @@ bench: deps
 	@sh bench/multiturn.sh
 	@sh bench/omp_wait.sh
 	@sh bench/routing.sh
+	@sh bench/moe.sh
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=...]; make uninstall ----------
 # PREFIX/bin: the seven tools and the scripts (links into share); PREFIX/share/man/man1:
