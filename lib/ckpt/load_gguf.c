@@ -19,6 +19,7 @@
 
 #include "../formats/gguf.h"
 #include "../formats/quant.h"
+#include "../io/mapped.h"
 #include "../model/model.h"
 #include "../ops/ops.h"
 #include "../ops/packed_mxfp4.h"
@@ -149,6 +150,15 @@ static bool takes_verbatim(const pack_plan *plan, const model_tensor_ref *r, con
     return plan && plan->hold[r->param] == HOLD_PACKED && weights_takes_blocks(plan->as[r->param], t->type);
 }
 
+/* The file's pages of t that a load read, out of this process's memory
+ * (map_drop): expert `expert`'s slice of n_experts, or all of t (expert
+ * -1), so that the file's pages are not held beside the model. */
+static void drop_read(const gguf_file *f, const gguf_tensor *t, int expert, int n_experts) {
+    if (!f->map) return; /* caller memory, not a mapping */
+    size_t slice = expert < 0 ? t->nbytes : t->nbytes / (size_t)n_experts;
+    map_drop((const char *)t->data + (size_t)(expert < 0 ? 0 : expert) * slice, slice);
+}
+
 /* Every tensor, as float32 or, where plan (NULL: none) takes its blocks,
  * packed and marked verbatim. */
 static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) {
@@ -163,8 +173,10 @@ static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) 
             rc = EX_DATAERR;
         } else if (takes_verbatim(plan, &refs[i], t)) {
             plan->verbatim[i] = !(rc = load_packed(m, f, t, &refs[i], plan->as[refs[i].param], &tmp, e));
+            if (!rc) drop_read(f, t, refs[i].expert, m->cfg.n_experts);
         } else if (refs[i].expert <= 0) { /* the first expert's place takes the layer's every expert */
             rc = load_floats(m, f, t, &refs[i], &tmp, e);
+            if (!rc) drop_read(f, t, -1, 1);
         }
     }
     free(tmp.p);
@@ -195,7 +207,8 @@ int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_pla
     if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_check_declared_gguf(&m->cfg, &f, e)) &&
         !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e))) {
         if (w) m->experts_mxfp4 = experts_in_mxfp4(m, &f), model_plan_packing(m, *w, plan), planned = true;
-        rc = load_tensors(m, &f, planned ? plan : NULL, e);
+        rc = model_fits_memory(m, planned ? plan : NULL, e);
+        if (!rc) rc = load_tensors(m, &f, planned ? plan : NULL, e);
     }
     gguf_close(&f);
     if (rc && planned) pack_plan_free(plan);

@@ -216,6 +216,7 @@ static int load_tensors(model *m, const shard_set *s, const char *dir, pack_plan
             break;
         }
         rc = st_tensor_to_f32_finite(f, t, r->dst, e);
+        if (!rc && f->map) map_drop(t->data, t->nbytes); /* the file's pages not held beside the copy */
     }
     free(refs);
     return rc;
@@ -269,6 +270,7 @@ int model_load_hf(model *m, const char *dir, const weight_choice *w, pack_plan *
         m->experts_mxfp4 = experts_in_mxfp4(s, m);
         model_plan_packing(m, *w, plan), planned = true;
     }
+    if (!rc) rc = model_fits_memory(m, planned ? plan : NULL, e);
     if (!rc) rc = load_tensors(m, s, dir, planned ? plan : NULL, e);
     shards_close(s);
     free(s);

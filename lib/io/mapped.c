@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -135,4 +136,10 @@ char *read_regular_file(const char *path, size_t *len, gerr *e) {
     if (!b.data) sb_reserve(&b, 0);
     if (len) *len = b.len;
     return b.data;
+}
+
+void map_drop(const void *p, size_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: failing, the pages only stay */
 }

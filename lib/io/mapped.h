@@ -14,6 +14,11 @@
  * map_release. */
 int map_file(const char *path, void **map, size_t *len, gerr *e);
 void map_release(void *map, size_t len);
+/* The whole pages of [p, p + n), inside a mapping of map_file's, read and
+ * not needed soon: dropped from this process's memory (they stay in the
+ * page cache, and a later read maps them again), so that loading a model
+ * does not hold the file's pages beside their copies. */
+void map_drop(const void *p, size_t n);
 
 /* A small file's whole text, NUL-terminated (config and tokenizer JSON);
  * *len (when not NULL) gets its length. NULL with e set: EX_NOINPUT when

@@ -6,6 +6,7 @@
 #include <sysexits.h>
 
 #include "lora.h"
+#include "../util/bigmem.h"
 
 static const char *const param_names[MODEL_N_PARAMS] = {
     "tok_embd", "attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "q_norm", "k_norm", "wo",
@@ -77,7 +78,10 @@ int model_alloc(model *m, gerr *e) {
     param_sizes(&m->cfg, m->param_sizes);
     m->n_params = 0;
     for (int i = 0; i < MODEL_N_PARAMS; i++) m->n_params += m->param_sizes[i];
-    m->params_memory = calloc(m->n_params, sizeof(float));
+    /* reserved, not committed: a matrix packed in place (pack.c) leaves the
+     * rest of its float32 place untouched, so it costs no memory; what the
+     * model will hold is checked by model_fits_memory */
+    m->params_memory = big_reserve(m->n_params * sizeof(float));
     if (!m->params_memory)
         return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB for the model's parameters",
                         m->n_params * sizeof(float) >> 20);
@@ -106,7 +110,7 @@ void model_free(model *m) {
     if (m->adapter) lora_free(m->adapter);
     free(m->adapter);
     model_dev_free(m);
-    free(m->params_memory);
+    big_unreserve(m->params_memory, m->n_params * sizeof(float));
     free(m->head_packed_own);
     memset(m, 0, sizeof *m);
 }

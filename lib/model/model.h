@@ -176,6 +176,13 @@ void pack_plan_free(pack_plan *p);
  * already. EX_DATAERR when p was refused, EX_SOFTWARE when memory is short
  * (m then unchanged). */
 int model_pack(model *m, const pack_plan *p, gerr *e);
+/* The bytes m's parameters take in memory once loaded and packed as p says
+ * (NULL: float32 throughout): a packed matrix's float32 place past its
+ * packed bytes is never written or is given back (model_alloc reserves the
+ * whole buffer without committing it). model_fits_memory: 0 when they fit
+ * in the machine's memory and swap, else EX_SOFTWARE "cannot allocate". */
+size_t model_resident_bytes(const model *m, const pack_plan *p);
+int model_fits_memory(const model *m, const pack_plan *p, gerr *e);
 /* model_plan_packing and model_pack, for a model loaded as float32 (in
  * f32, bf16 or q8). */
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e);

@@ -14,6 +14,7 @@
 #include "../ops/packed_bf16_kernels.h"
 #include "../ops/packed_isa.h"
 #include "../ops/packed_q8.h"
+#include "../util/bigmem.h"
 #include "model.h"
 
 /* The matrices packed in their own place: the layers' (an expert's each in
@@ -176,6 +177,37 @@ static bool packs_any(const pack_plan *p) {
     return false;
 }
 
+/* The whole pages of W [n, k]'s float32 place past its packed bytes back
+ * to the system (a failed madvise only keeps them). */
+static void release_tail(void *w, weight_format fmt, int n, int k) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)w + weights_packed_bytes(fmt, n, k) + page - 1) / page * page;
+    uintptr_t hi = ((uintptr_t)w + (size_t)n * k * sizeof(float)) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+size_t model_resident_bytes(const model *m, const pack_plan *p) {
+    size_t bytes = m->n_params * sizeof(float);
+    if (!p || p->refused.code) return bytes;
+    model_tensor_ref *refs = xcalloc(p->n_tensors, sizeof *refs);
+    model_tensor_list(m, refs);
+    for (size_t i = 0; i < p->n_tensors; i++) {
+        int rows = (int)refs[i].rows, cols = (int)refs[i].cols;
+        if (p->hold[refs[i].param] == HOLD_PACKED)
+            bytes -= (size_t)rows * cols * sizeof(float) - weights_packed_bytes(p->as[refs[i].param], rows, cols);
+    }
+    if (p->hold[P_LM_HEAD] == HOLD_PACKED_COPY)
+        bytes += weights_packed_bytes(p->fmt, m->cfg.vocab_size, m->cfg.dim);
+    free(refs);
+    return bytes;
+}
+
+int model_fits_memory(const model *m, const pack_plan *p, gerr *e) {
+    size_t bytes = model_resident_bytes(m, p);
+    if (big_fits(bytes)) return 0;
+    return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB for the model's parameters", bytes >> 20);
+}
+
 int model_pack(model *m, const pack_plan *p, gerr *e) {
     if (m->packed) return 0;
     if (p->refused.code) return gerr_set(e, p->refused.code, "%s", p->refused.msg);
@@ -204,8 +236,10 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
         return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
     }
     for (size_t i = 0; i < p->n_tensors; i++)
-        if (p->hold[refs[i].param] == HOLD_PACKED && !p->verbatim[i])
+        if (p->hold[refs[i].param] == HOLD_PACKED && !p->verbatim[i]) {
             pack_in_place(p->as[refs[i].param], refs[i].dst, tmp, (int)refs[i].rows, (int)refs[i].cols);
+            release_tail(refs[i].dst, p->as[refs[i].param], (int)refs[i].rows, (int)refs[i].cols);
+        }
     if (p->hold[P_LM_HEAD] == HOLD_PACKED) {
         m->head_packed = m->w.lm_head;
     } else if (head_copy) {
@@ -230,30 +264,13 @@ int model_pack_for_inference(model *m, weight_format fmt, gerr *e) {
     return rc;
 }
 
-/* The whole pages of W [n, k]'s float32 place past its packed bytes back
- * to the system (a failed madvise only keeps them). */
-static void release_tail(void *w, weight_format fmt, int n, int k) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)w + weights_packed_bytes(fmt, n, k) + page - 1) / page * page;
-    uintptr_t hi = ((uintptr_t)w + (size_t)n * k * sizeof(float)) / page * page;
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
 int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
     if (fmt == WEIGHTS_F32 || m->packed) return 0;
     pack_plan p;
     model_plan_packing(m, (weight_choice){.fmt = fmt}, &p);
     p.hold[P_LM_HEAD] = HOLD_ROWS; /* the head's product keeps its float32 rows */
     int rc = model_pack(m, &p, e);
-    if (!rc && m->packed) {
-        m->packed_frozen = true;
-        model_tensor_ref *refs = xcalloc(p.n_tensors, sizeof *refs);
-        model_tensor_list(m, refs);
-        for (size_t i = 0; i < p.n_tensors; i++)
-            if (p.hold[refs[i].param] == HOLD_PACKED && refs[i].param != P_LM_HEAD)
-                release_tail(refs[i].dst, p.as[refs[i].param], (int)refs[i].rows, (int)refs[i].cols);
-        free(refs);
-    }
+    if (!rc && m->packed) m->packed_frozen = true;
     pack_plan_free(&p);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 enum { HUGE_PAGE = 2 << 20 };
 
@@ -22,4 +23,20 @@ void *big_calloc(size_t n, size_t size) {
 #endif
     memset(p, 0, rounded);
     return p;
+}
+
+void *big_reserve(size_t n) {
+    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void big_unreserve(void *p, size_t n) {
+    if (p) (void)munmap(p, n ? n : 1); /* fails only for a range not mapped: nothing to give back */
+}
+
+bool big_fits(size_t n) {
+    struct sysinfo si;
+    if (sysinfo(&si) != 0) return true; /* unknown: the pages themselves will tell */
+    unsigned long long have = ((unsigned long long)si.totalram + si.totalswap) * si.mem_unit;
+    return n <= have;
 }

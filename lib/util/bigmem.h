@@ -14,10 +14,23 @@
 #ifndef GRPO_UTIL_BIGMEM_H
 #define GRPO_UTIL_BIGMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* n * size zero bytes, freed with free(); NULL when out of memory or when
  * n * size overflows. Below 2 MiB it is calloc. */
 void *big_calloc(size_t n, size_t size);
+
+/* n zero bytes whose pages take memory only once written (an anonymous
+ * mapping without swap reserved for it): the model's parameter buffer, most
+ * of whose float32 place a packed matrix never touches. NULL when the
+ * mapping fails; nothing is checked against the machine's memory (see
+ * big_fits). Freed with big_unreserve(p, n). */
+void *big_reserve(size_t n);
+void big_unreserve(void *p, size_t n);
+
+/* Whether n bytes fit in the machine's memory and swap: the check calloc's
+ * mapping would have made (Linux refuses an allocation beyond them). */
+bool big_fits(size_t n);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -363,6 +364,58 @@ static void test_other_formats(void) {
     model_free(&a), model_free(&m);
 }
 
+/* Pages of [p, p + n) (whole pages inside it) in memory, by mincore. */
+static int resident_pages(const void *p, size_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
+    if (hi <= lo) return 0;
+    size_t np = (hi - lo) / page;
+    unsigned char *v = calloc(np, 1);
+    int count = -1;
+    if (v && mincore((void *)lo, hi - lo, v) == 0) {
+        count = 0;
+        for (size_t i = 0; i < np; i++) count += v[i] & 1;
+    }
+    free(v);
+    return count;
+}
+
+static void test_resident(void) {
+    TEST("a packed matrix's float32 place past its packed bytes takes no memory, loaded from blocks or widened");
+    model_config cfg = llama_cfg;
+    cfg.dim = 256, cfg.hidden_dim = 512, cfg.head_dim = 64, cfg.vocab_size = 64;
+    model m, a, b;
+    const char *path = file("m.gguf");
+    if (!make(&m, &cfg, 11) || write_gguf(path, &m, false) || !load_both(path, WEIGHTS_Q8, &a, &b)) {
+        CHECK(0);
+        return;
+    }
+    size_t f32 = (size_t)cfg.hidden_dim * cfg.dim * sizeof(float), q8 = weights_packed_bytes(WEIGHTS_Q8, cfg.hidden_dim, cfg.dim);
+    for (int l = 0; l < cfg.n_layers; l++) {
+        const model *both[2] = {&a, &b}; /* widened and packed in place; from the file's blocks */
+        for (int k = 0; k < 2; k++) {
+            const char *w = (const char *)model_layer_tensor(both[k], P_W_GATE, l);
+            CHECK(resident_pages(w, q8) > 0);
+            CHECK_EQ_INT(resident_pages(w + q8, f32 - q8), 0);
+        }
+    }
+    /* what the plan says the model holds: every matrix at its packed size */
+    pack_plan p;
+    model_plan_packing(&b, (weight_choice){.fmt = WEIGHTS_Q8}, &p);
+    size_t want = b.n_params * sizeof(float);
+    for (int l = 0; l < cfg.n_layers; l++)
+        for (int i = 0; i < N_MATS; i++) {
+            int n, k;
+            (void)packed_matrix(&b, i, l, &n, &k);
+            want -= (size_t)n * k * sizeof(float) - weights_packed_bytes(WEIGHTS_Q8, n, k);
+        }
+    want -= (size_t)cfg.vocab_size * cfg.dim * sizeof(float) - weights_packed_bytes(WEIGHTS_Q8, cfg.vocab_size, cfg.dim);
+    CHECK_EQ_INT((long long)model_resident_bytes(&b, &p), (long long)want);
+    CHECK_EQ_INT((long long)model_resident_bytes(&b, NULL), (long long)(b.n_params * sizeof(float)));
+    pack_plan_free(&p);
+    model_free(&m), model_free(&a), model_free(&b);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) {
         printf("# mkdtemp: %s\n", strerror(errno));
@@ -372,6 +425,7 @@ int main(void) {
     test_any_blocks();
     test_nonfinite();
     test_other_formats();
+    test_resident();
     const char *names[] = {"m.gguf", "halved.gguf", "bad.gguf", "q8_0.gguf"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
     rmdir(dir);
