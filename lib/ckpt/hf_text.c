@@ -167,7 +167,7 @@ static int tokenizer_config(const char *dir, const gguf_file *f, tok_pre_kind ki
     token_entry(&b, f, &toks, "pad_token", "tokenizer.ggml.padding_token_id");
     /* the class transformers writes for the family; all load the fast tokenizer from tokenizer.json */
     sb_printf(&b, ",\n  \"tokenizer_class\": \"%s\"",
-              kind == TOK_PRE_LLAMA3 ? "PreTrainedTokenizerFast" : kind == TOK_PRE_QWEN2 ? "Qwen2Tokenizer" : "GPT2Tokenizer");
+              kind == TOK_PRE_LLAMA3 || kind == TOK_PRE_GPT4O ? "PreTrainedTokenizerFast" : kind == TOK_PRE_QWEN2 ? "Qwen2Tokenizer" : "GPT2Tokenizer");
     token_entry(&b, f, &toks, "unk_token", "tokenizer.ggml.unknown_token_id");
     sb_puts(&b, "\n}\n");
     rc = write_text(dir, "tokenizer_config.json", &b, e);

@@ -9,13 +9,6 @@
 #include "../tok/tokenizer.h"
 #include "hf_dir.h"
 
-/* The families' Split regexes, as in their tokenizer.json (lib/tok/pretok.c
- * compiles the same text). */
-static const char RE_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
-                                "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char RE_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
-                               "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
 /* llama.cpp's token types: 3 = control, 4 = user-defined. */
 enum { TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 };
 
@@ -33,12 +26,13 @@ static void pre_tokenizer(strbuf *b, tok_pre_kind kind) {
         sb_puts(b, "]}");
         return;
     case TOK_PRE_LLAMA3:
-    case TOK_PRE_QWEN2: {
-        const char *re = kind == TOK_PRE_LLAMA3 ? RE_LLAMA3 : RE_QWEN2;
+    case TOK_PRE_QWEN2:
+    case TOK_PRE_GPT4O: {
+        const char *re = tok_pre_kind_split(kind);
         sb_puts(b, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": ");
         sb_json_string(b, re, strlen(re));
         sb_puts(b, "}, \"behavior\": \"Isolated\", \"invert\": false}, ");
-        byte_level(b, false, kind == TOK_PRE_LLAMA3, false);
+        byte_level(b, false, kind != TOK_PRE_QWEN2, false);
         sb_puts(b, "]}");
         return;
     }

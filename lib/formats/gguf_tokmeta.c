@@ -9,17 +9,11 @@
 #include <sys/stat.h>
 
 #include "../io/mapped.h"
+#include "../tok/tokenizer.h"
 #include "gguf.h"
 
 /* llama.cpp's token types (gguf-py TokenType). */
 enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5 };
-
-/* The pre-tokenizer regexes of Llama 3 and Qwen2 as their tokenizer.json
- * files write them (JSON-decoded); lib/tok/pretok.c runs the same. */
-static const char RE_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
-                                "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char RE_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
-                               "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* ---- GGUF source ------------------------------------------------------------- */
 
@@ -225,20 +219,20 @@ static int pre_name(const hf_src *h, const char **name, gerr *e) {
     const cJSON *last = n ? steps[n - 1] : NULL;
     bool byte_level = last && !strcmp(type_of(last), "ByteLevel") && !flag(last, "add_prefix_space", true);
     bool regex = byte_level && flag(last, "use_regex", true);
-    if (n == 1 && regex) *name = "gpt-2";
+    if (n == 1 && regex) *name = tok_pre_kind_name(TOK_PRE_GPT2);
     if (n == 2 && regex && !strcmp(type_of(steps[0]), "Digits") && flag(steps[0], "individual_digits", false))
-        *name = "smollm";
+        *name = tok_pre_kind_name(TOK_PRE_SMOLLM);
     if (n == 2 && byte_level && !regex && !strcmp(type_of(steps[0]), "Split") && !flag(steps[0], "invert", false)) {
         const cJSON *beh = cJSON_GetObjectItemCaseSensitive(steps[0], "behavior");
         const cJSON *re = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(steps[0], "pattern"), "Regex");
-        if (cJSON_IsString(beh) && !strcmp(beh->valuestring, "Isolated") && cJSON_IsString(re)) {
-            if (!strcmp(re->valuestring, RE_LLAMA3)) *name = "llama-bpe";
-            if (!strcmp(re->valuestring, RE_QWEN2)) *name = "qwen2";
-        }
+        tok_pre_kind kind;
+        if (cJSON_IsString(beh) && !strcmp(beh->valuestring, "Isolated") && cJSON_IsString(re) &&
+            tok_pre_kind_of_split(re->valuestring, &kind))
+            *name = tok_pre_kind_name(kind);
     }
     if (*name) return 0;
     return gerr_set(e, EX_DATAERR,
-                    "%s: pre_tokenizer is none of the families GGUF names (gpt-2, smollm, llama-bpe, qwen2)",
+                    "%s: pre_tokenizer is none of the families GGUF names (" TOK_PRE_NAMES ")",
                     h->path);
 }
 

@@ -17,7 +17,7 @@
  * (added tokens by their content; ids the tokenizer lacks up to vocab_size
  * become "[PAD<id>]", type unused), token_type (1 normal, 3 control = special
  * added token, 4 user-defined = other added token), merges as "a b", pre
- * from the pre_tokenizer (gpt-2, smollm, llama-bpe, qwen2), bos/eos/padding
+ * from the pre_tokenizer (tokenizer.h's TOK_PRE_NAMES), bos/eos/padding
  * ids from tokenizer_config.json's bos_token/eos_token/pad_token, else
  * generation_config.json, else config.json; unknown_token_id from
  * model.unk_token; add_bos_token/add_eos_token

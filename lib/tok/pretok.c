@@ -15,10 +15,34 @@
 #define WS_RANGES "\\t-\\r\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
 
 static const char RE_GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+/* The families' Split regexes, as their tokenizer.json files write them
+ * (JSON-decoded). o200k (GPT-4o, gpt-oss; tiktoken's o200k_base) splits a
+ * word by case: an upper-case run ([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]) then a
+ * lower-case one ([\p{Ll}\p{Lm}\p{Lo}\p{M}]), a contraction as its suffix. */
 static const char RE_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
                                 "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char RE_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
                                "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char RE_O200K[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* Every kind: the name llama.cpp's converter writes, the Split regex (NULL:
+ * none) and the GGUF names llama.cpp reads as the same pre-tokenizer. */
+static const struct {
+    tok_pre_kind kind;
+    const char *name, *split, *aliases[3];
+} KINDS[] = {
+    {TOK_PRE_GPT2, "gpt-2", NULL, {"gpt2"}},
+    {TOK_PRE_SMOLLM, "smollm", NULL, {0}},
+    {TOK_PRE_LLAMA3, "llama-bpe", RE_LLAMA3, {"llama3", "llama-v3"}},
+    {TOK_PRE_QWEN2, "qwen2", RE_QWEN2, {0}},
+    {TOK_PRE_GPT4O, "gpt-4o", RE_O200K, {0}},
+};
+enum { N_KINDS = sizeof KINDS / sizeof *KINDS };
 
 /* Rewrites \s and \S (outside \Q..\E) to Unicode White_Space classes. */
 static int rewrite_space(const char *pat, strbuf *out, gerr *e) {
@@ -119,26 +143,44 @@ int pretok_add_kind(pretok *p, tok_pre_kind kind, gerr *e) {
         return pretok_add_byte_level(p, true, false, e);
     case TOK_PRE_LLAMA3:
     case TOK_PRE_QWEN2:
-        if (pretok_add_split(p, kind == TOK_PRE_LLAMA3 ? RE_LLAMA3 : RE_QWEN2, false, SPLIT_ISOLATED, false, e))
-            return e->code;
+    case TOK_PRE_GPT4O:
+        if (pretok_add_split(p, tok_pre_kind_split(kind), false, SPLIT_ISOLATED, false, e)) return e->code;
         return pretok_add_byte_level(p, false, false, e);
     }
     return gerr_set(e, EX_SOFTWARE, "unknown pre-tokenizer kind %d", (int)kind);
 }
 
 int tok_pre_kind_from_name(const char *name, tok_pre_kind *kind, gerr *e) {
-    static const struct {
-        const char *name;
-        tok_pre_kind kind;
-    } names[] = {{"gpt-2", TOK_PRE_GPT2},     {"gpt2", TOK_PRE_GPT2},      {"llama-bpe", TOK_PRE_LLAMA3},
-                 {"llama3", TOK_PRE_LLAMA3},  {"llama-v3", TOK_PRE_LLAMA3}, {"qwen2", TOK_PRE_QWEN2},
-                 {"smollm", TOK_PRE_SMOLLM}};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!strcmp(name, names[i].name)) {
-            *kind = names[i].kind;
+    for (int i = 0; i < N_KINDS; i++) {
+        bool hit = !strcmp(name, KINDS[i].name);
+        for (int j = 0; !hit && j < 3 && KINDS[i].aliases[j]; j++) hit = !strcmp(name, KINDS[i].aliases[j]);
+        if (hit) {
+            *kind = KINDS[i].kind;
             return 0;
         }
-    return gerr_set(e, EX_DATAERR, "pre-tokenizer \"%s\" is not supported (gpt-2, llama-bpe, qwen2, smollm are)", name);
+    }
+    return gerr_set(e, EX_DATAERR, "pre-tokenizer \"%s\" is not supported (" TOK_PRE_NAMES " are)", name);
+}
+
+const char *tok_pre_kind_name(tok_pre_kind kind) {
+    for (int i = 0; i < N_KINDS; i++)
+        if (KINDS[i].kind == kind) return KINDS[i].name;
+    return "?";
+}
+
+const char *tok_pre_kind_split(tok_pre_kind kind) {
+    for (int i = 0; i < N_KINDS; i++)
+        if (KINDS[i].kind == kind) return KINDS[i].split;
+    return NULL;
+}
+
+bool tok_pre_kind_of_split(const char *pattern, tok_pre_kind *kind) {
+    for (int i = 0; i < N_KINDS; i++)
+        if (KINDS[i].split && !strcmp(pattern, KINDS[i].split)) {
+            *kind = KINDS[i].kind;
+            return true;
+        }
+    return false;
 }
 
 void pretok_free(pretok *p) {

@@ -27,12 +27,23 @@ typedef struct tokenizer tokenizer;
  *   GPT2:   ByteLevel with the GPT-2 regex
  *   LLAMA3: Split(Llama-3 regex, isolated), ByteLevel without regex
  *   QWEN2:  Split(Qwen2 regex, isolated), ByteLevel without regex
- *   SMOLLM: Digits(individual_digits), ByteLevel with the GPT-2 regex */
-typedef enum { TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_SMOLLM } tok_pre_kind;
+ *   SMOLLM: Digits(individual_digits), ByteLevel with the GPT-2 regex
+ *   GPT4O:  Split(o200k regex, isolated), ByteLevel without regex (GPT-4o, gpt-oss) */
+typedef enum { TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_SMOLLM, TOK_PRE_GPT4O } tok_pre_kind;
+
+/* The names tok_pre_kind_name gives, for messages. */
+#define TOK_PRE_NAMES "gpt-2, smollm, llama-bpe, qwen2, gpt-4o"
 
 /* Maps llama.cpp's tokenizer.ggml.pre names ("gpt-2", "llama-bpe", "qwen2",
- * "smollm", ...) to a kind. 0, or EX_DATAERR naming the unsupported name. */
+ * "smollm", "gpt-4o", ...) to a kind. 0, or EX_DATAERR naming the unsupported name. */
 int tok_pre_kind_from_name(const char *name, tok_pre_kind *kind, gerr *e);
+/* The name llama.cpp's converter writes for the kind ("llama-bpe" for LLAMA3). */
+const char *tok_pre_kind_name(tok_pre_kind kind);
+/* The kind's Split regex as its tokenizer.json writes it (JSON-decoded);
+ * NULL for GPT2 and SMOLLM, whose only regex is ByteLevel's. */
+const char *tok_pre_kind_split(tok_pre_kind kind);
+/* The kind whose Split regex is exactly pattern: true and *kind, else false. */
+bool tok_pre_kind_of_split(const char *pattern, tok_pre_kind *kind);
 
 /* An added token as tokenizer.json's "added_tokens" describes it. */
 typedef struct {

@@ -168,7 +168,7 @@ assert 'lm_head.weight' not in safe_open('out/model.safetensors', 'np').keys()"
     diff tf_ids.jsonl our_ids.jsonl
 }
 
-@test "tokenizer.json built from GGUF metadata: HF tokenizers gives our ids (smollm, gpt-2, llama-bpe, qwen2)" {
+@test "tokenizer.json built from GGUF metadata: HF tokenizers gives our ids (smollm, gpt-2, llama-bpe, qwen2, gpt-4o)" {
     needs_tiny
     needs_smol
     check tokenizer "$T/tok"

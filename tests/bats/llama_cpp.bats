@@ -104,6 +104,37 @@ TEXTS=(
     done
 }
 
+# o200k's pre-tokenizer (tokenizer.ggml.pre "gpt-4o": GPT-4o, gpt-oss) on
+# what splits it apart from the others: case runs, contraction suffixes,
+# digit triples, "/" after punctuation and newlines, whitespace runs, CJK.
+# llama.cpp rewrites o200k's regex with ASCII-only case classes and without
+# \p{M}, so a non-ASCII lower-case letter before an upper-case one ("оЛ") or
+# combining marks before "'s" split otherwise there; Hugging Face tokenizers
+# is the reference for those (export.bats, check_tokenizer.py).
+O200K_TEXTS=(
+    "camelCase getHTTPResponseCode XMLHttpRequest iPhone McDonald's HELLOworld helloWORLD ÉCOLEécole écoleÉCOLE"
+    "I'M they'll don't DON'T We'Ve SHE'D it'S o'clock rock'n'roll 'tis x''s ABC'sdef abc'Sdef Ab'LLc"
+    "1 12 123 1234 12345 123456 1234567 ١٢٣٤ ½ 0x7F 3.14159 1,000,000 v1.2.3 a1b22c333d4444"
+    $'a/b/c //comment\n/path ./x .\n/\n/ :// ?!/\r\n/ </div>\n/ */\n'
+    $'  \n  \n\n \t\n\r\n  x  \n\t\t\n\n   \r\r\n\u00a0\n\u3000\n'
+    "中文English混合テキストKatakanaカタカナ한국어Korean 👍🏽 🇫🇷 ❤️"
+)
+
+@test "a GGUF whose tokenizer.ggml.pre is gpt-4o (o200k): llama.cpp's ids are grpo-prep's" {
+    needs_llama; needs_smol
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/edit_gguf.py" "$GRPO_ROOT/build/llama.cpp/src" "$SMOL" o200k.gguf \
+        "kv['tokenizer.ggml.pre'][0] = 'gpt-4o'"
+    for text in "${O200K_TEXTS[@]}" "${TEXTS[@]}"; do
+        llama o200k.gguf 0 "$text"
+        [ -z "$L_ERR" ] || { echo "llama.cpp warned: $L_ERR"; false; }
+        same "ids of '$text'" "$L_PROMPT" "$(ours_ids o200k.gguf "$text")"
+    done
+    # the same texts split otherwise under SmolLM2's own pre-tokenizer
+    llama "$SMOL" 0 "${O200K_TEXTS[0]}"
+    [ "$L_PROMPT" != "$(ours_ids o200k.gguf "${O200K_TEXTS[0]}")" ]
+}
+
 @test "tiny HF llama (plain, tied with llama3 RoPE), qwen2 and qwen3 exported to f32: llama.cpp's ids and greedy tokens are ours on the HF directory" {
     needs_llama
     [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"

@@ -8,8 +8,8 @@ Usage: .venv/bin/python tests/ref/check_export.py COMMAND ...
       from GGUF metadata (test_hf_dir --text-files): the real SmolLM2 GGUF
       (pre-tokenizer "smollm"), and tokenizer-only GGUFs made here from its
       vocab with the "gpt-2" (plus user-defined added tokens), "llama-bpe"
-      (add_bos_token: a TemplateProcessing post-processor) and "qwen2"
-      pre-tokenizers. For each: Hugging Face `tokenizers` loading the
+      (add_bos_token: a TemplateProcessing post-processor), "qwen2" and
+      "gpt-4o" (o200k) pre-tokenizers. For each: Hugging Face `tokenizers` loading the
       exported tokenizer.json gives the ids our tokenizer gives from the
       GGUF and from the exported directory (tok_load_json), on the
       check_tokenizer.py corpus, with special tokens matched and not; the
@@ -95,7 +95,7 @@ def tokenizer_gguf(path, pre, tokens, merges, types, template, add_bos=False, ex
 
 def family_pre(pre):
     """What `tokenizers` itself serializes for the family's pre-tokenizer."""
-    from check_tokenizer import LLAMA3_RE, QWEN2_RE
+    from check_tokenizer import LLAMA3_RE, O200K_RE, QWEN2_RE
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers as pt
     def bl(add_prefix_space, trim_offsets, use_regex):  # the constructor ignores trim_offsets
         b = pt.ByteLevel(add_prefix_space=add_prefix_space, use_regex=use_regex)
@@ -108,7 +108,9 @@ def family_pre(pre):
          "llama-bpe": pt.Sequence([pt.Split(Regex(LLAMA3_RE), behavior="isolated", invert=False),
                                    bl(add_prefix_space=False, trim_offsets=True, use_regex=False)]),
          "qwen2": pt.Sequence([pt.Split(Regex(QWEN2_RE), behavior="isolated", invert=False),
-                               bl(add_prefix_space=False, trim_offsets=False, use_regex=False)])}[pre]
+                               bl(add_prefix_space=False, trim_offsets=False, use_regex=False)]),
+         "gpt-4o": pt.Sequence([pt.Split(Regex(O200K_RE), behavior="isolated", invert=False),
+                                bl(add_prefix_space=False, trim_offsets=True, use_regex=False)])}[pre]
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = p
     return json.loads(tk.to_str())["pre_tokenizer"]
@@ -126,7 +128,7 @@ def check_tokenizer(workdir):
     f = GGUFReader(MODEL).fields["tokenizer.chat_template"]
     template = bytes(f.parts[f.data[0]]).decode()
     variants = [("smollm", MODEL, False)]
-    for pre, add_bos in (("gpt-2", False), ("llama-bpe", True), ("qwen2", False)):
+    for pre, add_bos in (("gpt-2", False), ("llama-bpe", True), ("qwen2", False), ("gpt-4o", False)):
         path = os.path.join(workdir, f"tok-{pre}.gguf")
         extra = ("<tool>", "[[x]]") if pre == "gpt-2" else ()
         tokenizer_gguf(path, pre, tokens, merges, types, template, add_bos, extra)

@@ -33,6 +33,16 @@ LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
              r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
             r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# o200k (GPT-4o, gpt-oss): tiktoken's o200k_base pat_str, as gpt-oss's tokenizer.json writes it
+O200K_RE = "|".join([
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"\p{N}{1,3}",
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    r"\s*[\r\n]+",
+    r"\s+(?!\S)",
+    r"\s+",
+])
 
 
 def read_gguf(path):
@@ -70,6 +80,10 @@ def variants(tokens, merges, types):
             [pre_tokenizers.Split(Regex(rx), behavior="isolated", invert=False),
              bl(add_prefix_space=False, trim_offsets=False, use_regex=False)]),
             ignore_merges=(name == "llama3"))
+    # gpt-oss's (and GPT-4o's) tokenizer.json: o200k's Split, ByteLevel without regex
+    yield "o200k", build(tokens, merges, types, pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(O200K_RE), behavior="isolated", invert=False),
+         bl(add_prefix_space=False, trim_offsets=True, use_regex=False)]))
     # Qwen2's tokenizer.json as published: the same pre-tokenizer after an NFC normalizer
     nfc = build(tokens, merges, types, pre_tokenizers.Sequence(
         [pre_tokenizers.Split(Regex(QWEN2_RE), behavior="isolated", invert=False),
@@ -105,17 +119,33 @@ FIXED = [
     "<tool> call <tool>  [[x]]y Hello HelloHello world Hello",
     "a\u2028b\u2029c \u205f \u202f \u1680 \u2000\u2001\u2002\u200a",
     "x" * 300, " " * 100, "9" * 50, "ab" * 200 + "\n" * 30,
+    # o200k's case split, contraction suffixes, digit triples and "/" after punctuation
+    "camelCase getHTTPResponseCode XMLHttpRequest iPhone McDonald's HELLOworld helloWORLD ÉCOLEécole écoleÉCOLE",
+    "I'M they'll don't DON'T We'Ve SHE'D it'S o'clock rock'n'roll 'tis x''s ABC'sdef abc'Sdef Ab'LLc",
+    "ǅungla ǈubav Ǌ ǋ ᾈᾉ ᾼα ǅǅ ǄǅǆDž Σίσυφος ΣΊΣΥΦΟΣ ς İıǰ",
+    "ʰʷʲ ˈstress ᵃᵇᶜ aʰb Aʰ ーカー 々々 ㄅㄆ 〆x Xー",
+    "E\u0301COLE e\u0301cole \u0301start A\u0301\u0302b ก่ำ หิ้ว हिन्दी বাংলা A\u20dd \u20ddx 1\u20e3 #\u20e3",
+    "1 12 123 1234 12345 123456 1234567 ١٢٣٤ ߀߁߂߃ ²³ ½ Ⅻ 0x7F 3.14159 1,000,000 v1.2.3 a1b22c333d4444",
+    "a/b/c //comment\n/path ./x .\n/\n/ :// ?!/\r\n/ </div>\n/ */\n",
+    "  \n  \n\n \t\n\r\n  x  \n\t\t\n\n   \r\r\n\u00a0\n\u3000\n",
+    "👍🏽 👨\u200d👩\u200d👧 🇫🇷 ❤️ 1️⃣ #️⃣ 🙂x x🙂 A🙂b",
+    "中文English混合テキストKatakanaカタカナ한국어Korean",
 ]
 
 PIECES = FIXED[5:] + [
     " ", "  ", "\t", "\n", "\r\n", "'s", "'LL", "'", "\"", "1", "23", "456", "7890", ".", ",", "é", "ß", "中", "😀",
     "ـ", "\u0301", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool>", "[[x]]", "Hello", " Hello", "the", " the",
     "ing", "tion", "http://example.com/a?b=c&d=e", "foo_bar", "fooBar", "__init__", "0x1F", "...", "—", "“quoted”",
+    "camelCase", "HELLOworld", "ÉCOLEécole", "I'M", "they'll", "don't", "DON'T", "'Re", "ǅ", "ǈa", "ʰ", "ー",
+    "\u20e3", "/", "//", "\n/", "A\u0301", "Σ", "ς", "ABC", "abc", "Abc", "aBC", "12345",
 ]
 
 RANGES = [(0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x400, 0x4FF), (0x590, 0x6FF), (0x900, 0x97F),
           (0x3040, 0x30FF), (0x4E00, 0x4E80), (0xAC00, 0xAC80), (0x1F300, 0x1F64F), (0x2000, 0x206F),
-          (0x0300, 0x036F), (0xFF00, 0xFFEF), (0x2150, 0x218F), (0x1D400, 0x1D47F)]
+          (0x0300, 0x036F), (0xFF00, 0xFFEF), (0x2150, 0x218F), (0x1D400, 0x1D47F),
+          # upper/lower/title case, modifier letters and marks (o200k tells them apart)
+          (0x41, 0x5A), (0x61, 0x7A), (0x1C4, 0x1CC), (0x1F00, 0x1FFF), (0x2B0, 0x2FF), (0x0E00, 0x0E7F),
+          (0x20D0, 0x20FF), (0x10400, 0x1044F), (0xA640, 0xA69F), (0x27, 0x2F)]
 
 
 def corpus(seed=20240531, n_random=3000):

@@ -421,7 +421,7 @@ static void test_text_side(const char *dir) {
 
 /* tokenizer.ggml.pre of each pre_tokenizer family, in its own directory. */
 static void test_pre_families(const char *root) {
-    TEST("tokenizer.ggml.pre: smollm, llama-bpe, qwen2 from their pre_tokenizers; others refused; unk id");
+    TEST("tokenizer.ggml.pre: smollm, llama-bpe, qwen2, gpt-4o from their pre_tokenizers; others refused; unk id");
     static const char *const pres[][2] = {
         {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
          "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}]}", "smollm"},
@@ -433,6 +433,13 @@ static void test_pre_families(const char *root) {
          "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}"
          "\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\","
          "\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}", "qwen2"},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+         "\"[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*[\\\\p{Ll}\\\\p{Lm}"
+         "\\\\p{Lo}\\\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}"
+         "\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+         "\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n/]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|"
+         "\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+         "\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}", "gpt-4o"},
         {"{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", NULL},
         {"{\"type\":\"Whitespace\"}", NULL},
     };

@@ -401,6 +401,44 @@ int main(void) {
         tok_free(t);
     }
 
+    TEST("GPT-4o kind (o200k): case runs, contraction suffixes, \"/\" after punctuation; names and regexes agree");
+    {
+        const char *toks[] = {"a", "b", "A", "B", "aB", "Ab", "'", "s", "a'", "a's", ".", "/", "\xC4\x8A", ".\xC4\x8A",
+                              ".\xC4\x8A/"};
+        const char *merges[] = {"a B", "A b", "a '", "a' s", ". \xC4\x8A", ".\xC4\x8A /"};
+        tok_pre_kind kind;
+        gerr e = {0};
+        CHECK_EQ_INT(tok_pre_kind_from_name("gpt-4o", &kind, &e), 0);
+        CHECK(kind == TOK_PRE_GPT4O);
+        tok_arrays a = {toks, 15, merges, 6, NULL, 0, kind, false};
+        tokenizer *t = NULL;
+        CHECK_EQ_INT(tok_from_arrays(&a, &t, &e), 0);
+        if (t) {
+            enc_is(t, "aBAb", true, (const int32_t[]){0, 3, 5, -1}); /* a | BAb: a lower run ends at B */
+            enc_is(t, "a's", true, (const int32_t[]){9, -1});         /* the contraction stays on its word */
+            enc_is(t, ".\n/", true, (const int32_t[]){14, -1});      /* [\r\n/]* after punctuation */
+        }
+        tok_free(t);
+        a.pre = TOK_PRE_LLAMA3; /* the same text under Llama 3's regex */
+        CHECK_EQ_INT(tok_from_arrays(&a, &t, &e), 0);
+        if (t) {
+            enc_is(t, "aBAb", true, (const int32_t[]){4, 5, -1});
+            enc_is(t, "a's", true, (const int32_t[]){0, 6, 7, -1});
+            enc_is(t, ".\n/", true, (const int32_t[]){13, 11, -1});
+        }
+        tok_free(t);
+        const tok_pre_kind kinds[] = {TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_SMOLLM, TOK_PRE_GPT4O};
+        for (int i = 0; i < 5; i++) {
+            tok_pre_kind back = TOK_PRE_GPT2;
+            CHECK_EQ_INT(tok_pre_kind_from_name(tok_pre_kind_name(kinds[i]), &back, &e), 0);
+            CHECK(back == kinds[i]);
+            const char *re = tok_pre_kind_split(kinds[i]);
+            CHECK((re != NULL) == (kinds[i] != TOK_PRE_GPT2 && kinds[i] != TOK_PRE_SMOLLM));
+            CHECK(!re || (tok_pre_kind_of_split(re, &back) && back == kinds[i]));
+        }
+        CHECK(!tok_pre_kind_of_split("\\p{L}+", &kind));
+    }
+
     TEST("unsupported components are EX_DATAERR naming them");
     {
         char *j = tiny_json("{\"type\":\"Metaspace\",\"replacement\":\"x\"}", MERGES_STR);
