@@ -136,3 +136,13 @@ char *read_regular_file(const char *path, size_t *len, gerr *e) {
     if (len) *len = b.len;
     return b.data;
 }
+
+int read_optional_file(const char *path, char **text, size_t *len, gerr *e) {
+    *text = NULL;
+    if (len) *len = 0;
+    bool present;
+    int rc = regular_file_probe(path, &present, e);
+    if (rc || !present) return rc;
+    *text = read_regular_file(path, len, e);
+    return *text ? 0 : e->code;
+}

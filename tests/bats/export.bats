@@ -466,8 +466,8 @@ assert t['blk.1.ffn_down.weight'] == 'Q8_0' and t['output_norm.weight'] == 'F32'
     # fails after the new directory was begun: a tokenizer file that is not a file
     cp -r "$TINY" src && rm src/tokenizer_config.json && mkdir src/tokenizer_config.json
     run grpo-export --model src --format hf --out out
-    [ "$status" -eq 65 ]
-    assert_one_line_error grpo-export "tokenizer_config.json: not a regular file"
+    [ "$status" -eq 66 ]
+    assert_one_line_error grpo-export "tokenizer_config.json: not a regular file \(a directory\)"
     [ "$(ls out)" = "marker" ]
     no_temp_left .
     # fails while loading: a missing tensor
