@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
                   "Besides the codes below: q8_0 with hf or peft is 64, --base-model without peft, or naming a\n"
                   "file or a directory without config.json, 64; --base-model of another shape than the base 65,\n"
                   "a path that does not exist (and is no Hub id) 66; --format peft of a model without an\n"
-                  "adapter 65; hf or gguf of a directory without tokenizer.json 66, one that does not load 65;\n"
+                  "adapter 65; hf or gguf of a directory without tokenizer.json 66, one whose tokenizer files do not load 65;\n"
                   "an --out that cannot be created (its directory missing, a file where a directory goes;\n"
                   "checked before any work) 73; a weight beyond --dtype (without --clamp) or non-finite 65.\n"
                   "example: grpo-export --model runs/ckpt-0042 --format gguf --dtype q8_0 --out policy.gguf",

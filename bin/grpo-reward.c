@@ -39,7 +39,7 @@ static int cache_main(int argc, char **argv) {
     const char *path = NULL, *in = "-", *out = "-", *model = NULL;
     double max_age = -1;
     const flag_spec flags[] = {
-        {"--judge-cache", NULL, FLAG_STRING, &path, "PATH", "the cache file (default $XDG_CACHE_HOME/grpo/judge.sqlite)",
+        {"--judge-cache", NULL, FLAG_STRING, &path, "PATH", "the cache file (default: $XDG_CACHE_HOME/grpo/judge.sqlite, else ~/.cache/grpo/judge.sqlite)",
          0, 0, NULL},
         {"--in", NULL, FLAG_STRING, &in, "F", "import: JSONL to merge (plain or zstd; - = stdin)", 0, 0, NULL},
         {"--out", NULL, FLAG_STRING, &out, "F", "export: where the JSONL goes (- = stdout; F.zst compresses)", 0, 0,
@@ -204,7 +204,7 @@ int main(int argc, char **argv) {
          {"--judge-system", NULL, FLAG_STRING, &p.judge_system, "TEXT", "a system message for the judge", 0, 0, NULL}},
         {"judge",
          {"--judge-regex", NULL, FLAG_STRING, &p.judge_regex, "RE",
-          "where the score is in the reply (first group; default: the first number)", 0, 0, NULL}},
+          "where the score is in the reply, its first group (default: the first number)", 0, 0, NULL}},
         {"judge",
          {"--judge-scale", NULL, FLAG_DOUBLE, &p.judge_scale, "X", "the parsed score is multiplied by X", 0, 0, NULL}},
         {"judge",
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
           "environment variable holding the API key (sent as a Bearer token, never logged or cached)", 0, 0, NULL}},
         {"judge",
          {"--judge-cache", NULL, FLAG_STRING, &p.judge_cache, "PATH",
-          "SQLite cache of answers (default $XDG_CACHE_HOME/grpo/judge.sqlite)", 0, 0, NULL}},
+          "SQLite cache of answers (default: $XDG_CACHE_HOME/grpo/judge.sqlite, else ~/.cache/grpo/judge.sqlite)", 0, 0, NULL}},
         {"judge",
          {"--judge-cache-mode", NULL, FLAG_CHOICE, &p.judge_cache_mode, "readwrite|readonly|refresh|off",
           "use and fill the cache, only use it, only fill it, or neither", 0, 0, "readwrite|readonly|refresh|off"}},

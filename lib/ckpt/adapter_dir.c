@@ -202,7 +202,7 @@ static int read_config(const char *dir, adapter_cfg *c, gerr *e) {
     memset(c, 0, sizeof *c);
     char *path = join(dir, ADAPTER_CONFIG);
     size_t len;
-    char *text = read_whole_file(path, &len, e);
+    char *text = read_regular_file(path, &len, e);
     int rc = text ? 0 : e->code;
     if (text) {
         cJSON *root = cJSON_ParseWithLength(text, len);

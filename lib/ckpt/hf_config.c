@@ -140,7 +140,7 @@ static int copy_config(const char *out_path, const char *source, const char *dty
     if (rc) return rc;
     if (!path) return gerr_set(e, EX_NOINPUT, "%s/config.json: no such file", source);
     size_t len;
-    char *text = read_whole_file(path, &len, e);
+    char *text = read_regular_file(path, &len, e);
     if (!text) {
         free(path);
         return e->code;

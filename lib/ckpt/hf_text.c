@@ -37,15 +37,9 @@ static int copy_file(const char *dir, const char *source, const char *file, bool
     char *src;
     int rc = hf_source_file(source, file, &src, e);
     if (rc || !src) return rc;
-    struct stat st;
-    if (stat(src, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = gerr_set(e, EX_DATAERR, "%s: not a regular file", src);
-        free(src);
-        return rc;
-    }
     strbuf text = {0};
     size_t len;
-    text.data = read_whole_file(src, &len, e);
+    text.data = read_regular_file(src, &len, e);
     free(src);
     if (!text.data) return e->code;
     text.len = len;
@@ -62,7 +56,7 @@ static int generation_from_config(const char *dir, const char *source, gerr *e) 
     int rc = hf_source_file(source, "config.json", &path, e);
     if (rc || !path) return rc;
     size_t len;
-    char *text = read_whole_file(path, &len, e);
+    char *text = read_regular_file(path, &len, e);
     if (!text) {
         free(path);
         return e->code;

@@ -256,11 +256,10 @@ int model_load_hf(model *m, const char *dir, const weight_choice *w, pack_plan *
     shard_set *s = xcalloc(1, sizeof *s);
     char index_path[4096];
     snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
-    gerr e2 = {0};
-    char *index = read_whole_file(index_path, NULL, &e2);
-    if (index) rc = open_index(s, dir, index_path, index, e);
-    else if (e2.code != EX_NOINPUT) rc = gerr_set(e, e2.code, "%s", e2.msg);
-    else rc = shard_open(s, dir, "model.safetensors", e);
+    char *index;
+    rc = read_optional_file(index_path, &index, NULL, e);
+    if (!rc && index) rc = open_index(s, dir, index_path, index, e);
+    else if (!rc) rc = shard_open(s, dir, "model.safetensors", e);
     free(index);
     if (!rc && m->cfg.seq_cls && m->cfg.num_labels == 0) rc = labels_from_score(m, s, dir, e);
     if (!rc) rc = model_check_declared_st(&m->cfg, s->files, s->n, dir, e);

@@ -13,7 +13,7 @@
 #include "../ckpt/hf_dir.h"
 #include "../ckpt/load.h"
 #include "../io/ckptdir.h"
-#include "../tok/tokenizer.h"
+#include "../tok/model_text.h"
 #include "../util/strbuf.h"
 #include "export.h"
 
@@ -260,10 +260,11 @@ static int text_source(const char *path, char **out, gerr *e) {
     return 0;
 }
 
-/* hf's tokenizer, from the directory the text files come from (text_source,
- * as for gguf): tokenizer.json there and a tokenizer we load (a GGUF
- * source's is built from its metadata). EX_NOINPUT or EX_DATAERR naming the
- * file, before anything is written. */
+/* hf's text files, from the directory they come from (text_source, as for
+ * gguf): tokenizer.json there, and the text side they make (tokenizer,
+ * tokenizer_config.json, generation_config.json) loaded as every tool loads
+ * it (a GGUF source's is built from its metadata). EX_NOINPUT or EX_DATAERR
+ * naming the file, before anything is written. */
 static int check_tokenizer(const char *model, gerr *e) {
     char *source;
     gerr ignored = {0};
@@ -272,17 +273,16 @@ static int check_tokenizer(const char *model, gerr *e) {
     bool dir = !stat(source, &st) && S_ISDIR(st.st_mode);
     strbuf path = {0};
     sb_printf(&path, "%s/tokenizer.json", source);
-    free(source);
-    tokenizer *t = NULL;
     int rc = 0;
-    if (!dir)
-        rc = 0;
-    else if (stat(path.data, &st))
+    if (dir && stat(path.data, &st))
         rc = gerr_set(e, EX_NOINPUT, "%s: cannot open: %s (--format hf writes the model's tokenizer)", path.data,
                       strerror(errno));
-    else
-        rc = tok_load_json(path.data, &t, e);
-    tok_free(t);
+    else if (dir) {
+        model_text mt;
+        rc = model_text_load(source, &mt, e);
+        if (!rc) model_text_free(&mt);
+    }
+    free(source);
     sb_free(&path);
     return rc;
 }

@@ -66,13 +66,11 @@ static int read_json(const char *dir, const char *name, bool required, cJSON **o
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     *out = NULL;
-    gerr local = {0};
     size_t len;
-    char *text = read_whole_file(path, &len, &local);
-    if (!text) {
-        if (local.code == EX_NOINPUT && !required) return 0;
-        return gerr_set(e, local.code, "%s", local.msg);
-    }
+    char *text = NULL;
+    int rc = required ? (text = read_regular_file(path, &len, e)) ? 0 : e->code
+                      : read_optional_file(path, &text, &len, e);
+    if (rc || !text) return rc;
     *out = cJSON_ParseWithLength(text, len);
     free(text);
     if (!cJSON_IsObject(*out)) {
@@ -315,10 +313,10 @@ static int chat_template(gguf_meta *out, const hf_src *h, gerr *e) {
     /* newer transformers keep the template in its own file */
     char path[4096];
     snprintf(path, sizeof path, "%s/chat_template.jinja", h->dir);
-    gerr local = {0};
     size_t len;
-    char *text = read_whole_file(path, &len, &local);
-    if (!text) return local.code == EX_NOINPUT ? 0 : gerr_set(e, local.code, "%s", local.msg);
+    char *text;
+    int rc = read_optional_file(path, &text, &len, e);
+    if (rc || !text) return rc;
     gmeta_str(out, "tokenizer.chat_template", text, len);
     free(text);
     return 0;

@@ -143,3 +143,13 @@ void map_drop(const void *p, size_t n) {
     uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: failing, the pages only stay */
 }
+
+int read_optional_file(const char *path, char **text, size_t *len, gerr *e) {
+    *text = NULL;
+    if (len) *len = 0;
+    bool present;
+    int rc = regular_file_probe(path, &present, e);
+    if (rc || !present) return rc;
+    *text = read_regular_file(path, len, e);
+    return *text ? 0 : e->code;
+}

@@ -20,9 +20,10 @@ void map_release(void *map, size_t len);
  * does not hold the file's pages beside their copies. */
 void map_drop(const void *p, size_t n);
 
-/* A small file's whole text, NUL-terminated (config and tokenizer JSON);
- * *len (when not NULL) gets its length. NULL with e set: EX_NOINPUT when
- * missing, EX_IOERR when unreadable. Caller frees. */
+/* A small file's whole text, NUL-terminated; *len (when not NULL) gets its
+ * length. NULL with e set: EX_NOINPUT when missing, EX_IOERR when
+ * unreadable. Caller frees. It reads what it is given (a pipe too: a flag's
+ * <(...)); a model's files are read_regular_file's. */
 char *read_whole_file(const char *path, size_t *len, gerr *e);
 
 /* For a file that is either absent or a regular file (grpo/state.json):
@@ -35,6 +36,11 @@ int regular_file_probe(const char *path, bool *present, gerr *e);
 /* read_whole_file for a regular file only: a FIFO, a device or a directory
  * is EX_NOINPUT "not a regular file (a FIFO)", found without blocking. */
 char *read_regular_file(const char *path, size_t *len, gerr *e);
+/* read_regular_file for a file that may be absent (a model's
+ * generation_config.json, a shard index): *text NULL and 0 when nothing is
+ * at path (regular_file_probe); anything but a regular file is an error, as
+ * there. Caller frees *text. */
+int read_optional_file(const char *path, char **text, size_t *len, gerr *e);
 /* "a regular file", "a directory", "a FIFO", ... for an st_mode. */
 const char *file_kind(unsigned mode);
 

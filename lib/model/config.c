@@ -449,15 +449,13 @@ int config_parse_hf(model_config *c, const char *json, const char *name, gerr *e
 int config_load_hf(model_config *c, const char *dir, gerr *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = read_whole_file(path, NULL, e);
+    char *text = read_regular_file(path, NULL, e);
     if (!text) return e->code;
     int rc = config_parse_hf(c, text, path, e);
     free(text);
     if (rc) return rc;
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    gerr e2 = {0};
-    text = read_whole_file(path, NULL, &e2);
-    if (!text) return e2.code == EX_NOINPUT ? 0 : gerr_set(e, e2.code, "%s", e2.msg);
+    if ((rc = read_optional_file(path, &text, NULL, e)) || !text) return rc;
     cJSON *root = cJSON_Parse(text);
     free(text);
     if (!cJSON_IsObject(root)) {

@@ -271,7 +271,7 @@ int tok_load_json_text(const char *text, size_t len, const char *name, tokenizer
 int tok_load_json(const char *path, tokenizer **out, gerr *e) {
     *out = NULL;
     size_t len;
-    char *text = read_whole_file(path, &len, e);
+    char *text = read_regular_file(path, &len, e);
     if (!text) return e->code;
     int rc = tok_load_json_text(text, len, path, out, e);
     free(text);

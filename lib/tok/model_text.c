@@ -129,10 +129,10 @@ static int read_json(const char *dir, const char *name, cJSON **out, gerr *e) {
     *out = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    gerr missing = {0};
     size_t len;
-    char *text = read_whole_file(path, &len, &missing);
-    if (!text) return missing.code == EX_NOINPUT ? 0 : gerr_set(e, missing.code, "%s", missing.msg);
+    char *text;
+    int rc = read_optional_file(path, &text, &len, e);
+    if (rc || !text) return rc;
     *out = cJSON_ParseWithLength(text, len);
     free(text);
     if (!*out) return gerr_set(e, EX_DATAERR, "%s: invalid JSON", path);

@@ -271,3 +271,30 @@ PY
         [ ! -e y ]
     done
 }
+
+@test "a model's file that is a FIFO or a directory: every tool that reads it fails naming it, never waiting on it" {
+    needs_tiny
+    local f kind want
+    for f in config.json tokenizer.json tokenizer_config.json generation_config.json model.safetensors.index.json; do
+        for kind in fifo dir; do
+            rm -rf x && cp -r "$TINY" x && rm -f "x/$f"
+            case $kind in
+                fifo) mkfifo "x/$f"; want="not a regular file \(a FIFO\)" ;;
+                dir) mkdir "x/$f"; want="not a regular file \(a directory\)" ;;
+            esac
+            run -66 timeout 20 grpo-rollout --model x -k 1 --max-new-tokens 2 --in <(prompt) --out o.jsonl
+            assert_one_line_error grpo-rollout "^grpo-rollout: x/$f: $want"
+            # (the tokenizer's files when grpo-update copies them into its checkpoint)
+            run -66 timeout 20 grpo-update --model x --in "$(B)" --out y
+            assert_one_line_error grpo-update "^grpo-update: x/$f: $want"
+            [ ! -e y ]
+            no_temp_left .
+            run -66 timeout 20 grpo-export --model x --format gguf --out y.gguf
+            assert_one_line_error grpo-export "x/$f: $want"
+            [ ! -e y.gguf ]
+            case $f in config.json | model.safetensors.index.json) continue ;; esac # grpo-prep reads the text side alone
+            run -66 timeout 20 grpo-prep --task arith --n 1 --model x
+            assert_one_line_error grpo-prep "^grpo-prep: x/$f: $want"
+        done
+    done
+}

@@ -447,6 +447,7 @@ assert t['blk.1.ffn_down.weight'] == 'Q8_0' and t['output_norm.weight'] == 'F32'
     needs_tiny
     cp -r "$TINY" nt && rm nt/tokenizer.json
     cp -r "$TINY" gt && echo 'garbage{' > gt/tokenizer.json
+    cp -r "$TINY" gc && echo 'garbage{' > gc/tokenizer_config.json
     local f
     for f in hf gguf; do
         run grpo-export --model nt --format $f --out "o.$f"
@@ -456,6 +457,11 @@ assert t['blk.1.ffn_down.weight'] == 'Q8_0' and t['output_norm.weight'] == 'F32'
         [ "$status" -eq 65 ]
         assert_one_line_error grpo-export "gt/tokenizer.json: "
         [ ! -e "o.$f" ]
+        # the rest of the text side too: a tokenizer_config.json that is not JSON
+        run grpo-export --model gc --format $f --out "o.$f"
+        [ "$status" -eq 65 ]
+        assert_one_line_error grpo-export "gc/tokenizer_config.json: "
+        [ ! -e "o.$f" ]
     done
     no_temp_left .
 }
@@ -463,11 +469,12 @@ assert t['blk.1.ffn_down.weight'] == 'Q8_0' and t['output_norm.weight'] == 'F32'
 @test "a failure leaves --out as it was and no temporary behind" {
     needs_tiny
     mkdir -p out && echo keep > out/marker
-    # fails after the new directory was begun: a tokenizer file that is not a file
+    # a tokenizer file that is not a file: refused before the new directory is begun
+    # (disk_full.bats fails exports after it was begun)
     cp -r "$TINY" src && rm src/tokenizer_config.json && mkdir src/tokenizer_config.json
     run grpo-export --model src --format hf --out out
-    [ "$status" -eq 65 ]
-    assert_one_line_error grpo-export "tokenizer_config.json: not a regular file"
+    [ "$status" -eq 66 ]
+    assert_one_line_error grpo-export "tokenizer_config.json: not a regular file \(a directory\)"
     [ "$(ls out)" = "marker" ]
     no_temp_left .
     # fails while loading: a missing tensor

@@ -558,3 +558,23 @@ print(f"{links} relative links in {len(files)} pages, {bad} broken")
 sys.exit(1 if bad or links < 50 else 0)
 PY
 }
+
+# README.md is what a newcomer reads first: reference material lives in
+# formats/, docs/, bench/README.md and tests/README.md, and history in the
+# commit messages. Measurements carry their date only in bench/README.md's
+# captions (and docs/gpu.md's table of what was verified on which card when).
+@test "README.md stays within 350 lines; no page carries an issue number, or a date outside the measurements" {
+    cd "$GRPO_ROOT"
+    local lines found
+    lines=$(wc -l < README.md)
+    [ "$lines" -le 350 ] || { echo "README.md has $lines lines (at most 350: move reference material to docs/)"; false; }
+    found=$(find . \( -name .git -o -name .venv -o -name .venv-peft -o -name build -o -name runs -o -name models \
+        -o -name fixtures \) -prune -o -type f \( -name '*.md' -o -name '*.[ch]' -o -name '*.cu' -o -name '*.sh' \
+        -o -name '*.py' -o -name '*.bats' -o -name '*.bash' -o -name '*.mk' -o -name Makefile -o -name README \) \
+        -print | xargs grep -nIiE '\bissues? *#?[0-9]+\b' || true)
+    [ -z "$found" ] || { echo "issue numbers: $found"; false; }
+    found=$(find . \( -name .git -o -name .venv -o -name .venv-peft -o -name build -o -name runs -o -name models \) \
+        -prune -o -type f \( -name '*.md' -o -name README \) -print | grep -vxE '\./(bench/README\.md|docs/gpu\.md)' |
+        xargs grep -nE '\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b' || true)
+    [ -z "$found" ] || { echo "dates: $found"; false; }
+}

@@ -49,6 +49,18 @@ TOOLS="grpo-prep grpo-advantage grpo-reward"
     done
 }
 
+@test "every tool's --help (and grpo-reward cache's) names each flag's default once" {
+    local t twice
+    for t in grpo-prep grpo-rollout grpo-reward "grpo-reward cache" grpo-advantage grpo-update grpo-export \
+        grpo-tensorboard; do
+        run $t --help
+        [ "$status" -eq 0 ]
+        # a help text that says its default in its own words gets no second one from the table
+        twice=$(printf '%s\n' "$output" | grep -E '^  -' | grep -iE 'default.*default' || true)
+        [ -z "$twice" ] || { echo "$t: two defaults: $twice"; false; }
+    done
+}
+
 @test "grpo-prep --help names --format's values as they are accepted" {
     run grpo-prep --help
     [ "$status" -eq 0 ]
