@@ -302,8 +302,9 @@ typedef struct {
      * mixture (Lm of them, in layer order), as the last forward call chose
      * them (the sampler's routing, formats/rollout.md); NULL in a dense model */
     int32_t *routes;
-    /* [R, lora_r]: an unmerged adapter's u = x A^T, one target at a time
-     * (model_scratch_init_for; NULL when lora_r is 0) */
+    /* [R, lora_r] ([R * k, lora_r] by slot with experts): an unmerged
+     * adapter's u = x A^T, one target at a time (model_scratch_init_for;
+     * NULL when lora_r is 0) */
     float *u;
     int lora_r;
     attn_workspace ws;

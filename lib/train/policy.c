@@ -253,8 +253,8 @@ static int load_moments(policy *p, const update_run_opts *o, optim_kind kind, co
 }
 
 /* The frozen base in p->base_weights' format: packed for a LoRA run on the
- * CPU; anything but f32 refused for full fine-tuning (every weight
- * trains), on a device and on a mixture of experts. */
+ * CPU (a mixture's experts too, the router kept float32 rows); anything but
+ * f32 refused for full fine-tuning (every weight trains) and on a device. */
 static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
     const char *f = p->base_weights;
     if (!strcmp(f, "f32")) return 0;
@@ -262,8 +262,6 @@ static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
         return gerr_set(e, EX_USAGE, "--base-weights %s: full fine-tuning trains every weight of %s; use an f32 base "
                         "(--base-weights f32, with --compute bf16 for bf16 products), or --lora-r", f, model_path);
     if (device) return gerr_set(e, EX_USAGE, "--base-weights %s: a packed base trains on the CPU only (--device cpu)", f);
-    if (p->m.cfg.n_experts > 0)
-        return gerr_set(e, EX_USAGE, "--base-weights %s: not yet on a mixture of experts; use --base-weights f32", f);
     return model_pack_frozen(&p->m, !strcmp(f, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, e);
 }
 

@@ -137,6 +137,18 @@ CASES = {
                                                          recompute=True,
                                                          lora=dict(r=4, alpha=8, targets="all", rslora=False,
                                                                    seed=9)),
+    # LoRA over a frozen packed base of a mixture (--base-weights): each
+    # expert's matrices packed apart, the router float32 rows; the reference
+    # on the values the kernels read (the driver's "base.*")
+    "qwen3moe-lora-experts-all-q8base-dapo": dict(arch="qwen3_moe", norm_topk=True, loss="dapo", beta=0.04, seed=12,
+                                                  base_weights="q8",
+                                                  lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=7)),
+    "qwen3moe-dense0-lora-experts-bf16base-micro-recompute": dict(arch="qwen3_moe", dense_layers=(0,), beta=0.04,
+                                                                  micro_seqs=1, recompute=True, base_weights="bf16",
+                                                                  lora=dict(r=4, alpha=8, targets="all",
+                                                                            rslora=False, seed=9)),
+    "gptoss-lora-qkvo-q8base-beta": dict(arch="gpt_oss", beta=0.04, base_weights="q8",
+                                         lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=9)),
     # bf16 moves a router's logits by ~1e-2: the top 2 of 8 would flip where
     # float64's gap is below that (here 3e-2 of logp). With every expert
     # chosen nothing can flip: each expert and the router's softmax in bf16

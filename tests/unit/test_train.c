@@ -473,9 +473,10 @@ static int add_f32(st_writer *w, const char *name, int ndim, int64_t rows, int64
     return 0;
 }
 
-/* The layer matrices of m, packed as a frozen base, as its kernels read
- * them: I W^T through matmul_forward_frozen (each output one product of 1
- * and a weight, exact), written as "base." + the HF name from *keep (the
+/* The matrices of m packed as a frozen base (each expert's apart), as its
+ * kernels read them: I W^T through matmul_forward_frozen (each output one
+ * product of 1 and a weight, exact), written as "base." + the HF name
+ * (gpt_oss's stacked experts per slice, as their gradients) from *keep (the
  * writer holds the pointers: the caller frees *keep after st_write). */
 static int add_base(st_writer *w, const model *m, float **keep) {
     size_t nt = model_tensor_list(m, NULL), off = 0;
@@ -485,7 +486,7 @@ static int add_base(st_writer *w, const model *m, float **keep) {
     int rc = 0;
     for (size_t i = 0; i < nt && !rc; i++) {
         int p = refs[i].param, n = (int)refs[i].rows, k = (int)refs[i].cols;
-        if (p != P_WQ && p != P_WK && p != P_WV && p != P_WO && p != P_W_GATE && p != P_W_UP && p != P_W_DOWN) continue;
+        if (m->held[p] != HOLD_PACKED || p == P_LM_HEAD) continue;
         float *id = calloc((size_t)k * k, sizeof *id), *wt = malloc(sizeof(float) * (size_t)k * n);
         float *rows = *keep + off;
         off += (size_t)n * k;
@@ -495,6 +496,8 @@ static int add_base(st_writer *w, const model *m, float **keep) {
             for (int j = 0; j < k; j++) rows[(size_t)r * k + j] = wt[(size_t)j * n + r];
         char name[160];
         snprintf(name, sizeof name, "base.%s", refs[i].hf);
+        if (m->cfg.arch == ARCH_GPT_OSS && refs[i].expert >= 0)
+            snprintf(name, sizeof name, "base.%s:%s:%d", refs[i].hf, model_param_name(p), refs[i].expert);
         rc = add_f32(w, name, 2, n, k, rows);
         free(id), free(wt);
     }
