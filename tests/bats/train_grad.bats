@@ -12,7 +12,8 @@
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
 # AVX-512 BF16. LoRA over a frozen base packed in q8 or bf16 (grpo-update
-# --base-weights; a mixture's experts each packed apart) against the
+# --base-weights; a mixture's experts each packed apart), or a gpt-oss's
+# MXFP4 experts kept as the file's blocks (--base-weights mxfp4), against the
 # reference on the dequantized values the kernels read, to the float32
 # tolerance (1e-4).
 # needs: venv
@@ -84,6 +85,12 @@ grad_case() {
 }
 @test "gradient vs autograd: gpt_oss, LoRA on q,k,v,o over a frozen q8 base (its experts q8), beta" {
     grad_case gptoss-lora-qkvo-q8base-beta
+}
+@test "gradient vs autograd: gpt_oss, LoRA on q,k,v,o over its MXFP4 experts kept as blocks, beta" {
+    grad_case gptoss-mxfp4-lora-qkvo-mxfp4base-beta
+}
+@test "gradient vs autograd: gpt_oss, rsLoRA over its MXFP4 experts, dapo, one sequence per micro-batch, --recompute" {
+    grad_case gptoss-mxfp4-lora-qkvo-mxfp4base-dapo-micro-recompute
 }
 @test "gradient vs autograd: qwen2, YaRN RoPE, sliding-window layers, beta" { grad_case qwen2-yarn-window-full-beta; }
 @test "gradient vs autograd: llama, YaRN, sliding windows, LoRA on q,k,v,o, dapo" {

@@ -37,7 +37,7 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     printf '%s\n' "$output" | grep -q -- "  --base-weights F .*q8"
     run grpo-update --model m --out x --base-weights q4
     [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--base-weights"
-    printf '%s\n' "$output" | grep -q "f32|bf16|q8|auto"
+    printf '%s\n' "$output" | grep -q "f32|bf16|q8|mxfp4|auto"
 }
 
 @test "LoRA over a q8 and a bf16 base: the same bytes twice and for --threads 1 and 2; not f32's; state.json names it" {
