@@ -36,7 +36,7 @@ int ckpt_paths_read(const char *ckpt, const char *name, char **rel, char **abs, 
 int ckpt_step_read(const char *ckpt, long long *step, gerr *e);
 /* The format of the frozen base the checkpoint at ckpt was trained on (its
  * grpo/state.json "flags.base_weights", grpo-update --base-weights): "f32",
- * "bf16" or "q8" into *fmt; WEIGHTS_F32 when there is no such file or field.
+ * "bf16", "q8" or "mxfp4" into *fmt; WEIGHTS_F32 when there is no such file or field.
  * EX_DATAERR naming the file for another value. */
 int ckpt_base_weights_read(const char *ckpt, weight_format *fmt, gerr *e);
 

@@ -50,13 +50,32 @@ static int load_adapter_dir(const char *path, model *base, lora *l, const weight
     return 0;
 }
 
+static int pack(model *m, const char *path, const pack_plan *plan, gerr *e);
+
+/* The adapter directory path's base into *base, packed as a frozen plan for
+ * w asks (model_pack after the loader followed it), and its adapter into
+ * *l, both zeroed by the caller; on error nothing is held. */
+static int load_adapter_packed(const char *path, model *base, lora *l, weight_choice w, gerr *e) {
+    pack_plan plan = {0};
+    int rc = load_adapter_dir(path, base, l, &w, &plan, e);
+    if (!rc && (rc = pack(base, path, &plan, e))) {
+        lora_free(l);
+        model_free(base);
+    }
+    pack_plan_free(&plan);
+    return rc;
+}
+
 /* A checkpoint trained on a frozen base packed in fmt, for inference as
  * the trainer runs it (grpo-update's policy.c): the base loaded as float32
- * and packed by model_pack_frozen, the adapter kept unmerged in
+ * and packed by model_pack_frozen (MXFP4: its experts written packed from
+ * the file's blocks, the rest float32 rows), the adapter kept unmerged in
  * m->adapter. */
 static int load_frozen_adapter(model *m, const char *path, weight_format fmt, gerr *e) {
     lora *l = xcalloc(1, sizeof *l);
-    int rc = load_adapter_dir(path, m, l, NULL, NULL, e);
+    int rc = fmt == WEIGHTS_MXFP4
+                 ? load_adapter_packed(path, m, l, (weight_choice){.fmt = fmt, .keep_mxfp4 = true, .frozen = true}, e)
+                 : load_adapter_dir(path, m, l, NULL, NULL, e);
     if (rc) {
         free(l);
         return rc;
@@ -160,16 +179,27 @@ static int load_kind(model *m, const char *path, source_kind kind, bool classifi
     return rc;
 }
 
-int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter, gerr *e) {
+/* model_load_adapter, with w the base packed as a frozen plan for *w asks. */
+static int load_adapter_or_model(const char *path, model *base, lora *l, bool *has_adapter, const weight_choice *w,
+                                 gerr *e) {
     memset(l, 0, sizeof *l);
     memset(base, 0, sizeof *base);
     *has_adapter = false;
     source_kind kind;
     int rc = probe(path, &kind, e);
-    if (rc || kind != SRC_ADAPTER_DIR) return rc ? rc : load_kind(base, path, kind, false, NULL, e);
-    rc = load_adapter_dir(path, base, l, NULL, NULL, e);
+    if (rc || kind != SRC_ADAPTER_DIR) return rc ? rc : load_kind(base, path, kind, false, w, e);
+    rc = w ? load_adapter_packed(path, base, l, *w, e) : load_adapter_dir(path, base, l, NULL, NULL, e);
     *has_adapter = !rc;
     return rc;
+}
+
+int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter, gerr *e) {
+    return load_adapter_or_model(path, base, l, has_adapter, NULL, e);
+}
+
+int model_load_adapter_mxfp4(const char *path, model *base, lora *l, bool *has_adapter, gerr *e) {
+    weight_choice w = {.fmt = WEIGHTS_F32, .keep_mxfp4 = true, .frozen = true};
+    return load_adapter_or_model(path, base, l, has_adapter, &w, e);
 }
 
 static int load_any(model *m, const char *path, bool classifier, const weight_choice *w, gerr *e) {

@@ -41,7 +41,7 @@ int model_load_classifier(model *m, const char *path, gerr *e);
  * wrote (llama.cpp's, gguf-py's, grpo-export's), the file's exact values
  * for any blocks; m->packed_verbatim counts them. An adapter checkpoint
  * trained on a packed frozen base (its grpo/state.json flags.base_weights
- * bf16 or q8), asked for with w.frozen_base (--weights auto) or w.fmt that
+ * bf16, q8 or mxfp4), asked for with w.frozen_base (--weights auto) or w.fmt that
  * format, is loaded as grpo-update loads it: the base packed by
  * model_pack_frozen (its products on float32 activations, the LM head
  * float32 rows) and the adapter unmerged in m->adapter, which model_forward
@@ -53,6 +53,13 @@ int model_load_for_inference(model *m, const char *path, bool classifier, weight
  * current directory), *has_adapter = true. Otherwise model_load(base, path),
  * *l zeroed and *has_adapter = false. On error nothing is held. */
 int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter, gerr *e);
+/* The same for a LoRA run that keeps a gpt-oss's MXFP4 experts as its
+ * frozen base (grpo-update --base-weights mxfp4 or auto): experts stored as
+ * MXFP4 blocks (m->experts_mxfp4) written packed from them, never widened
+ * to float32, and the base made frozen (model.h's weight_choice frozen:
+ * base->packed_frozen, those experts' products on the blocks both ways);
+ * any other model loads as model_load_adapter loads it, unpacked. */
+int model_load_adapter_mxfp4(const char *path, model *base, lora *l, bool *has_adapter, gerr *e);
 
 /* ---- internal to load.c: one format each, into a zeroed m ------------------------
  * w not NULL: *plan is made for *w (model_plan_packing) as soon as the

@@ -41,6 +41,10 @@ static int one_of(const record *r, const cJSON *o, const char *key, const char *
     return -1;
 }
 
+/* Whether weights of format name hold the float32 values themselves: f32,
+ * and mxfp4 (MXFP4's values are exact in float32). */
+static bool float_values(const char *name) { return !strcmp(name, "f32") || !strcmp(name, "mxfp4"); }
+
 /* Whether our engine's device d, weights w, base and cache c (indices into
  * the names above) compute what a float32 trainer on a frozen base of
  * format trainer_base computes. */
@@ -52,8 +56,10 @@ static bool ours_exact(const record *r, const cJSON *o, int d, int w, int c, con
         return false;
     }
     if (d != 0 || c != 0 || strcmp(trainer_compute, "f32")) return false;
-    /* on a frozen base: the trainer's own base; else float32 (mxfp4: float32 on exact values) on a float32 base */
-    return frozen ? !strcmp(weights[w], trainer_base) : (w == 0 || w == 3) && !strcmp(trainer_base, "f32");
+    /* on a frozen base: the trainer's own base; float32 products on the float32
+     * values (f32, or mxfp4's exact ones) against a trainer on those values */
+    if (frozen && !strcmp(weights[w], trainer_base)) return true;
+    return float_values(weights[w]) && float_values(trainer_base);
 }
 
 int sampler_field_read(const record *r, const char *trainer_base, const char *trainer_compute, sampler_kind *kind,

@@ -44,7 +44,9 @@ typedef enum {
 } sampler_kind;
 
 /* The record's sampler, against a trainer whose frozen base is in format
- * trainer_base ("f32", "bf16" or "q8": grpo-update --base-weights) and
+ * trainer_base ("f32", "bf16", "q8" or "mxfp4": grpo-update --base-weights;
+ * f32 and mxfp4 hold the same float32 values, so either's records are the
+ * other's too) and
  * whose products are trainer_compute's ("f32" or "bf16": --compute; exact
  * needs "f32").
  * EX_DATAERR naming FILE:LINE and the field when it is not an object whose

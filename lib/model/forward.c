@@ -38,7 +38,7 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
     if (m->adapter) { /* unmerged over a frozen base: each target's u in turn in one buffer */
         assert(s->u && s->lora_r >= m->adapter->r);
         p.lora = (layer_lora){.l = m->adapter, .on = true};
-        for (int t = 0; t < LORA_N_TARGETS; t++) a.u[t] = s->u;
+        for (int t = 0; t < LORA_N_SETS; t++) a.u[t] = s->u; /* an expert set's by slot: [R * k, r] */
     }
     int Lm = config_ffn_layers(cf, true), k = cf->n_experts_used;
     for (int l = 0; l < cf->n_layers; l++) {

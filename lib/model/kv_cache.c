@@ -137,7 +137,8 @@ void model_rows_free(model_rows *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The scratch on be for cfg's shapes, with u [R, lora_r] (none when 0). */
+/* The scratch on be for cfg's shapes, with u [R, lora_r] (a mixture of
+ * experts': [R * k, lora_r], its slots'; none when lora_r is 0). */
 static int scratch_init(model_scratch *s, const backend *be, const model_config *cfg, int lora_r, int max_rows,
                         int max_len, gerr *e) {
     memset(s, 0, sizeof *s);
@@ -157,7 +158,7 @@ static int scratch_init(model_scratch *s, const backend *be, const model_config 
     size_t ws_stride = s->be ? 0 : attn_workspace_floats(model_attn_shape(cfg), max_len);
     size_t sizes[] = {R * d, R * (qd > d ? qd : d), R * qd, R * kvd, R * kvd, R * ffn, R * ffn, R * d,
                       R * (size_t)(cfg->head_dim / 2), R * (size_t)(cfg->head_dim / 2), (size_t)n_threads * ws_stride,
-                      R * E, R * K, R * K, R * K * d, R * K * d, R * (size_t)lora_r};
+                      R * E, R * K, R * K, R * K * d, R * K * d, R * (K ? K : 1) * (size_t)lora_r};
     float *sel = NULL;
     float **ptrs[] = {&s->x,     &s->xn,    &s->q,        &s->k,       &s->v,   &s->gate, &s->up,  &s->x_mid,
                       &s->cos_t, &s->sin_t, &s->ws.buf,   &s->probs,   &sel,    &s->route_w, &s->xe, &s->ye, &s->u};

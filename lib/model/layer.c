@@ -200,18 +200,25 @@ static void linear_forward(const layer_pass *p, float *out, const float *in, con
     lora_forward(p, &q, out, in, in_dim, out_dim, u);
 }
 
+/* weight_matmul's backward over n rows: din (written, or accumulated) and,
+ * on float32 rows, dw and db (those not NULL); on a packed frozen base din
+ * only (nothing of that base trains: dw, db are NULL there). */
+static void weight_backward(const layer_pass *p, int param, float *din, float *dw, float *db, const float *dout,
+                            const float *in, const float *w, int n, int in_dim, int out_dim, bool accumulate) {
+    const model *m = p->m;
+    if (m->packed_frozen && m->held[param] == HOLD_PACKED)
+        p->be->matmul_backward_frozen(din, dout, w, m->held_as[param], n, in_dim, out_dim, accumulate);
+    else
+        p->be->matmul_backward(din, dw, db, dout, in, w, n, in_dim, out_dim, accumulate);
+}
+
 /* The backward of linear_forward: din (written, or accumulated), and the
  * gradients of whatever trains (W and bias in full fine-tuning, A and B with
  * LoRA). */
 static void linear_backward(const layer_pass *p, float *din, const float *dout, const float *in, const float *w,
                             int in_dim, int out_dim, int target, const float *u, float *dw, float *db, bool accumulate,
                             float *du) {
-    const backend *be = p->be;
-    int param = lora_set_param(target);
-    if (p->m->packed_frozen && p->m->held[param] == HOLD_PACKED) /* nothing of the frozen base trains: dw, db NULL */
-        be->matmul_backward_frozen(din, dout, w, p->m->held_as[param], p->n_rows, in_dim, out_dim, accumulate);
-    else
-        be->matmul_backward(din, dw, db, dout, in, w, p->n_rows, in_dim, out_dim, accumulate);
+    weight_backward(p, lora_set_param(target), din, dw, db, dout, in, w, p->n_rows, in_dim, out_dim, accumulate);
     if (!adapted(p, target)) return;
     lora_rows q = pass_rows(p, target);
     lora_backward(p, &q, din, dout, in, in_dim, out_dim, u, du);
@@ -281,8 +288,8 @@ static void expert_backward(const layer_pass *p, const layer_acts *a, const laye
                             float *gb, int in_dim, int out_dim, bool accumulate) {
     size_t wsz = (size_t)out_dim * in_dim;
     din += (size_t)s0 * in_dim, dout += (size_t)s0 * out_dim, in += (size_t)s0 * in_dim;
-    p->be->matmul_backward(din, of_expert(gw, x, wsz), of_expert(gb, x, (size_t)out_dim), dout, in, w + x * wsz, n,
-                           in_dim, out_dim, accumulate);
+    weight_backward(p, lora_set_param(set), din, of_expert(gw, x, wsz), of_expert(gb, x, (size_t)out_dim), dout, in,
+                    w + x * wsz, n, in_dim, out_dim, accumulate);
     if (!adapted(p, set)) return;
     lora_rows q = expert_rows(p, set, x, s0, n);
     lora_backward(p, &q, din, dout, in, in_dim, out_dim, a->u[set] + (size_t)s0 * p->lora.l->r, s->du);

@@ -141,20 +141,26 @@ void model_free(model *m);
  * experts kept MXFP4 and every other matrix as under WEIGHTS_F32; a model
  * whose experts were not loaded from MXFP4 blocks is refused. With
  * frozen_base (auto's rule too) a LoRA checkpoint trained on a packed frozen
- * base runs on that base whatever fmt is (lib/ckpt/load.h). */
+ * base runs on that base whatever fmt is (lib/ckpt/load.h). With frozen the
+ * plan is a LoRA run's frozen base (model_pack_frozen's): the LM head
+ * float32 rows, and under WEIGHTS_F32 (or MXFP4) no matrix packed but the
+ * MXFP4 experts kept, float32 panels having no transposed product. */
 typedef struct {
     weight_format fmt;
     bool keep_mxfp4;
     bool frozen_base;
+    bool frozen;
 } weight_choice;
 
 typedef struct {
-    weight_format fmt;                /* the format of every packed tensor but the MXFP4 experts */
+    weight_format fmt; /* the format of every packed tensor but the MXFP4 experts (a frozen plan
+                        * that packs these only: WEIGHTS_MXFP4) */
     weight_hold hold[MODEL_N_PARAMS]; /* per parameter tensor (every layer alike) */
     weight_format as[MODEL_N_PARAMS]; /* the format of each packed one: fmt, or WEIGHTS_MXFP4 */
     gerr refused; /* EX_DATAERR: fmt cannot hold the model's shapes; EX_USAGE: no MXFP4 experts to keep */
     size_t n_tensors;                 /* model_tensor_list's count */
     bool *verbatim; /* [n_tensors], model_tensor_list's order: already written packed by the loader */
+    bool frozen;    /* weight_choice's: model_pack makes the model a frozen base */
 } pack_plan;
 
 /* The plan for m (allocated: model_alloc) as w asks, nothing verbatim yet.
@@ -169,7 +175,8 @@ typedef struct {
 void model_plan_packing(const model *m, weight_choice w, pack_plan *p);
 void pack_plan_free(pack_plan *p);
 /* Packs m as p says (p made for m): every HOLD_PACKED tensor not verbatim
- * from its float32 rows, the LM head's copy. Afterwards m->w's layer
+ * from its float32 rows, the LM head's copy; a frozen plan's model marked
+ * packed_frozen, the pages each packed matrix no longer fills given back. Afterwards m->w's layer
  * matrices are not row-major: export, LoRA merging and training (but a
  * LoRA over a base model_pack_frozen packed, in training or unmerged in
  * model_forward) must not use such a model. Nothing when m is packed
@@ -188,13 +195,17 @@ int model_fits_memory(const model *m, const pack_plan *p, gerr *e);
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
 /* m (float32, loaded whole) as the frozen base of a LoRA run: its layer
  * matrices packed in fmt (bf16 or q8; f32 leaves m as it is) as
- * model_pack_for_inference packs them, the LM head and embeddings left
- * float32 rows, and the pages each packed matrix no longer fills given back
- * to the system. Errors as model_pack's. */
+ * model_pack_for_inference packs them (a mixture's experts each apart, the
+ * router float32 rows), the LM head and embeddings left float32 rows, and
+ * the pages each packed matrix no longer fills given back to the system.
+ * Errors as model_pack's. An MXFP4 frozen base is a loader's (lib/ckpt/load.h:
+ * the plan of weight_choice frozen, its experts verbatim from the file's
+ * blocks, then model_pack). */
 int model_pack_frozen(model *m, weight_format fmt, gerr *e);
 /* The values model_pack_frozen's matrices hold, as float32 rows in place:
  * each matrix it would pack rounded through fmt (q8: its blocks, what
- * q8w_unpack gives back; bf16: bf16w_round's), the rest untouched. A LoRA
+ * q8w_unpack gives back; bf16: bf16w_round's), the rest untouched; f32 and
+ * mxfp4 (the file's MXFP4 values, exact in float32) leave m as it is. A LoRA
  * checkpoint trained on such a base merges into this (lib/ckpt/load.h).
  * EX_DATAERR when fmt cannot hold the model's shapes, m then unchanged. */
 int model_round_frozen(model *m, weight_format fmt, gerr *e);
@@ -309,8 +320,9 @@ typedef struct {
      * mixture (Lm of them, in layer order), as the last forward call chose
      * them (the sampler's routing, formats/rollout.md); NULL in a dense model */
     int32_t *routes;
-    /* [R, lora_r]: an unmerged adapter's u = x A^T, one target at a time
-     * (model_scratch_init_for; NULL when lora_r is 0) */
+    /* [R, lora_r] ([R * k, lora_r] by slot with experts): an unmerged
+     * adapter's u = x A^T, one target at a time (model_scratch_init_for;
+     * NULL when lora_r is 0) */
     float *u;
     int lora_r;
     attn_workspace ws;

@@ -66,12 +66,12 @@ static const char *isa_name(void) {
 }
 
 static const char *kernel_describe(const model *m, char *buf, size_t size) {
-    if (!m->packed || m->held[P_WQ] == HOLD_ROWS) return "f32 (row-major, OpenBLAS";
-    if (m->packed_frozen) { /* matmul_forward_frozen: float32 activations on the packed matrices */
+    if (m->packed && m->packed_frozen) { /* matmul_forward_frozen: float32 activations on the packed matrices */
         snprintf(buf, size, "%s frozen base (float32 activations, %s kernel%s", weight_format_name(m->packed_as),
                  isa_name(), m->adapter ? "; LoRA adapter unmerged" : "");
         return buf;
     }
+    if (!m->packed || m->held[P_WQ] == HOLD_ROWS) return "f32 (row-major, OpenBLAS";
     switch (m->packed_as) {
     case WEIGHTS_BF16:
         return !strcmp(bf16w_kernel(), "avx512bf16") ? "bf16 (AVX512-BF16 kernel"
@@ -90,7 +90,7 @@ const char *model_weights_describe(const model *m, char *buf, size_t size) {
     bool mx = m->packed && m->held_as[P_EXP_GATE] == WEIGHTS_MXFP4 && m->held[P_EXP_GATE] == HOLD_PACKED;
     char frozen[96];
     int at = snprintf(buf, size, "%s", kernel_describe(m, frozen, sizeof frozen));
-    if (mx && at >= 0 && (size_t)at < size)
+    if (mx && m->packed_as != WEIGHTS_MXFP4 && at >= 0 && (size_t)at < size)
         at += snprintf(buf + at, size - (size_t)at, "; experts mxfp4, %s kernel", isa_name());
     if (m->packed && m->packed_verbatim && at >= 0 && (size_t)at < size)
         snprintf(buf + at, size - (size_t)at, "; %d of %d matrices from the file's %s blocks)", m->packed_verbatim,
@@ -151,7 +151,9 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     p->verbatim = xcalloc(p->n_tensors, sizeof *p->verbatim);
     for (int i = 0; i < MODEL_N_PARAMS; i++) p->as[i] = fmt;
     bool mx = keeps_mxfp4(m, refs, p->n_tensors, w, &p->refused);
-    if (!p->refused.code && packs_matrices(refs, p->n_tensors, fmt, mx, &p->refused)) {
+    /* a frozen base's float32 matrices stay rows: no float32 panels' transposed product */
+    bool rows = w.frozen && fmt == WEIGHTS_F32;
+    if (!p->refused.code && !rows && packs_matrices(refs, p->n_tensors, fmt, mx, &p->refused)) {
         for (int i = 0; i < MODEL_N_PARAMS; i++)
             if (layer_matrix(i)) p->hold[i] = HOLD_PACKED;
         /* the LM head in its own place when it is untied and fits there */
@@ -162,6 +164,11 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     }
     for (int i = 0; mx && !p->refused.code && i < MODEL_N_PARAMS; i++)
         if (expert_matrix(i)) p->hold[i] = HOLD_PACKED, p->as[i] = WEIGHTS_MXFP4;
+    if (w.frozen) { /* the head's product keeps its float32 rows */
+        p->frozen = true;
+        p->hold[P_LM_HEAD] = HOLD_ROWS;
+        if (rows && mx && !p->refused.code) p->fmt = WEIGHTS_MXFP4;
+    }
     free(refs);
 }
 
@@ -235,11 +242,12 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
         free(tmp), free(head), free(refs);
         return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
     }
-    for (size_t i = 0; i < p->n_tensors; i++)
-        if (p->hold[refs[i].param] == HOLD_PACKED && !p->verbatim[i]) {
-            pack_in_place(p->as[refs[i].param], refs[i].dst, tmp, (int)refs[i].rows, (int)refs[i].cols);
-            release_tail(refs[i].dst, p->as[refs[i].param], (int)refs[i].rows, (int)refs[i].cols);
-        }
+    for (size_t i = 0; i < p->n_tensors; i++) {
+        const model_tensor_ref *r = &refs[i];
+        if (p->hold[r->param] != HOLD_PACKED) continue;
+        if (!p->verbatim[i]) pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
+        release_tail(r->dst, p->as[r->param], (int)r->rows, (int)r->cols);
+    }
     if (p->hold[P_LM_HEAD] == HOLD_PACKED) {
         m->head_packed = m->w.lm_head;
     } else if (head_copy) {
@@ -252,6 +260,7 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
     memcpy(m->held, p->hold, sizeof m->held);
     memcpy(m->held_as, p->as, sizeof m->held_as);
     m->packed_verbatim = verbatim;
+    m->packed_frozen = p->frozen;
     return 0;
 }
 
@@ -267,16 +276,14 @@ int model_pack_for_inference(model *m, weight_format fmt, gerr *e) {
 int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
     if (fmt == WEIGHTS_F32 || m->packed) return 0;
     pack_plan p;
-    model_plan_packing(m, (weight_choice){.fmt = fmt}, &p);
-    p.hold[P_LM_HEAD] = HOLD_ROWS; /* the head's product keeps its float32 rows */
+    model_plan_packing(m, (weight_choice){.fmt = fmt, .frozen = true}, &p);
     int rc = model_pack(m, &p, e);
-    if (!rc && m->packed) m->packed_frozen = true;
     pack_plan_free(&p);
     return rc;
 }
 
 int model_round_frozen(model *m, weight_format fmt, gerr *e) {
-    if (fmt == WEIGHTS_F32) return 0;
+    if (fmt == WEIGHTS_F32 || fmt == WEIGHTS_MXFP4) return 0; /* float32's values, or the file's MXFP4 ones */
     pack_plan p;
     model_plan_packing(m, (weight_choice){.fmt = fmt}, &p);
     int rc = p.refused.code ? gerr_set(e, p.refused.code, "%s", p.refused.msg) : 0;

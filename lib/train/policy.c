@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sysexits.h>
 
+#include "../ckpt/adapter_dir.h"
 #include "../ckpt/ckpt_paths.h"
 #include "../ckpt/load.h"
 #include "../dataparallel/shard.h"
@@ -161,7 +162,8 @@ static int load_state(policy *p, const update_plan *plan, bool device, bool *res
     bool bf16 = !strcmp(o->compute, "bf16") || (!strcmp(o->compute, "auto") && (device || backend_cpu_bf16())) ||
                 (device && !o->compute_given);
     p->compute = bf16 ? "bf16" : "f32";
-    p->base_weights = strcmp(o->base_weights, "auto") ? o->base_weights : "f32";
+    /* auto: mxfp4 when the load kept MXFP4 experts (base_keeps_mxfp4), else f32 */
+    p->base_weights = strcmp(o->base_weights, "auto") ? o->base_weights : p->m.packed_frozen ? "mxfp4" : "f32";
     strbuf sp = {0};
     sb_printf(&sp, "%s/grpo/state.json", o->model);
     /* state.json there: the run resumes, and anything but a regular file is an error */
@@ -181,7 +183,7 @@ static int load_state(policy *p, const update_plan *plan, bool device, bool *res
         rc = state_choice(&s, "compute", update_compute_names, 3, o->compute_given ? o->compute : NULL, o->model,
                           sp.data, &p->compute, e);
         if (!rc)
-            rc = state_choice(&s, "base_weights", update_base_weights_names, 4,
+            rc = state_choice(&s, "base_weights", update_base_weights_names, UPDATE_BASE_N,
                               o->base_weights_given ? o->base_weights : NULL, o->model, sp.data, &p->base_weights, e);
         if (!rc && device && !strcmp(p->compute, "f32"))
             rc = gerr_set(e, EX_USAGE, "--device: %s was trained with --compute f32, and a device computes bf16 products; continue it with --device cpu",
@@ -252,25 +254,53 @@ static int load_moments(policy *p, const update_run_opts *o, optim_kind kind, co
     return rc;
 }
 
+/* Whether the base is loaded with its MXFP4 experts kept as the file's
+ * blocks: for a LoRA run (--lora-r, or --model an adapter) on the CPU whose
+ * checkpoint was trained on an mxfp4 base, or, starting, with
+ * --base-weights mxfp4 or auto. */
+static int base_keeps_mxfp4(const update_run_opts *o, bool device, bool *keep, gerr *e) {
+    *keep = false;
+    if (device || !(o->lora_r > 0 || lora_is_adapter_dir(o->model))) return 0;
+    strbuf sp = {0};
+    sb_printf(&sp, "%s/grpo/state.json", o->model);
+    bool resumed = false;
+    weight_format was = WEIGHTS_F32;
+    int rc = regular_file_probe(sp.data, &resumed, e);
+    sb_free(&sp);
+    if (!rc && resumed) rc = ckpt_base_weights_read(o->model, &was, e);
+    if (!rc) *keep = resumed ? was == WEIGHTS_MXFP4 : !strcmp(o->base_weights, "mxfp4") || !strcmp(o->base_weights, "auto");
+    return rc;
+}
+
 /* The frozen base in p->base_weights' format: packed for a LoRA run on the
- * CPU; anything but f32 refused for full fine-tuning (every weight
- * trains), on a device and on a mixture of experts. */
+ * CPU (a mixture's experts too, the router kept float32 rows; mxfp4's
+ * experts by the load); anything but f32 refused for full fine-tuning
+ * (every weight trains) and on a device. */
 static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
     const char *f = p->base_weights;
+    if (!strcmp(f, "f32") && p->m.packed)
+        return gerr_set(e, EX_SOFTWARE, "--base-weights f32: %s was loaded with its experts packed", model_path);
     if (!strcmp(f, "f32")) return 0;
     if (!p->has_lora)
         return gerr_set(e, EX_USAGE, "--base-weights %s: full fine-tuning trains every weight of %s; use an f32 base "
                         "(--base-weights f32, with --compute bf16 for bf16 products), or --lora-r", f, model_path);
     if (device) return gerr_set(e, EX_USAGE, "--base-weights %s: a packed base trains on the CPU only (--device cpu)", f);
-    if (p->m.cfg.n_experts > 0)
-        return gerr_set(e, EX_USAGE, "--base-weights %s: not yet on a mixture of experts; use --base-weights f32", f);
+    if (!strcmp(f, "mxfp4"))
+        return p->m.packed_frozen ? 0
+                                  : gerr_set(e, EX_USAGE, "--base-weights mxfp4: the experts of %s were not loaded from "
+                                                          "MXFP4 blocks (a gpt-oss's Hugging Face _blocks and _scales, "
+                                                          "or a GGUF's MXFP4); use f32, bf16 or q8",
+                                             model_path);
     return model_pack_frozen(&p->m, !strcmp(f, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, e);
 }
 
 int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e) {
     memset(p, 0, sizeof *p);
-    bool fresh_adapter = false, resumed = false;
-    int rc = model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
+    bool fresh_adapter = false, resumed = false, mxfp4 = false;
+    int rc = base_keeps_mxfp4(&plan->run, device, &mxfp4, e);
+    if (!rc)
+        rc = mxfp4 ? model_load_adapter_mxfp4(plan->run.model, &p->m, &p->l, &p->has_lora, e)
+                   : model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
     if (!rc) rc = load_adapter(p, plan, &fresh_adapter, e);
     if (!rc) rc = load_state(p, plan, device, &resumed, e);
     if (!rc) rc = pack_base(p, plan->run.model, device, e);

@@ -5,7 +5,11 @@
 # are the float64 reference's on transformers' dequantization; --weights
 # mxfp4 keeps the experts as the file's blocks and gives the records of the
 # float32 model byte for byte; malformed blocks and scales are 65 naming the
-# tensor. The kernels' bits: test_packed_mxfp4, mxfp4_ref.bats.
+# tensor. LoRA on the experts' blocks as the frozen base (grpo-update
+# --base-weights mxfp4, auto's choice here): the float32 base's step to
+# float32 rounding, its checkpoint rolled out on that base with the
+# trainer's own log-probs. The kernels' bits: test_packed_mxfp4,
+# mxfp4_ref.bats; the gradients against float64: train_grad.bats.
 # needs: venv
 load helpers
 
@@ -68,9 +72,9 @@ PY
     [[ "$output" == *"experts mxfp4"*"48 of 57 matrices from the file's MXFP4 blocks)"* ]]
 }
 
-@test "a LoRA checkpoint on the MXFP4 base rolls out with the base's experts kept, as its float32 merge" {
+@test "a LoRA checkpoint on the float32 base rolls out with the base's experts kept, as its float32 merge" {
     needs_oss
-    grpo-update --model "$OSS" --in "$BATS_FILE_TMPDIR/batch.jsonl" --out l1 --lr 1e-2 --lora-r 4
+    grpo-update --model "$OSS" --in "$BATS_FILE_TMPDIR/batch.jsonl" --out l1 --lr 1e-2 --lora-r 4 --base-weights f32
     args=(--model l1 --in "$(P)" -k 2 --max-new-tokens 12 --seed 3 --progress)
     run -0 grpo-rollout "${args[@]}" --weights mxfp4 --out mx.jsonl
     [[ "$output" == *"48 of 57 matrices from the file's MXFP4 blocks)"* ]]
@@ -82,7 +86,68 @@ PY
     jq -e '."sampling/sampling_logp_difference/mean" == null' m.jsonl
 }
 
-@test "--weights mxfp4 on experts that are not MXFP4 is 64; --base-weights on a mixture of experts stays 64" {
+@test "--base-weights mxfp4 (and auto here): LoRA on the experts' blocks, the float32 base's step; rolled out on that base, its log-probs the trainer's" {
+    needs_oss
+    B="$BATS_FILE_TMPDIR/batch.jsonl"
+    grpo-update --model "$OSS" --in "$B" --out mx --lr 1e-2 --lora-r 4 --base-weights mxfp4 --metrics m-mx.jsonl
+    grpo-update --model "$OSS" --in "$B" --out au --lr 1e-2 --lora-r 4 2> /dev/null
+    grpo-update --model "$OSS" --in "$B" --out t1 --lr 1e-2 --lora-r 4 --base-weights mxfp4 --threads 1 2> /dev/null
+    diff -r mx au
+    diff -r mx t1
+    jq -e '.flags.base_weights == "mxfp4"' mx/grpo/state.json
+    # the same values as the float32 base, other float32 sums: loss and gradient norm within 1e-6 relative
+    # (measured 7.5e-10 and 1.4e-8), not the same bytes
+    grpo-update --model "$OSS" --in "$B" --out f --lr 1e-2 --lora-r 4 --base-weights f32 --metrics m-f.jsonl 2> /dev/null
+    jq -e -s '(.[0].loss - .[1].loss | fabs) < 1e-6 * (.[1].loss | fabs) and
+              (.[0].grad_norm - .[1].grad_norm | fabs) < 1e-6 * .[1].grad_norm' m-mx.jsonl m-f.jsonl
+    ! cmp -s mx/adapter_model.safetensors f/adapter_model.safetensors || false
+    # rolled out on that base (--weights auto or mxfp4): the adapter unmerged, the experts the file's blocks
+    args=(--model mx --in "$(P)" -k 4 --max-new-tokens 8 --seed 1)
+    run -0 grpo-rollout "${args[@]}" --weights auto --progress --out r.jsonl
+    [[ "$output" == *"weights mxfp4 frozen base (float32 activations, "*" kernel; LoRA adapter unmerged; 48 of 57 matrices from the file's MXFP4 blocks)"* ]]
+    jq -e -s 'all(.sampler == {"engine":"grpo","device":"cpu","weights":"mxfp4","base":"frozen","kv_cache":"f32"})' r.jsonl
+    grpo-rollout "${args[@]}" --weights mxfp4 --out r2.jsonl 2> /dev/null
+    cmp r.jsonl r2.jsonl
+    # the trainer's own log-probs: per-token |difference| measured mean 4.2e-7, max 1.7e-6; bound 3e-6
+    jq -c '. + {advantage: (.sample - 1.5)}' r.jsonl > adv.jsonl
+    grpo-update --model mx --in adv.jsonl --out u --lr 1e-2 --old-logp recompute --is-correction token \
+        --metrics m-u.jsonl 2> /dev/null
+    jq -e '."sampling/sampling_logp_difference/mean" < 3e-6' m-u.jsonl
+    # taken as pi_old by it, and the checkpoint continues on its base
+    grpo-update --model mx --in adv.jsonl --out d --lr 1e-2 2> /dev/null
+    jq -e '.step == 2 and .flags.base_weights == "mxfp4" and .flags.recompute_old == false' d/grpo/state.json
+    # the float32 base's values: exact for a fresh trainer on an f32 base too, not on a q8 one
+    jq -c 'del(.policy_step)' adv.jsonl > any.jsonl
+    grpo-update --model "$OSS" --in any.jsonl --out f2 --lr 1e-2 --lora-r 4 --base-weights f32 2> /dev/null
+    jq -e '.flags.recompute_old == false' f2/grpo/state.json
+    grpo-update --model "$OSS" --in any.jsonl --out q2 --lr 1e-2 --lora-r 4 --base-weights q8 2> /dev/null
+    jq -e '.flags.recompute_old == true' q2/grpo/state.json
+    run grpo-update --model mx --in adv.jsonl --out x --lr 1e-2 --base-weights f32
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "mx was trained with --base-weights mxfp4"
+    [ ! -e x ]
+    # --weights f32 merges: the experts' values are the file's, the records float32's
+    grpo-rollout "${args[@]}" --weights f32 --out f32.jsonl 2> /dev/null
+    jq -e -s 'all(.sampler.weights == "f32" and .sampler.base == null)' f32.jsonl
+}
+
+@test "--base-weights mxfp4: full fine-tuning, a model without MXFP4 experts: 64 with one line, nothing written; auto is f32 there" {
+    needs_oss
+    B="$BATS_FILE_TMPDIR/batch.jsonl"
+    run grpo-update --model "$OSS" --in "$B" --out c --lr 1e-2 --base-weights mxfp4
+    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--base-weights mxfp4: full fine-tuning trains every weight"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny gpt_oss bf
+    run grpo-update --model bf --in "$B" --out c --lr 1e-2 --lora-r 4 --base-weights mxfp4
+    [ "$status" -eq 64 ]
+    assert_one_line_error grpo-update "--base-weights mxfp4: the experts of bf were not loaded from MXFP4 blocks"
+    [ ! -e c ]
+    # auto: f32 on a model without them, and for full fine-tuning
+    grpo-update --model bf --in "$B" --out a --lr 1e-2 --lora-r 4 2> /dev/null
+    jq -e '.flags.base_weights == "f32"' a/grpo/state.json
+    grpo-update --model "$OSS" --in "$B" --out full --lr 1e-2 2> /dev/null
+    jq -e '.flags.base_weights == "f32"' full/grpo/state.json
+}
+
+@test "--weights mxfp4 on experts that are not MXFP4 is 64" {
     needs_oss
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny gpt_oss bf
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" bf
@@ -90,9 +155,6 @@ PY
     [ "$status" -eq 64 ]
     assert_one_line_error grpo-rollout "bf: mxfp4 weights: the model's experts were not loaded from MXFP4 blocks"
     [ ! -e r.jsonl ]
-    run grpo-update --model "$OSS" --in "$BATS_FILE_TMPDIR/batch.jsonl" --out l1 --lora-r 4 --base-weights q8
-    [ "$status" -eq 64 ]
-    assert_one_line_error grpo-update "--base-weights q8: not yet on a mixture of experts"
 }
 
 @test "malformed MXFP4 blocks or scales are 65 naming the tensor, as float32 and as mxfp4" {

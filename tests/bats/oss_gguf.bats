@@ -9,7 +9,8 @@
 # give the records of the HF MXFP4 directory byte for byte; malformed tensors
 # and variants llama.cpp computes otherwise are 65 in one line. grpo-export
 # --format gguf of gpt-oss loaded back by llama.cpp: its logits, the MXFP4
-# experts kept as they came, the refusals.
+# experts kept as they came, the refusals. LoRA on the GGUF's MXFP4 experts
+# as its frozen base: the HF source's step byte for byte.
 # needs: venv llama.cpp
 load helpers
 
@@ -252,4 +253,17 @@ PY
         assert_one_line_error grpo-export "bad: ${c#*|}"
         [ ! -e bad.gguf ]
     done
+}
+
+@test "LoRA on the GGUF's MXFP4 experts (--base-weights auto takes mxfp4): the HF source's step byte for byte, rolled out on that base" {
+    needs_oss
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch batch.jsonl 8 97
+    grpo-update --model "$MX.gguf" --in batch.jsonl --out g --lr 1e-2 --lora-r 4 2> /dev/null
+    grpo-update --model "$MX" --in batch.jsonl --out h --lr 1e-2 --lora-r 4 2> /dev/null
+    jq -e '.flags.base_weights == "mxfp4"' g/grpo/state.json
+    cmp g/adapter_model.safetensors h/adapter_model.safetensors
+    run -0 grpo-rollout --model g --in "$(P)" -k 2 --max-new-tokens 8 --seed 1 --weights auto --progress --out g.jsonl
+    [[ "$output" == *"weights mxfp4 frozen base (float32 activations, "*"48 of 57 matrices from the file's MXFP4 blocks)"* ]]
+    grpo-rollout --model h --in "$(P)" -k 2 --max-new-tokens 8 --seed 1 --weights auto --out h.jsonl 2> /dev/null
+    cmp <(jq -c 'del(.policy)' g.jsonl) <(jq -c 'del(.policy)' h.jsonl)
 }

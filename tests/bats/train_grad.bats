@@ -12,8 +12,10 @@
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
 # AVX-512 BF16. LoRA over a frozen base packed in q8 or bf16 (grpo-update
-# --base-weights) against the reference on the dequantized values the kernels
-# read, to the float32 tolerance (1e-4).
+# --base-weights; a mixture's experts each packed apart), or a gpt-oss's
+# MXFP4 experts kept as the file's blocks (--base-weights mxfp4), against the
+# reference on the dequantized values the kernels read, to the float32
+# tolerance (1e-4).
 # needs: venv
 load helpers
 
@@ -74,6 +76,21 @@ grad_case() {
 @test "gradient vs autograd: qwen2 biases, LoRA q,v,down over a frozen q8 base, beta" { grad_case qwen2-lora-q8base-beta; }
 @test "gradient vs autograd: qwen3, LoRA over a frozen bf16 base, sequence importance, --recompute" {
     grad_case qwen3-lora-bf16base-seq-micro-recompute
+}
+@test "gradient vs autograd: qwen3_moe, LoRA on every projection and each expert's over a frozen q8 base, dapo, beta" {
+    grad_case qwen3moe-lora-experts-all-q8base-dapo
+}
+@test "gradient vs autograd: qwen3_moe, a dense layer, LoRA with the experts' over a frozen bf16 base, --recompute" {
+    grad_case qwen3moe-dense0-lora-experts-bf16base-micro-recompute
+}
+@test "gradient vs autograd: gpt_oss, LoRA on q,k,v,o over a frozen q8 base (its experts q8), beta" {
+    grad_case gptoss-lora-qkvo-q8base-beta
+}
+@test "gradient vs autograd: gpt_oss, LoRA on q,k,v,o over its MXFP4 experts kept as blocks, beta" {
+    grad_case gptoss-mxfp4-lora-qkvo-mxfp4base-beta
+}
+@test "gradient vs autograd: gpt_oss, rsLoRA over its MXFP4 experts, dapo, one sequence per micro-batch, --recompute" {
+    grad_case gptoss-mxfp4-lora-qkvo-mxfp4base-dapo-micro-recompute
 }
 @test "gradient vs autograd: qwen2, YaRN RoPE, sliding-window layers, beta" { grad_case qwen2-yarn-window-full-beta; }
 @test "gradient vs autograd: llama, YaRN, sliding windows, LoRA on q,k,v,o, dapo" {

@@ -1,12 +1,13 @@
 #!/usr/bin/env bats
 # grpo-update --base-weights f32|bf16|q8|auto: LoRA over a frozen base held
 # packed (the adapter, its gradients and AdamW state float32). The flag's
-# values, the refusals of full fine-tuning and of a mixture of experts on a
-# packed base (64, nothing written), the same bytes run to run and for any --threads, the flag in
+# values, the refusal of full fine-tuning on a packed base (64, nothing
+# written), the same bytes run to run and for any --threads, the flag in
 # state.json and its resume rule. A checkpoint of such a run rolled out on
 # that base (--weights auto or its format: the adapter unmerged, the
 # trainer's own log-probs, taken as pi_old by a trainer on the same base
-# format only); --weights f32 merging into the base's rounded values.
+# format only); --weights f32 merging into the base's rounded values. A
+# mixture of experts (qwen3_moe) the same, each expert's matrices packed apart.
 # Gradients against PyTorch on the dequantized base: train_grad.bats.
 # needs: venv
 load helpers
@@ -36,7 +37,7 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     printf '%s\n' "$output" | grep -q -- "  --base-weights F .*q8"
     run grpo-update --model m --out x --base-weights q4
     [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--base-weights"
-    printf '%s\n' "$output" | grep -q "f32|bf16|q8|auto"
+    printf '%s\n' "$output" | grep -q "f32|bf16|q8|mxfp4|auto"
 }
 
 @test "LoRA over a q8 and a bf16 base: the same bytes twice and for --threads 1 and 2; not f32's; state.json names it" {
@@ -82,20 +83,12 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     [ ! -e q5 ]
 }
 
-@test "--base-weights q8 on a mixture of experts: 64 with one line, nothing written" {
-    needs_tiny
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe moe
-    run grpo-update --model moe --in "$(B)" --out c --lr 1e-3 --lora-r 4 --base-weights q8
-    [ "$status" -eq 64 ]; assert_one_line_error grpo-update "not yet on a mixture of experts"
-    [ ! -e c ]
-}
-
-@test "a LoRA checkpoint on a q8 or bf16 base merges into that base's values (gguf-py's Q8_0, bf16 rounding)" {
-    needs_tiny
-    for f in q8 bf16; do
-        grpo-update --model "$TINY" --in "$(B)" --out $f --lr 1e-1 --lora-r 4 --base-weights $f 2> /dev/null
-        grpo-export --model $f --format hf --dtype f32 --out $f-hf 2> /dev/null
-        "$GRPO_PY" - "$TINY" $f $f-hf <<'PY'
+# merged_check MODEL CKPT OUT: OUT (CKPT exported merged, float32) is the base
+# MODEL's matrices rounded as CKPT's flags.base_weights says (gguf-py's Q8_0
+# or bf16, round to nearest even; each expert's matrix apart, a mixture's
+# router, mlp.gate, kept float32) plus the adapter's product, to 1e-6
+merged_check() {
+    "$GRPO_PY" - "$@" <<'PY'
 import json, sys
 import numpy as np
 import gguf
@@ -114,20 +107,66 @@ def rounded(w):  # the frozen base's values: Q8_0 blocks (gguf-py) or bf16, roun
     b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
     return b.astype(np.uint32).view(np.float32)
 worst = unrounded = 0.0
+n_rounded = n_adapted = 0
 for n, w in base.items():
     w = w.astype(np.float32)
-    layer_matrix = ".self_attn." in n or ".mlp." in n
-    want = rounded(w) if layer_matrix and w.ndim == 2 else w
+    layer_matrix = (".self_attn." in n or ".mlp." in n) and not n.endswith(".mlp.gate.weight") and w.ndim == 2
+    want = rounded(w) if layer_matrix else w
+    n_rounded += layer_matrix
     a = "base_model.model." + n.removesuffix(".weight") + ".lora_A.weight"
     if a in ad:
         delta = scale * (ad[a.replace("lora_A", "lora_B")].astype(np.float64) @ ad[a].astype(np.float64))
         want = want + delta
+        n_adapted += 1
         unrounded = max(unrounded, float(np.abs(w + delta - got[n]).max()))
     worst = max(worst, float(np.abs(want - got[n]).max() / max(1.0, np.abs(want).max())))
-print(fmt, "merged vs reference", worst, "vs the unrounded base", unrounded)
+print(fmt, n_rounded, "matrices rounded,", n_adapted, "adapted; merged vs reference", worst,
+      "vs the unrounded base", unrounded)
 assert worst < 1e-6, worst
 assert unrounded > 1e-4, unrounded  # the rounding is visible: the check can tell them apart
 PY
+}
+
+@test "a LoRA checkpoint on a q8 or bf16 base merges into that base's values (gguf-py's Q8_0, bf16 rounding)" {
+    needs_tiny
+    for f in q8 bf16; do
+        grpo-update --model "$TINY" --in "$(B)" --out $f --lr 1e-1 --lora-r 4 --base-weights $f 2> /dev/null
+        grpo-export --model $f --format hf --dtype f32 --out $f-hf 2> /dev/null
+        merged_check "$TINY" $f $f-hf
+    done
+}
+
+@test "qwen3_moe (LoRA on every expert too) on a q8 or bf16 base: same bytes for any --threads, merged into the rounded experts, rolled out on that base" {
+    needs_tiny
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe moe --norm-topk
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" moe
+    jq -c '{id, prompt_tokens}' "$(B)" | awk '!seen[$0]++' > prompts.jsonl
+    for f in q8 bf16; do
+        grpo-update --model moe --in "$(B)" --out $f --lr 1e-1 --lora-r 4 --lora-targets all --base-weights $f \
+            2> /dev/null
+        grpo-update --model moe --in "$(B)" --out $f-1 --lr 1e-1 --lora-r 4 --lora-targets all --base-weights $f \
+            --threads 1 2> /dev/null
+        diff -r $f $f-1
+        jq -e --arg f $f '.flags.base_weights == $f' $f/grpo/state.json
+        # 2 layers x (4 attention + 8 experts x 3) matrices rounded, every one adapted
+        grpo-export --model $f --format hf --dtype f32 --out $f-hf 2> /dev/null
+        run merged_check moe $f $f-hf
+        echo "$output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"56 matrices rounded, 56 adapted"* ]]
+        # on that base, the adapter unmerged: the trainer's own log-probs (mean bound 3e-6, as on a dense base)
+        grpo-rollout --model $f --weights auto -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl --progress \
+            2> ro-$f.log | jq -c '. + {advantage: (.sample - 1.5)}' > r-$f.jsonl
+        grep -q "weights $f frozen base (float32 activations, .* kernel; LoRA adapter unmerged)" ro-$f.log
+        [ "$(jq -r .sampler.base r-$f.jsonl | sort -u)" = frozen ]
+        grpo-update --model $f --in r-$f.jsonl --out u-$f --lr 1e-2 --old-logp recompute --is-correction token \
+            --metrics m-$f.jsonl 2> /dev/null
+        jq -e '."sampling/sampling_logp_difference/mean" < 3e-6' m-$f.jsonl
+        # the merged export rolls out as any model: the same prompts, each record with its routing
+        grpo-rollout --model $f-hf --weights f32 -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl \
+            2> /dev/null > x-$f.jsonl
+        [ "$(wc -l < x-$f.jsonl)" -eq "$(wc -l < r-$f.jsonl)" ]
+        [ "$(jq -c 'select(.routing.layers != 2)' x-$f.jsonl | wc -l)" -eq 0 ]
     done
 }
 

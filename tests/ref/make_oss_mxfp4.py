@@ -13,10 +13,12 @@ value is FP4_VALUES[code] * 2^(scale - 127)), the biases and every other
 tensor as model_ref.py's make-tiny gpt_oss writes them, and config.json's
 quantization_config as gpt-oss's own ({"quant_method": "mxfp4", ...}).
 
-  make_oss_mxfp4.py OUTDIR [--seed S] [--yarn-truncate]
+  make_oss_mxfp4.py OUTDIR [--seed S] [--yarn-truncate] [--shape KEY=N,...]
 
 (--yarn-truncate: model_ref.py's, YaRN's ramp truncated as llama.cpp
-computes it.)
+computes it; --shape: config.json keys over the tiny ones, e.g.
+hidden_size=512,intermediate_size=512,num_local_experts=32,num_hidden_layers=4
+for the peak-RSS measurement of bench/README.md.)
 
 The codes are random (every one of the 16); the scale bytes are random
 around the exponents that give weights of model_ref's bf16 magnitudes
@@ -51,7 +53,10 @@ def main(argv):
     seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 1234
     import torch
     from safetensors.torch import load_file, save_file
-    model_ref.make_tiny("gpt_oss", out, seed=seed, yarn_truncate="--yarn-truncate" in argv)
+    shape = None
+    if "--shape" in argv:
+        shape = {k: int(v) for k, v in (kv.split("=") for kv in argv[argv.index("--shape") + 1].split(","))}
+    model_ref.make_tiny("gpt_oss", out, seed=seed, yarn_truncate="--yarn-truncate" in argv, shape=shape)
     path = os.path.join(out, "model.safetensors")
     t = load_file(path)
     cfg = json.load(open(os.path.join(out, "config.json")))

@@ -69,7 +69,7 @@ def moe_layer(cfg, i):
 
 
 def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, norm_topk=False, dense_layers=(),
-              sparse_step=1, top_k=2, yarn=False, window=0, experts=8, yarn_truncate=False):
+              sparse_step=1, top_k=2, yarn=False, window=0, experts=8, yarn_truncate=False, shape=None):
     import torch
     from safetensors.torch import save_file
     cfg = dict(TINY)
@@ -94,6 +94,8 @@ def make_tiny(arch, outdir, tied=False, llama3=False, dtype="f32", seed=1234, no
     if arch == "qwen3_moe":
         cfg.update(MOE, norm_topk_prob=norm_topk, mlp_only_layers=list(dense_layers), decoder_sparse_step=sparse_step,
                    num_experts_per_tok=top_k, num_experts=experts)
+    if shape:  # config.json keys over the tiny ones (a larger model for a measurement)
+        cfg.update(shape)
     if llama3:
         # original context 32 puts head_dim 16's wavelengths (6.3 .. 19000)
         # in all three bands: high (< 8), medium, low (> 32).

@@ -45,7 +45,12 @@ The "base" cases train LoRA over a frozen base packed as grpo-update
 --base-weights q8 or bf16 packs it (lib/model/pack.c, model_pack_frozen):
 the driver writes the packed matrices as its kernels read them ("base.*",
 exact), and the float64 reference runs on those values, so the float32
-tolerances hold (measured: gradients 1.0e-6 to 1.2e-6, logp 1.5e-7). A bf16 case must also differ from the
+tolerances hold (measured: gradients 1.0e-6 to 3.9e-6, logp 1.5e-7 to
+2.3e-7; a mixture's experts each packed apart). The "mxfp4" cases keep a
+gpt-oss's MXFP4 experts (make_oss_mxfp4.py) as the file's blocks; the
+reference takes transformers' dequantization of them (model_ref.hf_model),
+which the values the kernels read must equal exactly (gradients 1.7e-6 to
+2.0e-6). A bf16 case must also differ from the
 reference by more than BF16_FLOOR (2^-12, twice the float32 tolerance): the
 check then fails if the driver ran the products in float32, and a product
 that were wrong by more than rounding (a lost pair of k, a swapped panel)
@@ -137,6 +142,27 @@ CASES = {
                                                          recompute=True,
                                                          lora=dict(r=4, alpha=8, targets="all", rslora=False,
                                                                    seed=9)),
+    # LoRA over a frozen packed base of a mixture (--base-weights): each
+    # expert's matrices packed apart, the router float32 rows; the reference
+    # on the values the kernels read (the driver's "base.*")
+    "qwen3moe-lora-experts-all-q8base-dapo": dict(arch="qwen3_moe", norm_topk=True, loss="dapo", beta=0.04, seed=12,
+                                                  base_weights="q8",
+                                                  lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=7)),
+    "qwen3moe-dense0-lora-experts-bf16base-micro-recompute": dict(arch="qwen3_moe", dense_layers=(0,), beta=0.04,
+                                                                  micro_seqs=1, recompute=True, base_weights="bf16",
+                                                                  lora=dict(r=4, alpha=8, targets="all",
+                                                                            rslora=False, seed=9)),
+    "gptoss-lora-qkvo-q8base-beta": dict(arch="gpt_oss", beta=0.04, base_weights="q8",
+                                         lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=9)),
+    # gpt-oss's MXFP4 experts (make_oss_mxfp4.py: random codes and scales)
+    # kept as the file's blocks (--base-weights mxfp4): the reference on
+    # transformers' dequantization of them (model_ref.hf_model), which the
+    # values the kernels read must equal exactly
+    "gptoss-mxfp4-lora-qkvo-mxfp4base-beta": dict(arch="gpt_oss", mxfp4=True, beta=0.04, base_weights="mxfp4",
+                                                  lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=9)),
+    "gptoss-mxfp4-lora-qkvo-mxfp4base-dapo-micro-recompute": dict(
+        arch="gpt_oss", mxfp4=True, loss="dapo", micro_seqs=1, recompute=True, base_weights="mxfp4",
+        lora=dict(r=8, alpha=16, targets="q,k,v,o", rslora=True, seed=10)),
     # bf16 moves a router's logits by ~1e-2: the top 2 of 8 would flip where
     # float64's gap is below that (here 3e-2 of logp). With every expert
     # chosen nothing can flip: each expert and the router's softmax in bf16
@@ -331,10 +357,15 @@ def run(case_name, work):
     case = CASES[case_name]
     os.makedirs(work, exist_ok=True)
     mdir = os.path.join(work, "model")
-    model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False),
-                        norm_topk=case.get("norm_topk", False), dense_layers=case.get("dense_layers", ()),
-                        seed=case.get("seed", 1234), top_k=case.get("top_k", 2), yarn=case.get("yarn", False),
-                        window=case.get("window", 0))
+    if case.get("mxfp4"):
+        import make_oss_mxfp4
+        if make_oss_mxfp4.main(["make_oss_mxfp4.py", mdir]):
+            return 1
+    else:
+        model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False),
+                            norm_topk=case.get("norm_topk", False), dense_layers=case.get("dense_layers", ()),
+                            seed=case.get("seed", 1234), top_k=case.get("top_k", 2), yarn=case.get("yarn", False),
+                            window=case.get("window", 0))
     if case.get("embed_scale"):
         from safetensors import safe_open
         from safetensors.torch import load_file as tl, save_file as ts
@@ -347,7 +378,10 @@ def run(case_name, work):
     cfgj = json.load(open(os.path.join(mdir, "config.json")))
     c = model_ref.ref_config(cfgj)
     from safetensors.torch import load_file as tload
-    W = {k: v.to(torch.float64) for k, v in tload(os.path.join(mdir, "model.safetensors")).items()}
+    if case.get("mxfp4"):  # the experts as transformers dequantizes their blocks
+        W = model_ref.hf_model(mdir)[1]
+    else:
+        W = {k: v.to(torch.float64) for k, v in tload(os.path.join(mdir, "model.safetensors")).items()}
     tied = cfgj.get("tie_word_embeddings", False)
 
     g = torch.Generator().manual_seed(99)
@@ -415,8 +449,11 @@ def run(case_name, work):
             return 1
         moved = max(float(torch.max(torch.abs(W[k[5:]] - torch.tensor(ours[k], dtype=torch.float64))))
                     for k in base_keys)
-        if moved == 0:
+        if moved == 0 and case["base_weights"] != "mxfp4":
             print("the packed base equals the float32 one: nothing was packed")
+            return 1
+        if moved != 0 and case["base_weights"] == "mxfp4":  # MXFP4's values are exact in float32
+            print(f"the MXFP4 experts as the kernels read them differ from transformers' by {moved:.3g}")
             return 1
         for k in base_keys:
             W[k[5:]] = torch.tensor(ours[k], dtype=torch.float64)

@@ -1,5 +1,6 @@
 /* A LoRA checkpoint trained on a packed frozen base (grpo-update
- * --base-weights q8|bf16), loaded for inference (lib/ckpt/load.h's
+ * --base-weights q8|bf16; a llama and a qwen3_moe whose experts are packed
+ * and adapted too), loaded for inference (lib/ckpt/load.h's
  * model_load_for_inference): with --weights auto (frozen_base) or the
  * base's own format the base is packed frozen and the adapter kept
  * unmerged, and its inference forward (model_forward, the adapter applied
@@ -31,19 +32,25 @@ static void fill(float *p, size_t n, uint64_t seed, double scale) {
     for (size_t i = 0; i < n; i++) p[i] = (float)(scale * (2 * rng_uniform(&r) - 1));
 }
 
-/* Widths q8's blocks take (multiples of 32); the norms near 1. */
-static int tiny_base(model *m, gerr *e) {
+/* Widths q8's blocks take (multiples of 32); the norms near 1. A
+ * qwen3_moe: q/k norms, 2 of 4 experts of width 32 in both layers (the
+ * config the writer generates, as from a GGUF, has no dense layer). */
+static int tiny_base(model *m, model_arch arch, gerr *e) {
     memset(m, 0, sizeof *m);
     model_config *c = &m->cfg;
-    c->arch = ARCH_LLAMA, c->dim = 64, c->hidden_dim = 96, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
+    c->arch = arch, c->dim = 64, c->hidden_dim = 96, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
     c->head_dim = 16, c->vocab_size = 61, c->max_seq_len = 64, c->rope_theta = 10000, c->norm_eps = 1e-5f;
     c->tied_embeddings = true, c->bos_id = 1, c->eos_ids[0] = 2, c->n_eos = 1;
+    if (arch == ARCH_QWEN3_MOE) {
+        c->qk_norm = true, c->n_experts = 4, c->n_experts_used = 2, c->moe_hidden_dim = 32, c->moe_norm_topk = true;
+        c->moe_step = 1;
+    }
     int rc = model_alloc(m, e);
     if (rc) return rc;
     for (int i = 0; i < MODEL_N_PARAMS; i++) {
         if (!m->param_sizes[i] || (i == P_LM_HEAD && c->tied_embeddings)) continue;
-        bool norm = i == P_ATTN_NORM || i == P_FFN_NORM || i == P_OUT_NORM;
-        fill(m->w.t[i], m->param_sizes[i], 10 + (uint64_t)i, norm ? 0.1 : 0.3);
+        bool norm = i == P_ATTN_NORM || i == P_FFN_NORM || i == P_OUT_NORM || i == P_Q_NORM || i == P_K_NORM;
+        fill(m->w.t[i], m->param_sizes[i], 10 + (uint64_t)i, norm ? 0.1 : i == P_ROUTER ? 1.0 : 0.3);
         if (norm)
             for (size_t j = 0; j < m->param_sizes[i]; j++) m->w.t[i][j] += 1.0f;
     }
@@ -59,10 +66,11 @@ static void put_text(const char *path, const char *text) {
 }
 
 /* base/ (config.json, model.safetensors) and ad/, an adapter on every
- * target with B non-zero, whose grpo/state.json names base_weights. */
-static int write_checkpoint(gerr *e) {
+ * target (each expert's too) with B non-zero, whose grpo/state.json names
+ * base_weights. */
+static int write_checkpoint(model_arch arch, gerr *e) {
     model m;
-    int rc = tiny_base(&m, e);
+    int rc = tiny_base(&m, arch, e);
     if (rc) return rc;
     mkdir(at("base"), 0755);
     put_text(at("fake.gguf"), "not read: only its kind (a file) matters");
@@ -72,7 +80,8 @@ static int write_checkpoint(gerr *e) {
     if (!rc) rc = lora_alloc(&l, &m.cfg, 4, 8, false, 0, (1u << LORA_N_TARGETS) - 1, at("base"), e);
     if (!rc) {
         lora_init(&l, 3);
-        for (int t = 0; t < LORA_N_TARGETS; t++) fill(l.b[t], (size_t)l.n_layers * l.out_dim[t] * l.r, 40 + t, 0.2);
+        for (int t = 0; t < LORA_N_SETS; t++)
+            if (l.b[t]) fill(l.b[t], (size_t)l.n_mats[t] * l.out_dim[t] * l.r, 40 + t, 0.2);
         mkdir(at("ad"), 0755);
         mkdir(at("ad/grpo"), 0755);
         rc = lora_save(&l, at("ad"), e);
@@ -201,12 +210,15 @@ static void test_forward(const char *fmt, const char *name) {
     free(frozen), free(merged), free(raw);
 }
 
-int main(void) {
+/* The tests on a checkpoint of arch, in a directory of its own. */
+static int run_arch(model_arch arch, const char *name) {
     snprintf(root, sizeof root, "/tmp/test_frozen.XXXXXX");
     if (!mkdtemp(root)) return perror("mkdtemp"), 1;
     gerr e = {0};
-    TEST("the checkpoint's fixture is written");
-    int rc = write_checkpoint(&e);
+    char title[160];
+    snprintf(title, sizeof title, "%s: the checkpoint's fixture is written", name);
+    TEST(title);
+    int rc = write_checkpoint(arch, &e);
     if (rc) printf("#   %s\n", e.msg);
     CHECK_EQ_INT(rc, 0);
     if (!rc) {
@@ -216,5 +228,10 @@ int main(void) {
         test_forward("bf16", "bf16 base: the same");
     }
     remove_tree(root);
+    return 0;
+}
+
+int main(void) {
+    if (run_arch(ARCH_LLAMA, "llama") || run_arch(ARCH_QWEN3_MOE, "qwen3_moe, LoRA on every expert too")) return 1;
     return check_done();
 }

@@ -17,8 +17,9 @@
  * "router_aux_coef" for the router's load-balancing loss (its value written
  * as "balance"),
  * "base_weights": "bf16" or "q8" for a LoRA over a frozen base packed so
- * (model_pack_frozen), its layer matrices then written as the kernels read
- * them, "base." + HF name),
+ * (model_pack_frozen), "mxfp4" for one whose MXFP4 experts load from the
+ * file's blocks (model_load_for_inference, a frozen plan), its packed
+ * matrices then written as the kernels read them, "base." + HF name),
  * runs the GRPO loss forward and backward on the mask-1 tokens (all
  * without a mask) and writes their logp, the loss and every
  * gradient (HF or PEFT names, prefixed "grad.") plus the LoRA factors used. */
@@ -473,9 +474,10 @@ static int add_f32(st_writer *w, const char *name, int ndim, int64_t rows, int64
     return 0;
 }
 
-/* The layer matrices of m, packed as a frozen base, as its kernels read
- * them: I W^T through matmul_forward_frozen (each output one product of 1
- * and a weight, exact), written as "base." + the HF name from *keep (the
+/* The matrices of m packed as a frozen base (each expert's apart), as its
+ * kernels read them: I W^T through matmul_forward_frozen (each output one
+ * product of 1 and a weight, exact), written as "base." + the HF name
+ * (gpt_oss's stacked experts per slice, as their gradients) from *keep (the
  * writer holds the pointers: the caller frees *keep after st_write). */
 static int add_base(st_writer *w, const model *m, float **keep) {
     size_t nt = model_tensor_list(m, NULL), off = 0;
@@ -485,16 +487,18 @@ static int add_base(st_writer *w, const model *m, float **keep) {
     int rc = 0;
     for (size_t i = 0; i < nt && !rc; i++) {
         int p = refs[i].param, n = (int)refs[i].rows, k = (int)refs[i].cols;
-        if (p != P_WQ && p != P_WK && p != P_WV && p != P_WO && p != P_W_GATE && p != P_W_UP && p != P_W_DOWN) continue;
+        if (m->held[p] != HOLD_PACKED || p == P_LM_HEAD) continue;
         float *id = calloc((size_t)k * k, sizeof *id), *wt = malloc(sizeof(float) * (size_t)k * n);
         float *rows = *keep + off;
         off += (size_t)n * k;
         for (int j = 0; j < k; j++) id[(size_t)j * k + j] = 1.0f;
-        matmul_forward_frozen(wt, id, refs[i].dst, m->packed_as, NULL, k, k, n);
+        matmul_forward_frozen(wt, id, refs[i].dst, m->held_as[p], NULL, k, k, n);
         for (int r = 0; r < n; r++)
             for (int j = 0; j < k; j++) rows[(size_t)r * k + j] = wt[(size_t)j * n + r];
         char name[160];
         snprintf(name, sizeof name, "base.%s", refs[i].hf);
+        if (m->cfg.arch == ARCH_GPT_OSS && refs[i].expert >= 0)
+            snprintf(name, sizeof name, "base.%s:%s:%d", refs[i].hf, model_param_name(p), refs[i].expert);
         rc = add_f32(w, name, 2, n, k, rows);
         free(id), free(wt);
     }
@@ -602,8 +606,14 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     }
     const cJSON *bw = cJSON_GetObjectItemCaseSensitive(j, "base_weights");
     bool packed = cJSON_IsString(bw) && strcmp(bw->valuestring, "f32");
-    if (packed && (!use_lora || model_pack_frozen(&m, !strcmp(bw->valuestring, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, &e)))
-        return fprintf(stderr, "%s\n", use_lora ? e.msg : "base_weights: LoRA only"), 64;
+    if (packed && !use_lora) return fprintf(stderr, "base_weights: LoRA only\n"), 64;
+    if (packed && !strcmp(bw->valuestring, "mxfp4")) { /* loaded again, the experts from the file's blocks */
+        model_free(&m);
+        if (model_load_for_inference(&m, dir, false, (weight_choice){.fmt = WEIGHTS_MXFP4, .keep_mxfp4 = true, .frozen = true}, &e))
+            return fprintf(stderr, "%s\n", e.msg), e.code;
+    } else if (packed && model_pack_frozen(&m, !strcmp(bw->valuestring, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, &e)) {
+        return fprintf(stderr, "%s\n", e.msg), 64;
+    }
     trainer t;
     if (trainer_init(&t, &m, use_lora ? &l : NULL, use_lora ? TRAINER_LORA : TRAINER_FULL, recompute, R, 0, max_len, n_t, &e))
         return fprintf(stderr, "%s\n", e.msg), e.code;
