@@ -11,6 +11,8 @@
 int main(int argc, char **argv) {
     prep_opts o;
     prep_opts_default(&o);
+    o.reasoning_effort = CHAT_HARMONY_REASONING; /* the defaults --help shows; NULL below when not given */
+    o.chat_date = CHAT_HARMONY_DATE;
     const flag_spec flags[] = {
         {"--task", NULL, FLAG_CHOICE, &o.task_name, "TASK", "what to make prompts of (required)", 0, 0,
          "arith|countdown|gsm8k|math|mbpp|jsonl"},
@@ -75,7 +77,7 @@ int main(int argc, char **argv) {
                   "  grpo-prep --task jsonl --prompt-field text --answer-field label < mine.jsonl",
     };
     flags_parse(&p, argc, argv);
-    if (!flags_given(&p, "--reasoning-effort")) o.reasoning_effort = NULL; /* the template's own, unchecked */
+    if (!flags_given(&p, "--reasoning-effort")) o.reasoning_effort = NULL; /* the defaults, not checked */
     if (!flags_given(&p, "--chat-date")) o.chat_date = NULL;
     o.given = (prep_given){
         .in = flags_given(&p, "--in"),

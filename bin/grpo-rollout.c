@@ -14,6 +14,8 @@ int main(int argc, char **argv) {
     blas_ensure_fast_kernels(argv);
     rollout_opts o;
     rollout_opts_default(&o);
+    o.reasoning_effort = CHAT_HARMONY_REASONING; /* the defaults --help shows; NULL below when not given */
+    o.chat_date = CHAT_HARMONY_DATE;
     char weight_choices[48];
     const flag_spec flags[] = {
         {"--model", NULL, FLAG_STRING, &o.model, "M",
@@ -156,9 +158,9 @@ int main(int argc, char **argv) {
     flags_parse(&p, argc, argv);
     if (!o.model) die(EX_USAGE, "--model is required (see %s --help)", tool_name());
     o.top_p_given = flags_given(&p, "--top-p");
-    if (!flags_given(&p, "--reasoning-effort")) o.reasoning_effort = NULL; /* the template's own, unchecked */
-    if (!flags_given(&p, "--chat-date")) o.chat_date = NULL;
     o.top_k_given = flags_given(&p, "--top-k");
+    if (!flags_given(&p, "--reasoning-effort")) o.reasoning_effort = NULL; /* the defaults, not checked */
+    if (!flags_given(&p, "--chat-date")) o.chat_date = NULL;
     if (!o.env) {
         static const char *const env_only[] = {"--max-turns", "--max-total-tokens", "--env-timeout"};
         for (size_t i = 0; i < sizeof env_only / sizeof *env_only; i++)

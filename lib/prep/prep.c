@@ -23,8 +23,6 @@ void prep_opts_default(prep_opts *o) {
     o->terms = "2..3";
     o->word_problems = 0.25;
     o->chat_template = "auto";
-    o->reasoning_effort = CHAT_HARMONY_REASONING; /* shown by --help; NULL when not given */
-    o->chat_date = CHAT_HARMONY_DATE;
 }
 
 bool prep_task_is_generated(prep_task t) { return t == TASK_ARITH || t == TASK_COUNTDOWN; }

@@ -31,8 +31,6 @@ void rollout_opts_default(rollout_opts *o) {
     o->kv_cache = "auto";
     o->routing_record = "on";
     o->chat_template = "auto";
-    o->reasoning_effort = CHAT_HARMONY_REASONING; /* shown by --help; NULL when not given */
-    o->chat_date = CHAT_HARMONY_DATE;
     o->shard.count = 1;
     o->max_turns = 4;
     o->env_timeout = 60;
