@@ -2,6 +2,7 @@
  * Flags here; the work is in lib/prep. */
 #include <stdio.h>
 
+#include "chat/chat.h"
 #include "io/outpath.h"
 #include "prep/prep.h"
 #include "util/err.h"
@@ -10,6 +11,8 @@
 int main(int argc, char **argv) {
     prep_opts o;
     prep_opts_default(&o);
+    o.reasoning_effort = CHAT_HARMONY_REASONING; /* the defaults --help shows; NULL below when not given */
+    o.chat_date = CHAT_HARMONY_DATE;
     const flag_spec flags[] = {
         {"--task", NULL, FLAG_CHOICE, &o.task_name, "TASK", "what to make prompts of (required)", 0, 0,
          "arith|countdown|gsm8k|math|mbpp|jsonl"},
@@ -46,9 +49,14 @@ int main(int argc, char **argv) {
         {"--model", NULL, FLAG_STRING, &o.model, "M",
          "write prompt_tokens with this model's tokenizer and chat template (HF directory or .gguf)", 0, 0, NULL},
         {"--chat-template", NULL, FLAG_CHOICE, &o.chat_template, "T",
-         "auto = the model's own (ChatML or Llama 3, recognised); raw = the text alone, no special tokens "
-         "added, and --format plain unless --format/--system is given",
-         0, 0, "auto|chatml|llama3|raw"},
+         "auto = the model's own (ChatML, Llama 3 or harmony, recognised; a gpt-oss without one: harmony); raw = "
+         "the text alone, no special tokens added, and --format plain unless --format/--system is given",
+         0, 0, CHAT_TEMPLATE_CHOICES},
+        {"--reasoning-effort", NULL, FLAG_CHOICE, &o.reasoning_effort, "R",
+         "harmony only: the system message's reasoning level", 0, 0, CHAT_REASONING_CHOICES},
+        {"--chat-date", NULL, FLAG_STRING, &o.chat_date, "DATE",
+         "harmony only: the system message's current date, YYYY-MM-DD or today (the fixed default gives the same "
+         "prompt_tokens on any day)", 0, 0, NULL},
         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "show progress on stderr even when it is not a terminal", 0,
          0, NULL},
     };
@@ -69,6 +77,8 @@ int main(int argc, char **argv) {
                   "  grpo-prep --task jsonl --prompt-field text --answer-field label < mine.jsonl",
     };
     flags_parse(&p, argc, argv);
+    if (!flags_given(&p, "--reasoning-effort")) o.reasoning_effort = NULL; /* the defaults, not checked */
+    if (!flags_given(&p, "--chat-date")) o.chat_date = NULL;
     o.given = (prep_given){
         .in = flags_given(&p, "--in"),
         .n = flags_given(&p, "--n"),

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat.h"
 #include "io/outpath.h"
 #include "judge/cache.h"
 #include "sandbox/sandbox.h"
@@ -244,9 +245,9 @@ int main(int argc, char **argv) {
         {"rm",
          {"--rm-batch", NULL, FLAG_INT, &p.rm_batch, "N", "sequences the reward model scores at once", 1, 4096, NULL}},
         {"rm",
-         {"--rm-chat-template", NULL, FLAG_CHOICE, &p.rm_chat_template, "auto|chatml|llama3|raw",
+         {"--rm-chat-template", NULL, FLAG_CHOICE, &p.rm_chat_template, CHAT_TEMPLATE_CHOICES,
           "chat template the reward model's text is rendered with (auto: the reward model's own)", 0, 0,
-          "auto|chatml|llama3|raw"}},
+          CHAT_TEMPLATE_CHOICES}},
         {"rm",
          {"--rm-device", NULL, FLAG_CHOICE, &p.rm_device, "D",
           "where the reward model runs: auto = an NVIDIA GPU when this build has CUDA and one is present, else the "

@@ -2,6 +2,7 @@
  * Flags here; the work is in lib/rollout. */
 #include <stdlib.h>
 
+#include "chat/chat.h"
 #include "io/outpath.h"
 #include "ops/blas.h"
 #include "rollout/rollout.h"
@@ -13,6 +14,8 @@ int main(int argc, char **argv) {
     blas_ensure_fast_kernels(argv);
     rollout_opts o;
     rollout_opts_default(&o);
+    o.reasoning_effort = CHAT_HARMONY_REASONING; /* the defaults --help shows; NULL below when not given */
+    o.chat_date = CHAT_HARMONY_DATE;
     char weight_choices[48];
     const flag_spec flags[] = {
         {"--model", NULL, FLAG_STRING, &o.model, "M",
@@ -58,7 +61,13 @@ int main(int argc, char **argv) {
          "a mixture of experts' records carry the experts each position was routed to (routing, for grpo-update "
          "--routing replay; formats/rollout.md): on, or off to leave it out", 0, 0, "on|off"},
         {"--chat-template", NULL, FLAG_CHOICE, &o.chat_template, "T",
-         "for records without prompt_tokens: auto = the model's own", 0, 0, "auto|chatml|llama3|raw"},
+         "for records without prompt_tokens: auto = the model's own; harmony (gpt-oss) also decides what "
+         "completion holds (its final channel)", 0, 0, CHAT_TEMPLATE_CHOICES},
+        {"--reasoning-effort", NULL, FLAG_CHOICE, &o.reasoning_effort, "R",
+         "harmony only: the system message's reasoning level", 0, 0, CHAT_REASONING_CHOICES},
+        {"--chat-date", NULL, FLAG_STRING, &o.chat_date, "DATE",
+         "harmony only: the system message's current date, YYYY-MM-DD or today (the fixed default keeps prompts "
+         "the same on any day)", 0, 0, NULL},
         {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",
          0, 0, NULL},
         {"--policy-step", NULL, FLAG_INT, &o.policy_step, "N",
@@ -150,6 +159,8 @@ int main(int argc, char **argv) {
     if (!o.model) die(EX_USAGE, "--model is required (see %s --help)", tool_name());
     o.top_p_given = flags_given(&p, "--top-p");
     o.top_k_given = flags_given(&p, "--top-k");
+    if (!flags_given(&p, "--reasoning-effort")) o.reasoning_effort = NULL; /* the defaults, not checked */
+    if (!flags_given(&p, "--chat-date")) o.chat_date = NULL;
     if (!o.env) {
         static const char *const env_only[] = {"--max-turns", "--max-total-tokens", "--env-timeout"};
         for (size_t i = 0; i < sizeof env_only / sizeof *env_only; i++)

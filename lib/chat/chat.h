@@ -9,6 +9,10 @@
  *   llama3  "<|begin_of_text|>" then "<|start_header_id|>ROLE<|end_header_id|>\n\n"
  *           CONTENT-trimmed "<|eot_id|>" per message (Llama 3.x; 3.1+ templates get
  *           their "Cutting Knowledge Date" system header);
+ *   harmony gpt-oss's format (harmony.c): a system message with the model's
+ *           identity, dates and reasoning level, the conversation's system
+ *           message as a developer message, "<|start|>ROLE<|message|>CONTENT<|end|>"
+ *           per message, assistant messages on the final channel;
  *   raw     the messages' contents joined by nothing, no special tokens: for
  *           base models and for checking tokenizer parity.
  * add_generation_prompt appends the opening of the assistant's turn.
@@ -27,7 +31,13 @@
 #include "../util/err.h"
 #include "../util/strbuf.h"
 
-typedef enum { CHAT_CHATML, CHAT_LLAMA3, CHAT_RAW } chat_family;
+typedef enum { CHAT_CHATML, CHAT_LLAMA3, CHAT_HARMONY, CHAT_RAW } chat_family;
+
+/* harmony's "Current date:" unless chat_set_harmony sets one: a fixed date
+ * (the harmony guide's), so that the same flags render the same tokens on
+ * any day; gpt-oss's own template writes the day it runs. */
+#define CHAT_HARMONY_DATE "2025-06-28"
+#define CHAT_HARMONY_REASONING "medium" /* the template's default */
 
 typedef struct {
     chat_family family;
@@ -37,19 +47,32 @@ typedef struct {
      * template has them, or tools are given); else as a "tool" turn */
     bool chatml_tool_response;
     const cJSON *tools; /* OpenAI-format function schemas (not owned); NULL = none */
+    /* harmony: the system message's "Reasoning:" level and "Current date:" */
+    char reasoning[8]; /* low|medium|high */
+    char date[16];     /* YYYY-MM-DD */
 } chat_template;
 
-/* "chatml", "llama3", "raw" -> family; anything else is EX_USAGE. */
+/* The choices of the tools' --chat-template flags, and of harmony's --reasoning-effort. */
+#define CHAT_TEMPLATE_CHOICES "auto|chatml|llama3|harmony|raw"
+#define CHAT_REASONING_CHOICES "low|medium|high"
+
+/* "chatml", "llama3", "harmony", "raw" -> family; anything else is EX_USAGE. */
 int chat_family_parse(const char *name, chat_family *out, gerr *e);
 const char *chat_family_name(chat_family f);
 
-/* Recognises a model's Jinja template. name_for_errors says where it came
- * from; an unrecognised template is EX_DATAERR telling to use --chat-template. */
+/* Recognises a model's Jinja template (harmony: gpt-oss's, by its
+ * <|channel|> tokens). name_for_errors says where it came from; an
+ * unrecognised template is EX_DATAERR telling to use --chat-template. */
 int chat_template_detect(const char *jinja, const char *name_for_errors, chat_template *out, gerr *e);
 /* A family forced by --chat-template; jinja (may be NULL) still supplies the
  * default system message when it is of that family. */
 void chat_template_force(chat_family f, const char *jinja, chat_template *out);
 void chat_template_free(chat_template *t);
+/* harmony's --reasoning-effort (low|medium|high) and --chat-date
+ * (YYYY-MM-DD, or "today": the local date, as gpt-oss's template writes it);
+ * NULL leaves the default. Either given for another family, or malformed, is
+ * EX_USAGE naming the flag. */
+int chat_set_harmony(chat_template *t, const char *reasoning, const char *date, gerr *e);
 
 /* Renders messages (a JSON array of {role, content} with string fields).
  * Errors name the message index: EX_DATAERR. */
@@ -72,14 +95,19 @@ int chat_set_tools(chat_template *t, const cJSON *tools, gerr *e);
  * after it, up to the opening of the next assistant turn: the assistant
  * turn's end marker when closed is false (it ended without its end-of-turn
  * token), the messages as the family renders them, the generation prompt.
- * Rendering the whole conversation at once gives the same text. */
-int chat_render_continuation(const chat_template *t, const cJSON *messages, bool closed, strbuf *out, gerr *e);
+ * calls are the tool calls the turn made (chat_parse_tool_calls' array;
+ * NULL = none): harmony names a tool result after the last of them, and a
+ * tool message answering no call is EX_DATAERR there. Rendering the whole
+ * conversation at once gives the same text (harmony: see harmony.c). */
+int chat_render_continuation(const chat_template *t, const cJSON *messages, bool closed, const cJSON *calls,
+                             strbuf *out, gerr *e);
 /* The tool calls in an assistant message's text, as a JSON array of
  * {"name": string, "arguments": object} (empty when none): chatml (and
  * raw) <tool_call>JSON</tool_call> blocks with "name" and "arguments";
  * llama3 a message that is JSON objects with "name" and "parameters" (or
  * "arguments"). Malformed calls are left out: what the model wrote is not
- * an error. Never NULL. */
+ * an error. Never NULL. harmony's calls are in its tokens, not its text
+ * (harmony_read.h): empty here. */
 cJSON *chat_parse_tool_calls(chat_family f, const char *text, size_t len);
 /* v as Python's json.dumps(v, ensure_ascii=False, indent=indent) writes it
  * (indent < 0: none), which is what HF templates' tojson gives. */
@@ -88,5 +116,18 @@ void chat_json_dumps(const cJSON *v, int indent, strbuf *out);
 void chat_render_chatml_tools(const chat_template *t, const char *system, strbuf *out);
 /* Renders llama3's first user turn offering the tools, with content first_user. */
 void chat_render_llama3_tools(const chat_template *t, const char *first_user, strbuf *out);
+
+/* ---- harmony (harmony.c) ----------------------------------------------------- */
+
+/* The whole conversation as gpt-oss's template renders it. */
+int chat_render_harmony(const chat_template *t, const cJSON *messages, bool add_generation_prompt, strbuf *out,
+                        gerr *e);
+/* Messages [from, n) as harmony renders them in a conversation that goes on
+ * (assistant messages closed with <|end|>); *last_call is the name of the
+ * tool a tool message answers (updated by assistant messages that call one). */
+int chat_render_harmony_messages(const chat_template *t, const cJSON *messages, int from, const char **last_call,
+                                 strbuf *out, gerr *e);
+/* The "functions" namespace of the developer message (t->tools). */
+void chat_render_harmony_tools(const chat_template *t, strbuf *out);
 
 #endif

@@ -50,6 +50,10 @@ int chat_set_tools(chat_template *t, const cJSON *tools, gerr *e) {
     const cJSON *tool;
     cJSON_ArrayForEach(tool, tools) {
         if (!cJSON_IsObject(tool)) return gerr_set(e, EX_DATAERR, "element %d: expected an object", i);
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
+        const cJSON *description = cJSON_GetObjectItemCaseSensitive(fn ? fn : tool, "description");
+        if (t->family == CHAT_HARMONY && !cJSON_IsString(description))
+            return gerr_set(e, EX_DATAERR, "element %d: gpt-oss's template needs a \"description\" string", i);
         i++;
     }
     t->tools = tools;
@@ -89,10 +93,21 @@ void chat_render_llama3_tools(const chat_template *t, const char *first_user, st
     sb_puts(out, "<|eot_id|>");
 }
 
-int chat_render_continuation(const chat_template *t, const cJSON *messages, bool closed, strbuf *out, gerr *e) {
+int chat_render_continuation(const chat_template *t, const cJSON *messages, bool closed, const cJSON *calls,
+                             strbuf *out, gerr *e) {
     if (!cJSON_IsArray(messages)) return gerr_set(e, EX_DATAERR, "\"messages\": expected an array");
+    if (t->family == CHAT_HARMONY) { /* <|return|> and <|call|> close a turn; past one, the message is closed */
+        if (!closed) sb_puts(out, "<|end|>");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(calls, cJSON_GetArraySize(calls) - 1),
+                                                              "name");
+        const char *last_call = cJSON_IsString(name) ? name->valuestring : NULL;
+        if (chat_render_harmony_messages(t, messages, 0, &last_call, out, e)) return e->code;
+        sb_puts(out, "<|start|>assistant");
+        return 0;
+    }
     switch (t->family) {
-    case CHAT_RAW: break;
+    case CHAT_RAW:
+    case CHAT_HARMONY: break;
     case CHAT_CHATML: sb_puts(out, closed ? "\n" : "<|im_end|>\n"); break;
     case CHAT_LLAMA3:
         if (!closed) sb_puts(out, "<|eot_id|>");
@@ -132,6 +147,7 @@ static const char *skip_space(const char *p, const char *end) {
 cJSON *chat_parse_tool_calls(chat_family f, const char *text, size_t len) {
     cJSON *calls = cJSON_CreateArray();
     const char *end = text + len;
+    if (f == CHAT_HARMONY) return calls;
     if (f == CHAT_LLAMA3) { /* the whole message: JSON objects, one after another */
         const char *p = skip_space(text, end);
         static const char tag[] = "<|python_tag|>";

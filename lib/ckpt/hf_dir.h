@@ -35,8 +35,9 @@ const char *hf_torch_dtype(export_dtype d);
 int hf_write_config(const char *out_path, const model *m, const char *source, const char *torch_dtype, gerr *e);
 
 /* tokenizer.json, tokenizer_config.json and generation_config.json into dir
- * (an existing directory). From a directory: each copied byte for byte when
- * present (a missing tokenizer file is skipped; generation_config.json is
+ * (an existing directory), and chat_template.jinja where the source has one.
+ * From a directory: each copied byte for byte when present (a missing
+ * tokenizer file is skipped; generation_config.json is
  * made from config.json's bos/eos/pad ids when absent). From a GGUF: built
  * from its tokenizer.ggml.* metadata and tokenizer.chat_template (BPE vocab
  * and merges, control tokens as special added tokens, user-defined ones as

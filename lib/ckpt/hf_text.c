@@ -1,6 +1,7 @@
 /* The text files of an export: tokenizer.json, tokenizer_config.json and
- * generation_config.json, copied from a Hugging Face directory or built from
- * a GGUF's metadata. */
+ * generation_config.json (and chat_template.jinja where the source keeps its
+ * template there), copied from a Hugging Face directory or built from a
+ * GGUF's metadata. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -89,10 +90,11 @@ static int generation_from_config(const char *dir, const char *source, gerr *e) 
 }
 
 static int from_dir(const char *dir, const char *source, gerr *e) {
-    bool copied;
+    bool copied, jinja;
     int rc;
     if ((rc = copy_file(dir, source, "tokenizer.json", &copied, e)) ||
         (rc = copy_file(dir, source, "tokenizer_config.json", &copied, e)) ||
+        (rc = copy_file(dir, source, "chat_template.jinja", &jinja, e)) || /* newer transformers' (gpt-oss's) */
         (rc = copy_file(dir, source, "generation_config.json", &copied, e)))
         return rc;
     return copied ? 0 : generation_from_config(dir, source, e);

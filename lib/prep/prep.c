@@ -50,6 +50,8 @@ int prep_check_opts(prep_opts *o, gerr *e) {
         return gerr_set(e, EX_USAGE, "%s applies to --task arith only", flag);
     }
     if (g->chat_template && !o->model) return gerr_set(e, EX_USAGE, "--chat-template needs --model");
+    if ((o->reasoning_effort || o->chat_date) && !o->model)
+        return gerr_set(e, EX_USAGE, "%s needs --model", o->reasoning_effort ? "--reasoning-effort" : "--chat-date");
     if (o->model && o->chat_template && !strcmp(o->chat_template, "raw") && !g->format && !g->system) {
         /* raw means no chat formatting at all: the prompt's own text, nothing added */
         o->format = FORMAT_PLAIN;

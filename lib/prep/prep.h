@@ -40,7 +40,8 @@ typedef struct {
     double word_problems;
     arith_opts arith; /* filled by prep_check_opts */
     const char *model;         /* --model: write prompt_tokens with its tokenizer and chat template */
-    const char *chat_template; /* --chat-template auto|chatml|llama3|raw */
+    const char *chat_template; /* --chat-template (CHAT_TEMPLATE_CHOICES) */
+    const char *reasoning_effort, *chat_date; /* harmony's; NULL = not given */
     prep_given given;
 } prep_opts;
 

@@ -12,7 +12,8 @@ static int load_model_text(prep_sink *s, const prep_opts *o, gerr *e) {
     int rc = model_text_load(o->model, &s->mt, e);
     if (rc) return rc;
     s->tokenize = true;
-    return model_text_template(&s->mt, o->chat_template, &s->tmpl, e);
+    chat_choice c = {.family = o->chat_template, .reasoning = o->reasoning_effort, .date = o->chat_date};
+    return model_text_template(&s->mt, &c, &s->tmpl, e);
 }
 
 static void free_model_text(prep_sink *s) {

@@ -94,7 +94,7 @@ typedef struct {
     const char *rm_model;
     long long rm_batch;
     long long threads;
-    const char *rm_chat_template; /* "auto" (the reward model's own; NULL = auto) | "chatml" | "llama3" | "raw" */
+    const char *rm_chat_template; /* "auto" (the reward model's own; NULL = auto) or a family (CHAT_TEMPLATE_CHOICES) */
     const char *rm_device;        /* auto|cpu|cuda (lib/runner/device.h) */
     const char *rm_weights;       /* auto|f32|bf16|q8|mxfp4 on the CPU (lib/runner/weights.h) */
 } reward_opts;

@@ -208,12 +208,12 @@ static void rm_close(void *self) {
  * grpo-reward's flag rather than the other tools'. */
 static int open_template(rm_fn *r, const char *choice, gerr *e) {
     if (!choice) choice = "auto";
-    int rc = model_text_template(&r->run.mt, choice, &r->tmpl, e);
+    int rc = model_text_template(&r->run.mt, &(chat_choice){.family = choice}, &r->tmpl, e);
     if (!rc || strcmp(choice, "auto")) return rc;
     return gerr_set(e, rc, "%s: the reward model's chat template is %s; choose one with --rm-chat-template "
-                           "chatml|llama3|raw",
-                    r->run.mt.template_source, r->run.mt.chat_template ? "not recognised (neither ChatML nor Llama 3)"
-                                                               : "missing");
+                           "chatml|llama3|harmony|raw",
+                    r->run.mt.template_source,
+                    r->run.mt.chat_template ? "not recognised (neither ChatML, Llama 3 nor harmony)" : "missing");
 }
 
 static int open_model(rm_fn *r, const reward_opts *p, gerr *e) {

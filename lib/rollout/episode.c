@@ -24,7 +24,7 @@ static cJSON *conversation(const prompt_slot *p, const rollout_seq *s) {
 
 /* One request line: the prompt record's fields, then sample, turn,
  * messages, tool_calls (when the message made any) and last. */
-static int send_request(rollout *r, int slot, const char *content, size_t content_len, gerr *e) {
+static int send_request(rollout *r, int slot, const cJSON *calls, gerr *e) {
     const rollout_seq *s = r->slot_seq[slot];
     const prompt_slot *p = r->slot_prompt[slot];
     record req;
@@ -34,12 +34,10 @@ static int send_request(rollout *r, int slot, const char *content, size_t conten
     record_set_int(&req, "sample", s->sample);
     record_set_int(&req, "turn", s->turn);
     cJSON *messages = conversation(p, s);
-    cJSON *calls = chat_parse_tool_calls(r->tmpl.family, content, content_len);
     int rc = record_set_json(&req, "messages", messages, e);
     if (!rc && cJSON_GetArraySize(calls) > 0) rc = record_set_json(&req, "tool_calls", calls, e);
     if (!rc && s->turn + 1 >= r->o->max_turns) record_set_raw(&req, "last", "true", 4);
     cJSON_Delete(messages);
-    cJSON_Delete(calls);
     strbuf line = {0};
     if (!rc) {
         record_serialize(&req, &line);
@@ -50,25 +48,45 @@ static int send_request(rollout *r, int slot, const char *content, size_t conten
     return rc;
 }
 
+/* The assistant message a turn adds to the conversation and the tool calls
+ * it made: its text, or harmony's final channel with the reasoning as
+ * "thinking" (as gpt-oss's template takes them) and the calls its messages
+ * to functions.NAME made. */
+static cJSON *assistant_message(const rollout *r, const rollout_seq *s, cJSON **calls) {
+    cJSON *msg = cJSON_CreateObject();
+    if (!msg || !cJSON_AddStringToObject(msg, "role", "assistant")) die(EX_SOFTWARE, "out of memory");
+    if (r->harmony) {
+        harmony_turn ht;
+        rollout_harmony_turn(r, s, &ht);
+        cJSON_AddStringToObject(msg, "content", ht.final.data);
+        if (ht.thinking.len) cJSON_AddStringToObject(msg, "thinking", ht.thinking.data);
+        *calls = ht.calls;
+        ht.calls = NULL;
+        harmony_turn_free(&ht);
+        return msg;
+    }
+    char *content = strndup(s->text.data ? s->text.data : "", s->text_end);
+    if (!content) die(EX_SOFTWARE, "out of memory");
+    cJSON_AddStringToObject(msg, "content", content);
+    *calls = chat_parse_tool_calls(r->tmpl.family, content, s->text_end);
+    free(content);
+    return msg;
+}
+
 int episode_turn_ended(rollout *r, int slot, gerr *e) {
     rollout_seq *s = r->slot_seq[slot];
-    const char *text = s->text.data ? s->text.data : "";
-    cJSON *msg = cJSON_CreateObject();
-    char *content = strndup(text, s->text_end);
-    if (!msg || !content) die(EX_SOFTWARE, "out of memory");
-    cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddStringToObject(msg, "content", content);
-    cJSON_AddItemToArray(s->turns, msg);
+    cJSON *calls;
+    cJSON_AddItemToArray(s->turns, assistant_message(r, s, &calls));
     int rc = 0;
     if (s->bound_hit) { /* no room for another turn: the episode ends here, "length" */
         rollout_release(r, slot);
     } else {
-        rc = send_request(r, slot, content, s->text_end, e);
+        rc = send_request(r, slot, calls, e);
         s->waiting = true;
         s->asked_at = now_seconds();
         r->env_requests++;
     }
-    free(content);
+    cJSON_Delete(calls);
     return rc;
 }
 
@@ -84,7 +102,16 @@ static int resume(rollout *r, int slot, const cJSON *messages, gerr *e) {
     strbuf text = {0};
     int32_t *ids = NULL;
     size_t n = 0;
-    int rc = chat_render_continuation(&r->tmpl, messages, closed, &text, e);
+    cJSON *calls = NULL; /* harmony names a tool's result after the turn's call */
+    if (r->harmony) {
+        harmony_turn ht;
+        rollout_harmony_turn(r, s, &ht);
+        calls = ht.calls;
+        ht.calls = NULL;
+        harmony_turn_free(&ht);
+    }
+    int rc = chat_render_continuation(&r->tmpl, messages, closed, calls, &text, e);
+    cJSON_Delete(calls);
     if (!rc) rc = tok_encode(mt->tok, text.data ? text.data : "", text.len, true, &ids, &n, e);
     sb_free(&text);
     if (rc) {

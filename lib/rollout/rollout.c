@@ -45,7 +45,9 @@ void rollout_opts_default(rollout_opts *o) {
 /* The chat template, made on first use. */
 static int need_template(rollout *r, gerr *e) {
     if (r->have_template) return 0;
-    int rc = model_text_template(&r->run.mt, r->o->chat_template, &r->tmpl, e);
+    const rollout_opts *o = r->o;
+    chat_choice c = {.family = o->chat_template, .reasoning = o->reasoning_effort, .date = o->chat_date};
+    int rc = model_text_template(&r->run.mt, &c, &r->tmpl, e);
     if (rc) return rc;
     r->have_template = true;
     if (r->tools && (rc = chat_set_tools(&r->tmpl, r->tools, e))) {
@@ -104,7 +106,15 @@ static int write_sample(rollout *r, jsonl_writer *w, const prompt_slot *p, const
         sb_putc(&b, ']');
         record_set_raw(&out, "completion_mask", b.data, b.len);
     }
-    record_set_string(&out, "completion", s->text.data ? s->text.data : "", s->text_end);
+    if (r->harmony) { /* the answer is the final channel's; the reasoning is kept beside it */
+        harmony_turn ht;
+        rollout_harmony_turn(r, s, &ht);
+        record_set_string(&out, "completion", ht.final.data, ht.final.len);
+        record_set_string(&out, "thinking", ht.thinking.data, ht.thinking.len);
+        harmony_turn_free(&ht);
+    } else {
+        record_set_string(&out, "completion", s->text.data ? s->text.data : "", s->text_end);
+    }
     sb_clear(&b);
     sb_putc(&b, '[');
     for (int i = 0; i < s->n; i++) {
@@ -250,6 +260,10 @@ void rollout_push(rollout *r, int slot, int32_t t, float lp) {
     int limit = r->srv || r->multi_turn || r->run.cache.max_len > r->ctx_len ? r->ctx_len : r->run.cache.max_len;
     seq_push(s, &r->run.mt, t, lp, &r->o->stops, (int)r->o->max_new_tokens, (int)r->o->max_total_tokens, limit);
     r->tokens_made++;
+}
+
+void rollout_harmony_turn(const rollout *r, const rollout_seq *s, harmony_turn *out) {
+    harmony_read(r->run.mt.tok, &r->htok, s->tokens + s->turn_start, (size_t)(s->n - s->turn_start), s->text_end, out);
 }
 
 int rollout_turn_ended(rollout *r, int slot, gerr *e) {
@@ -498,6 +512,21 @@ static int engine_buffers(rollout *r, gerr *e) {
     return rc;
 }
 
+/* harmony (gpt-oss): completions are read by their channels, and
+ * <|return|> and <|call|> end a turn whatever generation_config.json says.
+ * The harmony flags are checked against the template before any work. */
+static int harmony_setup(rollout *r, gerr *e) {
+    const rollout_opts *o = r->o;
+    int rc;
+    if ((o->reasoning_effort || o->chat_date) && (rc = need_template(r, e))) return rc;
+    if (!model_text_is_harmony(&r->run.mt, o->chat_template)) return 0;
+    if ((rc = harmony_tokens_find(r->run.mt.tok, o->model, &r->htok, e))) return rc;
+    model_text_add_eos(&r->run.mt, r->htok.ret);
+    model_text_add_eos(&r->run.mt, r->htok.call);
+    r->harmony = true;
+    return 0;
+}
+
 /* --server: the model's text side (tokenizer, chat template,
  * generation_config) is loaded by setup; the server holds the weights. */
 static int open_server(rollout *r, gerr *e) {
@@ -544,6 +573,7 @@ static int setup(rollout *r, const rollout_opts *o, gerr *e) {
     const char *sampled = o->server && server_lora_path(r) ? server_lora_path(r) : o->model;
     if (o->policy_step < 0 && (rc = ckpt_step_read(sampled, &r->policy_step, e))) return rc;
     if (o->tools) rc = load_tools(r, e);
+    if (!rc) rc = harmony_setup(r, e);
     if (!rc && o->env) {
         r->multi_turn = true;
         if (!(rc = need_template(r, e))) rc = episode_open(r, e);

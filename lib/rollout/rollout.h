@@ -34,7 +34,8 @@ typedef struct {
     const char *in, *out;
     const char *policy;        /* id written into every record; NULL = the model's directory or file name */
     long long policy_step;     /* policy_step written into every record; < 0: --model's (ckpt_step_read) */
-    const char *chat_template; /* auto|chatml|llama3|raw, for records without prompt_tokens */
+    const char *chat_template; /* CHAT_TEMPLATE_CHOICES, for records without prompt_tokens */
+    const char *reasoning_effort, *chat_date; /* harmony's (chat_set_harmony); NULL = not given */
     long long k;               /* samples per prompt */
     long long max_new_tokens;
     sample_opts sampling;    /* temperature < 0: the model's generation_config, else 1 */

@@ -5,6 +5,7 @@
 #define GRPO_ROLLOUT_INTERNAL_H
 
 #include "../chat/chat.h"
+#include "../chat/harmony_read.h"
 #include "../env/env.h"
 #include "../io/jsonl.h"
 #include "../io/routing_field.h"
@@ -38,6 +39,9 @@ typedef struct {
     model_runner run;
     bool have_template;
     chat_template tmpl;
+    /* harmony (gpt-oss): a turn's text is read from its channels (harmony_read.h) */
+    bool harmony;
+    harmony_tokens htok;
     cJSON *tools; /* --tools */
     sample_opts sp;
     char *policy;
@@ -100,6 +104,8 @@ void rollout_push(rollout *r, int slot, int32_t t, float lp);
 /* The slot's turn ended: asks the environment what follows (--env), or
  * frees the slot. */
 int rollout_turn_ended(rollout *r, int slot, gerr *e);
+/* harmony: what the sample's current (or last) assistant turn says. */
+void rollout_harmony_turn(const rollout *r, const rollout_seq *s, harmony_turn *out);
 
 /* episode.c */
 int episode_open(rollout *r, gerr *e);

@@ -7,10 +7,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../chat/harmony_read.h"
 #include "../io/mapped.h"
 #include "../formats/gguf.h"
 
-static void add_eos(model_text *mt, int64_t id) {
+void model_text_add_eos(model_text *mt, int64_t id) {
     if (id < 0 || id > INT32_MAX) return;
     for (int i = 0; i < mt->n_eos; i++)
         if (mt->eos_ids[i] == id) return;
@@ -92,7 +93,10 @@ static int load_gguf(const char *path, model_text *mt, gerr *e) {
         rc = gerr_set(e, inner.code, "%s: %s", path, inner.msg);
         goto done;
     }
-    gguf_str tmpl;
+    gguf_str tmpl, arch;
+    mt->gpt_oss = gguf_find_kv(&f, "general.architecture") &&
+                  gguf_get_string(&f, "general.architecture", &arch, NULL) == 0 && arch.len == 7 &&
+                  !memcmp(arch.ptr, "gpt-oss", 7);
     if (gguf_find_kv(&f, "tokenizer.chat_template") &&
         gguf_get_string(&f, "tokenizer.chat_template", &tmpl, NULL) == 0)
         mt->chat_template = xstrndup(tmpl.ptr, tmpl.len);
@@ -107,7 +111,7 @@ static int load_gguf(const char *path, model_text *mt, gerr *e) {
             goto done;
         }
         if (k == 0) mt->bos_id = (int32_t)id;
-        else add_eos(mt, id);
+        else model_text_add_eos(mt, id);
     }
     mt->template_source = xstrdup(path);
 done:
@@ -164,7 +168,7 @@ static int add_eos_json(model_text *mt, const cJSON *v, const char *path, gerr *
     int32_t id;
     if (cJSON_IsNumber(v)) {
         if (json_token_id(mt, v, path, "eos_token_id", &id, e)) return e->code;
-        add_eos(mt, id);
+        model_text_add_eos(mt, id);
         return 0;
     }
     if (!v || cJSON_IsNull(v)) return 0;
@@ -175,7 +179,7 @@ static int add_eos_json(model_text *mt, const cJSON *v, const char *path, gerr *
         if (!cJSON_IsNumber(item))
             return gerr_set(e, EX_DATAERR, "%s: field \"eos_token_id\": expected a list of token ids", path);
         if (json_token_id(mt, item, path, "eos_token_id", &id, e)) return e->code;
-        add_eos(mt, id);
+        model_text_add_eos(mt, id);
     }
     return 0;
 }
@@ -190,12 +194,17 @@ static int load_dir(const char *dir, model_text *mt, gerr *e) {
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     int rc = tok_load_json(path, &mt->tok, e);
     if (rc) return rc;
-    cJSON *cfg = NULL, *gen = NULL;
+    cJSON *cfg = NULL, *gen = NULL, *model_cfg = NULL;
     if ((rc = read_json(dir, "tokenizer_config.json", &cfg, e))) return rc;
-    if ((rc = read_json(dir, "generation_config.json", &gen, e))) {
+    if ((rc = read_json(dir, "generation_config.json", &gen, e)) ||
+        (rc = read_json(dir, "config.json", &model_cfg, e))) {
         cJSON_Delete(cfg);
+        cJSON_Delete(gen);
         return rc;
     }
+    const cJSON *model_type = cJSON_GetObjectItemCaseSensitive(model_cfg, "model_type");
+    mt->gpt_oss = cJSON_IsString(model_type) && !strcmp(model_type->valuestring, "gpt_oss");
+    cJSON_Delete(model_cfg);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     mt->template_source = xstrdup(path);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
@@ -209,10 +218,21 @@ static int load_dir(const char *dir, model_text *mt, gerr *e) {
             if (cJSON_IsString(name) && !strcmp(name->valuestring, "default") && cJSON_IsString(text))
                 mt->chat_template = xstrdup(text->valuestring);
         }
+    } else { /* newer transformers keep it in a file of its own (gpt-oss does) */
+        snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+        gerr missing = {0};
+        mt->chat_template = read_whole_file(path, NULL, &missing);
+        if (mt->chat_template) {
+            free(mt->template_source);
+            mt->template_source = xstrdup(path);
+        } else if (missing.code != EX_NOINPUT) {
+            rc = gerr_set(e, missing.code, "%s", missing.msg);
+            goto done;
+        }
     }
     mt->bos_id = special_id(mt, cJSON_GetObjectItemCaseSensitive(cfg, "bos_token"));
     int32_t eos = special_id(mt, cJSON_GetObjectItemCaseSensitive(cfg, "eos_token"));
-    if (eos >= 0) add_eos(mt, eos);
+    if (eos >= 0) model_text_add_eos(mt, eos);
     if (gen) {
         snprintf(path, sizeof path, "%s/generation_config.json", dir);
         const cJSON *bos = cJSON_GetObjectItemCaseSensitive(gen, "bos_token_id");
@@ -256,13 +276,32 @@ void model_text_free(model_text *mt) {
     memset(mt, 0, sizeof *mt);
 }
 
-int model_text_template(const model_text *mt, const char *choice, chat_template *out, gerr *e) {
-    if (!strcmp(choice, "auto")) return chat_template_detect(mt->chat_template, mt->template_source, out, e);
-    chat_family f;
-    int rc = chat_family_parse(choice, &f, e);
-    if (rc) return rc;
-    chat_template_force(f, mt->chat_template, out);
-    return 0;
+int model_text_template(const model_text *mt, const chat_choice *c, chat_template *out, gerr *e) {
+    int rc;
+    if (strcmp(c->family, "auto")) {
+        chat_family f;
+        if ((rc = chat_family_parse(c->family, &f, e))) return rc;
+        chat_template_force(f, mt->chat_template, out);
+    } else if (!mt->chat_template && mt->gpt_oss) {
+        chat_template_force(CHAT_HARMONY, NULL, out);
+    } else if ((rc = chat_template_detect(mt->chat_template, mt->template_source, out, e))) {
+        return rc;
+    }
+    harmony_tokens h; /* a harmony prompt is made of its special tokens */
+    if ((out->family == CHAT_HARMONY && (rc = harmony_tokens_find(mt->tok, mt->template_source, &h, e))) ||
+        (rc = chat_set_harmony(out, c->reasoning, c->date, e)))
+        chat_template_free(out);
+    return rc;
+}
+
+bool model_text_is_harmony(const model_text *mt, const char *family) {
+    if (strcmp(family, "auto")) return !strcmp(family, "harmony");
+    chat_template t;
+    gerr quiet = {0};
+    if (model_text_template(mt, &(chat_choice){.family = family}, &t, &quiet)) return false;
+    bool harmony = t.family == CHAT_HARMONY;
+    chat_template_free(&t);
+    return harmony;
 }
 
 int model_text_prompt_tokens(const model_text *mt, const chat_template *t, const record *rec, int32_t **ids,

@@ -63,6 +63,18 @@ check() {
     no_temp_left .
 }
 
+@test "hf: a chat template kept in chat_template.jinja (as gpt-oss keeps it) is copied, and the tools read it" {
+    needs_tiny
+    cp -r "$TINY" src
+    jq -r .chat_template "$TINY/tokenizer_config.json" > src/chat_template.jinja
+    jq 'del(.chat_template)' "$TINY/tokenizer_config.json" > src/tokenizer_config.json
+    grpo-export --model src --format hf --dtype f32 --out out
+    cmp src/chat_template.jinja out/chat_template.jinja
+    grpo-prep --task arith --n 2 --model "$TINY" --out want.jsonl
+    grpo-prep --task arith --n 2 --model out --out got.jsonl
+    cmp want.jsonl got.jsonl
+}
+
 @test "hf bf16 (the default): BF16 weights, logits match the float64 reference of those weights" {
     needs_tiny
     grpo-export --model "$TINY" --format hf --out out

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         chat_template t;
         e = (gerr){0};
-        if (model_text_template(&mt, "auto", &t, &e) == 0) chat_template_free(&t);
+        if (model_text_template(&mt, &(chat_choice){.family = "auto"}, &t, &e) == 0) chat_template_free(&t);
         else fuzz_check_error(&e, path, EX_DATAERR, EX_DATAERR);
         model_text_free(&mt);
     } else {

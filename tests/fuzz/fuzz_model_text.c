@@ -47,7 +47,7 @@ static const char RECORD[] = "{\"id\":\"t/1\",\"messages\":[{\"role\":\"system\"
 static void render(const model_text *mt, const char *choice) {
     chat_template t;
     gerr e = {0};
-    if (model_text_template(mt, choice, &t, &e) != 0) {
+    if (model_text_template(mt, &(chat_choice){.family = choice}, &t, &e) != 0) {
         fuzz_check_error(&e, fuzz_dir(), EX_DATAERR, EX_DATAERR);
         return;
     }

@@ -10,7 +10,7 @@ server test is tests/bats/rollout_server.bats (llama.cpp's llama-server).
 
 Usage: rollout_server.py --kind vllm|sglang|llamacpp --port-file F | --port P
                          [--fault none|429|count|nologprobs|notjson|foreign|loadfail]
-                         [--times N] [--log F] [--serving NAME] [--delay S]
+                         [--times N] [--log F] [--serving NAME] [--delay S] [--replies F]
 
 --port P listens on P (a SERVER_CMD's fixed URL), --port-file F on a free
 port written to F. GET /v1/models: {"object": "list", "data": [{"id":
@@ -22,6 +22,9 @@ token ids asked for), else up to max-tokens of the tokens [3 + X mod 90,
 40, 41, 2], X the seed, or crc32(NAME) with --serving: the first token
 says which model answered (2 ends a turn in tests/fixtures/tiny-tokenizer),
 each with log-probability -0.5 - i/10, finish "stop" at token 2, else "length".
+--replies F: a JSON object {"ID": [[token ids], ...]}: a request whose prompt
+starts with token ID gets the next list of ID's (in turn: a multi-turn
+episode's turns), up to max-tokens of it, finish "stop" when all of it fit.
 Faults, on the first --times generation requests (default 1; 0 = all):
   429         status 429 with Retry-After: 0
   count       one log-probability fewer than tokens
@@ -69,6 +72,10 @@ class State:
         self.loads = []
         self.unloads = 0
         self.generated_with = {}
+        self.replies = {}
+        if args.replies:
+            with open(args.replies) as f:
+                self.replies = json.load(f)
 
 
 def missing(kind, req, adapters):
@@ -93,7 +100,7 @@ def missing(kind, req, adapters):
     return next((name for name, ok in need if not ok), None)
 
 
-def answer(kind, req, fault, serving=None):
+def answer(kind, req, fault, serving=None, scripted=None):
     if kind == "vllm":
         n, seed = req["max_tokens"], req["seed"]
     elif kind == "sglang":
@@ -105,6 +112,9 @@ def answer(kind, req, fault, serving=None):
         toks[1] = 500
     stop = 2 in toks[:n]
     toks = toks[:toks.index(2) + 1] if stop else toks[:n]
+    if scripted is not None:
+        stop = len(scripted) <= n
+        toks = scripted[:n]
     lps = [-0.5 - i / 10 for i in range(len(toks))]
     if fault == "count":
         lps = lps[:-1]
@@ -254,7 +264,11 @@ def handler(state):
             elif fault == "notjson":
                 status, reply, headers = 200, b"<html>not json</html>", ()
             else:
-                status, reply, headers = 200, answer(args.kind, req, fault, args.serving), ()
+                prompt = req.get("prompt") or req.get("input_ids")
+                with state.lock:  # the next scripted reply for a prompt starting with this token
+                    queue = state.replies.get(str(prompt[0]))
+                    scripted = queue.pop(0) if queue else None
+                status, reply, headers = 200, answer(args.kind, req, fault, args.serving, scripted), ()
             with state.lock:
                 state.by_status[str(status)] = state.by_status.get(str(status), 0) + 1
                 if status == 200:
@@ -275,6 +289,7 @@ def main():
                     choices=["none", "429", "count", "nologprobs", "notjson", "foreign", "loadfail"])
     ap.add_argument("--times", type=int, default=1)
     ap.add_argument("--log")
+    ap.add_argument("--replies")
     args = ap.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(State(args)))
     if args.port_file:

@@ -22,17 +22,22 @@ static char *dumps(const char *json, int indent) {
     return out.data;
 }
 
-static char *continuation(const chat_template *t, const char *messages, bool closed) {
-    cJSON *m = cJSON_Parse(messages);
+static char *continuation_after(const chat_template *t, const char *messages, bool closed, const char *calls_json) {
+    cJSON *m = cJSON_Parse(messages), *calls = calls_json ? cJSON_Parse(calls_json) : NULL;
     strbuf out = {0};
     gerr e = {0};
-    int rc = chat_render_continuation(t, m, closed, &out, &e);
+    int rc = chat_render_continuation(t, m, closed, calls, &out, &e);
     cJSON_Delete(m);
+    cJSON_Delete(calls);
     if (rc) {
         sb_free(&out);
         return strdup(e.msg);
     }
     return out.data;
+}
+
+static char *continuation(const chat_template *t, const char *messages, bool closed) {
+    return continuation_after(t, messages, closed, NULL);
 }
 
 int main(void) {
@@ -103,6 +108,24 @@ int main(void) {
     CHECK_EQ_STR(s, "field \"messages\": message 0: expected {\"role\": string, \"content\": string}");
     free(s);
 
+    TEST("harmony continuation: <|end|> when no <|return|> or <|call|> closed the turn; results named after the call");
+    chat_template h;
+    chat_template_force(CHAT_HARMONY, NULL, &h);
+    s = continuation_after(&h, "[{\"role\": \"tool\", \"content\": \"42\"}]", true,
+                           "[{\"name\": \"calc\", \"arguments\": {\"expr\": \"6*7\"}}]");
+    CHECK_EQ_STR(s, "<|start|>functions.calc to=assistant<|channel|>commentary<|message|>\"42\"<|end|><|start|>assistant");
+    free(s);
+    s = continuation(&h, "[{\"role\": \"user\", \"content\": \" higher \"}]", false);
+    CHECK_EQ_STR(s, "<|end|><|start|>user<|message|> higher <|end|><|start|>assistant");
+    free(s);
+    s = continuation(&h, "[{\"role\": \"tool\", \"content\": \"42\"}]", true); /* the turn called nothing */
+    CHECK_EQ_STR(s, "field \"messages\": message 0: a tool message answers no tool call (harmony names the tool from "
+                    "the assistant's call)");
+    free(s);
+    s = calls_of(CHAT_HARMONY, "<tool_call>{\"name\": \"calc\", \"arguments\": {}}</tool_call>");
+    CHECK_EQ_STR(s, "[]"); /* harmony's calls are in its tokens (harmony_read.h), never in text */
+    free(s);
+
     TEST("tools in the prompt: Qwen2.5's system block (default system kept), Llama 3.1's first user turn");
     cJSON *tools = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"calc\"}}]");
     gerr e = {0};
@@ -125,6 +148,22 @@ int main(void) {
     CHECK(strstr(out.data, "value}.Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": {\n"
                            "        \"name\": \"calc\"\n    }\n}\n\nhi<|eot_id|><|start_header_id|>assistant"));
     sb_free(&out);
+    TEST("harmony's tools: the functions namespace in the developer message, the system message's call line");
+    CHECK_EQ_INT(chat_set_tools(&h, tools, &e), EX_DATAERR); /* gpt-oss's template needs a description */
+    CHECK_EQ_STR(e.msg, "element 0: gpt-oss's template needs a \"description\" string");
+    cJSON *described = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"calc\", \"description\": "
+                                   "\"Evaluates.\", \"parameters\": {\"type\": \"object\", \"properties\": {\"expr\": "
+                                   "{\"type\": \"string\", \"description\": \"the expression\"}, \"digits\": {\"type\": "
+                                   "\"integer\", \"default\": 2}}, \"required\": [\"expr\"]}}}]");
+    CHECK_EQ_INT(chat_set_tools(&h, described, &e), 0);
+    CHECK_EQ_INT(chat_render(&h, conv, true, &out, &e), 0);
+    CHECK(strstr(out.data, "every message.\nCalls to these tools must go to the commentary channel: 'functions'.<|end|>"
+                           "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n"
+                           "// Evaluates.\ntype calc = (_: {\n// the expression\nexpr: string,\ndigits?: number, // "
+                           "default: 2,\n}) => any;\n\n} // namespace functions<|end|><|start|>user<|message|>hi<|end|>"
+                           "<|start|>assistant"));
+    sb_free(&out);
+    cJSON_Delete(described);
     cJSON *not_array = cJSON_Parse("{\"name\": \"calc\"}");
     CHECK_EQ_INT(chat_set_tools(&q, not_array, &e), EX_DATAERR);
     cJSON_Delete(not_array);
