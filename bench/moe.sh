@@ -13,8 +13,12 @@
 # the pinned llama.cpp built natively without AMX (its AMX kernels stop with
 # SIGSEGV on this model at batch 16: see bench/README.md).
 # Nothing else should run meanwhile: both sides use every core.
+# Then one grpo-update LoRA step (r 16 on the attention projections, the
+# MXFP4 experts kept as the frozen base: --base-weights auto) on a short
+# batch (2 prompts x 2 completions, 32 + 32 tokens): its time and peak RSS.
 # Goals: within 24 GB; batch 1 >= 1.0x and batch 16 >= 1.5x llama.cpp.
-#   sh bench/moe.sh          (BENCH_MOE_B="1 16" to choose batches)
+#   sh bench/moe.sh          (BENCH_MOE_B="1 16" to choose batches;
+#                             BENCH_MOE_STEP=0 skips the update step)
 set -eu
 cd "$(dirname "$0")/.."
 OUT=${BENCH_DIR:-build/bench}
@@ -61,3 +65,16 @@ for B in ${BENCH_MOE_B:-1 16}; do
       $1 == "llama.cpp" && $2 == "B=" B { split($3, a, "="); split($4, b, "="); l = a[2]; lrss = b[2] }
       END { printf "  %-8s %12.2f %12.2f %7.2fx %14d %14d\n", B, o, l, (l > 0 ? o / l : 0), orss, lrss }' "$OUT/moe.kv"
 done
+
+[ "${BENCH_MOE_STEP:-1}" != 0 ] || exit 0
+.venv/bin/python bench/make_batch.py "$OUT/moe-batch.jsonl" 2 2 32 32 grouped
+rm -rf "$OUT/moe-ckpt"
+if /usr/bin/time -f '%e %M' -o "$OUT/moe.time" bin/grpo-update --model "$GGUF" --in "$OUT/moe-batch.jsonl" \
+    --out "$OUT/moe-ckpt" --lora-r 16 --lr 1e-5 --beta 0 --metrics "$OUT/moe-metrics.jsonl" 2> "$OUT/moe.err"; then
+    set -- $(cat "$OUT/moe.time")
+    echo "grpo-update, LoRA r 16 on the MXFP4 base, 4 x (32 + 32) tokens: $1 s, peak RSS $(($2 / 1024)) MiB"
+else
+    tail -3 "$OUT/moe.err"
+    echo "grpo-update on $GGUF failed"
+fi
+rm -rf "$OUT/moe-ckpt"
