@@ -57,6 +57,7 @@ static int pack(model *m, const char *path, const pack_plan *plan, gerr *e);
  * *l, both zeroed by the caller; on error nothing is held. */
 static int load_adapter_packed(const char *path, model *base, lora *l, weight_choice w, gerr *e) {
     pack_plan plan = {0};
+    w.pack_early = true; /* the adapter stays apart: nothing reads the base's rows before pack */
     int rc = load_adapter_dir(path, base, l, &w, &plan, e);
     if (!rc && (rc = pack(base, path, &plan, e))) {
         lora_free(l);
@@ -171,6 +172,10 @@ static int load_kind(model *m, const char *path, source_kind kind, bool classifi
     if (classifier && kind == SRC_ADAPTER_DIR)
         return gerr_set(e, EX_DATAERR, "%s: an adapter directory; a reward model must be a full checkpoint", path);
     pack_plan plan = {0};
+    /* a checkpoint's or file's matrices packed as they are read; an
+     * adapter's base is merged first (load_merged_adapter's own plan) */
+    weight_choice early;
+    if (w && kind != SRC_ADAPTER_DIR) early = *w, early.pack_early = true, w = &early;
     int rc = load_source(m, path, kind, w, &plan, e);
     if (!rc) rc = check_kind(m, path, classifier, e);
     if (!rc && w) rc = pack(m, path, &plan, e);
@@ -199,6 +204,11 @@ int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter
 
 int model_load_adapter_mxfp4(const char *path, model *base, lora *l, bool *has_adapter, gerr *e) {
     weight_choice w = {.fmt = WEIGHTS_F32, .keep_mxfp4 = true, .frozen = true};
+    return load_adapter_or_model(path, base, l, has_adapter, &w, e);
+}
+
+int model_load_adapter_frozen(const char *path, weight_format fmt, model *base, lora *l, bool *has_adapter, gerr *e) {
+    weight_choice w = {.fmt = fmt, .frozen = true};
     return load_adapter_or_model(path, base, l, has_adapter, &w, e);
 }
 

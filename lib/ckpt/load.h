@@ -60,6 +60,11 @@ int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter
  * base->packed_frozen, those experts' products on the blocks both ways);
  * any other model loads as model_load_adapter loads it, unpacked. */
 int model_load_adapter_mxfp4(const char *path, model *base, lora *l, bool *has_adapter, gerr *e);
+/* model_load_adapter with the base's layer matrices packed in fmt (bf16 or
+ * q8) as a LoRA run's frozen base (model_pack_frozen's plan), each packed
+ * as it is read, so the load never holds the base in float32; the values
+ * are model_pack_frozen's on the float32 load. */
+int model_load_adapter_frozen(const char *path, weight_format fmt, model *base, lora *l, bool *has_adapter, gerr *e);
 
 /* ---- internal to load.c: one format each, into a zeroed m ------------------------
  * w not NULL: *plan is made for *w (model_plan_packing) as soon as the

@@ -147,6 +147,9 @@ static int load_rope_freqs(model *m, const gguf_file *f, gerr *e) {
 /* Whether plan takes tensor r as the file's blocks t: it packs r in its
  * own place, in a format that takes t's blocks as they are. */
 static bool takes_verbatim(const pack_plan *plan, const model_tensor_ref *r, const gguf_tensor *t) {
+    /* a frozen base's bf16 or q8 matrices are requantized from their floats
+     * (the values model_round_frozen gives the merge); MXFP4 experts stay blocks */
+    if (plan && plan->frozen && plan->as[r->param] != WEIGHTS_MXFP4) return false;
     return plan && plan->hold[r->param] == HOLD_PACKED && weights_takes_blocks(plan->as[r->param], t->type);
 }
 
@@ -178,6 +181,7 @@ static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) 
             rc = load_floats(m, f, t, &refs[i], &tmp, e);
             if (!rc) drop_read(f, t, -1, 1);
         }
+        if (!rc && plan) rc = model_pack_loaded(plan, i, &refs[i], e); /* an expert's once its floats are in */
     }
     free(tmp.p);
     free(refs);

@@ -187,12 +187,14 @@ static int load_tensors(model *m, const shard_set *s, const char *dir, pack_plan
             bool verbatim = false;
             rc = load_oss_expert(s, m, r, dir, plan, &verbatim, e);
             if (plan) plan->verbatim[i] = verbatim;
+            if (!rc && plan) rc = model_pack_loaded(plan, i, r, e);
             continue;
         }
         const st_file *f = NULL;
         const st_tensor *t = find(s, r->hf, &f);
         if (!t && r->expert >= 0 && (rc = load_fused_expert(s, m, r, e)) != 1) {
             if (rc) break;
+            if (plan) rc = model_pack_loaded(plan, i, r, e);
             continue;
         }
         if (!t) {
@@ -217,6 +219,7 @@ static int load_tensors(model *m, const shard_set *s, const char *dir, pack_plan
         }
         rc = st_tensor_to_f32_finite(f, t, r->dst, e);
         if (!rc && f->map) map_drop(t->data, t->nbytes); /* the file's pages not held beside the copy */
+        if (!rc && plan) rc = model_pack_loaded(plan, i, r, e);
     }
     free(refs);
     return rc;

@@ -144,12 +144,16 @@ void model_free(model *m);
  * base runs on that base whatever fmt is (lib/ckpt/load.h). With frozen the
  * plan is a LoRA run's frozen base (model_pack_frozen's): the LM head
  * float32 rows, and under WEIGHTS_F32 (or MXFP4) no matrix packed but the
- * MXFP4 experts kept, float32 panels having no transposed product. */
+ * MXFP4 experts kept, float32 panels having no transposed product. With
+ * pack_early the loader packs each matrix as it reads it (model_pack_loaded):
+ * for a caller that runs model_pack next, nothing reading the float32 rows
+ * in between (a LoRA merge does). */
 typedef struct {
     weight_format fmt;
     bool keep_mxfp4;
     bool frozen_base;
     bool frozen;
+    bool pack_early;
 } weight_choice;
 
 typedef struct {
@@ -160,6 +164,8 @@ typedef struct {
     gerr refused; /* EX_DATAERR: fmt cannot hold the model's shapes; EX_USAGE: no MXFP4 experts to keep */
     size_t n_tensors;                 /* model_tensor_list's count */
     bool *verbatim; /* [n_tensors], model_tensor_list's order: already written packed by the loader */
+    bool *early;    /* [n_tensors]: packed from its floats as the loader read it (model_pack_loaded) */
+    bool pack_early; /* weight_choice's: model_pack_loaded packs as the loader reads */
     bool frozen;    /* weight_choice's: model_pack makes the model a frozen base */
 } pack_plan;
 
@@ -183,6 +189,13 @@ void pack_plan_free(pack_plan *p);
  * already. EX_DATAERR when p was refused, EX_SOFTWARE when memory is short
  * (m then unchanged). */
 int model_pack(model *m, const pack_plan *p, gerr *e);
+/* Tensor i of p (r: model_tensor_list's i-th) packed now from the float32
+ * rows the loader just wrote, its float32 tail given back, and marked early
+ * so that model_pack leaves it: loading then never holds the whole model in
+ * float32 (the values are model_pack's). A tensor p does not pack in place,
+ * MXFP4 experts (blocks only) and a plan model_pack will refuse are left to
+ * model_pack. EX_SOFTWARE when the scratch cannot be had. */
+int model_pack_loaded(pack_plan *p, size_t i, const model_tensor_ref *r, gerr *e);
 /* The bytes m's parameters take in memory once loaded and packed as p says
  * (NULL: float32 throughout): a packed matrix's float32 place past its
  * packed bytes is never written or is given back (model_alloc reserves the

@@ -149,6 +149,7 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     model_tensor_ref *refs = xcalloc(p->n_tensors, sizeof *refs);
     model_tensor_list(m, refs);
     p->verbatim = xcalloc(p->n_tensors, sizeof *p->verbatim);
+    p->early = xcalloc(p->n_tensors, sizeof *p->early);
     for (int i = 0; i < MODEL_N_PARAMS; i++) p->as[i] = fmt;
     bool mx = keeps_mxfp4(m, refs, p->n_tensors, w, &p->refused);
     /* a frozen base's float32 matrices stay rows: no float32 panels' transposed product */
@@ -164,6 +165,7 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     }
     for (int i = 0; mx && !p->refused.code && i < MODEL_N_PARAMS; i++)
         if (expert_matrix(i)) p->hold[i] = HOLD_PACKED, p->as[i] = WEIGHTS_MXFP4;
+    p->pack_early = w.pack_early;
     if (w.frozen) { /* the head's product keeps its float32 rows */
         p->frozen = true;
         p->hold[P_LM_HEAD] = HOLD_ROWS;
@@ -174,6 +176,7 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
 
 void pack_plan_free(pack_plan *p) {
     free(p->verbatim);
+    free(p->early);
     memset(p, 0, sizeof *p);
 }
 
@@ -215,6 +218,19 @@ int model_fits_memory(const model *m, const pack_plan *p, gerr *e) {
     return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB for the model's parameters", bytes >> 20);
 }
 
+int model_pack_loaded(pack_plan *p, size_t i, const model_tensor_ref *r, gerr *e) {
+    if (!p->pack_early || p->refused.code || p->hold[r->param] != HOLD_PACKED || p->verbatim[i] || p->early[i] ||
+        p->as[r->param] == WEIGHTS_MXFP4)
+        return 0;
+    float *tmp = malloc((size_t)r->rows * (size_t)r->cols * sizeof *tmp);
+    if (!tmp) return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
+    pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
+    free(tmp);
+    release_tail(r->dst, p->as[r->param], (int)r->rows, (int)r->cols);
+    p->early[i] = true;
+    return 0;
+}
+
 int model_pack(model *m, const pack_plan *p, gerr *e) {
     if (m->packed) return 0;
     if (p->refused.code) return gerr_set(e, p->refused.code, "%s", p->refused.msg);
@@ -228,6 +244,7 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
         size_t n = (size_t)refs[i].rows * (size_t)refs[i].cols;
         if (p->hold[refs[i].param] != HOLD_PACKED) continue;
         if (p->verbatim[i]) verbatim++;
+        else if (p->early[i]) continue;
         else if (p->as[refs[i].param] == WEIGHTS_MXFP4) biggest = SIZE_MAX; /* MXFP4 comes from blocks only */
         else biggest = n > biggest ? n : biggest;
     }
@@ -245,7 +262,7 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
     for (size_t i = 0; i < p->n_tensors; i++) {
         const model_tensor_ref *r = &refs[i];
         if (p->hold[r->param] != HOLD_PACKED) continue;
-        if (!p->verbatim[i]) pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
+        if (!p->verbatim[i] && !p->early[i]) pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
         release_tail(r->dst, p->as[r->param], (int)r->rows, (int)r->cols);
     }
     if (p->hold[P_LM_HEAD] == HOLD_PACKED) {

@@ -298,9 +298,15 @@ int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, 
     memset(p, 0, sizeof *p);
     bool fresh_adapter = false, resumed = false, mxfp4 = false;
     int rc = base_keeps_mxfp4(&plan->run, device, &mxfp4, e);
+    /* a bf16 or q8 base named on the CPU: packed as it is read (pack_base
+     * then finds it packed, or refuses it for full fine-tuning) */
+    const char *bw = plan->run.base_weights;
+    bool packed = !mxfp4 && !device && (!strcmp(bw, "bf16") || !strcmp(bw, "q8"));
     if (!rc)
-        rc = mxfp4 ? model_load_adapter_mxfp4(plan->run.model, &p->m, &p->l, &p->has_lora, e)
-                   : model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
+        rc = mxfp4    ? model_load_adapter_mxfp4(plan->run.model, &p->m, &p->l, &p->has_lora, e)
+             : packed ? model_load_adapter_frozen(plan->run.model, !strcmp(bw, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8,
+                                                  &p->m, &p->l, &p->has_lora, e)
+                      : model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
     if (!rc) rc = load_adapter(p, plan, &fresh_adapter, e);
     if (!rc) rc = load_state(p, plan, device, &resumed, e);
     if (!rc) rc = pack_base(p, plan->run.model, device, e);
