@@ -151,8 +151,10 @@ int ckpt_base_weights_read(const char *ckpt, weight_format *fmt, gerr *e) {
         const char *v = cJSON_IsString(f) ? f->valuestring : "";
         if (!strcmp(v, "bf16")) *fmt = WEIGHTS_BF16;
         else if (!strcmp(v, "q8")) *fmt = WEIGHTS_Q8;
+        else if (!strcmp(v, "q4k")) *fmt = WEIGHTS_Q4K;
         else if (strcmp(v, "f32"))
-            rc = gerr_set(e, EX_DATAERR, "%s: field \"flags.base_weights\": expected \"f32\", \"bf16\" or \"q8\"",
+            rc = gerr_set(e, EX_DATAERR,
+                          "%s: field \"flags.base_weights\": expected \"f32\", \"bf16\", \"q8\" or \"q4k\"",
                           path.data);
     }
     cJSON_Delete(root);

@@ -181,7 +181,7 @@ static int load_state(policy *p, const update_plan *plan, bool device, bool *res
         rc = state_choice(&s, "compute", update_compute_names, 3, o->compute_given ? o->compute : NULL, o->model,
                           sp.data, &p->compute, e);
         if (!rc)
-            rc = state_choice(&s, "base_weights", update_base_weights_names, 4,
+            rc = state_choice(&s, "base_weights", update_base_weights_names, UPDATE_BASE_WEIGHTS_N,
                               o->base_weights_given ? o->base_weights : NULL, o->model, sp.data, &p->base_weights, e);
         if (!rc && device && !strcmp(p->compute, "f32"))
             rc = gerr_set(e, EX_USAGE, "--device: %s was trained with --compute f32, and a device computes bf16 products; continue it with --device cpu",
@@ -264,7 +264,8 @@ static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
     if (device) return gerr_set(e, EX_USAGE, "--base-weights %s: a packed base trains on the CPU only (--device cpu)", f);
     if (p->m.cfg.n_experts > 0)
         return gerr_set(e, EX_USAGE, "--base-weights %s: not yet on a mixture of experts; use --base-weights f32", f);
-    return model_pack_frozen(&p->m, !strcmp(f, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, e);
+    weight_format fmt = !strcmp(f, "bf16") ? WEIGHTS_BF16 : !strcmp(f, "q4k") ? WEIGHTS_Q4K : WEIGHTS_Q8;
+    return model_pack_frozen(&p->m, fmt, e);
 }
 
 int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e) {

@@ -9,7 +9,7 @@
 #include "../util/flags.h"
 
 const char *const update_compute_names[] = {"f32", "bf16", "auto"};
-const char *const update_base_weights_names[] = {"f32", "bf16", "q8", "auto"};
+const char *const update_base_weights_names[UPDATE_BASE_WEIGHTS_N] = {"f32", "bf16", "q8", "q4k", "auto"};
 const char *const update_is_names[] = {"auto", "none", "token", "sequence"};
 const char *const update_old_logp_names[] = {"auto", "records", "recompute"};
 const char *const update_routing_names[] = {"auto", "replay", "recompute"};
@@ -22,7 +22,7 @@ void update_opts_default(update_opts *o) {
     r->micro_batch = 2048;
     r->device = "cpu";
     r->compute = update_compute_names[0];
-    r->base_weights = update_base_weights_names[3];
+    r->base_weights = update_base_weights_names[UPDATE_BASE_WEIGHTS_N - 1];
     optim_opts_default(&o->optim);
     o->optim.max_grad_norm = 1.0; /* clipped, as TRL's default */
     o->betas = optim_default_betas;
@@ -66,7 +66,7 @@ static int check_run(const update_run_opts *r, gerr *e) {
     }
     int i, rc;
     if ((rc = flags_choice_parse("--compute", update_compute_names, 3, r->compute, &i, e)) ||
-        (rc = flags_choice_parse("--base-weights", update_base_weights_names, 4, r->base_weights, &i, e)) ||
+        (rc = flags_choice_parse("--base-weights", update_base_weights_names, UPDATE_BASE_WEIGHTS_N, r->base_weights, &i, e)) ||
         (rc = flags_choice_parse("--device", device_names, DEVICE_N_NAMES, r->device, &i, e)))
         return rc;
     if (r->group_sums && !strcmp(r->device, "cuda"))

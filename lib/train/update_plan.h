@@ -65,9 +65,10 @@ typedef struct {
 /* --compute's choices: f32, bf16, or auto (bf16 where the device or the CPU
  * has it; policy_load resolves it). */
 extern const char *const update_compute_names[3];
-/* --base-weights' choices: f32, bf16, q8, or auto (f32; policy_load
- * resolves it, a checkpoint continuing with its own). */
-extern const char *const update_base_weights_names[4];
+/* --base-weights' choices: f32, bf16, q8, q4k, or auto last (f32;
+ * policy_load resolves it, a checkpoint continuing with its own). */
+enum { UPDATE_BASE_WEIGHTS_N = 5 };
+extern const char *const update_base_weights_names[UPDATE_BASE_WEIGHTS_N];
 
 /* --is-correction's choices: auto, then is_level_names; --old-logp's:
  * auto, records, recompute. auto resolves for the batch read

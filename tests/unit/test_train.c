@@ -16,7 +16,7 @@
  * LoRA, "compute": "bf16" for backend_cpu_bf16: 69 where the CPU lacks it,
  * "router_aux_coef" for the router's load-balancing loss (its value written
  * as "balance"),
- * "base_weights": "bf16" or "q8" for a LoRA over a frozen base packed so
+ * "base_weights": "bf16", "q8" or "q4k" for a LoRA over a frozen base packed so
  * (model_pack_frozen), its layer matrices then written as the kernels read
  * them, "base." + HF name),
  * runs the GRPO loss forward and backward on the mask-1 tokens (all
@@ -602,7 +602,11 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     }
     const cJSON *bw = cJSON_GetObjectItemCaseSensitive(j, "base_weights");
     bool packed = cJSON_IsString(bw) && strcmp(bw->valuestring, "f32");
-    if (packed && (!use_lora || model_pack_frozen(&m, !strcmp(bw->valuestring, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, &e)))
+    weight_format bfmt = !packed                             ? WEIGHTS_F32
+                         : !strcmp(bw->valuestring, "bf16") ? WEIGHTS_BF16
+                         : !strcmp(bw->valuestring, "q4k")  ? WEIGHTS_Q4K
+                                                            : WEIGHTS_Q8;
+    if (packed && (!use_lora || model_pack_frozen(&m, bfmt, &e)))
         return fprintf(stderr, "%s\n", use_lora ? e.msg : "base_weights: LoRA only"), 64;
     trainer t;
     if (trainer_init(&t, &m, use_lora ? &l : NULL, use_lora ? TRAINER_LORA : TRAINER_FULL, recompute, R, 0, max_len, n_t, &e))
