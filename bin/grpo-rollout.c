@@ -46,7 +46,8 @@ int main(int argc, char **argv) {
          "(default: $GRPO_DEVICE, else auto); a mixture of experts runs on the CPU only", 0, 0, "auto|cpu|cuda"},
         {"--weights", NULL, FLAG_CHOICE, &o.weights, "W",
          "the model's matrices on the CPU: f32, bf16 (rounded once; fastest with AVX512-BF16, emulated with the same bits on AVX-512F or AVX2), q8 (8-bit blocks, "
-         "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), mxfp4 (a gpt-oss's MXFP4 experts kept as the file's blocks, "
+         "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), q4k (4-bit k-quant blocks, GGUF Q4_K's: a Q4_K GGUF's "
+         "are taken as they are), mxfp4 (a gpt-oss's MXFP4 experts kept as the file's blocks, "
          "the rest f32), auto = a file's MXFP4 experts kept, a LoRA checkpoint trained on a packed base (grpo-update "
          "--base-weights) run on that base as the trainer runs it (so too under that base's format), the rest bf16 "
          "where the CPU has AVX512-BF16, else f32 (default: $GRPO_WEIGHTS, else auto); logprobs are those of the "
@@ -54,7 +55,7 @@ int main(int argc, char **argv) {
          FLAGS_CHOICES(weight_choices, weights_names)},
         {"--kv-cache", NULL, FLAG_CHOICE, &o.kv_cache, "C",
          "the KV cache's elements: f32, or bf16 (half the memory and the bytes a decode step reads; keys and values "
-         "rounded once), auto = bf16 on a GPU, and on a CPU with AVX-512 or AVX2 when the weights are bf16 or q8 "
+         "rounded once), auto = bf16 on a GPU, and on a CPU with AVX-512 or AVX2 when the weights are bf16, q8 or q4k "
          "(not a checkpoint's frozen base), else f32",
          0, 0, "auto|f32|bf16"},
         {"--routing-record", NULL, FLAG_CHOICE, &o.routing_record, "R",

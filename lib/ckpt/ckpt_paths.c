@@ -151,10 +151,12 @@ int ckpt_base_weights_read(const char *ckpt, weight_format *fmt, gerr *e) {
         const char *v = cJSON_IsString(f) ? f->valuestring : "";
         if (!strcmp(v, "bf16")) *fmt = WEIGHTS_BF16;
         else if (!strcmp(v, "q8")) *fmt = WEIGHTS_Q8;
+        else if (!strcmp(v, "q4k")) *fmt = WEIGHTS_Q4K;
         else if (!strcmp(v, "mxfp4")) *fmt = WEIGHTS_MXFP4;
         else if (strcmp(v, "f32"))
             rc = gerr_set(e, EX_DATAERR,
-                          "%s: field \"flags.base_weights\": expected \"f32\", \"bf16\", \"q8\" or \"mxfp4\"", path.data);
+                          "%s: field \"flags.base_weights\": expected \"f32\", \"bf16\", \"q8\", \"q4k\" or \"mxfp4\"",
+                          path.data);
     }
     cJSON_Delete(root);
     sb_free(&path);

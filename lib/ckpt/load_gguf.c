@@ -4,8 +4,8 @@
  * in a weight format (load.h's model_load_for_inference), a matrix the
  * packing plan packs in its own place and the file stores in that format's
  * own blocks is written packed instead, straight from the file's blocks
- * (Q8_0 for q8; MXFP4 experts, gpt-oss's as llama.cpp's converter keeps
- * them, for mxfp4: packed_mxfp4.h).
+ * (Q8_0 for q8; Q4_K for q4k; MXFP4 experts, gpt-oss's as llama.cpp's
+ * converter keeps them, for mxfp4: packed_mxfp4.h).
  *
  * GGUF dims are innermost first, so HF's [rows, cols] is dims {cols, rows};
  * a layer's experts are one tensor of dims {cols, rows, n_experts}, whose
@@ -23,6 +23,7 @@
 #include "../model/model.h"
 #include "../ops/ops.h"
 #include "../ops/packed_mxfp4.h"
+#include "../ops/packed_q4k.h"
 #include "declared.h"
 #include "gguf_config.h"
 #include "load.h"
@@ -89,6 +90,21 @@ static int check_mxfp4(const gguf_file *f, const gguf_tensor *t, gerr *e) {
     return 0;
 }
 
+/* A Q4_K tensor's blocks all taken (packed_q4k.h's q4kw_block_fault: the
+ * values the float32 load would refuse as not finite), else EX_DATAERR
+ * naming the first refused block. */
+static int check_q4k(const gguf_file *f, const gguf_tensor *t, gerr *e) {
+    uint64_t nb = t->dims[0] / Q4KW_K_SUPER;
+    const unsigned char *b = t->data;
+    for (uint64_t i = 0; i < t->numel / Q4KW_K_SUPER; i++, b += Q4KW_GGUF_BYTES) {
+        const char *why = q4kw_block_fault(b);
+        if (why)
+            return gerr_set(e, EX_DATAERR, "%s: tensor %s: row %llu, block %llu %s", f->name, t->name,
+                            (unsigned long long)(i / nb), (unsigned long long)(i % nb), why);
+    }
+    return 0;
+}
+
 /* The tensor as float32 into r->dst. */
 static int load_floats(model *m, const gguf_file *f, const gguf_tensor *t, const model_tensor_ref *r, scratch *tmp,
                        gerr *e) {
@@ -105,12 +121,13 @@ static int load_floats(model *m, const gguf_file *f, const gguf_tensor *t, const
 /* The matrix packed in fmt into r->dst straight from its blocks (whole
  * rows of blocks move in the Q/K un-permutation, as their floats would;
  * an expert's are its slice of its layer's tensor), checked as their
- * floats would be: Q8_0 finite from its scales, MXFP4 by check_mxfp4 (the
- * types weights_takes_blocks takes). */
+ * floats would be: Q8_0 finite from its scales, MXFP4 by check_mxfp4, Q4_K
+ * by check_q4k (the types weights_takes_blocks takes). */
 static int load_packed(model *m, const gguf_file *f, const gguf_tensor *t, const model_tensor_ref *r,
                        weight_format fmt, scratch *tmp, gerr *e) {
     int rc = r->expert > 0                       ? 0 /* every slice checked with the first */
              : t->type == GGML_TYPE_MXFP4 ? check_mxfp4(f, t, e)
+             : t->type == GGML_TYPE_Q4_K  ? check_q4k(f, t, e)
                                           : gguf_q8_0_check_finite(f, t, e);
     if (rc) return rc;
     const void *rows = t->data;

@@ -7,7 +7,7 @@
 #include <cjson/cJSON.h>
 
 static const char *const devices[] = {"cpu", "cuda", NULL};
-static const char *const weights[] = {"f32", "bf16", "q8", "mxfp4", NULL};
+static const char *const weights[] = {"f32", "bf16", "q8", "mxfp4", "q4k", NULL};
 static const char *const caches[] = {"f32", "bf16", NULL};
 static const char *const logprobs[] = {"processed", "raw", NULL};
 static const char *const bases[] = {"frozen", NULL};

@@ -172,9 +172,10 @@ typedef struct {
 /* The plan for m (allocated: model_alloc) as w asks, nothing verbatim yet.
  * For WEIGHTS_F32 nothing is packed (every hold HOLD_ROWS) when the CPU
  * lacks the packed kernel or a matrix's row count is not a whole number of
- * panels (OpenBLAS then runs the row-major weights); bf16 and q8 always
- * pack (their kernels have portable fallbacks), except a model whose shapes
- * they cannot hold (q8: an input width not a multiple of 32), refused.
+ * panels (OpenBLAS then runs the row-major weights); bf16, q8 and q4k
+ * always pack (their kernels have portable fallbacks), except a model whose
+ * shapes they cannot hold (q8, q4k: an input width not a multiple of 32),
+ * refused.
  * Experts kept MXFP4 (m->experts_mxfp4 and w's rule) are HOLD_PACKED in
  * WEIGHTS_MXFP4 whatever the others are; the loader must write them all
  * verbatim. pack_plan_free frees it. */
@@ -204,10 +205,10 @@ int model_pack_loaded(pack_plan *p, size_t i, const model_tensor_ref *r, gerr *e
 size_t model_resident_bytes(const model *m, const pack_plan *p);
 int model_fits_memory(const model *m, const pack_plan *p, gerr *e);
 /* model_plan_packing and model_pack, for a model loaded as float32 (in
- * f32, bf16 or q8). */
+ * f32, bf16, q8 or q4k). */
 int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
 /* m (float32, loaded whole) as the frozen base of a LoRA run: its layer
- * matrices packed in fmt (bf16 or q8; f32 leaves m as it is) as
+ * matrices packed in fmt (bf16, q8 or q4k; f32 leaves m as it is) as
  * model_pack_for_inference packs them (a mixture's experts each apart, the
  * router float32 rows), the LM head and embeddings left float32 rows, and
  * the pages each packed matrix no longer fills given back to the system.
@@ -216,13 +217,13 @@ int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
  * blocks, then model_pack). */
 int model_pack_frozen(model *m, weight_format fmt, gerr *e);
 /* The values model_pack_frozen's matrices hold, as float32 rows in place:
- * each matrix it would pack rounded through fmt (q8: its blocks, what
- * q8w_unpack gives back; bf16: bf16w_round's), the rest untouched; f32 and
+ * each matrix it would pack rounded through fmt (q8, q4k: its blocks, what
+ * weights_unpack gives back; bf16: bf16w_round's), the rest untouched; f32 and
  * mxfp4 (the file's MXFP4 values, exact in float32) leave m as it is. A LoRA
  * checkpoint trained on such a base merges into this (lib/ckpt/load.h).
  * EX_DATAERR when fmt cannot hold the model's shapes, m then unchanged. */
 int model_round_frozen(model *m, weight_format fmt, gerr *e);
-/* "f32", "bf16", "q8" or "mxfp4". */
+/* "f32", "bf16", "q8", "mxfp4" or "q4k". */
 const char *weight_format_name(weight_format fmt);
 /* The weights' format and kernel, for progress lines, into buf (returned):
  * "bf16 (AVX512-BF16 kernel)", "q8 (AVX2 kernel; 211 of 211 matrices from

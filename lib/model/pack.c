@@ -13,6 +13,7 @@
 #include "../ops/packed_bf16.h"
 #include "../ops/packed_bf16_kernels.h"
 #include "../ops/packed_isa.h"
+#include "../ops/packed_q4k.h"
 #include "../ops/packed_q8.h"
 #include "../util/bigmem.h"
 #include "model.h"
@@ -40,6 +41,7 @@ static int packed_matrices(const model *m) {
 static const char *unpackable(weight_format fmt, int k) {
     if (fmt == WEIGHTS_Q8 && (k % Q8W_K_BLOCK || k > Q8W_MAX_K))
         return "8-bit blocks need input widths that are multiples of 32 (at most 65536)";
+    if (fmt == WEIGHTS_Q4K && k % Q4KW_K_SUB) return "4-bit k-quant blocks need input widths that are multiples of 32";
     if (fmt == WEIGHTS_BF16 && k > BF16W_MAX_K) return "bf16 panels need input widths of at most 65536";
     return NULL;
 }
@@ -58,7 +60,11 @@ static void pack_in_place(weight_format fmt, float *w, float *tmp, int n, int k)
 }
 
 const char *weight_format_name(weight_format fmt) {
-    return fmt == WEIGHTS_BF16 ? "bf16" : fmt == WEIGHTS_Q8 ? "q8" : fmt == WEIGHTS_MXFP4 ? "mxfp4" : "f32";
+    return fmt == WEIGHTS_BF16    ? "bf16"
+           : fmt == WEIGHTS_Q8    ? "q8"
+           : fmt == WEIGHTS_MXFP4 ? "mxfp4"
+           : fmt == WEIGHTS_Q4K   ? "q4k"
+                                  : "f32";
 }
 
 static const char *isa_name(void) {
@@ -82,6 +88,10 @@ static const char *kernel_describe(const model *m, char *buf, size_t size) {
         return q8w_kernel_used() == Q8W_VNNI ? "q8 (AVX-512 VNNI kernel"
                : q8w_kernel_used() == Q8W_AVX2 ? "q8 (AVX2 kernel"
                                                : "q8 (portable kernel";
+    case WEIGHTS_Q4K:
+        return packed_isa_best() == PACKED_AVX512 ? "q4k (AVX-512 kernel"
+               : packed_isa_best() == PACKED_AVX2 ? "q4k (AVX2 kernel"
+                                                  : "q4k (portable kernel";
     default: return !strcmp(packed_kernel(), "avx2") ? "f32 (packed AVX2 kernel" : "f32 (packed AVX-512 kernel";
     }
 }
@@ -94,7 +104,7 @@ const char *model_weights_describe(const model *m, char *buf, size_t size) {
         at += snprintf(buf + at, size - (size_t)at, "; experts mxfp4, %s kernel", isa_name());
     if (m->packed && m->packed_verbatim && at >= 0 && (size_t)at < size)
         snprintf(buf + at, size - (size_t)at, "; %d of %d matrices from the file's %s blocks)", m->packed_verbatim,
-                 packed_matrices(m), mx ? "MXFP4" : m->packed_as == WEIGHTS_Q8 ? "Q8_0" : "own");
+                 packed_matrices(m), mx ? "MXFP4" : m->packed_as == WEIGHTS_Q8 ? "Q8_0" : m->packed_as == WEIGHTS_Q4K ? "Q4_K" : "own");
     else if (at >= 0 && (size_t)at < size)
         snprintf(buf + at, size - (size_t)at, ")");
     return buf;
@@ -322,7 +332,7 @@ int model_round_frozen(model *m, weight_format fmt, gerr *e) {
         size_t bytes = weights_packed_bytes(fmt, (int)r->rows, (int)r->cols);
         if (bytes > cap) free(tmp), tmp = xmalloc(cap = bytes);
         weights_pack(fmt, tmp, r->dst, (int)r->rows, (int)r->cols);
-        q8w_unpack(r->dst, tmp, (int)r->rows, (int)r->cols);
+        weights_unpack(fmt, r->dst, tmp, (int)r->rows, (int)r->cols);
     }
     free(tmp), free(refs);
     pack_plan_free(&p);

@@ -1,6 +1,6 @@
 /* Matrix products: OpenBLAS's sgemm, and the kernels for weights packed
  * once for inference (packed.c: float32, packed_bf16.c, packed_q8.c,
- * packed_mxfp4.c). */
+ * packed_mxfp4.c, packed_q4k.c). */
 #include "ops.h"
 
 #include <assert.h>
@@ -15,6 +15,7 @@
 #include "packed.h"
 #include "packed_bf16.h"
 #include "packed_mxfp4.h"
+#include "packed_q4k.h"
 #include "packed_q8.h"
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
@@ -58,6 +59,7 @@ size_t weights_packed_bytes(weight_format fmt, int n, int k) {
     case WEIGHTS_BF16: return bf16w_bytes(n, k);
     case WEIGHTS_Q8: return q8w_bytes(n, k);
     case WEIGHTS_MXFP4: return mx4w_bytes(n, k);
+    case WEIGHTS_Q4K: return q4kw_bytes(n, k);
     default: return packed_floats(n, k) * sizeof(float);
     }
 }
@@ -66,19 +68,28 @@ void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k) {
     switch (fmt) {
     case WEIGHTS_BF16: bf16w_pack(dst, w, n, k); return;
     case WEIGHTS_Q8: q8w_pack(dst, w, n, k); return;
+    case WEIGHTS_Q4K: q4kw_pack(dst, w, n, k); return;
     case WEIGHTS_MXFP4: assert(!"MXFP4 is packed from blocks only"); return;
     default: packed_pack(dst, w, n, k); return;
     }
 }
 
+void weights_unpack(weight_format fmt, float *dst, const void *src, int n, int k) {
+    assert(fmt == WEIGHTS_Q8 || fmt == WEIGHTS_Q4K);
+    if (fmt == WEIGHTS_Q4K) q4kw_unpack(dst, src, n, k);
+    else q8w_unpack(dst, src, n, k);
+}
+
 bool weights_takes_blocks(weight_format fmt, uint32_t type) {
-    return (fmt == WEIGHTS_Q8 && type == GGML_TYPE_Q8_0) || (fmt == WEIGHTS_MXFP4 && type == GGML_TYPE_MXFP4);
+    return (fmt == WEIGHTS_Q8 && type == GGML_TYPE_Q8_0) || (fmt == WEIGHTS_MXFP4 && type == GGML_TYPE_MXFP4) ||
+           (fmt == WEIGHTS_Q4K && type == GGML_TYPE_Q4_K);
 }
 
 void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, const void *scales, int n, int k) {
-    assert(fmt == WEIGHTS_Q8 || fmt == WEIGHTS_MXFP4); /* the formats that take blocks */
+    assert(fmt == WEIGHTS_Q8 || fmt == WEIGHTS_MXFP4 || fmt == WEIGHTS_Q4K); /* the formats that take blocks */
     assert(!scales || fmt == WEIGHTS_MXFP4);
     if (fmt == WEIGHTS_Q8) q8w_pack_q8_0(dst, rows, n, k);
+    else if (fmt == WEIGHTS_Q4K) q4kw_pack_gguf(dst, rows, n, k);
     else if (scales) mx4w_pack_hf(dst, rows, scales, n, k);
     else mx4w_pack_gguf(dst, rows, n, k);
 }
@@ -90,6 +101,7 @@ void matmul_forward_packed(float *out, const float *in, const void *w_packed, we
     case WEIGHTS_BF16: bf16w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
     case WEIGHTS_Q8: q8w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
     case WEIGHTS_MXFP4: mx4w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
+    case WEIGHTS_Q4K: q4kw_matmul(out, in, w_packed, bias, n, in_dim, out_dim); return;
     }
 }
 
@@ -101,6 +113,8 @@ void matmul_forward_frozen(float *out, const float *in, const void *w_packed, we
         bf16w_matmul_f32(out, in, w_packed, bias, n, in_dim, out_dim);
     else if (fmt == WEIGHTS_MXFP4)
         mx4w_matmul(out, in, w_packed, bias, n, in_dim, out_dim); /* float32 activations already */
+    else if (fmt == WEIGHTS_Q4K)
+        q4kw_matmul(out, in, w_packed, bias, n, in_dim, out_dim);
     else
         q8w_matmul_f32(out, in, w_packed, bias, n, in_dim, out_dim);
 }
@@ -113,6 +127,8 @@ void matmul_backward_frozen(float *din, const float *dout, const void *w_packed,
         bf16w_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
     else if (fmt == WEIGHTS_MXFP4)
         mx4w_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
+    else if (fmt == WEIGHTS_Q4K)
+        q4kw_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
     else
         q8w_matmul_t(din, dout, w_packed, n, in_dim, out_dim, accumulate);
 }

@@ -47,22 +47,26 @@ void matmul_forward(float *out, const float *in, const float *w, const float *bi
                     int out_dim);
 /* How weights packed once for inference are stored (grpo-rollout and the
  * rm reward's --weights): float32 panels (packed.h), bf16 panels
- * (packed_bf16.h), 8-bit blocks (packed_q8.h) or MXFP4 blocks
+ * (packed_bf16.h), 8-bit blocks (packed_q8.h), MXFP4 blocks
  * (packed_mxfp4.h: taken from a file's blocks only, never rounded from
- * float32). */
-typedef enum { WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8, WEIGHTS_MXFP4 } weight_format;
+ * float32) or 4-bit k-quant blocks (packed_q4k.h: GGUF's Q4_K). */
+typedef enum { WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8, WEIGHTS_MXFP4, WEIGHTS_Q4K } weight_format;
 /* Bytes of W [n, k] packed in format fmt, and the packing (packed_pack,
- * bf16w_pack or q8w_pack; dst must not overlap w). MXFP4 has no packing
- * from float32 (asserted): weights_pack_blocks. */
+ * bf16w_pack, q8w_pack or q4kw_pack; dst must not overlap w). MXFP4 has no
+ * packing from float32 (asserted): weights_pack_blocks. */
 size_t weights_packed_bytes(weight_format fmt, int n, int k);
 void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k);
+/* W [n, k] float32 from its q8 or q4k packing (q8w_unpack, q4kw_unpack):
+ * the quantized values, exactly. */
+void weights_unpack(weight_format fmt, float *dst, const void *src, int n, int k);
 /* Whether format fmt takes blocks of ggml type `type` (quant.h) as they
- * are: q8 takes Q8_0's (packed_q8.h), mxfp4 MXFP4's (packed_mxfp4.h); no
- * other pair is taken. */
+ * are: q8 takes Q8_0's (packed_q8.h), mxfp4 MXFP4's (packed_mxfp4.h), q4k
+ * Q4_K's (packed_q4k.h); no other pair is taken. */
 bool weights_takes_blocks(weight_format fmt, uint32_t type);
 /* W [n, k] packed in format fmt straight from n rows of such blocks, none
  * rounded; weights_takes_blocks(fmt, the rows' type). scales NULL: GGUF's
- * rows, each block with its scale (q8w_pack_q8_0, mx4w_pack_gguf); not
+ * rows, each block with its scale (q8w_pack_q8_0, mx4w_pack_gguf,
+ * q4kw_pack_gguf); not
  * NULL (MXFP4 only): gpt-oss's Hugging Face codes [n, k/32, 16] with their
  * scales [n, k/32] apart (mx4w_pack_hf). For the Q8_0 quantizer's own
  * blocks the bytes are weights_pack's of the dequantized rows. */
@@ -70,11 +74,12 @@ void weights_pack_blocks(weight_format fmt, void *dst, const void *rows, const v
 /* The same with w packed by weights_pack. */
 void matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
                            int n, int in_dim, int out_dim);
-/* For training on a frozen base packed in fmt (bf16, q8 or mxfp4;
+/* For training on a frozen base packed in fmt (bf16, q8, q4k or mxfp4;
  * packed_tile.h): out = in W^T (+ bias) with float32 activations
- * (q8w_matmul_f32, bf16w_matmul_f32, mx4w_matmul), and din = dout W
- * (accumulated when accumulate, else written) on the same packed W
- * (q8w_matmul_t, bf16w_matmul_t, mx4w_matmul_t), with no float32 copy of W. */
+ * (q8w_matmul_f32, bf16w_matmul_f32, q4kw_matmul, mx4w_matmul), and din =
+ * dout W (accumulated when accumulate, else written) on the same packed W
+ * (q8w_matmul_t, bf16w_matmul_t, q4kw_matmul_t, mx4w_matmul_t), with no
+ * float32 copy of W. */
 void matmul_forward_frozen(float *out, const float *in, const void *w_packed, weight_format fmt, const float *bias,
                            int n, int in_dim, int out_dim);
 void matmul_backward_frozen(float *din, const float *dout, const void *w_packed, weight_format fmt, int n, int in_dim,

@@ -6,7 +6,7 @@
 #include "../ops/packed_bf16.h"
 #include "../util/flags.h"
 
-const char *const weights_names[] = {"auto", "f32", "bf16", "q8", "mxfp4"};
+const char *const weights_names[] = {"auto", "f32", "bf16", "q8", "q4k", "mxfp4"};
 
 const char *weights_default(void) {
     const char *v = getenv("GRPO_WEIGHTS");
@@ -37,14 +37,14 @@ int kv_cache_select(const char *flag, const char *s, bool on_device, weight_form
  * auto keeps a file's MXFP4 experts and packs the rest as weights_auto(),
  * and runs a LoRA checkpoint on its packed frozen base; mxfp4 keeps them
  * and packs the rest as f32, and refuses a model without them; the others
- * pack every matrix in their format (bf16 or q8 on a checkpoint's frozen
- * base of that format: that base, lib/ckpt/load.h). */
+ * pack every matrix in their format (bf16, q8 or q4k on a checkpoint's
+ * frozen base of that format: that base, lib/ckpt/load.h). */
 int weights_select(const char *flag, const char *s, weight_choice *w, gerr *e) {
     int i;
     int rc = flags_choice_parse(flag, weights_names, WEIGHTS_N_NAMES, s, &i, e);
     if (rc) return rc;
     static const weight_format fmts[WEIGHTS_N_NAMES] = {WEIGHTS_F32, WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8,
-                                                       WEIGHTS_MXFP4};
+                                                       WEIGHTS_Q4K, WEIGHTS_MXFP4};
     *w = (weight_choice){.fmt = i == 0 ? weights_auto() : fmts[i],
                          .keep_mxfp4 = i == 0 || fmts[i] == WEIGHTS_MXFP4,
                          .frozen_base = i == 0};

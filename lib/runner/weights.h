@@ -1,4 +1,4 @@
-/* --weights auto|f32|bf16|q8|mxfp4: how a tool packs its model's matrices
+/* --weights auto|f32|bf16|q8|q4k|mxfp4: how a tool packs its model's matrices
  * for inference (lib/model/model.h's weight_choice and pack_plan). */
 #ifndef GRPO_RUNNER_WEIGHTS_H
 #define GRPO_RUNNER_WEIGHTS_H
@@ -8,14 +8,14 @@
 #include "../util/err.h"
 
 /* The choices of a --weights flag, in this order (flags.h's kind tables). */
-enum { WEIGHTS_N_NAMES = 5 };
+enum { WEIGHTS_N_NAMES = 6 };
 extern const char *const weights_names[WEIGHTS_N_NAMES];
 
 /* The default of a --weights flag: $GRPO_WEIGHTS when set and not empty
  * (the test suites set f32, so that checks held to float64 references see
  * the float32 weights), else "auto". */
 const char *weights_default(void);
-/* *w for the value s of flag (named in messages): f32, bf16 or q8 (every
+/* *w for the value s of flag (named in messages): f32, bf16, q8 or q4k (every
  * matrix in that format), mxfp4 (the experts a file stores as MXFP4 blocks
  * kept so, every other matrix f32; a model without them is refused when
  * loaded), or auto: MXFP4 experts kept, a LoRA checkpoint on its packed

@@ -272,6 +272,11 @@ static int base_keeps_mxfp4(const update_run_opts *o, bool device, bool *keep, g
     return rc;
 }
 
+/* The packed format of a --base-weights name (bf16, q8 or q4k). */
+static weight_format base_format(const char *name) {
+    return !strcmp(name, "bf16") ? WEIGHTS_BF16 : !strcmp(name, "q4k") ? WEIGHTS_Q4K : WEIGHTS_Q8;
+}
+
 /* The frozen base in p->base_weights' format: packed for a LoRA run on the
  * CPU (a mixture's experts too, the router kept float32 rows; mxfp4's
  * experts by the load); anything but f32 refused for full fine-tuning
@@ -291,7 +296,9 @@ static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
                                                           "MXFP4 blocks (a gpt-oss's Hugging Face _blocks and _scales, "
                                                           "or a GGUF's MXFP4); use f32, bf16 or q8",
                                              model_path);
-    return model_pack_frozen(&p->m, !strcmp(f, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, e);
+    if (!strcmp(f, "q4k") && p->m.cfg.n_experts > 0)
+        return gerr_set(e, EX_USAGE, "--base-weights q4k: not yet on a mixture of experts; use bf16, q8 or f32");
+    return model_pack_frozen(&p->m, base_format(f), e);
 }
 
 int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e) {
@@ -301,11 +308,10 @@ int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, 
     /* a bf16 or q8 base named on the CPU: packed as it is read (pack_base
      * then finds it packed, or refuses it for full fine-tuning) */
     const char *bw = plan->run.base_weights;
-    bool packed = !mxfp4 && !device && (!strcmp(bw, "bf16") || !strcmp(bw, "q8"));
+    bool packed = !mxfp4 && !device && (!strcmp(bw, "bf16") || !strcmp(bw, "q8") || !strcmp(bw, "q4k"));
     if (!rc)
         rc = mxfp4    ? model_load_adapter_mxfp4(plan->run.model, &p->m, &p->l, &p->has_lora, e)
-             : packed ? model_load_adapter_frozen(plan->run.model, !strcmp(bw, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8,
-                                                  &p->m, &p->l, &p->has_lora, e)
+             : packed ? model_load_adapter_frozen(plan->run.model, base_format(bw), &p->m, &p->l, &p->has_lora, e)
                       : model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
     if (!rc) rc = load_adapter(p, plan, &fresh_adapter, e);
     if (!rc) rc = load_state(p, plan, device, &resumed, e);

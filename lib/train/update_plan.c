@@ -9,7 +9,7 @@
 #include "../util/flags.h"
 
 const char *const update_compute_names[] = {"f32", "bf16", "auto"};
-const char *const update_base_weights_names[] = {"f32", "bf16", "q8", "mxfp4", "auto"};
+const char *const update_base_weights_names[] = {"f32", "bf16", "q8", "q4k", "mxfp4", "auto"};
 const char *const update_is_names[] = {"auto", "none", "token", "sequence"};
 const char *const update_old_logp_names[] = {"auto", "records", "recompute"};
 const char *const update_routing_names[] = {"auto", "replay", "recompute"};

@@ -11,7 +11,7 @@
 # The bf16 cases (grpo-update --compute bf16: every matrix product on bf16
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
-# AVX-512 BF16. LoRA over a frozen base packed in q8 or bf16 (grpo-update
+# AVX-512 BF16. LoRA over a frozen base packed in q8, q4k or bf16 (grpo-update
 # --base-weights; a mixture's experts each packed apart), or a gpt-oss's
 # MXFP4 experts kept as the file's blocks (--base-weights mxfp4), against the
 # reference on the dequantized values the kernels read, to the float32
@@ -74,6 +74,10 @@ grad_case() {
 }
 @test "gradient vs autograd: llama, LoRA over a frozen q8 base" { grad_case llama-lora-q8base; }
 @test "gradient vs autograd: qwen2 biases, LoRA q,v,down over a frozen q8 base, beta" { grad_case qwen2-lora-q8base-beta; }
+@test "gradient vs autograd: llama, LoRA over a frozen q4k base, beta" { grad_case llama-lora-q4kbase-beta; }
+@test "gradient vs autograd: qwen3, LoRA q,v,down over a frozen q4k base, sequence importance, micro-batches, --recompute" {
+    grad_case qwen3-lora-q4kbase-seq-micro-recompute
+}
 @test "gradient vs autograd: qwen3, LoRA over a frozen bf16 base, sequence importance, --recompute" {
     grad_case qwen3-lora-bf16base-seq-micro-recompute
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# grpo-update --base-weights f32|bf16|q8|auto: LoRA over a frozen base held
+# grpo-update --base-weights f32|bf16|q8|q4k|auto: LoRA over a frozen base held
 # packed (the adapter, its gradients and AdamW state float32). The flag's
 # values, the refusal of full fine-tuning on a packed base (64, nothing
 # written), the same bytes run to run and for any --threads, the flag in
@@ -16,9 +16,9 @@ setup_file() { update_fixture; }
 
 B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
 
-@test "--base-weights q8 or bf16 with full fine-tuning: 64 with one line naming the way, nothing written" {
+@test "--base-weights q8, q4k or bf16 with full fine-tuning: 64 with one line naming the way, nothing written" {
     needs_tiny
-    for f in q8 bf16; do
+    for f in q8 q4k bf16; do
         run grpo-update --model "$TINY" --in "$(B)" --out c --lr 1e-3 --base-weights $f
         [ "$status" -eq 64 ]; assert_one_line_error grpo-update "full fine-tuning trains every weight"
         printf '%s\n' "$output" | grep -q "use an f32 base"
@@ -34,15 +34,15 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
 @test "--base-weights: listed by --help; a bad value is 64 with one line" {
     run grpo-update --help
     [ "$status" -eq 0 ]
-    printf '%s\n' "$output" | grep -q -- "  --base-weights F .*q8"
+    printf '%s\n' "$output" | grep -q -- "  --base-weights F .*q8 (8-bit blocks) or q4k"
     run grpo-update --model m --out x --base-weights q4
     [ "$status" -eq 64 ]; assert_one_line_error grpo-update "--base-weights"
-    printf '%s\n' "$output" | grep -q "f32|bf16|q8|mxfp4|auto"
+    printf '%s\n' "$output" | grep -q "f32|bf16|q8|q4k|mxfp4|auto"
 }
 
-@test "LoRA over a q8 and a bf16 base: the same bytes twice and for --threads 1 and 2; not f32's; state.json names it" {
+@test "LoRA over a q8, a q4k and a bf16 base: the same bytes twice and for --threads 1 and 2; not f32's; state.json names it" {
     needs_tiny
-    for f in q8 bf16; do
+    for f in q8 q4k bf16; do
         grpo-update --model "$TINY" --in "$(B)" --out $f-a --lr 1e-2 --lora-r 4 --beta 0.1 --base-weights $f \
             --metrics m-$f.jsonl 2> /dev/null
         grpo-update --model "$TINY" --in "$(B)" --out $f-b --lr 1e-2 --lora-r 4 --beta 0.1 --base-weights $f \
@@ -59,6 +59,8 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     ! cmp -s f32/adapter_model.safetensors q8-a/adapter_model.safetensors || false
     ! cmp -s f32/adapter_model.safetensors bf16-a/adapter_model.safetensors || false
     ! cmp -s q8-a/adapter_model.safetensors bf16-a/adapter_model.safetensors || false
+    ! cmp -s f32/adapter_model.safetensors q4k-a/adapter_model.safetensors || false
+    ! cmp -s q8-a/adapter_model.safetensors q4k-a/adapter_model.safetensors || false
 }
 
 @test "resume: the checkpoint's --base-weights continues; another one given is 64, nothing written" {
@@ -180,9 +182,9 @@ frozen_records() {
         2> ro-$1.log | jq -c '. + {advantage: (.sample - 1.5)}' > r-$1.jsonl
 }
 
-@test "a LoRA checkpoint on a q8 or bf16 base rolls out on that base (--weights auto or its format): the sampler says so, the update takes its log-probs" {
+@test "a LoRA checkpoint on a q8, q4k or bf16 base rolls out on that base (--weights auto or its format): the sampler says so, the update takes its log-probs" {
     needs_tiny
-    for f in q8 bf16; do
+    for f in q8 q4k bf16; do
         frozen_records $f
         want="{\"engine\":\"grpo\",\"device\":\"cpu\",\"weights\":\"$f\",\"base\":\"frozen\",\"kv_cache\":\"f32\"}"
         [ "$(jq -c .sampler r-$f.jsonl | sort -u)" = "$want" ]
@@ -224,4 +226,43 @@ frozen_records() {
         2> f32.log > f32.jsonl
     [ "$(jq -c .sampler f32.jsonl | sort -u)" = '{"engine":"grpo","device":"cpu","weights":"f32","kv_cache":"f32"}' ]
     ! grep -q "frozen base" f32.log || false
+}
+
+@test "a LoRA checkpoint on a q4k base merges into that base's Q4_K values: at most 16 values a sub-block of 32, near the base" {
+    needs_tiny
+    grpo-update --model "$TINY" --in "$(B)" --out q4k --lr 1e-1 --lora-r 4 --base-weights q4k 2> /dev/null
+    grpo-export --model q4k --format hf --dtype f32 --out q4k-hf 2> /dev/null
+    "$GRPO_PY" - "$TINY" q4k q4k-hf <<'PY'
+import json, sys
+import numpy as np
+from safetensors.numpy import load_file
+base_dir, ckpt, out = sys.argv[1:4]
+base, got = load_file(base_dir + "/model.safetensors"), load_file(out + "/model.safetensors")
+ad = load_file(ckpt + "/adapter_model.safetensors")
+cfg = json.load(open(ckpt + "/adapter_config.json"))
+scale = cfg["lora_alpha"] / cfg["r"]
+most = far = moved = 0.0
+checked = 0
+for n, w in base.items():
+    if not ((".self_attn." in n or ".mlp." in n) and w.ndim == 2):
+        assert np.array_equal(got[n], w.astype(np.float32)), n  # the rest untouched
+        continue
+    rounded = got[n].astype(np.float64)
+    a = "base_model.model." + n.removesuffix(".weight") + ".lora_A.weight"
+    if a in ad:
+        rounded -= scale * (ad[a.replace("lora_A", "lora_B")].astype(np.float64) @ ad[a].astype(np.float64))
+    # Q4_K: every sub-block of 32 holds d sc q - dmin mn for 16 codes q: at most 16 values
+    # (told apart to 1e-5: the merge's float32 rounding moves each by under 1e-6)
+    for sub in rounded.reshape(-1, 32):
+        v = np.sort(sub)
+        most = max(most, 1 + int(np.sum(np.diff(v) > 1e-5)))
+    w = w.astype(np.float64)
+    far = max(far, float(np.abs(rounded - w).max() / np.abs(w).max()))
+    moved = max(moved, float(np.abs(rounded - w).max()))
+    checked += 1
+print("# q4k: matrices", checked, "most values in a sub-block", most, "relative distance to the base", far, "moved", moved)
+assert checked > 0 and most <= 16, most
+assert far < 0.1, far  # the 4-bit grid of the base's own range
+assert moved > 1e-4, moved  # the rounding is visible
+PY
 }

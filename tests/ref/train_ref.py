@@ -42,7 +42,7 @@ max|logp| is 7 to 9 (tolerance 4.3e-2 to 5e-2), 5.4e-2 on the tied head
 The float32 cases stay under 2e-6.
 
 The "base" cases train LoRA over a frozen base packed as grpo-update
---base-weights q8 or bf16 packs it (lib/model/pack.c, model_pack_frozen):
+--base-weights q8, q4k or bf16 packs it (lib/model/pack.c, model_pack_frozen):
 the driver writes the packed matrices as its kernels read them ("base.*",
 exact), and the float64 reference runs on those values, so the float32
 tolerances hold (measured: gradients 1.0e-6 to 3.9e-6, logp 1.5e-7 to
@@ -111,6 +111,11 @@ CASES = {
                               lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=3)),
     "qwen2-lora-q8base-beta": dict(arch="qwen2", beta=0.04, base_weights="q8",
                                    lora=dict(r=4, alpha=8, targets="q,v,down", rslora=False, seed=4)),
+    "llama-lora-q4kbase-beta": dict(arch="llama", beta=0.04, base_weights="q4k",
+                                    lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=7)),
+    "qwen3-lora-q4kbase-seq-micro-recompute": dict(arch="qwen3", sequence_level=True, base_weights="q4k",
+                                                   micro_seqs=2, recompute=True,
+                                                   lora=dict(r=4, alpha=8, targets="q,v,down", rslora=False, seed=8)),
     "qwen3-lora-bf16base-seq-micro-recompute": dict(arch="qwen3", sequence_level=True, base_weights="bf16",
                                                     micro_seqs=2, recompute=True,
                                                     lora=dict(r=8, alpha=16, targets="all", rslora=False, seed=5)),

@@ -1,10 +1,11 @@
 /* lib/ops/packed_tile.{c,h} through the formats' entry points: dX = dY W
- * (+ dX) (q8w_matmul_t, bf16w_matmul_t, mx4w_matmul_t) and y = x W^T (+ b)
- * with float32 x (q8w_matmul_f32, bf16w_matmul_f32, and mx4w_matmul, which
- * promises the same numerics from its own kernels), on the packed weights:
- * against a float64 product over the dequantized weights, equal to
- * packed_matmul on those weights (forward), and the same bits on every path
- * (portable, AVX2, AVX-512), thread count and batch composition. */
+ * (+ dX) (q8w_matmul_t, bf16w_matmul_t, mx4w_matmul_t, q4kw_matmul_t) and
+ * y = x W^T (+ b) with float32 x (q8w_matmul_f32, bf16w_matmul_f32, and
+ * mx4w_matmul and q4kw_matmul, which promise the same numerics from their
+ * own kernels), on the packed weights: against a float64 product over the
+ * dequantized weights, equal to packed_matmul on those weights (forward),
+ * and the same bits on every path (portable, AVX2, AVX-512), thread count
+ * and batch composition. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "ops/packed.h"
 #include "ops/packed_bf16.h"
 #include "ops/packed_mxfp4.h"
+#include "ops/packed_q4k.h"
 #include "ops/packed_q8.h"
 #include "packed_fixture.h"
 
@@ -49,6 +51,7 @@ static bool make_from_floats(void *dst, int n, int k, void (*pack)(void *, const
 }
 static bool make_q8(void *dst, int n, int k) { return make_from_floats(dst, n, k, q8w_pack); }
 static bool make_bf16(void *dst, int n, int k) { return make_from_floats(dst, n, k, bf16w_pack); }
+static bool make_q4k(void *dst, int n, int k) { return make_from_floats(dst, n, k, q4kw_pack); }
 
 /* Random GGUF MXFP4 blocks, every seventh with a subnormal scale. */
 static bool make_mx4(void *dst, int n, int k) {
@@ -68,6 +71,7 @@ static const format formats[] = {
     {"q8", 32, q8w_bytes, make_q8, q8w_unpack, q8w_matmul_t_isa, q8w_matmul_f32_isa},
     {"bf16", 1, bf16w_bytes, make_bf16, bf16w_unpack, bf16w_matmul_t_isa, bf16w_matmul_f32_isa},
     {"mxfp4", 32, mx4w_bytes, make_mx4, mx4w_unpack, mx4w_matmul_t_isa, mx4w_matmul_isa},
+    {"q4k", 32, q4kw_bytes, make_q4k, q4kw_unpack, q4kw_matmul_t_isa, q4kw_matmul_isa},
 };
 enum { FORMATS = sizeof formats / sizeof formats[0] };
 
@@ -258,9 +262,9 @@ static void test_edges(void) {
 
     TEST("the dispatching entry points run the fastest path; q8w_matmul_widen gives q8w_matmul_f32's bits");
     void (*const entry_t[FORMATS])(float *, const float *, const void *, int, int, int, bool) = {q8w_matmul_t, bf16w_matmul_t,
-                                                                                                   mx4w_matmul_t};
+                                                                                                   mx4w_matmul_t, q4kw_matmul_t};
     void (*const entry_f[FORMATS])(float *, const float *, const void *, const float *, int, int, int) = {
-        q8w_matmul_f32, bf16w_matmul_f32, mx4w_matmul};
+        q8w_matmul_f32, bf16w_matmul_f32, mx4w_matmul, q4kw_matmul};
     for (int fi = 0; fi < FORMATS; fi++)
         for (int t = 0; t < 2; t++) {
             fixture f;

@@ -16,8 +16,8 @@
  * LoRA, "compute": "bf16" for backend_cpu_bf16: 69 where the CPU lacks it,
  * "router_aux_coef" for the router's load-balancing loss (its value written
  * as "balance"),
- * "base_weights": "bf16" or "q8" for a LoRA over a frozen base packed so
- * (model_pack_frozen), "mxfp4" for one whose MXFP4 experts load from the
+ * "base_weights": "bf16", "q8" or "q4k" for a LoRA over a frozen base packed
+ * so (model_pack_frozen), "mxfp4" for one whose MXFP4 experts load from the
  * file's blocks (model_load_for_inference, a frozen plan), its packed
  * matrices then written as the kernels read them, "base." + HF name),
  * runs the GRPO loss forward and backward on the mask-1 tokens (all
@@ -606,12 +606,16 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     }
     const cJSON *bw = cJSON_GetObjectItemCaseSensitive(j, "base_weights");
     bool packed = cJSON_IsString(bw) && strcmp(bw->valuestring, "f32");
+    weight_format bfmt = !packed                             ? WEIGHTS_F32
+                         : !strcmp(bw->valuestring, "bf16") ? WEIGHTS_BF16
+                         : !strcmp(bw->valuestring, "q4k")  ? WEIGHTS_Q4K
+                                                            : WEIGHTS_Q8;
     if (packed && !use_lora) return fprintf(stderr, "base_weights: LoRA only\n"), 64;
     if (packed && !strcmp(bw->valuestring, "mxfp4")) { /* loaded again, the experts from the file's blocks */
         model_free(&m);
         if (model_load_for_inference(&m, dir, false, (weight_choice){.fmt = WEIGHTS_MXFP4, .keep_mxfp4 = true, .frozen = true}, &e))
             return fprintf(stderr, "%s\n", e.msg), e.code;
-    } else if (packed && model_pack_frozen(&m, !strcmp(bw->valuestring, "bf16") ? WEIGHTS_BF16 : WEIGHTS_Q8, &e)) {
+    } else if (packed && model_pack_frozen(&m, bfmt, &e)) {
         return fprintf(stderr, "%s\n", e.msg), 64;
     }
     trainer t;

@@ -17,6 +17,7 @@
 #include "ops/ops.h"
 #include "ops/packed_bf16.h"
 #include "ops/packed_mxfp4.h"
+#include "ops/packed_q4k.h"
 #include "ops/packed_q8.h"
 #include "runner/weights.h"
 
@@ -115,7 +116,7 @@ static void test_q8_refuses(void) {
 }
 
 static void test_select(void) {
-    TEST("--weights: auto (a checkpoint's frozen base followed), f32, bf16, q8, mxfp4; anything else is a usage "
+    TEST("--weights: auto (a checkpoint's frozen base followed), f32, bf16, q8, q4k, mxfp4; anything else is a usage "
          "error naming the flag");
     weight_choice f = {.fmt = WEIGHTS_Q8};
     gerr e = {0};
@@ -125,12 +126,14 @@ static void test_select(void) {
     CHECK(f.fmt == WEIGHTS_BF16 && !f.keep_mxfp4 && !f.frozen_base);
     CHECK_EQ_INT(weights_select("--weights", "q8", &f, &e), 0);
     CHECK(f.fmt == WEIGHTS_Q8 && !f.keep_mxfp4 && !f.frozen_base);
+    CHECK_EQ_INT(weights_select("--weights", "q4k", &f, &e), 0);
+    CHECK(f.fmt == WEIGHTS_Q4K && !f.keep_mxfp4 && !f.frozen_base);
     CHECK_EQ_INT(weights_select("--weights", "mxfp4", &f, &e), 0);
     CHECK(f.fmt == WEIGHTS_MXFP4 && f.keep_mxfp4 && !f.frozen_base);
     CHECK_EQ_INT(weights_select("--weights", "auto", &f, &e), 0);
     CHECK(f.fmt == (bf16w_native() ? WEIGHTS_BF16 : WEIGHTS_F32) && f.keep_mxfp4 && f.frozen_base);
     CHECK_EQ_INT(weights_select("--rm-weights", "fp16", &f, &e), EX_USAGE);
-    CHECK_EQ_STR(e.msg, "--rm-weights: expected one of auto|f32|bf16|q8|mxfp4, got 'fp16'");
+    CHECK_EQ_STR(e.msg, "--rm-weights: expected one of auto|f32|bf16|q8|q4k|mxfp4, got 'fp16'");
 }
 
 static void test_kv_select(void) {
@@ -184,16 +187,55 @@ static void test_mxfp4_seam(void) {
     free(a), free(b);
 }
 
+static void test_q4k_seam(void) {
+    TEST("Q4_K on the seam: 4.75 bits a weight; blocks taken from GGUF, pack, unpack, products and dX are packed_q4k's");
+    CHECK(weights_packed_bytes(WEIGHTS_Q4K, 4096, 4096) * 8 == (size_t)4096 * 4096 * 19 / 4);
+    CHECK(weights_takes_blocks(WEIGHTS_Q4K, GGML_TYPE_Q4_K) && !weights_takes_blocks(WEIGHTS_Q8, GGML_TYPE_Q4_K) &&
+          !weights_takes_blocks(WEIGHTS_Q4K, GGML_TYPE_Q8_0));
+    enum { N = 40, K = 256, M = 5 };
+    unsigned char blocks[N * K / 256 * 144];
+    rng_state = 78;
+    for (size_t i = 0; i < sizeof blocks; i++) blocks[i] = (unsigned char)(uniform() * 512 + 256);
+    for (size_t i = 0; i < sizeof blocks; i += 144) blocks[i + 1] = 0x2C, blocks[i + 3] = 0x2A; /* d, dmin ~ 2^-4, 2^-5 */
+    size_t bytes = weights_packed_bytes(WEIGHTS_Q4K, N, K);
+    unsigned char *a = malloc(bytes), *b = malloc(bytes);
+    float w[N * K], w2[N * K], x[M * K], dy[M * N], y1[M * N], y2[M * N], y3[M * N], dx1[M * K], dx2[M * K], bias[N];
+    for (int i = 0; i < M * K; i++) x[i] = uniform();
+    for (int i = 0; i < M * N; i++) dy[i] = uniform();
+    for (int i = 0; i < N; i++) bias[i] = uniform();
+    weights_pack_blocks(WEIGHTS_Q4K, a, blocks, NULL, N, K);
+    q4kw_pack_gguf(b, blocks, N, K);
+    CHECK(memcmp(a, b, bytes) == 0);
+    weights_unpack(WEIGHTS_Q4K, w, a, N, K);
+    q4kw_unpack(w2, b, N, K);
+    CHECK(memcmp(w, w2, sizeof w) == 0);
+    matmul_forward_packed(y1, x, a, WEIGHTS_Q4K, bias, M, K, N);
+    matmul_forward_frozen(y2, x, a, WEIGHTS_Q4K, bias, M, K, N);
+    q4kw_matmul(y3, x, b, bias, M, K, N);
+    CHECK(memcmp(y1, y3, sizeof y1) == 0 && memcmp(y2, y3, sizeof y2) == 0);
+    matmul_backward_frozen(dx1, dy, a, WEIGHTS_Q4K, M, K, N, false);
+    q4kw_matmul_t(dx2, dy, b, M, K, N, false);
+    CHECK(memcmp(dx1, dx2, sizeof dx1) == 0);
+    weights_pack(WEIGHTS_Q4K, a, w, N, K);
+    q4kw_pack(b, w, N, K);
+    CHECK(memcmp(a, b, bytes) == 0);
+    free(a), free(b);
+}
+
 int main(void) {
     /* bounds: 3x the largest measured (bf16: 0.0083 and 0.0066 of the largest
-     * logit, q8: 0.029 and 0.019; q8 quantizes the activations too) */
+     * logit, q8: 0.029 and 0.019; q8 quantizes the activations too; q4k:
+     * 0.19 and 0.20, 4-bit codes on uniform random weights) */
     test_close(WEIGHTS_BF16, false, 0.025);
     test_close(WEIGHTS_BF16, true, 0.025);
     test_close(WEIGHTS_Q8, false, 0.09);
     test_close(WEIGHTS_Q8, true, 0.09);
+    test_close(WEIGHTS_Q4K, false, 0.6);
+    test_close(WEIGHTS_Q4K, true, 0.6);
     test_q8_refuses();
     test_select();
     test_kv_select();
     test_mxfp4_seam();
+    test_q4k_seam();
     return check_done();
 }

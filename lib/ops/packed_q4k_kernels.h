@@ -1,0 +1,46 @@
+/* Between packed_q4k.c and its SIMD kernels (packed_q4k_avx2.c,
+ * packed_q4k_avx512.c); nothing else includes this. Call each kernel only
+ * where packed_isa_has says its instructions run. */
+#ifndef GRPO_OPS_PACKED_Q4K_KERNELS_H
+#define GRPO_OPS_PACKED_Q4K_KERNELS_H
+
+#include <stddef.h>
+
+#include "packed_q4k.h"
+#include "packed_tile.h"
+
+/* A super-block of a panel: its head (d [16] and dmin [16] as float32, sc
+ * [8][16], mn [8][16]), then each sub-block's 4 groups of 16 code words. */
+enum {
+    Q4KW_SUBS = Q4KW_K_SUPER / Q4KW_K_SUB,              /* sub-blocks per super-block */
+    Q4KW_GROUP_BYTES = 64,                              /* 16 columns x 8 codes */
+    Q4KW_CODE_BYTES = 4 * Q4KW_GROUP_BYTES,             /* one sub-block's 16 columns */
+    Q4KW_DMIN_AT = 4 * Q4KW_NR,                         /* offsets in the head */
+    Q4KW_SC_AT = 8 * Q4KW_NR,
+    Q4KW_MN_AT = Q4KW_SC_AT + Q4KW_SUBS * Q4KW_NR,
+    Q4KW_HEAD_BYTES = Q4KW_MN_AT + Q4KW_SUBS * Q4KW_NR, /* 384 */
+    Q4KW_SUPER_BYTES = Q4KW_HEAD_BYTES + Q4KW_SUBS * Q4KW_CODE_BYTES
+};
+
+static inline size_t q4kw_panel_bytes(int k) {
+    int subs = k / Q4KW_K_SUB, rest = subs % Q4KW_SUBS;
+    return (size_t)(subs / Q4KW_SUBS) * Q4KW_SUPER_BYTES + (rest ? Q4KW_HEAD_BYTES + (size_t)rest * Q4KW_CODE_BYTES : 0);
+}
+/* The head of the super-block holding sub-block u (k = 32 u ..), and u's codes, in a panel. */
+static inline size_t q4kw_head_at(int u) { return (size_t)(u / Q4KW_SUBS) * Q4KW_SUPER_BYTES; }
+static inline size_t q4kw_codes_at(int u) {
+    return q4kw_head_at(u) + Q4KW_HEAD_BYTES + (size_t)(u % Q4KW_SUBS) * Q4KW_CODE_BYTES;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define Q4KW_X86 1
+void q4kw_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+void q4kw_matmul_avx512(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
+/* pt_decode_fn's for q4kw_matmul_t */
+void q4kw_decode_t_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void q4kw_decode_t_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+#else
+#define Q4KW_X86 0
+#endif
+
+#endif
