@@ -96,7 +96,7 @@ typedef struct {
     long long threads;
     const char *rm_chat_template; /* "auto" (the reward model's own; NULL = auto) or a family (CHAT_TEMPLATE_CHOICES) */
     const char *rm_device;        /* auto|cpu|cuda (lib/runner/device.h) */
-    const char *rm_weights;       /* auto|f32|bf16|q8|mxfp4 on the CPU (lib/runner/weights.h) */
+    const char *rm_weights;       /* auto|f32|bf16|q8|q4k|mxfp4 on the CPU (lib/runner/weights.h) */
 } reward_opts;
 
 void reward_opts_default(reward_opts *p);

@@ -45,7 +45,7 @@ typedef struct {
     long long batch;   /* sequences decoded together */
     long long threads; /* 0 = every core */
     const char *device;
-    const char *weights; /* auto|f32|bf16|q8|mxfp4 (lib/runner/weights.h) */
+    const char *weights; /* auto|f32|bf16|q8|q4k|mxfp4 (lib/runner/weights.h) */
     const char *kv_cache; /* auto|f32|bf16 */
     const char *routing_record; /* on|off: a mixture of experts' records carry the sampler's routing */
     shard_spec shard;

@@ -41,7 +41,7 @@ typedef struct {
     lora l_dev;
     long long step, next_index, seed;
     const char *compute;  /* f32|bf16: --compute, or the checkpoint's when not given */
-    const char *base_weights; /* f32|bf16|q8|mxfp4: --base-weights, or the checkpoint's when not given */
+    const char *base_weights; /* f32|bf16|q8|q4k|mxfp4: --base-weights, or the checkpoint's when not given */
     char *ref_path;       /* the reference of a full fine-tune (NULL with LoRA) */
 } policy;
 

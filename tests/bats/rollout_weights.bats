@@ -42,7 +42,7 @@ check_lp() {
     run -64 grpo-rollout --model "$TINY" --weights f16 --in "$(P)"
     assert_one_line_error grpo-rollout "--weights"
     run -64 env GRPO_WEIGHTS=int4 grpo-rollout --model "$TINY" --in "$(P)"
-    assert_one_line_error grpo-rollout "--weights: expected one of auto[|]f32[|]bf16[|]q8[|]mxfp4, got 'int4'"
+    assert_one_line_error grpo-rollout "--weights: expected one of auto[|]f32[|]bf16[|]q8[|]q4k[|]mxfp4, got 'int4'"
 }
 
 @test "--weights auto: bf16 where the CPU has AVX512-BF16, else f32, as --progress says" {
