@@ -182,39 +182,52 @@ mtimes() { find "$1" -type f -printf '%p %T@\n' | sort; }
     (cd got && mk r -q)
 }
 
+# killed_run NAME MODEL UPDATE_FLAGS: a 3-step run of MODEL made once whole
+# (NAME-want) and once under six random kill -9s and a last make (NAME-got):
+# the same checkpoint bytes, metrics and batches, nothing left over
+killed_run() {
+    local m=$1 model=$2 flags=$3 d i pid
+    mkdir $m-want $m-got
+    for d in $m-want $m-got; do
+        config $d/r "MODEL = $model" "UPDATE_FLAGS = $flags" \
+            "PREP_FLAGS = --task arith --n 20 --split train --seed 1 --chat-template raw --word-problems 0 --model $model"
+    done
+    (cd $m-want && mk r 2>/dev/null)
+    cd $m-got
+    for i in 1 2 3 4 5 6; do
+        setsid make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r > /dev/null 2>&1 &
+        pid=$!
+        sleep "0.$((RANDOM % 5))$((RANDOM % 10))"
+        kill -9 -- "-$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    run mk r
+    echo "$output"
+    [ "$status" -eq 0 ]
+    cd ..
+    diff -r $m-want/r/ckpt/0003 $m-got/r/ckpt/0003
+    diff <(untimed $m-want/r/metrics.jsonl) <(untimed $m-got/r/metrics.jsonl)
+    for i in 0000 0001 0002; do cmp $m-want/r/steps/$i/batch.jsonl.zst $m-got/r/steps/$i/batch.jsonl.zst; done
+    left=$(find $m-got/r -name '*.tmp*' -o -name '*.part' -o -name '*.del' -o -name '.*.new.*'); echo "left: $left"
+    [ -z "$left" ]
+}
+
 @test "mixtures of experts through make (Qwen3-MoE full, gpt-oss LoRA on its MXFP4 experts): kill -9, make again: the same run" {
     needs_tiny
     # each step's records carry the sampler's routing, which the update replays
     # (--routing auto); the gpt-oss's experts stay the file's MXFP4 blocks as
     # the LoRA run's frozen base (--base-weights auto)
-    for m in moe oss; do
-        model=$MOE flags="--lr 1e-3 --beta 0.04 --threads 1"
-        [ $m = moe ] || model=$OSS flags="--lr 1e-3 --beta 0 --threads 1 --lora-r 4"
-        mkdir $m-want $m-got
-        for d in $m-want $m-got; do
-            config $d/r "MODEL = $model" "UPDATE_FLAGS = $flags" \
-                "PREP_FLAGS = --task arith --n 20 --split train --seed 1 --chat-template raw --word-problems 0 --model $model"
-        done
-        (cd $m-want && mk r 2>/dev/null)
-        zstd -dc $m-want/r/steps/0000/rollouts.jsonl.zst | head -n 1 | jq -e '.routing.ids | type == "string" and length > 0'
-        [ $m = moe ] || jq -e '.flags.base_weights == "mxfp4"' $m-want/r/ckpt/0003/grpo/state.json
-        cd $m-got
-        for i in 1 2 3 4 5 6; do
-            setsid make --no-print-directory -f "$GRPO_ROOT/pipelines/grpo.mk" RUN=r > /dev/null 2>&1 &
-            pid=$!
-            sleep "0.$((RANDOM % 5))$((RANDOM % 10))"
-            kill -9 -- "-$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        done
-        run mk r
-        echo "$output"
-        [ "$status" -eq 0 ]
-        cd ..
-        diff -r $m-want/r/ckpt/0003 $m-got/r/ckpt/0003
-        diff <(untimed $m-want/r/metrics.jsonl) <(untimed $m-got/r/metrics.jsonl)
-        for n in 0000 0001 0002; do cmp $m-want/r/steps/$n/batch.jsonl.zst $m-got/r/steps/$n/batch.jsonl.zst; done
-        left=$(find $m-got/r -name '*.tmp*' -o -name '*.part' -o -name '*.del' -o -name '.*.new.*'); echo "left: $left"
-        [ -z "$left" ]
+    killed_run moe "$MOE" "--lr 1e-3 --beta 0.04 --threads 1"
+    zstd -dc moe-want/r/steps/0000/rollouts.jsonl.zst | head -n 1 | jq -e '.routing.ids | type == "string" and length > 0'
+    killed_run oss "$OSS" "--lr 1e-3 --beta 0 --threads 1 --lora-r 4"
+    jq -e '.flags.base_weights == "mxfp4"' oss-want/r/ckpt/0003/grpo/state.json
+}
+
+@test "LoRA on a q8 and a q4k frozen base through make: kill -9, make again: the same run" {
+    needs_tiny
+    for f in q8 q4k; do
+        killed_run $f "$TINY" "--lr 1e-3 --beta 0.04 --threads 1 --lora-r 4 --base-weights $f"
+        jq -e --arg f $f '.flags.base_weights == $f' $f-want/r/ckpt/0003/grpo/state.json
     done
 }
 
