@@ -219,6 +219,18 @@ static int load_any(model *m, const char *path, bool classifier, const weight_ch
     return rc ? rc : load_kind(m, path, kind, classifier, w, e);
 }
 
+int model_file_format(const char *path, weight_format *fmt, gerr *e) {
+    *fmt = WEIGHTS_F32;
+    source_kind kind;
+    int rc = probe(path, &kind, e);
+    if (rc) return rc;
+    switch (kind) {
+    case SRC_GGUF: return model_gguf_format(path, fmt, e);
+    case SRC_HF_DIR: return model_hf_format(path, fmt, e);
+    default: return ckpt_base_weights_read(path, fmt, e);
+    }
+}
+
 int model_load(model *m, const char *path, gerr *e) { return load_any(m, path, false, NULL, e); }
 
 int model_load_classifier(model *m, const char *path, gerr *e) { return load_any(m, path, true, NULL, e); }

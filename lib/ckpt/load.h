@@ -74,5 +74,16 @@ int model_load_adapter_frozen(const char *path, weight_format fmt, model *base, 
  * frees it: pack_plan_free). On error *plan holds nothing. */
 int model_load_hf(model *m, const char *dir, const weight_choice *w, pack_plan *plan, gerr *e);
 int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e);
+/* The format a model file holds its layer matrices in, as grpo-update
+ * --base-weights auto takes it for a LoRA base: MXFP4 when its experts are
+ * MXFP4 blocks (gpt-oss), else the first layer's query projection's: Q8_0
+ * q8, bf16 bf16, anything else f32 (Q4_K too: a q4k base is quantized again
+ * from the file's values by our quantizer, so it would not be the file's
+ * model). model_file_format takes any
+ * source (an adapter checkpoint: the base it was trained on,
+ * flags.base_weights). Errors as opening the file's. */
+int model_hf_format(const char *dir, weight_format *fmt, gerr *e);
+int model_gguf_format(const char *path, weight_format *fmt, gerr *e);
+int model_file_format(const char *path, weight_format *fmt, gerr *e);
 
 #endif

@@ -220,6 +220,20 @@ static bool experts_in_mxfp4(const model *m, const gguf_file *f) {
     return all;
 }
 
+int model_gguf_format(const char *path, weight_format *fmt, gerr *e) {
+    *fmt = WEIGHTS_F32;
+    gguf_file f;
+    int rc = gguf_open(&f, path, e);
+    if (rc) return rc;
+    const gguf_tensor *ex = gguf_find_tensor(&f, "blk.0.ffn_gate_exps.weight");
+    const gguf_tensor *q = gguf_find_tensor(&f, "blk.0.attn_q.weight");
+    if (ex && ex->type == GGML_TYPE_MXFP4) *fmt = WEIGHTS_MXFP4;
+    else if (q && q->type == GGML_TYPE_Q8_0) *fmt = WEIGHTS_Q8;
+    else if (q && q->type == GGML_TYPE_BF16) *fmt = WEIGHTS_BF16;
+    gguf_close(&f);
+    return 0;
+}
+
 int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     gguf_file f;
     int rc = gguf_open(&f, path, e);

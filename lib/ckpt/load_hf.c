@@ -253,17 +253,41 @@ static bool experts_in_mxfp4(const shard_set *s, const model *m) {
     return true;
 }
 
+/* The directory's shards: those its model.safetensors.index.json names, or
+ * model.safetensors. */
+static int shards_open_dir(shard_set *s, const char *dir, gerr *e) {
+    char index_path[4096];
+    snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
+    char *index;
+    int rc = read_optional_file(index_path, &index, NULL, e);
+    if (!rc && index) rc = open_index(s, dir, index_path, index, e);
+    else if (!rc) rc = shard_open(s, dir, "model.safetensors", e);
+    free(index);
+    return rc;
+}
+
+int model_hf_format(const char *dir, weight_format *fmt, gerr *e) {
+    *fmt = WEIGHTS_F32;
+    shard_set *s = xcalloc(1, sizeof *s);
+    int rc = shards_open_dir(s, dir, e);
+    const st_file *f;
+    const st_tensor *t;
+    if (rc) {
+    } else if (find(s, "model.layers.0.mlp.experts.gate_up_proj_blocks", &f)) {
+        *fmt = WEIGHTS_MXFP4;
+    } else if ((t = find(s, "model.layers.0.self_attn.q_proj.weight", &f)) && t->dtype == ST_BF16) {
+        *fmt = WEIGHTS_BF16;
+    }
+    shards_close(s);
+    free(s);
+    return rc;
+}
+
 int model_load_hf(model *m, const char *dir, const weight_choice *w, pack_plan *plan, gerr *e) {
     int rc = config_load_hf(&m->cfg, dir, e);
     if (rc) return rc;
     shard_set *s = xcalloc(1, sizeof *s);
-    char index_path[4096];
-    snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
-    char *index;
-    rc = read_optional_file(index_path, &index, NULL, e);
-    if (!rc && index) rc = open_index(s, dir, index_path, index, e);
-    else if (!rc) rc = shard_open(s, dir, "model.safetensors", e);
-    free(index);
+    rc = shards_open_dir(s, dir, e);
     if (!rc && m->cfg.seq_cls && m->cfg.num_labels == 0) rc = labels_from_score(m, s, dir, e);
     if (!rc) rc = model_check_declared_st(&m->cfg, s->files, s->n, dir, e);
     if (!rc) rc = model_alloc(m, e);

@@ -162,8 +162,8 @@ static int load_state(policy *p, const update_plan *plan, bool device, bool *res
     bool bf16 = !strcmp(o->compute, "bf16") || (!strcmp(o->compute, "auto") && (device || backend_cpu_bf16())) ||
                 (device && !o->compute_given);
     p->compute = bf16 ? "bf16" : "f32";
-    /* auto: mxfp4 when the load kept MXFP4 experts (base_keeps_mxfp4), else f32 */
-    p->base_weights = strcmp(o->base_weights, "auto") ? o->base_weights : p->m.packed_frozen ? "mxfp4" : "f32";
+    /* auto: the format the base loaded in (base_load_format: the file's) */
+    p->base_weights = strcmp(o->base_weights, "auto") ? o->base_weights : weight_format_name(p->base_fmt);
     strbuf sp = {0};
     sb_printf(&sp, "%s/grpo/state.json", o->model);
     /* state.json there: the run resumes, and anything but a regular file is an error */
@@ -254,22 +254,25 @@ static int load_moments(policy *p, const update_run_opts *o, optim_kind kind, co
     return rc;
 }
 
-/* Whether the base is loaded with its MXFP4 experts kept as the file's
- * blocks: for a LoRA run (--lora-r, or --model an adapter) on the CPU whose
- * checkpoint was trained on an mxfp4 base, or, starting, with
- * --base-weights mxfp4 or auto. */
-static int base_keeps_mxfp4(const update_run_opts *o, bool device, bool *keep, gerr *e) {
-    *keep = false;
+/* The format the frozen base loads in (o->base_weights, or for auto the
+ * file's: model_file_format): f32 but for a LoRA run on the CPU; for a run
+ * that resumes, the one its checkpoint trained on (a different one given
+ * is load_state's refusal). */
+static int base_load_format(const update_run_opts *o, bool device, weight_format *fmt, gerr *e) {
+    *fmt = WEIGHTS_F32;
     if (device || !(o->lora_r > 0 || lora_is_adapter_dir(o->model))) return 0;
     strbuf sp = {0};
     sb_printf(&sp, "%s/grpo/state.json", o->model);
     bool resumed = false;
-    weight_format was = WEIGHTS_F32;
     int rc = regular_file_probe(sp.data, &resumed, e);
     sb_free(&sp);
-    if (!rc && resumed) rc = ckpt_base_weights_read(o->model, &was, e);
-    if (!rc) *keep = resumed ? was == WEIGHTS_MXFP4 : !strcmp(o->base_weights, "mxfp4") || !strcmp(o->base_weights, "auto");
-    return rc;
+    if (rc) return rc;
+    if (resumed) return ckpt_base_weights_read(o->model, fmt, e);
+    if (!strcmp(o->base_weights, "auto")) return model_file_format(o->model, fmt, e);
+    static const weight_format named[] = {WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8, WEIGHTS_Q4K, WEIGHTS_MXFP4};
+    for (int i = 0; i < UPDATE_BASE_N - 1; i++)
+        if (!strcmp(o->base_weights, update_base_weights_names[i])) *fmt = named[i];
+    return 0;
 }
 
 /* The packed format of a --base-weights name (bf16, q8 or q4k). */
@@ -303,16 +306,15 @@ static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
 
 int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e) {
     memset(p, 0, sizeof *p);
-    bool fresh_adapter = false, resumed = false, mxfp4 = false;
-    int rc = base_keeps_mxfp4(&plan->run, device, &mxfp4, e);
-    /* a bf16 or q8 base named on the CPU: packed as it is read (pack_base
-     * then finds it packed, or refuses it for full fine-tuning) */
-    const char *bw = plan->run.base_weights;
-    bool packed = !mxfp4 && !device && (!strcmp(bw, "bf16") || !strcmp(bw, "q8") || !strcmp(bw, "q4k"));
+    bool fresh_adapter = false, resumed = false;
+    int rc = base_load_format(&plan->run, device, &p->base_fmt, e);
+    /* a packed base (LoRA on the CPU) packed as it is read: MXFP4 experts
+     * from the file's blocks, bf16, q8 and q4k matrices from their floats */
+    weight_format f = p->base_fmt;
     if (!rc)
-        rc = mxfp4    ? model_load_adapter_mxfp4(plan->run.model, &p->m, &p->l, &p->has_lora, e)
-             : packed ? model_load_adapter_frozen(plan->run.model, base_format(bw), &p->m, &p->l, &p->has_lora, e)
-                      : model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
+        rc = f == WEIGHTS_MXFP4 ? model_load_adapter_mxfp4(plan->run.model, &p->m, &p->l, &p->has_lora, e)
+             : f != WEIGHTS_F32 ? model_load_adapter_frozen(plan->run.model, f, &p->m, &p->l, &p->has_lora, e)
+                                : model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
     if (!rc) rc = load_adapter(p, plan, &fresh_adapter, e);
     if (!rc) rc = load_state(p, plan, device, &resumed, e);
     if (!rc) rc = pack_base(p, plan->run.model, device, e);

@@ -42,6 +42,7 @@ typedef struct {
     long long step, next_index, seed;
     const char *compute;  /* f32|bf16: --compute, or the checkpoint's when not given */
     const char *base_weights; /* f32|bf16|q8|q4k|mxfp4: --base-weights, or the checkpoint's when not given */
+    weight_format base_fmt;   /* the format the base loaded in (auto: the file's) */
     char *ref_path;       /* the reference of a full fine-tune (NULL with LoRA) */
 } policy;
 

@@ -66,8 +66,8 @@ typedef struct {
  * has it; policy_load resolves it). */
 extern const char *const update_compute_names[3];
 /* --base-weights' choices: f32, bf16, q8, q4k, mxfp4 (a gpt-oss's MXFP4
- * experts kept as the file's blocks), or auto, last (mxfp4 for a LoRA run on
- * the CPU whose experts load as MXFP4 blocks, else f32; policy_load resolves
+ * experts kept as the file's blocks), or auto, last (for a LoRA run on the
+ * CPU the file's format, model_file_format; else f32; policy_load resolves
  * it, a checkpoint continuing with its own). */
 enum { UPDATE_BASE_N = 6 };
 extern const char *const update_base_weights_names[UPDATE_BASE_N];

@@ -31,6 +31,24 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
     jq -e '.flags.base_weights == "f32"' a/grpo/state.json
 }
 
+@test "--base-weights auto for LoRA: the file's format (Q8_0 GGUF q8, bf16 safetensors bf16, f32 f32); the same as naming it" {
+    needs_tiny
+    grpo-export --model "$TINY" --format gguf --dtype q8_0 --out q8.gguf 2> /dev/null
+    grpo-export --model "$TINY" --format hf --dtype bf16 --out hf-bf16 2> /dev/null
+    for src in q8.gguf:q8 hf-bf16:bf16 "$TINY":f32; do
+        m=${src%:*} f=${src##*:}
+        rm -rf a n
+        grpo-update --model "$m" --in "$(B)" --out a --lr 1e-2 --lora-r 4 --beta 0 2> /dev/null
+        jq -e --arg f $f '.flags.base_weights == $f' a/grpo/state.json
+        grpo-update --model "$m" --in "$(B)" --out n --lr 1e-2 --lora-r 4 --beta 0 --base-weights $f 2> /dev/null
+        diff -r a n
+        # continued with auto: the checkpoint's own
+        grpo-update --model a --in "$(B)" --out a2 --lr 1e-2 --beta 0 2> /dev/null
+        jq -e --arg f $f '.flags.base_weights == $f' a2/grpo/state.json
+        rm -rf a2
+    done
+}
+
 @test "--base-weights: listed by --help; a bad value is 64 with one line" {
     run grpo-update --help
     [ "$status" -eq 0 ]
