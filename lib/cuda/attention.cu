@@ -18,9 +18,14 @@
 // not depend on the kernel it ran in or the rows beside it. The cache holds
 // fp32 or bf16 (KV_BF16: half the bytes a decode step reads); a bf16 element
 // is widened exactly where it is read (ld), so the arithmetic is fp32 either
-// way.
+// way. gpt-oss's options (ops.h's attn_shape): a sliding window masks the
+// positions before a row's first key (chunks stay at multiples of 32, so a
+// row's chunks are the same in any kernel; those wholly before it are
+// skipped), a sink joins each row's softmax in finish_row (attention.c's
+// add_sink, in double), and a scale replaces 1/sqrt(head_dim).
 #include <math.h>
 
+#include "kernel_util.h"
 #include "kernels.h"
 
 namespace {
@@ -34,15 +39,17 @@ constexpr int kTileHeadDim = CU_ATT_TILE_HEAD_DIM; // the tiles kernel's chunk: 
 __device__ __forceinline__ float ld(const float *p) { return *p; }
 __device__ __forceinline__ float ld(const uint16_t *p) { return __uint_as_float((uint32_t)*p << 16); }
 
-// One chunk of nt (<= 32) positions: lane j scores position j (q . k_j *
-// scale, d in order), then the running max m, sum l and accumulator acc
-// (dims lane + 32 k) move on. k and v rows are `stride` floats apart.
+// One chunk of nt (<= 32) positions, those before lo masked (a window's):
+// lane j scores position j (q . k_j * scale, d in order), then the running
+// max m, sum l and accumulator acc (dims lane + 32 k) move on. k and v rows
+// are `stride` floats apart. Some lane in [lo, nt) is unmasked.
 template <typename E>
-__device__ __forceinline__ void attend_chunk(const float *q, const E *kb, const E *vb, int stride, int nt,
+__device__ __forceinline__ void attend_chunk(const float *q, const E *kb, const E *vb, int stride, int lo, int nt,
                                              int head_dim, float scale, float &m, float &l,
                                              float (&acc)[kMaxHeadDim / 32], int lane) {
     float s = -INFINITY;
-    if (lane < nt) {
+    const bool live = lane >= lo && lane < nt;
+    if (live) {
         const E *kt = kb + (size_t)lane * stride;
         float dot = 0;
         for (int d = 0; d < head_dim; d++) dot += q[d] * ld(kt + d);
@@ -51,14 +58,14 @@ __device__ __forceinline__ void attend_chunk(const float *q, const E *kb, const 
     float cm = s;
     for (int o = 16; o > 0; o >>= 1) cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, o));
     const float m_new = fmaxf(m, cm);
-    const float p = lane < nt ? expf(s - m_new) : 0.0f;
+    const float p = live ? expf(s - m_new) : 0.0f;
     float ps = p;
     for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
     const float keep = expf(m - m_new); // 0 on the first chunk (m = -inf)
     l = l * keep + ps;
 #pragma unroll
     for (int k = 0; k < kMaxHeadDim / 32; k++) acc[k] *= keep;
-    for (int j = 0; j < nt; j++) {
+    for (int j = lo; j < nt; j++) {
         const float pj = __shfl_sync(0xffffffffu, p, j);
         const E *vt = vb + (size_t)j * stride;
 #pragma unroll
@@ -70,16 +77,26 @@ __device__ __forceinline__ void attend_chunk(const float *q, const E *kb, const 
     m = m_new;
 }
 
-__device__ __forceinline__ void finish_row(float *out, float *lse, int r, int h, int n_heads, int head_dim, float m,
-                                           float l, const float (&acc)[kMaxHeadDim / 32], int lane) {
+// The row's output and lse; with a sink (sinks not NULL), attention.c's
+// add_sink: the softmax's lse L and the sink's logit give L' = log(e^L +
+// e^sink) in double, the output scaled by exp(L - L').
+__device__ __forceinline__ void finish_row(float *out, float *lse, const float *sinks, int r, int h, int n_heads,
+                                           int head_dim, float m, float l, const float (&acc)[kMaxHeadDim / 32],
+                                           int lane) {
     float *o = out + ((size_t)r * n_heads + h) * head_dim;
     const float inv_l = 1.0f / l;
+    float L = m + logf(l), f = 1.0f;
+    if (sinks) {
+        const double sk = sinks[h], M = fmax((double)L, sk), big = M + log(exp((double)L - M) + exp(sk - M));
+        f = (float)exp((double)L - big);
+        L = (float)big;
+    }
 #pragma unroll
     for (int k = 0; k < kMaxHeadDim / 32; k++) {
         const int d = lane + 32 * k;
-        if (d < head_dim) o[d] = acc[k] * inv_l;
+        if (d < head_dim) o[d] = sinks ? acc[k] * inv_l * f : acc[k] * inv_l;
     }
-    if (lse && lane == 0) lse[(size_t)r * n_heads + h] = m + logf(l);
+    if (lse && lane == 0) lse[(size_t)r * n_heads + h] = L;
 }
 
 struct Args {
@@ -88,9 +105,13 @@ struct Args {
     const void *kc, *vc; // float or uint16_t (bf16), as the kernel's E
     const size_t *row_kv;
     const int *pos;
-    int n_heads, n_kv_heads, head_dim, kv_dim;
+    const float *sinks; // [n_heads] or NULL
+    int n_heads, n_kv_heads, head_dim, kv_dim, window;
     float scale;
 };
+
+// The first key a row at position P sees (attention.c's first_key).
+__device__ __forceinline__ int first_key(int window, int P) { return window > 0 && P >= window ? P - window + 1 : 0; }
 
 __device__ __forceinline__ void acc_zero(float &m, float &l, float (&acc)[kMaxHeadDim / 32]) {
     m = -INFINITY, l = 0;
@@ -112,15 +133,15 @@ __global__ void k_attention_rows(Args a, const int *rows, int n) {
     __syncwarp();
     const E *kb = (const E *)a.kc + a.row_kv[r] + (size_t)g * a.head_dim;
     const E *vb = (const E *)a.vc + a.row_kv[r] + (size_t)g * a.head_dim;
-    const int T = a.pos[r] + 1;
+    const int T = a.pos[r] + 1, first = first_key(a.window, a.pos[r]);
     float m, l, acc[kMaxHeadDim / 32];
     acc_zero(m, l, acc);
-    for (int t0 = 0; t0 < T; t0 += kChunk) {
-        const int nt = T - t0 < kChunk ? T - t0 : kChunk;
-        attend_chunk(qs[warp], kb + (size_t)t0 * a.kv_dim, vb + (size_t)t0 * a.kv_dim, a.kv_dim, nt, a.head_dim,
+    for (int t0 = first / kChunk * kChunk; t0 < T; t0 += kChunk) {
+        const int nt = T - t0 < kChunk ? T - t0 : kChunk, lo = first > t0 ? first - t0 : 0;
+        attend_chunk(qs[warp], kb + (size_t)t0 * a.kv_dim, vb + (size_t)t0 * a.kv_dim, a.kv_dim, lo, nt, a.head_dim,
                      a.scale, m, l, acc, lane);
     }
-    finish_row(a.out, a.lse, r, h, a.n_heads, a.head_dim, m, l, acc, lane);
+    finish_row(a.out, a.lse, a.sinks, r, h, a.n_heads, a.head_dim, m, l, acc, lane);
 }
 
 // Tile b is rows tiles[2b] .. tiles[2b] + tiles[2b+1] - 1 (at most kTile):
@@ -138,10 +159,11 @@ __global__ void k_attention_tiles(Args a, const int *tiles) {
     if (mine)
         for (int d = lane; d < hd; d += 32) qs[warp][d] = a.q[((size_t)r * a.n_heads + h) * hd + d];
     const E *kb = (const E *)a.kc + a.row_kv[r0] + (size_t)g * hd, *vb = (const E *)a.vc + a.row_kv[r0] + (size_t)g * hd;
-    const int T_tile = a.pos[r0 + nr - 1] + 1, T = a.pos[r] + 1;
+    const int T_tile = a.pos[r0 + nr - 1] + 1, T = a.pos[r] + 1, first = first_key(a.window, a.pos[r]);
     float m, l, acc[kMaxHeadDim / 32];
     acc_zero(m, l, acc);
-    for (int t0 = 0; t0 < T_tile; t0 += kChunk) {
+    // from the chunk of the tile's first row's first key (the earliest)
+    for (int t0 = first_key(a.window, a.pos[r0]) / kChunk * kChunk; t0 < T_tile; t0 += kChunk) {
         const int n_load = T_tile - t0 < kChunk ? T_tile - t0 : kChunk;
         __syncthreads(); // the previous chunk is read by every warp (and qs written)
         for (int i = threadIdx.x; i < n_load * hd; i += blockDim.x) {
@@ -150,10 +172,11 @@ __global__ void k_attention_tiles(Args a, const int *tiles) {
             vs[j][d] = ld(vb + (size_t)(t0 + j) * a.kv_dim + d);
         }
         __syncthreads();
-        const int nt = T - t0 < kChunk ? T - t0 : kChunk;
-        if (mine && nt > 0) attend_chunk(qs[warp], &ks[0][0], &vs[0][0], kTileHeadDim + 1, nt, hd, a.scale, m, l, acc, lane);
+        const int nt = T - t0 < kChunk ? T - t0 : kChunk, lo = first > t0 ? first - t0 : 0;
+        if (mine && nt > 0 && t0 + kChunk > first)
+            attend_chunk(qs[warp], &ks[0][0], &vs[0][0], kTileHeadDim + 1, lo, nt, hd, a.scale, m, l, acc, lane);
     }
-    if (mine) finish_row(a.out, a.lse, r, h, a.n_heads, hd, m, l, acc, lane);
+    if (mine) finish_row(a.out, a.lse, a.sinks, r, h, a.n_heads, hd, m, l, acc, lane);
 }
 
 // Rows rows[blockIdx.x] (or blockIdx.x when rows is NULL), KV head
@@ -170,11 +193,11 @@ __global__ void k_attention_group(Args a, const int *rows) {
     float *ks = sm, *vs = ks + kChunk * stride, *qs = vs + kChunk * stride + warp * hd;
     for (int d = lane; d < hd; d += 32) qs[d] = a.q[((size_t)r * a.n_heads + h) * hd + d];
     const E *kb = (const E *)a.kc + a.row_kv[r] + (size_t)g * hd, *vb = (const E *)a.vc + a.row_kv[r] + (size_t)g * hd;
-    const int T = a.pos[r] + 1;
+    const int T = a.pos[r] + 1, first = first_key(a.window, a.pos[r]);
     float m, l, acc[kMaxHeadDim / 32];
     acc_zero(m, l, acc);
-    for (int t0 = 0; t0 < T; t0 += kChunk) {
-        const int nt = T - t0 < kChunk ? T - t0 : kChunk;
+    for (int t0 = first / kChunk * kChunk; t0 < T; t0 += kChunk) {
+        const int nt = T - t0 < kChunk ? T - t0 : kChunk, lo = first > t0 ? first - t0 : 0;
         __syncthreads(); // every warp is done with the previous chunk (and qs is written)
         for (int i = threadIdx.x; i < nt * hd; i += blockDim.x) {
             const int j = i / hd, d = i % hd;
@@ -182,9 +205,9 @@ __global__ void k_attention_group(Args a, const int *rows) {
             vs[j * stride + d] = ld(vb + (size_t)(t0 + j) * a.kv_dim + d);
         }
         __syncthreads();
-        attend_chunk(qs, ks, vs, stride, nt, hd, a.scale, m, l, acc, lane);
+        attend_chunk(qs, ks, vs, stride, lo, nt, hd, a.scale, m, l, acc, lane);
     }
-    finish_row(a.out, a.lse, r, h, a.n_heads, hd, m, l, acc, lane);
+    finish_row(a.out, a.lse, a.sinks, r, h, a.n_heads, hd, m, l, acc, lane);
 }
 
 } // namespace
@@ -192,11 +215,11 @@ __global__ void k_attention_group(Args a, const int *rows) {
 extern "C" cudaError_t cu_attention(float *out, float *lse, const float *q, const void *kc, const void *vc,
                                     int bf16, const size_t *row_kv, const int *pos, const int *tiles, int n_tiles,
                                     const int *rows, int n_rows, int n_heads, int n_kv_heads, int head_dim,
-                                    int kv_dim, cudaStream_t st) {
+                                    int kv_dim, int window, const float *sinks, float scale, cudaStream_t st) {
     if (head_dim > kMaxHeadDim || n_kv_heads <= 0 || n_heads % n_kv_heads) return cudaErrorInvalidValue;
     if (n_tiles > 0 && head_dim > kTileHeadDim) return cudaErrorInvalidValue;
-    Args a = {out, lse, q, kc, vc, row_kv, pos, n_heads, n_kv_heads, head_dim, kv_dim,
-              (float)(1.0 / sqrt((double)head_dim))};
+    Args a = {out,     lse,        q,        kc,     vc,     row_kv, pos, sinks,
+              n_heads, n_kv_heads, head_dim, kv_dim, window, scale > 0 ? scale : (float)(1.0 / sqrt((double)head_dim))};
     if (n_tiles > 0) {
         if (n_tiles > 0x7fffffff || n_heads > 65535) return cudaErrorInvalidConfiguration;
         dim3 grid((unsigned)n_tiles, (unsigned)n_heads);
@@ -238,7 +261,7 @@ struct BwdArgs {
     float *dq, *dk, *dv, *di;
     const float *dout, *out, *lse, *q, *k, *v;
     const int *row_seq, *start;
-    int n_heads, n_kv_heads, head_dim;
+    int n_heads, n_kv_heads, head_dim, window;
     float scale;
 };
 
@@ -263,7 +286,7 @@ __global__ void k_attention_bwd_q(BwdArgs a, int n_rows) {
     const float di = (float)dip, l = a.lse[(size_t)r * a.n_heads + h];
     if (lane == 0) a.di[(size_t)r * a.n_heads + h] = di;
     float acc[kMaxHeadDim / 32] = {0};
-    for (int t = 0; t <= pos; t++) {
+    for (int t = first_key(a.window, pos); t <= pos; t++) {
         const float *kt = a.k + (size_t)(s0 + t) * kvd + (size_t)g * hd, *vt = a.v + (size_t)(s0 + t) * kvd + (size_t)g * hd;
         float s = 0, dp = 0;
         for (int d = lane; d < hd; d += 32) s += a.q[at + d] * kt[d], dp += a.dout[at + d] * vt[d];
@@ -290,7 +313,9 @@ __global__ void k_attention_bwd_kv(BwdArgs a, int n_rows) {
     if (pair >= (long long)n_rows * a.n_kv_heads) return;
     const int t_row = (int)(pair / a.n_kv_heads), g = (int)(pair % a.n_kv_heads), hd = a.head_dim;
     const int G = a.n_heads / a.n_kv_heads, kvd = a.n_kv_heads * hd;
-    const int sq = a.row_seq[t_row], end = a.start[sq + 1];
+    const int sq = a.row_seq[t_row];
+    // the rows whose window reaches this key: those before t_row + window
+    const int end = a.window > 0 && t_row + a.window < a.start[sq + 1] ? t_row + a.window : a.start[sq + 1];
     const size_t kat = (size_t)t_row * kvd + (size_t)g * hd;
     const float *kt = a.k + kat, *vt = a.v + kat;
     float dk[kMaxHeadDim / 32] = {0}, dv[kMaxHeadDim / 32] = {0};
@@ -321,15 +346,46 @@ __global__ void k_attention_bwd_kv(BwdArgs a, int n_rows) {
 extern "C" cudaError_t cu_attention_backward(float *dq, float *dk, float *dv, float *di, const float *dout,
                                              const float *out, const float *lse, const float *q, const float *k,
                                              const float *v, const int *row_seq, const int *start, int n_rows,
-                                             int n_heads, int n_kv_heads, int head_dim, cudaStream_t st) {
+                                             int n_heads, int n_kv_heads, int head_dim, int window, float scale,
+                                             cudaStream_t st) {
     if (head_dim > kMaxHeadDim || n_kv_heads <= 0 || n_heads % n_kv_heads) return cudaErrorInvalidValue;
     if (n_rows <= 0) return cudaSuccess;
-    BwdArgs a = {dq, dk, dv, di, dout, out, lse, q, k, v, row_seq, start, n_heads, n_kv_heads, head_dim,
-                 (float)(1.0 / sqrt((double)head_dim))};
+    BwdArgs a = {dq,  dk,      dv,         di,       dout,  out, lse, q, k, v, row_seq, start, n_heads, n_kv_heads,
+                 head_dim, window, scale > 0 ? scale : (float)(1.0 / sqrt((double)head_dim))};
     long long bq = ((long long)n_rows * n_heads + kWarps - 1) / kWarps;
     long long bkv = ((long long)n_rows * n_kv_heads + kWarps - 1) / kWarps;
     if (bq > 0x7fffffffLL || bkv > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     k_attention_bwd_q<<<(unsigned)bq, kWarps * 32, 0, st>>>(a, n_rows); // writes di, read below
     k_attention_bwd_kv<<<(unsigned)bkv, kWarps * 32, 0, st>>>(a, n_rows);
+    return cudaGetLastError();
+}
+
+// ---- the sinks' gradient: a block per head, rows strided over its threads,
+// block_sum's fixed tree (the same bytes every run).
+namespace {
+
+__global__ void k_sinks_bwd(float *dsinks, const float *out, const float *dout, const float *lse, const float *sinks,
+                            int n, int n_heads, int hd) {
+    __shared__ double shared[kThreads / 32];
+    const int h = blockIdx.x;
+    double sum = 0;
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {
+        const size_t at = (size_t)r * n_heads + h;
+        const float *o = out + at * hd, *d = dout + at * hd;
+        double di = 0;
+        for (int i = 0; i < hd; i++) di += (double)o[i] * d[i];
+        sum += exp((double)sinks[h] - lse[at]) * di;
+    }
+    const double total = block_sum(sum, shared);
+    if (threadIdx.x == 0) dsinks[h] -= (float)total;
+}
+
+} // namespace
+
+extern "C" cudaError_t cu_attention_sinks_backward(float *dsinks, const float *out, const float *dout, const float *lse,
+                                                   const float *sinks, int n, int n_heads, int head_dim,
+                                                   cudaStream_t st) {
+    if (n <= 0 || n_heads <= 0) return cudaSuccess;
+    k_sinks_bwd<<<(unsigned)n_heads, kThreads, 0, st>>>(dsinks, out, dout, lse, sinks, n, n_heads, head_dim);
     return cudaGetLastError();
 }

@@ -14,6 +14,7 @@
 #include "ctx.h"
 #include "gemm.h"
 #include "kernels.h"
+#include "moe.h"
 
 static cudaStream_t stream(void) { return cuda_ctx_get()->stream; }
 
@@ -96,10 +97,6 @@ static void attention_fwd(float *out, float *lse, const float *q, const kv_view 
                           attn_shape sh, attn_workspace *ws) {
     (void)ws; /* the host's per-thread scratch: the kernels keep their state on the device */
     if (cuda_broken() || n <= 0) return;
-    if (sh.window || sh.sinks || sh.scale > 0) { /* model_to_backend refuses such a model first */
-        cuda_fail_msg("attention sinks, sliding windows and YaRN's scale are not implemented on cuda");
-        return;
-    }
     if (!kv->row_kv) { /* a training batch attending to its own rows: part 2 */
         cuda_fail_msg("attention over a batch's own K/V is not implemented on cuda");
         return;
@@ -117,7 +114,8 @@ static void attention_fwd(float *out, float *lse, const float *q, const kv_view 
     if (row_kv && p && dplan)
         LAUNCH(cu_attention(out, lse, q, kv->k, kv->v, kv->fmt == KV_BF16, row_kv, p, dplan, n_tiles,
                             dplan + 2 * n_tiles, n_single,
-                            sh.n_heads, sh.n_kv_heads, sh.head_dim, kv->kv_dim, stream()),
+                            sh.n_heads, sh.n_kv_heads, sh.head_dim, kv->kv_dim, sh.window, sh.sinks, sh.scale,
+                            stream()),
                "attention");
 }
 
@@ -154,10 +152,6 @@ static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, co
     (void)ws;
     int n = n_seqs > 0 ? start[n_seqs] : 0;
     if (cuda_broken() || n <= 0) return;
-    if (sh.window || sh.sinks || sh.scale > 0) {
-        cuda_fail_msg("attention sinks, sliding windows and YaRN's scale are not implemented on cuda");
-        return;
-    }
     int *row_seq = malloc((size_t)n * sizeof *row_seq);
     if (!row_seq) {
         cuda_fail_msg("out of host memory for attention's backward");
@@ -172,7 +166,7 @@ static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, co
     float *di = cuda_out((size_t)n * sh.n_heads * sizeof *di);
     if (drs && dst && di)
         LAUNCH(cu_attention_backward(dq, dk, dv, di, dout, out, lse, q, k, v, drs, dst, n, sh.n_heads, sh.n_kv_heads,
-                                     sh.head_dim, stream()),
+                                     sh.head_dim, sh.window, sh.scale, stream()),
                "attention backward");
 }
 static void head_lsm_bwd(float *z, int n, int V, float inv_t, const int32_t *tok, const float *dlogp,
@@ -263,7 +257,7 @@ static const backend cuda_backend = {
     .rmsnorm_backward = rmsnorm_bwd,
     .gemm = cuda_gemm_f32,
     .matmul_forward = matmul_fwd,
-    .matmul_forward_packed = NULL, /* weights on the device are never packed */
+    .matmul_forward_packed = cuda_matmul_forward_packed, /* MXFP4 experts only */
     .matmul_forward_frozen = NULL,  /* nor a frozen base (policy_load refuses it there) */
     .matmul_backward_frozen = NULL,
     .matmul_backward = matmul_bwd,
@@ -272,15 +266,25 @@ static const backend cuda_backend = {
     .rope_backward = rope_bwd,
     .swiglu_forward = swiglu_fwd,
     .swiglu_backward = swiglu_bwd,
+    .swiglu_clamped_forward = cuda_swiglu_clamped_forward,
+    .swiglu_clamped_backward = cuda_swiglu_clamped_backward,
     .kv_write = kv_wr,
     .attention_forward = attention_fwd,
     .attention_backward = attention_bwd,
+    .attention_sinks_backward = cuda_attention_sinks_backward,
     .head_logsoftmax = head_lsm,
     .head_logsoftmax_backward = head_lsm_bwd,
     .add_inplace = add,
     .gather_rows = gather,
     .scatter_add_rows = scatter_add,
     .dropout_rows = dropout,
+    .moe_route_forward = cuda_moe_route_forward,
+    .moe_route_replay_forward = cuda_moe_route_replay_forward,
+    .moe_route_backward = cuda_moe_route_backward,
+    .moe_balance_backward = NULL, /* the router's balance loss: on the CPU only */
+    .moe_combine_forward = cuda_moe_combine_forward,
+    .moe_combine_backward = cuda_moe_combine_backward,
+    .moe_group = cuda_moe_group,
     .adamw_update = adamw,
     .sgd_update = sgd,
     .sum_squares = sum_squares,

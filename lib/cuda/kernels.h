@@ -28,7 +28,9 @@ cudaError_t cu_gather(float *dst, const float *src, const int32_t *idx, int n, i
 cudaError_t cu_kv_write(void *kc, void *vc, const float *k, const float *v, const size_t *row_kv, const int *pos,
                         int n, int kv_dim, int bf16, cudaStream_t st);
 /* Causal GQA attention, ops.h's attention_forward over a kv_view: row r
- * attends to positions 0..pos[r] at kc/vc + row_kv[r]. Online softmax, no
+ * attends to positions 0..pos[r] at kc/vc + row_kv[r] (the last window of
+ * them when window > 0), with a sink logit per head when sinks (device,
+ * [n_heads]) is not NULL, scores scaled by scale (0: 1/sqrt(head_dim)). Online softmax, no
  * score matrix in memory. The cache holds fp32, or bf16 (bf16 != 0) widened
  * exactly as it is read. Rows come as n_tiles tiles (tiles[2b] the first
  * row, tiles[2b+1] how many, at most CU_ATT_TILE: consecutive rows of one
@@ -38,14 +40,16 @@ cudaError_t cu_kv_write(void *kc, void *vc, const float *k, const float *v, cons
 enum { CU_ATT_TILE = 8, CU_ATT_TILE_HEAD_DIM = 128 };
 cudaError_t cu_attention(float *out, float *lse, const float *q, const void *kc, const void *vc, int bf16,
                          const size_t *row_kv, const int *pos, const int *tiles, int n_tiles, const int *rows,
-                         int n_rows, int n_heads, int n_kv_heads, int head_dim, int kv_dim, cudaStream_t st);
+                         int n_rows, int n_heads, int n_kv_heads, int head_dim, int kv_dim, int window,
+                         const float *sinks, float scale, cudaStream_t st);
 /* ops.h's attention_backward over a batch's own K/V (dk, dv written, not
  * added to): row r belongs to sequence row_seq[r], whose rows start at
- * start[row_seq[r]]; di is scratch of n_rows * n_heads floats. */
+ * start[row_seq[r]]; di is scratch of n_rows * n_heads floats; window and
+ * scale as cu_attention's (a sink needs nothing here: lse holds it). */
 cudaError_t cu_attention_backward(float *dq, float *dk, float *dv, float *di, const float *dout, const float *out,
                                   const float *lse, const float *q, const float *k, const float *v, const int *row_seq,
                                   const int *start, int n_rows, int n_heads, int n_kv_heads, int head_dim,
-                                  cudaStream_t st);
+                                  int window, float scale, cudaStream_t st);
 /* ops.h's head_logsoftmax: z[n, V] scaled by inv_t in place; logp, entropy,
  * lse_out each optional; tok on the device. */
 cudaError_t cu_head_logsoftmax(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp, float *entropy,
@@ -93,6 +97,35 @@ cudaError_t cu_dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key
  * argmax and its log-probability at T = 1, no draw. */
 cudaError_t cu_sample_plain(int32_t *tok_out, float *logp_out, const float *logits, int n, int V, float inv_t,
                             const uint32_t *key, const uint64_t *block, const int *used, cudaStream_t st);
+
+/* The mixture of experts (moe_kernels.cu), moe.c's ops with every array on the
+ * device: cu_moe_route is moe_route_forward (replay NULL) or
+ * moe_route_replay_forward (probs may be logits); cu_moe_group is
+ * moe_group, counts [n_experts] scratch; cu_moe_combine and
+ * cu_moe_combine_backward (dw NULL: none) and cu_moe_route_backward as the
+ * CPU's. */
+cudaError_t cu_moe_route(float *probs, int32_t *sel, float *w, const float *logits, const int32_t *replay, int n,
+                         int n_experts, int k, int norm, cudaStream_t st);
+cudaError_t cu_moe_group(int32_t *row_of, int32_t *slot_of, int *offsets, int *counts, const int32_t *sel, int n,
+                         int k, int n_experts, cudaStream_t st);
+cudaError_t cu_moe_combine(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d,
+                           cudaStream_t st);
+cudaError_t cu_moe_combine_backward(float *dye, float *dw, const float *dout, const float *ye, const float *w,
+                                    const int32_t *slot, int n, int k, int d, cudaStream_t st);
+cudaError_t cu_moe_route_backward(float *dlogits, const float *dw, const float *probs, const int32_t *sel,
+                                  const float *w, int n, int n_experts, int k, int norm, cudaStream_t st);
+/* gpt-oss's clamped SwiGLU and its backward (swiglu.c's; dg may be dh). */
+cudaError_t cu_swiglu_clamped(float *out, const float *gate, const float *up, size_t n, float alpha, float limit,
+                              cudaStream_t st);
+cudaError_t cu_swiglu_clamped_backward(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n,
+                                       float alpha, float limit, cudaStream_t st);
+/* W [n, k] in bf16 (exactly: every MXFP4 value is a bf16) from src, n rows
+ * of k in packed_mxfp4.h's panel layout (mx4w_bytes(n, k) bytes); k % 32 == 0. */
+cudaError_t cu_mx4w_to_bf16(uint16_t *dst, const void *src, int n, int k, cudaStream_t st);
+/* attention_sinks_backward (attention.cu): dsinks[h] -= sum over rows in
+ * order of exp(sinks[h] - lse) (out . dout), in double, a block per head. */
+cudaError_t cu_attention_sinks_backward(float *dsinks, const float *out, const float *dout, const float *lse,
+                                        const float *sinks, int n, int n_heads, int head_dim, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -241,14 +241,15 @@ static void expert_act(const layer_pass *p, float *h, const float *gate, const f
 static void moe_route(const layer_pass *p, const layer_acts *a, const layer_params *w) {
     const model_config *c = &p->m->cfg;
     int R = p->n_rows, E = c->n_experts, k = c->n_experts_used;
-    /* the index arrays are the host's: sel must be too (model_to_backend refuses experts) */
+    /* the CPU's memory: model_to_backend refuses experts (a device's stacked
+     * expert matrices are not sliced per expert, forward.c reads sel) */
     assert(p->moe && !p->be->mem_alloc);
     p->be->matmul_forward(a->probs, a->xn2, w->router, w->router_b, R, c->dim, E);
     if (p->replay)
         p->be->moe_route_replay_forward(a->probs, a->sel, a->route_w, a->probs, p->replay, R, E, k, c->moe_norm_topk);
     else
         p->be->moe_route_forward(a->probs, a->sel, a->route_w, a->probs, R, E, k, c->moe_norm_topk);
-    moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
+    p->be->moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
 }
 
 /* The rows of expert x's slots s0 .. s0 + n for set s's adapter. */
@@ -328,7 +329,7 @@ static void moe_backward(const layer_pass *p, const layer_acts *a, const layer_p
     const model_config *c = &p->m->cfg;
     int R = p->n_rows, d = c->dim, E = c->n_experts, k = c->n_experts_used, I = c->moe_hidden_dim;
     const int *at = p->moe->offsets;
-    moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
+    p->be->moe_group(p->moe->row_of, p->moe->slot_of, p->moe->offsets, a->sel, R, k, E);
     slot_keys(p);
     be->moe_combine_backward(s->dye, s->dw, s->dx, a->ye, a->route_w, p->moe->slot_of, R, k, d);
     expert_act(p, a->h, a->gate, a->up, (size_t)R * k * I);

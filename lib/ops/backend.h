@@ -39,7 +39,8 @@ typedef struct backend {
                  float beta, float *C, int ldc);
     void (*matmul_forward)(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
                            int out_dim);
-    /* NULL in a backend whose weights are never packed (a device's) */
+    /* NULL in a backend whose weights are never packed; on cuda MXFP4 only
+     * (w_packed in its memory, packed_mxfp4.h's layout) */
     void (*matmul_forward_packed)(float *out, const float *in, const void *w_packed, weight_format fmt,
                                   const float *bias, int n, int in_dim, int out_dim);
     void (*matmul_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
@@ -98,6 +99,10 @@ typedef struct backend {
     void (*moe_combine_forward)(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d);
     void (*moe_combine_backward)(float *dye, float *dw, const float *dout, const float *ye, const float *w,
                                  const int32_t *slot, int n, int k, int d);
+    /* sel in the backend's memory; row_of, slot_of and offsets host arrays
+     * (the layer loops over the experts' row counts) */
+    void (*moe_group)(int32_t *row_of, int32_t *slot_of, int *offsets, const int32_t *sel, int n, int k,
+                      int n_experts);
 
     void (*adamw_update)(const adamw_consts *k, float *param, const float *grad, float *m, float *v, size_t n);
     void (*sgd_update)(float keep, float neg_lr, float *param, const float *grad, size_t n);

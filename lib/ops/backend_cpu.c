@@ -22,7 +22,7 @@
     .moe_route_replay_forward = moe_route_replay_forward,                                                            \
     .moe_route_backward = moe_route_backward, .moe_balance_backward = moe_balance_backward,                          \
     .moe_combine_forward = moe_combine_forward,                                                                      \
-    .moe_combine_backward = moe_combine_backward, .adamw_update = adamw_update, .sgd_update = sgd_update
+    .moe_combine_backward = moe_combine_backward, .moe_group = moe_group, .adamw_update = adamw_update, .sgd_update = sgd_update
 
 static const backend cpu = {
     .name = "cpu",

@@ -161,7 +161,7 @@ enum { ATT_TILE = 64, ATT_MIN_ROWS = 8 };
  *   sinks[n_heads]: a logit per head that joins each row's softmax and
  *     takes its share of the probability but has no value:
  *     p_t = exp(s_t - L), L = log(exp(sink) + sum_t exp(s_t)), out = sum_t p_t v_t;
- *     lse is then L. Host memory (the CPU's);
+ *     lse is then L. In the backend's memory, as the weights are;
  *   scale: the scores' factor in place of 1/sqrt(head_dim) (YaRN's). */
 typedef struct {
     int n_heads, n_kv_heads, head_dim;

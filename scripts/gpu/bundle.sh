@@ -10,17 +10,18 @@
 #   build/gpu/bats  bats-core, for tests/bats/rollout_device.bats and
 #                   update_device.bats
 # Copy the checkout with bin/grpo-rollout, bin/grpo-update, bin/grpo-advantage,
-# build/tests/test_cuda_ops, build/tests/test_cuda_train, build/gpu and .whl
+# build/tests/test_cuda_ops, build/tests/test_cuda_moe, build/tests/test_cuda_train,
+# build/gpu and .whl
 # (scripts/gpu/wheels.sh) to the GPU machine; scripts/gpu/check.sh there sets
 # LD_LIBRARY_PATH and PATH (docs/gpu.md).
 #   make CUDA=1 bin/grpo-rollout bin/grpo-update bin/grpo-advantage \
-#        build/tests/test_cuda_ops build/tests/test_cuda_train
+#        build/tests/test_cuda_ops build/tests/test_cuda_moe build/tests/test_cuda_train
 #   sh scripts/gpu/bundle.sh
 set -eu
 cd "$(dirname "$0")/../.."
 # the binaries the GPU machine runs, without their debug sections (half
 # their size)
-for f in bin/grpo-rollout bin/grpo-update bin/grpo-advantage build/tests/test_cuda_ops \
+for f in bin/grpo-rollout bin/grpo-update bin/grpo-advantage build/tests/test_cuda_ops build/tests/test_cuda_moe \
     build/tests/test_cuda_train build/bench/bench_cuda_model; do
     [ -e "$f" ] && strip --strip-debug "$f"
 done

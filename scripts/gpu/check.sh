@@ -1,7 +1,7 @@
 #!/bin/sh
 # On a GPU machine, from the repository root, with bin/grpo-rollout,
-# bin/grpo-update, build/tests/test_cuda_ops, build/tests/test_cuda_train and
-# build/bench/bench_cuda_model built (and build/gpu from scripts/gpu/bundle.sh
+# bin/grpo-update, build/tests/test_cuda_ops, build/tests/test_cuda_moe,
+# build/tests/test_cuda_train and build/bench/bench_cuda_model built (and build/gpu from scripts/gpu/bundle.sh
 # where the machine lacks the C libraries): the checks of docs/gpu.md in
 # order, logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
 # "ops memcheck racecheck bats train fwd bench trainbench step" (train:
@@ -30,20 +30,21 @@ note() { summary="$summary
 $1"; }
 
 nvidia-smi -L || true
-missing=$(for f in bin/grpo-rollout bin/grpo-update bin/grpo-advantage build/tests/test_cuda_ops build/tests/test_cuda_train \
+missing=$(for f in bin/grpo-rollout bin/grpo-update bin/grpo-advantage build/tests/test_cuda_ops build/tests/test_cuda_moe \
+    build/tests/test_cuda_train \
     build/bench/bench_cuda_model; do [ ! -e "$f" ] || ldd "$f"; done | grep 'not found' || true)
 [ -z "$missing" ] || { echo "missing libraries:"; echo "$missing"; exit 1; }
 
 for step in $STEPS; do
     case $step in
     ops)
-        for t in test_cuda_ops test_cuda_train; do
+        for t in test_cuda_ops test_cuda_moe test_cuda_train; do
             timeout "$LIMIT" build/tests/$t > "$LOG/$t.txt" 2>&1
             note "$t: exit $?, $(grep -c '^ok' "$LOG/$t.txt") ok, $(grep -c '^not ok' "$LOG/$t.txt") not ok, $(grep -c '# SKIP' "$LOG/$t.txt") skipped"
             grep -E '^not ok|^#' "$LOG/$t.txt" | head -40
         done ;;
     memcheck | racecheck)
-        for t in test_cuda_ops test_cuda_train; do
+        for t in test_cuda_ops test_cuda_moe test_cuda_train; do
             timeout "$LIMIT" compute-sanitizer --tool "$step" --error-exitcode 9 build/tests/$t > "$LOG/$step-$t.txt" 2>&1
             note "compute-sanitizer $step $t: exit $? ($(tail -n 1 "$LOG/$step-$t.txt"))"
         done ;;

@@ -59,6 +59,12 @@ static inline kv_view fake_device_kv(const char *op, const kv_view *kv) {
     return h;
 }
 
+/* attn_shape's sinks are device memory (a layer's weights). */
+static inline attn_shape fake_device_shape(const char *op, attn_shape sh) {
+    sh.sinks = fake_device_dev(op, "sh.sinks", sh.sinks);
+    return sh;
+}
+
 /* attn_workspace's buf is device memory (tasks a host array). A device's
  * scratch has no per-thread workspace (stride 0: its kernels keep their own
  * state), so then the fake keeps its own for the call, for T positions;
@@ -134,7 +140,7 @@ static inline void fd_attention_forward(float *out, float *lse, const float *q, 
     for (int r = 0; r < n; r++) T = p[r] + 1 > T ? p[r] + 1 : T;
     void *own;
     attn_workspace w = fake_device_ws("attention_forward", ws, sh, T, n, &own);
-    FD_CPU->attention_forward(FD_D(out), FD_D(lse), FD_D(q), &h, p, n, sh, &w);
+    FD_CPU->attention_forward(FD_D(out), FD_D(lse), FD_D(q), &h, p, n, fake_device_shape("attention_forward", sh), &w);
     free(own);
 }
 static inline void fd_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
@@ -146,7 +152,7 @@ static inline void fd_attention_backward(float *dq, float *dk, float *dv, const 
     void *own;
     attn_workspace w = fake_device_ws("attention_backward", ws, sh, T, n_seqs > 0 ? st[n_seqs] : 0, &own);
     FD_CPU->attention_backward(FD_D(dq), FD_D(dk), FD_D(dv), FD_D(dout), FD_D(out), FD_D(lse), FD_D(q), FD_D(k),
-                               FD_D(v), n_seqs, st, sh, &w);
+                               FD_D(v), n_seqs, st, fake_device_shape("attention_backward", sh), &w);
     free(own);
 }
 static inline void fd_head_logsoftmax(float *z, int n, int V, float inv_t, const int32_t *tok, float *logp,
@@ -169,6 +175,53 @@ static inline void fd_scatter_add_rows(float *dst, const float *src, const int32
 static inline void fd_dropout_rows(float *x, int n_rows, int n, const uint64_t *row_key, const int *row_pos,
                                    const uint32_t stream_key[2], double p) {
     FD_CPU->dropout_rows(FD_D(x), n_rows, n, FD_H(row_key), FD_H(row_pos), FD_H(stream_key), p);
+}
+static inline void fd_matmul_forward_packed(float *out, const float *in, const void *w_packed, weight_format fmt,
+                                            const float *bias, int n, int in_dim, int out_dim) {
+    FD_CPU->matmul_forward_packed(FD_D(out), FD_D(in), FD_D(w_packed), fmt, FD_D(bias), n, in_dim, out_dim);
+}
+static inline void fd_swiglu_clamped_forward(float *out, const float *gate, const float *up, size_t n, float alpha,
+                                             float limit) {
+    FD_CPU->swiglu_clamped_forward(FD_D(out), FD_D(gate), FD_D(up), n, alpha, limit);
+}
+static inline void fd_swiglu_clamped_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
+                                              size_t n, float alpha, float limit) {
+    FD_CPU->swiglu_clamped_backward(FD_D(dg), FD_D(du), FD_D(dh), FD_D(g), FD_D(u), n, alpha, limit);
+}
+static inline void fd_attention_sinks_backward(float *dsinks, const float *out, const float *dout, const float *lse,
+                                               const float *sinks, int n, int n_heads, int hd) {
+    FD_CPU->attention_sinks_backward(FD_D(dsinks), FD_D(out), FD_D(dout), FD_D(lse), FD_D(sinks), n, n_heads, hd);
+}
+static inline void fd_moe_route_forward(float *probs, int32_t *sel, float *w, const float *logits, int n,
+                                        int n_experts, int k, bool norm) {
+    FD_CPU->moe_route_forward(FD_D(probs), FD_D(sel), FD_D(w), FD_D(logits), n, n_experts, k, norm);
+}
+static inline void fd_moe_route_replay_forward(float *probs, int32_t *sel, float *w, const float *logits,
+                                               const int32_t *replay, int n, int n_experts, int k, bool norm) {
+    FD_CPU->moe_route_replay_forward(FD_D(probs), FD_D(sel), FD_D(w), FD_D(logits), FD_H(replay), n, n_experts, k,
+                                     norm);
+}
+static inline void fd_moe_route_backward(float *dlogits, const float *dw, const float *probs, const int32_t *sel,
+                                         const float *w, int n, int n_experts, int k, bool norm) {
+    FD_CPU->moe_route_backward(FD_D(dlogits), FD_D(dw), FD_D(probs), FD_D(sel), FD_D(w), n, n_experts, k, norm);
+}
+/* mult: the trainer's host array */
+static inline double fd_moe_balance_backward(float *dlogits, const float *probs, const int32_t *sel,
+                                             const float *mult, int n, int n_experts, int k, double scale) {
+    return FD_CPU->moe_balance_backward(FD_D(dlogits), FD_D(probs), FD_D(sel), FD_H(mult), n, n_experts, k, scale);
+}
+static inline void fd_moe_combine_forward(float *out, const float *ye, const float *w, const int32_t *slot, int n,
+                                          int k, int d) {
+    FD_CPU->moe_combine_forward(FD_D(out), FD_D(ye), FD_D(w), FD_H(slot), n, k, d);
+}
+static inline void fd_moe_combine_backward(float *dye, float *dw, const float *dout, const float *ye, const float *w,
+                                           const int32_t *slot, int n, int k, int d) {
+    FD_CPU->moe_combine_backward(FD_D(dye), FD_D(dw), FD_D(dout), FD_D(ye), FD_D(w), FD_H(slot), n, k, d);
+}
+static inline void fd_moe_group(int32_t *row_of, int32_t *slot_of, int *offsets, const int32_t *sel, int n, int k,
+                                int n_experts) {
+    FD_CPU->moe_group((int32_t *)FD_H(row_of), (int32_t *)FD_H(slot_of), (int *)FD_H(offsets), FD_D(sel), n, k,
+                      n_experts);
 }
 static inline void fd_adamw_update(const adamw_consts *k, float *param, const float *grad, float *m, float *v,
                                    size_t n) {
@@ -239,7 +292,7 @@ static inline const backend *fake_device(void) {
         .rmsnorm_backward = fd_rmsnorm_backward,
         .gemm = fd_gemm,
         .matmul_forward = fd_matmul_forward,
-        .matmul_forward_packed = NULL, /* a device's weights are never packed */
+        .matmul_forward_packed = fd_matmul_forward_packed, /* w_packed in its memory (cuda's: MXFP4 only) */
         .matmul_forward_frozen = NULL,
         .matmul_backward_frozen = NULL,
         .matmul_backward = fd_matmul_backward,
@@ -248,15 +301,25 @@ static inline const backend *fake_device(void) {
         .rope_backward = fd_rope_backward,
         .swiglu_forward = fd_swiglu_forward,
         .swiglu_backward = fd_swiglu_backward,
+        .swiglu_clamped_forward = fd_swiglu_clamped_forward,
+        .swiglu_clamped_backward = fd_swiglu_clamped_backward,
         .kv_write = fd_kv_write,
         .attention_forward = fd_attention_forward,
         .attention_backward = fd_attention_backward,
+        .attention_sinks_backward = fd_attention_sinks_backward,
         .head_logsoftmax = fd_head_logsoftmax,
         .head_logsoftmax_backward = fd_head_logsoftmax_backward,
         .add_inplace = fd_add_inplace,
         .gather_rows = fd_gather_rows,
         .scatter_add_rows = fd_scatter_add_rows,
         .dropout_rows = fd_dropout_rows,
+        .moe_route_forward = fd_moe_route_forward,
+        .moe_route_replay_forward = fd_moe_route_replay_forward,
+        .moe_route_backward = fd_moe_route_backward,
+        .moe_balance_backward = fd_moe_balance_backward,
+        .moe_combine_forward = fd_moe_combine_forward,
+        .moe_combine_backward = fd_moe_combine_backward,
+        .moe_group = fd_moe_group,
         .adamw_update = fd_adamw_update,
         .sgd_update = fd_sgd_update,
         .sum_squares = fd_sum_squares,

@@ -18,96 +18,13 @@
 #include "helpers.h"
 #include "cuda/cuda.h"
 #include "cuda_device.h"
+#include "cuda_ops_util.h"
 #include "model/layer.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "sample/sample.h"
 #include "util/half.h"
 #include "util/rng.h"
-
-static const backend *be; /* NULL: no device, every test skips */
-static char skip_why[200] = "no CUDA device";
-
-/* ---- helpers ------------------------------------------------------------------ */
-
-static void rnd(float *x, size_t n, uint64_t st, float scale) {
-    st = st * 0x9E3779B97F4A7C15ULL + 1;
-    for (size_t i = 0; i < n; i++) { /* xorshift: uniform in [-scale, scale) */
-        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-        x[i] = (float)(((st >> 11) * 0x1.0p-53 * 2 - 1) * scale);
-    }
-}
-
-static float *fl(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    if (!p) abort();
-    return p;
-}
-
-/* A device copy of h[n] (NULL h: NaN-filled, the poison of an output). */
-static float *dev(const float *h, size_t n) {
-    gerr e = {0};
-    void *d = NULL;
-    float *nan_fill = NULL;
-    if (!h) {
-        nan_fill = fl(n);
-        for (size_t i = 0; i < n; i++) nan_fill[i] = NAN;
-        h = nan_fill;
-    }
-    if (be->mem_alloc(&d, (n ? n : 1) * sizeof(float), &e) || be->mem_upload(d, h, n * sizeof(float), &e)) {
-        printf("#   device copy: %s\n", e.msg);
-        CHECK(0);
-        d = NULL;
-    }
-    free(nan_fill);
-    return d;
-}
-
-static float *host(const float *d, size_t n) {
-    gerr e = {0};
-    float *h = fl(n);
-    for (size_t i = 0; i < n; i++) h[i] = NAN;
-    if (d && be->mem_download(h, d, n * sizeof(float), &e)) {
-        printf("#   download: %s\n", e.msg);
-        CHECK(0);
-    }
-    return h;
-}
-
-/* The ops since the last sync must have succeeded. */
-static void synced(void) {
-    gerr e = {0};
-    int rc = be->sync(&e);
-    if (rc) printf("#   device: %s\n", e.msg);
-    CHECK_EQ_INT(rc, 0);
-}
-
-/* ||a - ref|| / ||ref|| in double; NaN anywhere gives infinity. */
-static double rel(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(ref[i])) return INFINITY;
-        double d = (double)a[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-#define NEED_DEVICE()                  \
-    do {                               \
-        if (!be) {                     \
-            SKIP(skip_why);            \
-            return;                    \
-        }                              \
-    } while (0)
-
-#define FREE_DEV(...)                                                      \
-    do {                                                                   \
-        void *fd_list[] = {__VA_ARGS__};                                   \
-        for (size_t fd_i = 0; fd_i < sizeof fd_list / sizeof *fd_list; fd_i++) \
-            be->mem_free(fd_list[fd_i]);                                   \
-    } while (0)
 
 /* ---- element-wise and row ops ----------------------------------------------------- */
 
@@ -440,17 +357,7 @@ static void test_attention_backward(void) {
     float *dq = fl((size_t)R * qd), *dk = fl((size_t)R * kvd), *dv = fl((size_t)R * kvd);
     rnd(q, (size_t)R * qd, 51, 1), rnd(k, (size_t)R * kvd, 52, 1), rnd(v, (size_t)R * kvd, 53, 1);
     rnd(dout, (size_t)R * qd, 54, 1);
-    int pos[42];
-    size_t row_kv[42];
-    for (int s = 0; s < 2; s++)
-        for (int r = start[s]; r < start[s + 1]; r++) pos[r] = r - start[s], row_kv[r] = (size_t)start[s] * kvd;
-    int threads = omp_get_max_threads();
-    attn_workspace ws = {.stride = attn_workspace_floats(sh, 32), .n_threads = threads};
-    ws.buf = fl(ws.stride * threads);
-    ws.tasks = malloc((size_t)R * sh.n_kv_heads * 3 * sizeof *ws.tasks);
-    kv_view hv = {.k = k, .v = v, .row_kv = row_kv, .kv_dim = kvd};
-    attention_forward(out, lse, q, &hv, pos, R, sh, &ws);
-    attention_backward(dq, dk, dv, dout, out, lse, q, k, v, 2, start, sh, &ws);
+    cpu_attention_batch(out, lse, dq, dk, dv, q, k, v, dout, 2, start, sh);
     float *d_q = dev(q, (size_t)R * qd), *d_k = dev(k, (size_t)R * kvd), *d_v = dev(v, (size_t)R * kvd);
     float *d_out = dev(out, (size_t)R * qd), *d_lse = dev(lse, (size_t)R * 6), *d_do = dev(dout, (size_t)R * qd);
     float *g[2][3];
@@ -469,7 +376,7 @@ static void test_attention_backward(void) {
     CHECK(memcmp(g[0][2], g[1][2], (size_t)R * kvd * sizeof(float)) == 0);
     FREE_DEV(d_q, d_k, d_v, d_out, d_lse, d_do);
     for (int run = 0; run < 2; run++) free(g[run][0]), free(g[run][1]), free(g[run][2]);
-    free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv), free(ws.buf), free(ws.tasks);
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
 }
 
 /* ---- products ----------------------------------------------------------------------- */

@@ -4,7 +4,8 @@
  * logits bit for bit on tiny random llama, qwen2 and qwen3 models; (b) its
  * memory faults when the host dereferences it; (c) an op given a host
  * pointer for device memory (or device memory for a host array) aborts
- * with a line naming the op and the argument. */
+ * with a line naming the op and the argument; (d) the mixture-of-experts
+ * ops and attention's sinks take the memory classes backend.h gives them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,21 @@ static void forward_with_host(bool host_cache) {
     int32_t tok[2] = {1, 2};
     model_forward(&m, &c, 2, seq, pos, tok, NULL, lg, &s);
 }
+static void group_device_offsets(void) {
+    int32_t row[4], slot[4];
+    fake_device()->moe_group(row, slot, dev_alloc(5 * sizeof(int)), dev_alloc(4 * sizeof(int32_t)), 2, 2, 4);
+}
+static void attention_host_sinks(void) {
+    float sinks[2] = {0, 0};
+    attn_shape sh = {.n_heads = 2, .n_kv_heads = 1, .head_dim = 4, .sinks = sinks};
+    size_t row_kv = 0;
+    float *kv = dev_alloc(16 * sizeof(float));
+    kv_view v = {.k = kv, .v = kv, .row_kv = &row_kv, .kv_dim = 4};
+    attn_workspace ws = {0};
+    int pos = 0;
+    fake_device()->attention_forward(dev_alloc(8 * sizeof(float)), NULL, dev_alloc(8 * sizeof(float)), &v, &pos, 1,
+                                     sh, &ws);
+}
 static void forward_host_cache(void) { forward_with_host(true); }
 static void forward_host_logits(void) { forward_with_host(false); }
 
@@ -199,6 +215,8 @@ static void test_host_pointer_aborts(void) {
         {free_host, "fake-device: mem_free: p is a host pointer"},
         {forward_host_cache, "fake-device: kv_write: kv->k is a host pointer"},
         {forward_host_logits, "fake-device: matmul_forward: out is a host pointer"},
+        {group_device_offsets, "fake-device: moe_group: offsets is device memory, given as a host array"},
+        {attention_host_sinks, "fake-device: attention_forward: sh.sinks is a host pointer"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) CHECK_ABORTS(cases[i].fn(), cases[i].want);
 }
@@ -229,10 +247,59 @@ static void test_training_entries(void) {
     be->mem_free(w);
 }
 
+/* ---- (d) the mixture of experts ------------------------------------------------ */
+
+/* A device copy of bytes of h. */
+static void *dev_copy(const void *h, size_t bytes) {
+    void *d = dev_alloc(bytes);
+    gerr e = {0};
+    if (fake_device()->mem_upload(d, h, bytes, &e)) abort();
+    return d;
+}
+
+static void test_moe_entries(void) {
+    TEST("fake device: the routing, its replay, the grouping, the weighted sum and their backwards on device memory "
+         "(index arrays on the host): the CPU's bits");
+    const backend *be = fake_device();
+    enum { N = 9, E = 8, K = 2, D = 5 };
+    float lg[N * E], p[N * E], w[N * K], ye[N * K * D], out[N * D], g[N * D], dye[N * K * D], dw[N * K], dz[N * E];
+    int32_t sel[N * K], row[N * K], slot[N * K], rep[N * K], hrow[N * K], hslot[N * K];
+    int off[E + 1], hoff[E + 1];
+    for (int i = 0; i < N * E; i++) lg[i] = (float)((i * 37 % 23) - 11) / 5.0f;
+    for (int i = 0; i < N * K * D; i++) ye[i] = (float)((i * 13 % 17) - 8) / 3.0f;
+    for (int i = 0; i < N * D; i++) g[i] = (float)((i * 7 % 11) - 5) / 4.0f;
+    for (int i = 0; i < N * K; i++) rep[i] = i % (2 * K) < K ? -1 : (i * 3) % E; /* rows alternate own, replayed */
+    moe_route_replay_forward(p, sel, w, lg, rep, N, E, K, true);
+    moe_group(row, slot, off, sel, N, K, E);
+    moe_combine_forward(out, ye, w, slot, N, K, D);
+    moe_combine_backward(dye, dw, g, ye, w, slot, N, K, D);
+    moe_route_backward(dz, dw, p, sel, w, N, E, K, true);
+    float *d_p = dev_copy(lg, sizeof lg), *d_w = dev_alloc(sizeof w), *d_ye = dev_copy(ye, sizeof ye);
+    float *d_out = dev_alloc(sizeof out), *d_g = dev_copy(g, sizeof g), *d_dye = dev_alloc(sizeof dye);
+    float *d_dw = dev_alloc(sizeof dw), *d_dz = dev_alloc(sizeof dz);
+    int32_t *d_sel = dev_alloc(sizeof sel);
+    be->moe_route_replay_forward(d_p, d_sel, d_w, d_p, rep, N, E, K, true); /* in place, as the layer */
+    be->moe_group(hrow, hslot, hoff, d_sel, N, K, E);
+    be->moe_combine_forward(d_out, d_ye, d_w, hslot, N, K, D);
+    be->moe_combine_backward(d_dye, d_dw, d_g, d_ye, d_w, hslot, N, K, D);
+    be->moe_route_backward(d_dz, d_dw, d_p, d_sel, d_w, N, E, K, true);
+    CHECK(memcmp(hrow, row, sizeof row) == 0 && memcmp(hslot, slot, sizeof slot) == 0 &&
+          memcmp(hoff, off, sizeof off) == 0);
+    float back[N * K * D];
+    gerr e = {0};
+    CHECK(!be->mem_download(back, d_p, sizeof p, &e) && !memcmp(back, p, sizeof p));
+    CHECK(!be->mem_download(back, d_out, sizeof out, &e) && !memcmp(back, out, sizeof out));
+    CHECK(!be->mem_download(back, d_dye, sizeof dye, &e) && !memcmp(back, dye, sizeof dye));
+    CHECK(!be->mem_download(back, d_dz, sizeof dz, &e) && !memcmp(back, dz, sizeof dz));
+    void *all[] = {d_p, d_w, d_ye, d_out, d_g, d_dye, d_dw, d_dz, d_sel};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->mem_free(all[i]);
+}
+
 int main(void) {
     test_deref_faults();
     test_host_pointer_aborts();
     test_training_entries();
+    test_moe_entries();
     test_forward(ARCH_LLAMA, true);
     test_forward(ARCH_QWEN2, false);
     test_forward(ARCH_QWEN3, false);
