@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
         {"--reasoning-effort", NULL, FLAG_CHOICE, &o.reasoning_effort, "R",
          "harmony only: the system message's reasoning level", 0, 0, CHAT_REASONING_CHOICES},
         {"--chat-date", NULL, FLAG_STRING, &o.chat_date, "DATE",
-         "harmony only: the system message's current date, YYYY-MM-DD or today (the fixed default gives the same "
+         "harmony only: the system message's current date, YYYY-MM-DD or today (a fixed date gives the same "
          "prompt_tokens on any day)", 0, 0, NULL},
         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL, "show progress on stderr even when it is not a terminal", 0,
          0, NULL},

@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
         {"--reasoning-effort", NULL, FLAG_CHOICE, &o.reasoning_effort, "R",
          "harmony only: the system message's reasoning level", 0, 0, CHAT_REASONING_CHOICES},
         {"--chat-date", NULL, FLAG_STRING, &o.chat_date, "DATE",
-         "harmony only: the system message's current date, YYYY-MM-DD or today (the fixed default keeps prompts "
+         "harmony only: the system message's current date, YYYY-MM-DD or today (a fixed date keeps prompts "
          "the same on any day)", 0, 0, NULL},
         {"--policy", NULL, FLAG_STRING, &o.policy, "NAME", "policy id written into the records (default: model's name)",
          0, 0, NULL},
