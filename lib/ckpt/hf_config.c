@@ -53,35 +53,39 @@ static int scan_members(const char *s, size_t len, member **out, size_t *n, cons
     return 0;
 }
 
-/* text with the value of "torch_dtype" and "dtype" set to dtype, or
- * "torch_dtype" added where sorted keys put it, in the file's own style. */
-static int edit_dtype(const char *s, size_t len, const char *dtype, strbuf *out, const char *name, gerr *e) {
+/* text with the value of top-level member key (and of alias, not NULL) set
+ * to the JSON value (or left as it is without replace), or key added where
+ * sorted keys put it, in the file's own style. */
+static int set_member(const char *s, size_t len, const char *key, const char *alias, const char *value, bool replace,
+                      strbuf *out, const char *name, gerr *e) {
     member *ms;
     size_t n;
     int rc = scan_members(s, len, &ms, &n, name, e);
     if (rc) return rc;
     strbuf val = {0};
-    sb_json_string(&val, dtype, strlen(dtype));
+    sb_puts(&val, value);
     size_t at = 0;
     bool found = false;
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(ms[i].key, "torch_dtype") || !strcmp(ms[i].key, "dtype")) {
+        if (!strcmp(ms[i].key, key) || (alias && !strcmp(ms[i].key, alias))) {
+            found = true;
+            if (!replace) continue;
             sb_append(out, s + at, ms[i].val_at - at);
             sb_append(out, val.data, val.len);
             at = ms[i].val_end;
-            found = true;
         }
     if (!found && n == 0) {
         size_t open = skip_ws(s, len, 0);
         sb_append(out, s, open + 1);
-        sb_printf(out, "\"torch_dtype\": %s", val.data);
+        sb_json_string(out, key, strlen(key));
+        sb_printf(out, ": %s", val.data);
         at = skip_ws(s, len, open + 1);
     } else if (!found) {
         size_t k = 0;
-        while (k < n && strcmp(ms[k].key, "torch_dtype") < 0) k++;
+        while (k < n && strcmp(ms[k].key, key) < 0) k++;
         size_t first_ws = skip_ws(s, len, 0) + 1; /* the indent before each key */
         strbuf item = {0};
-        sb_puts(&item, "\"torch_dtype\"");
+        sb_json_string(&item, key, strlen(key));
         sb_append(&item, s + ms[0].key_end, ms[0].val_at - ms[0].key_end); /* the file's ": " */
         sb_append(&item, val.data, val.len);
         if (k < n) {
@@ -130,11 +134,16 @@ static int drop_member(const char *s, size_t len, const char *key, strbuf *out, 
     return 0;
 }
 
-/* The source's config.json with the dtype written, and without its
- * "quantization_config": the weights written are never quantized (gpt-oss's
- * MXFP4 experts are written in the export's dtype), so transformers must
- * not look for quantized tensors. */
-static int copy_config(const char *out_path, const char *source, const char *dtype, gerr *e) {
+/* The quantization_config gpt-oss's own config.json has. */
+static const char OSS_MXFP4[] = "{\"modules_to_not_convert\": [\"model.layers.*.self_attn\", "
+                                "\"model.layers.*.mlp.router\", \"model.embed_tokens\", \"lm_head\"], "
+                                "\"quant_method\": \"mxfp4\"}";
+
+/* The source's config.json with the dtype written, and its
+ * "quantization_config" kept (or gpt-oss's added) when the experts are
+ * written as MXFP4 blocks, else removed: transformers must look for
+ * quantized tensors where they are and only there. */
+static int copy_config(const char *out_path, const char *source, const char *dtype, bool mxfp4, gerr *e) {
     char *path;
     int rc = hf_source_file(source, "config.json", &path, e);
     if (rc) return rc;
@@ -145,12 +154,15 @@ static int copy_config(const char *out_path, const char *source, const char *dty
         free(path);
         return e->code;
     }
-    strbuf kept = {0}, out = {0};
-    rc = drop_member(text, len, "quantization_config", &kept, path, e);
-    if (!rc) rc = edit_dtype(kept.data, kept.len, dtype, &out, path, e);
+    strbuf kept = {0}, out = {0}, val = {0};
+    sb_json_string(&val, dtype, strlen(dtype));
+    if (mxfp4) rc = set_member(text, len, "quantization_config", NULL, OSS_MXFP4, false, &kept, path, e);
+    else rc = drop_member(text, len, "quantization_config", &kept, path, e);
+    if (!rc) rc = set_member(kept.data, kept.len, "torch_dtype", "dtype", val.data, true, &out, path, e);
     if (!rc) rc = write_file_atomic(out_path, out.data, out.len, e);
     sb_free(&kept);
     sb_free(&out);
+    sb_free(&val);
     free(text);
     free(path);
     return rc;
@@ -216,7 +228,8 @@ static void put_ids(entries *es, const char *key, const int32_t *ids, int n) {
         for (int i = 0; i < n; i++) sb_printf(b, "%s\n    %d%s", i ? "," : "[", (int)ids[i], i == n - 1 ? "\n  ]" : "");
 }
 
-static int generate_config(const char *out_path, const model *m, const char *source, const char *dtype, gerr *e) {
+static int generate_config(const char *out_path, const model *m, const char *source, const char *dtype, bool mxfp4,
+                           gerr *e) {
     model_config c = m->cfg;
     int rc = find_rope_scaling(m, &c, source, e);
     if (rc) return rc;
@@ -276,6 +289,7 @@ static int generate_config(const char *out_path, const model *m, const char *sou
         put_int(&es, "decoder_sparse_step", c.moe_step);
         sb_puts(put(&es, "mlp_only_layers"), "[]");
     }
+    if (mxfp4) sb_puts(put(&es, "quantization_config"), OSS_MXFP4);
     qsort(es.items, (size_t)es.n, sizeof *es.items, cmp_entry);
     strbuf out = {0};
     for (int i = 0; i < es.n; i++) {
@@ -291,9 +305,10 @@ static int generate_config(const char *out_path, const model *m, const char *sou
     return rc;
 }
 
-int hf_write_config(const char *out_path, const model *m, const char *source, const char *torch_dtype, gerr *e) {
+int hf_write_config(const char *out_path, const model *m, const char *source, const char *torch_dtype, bool mxfp4,
+                    gerr *e) {
     struct stat st;
     if (stat(source, &st) != 0) return gerr_set(e, EX_NOINPUT, "%s: no such file or directory", source);
-    return S_ISDIR(st.st_mode) ? copy_config(out_path, source, torch_dtype, e)
-                               : generate_config(out_path, m, source, torch_dtype, e);
+    return S_ISDIR(st.st_mode) ? copy_config(out_path, source, torch_dtype, mxfp4, e)
+                               : generate_config(out_path, m, source, torch_dtype, mxfp4, e);
 }

@@ -7,6 +7,7 @@
 
 #include "../ops/ops.h"
 #include "../ops/packed_mxfp4.h"
+#include "oss_experts.h"
 
 /* "[a, b, ...]" of t's shape into buf. */
 static const char *shape_text(const st_tensor *t, char *buf, size_t size) {
@@ -44,9 +45,13 @@ static int check_values(const hf_mxfp4_pair *t, const model_tensor_ref *r, const
     return 0;
 }
 
+/* Code q under scale d (in halves) as transformers reads it: FP4_VALUES
+ * has -0 for code 8, where ggml and the packed kernels have +0. */
+static float hf_value(unsigned q, float d) { return q == 8 ? -0.0f : (float)MX4W_HALF_UNITS[q] * d; }
+
 int hf_mxfp4_expert(const model_config *c, const model_tensor_ref *r, const hf_mxfp4_pair *t, bool packed, gerr *e) {
-    bool down = r->param == P_EXP_DOWN, odd = r->param == P_EXP_UP;
-    int64_t E = c->n_experts, N = down ? c->dim : 2 * (int64_t)c->moe_hidden_dim, K = r->cols, n = r->rows;
+    oss_layout L = oss_expert_layout(c, r);
+    int64_t E = L.experts, N = L.out, K = L.in, n = r->rows;
     if (K % MX4W_K_BLOCK)
         return gerr_set(e, EX_DATAERR, "%s: tensor %s_blocks: MXFP4 needs an input width that is a multiple of 32, got %lld",
                         t->blocks_file, r->hf, (long long)K);
@@ -59,7 +64,7 @@ int hf_mxfp4_expert(const model_config *c, const model_tensor_ref *r, const hf_m
     size_t row_codes = (size_t)nb * MX4W_HF_BYTES;
     unsigned char *codes = xmalloc((size_t)n * row_codes), *scales = xmalloc((size_t)n * (size_t)nb);
     for (int64_t i = 0; i < n; i++) {
-        int64_t src = (int64_t)r->expert * N + (down ? i : 2 * i + odd);
+        int64_t src = (int64_t)r->expert * N + L.first + L.step * i;
         memcpy(codes + (size_t)i * row_codes, (const unsigned char *)t->blocks->data + (size_t)src * row_codes, row_codes);
         memcpy(scales + (size_t)i * nb, (const unsigned char *)t->scales->data + (size_t)src * nb, (size_t)nb);
     }
@@ -71,8 +76,8 @@ int hf_mxfp4_expert(const model_config *c, const model_tensor_ref *r, const hf_m
             float d = mx4w_scale(scales[i]);
             for (int j = 0; j < MX4W_HF_BYTES; j++) {
                 unsigned char b = codes[i * MX4W_HF_BYTES + j];
-                r->dst[i * MX4W_K_BLOCK + 2 * j] = (float)MX4W_HALF_UNITS[b & 15] * d;
-                r->dst[i * MX4W_K_BLOCK + 2 * j + 1] = (float)MX4W_HALF_UNITS[b >> 4] * d;
+                r->dst[i * MX4W_K_BLOCK + 2 * j] = hf_value(b & 15, d);
+                r->dst[i * MX4W_K_BLOCK + 2 * j + 1] = hf_value(b >> 4, d);
             }
         }
     }

@@ -29,7 +29,7 @@ typedef struct {
 
 /* Expert r->expert's matrix r->param (P_EXP_GATE, P_EXP_UP or P_EXP_DOWN of a
  * model of config c; r->hf names W) from its layer's pair t: into r->dst as
- * float32, exactly, or with `packed` in MXFP4's packed layout straight from
+ * float32, exactly (code 8 as -0, as transformers reads it), or with `packed` in MXFP4's packed layout straight from
  * the blocks (ops.h's weights_pack_blocks: mx4w_pack_hf's bytes).
  * EX_DATAERR naming the file and tensor: a dtype other than U8, a shape
  * other than the above, an input width that is not a multiple of 32, the

@@ -13,6 +13,7 @@
 #include "declared.h"
 #include "hf_mxfp4.h"
 #include "load.h"
+#include "oss_experts.h"
 #include "../io/mapped.h"
 
 enum { MAX_SHARDS = 256 };
@@ -127,34 +128,33 @@ static int load_oss_mxfp4(const shard_set *s, const model *m, const model_tensor
     return rc;
 }
 
-/* gpt_oss's experts (model.c's oss_names): expert r->expert's slice of
- * gate_up_proj [E, dim, 2I] (x W: gate the even columns, up the odd),
- * down_proj [E, I, dim], gate_up_proj_bias [E, 2I] or down_proj_bias [E, dim],
- * into r->dst as our [I, dim], [dim, I] or vector; a matrix stored as
- * MXFP4 blocks through load_oss_mxfp4 (*verbatim when packed). */
+/* gpt_oss's experts (model.c's oss_names): expert r->expert's slice of its
+ * layer's stacked tensor (oss_experts.h: gate_up_proj [E, dim, 2I],
+ * down_proj [E, I, dim], gate_up_proj_bias [E, 2I], down_proj_bias
+ * [E, dim]) into r->dst as our [I, dim], [dim, I] or vector; a matrix
+ * stored as MXFP4 blocks through load_oss_mxfp4 (*verbatim when packed). */
 static int load_oss_expert(const shard_set *s, const model *m, const model_tensor_ref *r, const char *dir,
                            pack_plan *plan, bool *verbatim, gerr *e) {
-    const model_config *c = &m->cfg;
     const st_file *f = NULL;
     const st_tensor *t = find(s, r->hf, &f);
     int rc;
     if (!t && r->cols > 0 && (rc = load_oss_mxfp4(s, m, r, plan, verbatim, e)) != 1) return rc;
     if (!t) return gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", dir, r->hf);
-    bool fused = r->param != P_EXP_DOWN && r->param != P_EXP_DOWN_B, matrix = r->cols > 0;
-    int64_t E = c->n_experts, I = c->moe_hidden_dim, d = c->dim;
-    int64_t a = matrix ? (fused ? d : I) : (fused ? 2 * I : d), b = fused ? 2 * I : d; /* per expert [a, b] or [a] */
-    if (t->ndim != (matrix ? 3 : 2) || t->shape[0] != E || t->shape[1] != a || (matrix && t->shape[2] != b)) {
+    oss_layout L = oss_expert_layout(&m->cfg, r);
+    bool matrix = L.in > 0;
+    if (t->ndim != (matrix ? 3 : 2) || t->shape[0] != L.experts || t->shape[1] != (matrix ? L.in : L.out) ||
+        (matrix && t->shape[2] != L.out)) {
         if (matrix)
             return gerr_set(e, EX_DATAERR, "%s: tensor %s: expected shape [%lld, %lld, %lld]", f->name, r->hf,
-                            (long long)E, (long long)a, (long long)b);
-        return gerr_set(e, EX_DATAERR, "%s: tensor %s: expected shape [%lld, %lld]", f->name, r->hf, (long long)E,
-                        (long long)a);
+                            (long long)L.experts, (long long)L.in, (long long)L.out);
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s: expected shape [%lld, %lld]", f->name, r->hf,
+                        (long long)L.experts, (long long)L.out);
     }
     if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
         return gerr_set(e, EX_DATAERR,
                         "%s: tensor %s: dtype %s is not supported (F32, F16, BF16, or MXFP4 as %s_blocks and _scales)",
                         f->name, r->hf, st_dtype_name(t->dtype), r->hf);
-    int64_t per = matrix ? a * b : a;
+    int64_t per = matrix ? L.in * L.out : L.out;
     st_tensor slice = *t;
     size_t size = st_dtype_size(t->dtype);
     slice.data = (const char *)t->data + (size_t)(r->expert * per) * size;
@@ -162,14 +162,10 @@ static int load_oss_expert(const shard_set *s, const model *m, const model_tenso
     slice.nbytes = (size_t)per * size;
     float *tmp = xcalloc((size_t)per, sizeof *tmp);
     rc = st_tensor_to_f32_finite(f, &slice, tmp, e);
-    int odd = r->param == P_EXP_UP || r->param == P_EXP_UP_B;
-    for (int64_t i = 0; !rc && i < r->rows; i++)
-        for (int64_t j = 0; j < (matrix ? r->cols : 1); j++) {
-            float *to = r->dst + i * (matrix ? r->cols : 1) + j;
-            if (!matrix) *to = tmp[fused ? 2 * i + odd : i];
-            else if (fused) *to = tmp[j * b + 2 * i + odd]; /* ours [I, dim] from [dim, 2I] */
-            else *to = tmp[j * b + i];                      /* ours [dim, I] from [I, dim] */
-        }
+    for (int64_t i = 0; !rc && i < r->rows; i++) { /* ours [out, in] from [in, out] */
+        int64_t col = L.first + L.step * i;
+        for (int64_t j = 0; j < (matrix ? r->cols : 1); j++) r->dst[i * (matrix ? r->cols : 1) + j] = tmp[j * L.out + col];
+    }
     free(tmp);
     return rc;
 }

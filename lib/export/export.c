@@ -157,8 +157,25 @@ static void note_yarn_truncated(char **note, const model *m) {
     *note = n.data;
 }
 
-/* Every weight the export writes, checked before anything is (export.h). */
-static int fit_model(const export_opts *o, model *m, char **note, gerr *e) {
+/* hf's choice for gpt-oss's experts (hf_experts_mxfp4); when they are not
+ * MXFP4 blocks under a dtype that could keep them, *note says why. */
+static bool hf_keeps_mxfp4(const export_opts *o, const model *m, char **note) {
+    int layer;
+    bool kept = hf_experts_mxfp4(m, o->dtype, &layer);
+    if (layer < 0) return kept;
+    strbuf n = {0};
+    if (*note) sb_printf(&n, "%s; ", *note);
+    sb_printf(&n, "the experts of layer %d hold values MXFP4 does not (trained, or never MXFP4): every layer's are "
+                  "written as %s, and config.json has no quantization_config",
+              layer, export_dtype_name(o->dtype));
+    free(*note);
+    *note = n.data;
+    return false;
+}
+
+/* Every weight the export writes, checked before anything is (export.h);
+ * hf_mx: hf writes gpt-oss's experts as MXFP4 blocks. */
+static int fit_model(const export_opts *o, model *m, bool hf_mx, char **note, gerr *e) {
     size_t n = model_tensor_list(m, NULL), clamped[2] = {0, 0};
     model_tensor_ref *refs = xcalloc(n, sizeof *refs);
     model_tensor_list(m, refs);
@@ -168,7 +185,7 @@ static int fit_model(const export_opts *o, model *m, char **note, gerr *e) {
         const model_tensor_ref *r = &refs[i];
         bool gguf = o->format == EXPORT_GGUF;
         if (gguf && r->expert <= 0) mxfp4 = gguf_export_mxfp4(m, r, o->dtype);
-        if (gguf && mxfp4) continue;
+        if ((gguf && mxfp4) || (hf_mx && r->expert >= 0 && r->cols)) continue;
         export_dtype d = gguf ? gguf_export_tensor_dtype(o->dtype, r->param, r->cols) : o->dtype;
         rc = fit_tensor(o, gguf ? r->gguf : r->hf, r->dst, (size_t)r->rows * (size_t)(r->cols ? r->cols : 1), d,
                         clamped, e);
@@ -315,10 +332,11 @@ int export_run(const export_opts *o, char **note, gerr *e) {
                       "%s: --format gguf does not write YaRN RoPE, sliding windows or attention sinks (but gpt-oss's)",
                       o->model);
     if (!rc && o->format == EXPORT_GGUF) note_yarn_truncated(note, &m);
-    if (!rc && !(rc = fit_model(o, &m, note, e))) {
+    bool hf_mx = !rc && o->format == EXPORT_HF && hf_keeps_mxfp4(o, &m, note);
+    if (!rc && !(rc = fit_model(o, &m, hf_mx, note, e))) {
         show(&sh, o, "writing", o->out, "tensors");
         if (o->format == EXPORT_HF) {
-            rc = hf_export_dir(o->out, &m, o->model, o->dtype, &sh.pg, e);
+            rc = hf_export_dir(o->out, &m, o->model, o->dtype, hf_mx, &sh.pg, e);
         } else {
             char *source;
             if (!(rc = text_source(o->model, &source, e))) {

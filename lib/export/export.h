@@ -36,8 +36,11 @@ export_dtype export_default_dtype(export_format f);
  * id (written as given, *note saying so; a path to nothing is EX_NOINPUT);
  * without it, the absolute path of the base the adapter was trained on, and
  * when that is a GGUF file, which PEFT cannot load, *note says how to give
- * PEFT a base it can. *note is xmalloc'd, NULL when there is none. q8_0 is
- * EX_USAGE for hf and peft, as is base_model with another format. */
+ * PEFT a base it can. hf writes gpt-oss's experts as MXFP4 blocks where
+ * lib/ckpt/hf_dir.h's hf_experts_mxfp4 says, and where a dtype other than
+ * f32 could have but a layer's values are not MXFP4's, *note says which
+ * layer. *note is xmalloc'd, NULL when there is none. q8_0 is EX_USAGE for
+ * hf and peft, as is base_model with another format. */
 int export_run(const export_opts *o, char **note, gerr *e);
 /* Before anything is written, every weight is checked against what its
  * dtype holds finite (export_range.c): f16 |x| <= 65504, bf16 about
@@ -63,8 +66,8 @@ export_dtype gguf_export_tensor_dtype(export_dtype dtype, int param, int64_t col
 
 /* Whether the GGUF export writes the layer's experts of r (an expert
  * matrix of m) as MXFP4 (GGML type 39) whatever dtype says: dtype not f32
- * and every value of them MXFP4's exactly (gguf_quant.h's
- * gguf_mxfp4_exact), as weights loaded from MXFP4 blocks and not trained
+ * and every value of them MXFP4's exactly (lib/ckpt/oss_experts.h's
+ * experts_mxfp4_exact), as weights loaded from MXFP4 blocks and not trained
  * are; the same values, 4.25 bits a weight. */
 bool gguf_export_mxfp4(const model *m, const model_tensor_ref *r, export_dtype dtype);
 

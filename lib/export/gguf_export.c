@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ckpt/oss_experts.h"
 #include "../formats/gguf_meta.h"
 #include "../formats/gguf_quant.h"
 #include "../formats/gguf_tokmeta.h"
 #include "../formats/gguf_write.h"
 #include "../formats/quant.h"
 #include "../ops/ops.h"
-#include "../ops/packed_mxfp4.h"
 #include "export.h"
 
 enum { ALIGN = GGUF_WRITE_ALIGN, BLOCK_FLOATS = 1 << 18 /* rows converted per write: about 1 MiB of floats */ };
@@ -47,13 +47,7 @@ export_dtype gguf_export_tensor_dtype(export_dtype dtype, int param, int64_t col
 }
 
 bool gguf_export_mxfp4(const model *m, const model_tensor_ref *r, export_dtype dtype) {
-    if (dtype == EXPORT_F32 || r->expert < 0 || !r->cols || r->cols % MX4W_K_BLOCK) return false;
-    size_t per = (size_t)r->rows * (size_t)r->cols;
-    const float *x = r->dst - (size_t)r->expert * per; /* the layer's first expert: all of them follow */
-    unsigned char block[MX4W_GGUF_BYTES];
-    for (size_t i = 0; i < per * (size_t)m->cfg.n_experts; i += MX4W_K_BLOCK)
-        if (!gguf_mxfp4_exact(x + i, block, MX4W_K_BLOCK)) return false;
-    return true;
+    return dtype != EXPORT_F32 && experts_mxfp4_exact(m, r);
 }
 
 /* Where a tensor's rows come from. */

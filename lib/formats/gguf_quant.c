@@ -24,16 +24,18 @@ void gguf_quantize_q8_0(const float *x, void *out, size_t n) {
     }
 }
 
-/* The code of value q (in halves of the scale), or -1 when no code has it. */
+/* The code of value q (in halves of the scale), or -1 when no code has it:
+ * +0 code 0, -0 code 8 (transformers' -0, which ggml reads as +0). */
 static int mxfp4_code(float q) {
+    if (q == 0) return signbit(q) ? 8 : 0;
     for (int c = 0; c < 16; c++)
-        if (c != 8 && (float)MX4W_HALF_UNITS[c] == q) return c; /* zero as code 0, not 8 (-0) */
+        if (c != 8 && (float)MX4W_HALF_UNITS[c] == q) return c;
     return -1;
 }
 
-/* One block of 32 values into e and 16 bytes of codes, with the smallest
- * scale that holds them all: at least amax / 12 halves. */
-static bool mxfp4_block(const float *x, unsigned char *b) {
+/* One block of 32 values as e and their codes, with the smallest scale
+ * that holds them all: at least amax / 12 halves. */
+static bool mxfp4_block(const float *x, int *scale, int code[MX4W_K_BLOCK]) {
     float amax = 0;
     for (int j = 0; j < MX4W_K_BLOCK; j++) amax = fmaxf(amax, fabsf(x[j]));
     if (!isfinite(amax)) return false;
@@ -45,15 +47,14 @@ static bool mxfp4_block(const float *x, unsigned char *b) {
         while (e > 0 && amax / mx4w_scale((uint8_t)(e - 1)) <= 12) e--;
     }
     for (; e < MX4W_NAN_SCALE; e++) {
-        int code[MX4W_K_BLOCK], j = 0;
+        int j = 0;
         float d = mx4w_scale((uint8_t)e);
         for (; j < MX4W_K_BLOCK && (code[j] = mxfp4_code(x[j] / d)) >= 0 && MX4W_HALF_UNITS[code[j]] * d == x[j]; j++) {}
         if (j < MX4W_K_BLOCK) {
             if (amax / d < 1) return false; /* larger scales hold even fewer values */
             continue;
         }
-        b[0] = (unsigned char)e;
-        for (j = 0; j < 16; j++) b[1 + j] = (unsigned char)(code[j] | code[j + 16] << 4);
+        *scale = e;
         return true;
     }
     return false;
@@ -61,8 +62,23 @@ static bool mxfp4_block(const float *x, unsigned char *b) {
 
 bool gguf_mxfp4_exact(const float *x, void *out, size_t n) {
     unsigned char *o = out;
-    for (size_t b = 0; b < n / MX4W_K_BLOCK; b++)
-        if (!mxfp4_block(x + b * MX4W_K_BLOCK, o + b * MX4W_GGUF_BYTES)) return false;
+    int e, code[MX4W_K_BLOCK];
+    for (size_t b = 0; b < n / MX4W_K_BLOCK; b++, o += MX4W_GGUF_BYTES) {
+        if (!mxfp4_block(x + b * MX4W_K_BLOCK, &e, code)) return false;
+        o[0] = (unsigned char)e;
+        for (int j = 0; j < 16; j++) o[1 + j] = (unsigned char)(code[j] | code[j + 16] << 4);
+    }
+    return true;
+}
+
+bool hf_mxfp4_exact(const float *x, void *blocks, void *scales, size_t n) {
+    unsigned char *o = blocks, *s = scales;
+    int e, code[MX4W_K_BLOCK];
+    for (size_t b = 0; b < n / MX4W_K_BLOCK; b++, o += MX4W_HF_BYTES) {
+        if (!mxfp4_block(x + b * MX4W_K_BLOCK, &e, code)) return false;
+        s[b] = (unsigned char)e;
+        for (int j = 0; j < 16; j++) o[j] = (unsigned char)(code[2 * j] | code[2 * j + 1] << 4);
+    }
     return true;
 }
 

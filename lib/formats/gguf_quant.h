@@ -1,6 +1,6 @@
 /* Float32 rows to the element types a GGUF export writes: F32, F16, BF16
  * (round to nearest even, lib/util/half.h), MXFP4 (values that are
- * MXFP4's, exactly) and Q8_0 (ggml's reference
+ * MXFP4's, exactly, also in gpt-oss's Hugging Face order) and Q8_0 (ggml's reference
  * quantizer, quantize_row_q8_0_ref: per block of 32 values d = max|x| / 127
  * stored as f16, q = roundf(x / d) computed as x * (1/d), the same float32
  * arithmetic as gguf-py's gguf.quants.quantize, so the bytes agree). */
@@ -21,10 +21,16 @@ void gguf_quantize_q8_0(const float *x, void *out, size_t n);
 
 /* n values (a multiple of 32) from x into n / 32 MXFP4 blocks of 17 bytes
  * (quant.h's MXFP4, packed_mxfp4.h's values) holding them exactly: each
- * block's scale the smallest that does (0 for a block of zeros), every
- * zero code 0. False when some block's values are not MXFP4's (out then
+ * block's scale the smallest that does (0 for a block of zeros), +0 as
+ * code 0 and -0 as code 8 (the negative zero, which ggml reads as +0 and
+ * transformers as -0). False when some block's values are not MXFP4's (out then
  * holds garbage): only weights that came from MXFP4 blocks are. */
 bool gguf_mxfp4_exact(const float *x, void *out, size_t n);
+
+/* The same blocks in gpt-oss's Hugging Face order (packed_mxfp4.h): n / 32
+ * blocks of 16 bytes of codes, value 2j in byte j's low nibble and 2j + 1
+ * in its high one, and their n / 32 scale bytes apart. */
+bool hf_mxfp4_exact(const float *x, void *blocks, void *scales, size_t n);
 
 /* n values from x into out as ggml type (GGML_TYPE_F32, _F16, _BF16, _Q8_0
  * or _MXFP4; for Q8_0 and MXFP4 n is a multiple of 32, and MXFP4's values

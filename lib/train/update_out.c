@@ -162,7 +162,7 @@ static int write_ckpt(const policy *p, const update_plan *plan, int ranks, const
     if (rc) return rc;
     char *path = NULL;
 #define PATH(rel) (free(path), path = ckptdir_path(&cd, rel, e))
-    if (!PATH("config.json") || (rc = hf_write_config(path, &p->m, o->model, "float32", e))) goto fail;
+    if (!PATH("config.json") || (rc = hf_write_config(path, &p->m, o->model, "float32", false, e))) goto fail;
     if ((rc = hf_write_text_files(cd.tmp_dir, o->model, e))) goto fail;
     if (p->has_lora) {
         lora l = p->l; /* the base named absolutely: PEFT reads it from any directory */

@@ -8,8 +8,12 @@
 # tensor. LoRA on the experts' blocks as the frozen base (grpo-update
 # --base-weights mxfp4, auto's choice here): the float32 base's step to
 # float32 rounding, its checkpoint rolled out on that base with the
-# trainer's own log-probs. The kernels' bits: test_packed_mxfp4,
-# mxfp4_ref.bats; the gradients against float64: train_grad.bats.
+# trainer's own log-probs. grpo-export --format hf writes them back as the
+# source's blocks byte for byte (their dequantization by mxfp4_ref.py's
+# transcription of transformers' the float32 model's bit for bit), and
+# dequantized once trained or under f32. The kernels' bits:
+# test_packed_mxfp4, mxfp4_ref.bats; the gradients against float64:
+# train_grad.bats.
 # needs: venv
 load helpers
 
@@ -179,21 +183,114 @@ PY
     done
 }
 
-@test "an HF export of the MXFP4 model: dequantized, no quantization_config, the same records" {
-    needs_oss
-    grpo-export --model "$OSS" --format hf --dtype f32 --out hf
-    jq -e 'has("quantization_config") | not' hf/config.json
-    jq -e '.quantization_config.quant_method == "mxfp4"' "$OSS/config.json"
-    # the stacked experts as transformers' bf16/f32 layout, no blocks or scales
-    "$GRPO_PY" - hf/model.safetensors <<'PY'
+# blocks SRC OUT: OUT's experts are SRC's _blocks and _scales byte for byte,
+# U8 of the same shapes, and OUT has no dequantized expert matrix
+blocks() {
+    "$GRPO_PY" - "$1/model.safetensors" "$2/model.safetensors" <<'PY'
 import sys
-from safetensors.numpy import load_file
-t = load_file(sys.argv[1])
-assert not any(k.endswith("_blocks") or k.endswith("_scales") for k in t), sorted(t)
-assert t["model.layers.0.mlp.experts.gate_up_proj"].ndim == 3
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+pairs = [k for k in a if k.endswith(("_blocks", "_scales"))]
+assert len(pairs) == 8 and sorted(pairs) == sorted(k for k in b if k.endswith(("_blocks", "_scales"))), sorted(b)
+for k in pairs:
+    assert b[k].dtype == a[k].dtype and b[k].shape == a[k].shape and b[k].numpy().tobytes() == a[k].numpy().tobytes(), k
+assert not any(k.endswith(("experts.gate_up_proj", "experts.down_proj")) for k in b), sorted(b)
+PY
+}
+
+@test "an HF export of the MXFP4 model keeps its experts: the source's _blocks and _scales byte for byte, quantization_config, the same records" {
+    needs_oss
+    # the source with its other weights bf16's values, so a bf16 export is exact throughout
+    cp -r "$OSS" src
+    edit src "import torch
+for k in t:
+    if t[k].dtype == np.float32: t[k] = torch.from_numpy(t[k]).to(torch.bfloat16).float().numpy()"
+    run --separate-stderr grpo-export --model src --format hf --out hf
+    [ "$status" -eq 0 ] && [ -z "$stderr" ]
+    blocks src hf
+    jq -e '.torch_dtype == "bfloat16"' hf/config.json
+    cmp <(jq -S .quantization_config src/config.json) <(jq -S .quantization_config hf/config.json)
+    # the rest bf16 in the order the safetensors package writes (float tensors by name, then U8 ones)
+    "$GRPO_PY" - hf/model.safetensors <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+h = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+h.pop("__metadata__")
+names = list(h)
+rank = lambda k: h[k]["dtype"] == "U8"
+assert names == sorted(names, key=lambda k: (rank(k), k)), names
+assert {h[k]["dtype"] for k in names} == {"BF16", "U8"}, names
 PY
     args=(--in "$(P)" -k 2 --max-new-tokens 8 --seed 5 --weights f32)
-    grpo-rollout --model "$OSS" "${args[@]}" --out a.jsonl
+    grpo-rollout --model src "${args[@]}" --out a.jsonl
     grpo-rollout --model hf "${args[@]}" --out b.jsonl
+    cmp <(jq -c 'del(.policy)' a.jsonl) <(jq -c 'del(.policy)' b.jsonl)
+    # and the export of the export is the same file
+    grpo-export --model hf --format hf --dtype f16 --out hf2
+    blocks hf hf2
+    grpo-export --model hf --format hf --out hf3
+    cmp hf/model.safetensors hf3/model.safetensors
+}
+
+@test "the written blocks dequantized by transformers' convert_moe_packed_tensors are the model's float32 experts bit for bit" {
+    needs_oss
+    grpo-export --model "$OSS" --format hf --out hf
+    grpo-export --model "$OSS" --format hf --dtype f32 --out f32
+    "$GRPO_PY" - "$GRPO_ROOT/tests/ref" hf/model.safetensors f32/model.safetensors <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import torch
+from mxfp4_ref import convert_moe_packed_tensors
+from safetensors.torch import load_file
+mx, f = load_file(sys.argv[2]), load_file(sys.argv[3])
+n = negz = 0
+for k in mx:
+    if not k.endswith("_blocks"):
+        continue
+    w = k[:-len("_blocks")]
+    # transformers' [E, out, in] transposed to the bf16 layout's [E, in, out], as it loads them
+    ref = convert_moe_packed_tensors(mx[k], mx[w + "_scales"], dtype=torch.float32).transpose(1, 2).contiguous()
+    assert ref.shape == f[w].shape and ref.numpy().tobytes() == f[w].numpy().tobytes(), w
+    negz += int(((ref == 0) & torch.signbit(ref)).sum())
+    n += 1
+assert n == 4 and negz > 0, (n, negz)  # code 8 read as -0 as transformers reads it
+PY
+}
+
+@test "--format hf: a LoRA checkpoint keeps the base's MXFP4 experts; a full fine-tuning step, or --dtype f32, writes them dequantized" {
+    needs_oss
+    B="$BATS_FILE_TMPDIR/batch.jsonl"
+    grpo-update --model "$OSS" --in "$B" --out lora --lr 1e-2 --lora-r 4 --base-weights f32 2> /dev/null
+    run --separate-stderr grpo-export --model lora --format hf --out lx
+    [ "$status" -eq 0 ] && [ -z "$stderr" ]
+    blocks "$OSS" lx
+    # the checkpoint's config.json has no quantization_config: gpt-oss's own is written
+    jq -e 'has("quantization_config") | not' lora/config.json
+    jq -e '.quantization_config == {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+           "model.embed_tokens", "lm_head"], "quant_method": "mxfp4"}' lx/config.json
+    grpo-update --model "$OSS" --in "$B" --out full --lr 1e-2 2> /dev/null
+    run --separate-stderr grpo-export --model full --format hf --out fx
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "grpo-export: note: the experts of layer 0 hold values MXFP4 does not (trained, or never MXFP4): every layer's are written as bf16, and config.json has no quantization_config" ]
+    jq -e 'has("quantization_config") | not' fx/config.json
+    # --dtype f32 writes them float32 as the GGUF export does, without a note
+    run --separate-stderr grpo-export --model "$OSS" --format hf --dtype f32 --out f32
+    [ "$status" -eq 0 ] && [ -z "$stderr" ]
+    jq -e 'has("quantization_config") | not' f32/config.json
+    jq -e '.quantization_config.quant_method == "mxfp4"' "$OSS/config.json"
+    for d in fx f32; do
+        "$GRPO_PY" - $d/model.safetensors <<'PY'
+import sys
+from safetensors.torch import load_file
+t = load_file(sys.argv[1])
+assert not any(k.endswith(("_blocks", "_scales")) for k in t), sorted(t)
+assert t["model.layers.1.mlp.experts.gate_up_proj"].shape == (8, 64, 64)
+assert t["model.layers.1.mlp.experts.down_proj"].shape == (8, 32, 64)
+PY
+    done
+    args=(--in "$(P)" -k 2 --max-new-tokens 8 --seed 5 --weights f32)
+    grpo-rollout --model "$OSS" "${args[@]}" --out a.jsonl
+    grpo-rollout --model f32 "${args[@]}" --out b.jsonl
     cmp <(jq -c 'del(.policy)' a.jsonl) <(jq -c 'del(.policy)' b.jsonl)
 }

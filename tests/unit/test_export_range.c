@@ -137,7 +137,7 @@ static bool write_model(const char *dir, const char **tensor) {
     FILE *f = fopen(at("kind.gguf"), "w");
     if (f) fclose(f);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = hf_write_config(path, &m, at("kind.gguf"), "float32", &e);
+    int rc = hf_write_config(path, &m, at("kind.gguf"), "float32", false, &e);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!rc) rc = hf_write_weights(path, &m, EXPORT_F32, &e);
     /* --format hf copies the model's tokenizer: a small byte-level BPE one */

@@ -74,7 +74,7 @@ static int write_checkpoint(model_arch arch, gerr *e) {
     if (rc) return rc;
     mkdir(at("base"), 0755);
     put_text(at("fake.gguf"), "not read: only its kind (a file) matters");
-    if (!(rc = hf_write_config(at("base/config.json"), &m, at("fake.gguf"), "float32", e)))
+    if (!(rc = hf_write_config(at("base/config.json"), &m, at("fake.gguf"), "float32", false, e)))
         rc = hf_write_weights(at("base/model.safetensors"), &m, EXPORT_F32, e);
     lora l;
     if (!rc) rc = lora_alloc(&l, &m.cfg, 4, 8, false, 0, (1u << LORA_N_TARGETS) - 1, at("base"), e);

@@ -90,7 +90,8 @@ static void test_q8_0(void) {
 /* ---- MXFP4 from its own values ----------------------------------------------------- */
 
 static void test_mxfp4_exact(void) {
-    TEST("MXFP4: blocks of every scale and code back from their values exactly; other values refused");
+    TEST("MXFP4: blocks of every scale and code back from their values exactly, in GGUF's and Hugging Face's order; "
+         "other values refused");
     enum { NB = 255 * 4 };
     static unsigned char src[NB * MX4W_GGUF_BYTES], out[NB * MX4W_GGUF_BYTES];
     static float x[NB * 32], y[NB * 32];
@@ -120,8 +121,23 @@ static void test_mxfp4_exact(void) {
         kept += big && out[b * MX4W_GGUF_BYTES] == src[b * MX4W_GGUF_BYTES];
     }
     CHECK(full > 0 && kept == full);
+    /* the same blocks in gpt-oss's Hugging Face order: value 2j in byte j's low nibble, 2j + 1 in its high one */
+    static unsigned char hb[NB * MX4W_HF_BYTES], hs[NB];
+    CHECK(hf_mxfp4_exact(x, hb, hs, NB * 32));
+    bool same = true;
+    for (int b = 0; b < NB; b++)
+        for (int v = 0; v < 32; v++) {
+            const unsigned char *g = out + (size_t)b * MX4W_GGUF_BYTES, *h = hb + (size_t)b * MX4W_HF_BYTES;
+            int gc = v < 16 ? g[1 + v] & 15 : g[1 + v - 16] >> 4, hc = v % 2 ? h[v / 2] >> 4 : h[v / 2] & 15;
+            same = same && gc == hc && hs[b] == g[0];
+        }
+    CHECK(same);
     float z[32] = {0};
     CHECK(gguf_mxfp4_exact(z, out, 32) && out[0] == 0);
+    z[5] = -0.0f, z[7] = 0.5f; /* -0 as code 8: transformers' negative zero */
+    CHECK(gguf_mxfp4_exact(z, out, 32) && out[1 + 5] == 0x08 && out[1 + 7] == 0x06); /* 0.5 = 8 halves of 2^-4 */
+    CHECK(hf_mxfp4_exact(z, hb, hs, 32) && hb[2] == 0x80 && hb[3] == 0x60 && hs[0] == out[0]);
+    z[5] = 0, z[7] = 0;
     z[3] = 0.3f; /* no code times a power of two */
     CHECK(!gguf_mxfp4_exact(z, out, 32));
     z[3] = 1.0f, z[4] = 0x1p-20f; /* both MXFP4 values, but 2^20 apart: no one scale */

@@ -133,7 +133,7 @@ static int gen_and_load(const model *m, const char *dir, model_config *back, ger
     mkdir(at(dir), 0755);
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", at(dir));
-    int rc = hf_write_config(path, m, at("fake.gguf"), "float32", e);
+    int rc = hf_write_config(path, m, at("fake.gguf"), "float32", false, e);
     return rc ? rc : config_load_hf(back, at(dir), e);
 }
 
@@ -210,12 +210,12 @@ static void test_config_rope_freqs(void) {
 }
 
 /* The source directory's config.json text -> the exported one. */
-static void edit_case(const char *in, const char *want, int want_rc) {
+static void edit_case_mx(const char *in, const char *want, int want_rc, bool mxfp4) {
     mkdir(at("edit"), 0755);
     put_text(at("edit/config.json"), in);
     unlink(at("edit-out.json"));
     gerr e = {0};
-    int rc = hf_write_config(at("edit-out.json"), NULL, at("edit"), "bfloat16", &e);
+    int rc = hf_write_config(at("edit-out.json"), NULL, at("edit"), "bfloat16", mxfp4, &e);
     CHECK_EQ_INT(rc, want_rc);
     if (rc || !want) return;
     char *got = get_text(at("edit-out.json"));
@@ -223,8 +223,11 @@ static void edit_case(const char *in, const char *want, int want_rc) {
     free(got);
 }
 
+static void edit_case(const char *in, const char *want, int want_rc) { edit_case_mx(in, want, want_rc, false); }
+
 static void test_config_copied(void) {
-    TEST("config.json copied with torch_dtype changed or inserted in sorted place and no quantization_config, in the file's style");
+    TEST("config.json copied with torch_dtype changed or inserted in sorted place and no quantization_config (but for MXFP4 "
+         "experts), in the file's style");
     edit_case("{\n  \"a\": 1,\n  \"torch_dtype\": \"float32\",\n  \"z\": [1, 2e400]\n}\n",
               "{\n  \"a\": 1,\n  \"torch_dtype\": \"bfloat16\",\n  \"z\": [1, 2e400]\n}\n", 0);
     edit_case("{\n  \"architectures\": [\"X\"],\n  \"vocab_size\": 3\n}\n",
@@ -244,11 +247,18 @@ static void test_config_copied(void) {
               "{\n  \"a\": 1,\n  \"torch_dtype\": \"bfloat16\"\n}\n", 0);
     edit_case("{\"quantization_config\": null}", "{\"torch_dtype\": \"bfloat16\"}", 0);
     edit_case("{\"x\": {\"quantization_config\": 1}}", "{\"torch_dtype\": \"bfloat16\",\"x\": {\"quantization_config\": 1}}", 0);
+    /* experts written as MXFP4 blocks: the source's kept as it is, else gpt-oss's own added in sorted place */
+    edit_case_mx("{\n  \"quantization_config\": {\"quant_method\": \"mxfp4\", \"x\": 1},\n  \"torch_dtype\": \"float32\"\n}\n",
+                 "{\n  \"quantization_config\": {\"quant_method\": \"mxfp4\", \"x\": 1},\n  \"torch_dtype\": \"bfloat16\"\n}\n", 0, true);
+    edit_case_mx("{\n  \"a\": 1,\n  \"torch_dtype\": \"float32\"\n}\n",
+                 "{\n  \"a\": 1,\n  \"quantization_config\": {\"modules_to_not_convert\": [\"model.layers.*.self_attn\", "
+                 "\"model.layers.*.mlp.router\", \"model.embed_tokens\", \"lm_head\"], \"quant_method\": \"mxfp4\"},\n"
+                 "  \"torch_dtype\": \"bfloat16\"\n}\n", 0, true);
     edit_case("[1]", NULL, EX_DATAERR);
     edit_case("{\"a\": ", NULL, EX_DATAERR);
     edit_case("{\"a\": 1} x", NULL, EX_DATAERR);
     gerr e = {0};
-    CHECK_EQ_INT(hf_write_config(at("x.json"), NULL, at("no-such-dir"), "float32", &e), EX_NOINPUT);
+    CHECK_EQ_INT(hf_write_config(at("x.json"), NULL, at("no-such-dir"), "float32", false, &e), EX_NOINPUT);
 }
 
 /* ---- model.safetensors ---------------------------------------------------------------------- */
@@ -474,7 +484,7 @@ static void write_base(const model *m, const char *dir) {
     char path[600];
     gerr e = {0};
     snprintf(path, sizeof path, "%s/config.json", at(dir));
-    CHECK_EQ_INT(hf_write_config(path, m, at("fake.gguf"), "float32", &e), 0);
+    CHECK_EQ_INT(hf_write_config(path, m, at("fake.gguf"), "float32", false, &e), 0);
     snprintf(path, sizeof path, "%s/model.safetensors", at(dir));
     CHECK_EQ_INT(hf_write_weights(path, m, EXPORT_F32, &e), 0);
 }

@@ -119,7 +119,7 @@ static void write_fixture(const char *dir, const char *batch) {
     char path[512];
     CHECK(mkdir(dir, 0755) == 0);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    CHECK(hf_write_config(path, &m, "/dev/null", "float32", &e) == 0); /* not a directory: generated */
+    CHECK(hf_write_config(path, &m, "/dev/null", "float32", false, &e) == 0); /* not a directory: generated */
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     CHECK(hf_write_weights(path, &m, EXPORT_F32, &e) == 0);
     FILE *f = fopen(batch, "w");
