@@ -9,7 +9,8 @@
 #   make demo       GRPO on SmolLM2-135M-Instruct, arithmetic (about 10 min); QUICK=1 in about a minute
 #   make example-guess  the same model trained against a multi-turn environment (guess-the-number)
 #   make bench      stream throughput against zstd|jq; model throughput and one update step
-#                   against sgemm, PyTorch and llama.cpp (llama-batched-bench, native build); 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
+#                   against sgemm, PyTorch and llama.cpp (llama-batched-bench, native build); a LoRA step on a
+#                   packed frozen base at three shapes against PyTorch + PEFT (bench/qlora.sh); 2 MPI ranks against 1 rank of 2 threads (bench/mpi.sh);
 #                   rule rewards against a Python peer; the judge cache; the LLM judge's
 #                   requests/s against the local test server; multi-turn rollout (--env,
 #                   instant and 50 ms environments) against single-turn; a gpt-oss-20b-shaped
@@ -293,6 +294,7 @@ bench: deps
 	@build/bench/bench_mxfp4
 	@build/bench/bench_gemm_bf16
 	@sh bench/update.sh
+	@sh bench/qlora.sh
 	@sh bench/mpi.sh
 	@sh bench/reward.sh
 	@sh bench/judge.sh

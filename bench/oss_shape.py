@@ -41,6 +41,46 @@ def byte_chars():
     return [chr(c) for _, c in sorted(zip(bs, cs))]
 
 
+def add_vocab(w, gguf, vocab, special, pre, bos, eos):
+    """A minimal GPT-2 BPE vocabulary: the 256 byte tokens, one merge,
+    special tokens (id: text) at their ids, fillers up to vocab."""
+    tokens = byte_chars() + ["Ġt"]
+    tokens += [f"<|filler_{i}|>" for i in range(len(tokens), vocab)]
+    types = [gguf.TokenType.NORMAL] * vocab
+    for i, s in special.items():
+        tokens[i], types[i] = s, gguf.TokenType.CONTROL
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(["Ġ t"])
+    w.add_bos_token_id(bos)
+    w.add_eos_token_id(eos)
+
+
+def write_plan(w, plan, out):
+    """The tensors of plan, (name, ggml type, the values' shape rows first,
+    maker of the values or their bytes), each made when written, one at a
+    time; then out.part renamed to out."""
+    from gguf import GGMLQuantizationType as T
+    from gguf.quants import quant_shape_to_byte_shape
+
+    for name, t, shape, _ in plan:
+        if t == T.F32:
+            w.add_tensor_info(name, shape, np.dtype(np.float32), 4 * int(np.prod(shape)))
+        else:
+            nbytes = quant_shape_to_byte_shape(shape, t)
+            w.add_tensor_info(name, nbytes, np.dtype(np.uint8), int(np.prod(nbytes)), raw_dtype=t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for _, t, shape, make in plan:
+        x = make(shape)
+        w.write_tensor_data(x.view(np.uint8) if t == T.BF16 else x)
+    w.close()
+    os.replace(out + ".part", out)
+
+
 def f32(rng, shape, scale):
     return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32)
 
@@ -82,7 +122,6 @@ def main():
     sys.path.insert(0, args[0])
     import gguf
     from gguf import GGMLQuantizationType as T
-    from gguf.quants import quant_shape_to_byte_shape
 
     out = args[1]
     rng = np.random.default_rng(20)
@@ -106,18 +145,7 @@ def main():
     w.add_sliding_window(128)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_MXFP4_MOE)
 
-    tokens = byte_chars() + ["Ġt"]
-    tokens += [f"<|filler_{i}|>" for i in range(len(tokens), VOCAB)]
-    types = [gguf.TokenType.NORMAL] * VOCAB
-    for i, s in SPECIAL.items():
-        tokens[i], types[i] = s, gguf.TokenType.CONTROL
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-4o")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(["Ġ t"])
-    w.add_bos_token_id(199998)
-    w.add_eos_token_id(200002)
+    add_vocab(w, gguf, VOCAB, SPECIAL, "gpt-4o", 199998, 200002)
 
     # (name, ggml type, the values' shape, rows first; maker of the values or
     # their bytes): made when written, one at a time
@@ -152,20 +180,7 @@ def main():
     plan += [("output_norm.weight", T.F32, (DIM,), lambda s: 1 + f32(rng, s, 0.1)),
              ("output.weight", T.Q8_0, (VOCAB, DIM), lambda s: q8_0_bytes(rng, *s, 0.05))]
 
-    for name, t, shape, _ in plan:
-        if t == T.F32:
-            w.add_tensor_info(name, shape, np.dtype(np.float32), 4 * int(np.prod(shape)))
-        else:
-            nbytes = quant_shape_to_byte_shape(shape, t)
-            w.add_tensor_info(name, nbytes, np.dtype(np.uint8), int(np.prod(nbytes)), raw_dtype=t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    for name, t, shape, make in plan:
-        x = make(shape)
-        w.write_tensor_data(x.view(np.uint8) if t == T.BF16 else x)
-    w.close()
-    os.replace(out + ".part", out)
+    write_plan(w, plan, out)
 
 
 if __name__ == "__main__":
