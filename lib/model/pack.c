@@ -271,8 +271,8 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
     }
     for (size_t i = 0; i < p->n_tensors; i++) {
         const model_tensor_ref *r = &refs[i];
-        if (p->hold[r->param] != HOLD_PACKED) continue;
-        if (!p->verbatim[i] && !p->early[i]) pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
+        if (p->hold[r->param] != HOLD_PACKED || p->early[i]) continue; /* early: model_pack_loaded's, done */
+        if (!p->verbatim[i]) pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
         release_tail(r->dst, p->as[r->param], (int)r->rows, (int)r->cols);
     }
     if (p->hold[P_LM_HEAD] == HOLD_PACKED) {

@@ -254,6 +254,16 @@ static int load_moments(policy *p, const update_run_opts *o, optim_kind kind, co
     return rc;
 }
 
+/* The format a --base-weights name other than auto names
+ * (update_base_weights_names' order); auto is f32. */
+static weight_format named_format(const char *name) {
+    static const weight_format named[UPDATE_BASE_N - 1] = {WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8, WEIGHTS_Q4K,
+                                                           WEIGHTS_MXFP4};
+    for (int i = 0; i < UPDATE_BASE_N - 1; i++)
+        if (!strcmp(name, update_base_weights_names[i])) return named[i];
+    return WEIGHTS_F32;
+}
+
 /* The format the frozen base loads in (o->base_weights, or for auto the
  * file's: model_file_format): f32 but for a LoRA run on the CPU; for a run
  * that resumes, the one its checkpoint trained on (a different one given
@@ -269,15 +279,8 @@ static int base_load_format(const update_run_opts *o, bool device, weight_format
     if (rc) return rc;
     if (resumed) return ckpt_base_weights_read(o->model, fmt, e);
     if (!strcmp(o->base_weights, "auto")) return model_file_format(o->model, fmt, e);
-    static const weight_format named[] = {WEIGHTS_F32, WEIGHTS_BF16, WEIGHTS_Q8, WEIGHTS_Q4K, WEIGHTS_MXFP4};
-    for (int i = 0; i < UPDATE_BASE_N - 1; i++)
-        if (!strcmp(o->base_weights, update_base_weights_names[i])) *fmt = named[i];
+    *fmt = named_format(o->base_weights);
     return 0;
-}
-
-/* The packed format of a --base-weights name (bf16, q8 or q4k). */
-static weight_format base_format(const char *name) {
-    return !strcmp(name, "bf16") ? WEIGHTS_BF16 : !strcmp(name, "q4k") ? WEIGHTS_Q4K : WEIGHTS_Q8;
 }
 
 /* The frozen base in p->base_weights' format: packed for a LoRA run on the
@@ -301,7 +304,7 @@ static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
                                              model_path);
     if (!strcmp(f, "q4k") && p->m.cfg.n_experts > 0)
         return gerr_set(e, EX_USAGE, "--base-weights q4k: not yet on a mixture of experts; use bf16, q8 or f32");
-    return model_pack_frozen(&p->m, base_format(f), e);
+    return model_pack_frozen(&p->m, named_format(f), e);
 }
 
 int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e) {
