@@ -228,10 +228,10 @@ judge-server: $(LLAMA)-native/bin/llama-server
 	@sh scripts/judge-server --port '$(or $(PORT),8080)'
 
 # ---- the demo: GRPO on SmolLM2 through pipelines/grpo.mk (scripts/demo.sh) ----
-# make demo [QUICK=1] [SEED=N]
+# make demo [QUICK=1] [SEED=N] [BASE=bf16|q8|q4k]
 demo: deps
 	@$(MAKE) --no-print-directory all models
-	@QUICK='$(QUICK)' SEED='$(or $(SEED),1)' bash scripts/demo.sh
+	@QUICK='$(QUICK)' SEED='$(or $(SEED),1)' BASE='$(BASE)' bash scripts/demo.sh
 
 # make example-guess [SEED=N]: a multi-turn run, SmolLM2 against the guess-the-number
 # environment (pipelines/examples/guess/config.mk), the same way as the demo

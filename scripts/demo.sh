@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# make demo [QUICK=1] [SEED=N] [DEMO_RUN=DIR]: a whole GRPO run on SmolLM2-135M-Instruct
+# make demo [QUICK=1] [SEED=N] [BASE=FMT] [DEMO_RUN=DIR]: a whole GRPO run on SmolLM2-135M-Instruct
 # through pipelines/grpo.mk, then held-out accuracy before -> after, the
 # exported HF directory and GGUF, and a PNG of reward, accuracy and KL per step.
 # On a terminal a progress bar (scripts/grpo-progress) sits under the step lines.
 # DEMO_CONFIG=FILE runs another make fragment's settings the same way (make
-# example-guess and the tests do); DEMO_TITLE names it in the plot.
+# example-guess and the tests do); DEMO_TITLE names it in the plot. BASE=FMT
+# trains the LoRA over a frozen base kept in that format (grpo-update
+# --base-weights: bf16, q8, q4k), in runs/demo-CONF-FMT-seedN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 QUICK=${QUICK:-}
 SEED=${SEED:-1}
+BASE=${BASE:-}
 if [ -n "$QUICK" ]; then CONF=quick; else CONF=config; fi
 # DEMO_CONFIG: another make fragment in place of pipelines/demo/CONF.mk (the tests' tiny model)
 CONFIG=${DEMO_CONFIG:-$ROOT/pipelines/demo/$CONF.mk}
 [ -f "$CONFIG" ] || { echo "demo: $CONFIG: no such file" >&2; exit 66; }
-RUN=${DEMO_RUN:-runs/demo-$CONF-seed$SEED}
+RUN=${DEMO_RUN:-runs/demo-$CONF${BASE:+-$BASE}-seed$SEED}
 mkdir -p "$RUN"
 # the run's settings: the demo's, kept in step with pipelines/demo/ (make re-runs what they change)
 {
     echo "include $CONFIG"
     echo "SEED = $SEED"
+    if [ -n "$BASE" ]; then echo "UPDATE_FLAGS += --base-weights $BASE"; fi
 } > "$RUN/config.mk.tmp"
 if cmp -s "$RUN/config.mk.tmp" "$RUN/config.mk"; then rm -f "$RUN/config.mk.tmp"; else mv "$RUN/config.mk.tmp" "$RUN/config.mk"; fi
 

@@ -531,6 +531,30 @@ killed_run() {
     cmp d/ckpt/0003/model.safetensors t/ckpt/0003/model.safetensors
 }
 
+@test "scripts/demo.sh BASE=q8 (make demo BASE=q8): the LoRA trains over a frozen q8 base, rollout from it" {
+    needs_tiny
+    config cfg "STEPS = 2" "UPDATE_FLAGS = --lr 1e-3 --beta 0 --threads 1 --lora-r 4" "EVAL_EVERY = 2" \
+        "EVAL_FLAGS = --threads 1" "EXPORT_FORMAT = hf" \
+        "EVAL_PREP_FLAGS = --task arith --n 4 --split test --seed 1 --chat-template raw --word-problems 0 --model $TINY"
+    mv cfg/config.mk tiny.mk
+    run env MAKELEVEL=1 DEMO_CONFIG="$PWD/tiny.mk" DEMO_RUN="$PWD/d" SEED=3 BASE=q8 bash "$GRPO_ROOT/scripts/demo.sh"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    grep -qx 'UPDATE_FLAGS += --base-weights q8' d/config.mk
+    [ "$(jq -r .flags.base_weights d/ckpt/0002/grpo/state.json)" = q8 ]
+    [[ "$output" == *"held-out accuracy (greedy): "* ]]
+    [ -s d/export/hf/config.json ]
+    # a format grpo-update does not know: its one line, 64, from the first update
+    run env MAKELEVEL=1 DEMO_CONFIG="$PWD/tiny.mk" DEMO_RUN="$PWD/e" SEED=3 BASE=q5 bash "$GRPO_ROOT/scripts/demo.sh"
+    [ "$status" -ne 0 ]
+    echo "$output" | grep -q -- "--base-weights.*q5"
+    [ ! -e e/ckpt/0001 ]
+    # make demo BASE=q4k names its run directory by the format
+    run make --no-print-directory -n -C "$GRPO_ROOT" demo BASE=q4k SEED=2
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"SEED='2' BASE='q4k' bash scripts/demo.sh"* ]]
+}
+
 @test "scripts/grpo-progress: lines pass through; --bar adds the bar from the run's files; usage errors" {
     mkdir -p r/steps/0000 r/steps/0001 r/eval
     echo '{"step":1}' > r/steps/0000/metrics.jsonl

@@ -68,6 +68,9 @@ LISTED=(
     README.md 'make demo SEED=2     # another seed (runs/demo-config-seed2)'
     'readme.bats: make demo QUICK=1 and SEED=2 reach scripts/demo.sh'
 
+    README.md 'make demo BASE=q4k   # the LoRA over a frozen 4-bit base (runs/demo-config-q4k-seed1)'
+    'pipeline.bats: scripts/demo.sh BASE=q8 (make demo BASE=q8)'
+
     README.md 'make example-guess           # SmolLM2-135M-Instruct learns guess-the-number against an environment program'
     'pipeline.bats: pipelines/examples/guess (make example-guess)'
 
