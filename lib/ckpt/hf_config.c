@@ -228,6 +228,24 @@ static void put_ids(entries *es, const char *key, const int32_t *ids, int n) {
         for (int i = 0; i < n; i++) sb_printf(b, "%s\n    %d%s", i ? "," : "[", (int)ids[i], i == n - 1 ? "\n  ]" : "");
 }
 
+/* gpt-oss: biases on the attention, the expert settings config.c reads
+ * (intermediate_size, written above, is each expert's width), its clamp,
+ * and the layers that slide (layer_types, one per layer, with the window). */
+static void put_oss(entries *es, const model_config *c) {
+    sb_puts(put(es, "attention_bias"), "true");
+    put_int(es, "num_local_experts", c->n_experts);
+    put_int(es, "num_experts_per_tok", c->n_experts_used);
+    put_int(es, "experts_per_token", c->n_experts_used);
+    sb_json_pyfloat(put(es, "swiglu_limit"), c->swiglu_limit, false);
+    sb_puts(put(es, "output_router_logits"), "false");
+    strbuf *lt = put(es, "layer_types");
+    for (int l = 0; l < c->n_layers; l++)
+        sb_printf(lt, "%s\n    \"%s\"%s", l ? "," : "[", config_layer_window(c, l) ? "sliding_attention" : "full_attention",
+                  l == c->n_layers - 1 ? "\n  ]" : "");
+    if (c->sliding_window > 0) put_int(es, "sliding_window", c->sliding_window);
+    else sb_puts(put(es, "sliding_window"), "null");
+}
+
 static int generate_config(const char *out_path, const model *m, const char *source, const char *dtype, bool mxfp4,
                            gerr *e) {
     model_config c = m->cfg;
@@ -255,7 +273,18 @@ static int generate_config(const char *out_path, const model *m, const char *sou
     sb_json_pyfloat(put(&es, "rms_norm_eps"), c.norm_eps, true);
     sb_json_pyfloat(put(&es, "rope_theta"), c.rope_theta, false);
     strbuf *rs = put(&es, "rope_scaling");
-    if (c.rope_llama3) {
+    if (c.rope_yarn) { /* gpt-oss: every field config.c's read_yarn reads */
+        sb_puts(rs, "{\n    \"attention_factor\": ");
+        sb_json_pyfloat(rs, c.rope_attn_factor, false);
+        sb_puts(rs, ",\n    \"beta_fast\": ");
+        sb_json_pyfloat(rs, c.rope_beta_fast, false);
+        sb_puts(rs, ",\n    \"beta_slow\": ");
+        sb_json_pyfloat(rs, c.rope_beta_slow, false);
+        sb_puts(rs, ",\n    \"factor\": ");
+        sb_json_pyfloat(rs, c.rope_factor, false);
+        sb_printf(rs, ",\n    \"original_max_position_embeddings\": %d,\n    \"rope_type\": \"yarn\",\n    \"truncate\": %s\n  }",
+                  c.rope_original_max_pos, c.rope_truncate ? "true" : "false");
+    } else if (c.rope_llama3) {
         sb_puts(rs, "{\n    \"factor\": ");
         sb_json_pyfloat(rs, c.rope_factor, false);
         sb_puts(rs, ",\n    \"high_freq_factor\": ");
@@ -271,7 +300,9 @@ static int generate_config(const char *out_path, const model *m, const char *sou
     sb_json_string(put(&es, "torch_dtype"), dtype, strlen(dtype));
     sb_puts(put(&es, "use_cache"), "true");
     put_int(&es, "vocab_size", c.vocab_size);
-    if (c.arch == ARCH_LLAMA) { /* LlamaConfig's own keys */
+    if (c.arch == ARCH_GPT_OSS) { /* GptOssConfig's own keys */
+        put_oss(&es, &c);
+    } else if (c.arch == ARCH_LLAMA) { /* LlamaConfig's own keys */
         sb_puts(put(&es, "attention_bias"), "false");
         sb_puts(put(&es, "mlp_bias"), "false");
         put_int(&es, "pretraining_tp", 1);
@@ -281,7 +312,7 @@ static int generate_config(const char *out_path, const model *m, const char *sou
         sb_puts(put(&es, "sliding_window"), "null");
         sb_puts(put(&es, "use_sliding_window"), "false");
     }
-    if (c.n_experts > 0) { /* a GGUF's mixture: every layer sparse (gguf_config.c) */
+    if (c.n_experts > 0 && c.arch != ARCH_GPT_OSS) { /* a GGUF's mixture: every layer sparse (gguf_config.c) */
         put_int(&es, "num_experts", c.n_experts);
         put_int(&es, "num_experts_per_tok", c.n_experts_used);
         put_int(&es, "moe_intermediate_size", c.moe_hidden_dim);

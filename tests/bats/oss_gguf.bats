@@ -185,6 +185,34 @@ PY
     [ "$status" -eq 1 ]
 }
 
+@test "grpo-export --format hf of a gpt-oss GGUF: a GptOssConfig with its YaRN, clamp and sliding layers; the GGUF's logits" {
+    needs_oss
+    # the converter's GGUF, and one whose layers slide the other way round
+    jq '.layer_types |= reverse' "$OSS/config.json" > rev.json
+    cp -r "$OSS" rev && mv rev.json rev/config.json
+    grpo-export --model rev --format gguf --dtype f32 --out rev.gguf
+    for g in "$OSS.gguf" rev.gguf; do
+        rm -rf back
+        grpo-export --model "$g" --format hf --dtype f32 --out back
+        src=$OSS; [ "$g" = rev.gguf ] && src=rev
+        # every key the source's config.json has that changes the model, equal
+        jq -e --slurpfile s "$src/config.json" '. as $o | $s[0] as $s
+            | ($o.model_type == "gpt_oss" and $o.architectures == ["GptOssForCausalLM"] and $o.attention_bias == true)
+              and ([ "num_local_experts", "num_experts_per_tok", "intermediate_size", "swiglu_limit", "layer_types",
+                     "sliding_window", "hidden_size", "head_dim", "num_attention_heads", "num_key_value_heads",
+                     "rope_theta", "rms_norm_eps" ] | all(. as $k | $o[$k] == $s[$k]))
+              and ($o.rope_scaling | .rope_type == "yarn" and .truncate == $s.rope_scaling.truncate
+                   and .factor == $s.rope_scaling.factor and .beta_fast == $s.rope_scaling.beta_fast
+                   and .beta_slow == $s.rope_scaling.beta_slow
+                   and .original_max_position_embeddings == $s.rope_scaling.original_max_position_embeddings)' \
+            back/config.json
+        for m in "$g" back; do ours "$m" "$OSS/tokens.txt" "$(basename "$m").f32"; done
+        cmp "$(basename "$g").f32" back.f32
+    done
+    # the two patterns are two models: their logits differ
+    run ! cmp oss.gguf.f32 rev.gguf.f32
+}
+
 @test "grpo-export keeps MXFP4 experts MXFP4 under f16 and q8_0: the source's blocks; trained experts take the dtype" {
     needs_oss; needs_logits
     grpo-export --model "$MX.gguf" --format gguf --out f16.gguf
