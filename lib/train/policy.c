@@ -302,8 +302,6 @@ static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
                                                           "MXFP4 blocks (a gpt-oss's Hugging Face _blocks and _scales, "
                                                           "or a GGUF's MXFP4); use f32, bf16 or q8",
                                              model_path);
-    if (!strcmp(f, "q4k") && p->m.cfg.n_experts > 0)
-        return gerr_set(e, EX_USAGE, "--base-weights q4k: not yet on a mixture of experts; use bf16, q8 or f32");
     return model_pack_frozen(&p->m, named_format(f), e);
 }
 

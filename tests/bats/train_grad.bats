@@ -84,6 +84,9 @@ grad_case() {
 @test "gradient vs autograd: qwen3_moe, LoRA on every projection and each expert's over a frozen q8 base, dapo, beta" {
     grad_case qwen3moe-lora-experts-all-q8base-dapo
 }
+@test "gradient vs autograd: qwen3_moe, LoRA on every projection and each expert's over a frozen q4k base, sequence importance" {
+    grad_case qwen3moe-lora-experts-all-q4kbase-seq
+}
 @test "gradient vs autograd: qwen3_moe, a dense layer, LoRA with the experts' over a frozen bf16 base, --recompute" {
     grad_case qwen3moe-dense0-lora-experts-bf16base-micro-recompute
 }

@@ -156,12 +156,12 @@ PY
     done
 }
 
-@test "qwen3_moe (LoRA on every expert too) on a q8 or bf16 base: same bytes for any --threads, merged into the rounded experts, rolled out on that base" {
+@test "qwen3_moe (LoRA on every expert too) on a q8, q4k or bf16 base: same bytes for any --threads, merged into the rounded experts, rolled out on that base" {
     needs_tiny
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe moe --norm-topk
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" moe
     jq -c '{id, prompt_tokens}' "$(B)" | awk '!seen[$0]++' > prompts.jsonl
-    for f in q8 bf16; do
+    for f in q8 q4k bf16; do
         grpo-update --model moe --in "$(B)" --out $f --lr 1e-1 --lora-r 4 --lora-targets all --base-weights $f \
             2> /dev/null
         grpo-update --model moe --in "$(B)" --out $f-1 --lr 1e-1 --lora-r 4 --lora-targets all --base-weights $f \
@@ -170,10 +170,13 @@ PY
         jq -e --arg f $f '.flags.base_weights == $f' $f/grpo/state.json
         # 2 layers x (4 attention + 8 experts x 3) matrices rounded, every one adapted
         grpo-export --model $f --format hf --dtype f32 --out $f-hf 2> /dev/null
-        run merged_check moe $f $f-hf
-        echo "$output"
-        [ "$status" -eq 0 ]
-        [[ "$output" == *"56 matrices rounded, 56 adapted"* ]]
+        # (gguf-py has no Q4_K quantizer to compare with: the dense q4k merge test below bounds it)
+        if [ $f != q4k ]; then
+            run merged_check moe $f $f-hf
+            echo "$output"
+            [ "$status" -eq 0 ]
+            [[ "$output" == *"56 matrices rounded, 56 adapted"* ]]
+        fi
         # on that base, the adapter unmerged: the trainer's own log-probs (mean bound 3e-6, as on a dense base)
         grpo-rollout --model $f --weights auto -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl --progress \
             2> ro-$f.log | jq -c '. + {advantage: (.sample - 1.5)}' > r-$f.jsonl
