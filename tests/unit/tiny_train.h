@@ -5,6 +5,7 @@
 #ifndef GRPO_TESTS_TINY_TRAIN_H
 #define GRPO_TESTS_TINY_TRAIN_H
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +21,11 @@ static inline void fill_uniform(float *p, size_t n, double scale, double offset,
 }
 
 /* The tiny shapes of an architecture: 2 layers of dim 32; qwen3_moe's
- * layer 0 dense (mlp_only_layers), layer 1 a mixture of 2 of 4 experts. */
+ * layer 0 dense (mlp_only_layers), layer 1 a mixture of 2 of 4 experts;
+ * gpt_oss's both a mixture of 2 of 4 experts of width 32 (MXFP4's block)
+ * with biases and the clamped SwiGLU, layer 0 sliding (window 5), sinks, an
+ * o_proj bias and gpt-oss's YaRN over an original context of 16 (config.c's
+ * defaults for the rest, as config.json would give them). */
 static inline void tiny_config(model_config *c, model_arch arch, bool tied) {
     memset(c, 0, sizeof *c);
     c->arch = arch, c->dim = 32, c->hidden_dim = 48, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
@@ -31,6 +36,15 @@ static inline void tiny_config(model_config *c, model_arch arch, bool tied) {
     if (arch == ARCH_QWEN3_MOE) {
         c->n_experts = 4, c->n_experts_used = 2, c->moe_hidden_dim = 16, c->moe_norm_topk = true, c->moe_step = 1;
         c->moe_dense[0] = 1;
+        snprintf(c->architecture, sizeof c->architecture, "Qwen3MoeForCausalLM");
+    }
+    if (arch == ARCH_GPT_OSS) {
+        c->n_experts = 4, c->n_experts_used = 2, c->moe_hidden_dim = c->hidden_dim = 32, c->moe_norm_topk = true;
+        c->moe_step = 1, c->moe_bias = true, c->swiglu_limit = 7.0f, c->swiglu_alpha = 1.702f;
+        c->qkv_bias = c->attn_o_bias = c->attn_sinks = true, c->sliding_window = 5, c->swa_layers[0] = 1;
+        c->rope_yarn = true, c->rope_factor = 32, c->rope_beta_fast = 32, c->rope_beta_slow = 1;
+        c->rope_original_max_pos = 16, c->rope_attn_factor = 0.1 * log(32.0) + 1;
+        snprintf(c->architecture, sizeof c->architecture, "GptOssForCausalLM");
     }
 }
 
