@@ -17,7 +17,6 @@
 #include "fake_device.h"
 #include "model/layer.h"
 #include "model/model.h"
-#include "ops/packed_mxfp4.h"
 #include "tiny_train.h"
 
 /* ---- (a) the forward ----------------------------------------------------------- */
@@ -148,40 +147,6 @@ static void test_forward(model_arch arch, bool tied) {
     check_forward(&m);
 }
 
-/* Random MXFP4 blocks (scales 2^-5 .. 2^-3 in half units: weights up to
- * 0.75) written as every expert's matrix in its own place, and m packed as
- * grpo-rollout --device loads a gpt-oss's MXFP4 experts (the on_device
- * plan: the experts MXFP4, every other matrix float32 rows). */
-static int pack_mxfp4_experts(model *m, gerr *e) {
-    size_t nt = model_tensor_list(m, NULL);
-    model_tensor_ref *refs = calloc(nt, sizeof *refs);
-    if (!refs) abort();
-    model_tensor_list(m, refs);
-    m->experts_mxfp4 = true;
-    pack_plan plan;
-    model_plan_packing(m, (weight_choice){.fmt = WEIGHTS_MXFP4, .on_device = true}, &plan);
-    rng_stream r;
-    rng_init(&r, 77, "mxfp4", 5, 0);
-    for (size_t i = 0; i < nt; i++) {
-        if (refs[i].expert < 0) continue;
-        int rows = (int)refs[i].rows, cols = (int)refs[i].cols;
-        size_t n = (size_t)rows * (cols / 32);
-        unsigned char *blocks = malloc(n * 17);
-        if (!blocks) abort();
-        for (size_t b = 0; b < n; b++) {
-            blocks[b * 17] = (unsigned char)(123 + rng_below(&r, 3));
-            for (int j = 1; j < 17; j++) blocks[b * 17 + j] = (unsigned char)rng_below(&r, 256);
-        }
-        mx4w_pack_gguf(refs[i].dst, blocks, rows, cols);
-        plan.verbatim[i] = true;
-        free(blocks);
-    }
-    int rc = model_pack(m, &plan, e);
-    pack_plan_free(&plan);
-    free(refs);
-    return rc;
-}
-
 /* The mixtures of experts: tiny_train.h's qwen3_moe and gpt_oss (float32
  * experts, or MXFP4 ones), vocabulary V. */
 static void test_forward_moe(model_arch arch, bool mxfp4, const char *name) {
@@ -191,7 +156,7 @@ static void test_forward_moe(model_arch arch, bool mxfp4, const char *name) {
     tiny_config(&m.cfg, arch, false);
     m.cfg.vocab_size = V;
     gerr e = {0};
-    if (tiny_model_fill(&m) || (mxfp4 && pack_mxfp4_experts(&m, &e))) {
+    if (tiny_model_fill(&m) || (mxfp4 && tiny_mxfp4_experts(&m, &e))) {
         if (e.code) printf("#   %s\n", e.msg);
         CHECK(0);
         model_free(&m);

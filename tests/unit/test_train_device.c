@@ -55,16 +55,7 @@ static void test_trainer_on(model_arch arch, bool tied, const char *lora_targets
     make_groups(&gb, mc.cfg.vocab_size, masked);
     int n = train_batch_targets(&gb.b);
     uint16_t routing[96 * 4];
-    if (replay) { /* a recorded routing (host ids): every row 2 different of the 4 experts in each such layer */
-        int w = config_ffn_layers(&mc.cfg, true) * mc.cfg.n_experts_used;
-        rng_stream r;
-        rng_init(&r, 3, "routing", 7, 0);
-        for (int i = 0; i < gb.start[G_SEQS] * w; i += 2) {
-            routing[i] = (uint16_t)rng_below(&r, 4);
-            routing[i + 1] = (uint16_t)((routing[i] + 1 + rng_below(&r, 3)) % 4);
-        }
-        gb.b.routing = routing, gb.b.routing_width = w;
-    }
+    if (replay) tiny_replay_routing(&gb, &mc.cfg, routing);
     float lc[64], ld_[64], ec[64], ed[64], coef[64], dent[64];
     fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
     fill_uniform(dent, 64, 0.5, 0.0, 12, 0);
