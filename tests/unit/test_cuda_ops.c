@@ -767,8 +767,8 @@ int main(void) {
     test_model_moe(ARCH_QWEN3_MOE, false,
                    "qwen3_moe forward on the device (2 of 2 experts): logits within 2e-2 of the CPU, batch-invariant");
     test_model_moe(ARCH_GPT_OSS, false,
-                   "gpt_oss forward on the device (sinks, window, YaRN, biases, clamped SwiGLU; 2 of 2 experts): logits "
-                   "within 2e-2 of the CPU, batch-invariant");
+                   "gpt_oss forward on the device (sinks, window, YaRN, biases, clamped SwiGLU; 2 of 2 experts): "
+                   "logits within 2e-2 of the CPU, batch-invariant");
     test_model_moe(ARCH_GPT_OSS, true,
                    "gpt_oss forward on the device with MXFP4 experts: logits within 2e-2 of the CPU, batch-invariant");
     if (be) cuda_close();

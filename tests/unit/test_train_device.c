@@ -299,8 +299,10 @@ int main(void) {
     test_update_run(root, "ref", 0, 0, ref, "grpo-update with --ref (a second model on the device): the CPU's bytes");
     test_update_run_on(root, "moe", "moe", 0, 0, NULL, 0.01,
                        "grpo-update qwen3_moe full fine-tuning with --router-aux-coef on the device: the CPU's bytes");
-    test_update_run_on(root, "moe", "moe-lora", 4, 0, NULL, 0, "grpo-update qwen3_moe LoRA on the device: the CPU's bytes");
-    test_update_run_on(root, "oss", "oss", 0, 0, NULL, 0, "grpo-update gpt_oss full fine-tuning on the device: the CPU's bytes");
+    test_update_run_on(root, "moe", "moe-lora", 4, 0, NULL, 0,
+                       "grpo-update qwen3_moe LoRA on the device: the CPU's bytes");
+    test_update_run_on(root, "oss", "oss", 0, 0, NULL, 0,
+                       "grpo-update gpt_oss full fine-tuning on the device: the CPU's bytes");
     test_aux_refused(root, moe, batch);
     {
         TEST("grpo-update --group-sums on the caller's device: 64, nothing written");

@@ -98,7 +98,8 @@ static inline int tiny_mxfp4_experts(model *m, gerr *e) {
         }
         for (size_t b = 0; b < n; b++) {
             blocks[b * MX4W_GGUF_BYTES] = (unsigned char)(123 + rng_below(&r, 3));
-            for (int j = 1; j < MX4W_GGUF_BYTES; j++) blocks[b * MX4W_GGUF_BYTES + j] = (unsigned char)rng_below(&r, 256);
+            for (int j = 1; j < MX4W_GGUF_BYTES; j++)
+                blocks[b * MX4W_GGUF_BYTES + j] = (unsigned char)rng_below(&r, 256);
         }
         mx4w_pack_gguf(refs[i].dst, blocks, rows, cols);
         plan.verbatim[i] = true;
