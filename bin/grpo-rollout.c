@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
          NULL},
         {"--device", NULL, FLAG_CHOICE, &o.device, "D",
          "where to run: auto = an NVIDIA GPU when this build has CUDA and one is present, else the CPU "
-         "(default: $GRPO_DEVICE, else auto); a mixture of experts runs on the CPU only", 0, 0, "auto|cpu|cuda"},
+         "(default: $GRPO_DEVICE, else auto); a gpt-oss's MXFP4 experts go there as their blocks (--weights auto or "
+         "mxfp4), every other matrix bf16", 0, 0, "auto|cpu|cuda"},
         {"--weights", NULL, FLAG_CHOICE, &o.weights, "W",
          "the model's matrices on the CPU: f32, bf16 (rounded once; fastest with AVX512-BF16, emulated with the same bits on AVX-512F or AVX2), q8 (8-bit blocks, "
          "GGUF Q8_0's: a Q8_0 GGUF's are taken as they are), q4k (4-bit k-quant blocks, GGUF Q4_K's: a Q4_K GGUF's "

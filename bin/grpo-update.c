@@ -116,7 +116,8 @@ int main(int argc, char **argv) {
         {"--device", NULL, FLAG_CHOICE, &r->device, "D",
          "where to train: cpu, cuda (an NVIDIA GPU: bf16 products with float32 sums, float32 master "
          "weights, gradients and AdamW state; under mpirun a GPU per rank, gradients summed over NCCL, no --zero; "
-         "not yet run on a GPU; not a mixture of experts), or auto (the GPU when there is one)", 0, 0,
+         "not yet run on a GPU; a mixture of experts without --router-aux-coef), or auto (the GPU when there is "
+         "one)", 0, 0,
          FLAGS_CHOICES(devices, device_names)},
         {"--compute", NULL, FLAG_CHOICE, &r->compute, "C",
          "matrix products' operands: f32, or bf16 with float32 sums (CPUs with AVX-512 BF16; weights, gradients "

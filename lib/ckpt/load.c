@@ -99,7 +99,8 @@ static int load_frozen_adapter(model *m, const char *path, weight_format fmt, ge
  * bf16|q8) merges into that base's values, the model it trained
  * (model_round_frozen), not the file's; for inference, when w follows the
  * frozen base (auto) or names its format, it runs on that base unmerged
- * instead (load_frozen_adapter; *plan then packs nothing more). */
+ * instead (load_frozen_adapter; *plan then packs nothing more), but on a
+ * device (w's on_device), which runs no frozen base. */
 static int load_merged_adapter(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     lora l;
     pack_plan base_plan = {0};
@@ -107,7 +108,7 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
     weight_format base_fmt;
     int rc = ckpt_base_weights_read(path, &base_fmt, e);
     if (rc) return rc;
-    if (w && base_fmt != WEIGHTS_F32 && (w->frozen_base || w->fmt == base_fmt))
+    if (w && !w->on_device && base_fmt != WEIGHTS_F32 && (w->frozen_base || w->fmt == base_fmt))
         return load_frozen_adapter(m, path, base_fmt, e);
     if ((rc = load_adapter_dir(path, m, &l, w ? &base_w : NULL, &base_plan, e))) return rc;
     if ((rc = model_round_frozen(m, base_fmt, e))) {

@@ -251,6 +251,11 @@ static int weight_upload(float **dst, const float *src, size_t rows, size_t cols
     return 0;
 }
 
+/* rows row0 .. of a bf16 [rows, cols] handle weight_upload made */
+static const float *weight_rows(const float *w, size_t row0, size_t cols) {
+    return (const float *)(const void *)((const uint16_t *)(const void *)w + row0 * cols);
+}
+
 static const backend cuda_backend = {
     .name = "cuda",
     .rmsnorm_forward = rmsnorm_fwd,
@@ -297,6 +302,7 @@ static const backend cuda_backend = {
     .mem_copy = mem_copy,
     .mem_zero = mem_zero,
     .weight_upload = weight_upload,
+    .weight_rows = weight_rows,
     .sync = cuda_sync,
 };
 

@@ -31,8 +31,13 @@ typedef struct {
 /* A cuBLAS or cuBLASLt function of the open context. */
 #define BLAS(name) (cuda_ctx_get()->fn.name)
 
-/* Staging slots: an op copies up to this many host arrays at once. */
-enum { CUDA_STAGE_SLOTS = 3, CUDA_GEMM_ALGOS = 16 };
+/* Staging slots: an op copies up to this many host arrays at once. The
+ * algorithm cache's room: a dense model takes about 6 (out_dim, in_dim,
+ * alignment) keys; a mixture of experts adds its router's and experts'
+ * shapes, each expert's output rows at the alignments their row offsets
+ * give (a tiny model's narrow rows: up to 3 per shape), and the unit tests
+ * run many models in one process. */
+enum { CUDA_STAGE_SLOTS = 3, CUDA_GEMM_ALGOS = 64 };
 
 /* cuBLASLt's algorithm for one weight shape, chosen once so that a row's
  * products do not depend on how many rows share the call (byte-identical

@@ -30,6 +30,20 @@ static unsigned operands_align(const void *a, const void *b, const void *d) {
     return r;
 }
 
+/* The alignment y = x W^T's algorithm is chosen for: the operands', but
+ * no more than one output row of out_dim floats gives, so that every row
+ * offset into one output buffer (a mixture of experts' products write
+ * their expert's slots from any row) keys the same algorithm, and a row's
+ * bytes do not depend on where its expert's rows start in the batch. A
+ * model's widths are multiples of 64 floats, so this binds only on narrow
+ * ones (tiny test models, a small vocabulary). */
+static unsigned product_align(const void *w, const void *x16, const float *out, int out_dim) {
+    unsigned a = operands_align(w, x16, out);
+    size_t row = (size_t)out_dim * sizeof(float);
+    while (a > 1 && row % a) a /= 2;
+    return a;
+}
+
 /* A preference with the operands' true alignment and the context's
  * workspace; the caller destroys it. */
 static cublasLtMatmulPreference_t pref_for(cuda_ctx *c, unsigned align) {
@@ -124,7 +138,7 @@ void cuda_matmul_bf16(float *out, const float *in, const uint16_t *w, const floa
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&lb, CUDA_R_16BF, (uint64_t)in_dim, (uint64_t)n, in_dim), "layout") &&
         !cublas_failed(BLAS(cublasLtMatrixLayoutCreate)(&ld, CUDA_R_32F, (uint64_t)out_dim, (uint64_t)n, out_dim),
                        "layout")) {
-        unsigned align = operands_align(w, x16, out);
+        unsigned align = product_align(w, x16, out, out_dim);
         const cublasLtMatmulAlgo_t *algo = algo_for(c, op, la, out_dim, in_dim, align);
         cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
         if (algo)

@@ -5,12 +5,28 @@
  * (model_forward). Every layer reuses one set of scratch activations; a
  * mixture of experts' routing is kept for the caller (model_scratch.routes). */
 #include <assert.h>
-#include <string.h>
 
 #include "layer.h"
 #include "model.h"
 
 const backend *model_backend(const model *m) { return m->dev ? m->dev->be : backend_cpu(); }
+
+/* The experts each of R rows went to in the layer just run, read from its
+ * grouping's host arrays (sel may be a device's): row r's j-th choice, in
+ * sel's order, at to[r * stride + j]. Assignment r * k + j sits in slot
+ * slot_of[r * k + j], which lies in its expert's range of offsets. */
+static void keep_routing(const moe_index *x, int R, int k, int E, int32_t *to, size_t stride) {
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < k; j++) {
+            int slot = x->slot_of[r * k + j], lo = 0, hi = E - 1;
+            while (lo < hi) { /* the last expert whose range starts at or before slot */
+                int mid = (lo + hi + 1) / 2;
+                if (x->offsets[mid] <= slot) lo = mid;
+                else hi = mid - 1;
+            }
+            to[(size_t)r * stride + j] = lo;
+        }
+}
 
 int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq, const int *pos,
                          const int32_t *token, const bool *want, float *hidden, model_scratch *s) {
@@ -45,10 +61,8 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
         p.layer = l;
         p.kv = kv_cache_view(c, l, s->row_kv);
         layer_forward(&p, &a, s->x, s->x);
-        if (!config_layer_moe(cf, l)) continue;
-        /* the routing, kept (sel is the host's: the layer asserts it) */
-        int32_t *to = s->routes + (size_t)config_ffn_slot(cf, l) * k;
-        for (int r = 0; r < R; r++) memcpy(to + (size_t)r * Lm * k, s->sel + (size_t)r * k, (size_t)k * sizeof *to);
+        if (config_layer_moe(cf, l))
+            keep_routing(s->moe, R, k, cf->n_experts, s->routes + (size_t)config_ffn_slot(cf, l) * k, (size_t)Lm * k);
     }
 
     /* The final norm only for the rows wanted. */

@@ -241,9 +241,7 @@ static void expert_act(const layer_pass *p, float *h, const float *gate, const f
 static void moe_route(const layer_pass *p, const layer_acts *a, const layer_params *w) {
     const model_config *c = &p->m->cfg;
     int R = p->n_rows, E = c->n_experts, k = c->n_experts_used;
-    /* the CPU's memory: model_to_backend refuses experts (a device's stacked
-     * expert matrices are not sliced per expert, forward.c reads sel) */
-    assert(p->moe && !p->be->mem_alloc);
+    assert(p->moe);
     p->be->matmul_forward(a->probs, a->xn2, w->router, w->router_b, R, c->dim, E);
     if (p->replay)
         p->be->moe_route_replay_forward(a->probs, a->sel, a->route_w, a->probs, p->replay, R, E, k, c->moe_norm_topk);
@@ -274,8 +272,9 @@ static void slot_keys(const layer_pass *p) {
  * (+ bias) (+ its adapter's, keeping u's rows). */
 static void expert_forward(const layer_pass *p, const layer_acts *a, int set, int x, int s0, int n, float *out,
                            const float *in, const float *w, const float *bias, int in_dim, int out_dim) {
-    weight_matmul(p, lora_set_param(set), out + (size_t)s0 * out_dim, in + (size_t)s0 * in_dim,
-                  w + (size_t)x * out_dim * in_dim, bias, n, in_dim, out_dim);
+    int param = lora_set_param(set);
+    weight_matmul(p, param, out + (size_t)s0 * out_dim, in + (size_t)s0 * in_dim,
+                  model_expert_weight(p->m, param, w, x, out_dim, in_dim), bias, n, in_dim, out_dim);
     if (!adapted(p, set)) return;
     lora_rows q = expert_rows(p, set, x, s0, n);
     lora_forward(p, &q, out + (size_t)s0 * out_dim, in + (size_t)s0 * in_dim, in_dim, out_dim,
@@ -288,9 +287,11 @@ static void expert_backward(const layer_pass *p, const layer_acts *a, const laye
                             int s0, int n, float *din, const float *dout, const float *in, const float *w, float *gw,
                             float *gb, int in_dim, int out_dim, bool accumulate) {
     size_t wsz = (size_t)out_dim * in_dim;
+    int param = lora_set_param(set);
     din += (size_t)s0 * in_dim, dout += (size_t)s0 * out_dim, in += (size_t)s0 * in_dim;
-    weight_backward(p, lora_set_param(set), din, of_expert(gw, x, wsz), of_expert(gb, x, (size_t)out_dim), dout, in,
-                    w + x * wsz, n, in_dim, out_dim, accumulate);
+    /* the gradients are float32 rows wherever they are */
+    weight_backward(p, param, din, of_expert(gw, x, wsz), of_expert(gb, x, (size_t)out_dim), dout, in,
+                    model_expert_weight(p->m, param, w, x, out_dim, in_dim), n, in_dim, out_dim, accumulate);
     if (!adapted(p, set)) return;
     lora_rows q = expert_rows(p, set, x, s0, n);
     lora_backward(p, &q, din, dout, in, in_dim, out_dim, a->u[set] + (size_t)s0 * p->lora.l->r, s->du);

@@ -174,6 +174,13 @@ layer_params model_layer(const model_params *p, const model_config *c, int layer
 /* The weights the forward reads for one layer: on the model's device
  * backend after model_to_backend, else model_layer of m->w. */
 layer_params model_layer_weights(const model *m, int layer);
+/* Expert x's matrix [rows, cols] (tensor param, P_EXP_GATE .. P_EXP_DOWN)
+ * in w, its layer's stack of them as model_layer_weights gives it: on the
+ * host x * rows * cols floats on (float32 rows, or packed each in its own
+ * place); on a device as model_to_backend put it there (MXFP4 blocks one
+ * expert after another, or rows of one matrix in the backend's format:
+ * backend.h's weight_rows). */
+const float *model_expert_weight(const model *m, int param, const float *w, int x, int rows, int cols);
 /* The weights outside the layers, chosen the same way: the embeddings,
  * the final norm and the LM head (NULL in a classifier; a head packed for
  * the CPU is m->head_packed). */

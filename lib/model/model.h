@@ -147,13 +147,18 @@ void model_free(model *m);
  * MXFP4 experts kept, float32 panels having no transposed product. With
  * pack_early the loader packs each matrix as it reads it (model_pack_loaded):
  * for a caller that runs model_pack next, nothing reading the float32 rows
- * in between (a LoRA merge does). */
+ * in between (a LoRA merge does). With on_device the plan is a device
+ * backend's (model_to_backend): every matrix float32 rows, the experts kept
+ * MXFP4 as fmt and keep_mxfp4 say (their blocks go to the device as they
+ * are), fmt's other formats and frozen_base left aside (a LoRA checkpoint
+ * merged). */
 typedef struct {
     weight_format fmt;
     bool keep_mxfp4;
     bool frozen_base;
     bool frozen;
     bool pack_early;
+    bool on_device;
 } weight_choice;
 
 typedef struct {
@@ -235,9 +240,15 @@ const char *model_weights_describe(const model *m, char *buf, size_t size);
 
 /* Copies the weights the inference forward reads (not a classifier's score
  * head, which stays on the host) into be's memory and format (bf16 matrices
- * on CUDA); afterwards model_forward runs on be, with a KV cache and scratch
- * made on be too (kv_cache_init_on, model_scratch_init_on) and logits in
- * be's memory. m->w stays as it was. The model must not be packed. */
+ * on CUDA; a mixture's experts one stacked matrix per layer and tensor, or
+ * MXFP4 experts as their blocks, which matmul_forward_packed takes);
+ * afterwards model_forward runs on be, with a KV cache and scratch made on
+ * be too (kv_cache_init_on, model_scratch_init_on) and logits in be's
+ * memory. m->w stays as it was. The model must not be packed, but for MXFP4
+ * experts (weight_choice's on_device plan): EX_SOFTWARE. A model whose
+ * options be has no ops for (a mixture of experts, attention sinks or
+ * sliding windows: backend.h's NULL entries) is EX_USAGE in one line,
+ * before anything is copied. */
 int model_to_backend(model *m, const backend *be, gerr *e);
 void model_dev_free(model *m);
 /* After an optimizer step on the device: m->dev's copies made again from

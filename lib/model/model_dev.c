@@ -1,5 +1,6 @@
 /* model_to_backend: the inference forward's weights copied once into a
- * device backend's memory, matrices in its own format (model.h). */
+ * device backend's memory, matrices in its own format (model.h), a
+ * mixture's MXFP4 experts as their blocks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,10 +21,8 @@ static int keep(model_dev *d, void *p) {
     return 0;
 }
 
-/* An fp32 vector (norm weights, biases, the embeddings) as it is. */
+/* An fp32 vector (norm weights, biases, sinks, the embeddings) as it is. */
 static int put_vector(model_dev *d, float **dst, const float *src, size_t n, gerr *e) {
-    *dst = NULL;
-    if (!src) return 0;
     void *p;
     int rc = d->be->mem_alloc(&p, n * sizeof(float), e);
     if (rc) return rc;
@@ -32,27 +31,69 @@ static int put_vector(model_dev *d, float **dst, const float *src, size_t n, ger
     return d->be->mem_upload(p, src, n * sizeof(float), e);
 }
 
-/* A weight matrix [rows, cols] in the backend's format. */
+/* A weight matrix [rows, cols] in the backend's format (a stack of
+ * experts' matrices is one, model_expert_weight slicing it). */
 static int put_matrix(model_dev *d, float **dst, const float *src, size_t rows, size_t cols, gerr *e) {
     int rc = d->be->weight_upload(dst, src, rows, cols, e);
     return rc ? rc : keep(d, *dst);
 }
 
+/* n experts' matrices [rows, cols] packed in fmt, each in its own float32
+ * place on the host (model_pack's), one after another on the device. */
+static int put_packed(model_dev *d, float **dst, const float *src, weight_format fmt, int n, size_t rows, size_t cols,
+                      gerr *e) {
+    size_t bytes = weights_packed_bytes(fmt, (int)rows, (int)cols);
+    void *p;
+    int rc = d->be->mem_alloc(&p, (size_t)n * bytes, e);
+    if (rc) return rc;
+    keep(d, p);
+    *dst = p;
+    for (int x = 0; x < n && !rc; x++)
+        rc = d->be->mem_upload((char *)p + (size_t)x * bytes, src + (size_t)x * rows * cols, bytes, e);
+    return rc;
+}
+
+const float *model_expert_weight(const model *m, int param, const float *w, int x, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    if (!m->dev) return w + (size_t)x * n; /* float32 rows, or each packed in its own place */
+    if (m->held[param] == HOLD_PACKED)     /* put_packed's */
+        return (const float *)(const void *)((const char *)(const void *)w +
+                                             (size_t)x * weights_packed_bytes(m->held_as[param], rows, cols));
+    return backend_weight_rows(m->dev->be, w, (size_t)x * rows, (size_t)cols);
+}
+
 /* Every tensor the forward reads on the device: where its copy's pointer
- * is kept, its host floats (NULL: the model has none), its shape (cols 0:
- * a vector of rows floats, kept in fp32; else a matrix in the backend's
- * format). Returns the count (3 + 14 per layer); fills out when not NULL. */
+ * is kept, its host floats (NULL: the model or the layer has none), its
+ * kind and shape (a vector: rows floats, kept in fp32; a matrix [rows,
+ * cols] in the backend's format; n experts' matrices [rows, cols] packed in
+ * fmt, as model_pack held them). Returns the count (3 + 24 per layer);
+ * fills out when not NULL. */
+typedef enum { DEV_VECTOR, DEV_MATRIX, DEV_PACKED } dev_kind;
 typedef struct {
     float **dst;
     const float *src;
+    dev_kind kind;
     size_t rows, cols;
+    int n;
+    weight_format fmt;
 } dev_tensor;
 
 static size_t dev_tensors(const model *m, model_dev *d, dev_tensor *out) {
     const model_config *c = &m->cfg;
     size_t L = (size_t)c->n_layers, d_ = (size_t)c->dim, hd = (size_t)c->head_dim, hid = (size_t)c->hidden_dim;
     size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd, V = (size_t)c->vocab_size, n = 0;
-#define PUT(d_ptr, s_ptr, r, k) (out ? (void)(out[n] = (dev_tensor){(d_ptr), (s_ptr), (r), (k)}) : (void)0, n++)
+    size_t E = (size_t)c->n_experts, I = (size_t)c->moe_hidden_dim;
+#define PUT(d_ptr, s_ptr, r, k)                                                                                      \
+    (out ? (void)(out[n] = (dev_tensor){(d_ptr), (s_ptr), (k) ? DEV_MATRIX : DEV_VECTOR, (r), (k), 0, WEIGHTS_F32}) \
+         : (void)0,                                                                                                  \
+     n++)
+/* a stack of E experts' matrices [r, k]: one matrix, or each packed as model_pack held it */
+#define EXPERTS(d_ptr, s_ptr, param, r, k)                                                                           \
+    (out ? (void)(out[n] = m->held[param] == HOLD_PACKED                                                             \
+                               ? (dev_tensor){(d_ptr), (s_ptr), DEV_PACKED, (r), (k), (int)E, m->held_as[param]}      \
+                               : (dev_tensor){(d_ptr), (s_ptr), DEV_MATRIX, E * (r), (k), 0, WEIGHTS_F32})            \
+         : (void)0,                                                                                                  \
+     n++)
     PUT(&d->tok_embd, m->w.tok_embd, V * d_, 0);
     PUT(&d->out_norm, m->w.out_norm, d_, 0);
     PUT(&d->lm_head, m->w.lm_head, V, d_); /* a classifier has none */
@@ -60,27 +101,55 @@ static size_t dev_tensors(const model *m, model_dev *d, dev_tensor *out) {
         layer_params h = model_layer(&m->w, c, (int)l), *o = &d->layers[l];
         PUT(&o->attn_norm, h.attn_norm, d_, 0), PUT(&o->bq, h.bq, qd, 0), PUT(&o->bk, h.bk, kvd, 0);
         PUT(&o->bv, h.bv, kvd, 0), PUT(&o->q_norm, h.q_norm, hd, 0), PUT(&o->k_norm, h.k_norm, hd, 0);
+        PUT(&o->sinks, h.sinks, (size_t)c->n_heads, 0), PUT(&o->bo, h.bo, d_, 0);
         PUT(&o->ffn_norm, h.ffn_norm, d_, 0), PUT(&o->wq, h.wq, qd, d_), PUT(&o->wk, h.wk, kvd, d_);
         PUT(&o->wv, h.wv, kvd, d_), PUT(&o->wo, h.wo, d_, qd), PUT(&o->w_gate, h.w_gate, hid, d_);
         PUT(&o->w_up, h.w_up, hid, d_), PUT(&o->w_down, h.w_down, d_, hid);
+        PUT(&o->router, h.router, E, d_), PUT(&o->router_b, h.router_b, E, 0);
+        EXPERTS(&o->exp_gate, h.exp_gate, P_EXP_GATE, I, d_), EXPERTS(&o->exp_up, h.exp_up, P_EXP_UP, I, d_);
+        EXPERTS(&o->exp_down, h.exp_down, P_EXP_DOWN, d_, I);
+        PUT(&o->exp_gate_b, h.exp_gate_b, E * I, 0), PUT(&o->exp_up_b, h.exp_up_b, E * I, 0);
+        PUT(&o->exp_down_b, h.exp_down_b, E * d_, 0);
     }
+#undef EXPERTS
 #undef PUT
     return n;
 }
 
+/* Whether m's packing is one a device takes: none, or the experts alone
+ * in MXFP4 (model.h's weight_choice on_device) where be multiplies them. */
+static bool takes_packing(const model *m, const backend *be) {
+    if (!m->packed) return true;
+    if (m->packed_frozen || m->head_packed || m->adapter || !be->matmul_forward_packed) return false;
+    for (int i = 0; i < MODEL_N_PARAMS; i++) {
+        bool expert = i == P_EXP_GATE || i == P_EXP_UP || i == P_EXP_DOWN;
+        if (m->held[i] != HOLD_ROWS && !(expert && m->held[i] == HOLD_PACKED && m->held_as[i] == WEIGHTS_MXFP4))
+            return false;
+    }
+    return true;
+}
+
+/* The model's options be has no ops for: EX_USAGE naming them (0: none). */
+static int refuse_options(const model *m, const backend *be, gerr *e) {
+    const model_config *c = &m->cfg;
+    if (c->n_experts > 0 &&
+        (!be->moe_route_forward || !be->moe_route_replay_forward || !be->moe_group || !be->moe_combine_forward ||
+         (c->swiglu_limit > 0 && !be->swiglu_clamped_forward)))
+        return gerr_set(e, EX_USAGE, "--device %s: a mixture of experts (%s) runs on the CPU only (--device cpu)",
+                        be->name, c->architecture);
+    if ((c->attn_sinks || c->sliding_window > 0) && !be->attention_sinks_backward)
+        return gerr_set(e, EX_USAGE,
+                        "--device %s: attention sinks and sliding windows (%s) run on the CPU only (--device cpu)",
+                        be->name, c->architecture);
+    return 0;
+}
+
 int model_to_backend(model *m, const backend *be, gerr *e) {
-    if (m->packed) return gerr_set(e, EX_SOFTWARE, "model_to_backend: the weights are packed for the CPU");
     if (!be->mem_alloc || !be->weight_upload)
         return gerr_set(e, EX_SOFTWARE, "backend %s keeps no memory of its own", be->name);
-    /* the layer groups the tokens by expert in host arrays (layer.h) */
-    if (m->cfg.n_experts > 0)
-        return gerr_set(e, EX_USAGE, "--device %s: a mixture of experts (%s) runs on the CPU only (--device cpu)",
-                        be->name, m->cfg.architecture);
-    /* the device's attention has neither (ops.h's attn_shape) */
-    if (m->cfg.attn_sinks || m->cfg.attn_o_bias || m->cfg.sliding_window > 0 || m->cfg.rope_yarn)
-        return gerr_set(e, EX_USAGE,
-                        "--device %s: attention sinks, an o_proj bias, sliding windows and YaRN (%s) run on the CPU only (--device cpu)",
-                        be->name, m->cfg.architecture);
+    if (!takes_packing(m, be)) return gerr_set(e, EX_SOFTWARE, "model_to_backend: the weights are packed for the CPU");
+    int rc = refuse_options(m, be, e);
+    if (rc) return rc;
     model_dev *d = xcalloc(1, sizeof *d);
     d->be = be;
     d->layers = xcalloc((size_t)m->cfg.n_layers, sizeof *d->layers);
@@ -89,11 +158,13 @@ int model_to_backend(model *m, const backend *be, gerr *e) {
     dev_tensors(m, d, t);
     d->owned = xcalloc(n, sizeof *d->owned);
     m->dev = d; /* model_dev_free undoes a partial copy */
-    int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++)
-        rc = !t[i].src ? 0 /* left NULL */
-             : t[i].cols ? put_matrix(d, t[i].dst, t[i].src, t[i].rows, t[i].cols, e)
-                       : put_vector(d, t[i].dst, t[i].src, t[i].rows, e);
+    for (size_t i = 0; i < n && !rc; i++) {
+        const dev_tensor *x = &t[i];
+        if (!x->src) continue; /* left NULL */
+        rc = x->kind == DEV_VECTOR   ? put_vector(d, x->dst, x->src, x->rows, e)
+             : x->kind == DEV_MATRIX ? put_matrix(d, x->dst, x->src, x->rows, x->cols, e)
+                                     : put_packed(d, x->dst, x->src, x->fmt, x->n, x->rows, x->cols, e);
+    }
     free(t);
     if (!rc) rc = be->sync(e);
     if (rc) model_dev_free(m);
@@ -106,12 +177,14 @@ void model_dev_refresh(model *m, const float *params) {
     dev_tensor *t = xcalloc(n, sizeof *t);
     dev_tensors(m, d, t);
     for (size_t i = 0; i < n; i++) {
-        if (!t[i].src) continue;
-        const float *src = params + (t[i].src - m->params_memory);
-        if (t[i].cols)
-            d->be->weight_refresh(*t[i].dst, src, t[i].rows, t[i].cols);
-        else
-            d->be->mem_copy(*t[i].dst, src, t[i].rows * sizeof(float));
+        const dev_tensor *x = &t[i];
+        if (!x->src) continue;
+        const float *src = params + (x->src - m->params_memory);
+        if (x->kind == DEV_MATRIX)
+            d->be->weight_refresh(*x->dst, src, x->rows, x->cols);
+        else if (x->kind == DEV_VECTOR)
+            d->be->mem_copy(*x->dst, src, x->rows * sizeof(float));
+        /* packed experts are a frozen base's, which no step changes */
     }
     free(t);
 }

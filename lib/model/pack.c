@@ -153,7 +153,7 @@ static bool keeps_mxfp4(const model *m, const model_tensor_ref *refs, size_t n, 
 
 void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     memset(p, 0, sizeof *p);
-    weight_format fmt = w.fmt == WEIGHTS_MXFP4 ? WEIGHTS_F32 : w.fmt;
+    weight_format fmt = w.fmt == WEIGHTS_MXFP4 || w.on_device ? WEIGHTS_F32 : w.fmt;
     p->fmt = fmt;
     p->n_tensors = model_tensor_list(m, NULL);
     model_tensor_ref *refs = xcalloc(p->n_tensors, sizeof *refs);
@@ -162,8 +162,9 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     p->early = xcalloc(p->n_tensors, sizeof *p->early);
     for (int i = 0; i < MODEL_N_PARAMS; i++) p->as[i] = fmt;
     bool mx = keeps_mxfp4(m, refs, p->n_tensors, w, &p->refused);
-    /* a frozen base's float32 matrices stay rows: no float32 panels' transposed product */
-    bool rows = w.frozen && fmt == WEIGHTS_F32;
+    /* a frozen base's float32 matrices stay rows: no float32 panels' transposed
+     * product; a device's stay rows for its weight_upload */
+    bool rows = (w.frozen && fmt == WEIGHTS_F32) || w.on_device;
     if (!p->refused.code && !rows && packs_matrices(refs, p->n_tensors, fmt, mx, &p->refused)) {
         for (int i = 0; i < MODEL_N_PARAMS; i++)
             if (layer_matrix(i)) p->hold[i] = HOLD_PACKED;
@@ -176,11 +177,11 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     for (int i = 0; mx && !p->refused.code && i < MODEL_N_PARAMS; i++)
         if (expert_matrix(i)) p->hold[i] = HOLD_PACKED, p->as[i] = WEIGHTS_MXFP4;
     p->pack_early = w.pack_early;
-    if (w.frozen) { /* the head's product keeps its float32 rows */
+    if (w.frozen && !w.on_device) { /* the head's product keeps its float32 rows */
         p->frozen = true;
         p->hold[P_LM_HEAD] = HOLD_ROWS;
-        if (rows && mx && !p->refused.code) p->fmt = WEIGHTS_MXFP4;
     }
+    if (rows && mx && !p->refused.code) p->fmt = WEIGHTS_MXFP4;
     free(refs);
 }
 

@@ -94,6 +94,8 @@ typedef struct backend {
                                      int n, int n_experts, int k, bool norm);
     void (*moe_route_backward)(float *dlogits, const float *dw, const float *probs, const int32_t *sel,
                                const float *w, int n, int n_experts, int k, bool norm);
+    /* mult a host array; NULL in a backend without the router's
+     * load-balancing loss (grpo-update refuses --router-aux-coef there) */
     double (*moe_balance_backward)(float *dlogits, const float *probs, const int32_t *sel, const float *mult, int n,
                                    int n_experts, int k, double scale);
     void (*moe_combine_forward)(float *out, const float *ye, const float *w, const int32_t *slot, int n, int k, int d);
@@ -128,6 +130,10 @@ typedef struct backend {
     /* A weight matrix [rows, cols] from host fp32 rows into the backend's
      * format; *dst is what matmul_forward then takes as w (free: mem_free). */
     int (*weight_upload)(float **dst, const float *src, size_t rows, size_t cols, gerr *e);
+    /* Rows row0 .. of a matrix weight_upload made with cols columns, as
+     * matmul_forward and matmul_backward then take it as w: an expert's
+     * matrix in its layer's stacked tensor (backend_weight_rows). */
+    const float *(*weight_rows)(const float *w, size_t row0, size_t cols);
     /* Waits for the ops issued so far; the first failure among them, if any. */
     int (*sync)(gerr *e);
 } backend;
@@ -145,6 +151,12 @@ static inline void backend_copy(const backend *be, void *dst, const void *src, s
         be->mem_copy(dst, src, bytes);
     else
         memcpy(dst, src, bytes);
+}
+
+/* Rows row0 .. of weight matrix w of cols columns in be's format: its
+ * weight_rows, or float32 rows (the CPU's, whose entry is NULL). */
+static inline const float *backend_weight_rows(const backend *be, const float *w, size_t row0, size_t cols) {
+    return be->weight_rows ? be->weight_rows(w, row0, cols) : w + row0 * cols;
 }
 
 /* The CPU backend: ops.h's functions (OpenBLAS, OpenMP, the packed kernel). */

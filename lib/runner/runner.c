@@ -11,12 +11,14 @@ static void free_model(model_runner *r) {
     model_text_free(&r->mt);
 }
 
-/* On a device backend the float32 weights, which model_to_backend copies;
- * on the CPU the weights packed as w asks as they load. */
+/* On the CPU the weights packed as w asks as they load; on a device
+ * backend the float32 weights and the MXFP4 experts w keeps (its on_device
+ * plan), which model_to_backend copies. */
 static int load_model(model_runner *r, const char *path, bool classifier, const backend *be, weight_choice w,
                       gerr *e) {
-    if (!be) return model_load_for_inference(&r->m, path, classifier, w, e);
-    return classifier ? model_load_classifier(&r->m, path, e) : model_load(&r->m, path, e);
+    if (be) w = (weight_choice){.fmt = w.fmt == WEIGHTS_MXFP4 ? WEIGHTS_MXFP4 : WEIGHTS_F32,
+                                .keep_mxfp4 = w.keep_mxfp4, .on_device = true};
+    return model_load_for_inference(&r->m, path, classifier, w, e);
 }
 
 int runner_open(model_runner *r, const char *path, bool classifier, gerr *e) {

@@ -37,8 +37,9 @@ int runner_open(model_runner *r, const char *path, bool classifier, gerr *e);
  * packed frozen base with the adapter unmerged, whose scratch then holds
  * the adapter's u and whose cache is float32 by default; runner_open packs
  * float32): on a device the weights are copied there in its own format
- * instead (w is not used), and the cache and scratch runner_reserve makes
- * live there too. */
+ * instead (of w only its MXFP4 rule: experts kept MXFP4 go there as their
+ * blocks; a LoRA checkpoint merged), and the cache and scratch
+ * runner_reserve makes live there too. */
 int runner_open_on(model_runner *r, const char *path, bool classifier, const backend *be, weight_choice w,
                    gerr *e);
 /* Room for n_seqs cache slots of max_len positions (capped at the model's

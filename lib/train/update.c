@@ -168,7 +168,14 @@ static int setup_device(rank_run *r, gerr *e) {
 static int setup_policy(rank_run *r, gerr *e) {
     const update_run_opts *o = &r->plan->run;
     dist *d = r->d;
-    int rc = policy_load(&r->pol, r->plan, d, r->dev != NULL, e);
+    double coef = r->plan->loss.router_aux_coef;
+    int rc = 0;
+    if (coef > 0 && r->dev && !r->dev->moe_balance_backward) /* before the model is loaded */
+        rc = gerr_set(e, EX_USAGE, "--router-aux-coef %g: the router's load-balancing loss runs on the CPU only "
+                                   "(--device cpu, or --router-aux-coef 0 on --device %s)",
+                      coef, r->dev->name);
+    if ((rc = dist_agree(d, rc, e))) return rc;
+    rc = policy_load(&r->pol, r->plan, d, r->dev != NULL, e);
     if (!rc && r->dev) rc = policy_to_device(&r->pol, r->dev, e);
     if ((rc = dist_agree(d, rc, e))) return rc;
     rc = trainer_compute_backend(r->pol.compute, &r->pol.m, backend_cpu_bf16(), &r->be, e);

@@ -4,8 +4,10 @@
 # build/tests/test_cuda_train and build/bench/bench_cuda_model built (and build/gpu from scripts/gpu/bundle.sh
 # where the machine lacks the C libraries): the checks of docs/gpu.md in
 # order, logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
-# "ops memcheck racecheck bats train fwd bench trainbench step" (train:
+# "ops memcheck racecheck bats train fwd bench trainbench step moe" (train:
 # tests/bats/update_device.bats, grpo-update --device cuda against the CPU;
+# moe: the mixtures of experts and gpt-oss, a short run: the three unit
+# tests and the device bats tests named for them;
 # trainbench: bench/gpu_train.sh, against a PyTorch eager step; step:
 # bench/gpu_grpo_step.sh, a whole GRPO step against TRL's, with TRL's wheels in
 # .whl from scripts/gpu/wheels.sh).
@@ -48,6 +50,18 @@ for step in $STEPS; do
             timeout "$LIMIT" compute-sanitizer --tool "$step" --error-exitcode 9 build/tests/$t > "$LOG/$step-$t.txt" 2>&1
             note "compute-sanitizer $step $t: exit $? ($(tail -n 1 "$LOG/$step-$t.txt"))"
         done ;;
+    moe)
+        # the unit tests whole (seconds): test_cuda_moe's ops, test_cuda_ops' and
+        # test_cuda_train's qwen3_moe and gpt_oss cases among the others
+        for t in test_cuda_moe test_cuda_ops test_cuda_train; do
+            timeout "$LIMIT" build/tests/$t > "$LOG/moe-$t.txt" 2>&1
+            note "$t: exit $?, $(grep -c '^ok' "$LOG/moe-$t.txt") ok, $(grep -c '^not ok' "$LOG/moe-$t.txt") not ok"
+            grep -E '^not ok|^#' "$LOG/moe-$t.txt" | head -40
+        done
+        timeout "$LIMIT" bats --tap -f 'mixture' tests/bats/rollout_device.bats tests/bats/update_device.bats \
+            > "$LOG/moe-bats.txt" 2>&1
+        note "mixture-of-experts bats: exit $?, $(grep -c '^ok' "$LOG/moe-bats.txt") ok, $(grep -c '^not ok' "$LOG/moe-bats.txt") not ok, $(grep -c '# skip' "$LOG/moe-bats.txt") skipped"
+        grep -vE '^ok' "$LOG/moe-bats.txt" | head -40 ;;
     bats)
         timeout "$LIMIT" bats --tap tests/bats/rollout_device.bats > "$LOG/bats.txt" 2>&1
         note "rollout_device.bats: exit $?, $(grep -c '^not ok' "$LOG/bats.txt") not ok, $(grep -c '# skip' "$LOG/bats.txt") skipped"

@@ -70,22 +70,27 @@ EOF
     cmp cpu/grpo/optimizer.safetensors auto/grpo/optimizer.safetensors
 }
 
+# step_vs_cpu MODEL TOL: an SGD step of MODEL, full and LoRA, on the GPU
+# against the CPU's: the update (LoRA: the adapter) within TOL, the metrics
+# within 5e-2
+step_vs_cpu() {
+    for lora in "" "--lora-r 4"; do
+        rm -rf cpu gpu cpu.jsonl gpu.jsonl
+        flags=(--model "$1" --in "$(B)" --optimizer sgd --lr 1e-2 --beta 0.04 --max-grad-norm 0 $lora)
+        grpo-update "${flags[@]}" --device cpu --out cpu --metrics cpu.jsonl 2> /dev/null
+        grpo-update "${flags[@]}" --device cuda --out gpu --metrics gpu.jsonl 2> /dev/null
+        if [ -z "$lora" ]; then
+            ref close-delta "$1/model.safetensors" gpu/model.safetensors cpu/model.safetensors "$2"
+        else # B starts at zero: the update is the tensor
+            ref close gpu/adapter_model.safetensors cpu/adapter_model.safetensors "$2"
+        fi
+        close_metrics gpu.jsonl cpu.jsonl 5e-2
+    done
+}
+
 @test "GPU: an SGD step of each architecture, full and LoRA, is the CPU's step within bf16 tolerance" {
     needs_gpu
-    for m in "$TINY" "$BATS_FILE_TMPDIR/tiny_qwen2" "$BATS_FILE_TMPDIR/tiny_qwen3"; do
-        for lora in "" "--lora-r 4"; do
-            rm -rf cpu gpu cpu.jsonl gpu.jsonl
-            flags=(--model "$m" --in "$(B)" --optimizer sgd --lr 1e-2 --beta 0.04 --max-grad-norm 0 $lora)
-            grpo-update "${flags[@]}" --device cpu --out cpu --metrics cpu.jsonl 2> /dev/null
-            grpo-update "${flags[@]}" --device cuda --out gpu --metrics gpu.jsonl 2> /dev/null
-            if [ -z "$lora" ]; then
-                ref close-delta "$m/model.safetensors" gpu/model.safetensors cpu/model.safetensors 5e-2
-            else # B starts at zero: the update is the tensor
-                ref close gpu/adapter_model.safetensors cpu/adapter_model.safetensors 5e-2
-            fi
-            close_metrics gpu.jsonl cpu.jsonl 5e-2
-        done
-    done
+    for m in "$TINY" "$BATS_FILE_TMPDIR/tiny_qwen2" "$BATS_FILE_TMPDIR/tiny_qwen3"; do step_vs_cpu "$m" 5e-2; done
 }
 
 @test "GPU: every loss kind's step is the CPU's within bf16 tolerance" {
@@ -121,6 +126,25 @@ EOF
     grep -q '"step":2' g2/grpo/state.json
     # two steps each way land close to each other (AdamW's first steps move by about lr)
     ref close c2/model.safetensors g2/model.safetensors 5e-2
+}
+
+@test "GPU: a mixture of experts' SGD step (qwen3_moe; gpt_oss: sinks, window, YaRN, biases), full and LoRA, is the CPU's within bf16 tolerance; --router-aux-coef is 64" {
+    needs_gpu
+    # 2 of 2 experts: no top-k choice for bf16 rounding to flip. qwen3_moe
+    # holds the dense tolerance; gpt_oss 0.25: the CPU's --compute bf16
+    # against its f32 (the GPU's arithmetic on the CPU) moves its sinks'
+    # update (a sum that cancels, 3.6e-7 at this lr) by 0.17 of it and its
+    # experts' biases' by 0.088 (qwen3_moe's worst 0.025, LoRA 0.014 and
+    # gpt_oss's 0.042)
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny qwen3_moe moe2 --norm-topk --experts 2 --top-k 2
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny gpt_oss oss2 --experts 2 --top-k 2
+    for m in moe2 oss2; do "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$m" > /dev/null; done
+    step_vs_cpu moe2 5e-2
+    step_vs_cpu oss2 0.25
+    # the router's load-balancing loss has no CUDA op: refused before the model loads
+    run -64 grpo-update --model moe2 --in "$(B)" --out aux --device cuda --router-aux-coef 0.01
+    assert_one_line_error grpo-update "--router-aux-coef 0.01: the router's load-balancing loss runs on the CPU only"
+    [ ! -e aux ]
 }
 
 @test "GPU: --compute f32 is refused on the device: 64, nothing written" {

@@ -10,10 +10,16 @@
  * memory tagged, host index arrays untagged), aborts with one line naming
  * the op and the argument when one is wrong, and calls backend_cpu()'s op
  * of the same name on the untagged pointers: results equal the CPU
- * backend's bit for bit (weights stay fp32). Header only, for any test. */
+ * backend's bit for bit. Its weight matrices (weight_upload's) stay fp32
+ * but hold each row at twice its width, the second half NaN, as a device's
+ * own format differs from fp32 rows: a matrix sliced by float count rather
+ * than through weight_rows (an expert's in a stacked tensor) reads the
+ * wrong rows and the products differ from the CPU's. Header only, for any
+ * test. */
 #ifndef GRPO_TEST_FAKE_DEVICE_H
 #define GRPO_TEST_FAKE_DEVICE_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +94,31 @@ static inline attn_workspace fake_device_ws(const char *op, attn_workspace *ws, 
     return h;
 }
 
+/* ---- weights: each row at twice its width ------------------------------------ */
+
+enum { FAKE_DEVICE_ROW_STRIDE = 2 };
+
+/* Weight matrix w [rows, cols] (device memory, weight_upload's layout) as
+ * fp32 rows in a new host buffer (free it). */
+static inline float *fake_device_weight(const char *op, const float *w, int rows, int cols) {
+    const float *d = fake_device_dev(op, "w", w);
+    size_t n = (size_t)rows * cols;
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) fake_device_die(op, "its weight copy", "more memory than the host has");
+    for (size_t r = 0; r < (size_t)rows; r++)
+        memcpy(h + r * cols, d + r * FAKE_DEVICE_ROW_STRIDE * cols, (size_t)cols * sizeof *h);
+    return h;
+}
+
+/* fp32 rows src [rows, cols] into weight matrix w (untagged), the pad NaN. */
+static inline void fake_device_weight_put(float *w, const float *src, size_t rows, size_t cols) {
+    for (size_t r = 0; r < rows; r++) {
+        float *row = w + r * FAKE_DEVICE_ROW_STRIDE * cols;
+        memcpy(row, src + r * cols, cols * sizeof *row);
+        for (size_t c = cols; c < FAKE_DEVICE_ROW_STRIDE * cols; c++) row[c] = NAN;
+    }
+}
+
 /* ---- the ops: check, untag, run the CPU's ------------------------------------- */
 
 static inline void fd_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int n, int d,
@@ -102,14 +133,19 @@ static inline void fd_gemm(bool ta, bool tb, int M, int N, int K, float alpha, c
                            int ldb, float beta, float *C, int ldc) {
     FD_CPU->gemm(ta, tb, M, N, K, alpha, FD_D(A), lda, FD_D(B), ldb, beta, FD_D(C), ldc);
 }
+/* w: a weight matrix (weight_upload's, or weight_rows of one) */
 static inline void fd_matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int in_dim,
                                      int out_dim) {
-    FD_CPU->matmul_forward(FD_D(out), FD_D(in), FD_D(w), FD_D(bias), n, in_dim, out_dim);
+    float *rows = fake_device_weight("matmul_forward", w, out_dim, in_dim);
+    FD_CPU->matmul_forward(FD_D(out), FD_D(in), rows, FD_D(bias), n, in_dim, out_dim);
+    free(rows);
 }
 static inline void fd_matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in,
                                       const float *w, int n, int in_dim, int out_dim, bool accumulate) {
-    FD_CPU->matmul_backward(FD_D(din), FD_D(dw), FD_D(db), FD_D(dout), FD_D(in), FD_D(w), n, in_dim, out_dim,
+    float *rows = fake_device_weight("matmul_backward", w, out_dim, in_dim);
+    FD_CPU->matmul_backward(FD_D(din), FD_D(dw), FD_D(db), FD_D(dout), FD_D(in), rows, n, in_dim, out_dim,
                             accumulate);
+    free(rows);
 }
 static inline void fd_rope_cos_sin(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos,
                                    int n) {
@@ -242,7 +278,7 @@ static inline void fd_scale_inplace(float *x, float f, size_t n) {
     grad_scale(&g, &n, 1, f);
 }
 static inline void fd_weight_refresh(float *w, const float *src, size_t rows, size_t cols) {
-    memcpy(FD_D(w), FD_D(src), rows * cols * sizeof(float));
+    fake_device_weight_put(FD_D(w), FD_D(src), rows, cols);
 }
 
 /* ---- memory: calloc'ed, handed out tagged ------------------------------------ */
@@ -270,15 +306,19 @@ static inline void fd_mem_copy(void *dst, const void *src, size_t bytes) {
 static inline void fd_mem_zero(void *p, size_t bytes) {
     if (bytes) memset(FD_D(p), 0, bytes);
 }
-/* fp32 as it is, so that the results are the CPU backend's */
+/* fp32 values, so that the results are the CPU backend's; rows at twice
+ * their width (above) */
 static inline int fd_weight_upload(float **dst, const float *src, size_t rows, size_t cols, gerr *e) {
     void *p = NULL;
-    size_t bytes = rows * cols * sizeof(float);
-    int rc = fd_mem_alloc(&p, bytes, e);
+    int rc = fd_mem_alloc(&p, FAKE_DEVICE_ROW_STRIDE * rows * cols * sizeof(float), e);
     if (rc) return rc;
-    if (bytes) memcpy(FD_D(p), FD_H(src), bytes);
+    fake_device_weight_put(FD_D(p), FD_H(src), rows, cols);
     *dst = p;
     return 0;
+}
+static inline const float *fd_weight_rows(const float *w, size_t row0, size_t cols) {
+    (void)FD_D(w);
+    return w + row0 * FAKE_DEVICE_ROW_STRIDE * cols;
 }
 static inline int fd_sync(gerr *e) {
     (void)e;
@@ -332,6 +372,7 @@ static inline const backend *fake_device(void) {
         .mem_copy = fd_mem_copy,
         .mem_zero = fd_mem_zero,
         .weight_upload = fd_weight_upload,
+        .weight_rows = fd_weight_rows,
         .sync = fd_sync,
     };
     return &be;

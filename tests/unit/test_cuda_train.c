@@ -3,8 +3,10 @@
  * forward's log-probs and entropies, then the gradients of a loss linear in
  * them (and in the entropies), full fine-tuning and LoRA (with dropout once),
  * prompt groups shared, a multi-turn mask; and the same gradient bytes when
- * run twice. What test_train_device checks exactly on a fake device (the
- * memory plumbing), this checks for the kernels' arithmetic. The measured
+ * run twice; the mixtures of experts of tiny_train.h (qwen3_moe, gpt_oss)
+ * with a replayed routing. What test_train_device checks exactly on a
+ * fake device (the memory plumbing), this checks for the kernels'
+ * arithmetic. The measured
  * differences are printed as TAP comments whatever the outcome.
  *
  * Tolerances (bf16 products with float32 sums against float32): log-probs
@@ -43,8 +45,14 @@ static double rel_l2(const float *a, const float *ref, size_t n) {
     return den > 0 ? sqrt(num / den) : INFINITY;
 }
 
-static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropout, bool masked, const char *name) {
+/* lora_targets NULL: full fine-tuning. A mixture of experts replays a
+ * fixed routing (tiny_replay_routing) on both: the comparison is of the
+ * arithmetic, not of a top-k choice that bf16 rounding may flip where two
+ * experts' probabilities are within it. */
+static void test_trainer_on(model_arch arch, bool tied, const char *lora_targets, double dropout, bool masked,
+                            const char *name) {
     TEST(name);
+    bool use_lora = lora_targets != NULL;
     if (!be) {
         SKIP(skip_why);
         return;
@@ -61,7 +69,7 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     lora l, lg;
     float *lmem = NULL;
     if (use_lora) {
-        tiny_lora(&l, &mc, "q,k,v,o,gate,up,down", dropout);
+        tiny_lora(&l, &mc, lora_targets, dropout);
         fill_uniform(l.memory, l.n_params, 0.2, 0.0, 9, 1);
         lora_on_backend(be, &lg, &l, &lmem);
     }
@@ -79,6 +87,8 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     tc.dropout_seed = tg.dropout_seed = 17, tc.dropout_pass = tg.dropout_pass = 2;
     group_batch gb;
     make_groups(&gb, mc.cfg.vocab_size, masked);
+    uint16_t routing[96 * 4];
+    if (mc.cfg.n_experts > 0) tiny_replay_routing(&gb, &mc.cfg, routing);
     int n = train_batch_targets(&gb.b);
     float lc[64], lgp[64], ec[64], eg[64], coef[64], dent[64];
     fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
@@ -104,6 +114,10 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
         lora_free(&l);
     }
     model_free(&mc), model_free(&mg);
+}
+
+static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropout, bool masked, const char *name) {
+    test_trainer_on(arch, tied, use_lora ? "q,k,v,o,gate,up,down" : NULL, dropout, masked, name);
 }
 
 /* NCCL (lib/cuda/nccl.c, the gradients' sum across ranks) in a
@@ -148,6 +162,13 @@ int main(void) {
     test_trainer(ARCH_QWEN3, false, false, 0, false, "trainer on the device, qwen3 (q/k norm), full");
     test_trainer(ARCH_LLAMA, false, true, 0, false, "trainer on the device, llama, LoRA, prompts shared");
     test_trainer(ARCH_QWEN3, false, true, 0.1, true, "trainer on the device, qwen3, LoRA with dropout, multi-turn mask");
+    test_trainer(ARCH_QWEN3_MOE, false, false, 0, false,
+                 "trainer on the device, qwen3_moe (a mixture of experts, routing replayed), full");
+    test_trainer(ARCH_QWEN3_MOE, false, true, 0, true,
+                 "trainer on the device, qwen3_moe, LoRA on every expert's projections, multi-turn mask");
+    test_trainer(ARCH_GPT_OSS, false, false, 0, false,
+                 "trainer on the device, gpt_oss (sinks, window, YaRN, biases, clamped SwiGLU), full");
+    test_trainer_on(ARCH_GPT_OSS, false, "q,k,v,o", 0.1, false, "trainer on the device, gpt_oss, LoRA on attention");
     test_nccl_one_rank();
     if (be) cuda_close();
     return check_done();

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -16,39 +17,52 @@
 #include "fake_device.h"
 #include "model/layer.h"
 #include "model/model.h"
+#include "tiny_train.h"
 
 /* ---- (a) the forward ----------------------------------------------------------- */
 
 enum { T = 13, P = 6, V = 50, MAX_ROWS = 2 * T };
 
-/* One model_forward; its logits appended to out[*at]. */
+/* What a run gives: every logit and, for a mixture of experts, the
+ * routing each call kept (model_scratch.routes), one call after another. */
+typedef struct {
+    float *logits;
+    int32_t *routes;
+    size_t n_logits, n_routes;
+} forward_out;
+
+/* One model_forward; its logits and routing appended to o. */
 static void call(const model *m, kv_cache *c, model_scratch *s, int n, const int *seq, const int *pos,
-                 const int32_t *tok, const bool *want, float *lg, float *out, size_t *at, gerr *e) {
+                 const int32_t *tok, const bool *want, float *lg, forward_out *o, gerr *e) {
     const backend *be = model_backend(m);
     model_forward(m, c, n, seq, pos, tok, want, lg, s);
     size_t k = 0;
     for (int r = 0; r < n; r++) k += !want || want[r];
     if (be->mem_download)
-        be->mem_download(out + *at, lg, k * V * sizeof *lg, e);
+        be->mem_download(o->logits + o->n_logits, lg, k * V * sizeof *lg, e);
     else
-        memcpy(out + *at, lg, k * V * sizeof *lg);
-    *at += k * V;
+        memcpy(o->logits + o->n_logits, lg, k * V * sizeof *lg);
+    o->n_logits += k * V;
+    size_t per_row = (size_t)config_ffn_layers(&m->cfg, true) * m->cfg.n_experts_used;
+    if (s->routes) memcpy(o->routes + o->n_routes, s->routes, (size_t)n * per_row * sizeof *s->routes);
+    o->n_routes += (size_t)n * per_row;
 }
 
-/* Every logit of: a prefill of T tokens (sequence 0, tiled attention); P of
- * them again in sequence 1, then its prefix copied to sequence 2 (the
- * cache's copy on the backend); one batch carrying the rest of sequences 1
- * and 2 interleaved, some rows wanted; a decode step of both. out gets them
- * one call after another; returns how many floats (0 on an error). The
- * model's backend decides where the cache, scratch and logits live. */
-static size_t run(const model *m, float *out, gerr *e) {
+/* Every logit (and routing) of: a prefill of T tokens (sequence 0, tiled
+ * attention); P of them again in sequence 1, then its prefix copied to
+ * sequence 2 (the cache's copy on the backend); one batch carrying the rest
+ * of sequences 1 and 2 interleaved, some rows wanted; a decode step of
+ * both. o gets them one call after another; false on an error. The model's
+ * backend decides where the cache, scratch and logits live. */
+static bool run(const model *m, forward_out *o, gerr *e) {
     const backend *be = model_backend(m);
     kv_cache c;
     model_scratch s;
-    if (kv_cache_init_on(&c, be, &m->cfg, 3, T + 2, e)) return 0;
+    o->n_logits = o->n_routes = 0;
+    if (kv_cache_init_on(&c, be, &m->cfg, 3, T + 2, e)) return false;
     if (model_scratch_init_on(&s, be, &m->cfg, MAX_ROWS, T + 2, e)) {
         kv_cache_free(&c);
-        return 0;
+        return false;
     }
     size_t lg_bytes = (size_t)MAX_ROWS * V * sizeof(float);
     void *lg = NULL;
@@ -56,26 +70,60 @@ static size_t run(const model *m, float *out, gerr *e) {
     int seq[MAX_ROWS], pos[MAX_ROWS];
     int32_t tok[MAX_ROWS];
     bool want[MAX_ROWS];
-    size_t at = 0;
     for (int t = 0; t < T; t++) seq[t] = 0, pos[t] = t, tok[t] = (t * 17 + 3) % V;
-    call(m, &c, &s, T, seq, pos, tok, NULL, lg, out, &at, e);
+    call(m, &c, &s, T, seq, pos, tok, NULL, lg, o, e);
     for (int t = 0; t < P; t++) seq[t] = 1, pos[t] = t, tok[t] = (t * 17 + 3) % V;
-    call(m, &c, &s, P, seq, pos, tok, NULL, lg, out, &at, e);
+    call(m, &c, &s, P, seq, pos, tok, NULL, lg, o, e);
     kv_cache_copy_prefix(&c, 2, 1, P);
     int n = 0;
     for (int t = P; t < T; t++)
         for (int q = 1; q <= 2; q++, n++) seq[n] = q, pos[n] = t, tok[n] = (t * 7 + q) % V, want[n] = t % 2 || q == 2;
-    call(m, &c, &s, n, seq, pos, tok, want, lg, out, &at, e);
+    call(m, &c, &s, n, seq, pos, tok, want, lg, o, e);
     for (int q = 1; q <= 2; q++) seq[q - 1] = q, pos[q - 1] = T, tok[q - 1] = 11 * q;
-    call(m, &c, &s, 2, seq, pos, tok, NULL, lg, out, &at, e);
-    if (be->sync && be->sync(e)) at = 0;
+    call(m, &c, &s, 2, seq, pos, tok, NULL, lg, o, e);
+    bool ok = !(be->sync && be->sync(e));
     if (be->mem_free)
         be->mem_free(lg);
     else
         free(lg);
     model_scratch_free(&s);
     kv_cache_free(&c);
-    return e->code ? 0 : at;
+    return ok && !e->code;
+}
+
+/* m (its weights filled, perhaps packed as a device takes them) run on the
+ * CPU, then copied to the fake device and run there: the same logits and
+ * routing, bit for bit. Frees m. */
+static void check_forward(model *m) {
+    size_t cap = (size_t)4 * MAX_ROWS * V, rcap = (size_t)4 * MAX_ROWS * m->cfg.n_layers * 8;
+    forward_out cpu = {calloc(cap, sizeof(float)), calloc(rcap, sizeof(int32_t)), 0, 0};
+    forward_out dev = {calloc(cap, sizeof(float)), calloc(rcap, sizeof(int32_t)), 0, 0};
+    if (!cpu.logits || !dev.logits || !cpu.routes || !dev.routes) abort();
+    gerr e = {0};
+    CHECK(run(m, &cpu, &e) && cpu.n_logits > 0 && cpu.n_logits <= cap && cpu.n_routes <= rcap);
+    CHECK_EQ_INT(model_to_backend(m, fake_device(), &e), 0);
+    CHECK(m->dev != NULL && model_backend(m) == fake_device());
+    /* the weights the forward reads are device memory now */
+    CHECK(m->dev && fake_device_tagged(m->dev->tok_embd) && fake_device_tagged(m->dev->lm_head) &&
+          fake_device_tagged(m->dev->layers[1].wq));
+    bool ran = m->dev && run(m, &dev, &e);
+    CHECK(ran);
+    CHECK_EQ_INT(dev.n_logits, cpu.n_logits);
+    CHECK(dev.n_logits == cpu.n_logits && memcmp(cpu.logits, dev.logits, cpu.n_logits * sizeof(float)) == 0);
+    CHECK(dev.n_routes == cpu.n_routes && memcmp(cpu.routes, dev.routes, cpu.n_routes * sizeof(int32_t)) == 0);
+    bool finite = true;
+    for (size_t i = 0; i < cpu.n_logits; i++) finite = finite && isfinite(cpu.logits[i]);
+    CHECK(finite);
+    if (m->cfg.n_experts > 0) { /* the rows went to every expert somewhere (one expert for all would hide a slice) */
+        bool seen[8] = {0};
+        int distinct = 0;
+        for (size_t i = 0; i < cpu.n_routes; i++)
+            if (cpu.routes[i] >= 0 && cpu.routes[i] < 8 && !seen[cpu.routes[i]]) seen[cpu.routes[i]] = true, distinct++;
+        CHECK_EQ_INT(distinct, m->cfg.n_experts);
+    }
+    if (e.code) printf("#   %s\n", e.msg);
+    free(cpu.logits), free(cpu.routes), free(dev.logits), free(dev.routes);
+    model_free(m); /* model_dev_free: the device copy goes too */
 }
 
 static void test_forward(model_arch arch, bool tied) {
@@ -96,26 +144,27 @@ static void test_forward(model_arch arch, bool tied) {
         return;
     }
     fill_random_floats(m.params_memory, m.n_params, 88172645463325252ULL + arch);
-    size_t cap = (size_t)4 * MAX_ROWS * V;
-    float *cpu = calloc(cap, sizeof *cpu), *dev = calloc(cap, sizeof *dev);
-    if (!cpu || !dev) abort();
-    size_t n_cpu = run(&m, cpu, &e);
-    CHECK(n_cpu > 0 && n_cpu <= cap);
-    CHECK_EQ_INT(model_to_backend(&m, fake_device(), &e), 0);
-    CHECK(m.dev != NULL && model_backend(&m) == fake_device());
-    /* the weights the forward reads are device memory now */
-    CHECK(m.dev && fake_device_tagged(m.dev->tok_embd) && fake_device_tagged(m.dev->lm_head) &&
-          fake_device_tagged(m.dev->layers[1].w_down));
-    size_t n_dev = m.dev ? run(&m, dev, &e) : 0;
-    CHECK_EQ_INT(n_dev, n_cpu);
-    CHECK(n_dev == n_cpu && memcmp(cpu, dev, n_cpu * sizeof *cpu) == 0);
-    bool finite = true;
-    for (size_t i = 0; i < n_cpu; i++) finite = finite && isfinite(cpu[i]);
-    CHECK(finite);
-    if (e.code) printf("#   %s\n", e.msg);
-    free(cpu);
-    free(dev);
-    model_free(&m); /* model_dev_free: the device copy goes too */
+    check_forward(&m);
+}
+
+/* The mixtures of experts: tiny_train.h's qwen3_moe and gpt_oss (float32
+ * experts, or MXFP4 ones), vocabulary V. */
+static void test_forward_moe(model_arch arch, bool mxfp4, const char *name) {
+    TEST(name);
+    model m;
+    memset(&m, 0, sizeof m);
+    tiny_config(&m.cfg, arch, false);
+    m.cfg.vocab_size = V;
+    gerr e = {0};
+    if (tiny_model_fill(&m) || (mxfp4 && tiny_mxfp4_experts(&m, &e))) {
+        if (e.code) printf("#   %s\n", e.msg);
+        CHECK(0);
+        model_free(&m);
+        return;
+    }
+    CHECK(!mxfp4 || (m.packed && m.held[P_EXP_DOWN] == HOLD_PACKED && m.held_as[P_EXP_DOWN] == WEIGHTS_MXFP4 &&
+                     m.held[P_WQ] == HOLD_ROWS && !m.head_packed));
+    check_forward(&m);
 }
 
 /* ---- (b), (c): in a child ------------------------------------------------------- */
@@ -230,8 +279,9 @@ static void test_training_entries(void) {
     for (int i = 0; i < N; i++) h[i] = (float)((i * 37 % 101) - 50) / 7.0f;
     memcpy(g, h, sizeof h);
     gerr e = {0};
-    float *d = dev_alloc(sizeof h), *w = dev_alloc(sizeof h);
+    float *d = dev_alloc(sizeof h), *w = NULL;
     CHECK_EQ_INT(be->mem_upload(d, h, sizeof h, &e), 0);
+    CHECK_EQ_INT(be->weight_upload(&w, h, 10, N / 10, &e), 0);
     const float *gp = g;
     size_t n = N;
     double want = grad_sum_squares(&gp, &n, 1);
@@ -241,7 +291,11 @@ static void test_training_entries(void) {
     grad_scale(&gm, &n, 1, 0.3f);
     be->scale_inplace(d, 0.3f, N);
     be->weight_refresh(w, d, 10, N / 10);
-    CHECK_EQ_INT(be->mem_download(back, w, sizeof back, &e), 0);
+    /* the matrix's rows, each at twice its width (fake_device.h) */
+    for (int r = 0; r < 10; r++)
+        CHECK_EQ_INT(be->mem_download(back + r * (N / 10), be->weight_rows(w, (size_t)r, N / 10),
+                                      N / 10 * sizeof *back, &e),
+                     0);
     CHECK(memcmp(back, g, sizeof g) == 0);
     be->mem_free(d);
     be->mem_free(w);
@@ -295,6 +349,23 @@ static void test_moe_entries(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->mem_free(all[i]);
 }
 
+/* gpt_oss on a backend without sinks and windows (the fake with its
+ * sinks' entry taken out): one line, nothing copied. */
+static void test_sinks_refused(void) {
+    TEST("model_to_backend: gpt_oss's sinks and window on a backend without them: 64 in one line, nothing copied");
+    model m;
+    CHECK(tiny_model(&m, ARCH_GPT_OSS, false) == 0);
+    backend lacking = *fake_device();
+    lacking.attention_sinks_backward = NULL;
+    gerr e = {0};
+    CHECK_EQ_INT(model_to_backend(&m, &lacking, &e), EX_USAGE);
+    CHECK(strstr(e.msg, "--device fake-device: attention sinks and sliding windows (GptOssForCausalLM) run on the CPU "
+                        "only (--device cpu)") &&
+          !strchr(e.msg, '\n'));
+    CHECK(m.dev == NULL);
+    model_free(&m);
+}
+
 int main(void) {
     test_deref_faults();
     test_host_pointer_aborts();
@@ -303,5 +374,14 @@ int main(void) {
     test_forward(ARCH_LLAMA, true);
     test_forward(ARCH_QWEN2, false);
     test_forward(ARCH_QWEN3, false);
+    test_forward_moe(ARCH_QWEN3_MOE, false,
+                     "fake device: a mixture of experts (tiny qwen3_moe): the CPU's logits and routing bit for bit");
+    test_forward_moe(ARCH_GPT_OSS, false,
+                     "fake device: tiny gpt_oss (sinks, window, YaRN, biases, clamped SwiGLU): the CPU's logits and "
+                     "routing bit for bit");
+    test_forward_moe(ARCH_GPT_OSS, true,
+                     "fake device: tiny gpt_oss with MXFP4 experts (their blocks on the device): the CPU's logits and "
+                     "routing bit for bit");
+    test_sinks_refused();
     return check_done();
 }

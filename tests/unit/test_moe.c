@@ -294,17 +294,22 @@ static void test_layout(void) {
     model_free(&m);
 }
 
-/* A device backend has no mixture-of-experts ops yet: the model is refused
- * in one line before anything is copied. */
+/* A device backend without the mixture-of-experts ops (the fake device
+ * with them taken out): the model is refused in one line before anything
+ * is copied; with them it goes to the device (test_fake_device runs it). */
 static void test_device_refused(void) {
-    TEST("model_to_backend: a mixture of experts is refused on a device backend in one line (--device cpu)");
+    TEST("model_to_backend: a mixture of experts on a backend without its ops is refused in one line (--device cpu)");
     model m;
     moe_model(&m, "");
+    backend lacking = *fake_device();
+    lacking.moe_group = NULL;
     gerr e = {0};
-    CHECK_EQ_INT(model_to_backend(&m, fake_device(), &e), EX_USAGE);
+    CHECK_EQ_INT(model_to_backend(&m, &lacking, &e), EX_USAGE);
     CHECK(strstr(e.msg, "--device fake-device: a mixture of experts (Qwen3MoeForCausalLM) runs on the CPU only") &&
           !strchr(e.msg, '\n'));
     CHECK(m.dev == NULL);
+    CHECK_EQ_INT(model_to_backend(&m, fake_device(), &e), 0);
+    CHECK(m.dev != NULL);
     model_free(&m);
 }
 

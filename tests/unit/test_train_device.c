@@ -25,9 +25,10 @@
 /* Forward (kept), then backward with an entropy term, on the CPU and on
  * the fake device: the same logp, entropies and gradients, bit for bit;
  * and a forward-only trainer's log-probs. */
-static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropout, bool masked, bool recompute,
-                         const char *name) {
+static void test_trainer_on(model_arch arch, bool tied, const char *lora_targets, double dropout, bool masked,
+                            bool recompute, bool replay, const char *name) {
     TEST(name);
+    bool use_lora = lora_targets != NULL;
     model mc, md;
     if (tiny_model(&mc, arch, tied) || tiny_model(&md, arch, tied)) {
         CHECK(0);
@@ -38,7 +39,7 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     lora l, ld;
     float *lmem = NULL;
     if (use_lora) {
-        tiny_lora(&l, &mc, "q,k,v,o,gate,up,down", dropout);
+        tiny_lora(&l, &mc, lora_targets, dropout);
         fill_uniform(l.memory, l.n_params, 0.2, 0.0, 9, 1);
         lora_on_backend(fake_device(), &ld, &l, &lmem);
     }
@@ -53,6 +54,8 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
     group_batch gb;
     make_groups(&gb, mc.cfg.vocab_size, masked);
     int n = train_batch_targets(&gb.b);
+    uint16_t routing[96 * 4];
+    if (replay) tiny_replay_routing(&gb, &mc.cfg, routing);
     float lc[64], ld_[64], ec[64], ed[64], coef[64], dent[64];
     fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
     fill_uniform(dent, 64, 0.5, 0.0, 12, 0);
@@ -78,6 +81,11 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
         lora_free(&l);
     }
     model_free(&mc), model_free(&md);
+}
+
+static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropout, bool masked, bool recompute,
+                         const char *name) {
+    test_trainer_on(arch, tied, use_lora ? "q,k,v,o,gate,up,down" : NULL, dropout, masked, recompute, false, name);
 }
 
 /* ---- grpo-update's run ---------------------------------------------------------- */
@@ -110,16 +118,42 @@ static bool same_file(const char *a, const char *b, const char *name) {
     return same;
 }
 
-/* A tiny llama as an HF directory, and 4 prompt groups of 3 completions
- * for it: advantaged records as grpo-advantage writes them. */
-static void write_fixture(const char *dir, const char *batch) {
+/* tiny_train.h's mixtures of experts as config.json says them (the
+ * generated config of a dense model is hf_write_config's). */
+static const char *moe_config_json(model_arch arch) {
+    if (arch == ARCH_QWEN3_MOE)
+        return "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", \"hidden_size\": 32, "
+               "\"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+               "\"num_key_value_heads\": 2, \"head_dim\": 12, \"vocab_size\": 61, \"max_position_embeddings\": 64, "
+               "\"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, \"tie_word_embeddings\": false, "
+               "\"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, "
+               "\"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [0]}\n";
+    return "{\"architectures\": [\"GptOssForCausalLM\"], \"model_type\": \"gpt_oss\", \"hidden_size\": 32, "
+           "\"intermediate_size\": 32, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+           "\"num_key_value_heads\": 2, \"head_dim\": 8, \"vocab_size\": 61, \"max_position_embeddings\": 64, "
+           "\"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, \"tie_word_embeddings\": false, "
+           "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"experts_per_token\": 2, \"swiglu_limit\": 7.0, "
+           "\"sliding_window\": 5, \"layer_types\": [\"sliding_attention\", \"full_attention\"], "
+           "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, \"beta_slow\": 1.0, "
+           "\"original_max_position_embeddings\": 16, \"truncate\": false}}\n";
+}
+
+/* A tiny model of arch as an HF directory, and 4 prompt groups of 3
+ * completions for it: advantaged records as grpo-advantage writes them. */
+static void write_fixture(const char *dir, const char *batch, model_arch arch) {
     gerr e = {0};
     model m;
-    CHECK(tiny_model(&m, ARCH_LLAMA, false) == 0);
+    CHECK(tiny_model(&m, arch, false) == 0);
     char path[512];
     CHECK(mkdir(dir, 0755) == 0);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    CHECK(hf_write_config(path, &m, "/dev/null", "float32", false, &e) == 0); /* not a directory: generated */
+    if (m.cfg.n_experts > 0) {
+        FILE *cf = fopen(path, "w");
+        CHECK(cf && fputs(moe_config_json(arch), cf) >= 0);
+        CHECK(cf && fclose(cf) == 0);
+    } else {
+        CHECK(hf_write_config(path, &m, "/dev/null", "float32", false, &e) == 0); /* not a directory: generated */
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     CHECK(hf_write_weights(path, &m, EXPORT_F32, &e) == 0);
     FILE *f = fopen(batch, "w");
@@ -146,12 +180,13 @@ static void write_fixture(const char *dir, const char *batch) {
 }
 
 /* grpo-update on the CPU and on the fake device with the same flags: the
- * same checkpoint weights and optimizer state, byte for byte. */
-static void test_update_run(const char *root, const char *what, long long lora_r, double dropout, const char *ref,
-                            const char *name) {
+ * same checkpoint weights and optimizer state, byte for byte. The model is
+ * root/tiny (a llama) or root/MODEL. */
+static void test_update_run_on(const char *root, const char *model, const char *what, long long lora_r, double dropout,
+                               const char *ref, double aux, const char *name) {
     TEST(name);
     char model_dir[512], batch[512], out_cpu[512], out_dev[512];
-    snprintf(model_dir, sizeof model_dir, "%s/tiny", root);
+    snprintf(model_dir, sizeof model_dir, "%s/%s", root, model);
     snprintf(batch, sizeof batch, "%s/batch.jsonl", root);
     snprintf(out_cpu, sizeof out_cpu, "%s/%s-cpu", root, what);
     snprintf(out_dev, sizeof out_dev, "%s/%s-dev", root, what);
@@ -161,7 +196,7 @@ static void test_update_run(const char *root, const char *what, long long lora_r
     r->model = model_dir, r->in = batch, r->ref = ref;
     o.optim.lr = 1e-3, o.optim.max_grad_norm = 0.05; /* clipping on: the device's norm and scale */
     r->iterations = 2, r->micro_batch = 24, r->threads = 1, r->seed = 5;
-    r->lora_r = lora_r, r->lora_dropout = dropout;
+    r->lora_r = lora_r, r->lora_dropout = dropout, o.loss.router_aux_coef = aux;
     gerr e = {0};
     r->out = out_cpu;
     update_plan plan;
@@ -181,6 +216,34 @@ static void test_update_run(const char *root, const char *what, long long lora_r
     /* the steps moved the weights (a run that trained nothing would pass the
      * above; the LoRA cases' gradients are checked non-zero by test_trainer) */
     if (!lora_r) CHECK(!same_file(model_dir, out_dev, "model.safetensors"));
+}
+
+static void test_update_run(const char *root, const char *what, long long lora_r, double dropout, const char *ref,
+                            const char *name) {
+    test_update_run_on(root, "tiny", what, lora_r, dropout, ref, 0, name);
+}
+
+/* --router-aux-coef on a device without the balance loss's backward (the
+ * fake with that entry taken out, as CUDA's): 64 in one line naming the
+ * flag, nothing written. */
+static void test_aux_refused(const char *root, const char *model_dir, const char *batch) {
+    TEST("grpo-update --router-aux-coef on a device without the balance loss's op: 64, one line, nothing written");
+    update_opts o;
+    update_opts_default(&o);
+    char out[700];
+    snprintf(out, sizeof out, "%s/aux", root);
+    backend lacking = *fake_device();
+    lacking.moe_balance_backward = NULL;
+    update_run_opts *r = &o.run;
+    r->model = model_dir, r->in = batch, r->out = out, r->threads = 1, r->backend = &lacking;
+    o.loss.router_aux_coef = 0.01;
+    gerr e = {0};
+    update_plan plan;
+    CHECK(update_plan_resolve(&o, &plan, &e) == 0);
+    CHECK_EQ_INT(update_run(&plan, &e), EX_USAGE);
+    CHECK(strstr(e.msg, "--router-aux-coef 0.01: the router's load-balancing loss runs on the CPU only") &&
+          !strchr(e.msg, '\n'));
+    CHECK(access(out, F_OK) != 0);
 }
 
 static void test_group_sums_refused(void) {
@@ -205,6 +268,14 @@ int main(void) {
     test_trainer(ARCH_QWEN3, false, false, 0, false, true, "qwen3 (q/k norm), full, --recompute");
     test_trainer(ARCH_LLAMA, false, true, 0, false, false, "llama, LoRA (prompts shared)");
     test_trainer(ARCH_QWEN3, false, true, 0.1, true, false, "qwen3, LoRA with dropout, multi-turn mask");
+    test_trainer(ARCH_QWEN3_MOE, false, false, 0, false, false, "qwen3_moe (a mixture of experts), full");
+    test_trainer_on(ARCH_QWEN3_MOE, false, NULL, 0, true, true, true,
+                    "qwen3_moe, full, a replayed routing, --recompute, multi-turn mask");
+    test_trainer(ARCH_QWEN3_MOE, false, true, 0.1, false, false,
+                 "qwen3_moe, LoRA on every expert's projections with dropout");
+    test_trainer(ARCH_GPT_OSS, false, false, 0, false, false,
+                 "gpt_oss (sinks, window, YaRN, biases, clamped SwiGLU), full");
+    test_trainer_on(ARCH_GPT_OSS, false, "q,k,v,o", 0, false, false, false, "gpt_oss, LoRA on its attention");
 
     char root[] = "/tmp/test_train_device.XXXXXX";
     if (!mkdtemp(root)) {
@@ -216,11 +287,23 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/tiny", root);
     snprintf(batch, sizeof batch, "%s/batch.jsonl", root);
     snprintf(ref, sizeof ref, "%s/ref", root);
-    write_fixture(dir, batch);
-    write_fixture(ref, "/dev/null");
+    write_fixture(dir, batch, ARCH_LLAMA);
+    write_fixture(ref, "/dev/null", ARCH_LLAMA);
+    char moe[600], oss[600];
+    snprintf(moe, sizeof moe, "%s/moe", root);
+    snprintf(oss, sizeof oss, "%s/oss", root);
+    write_fixture(moe, "/dev/null", ARCH_QWEN3_MOE);
+    write_fixture(oss, "/dev/null", ARCH_GPT_OSS);
     test_update_run(root, "full", 0, 0, NULL, "grpo-update full fine-tuning on the device: the CPU's checkpoint bytes");
     test_update_run(root, "lora", 4, 0.1, NULL, "grpo-update LoRA with dropout on the device: the CPU's checkpoint bytes");
     test_update_run(root, "ref", 0, 0, ref, "grpo-update with --ref (a second model on the device): the CPU's bytes");
+    test_update_run_on(root, "moe", "moe", 0, 0, NULL, 0.01,
+                       "grpo-update qwen3_moe full fine-tuning with --router-aux-coef on the device: the CPU's bytes");
+    test_update_run_on(root, "moe", "moe-lora", 4, 0, NULL, 0,
+                       "grpo-update qwen3_moe LoRA on the device: the CPU's bytes");
+    test_update_run_on(root, "oss", "oss", 0, 0, NULL, 0,
+                       "grpo-update gpt_oss full fine-tuning on the device: the CPU's bytes");
+    test_aux_refused(root, moe, batch);
     {
         TEST("grpo-update --group-sums on the caller's device: 64, nothing written");
         update_opts o;

@@ -5,11 +5,15 @@
 #ifndef GRPO_TESTS_TINY_TRAIN_H
 #define GRPO_TESTS_TINY_TRAIN_H
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 
 #include "model/lora.h"
 #include "model/model.h"
+#include "ops/packed_mxfp4.h"
 #include "train/trainer.h"
 #include "util/rng.h"
 
@@ -20,7 +24,11 @@ static inline void fill_uniform(float *p, size_t n, double scale, double offset,
 }
 
 /* The tiny shapes of an architecture: 2 layers of dim 32; qwen3_moe's
- * layer 0 dense (mlp_only_layers), layer 1 a mixture of 2 of 4 experts. */
+ * layer 0 dense (mlp_only_layers), layer 1 a mixture of 2 of 4 experts;
+ * gpt_oss's both a mixture of 2 of 4 experts of width 32 (MXFP4's block)
+ * with biases and the clamped SwiGLU, layer 0 sliding (window 5), sinks, an
+ * o_proj bias and gpt-oss's YaRN over an original context of 16 (config.c's
+ * defaults for the rest, as config.json would give them). */
 static inline void tiny_config(model_config *c, model_arch arch, bool tied) {
     memset(c, 0, sizeof *c);
     c->arch = arch, c->dim = 32, c->hidden_dim = 48, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
@@ -31,6 +39,15 @@ static inline void tiny_config(model_config *c, model_arch arch, bool tied) {
     if (arch == ARCH_QWEN3_MOE) {
         c->n_experts = 4, c->n_experts_used = 2, c->moe_hidden_dim = 16, c->moe_norm_topk = true, c->moe_step = 1;
         c->moe_dense[0] = 1;
+        snprintf(c->architecture, sizeof c->architecture, "Qwen3MoeForCausalLM");
+    }
+    if (arch == ARCH_GPT_OSS) {
+        c->n_experts = 4, c->n_experts_used = 2, c->moe_hidden_dim = c->hidden_dim = 32, c->moe_norm_topk = true;
+        c->moe_step = 1, c->moe_bias = true, c->swiglu_limit = 7.0f, c->swiglu_alpha = 1.702f;
+        c->qkv_bias = c->attn_o_bias = c->attn_sinks = true, c->sliding_window = 5, c->swa_layers[0] = 1;
+        c->rope_yarn = true, c->rope_factor = 32, c->rope_beta_fast = 32, c->rope_beta_slow = 1;
+        c->rope_original_max_pos = 16, c->rope_attn_factor = 0.1 * log(32.0) + 1;
+        snprintf(c->architecture, sizeof c->architecture, "GptOssForCausalLM");
     }
 }
 
@@ -52,6 +69,46 @@ static inline int tiny_model(model *m, model_arch arch, bool tied) {
     memset(m, 0, sizeof *m);
     tiny_config(&m->cfg, arch, tied);
     return tiny_model_fill(m);
+}
+
+/* Random MXFP4 blocks (scales 2^-5 .. 2^-3 in half units: weights up to
+ * 0.75) written as every expert's matrix of m (gpt_oss: widths multiples
+ * of 32) in its own place, and m packed as a device's loader packs a
+ * gpt-oss's MXFP4 experts (weight_choice on_device: those experts MXFP4,
+ * every other matrix float32 rows). */
+static inline int tiny_mxfp4_experts(model *m, gerr *e) {
+    size_t nt = model_tensor_list(m, NULL);
+    model_tensor_ref *refs = calloc(nt, sizeof *refs);
+    if (!refs) return gerr_set(e, EX_SOFTWARE, "out of memory");
+    model_tensor_list(m, refs);
+    m->experts_mxfp4 = true;
+    pack_plan plan;
+    model_plan_packing(m, (weight_choice){.fmt = WEIGHTS_MXFP4, .on_device = true}, &plan);
+    rng_stream r;
+    rng_init(&r, 77, "mxfp4", 5, 0);
+    int rc = 0;
+    for (size_t i = 0; i < nt && !rc; i++) {
+        if (refs[i].expert < 0) continue;
+        int rows = (int)refs[i].rows, cols = (int)refs[i].cols;
+        size_t n = (size_t)rows * (size_t)(cols / MX4W_K_BLOCK);
+        unsigned char *blocks = malloc(n * MX4W_GGUF_BYTES);
+        if (!blocks) {
+            rc = gerr_set(e, EX_SOFTWARE, "out of memory");
+            break;
+        }
+        for (size_t b = 0; b < n; b++) {
+            blocks[b * MX4W_GGUF_BYTES] = (unsigned char)(123 + rng_below(&r, 3));
+            for (int j = 1; j < MX4W_GGUF_BYTES; j++)
+                blocks[b * MX4W_GGUF_BYTES + j] = (unsigned char)rng_below(&r, 256);
+        }
+        mx4w_pack_gguf(refs[i].dst, blocks, rows, cols);
+        plan.verbatim[i] = true;
+        free(blocks);
+    }
+    if (!rc) rc = model_pack(m, &plan, e);
+    pack_plan_free(&plan);
+    free(refs);
+    return rc;
 }
 
 static inline void tiny_lora(lora *l, const model *m, const char *names, double dropout) {
@@ -92,6 +149,20 @@ static inline void make_groups(group_batch *gb, int vocab, bool masked) {
         gb->start[s + 1] = at + prompt[s] + comp[s];
     }
     gb->b = (train_batch){G_SEQS, gb->start, gb->n_prompt, gb->tokens, NULL, masked ? gb->target : NULL, NULL, 0};
+}
+
+/* A recorded routing for gb's rows (grpo-update --routing replay), host
+ * ids [rows][Lm][k] into routing (room for 96 * Lm * k): each row 2
+ * different of the 4 experts in every layer with a mixture (c's k is 2). */
+static inline void tiny_replay_routing(group_batch *gb, const model_config *c, uint16_t *routing) {
+    int w = config_ffn_layers(c, true) * c->n_experts_used;
+    rng_stream r;
+    rng_init(&r, 3, "routing", 7, 0);
+    for (int i = 0; i < gb->start[G_SEQS] * w; i += 2) {
+        routing[i] = (uint16_t)rng_below(&r, 4);
+        routing[i + 1] = (uint16_t)((routing[i] + 1 + rng_below(&r, 3)) % 4);
+    }
+    gb->b.routing = routing, gb->b.routing_width = w;
 }
 
 /* loss = sum_j c_j logp_j with fixed random c: any functional of logp will
