@@ -1,10 +1,11 @@
 /* LoRA on a mixture of experts' projections (lib/model/lora.h's expert
  * sets, layer.c's adapted expert products): the factors' layout and PEFT
  * names beside a dense layer's, lora_merge of an expert, the adapter's
- * forward equal to the merged model's, gpt_oss refused, and LoRA dropout on
- * the experts: applied, the same mask in the forward and the backward
- * (central differences of one training pass). The gradients against
- * PyTorch autograd: tests/ref/train_ref.py's qwen3moe-lora-experts cases. */
+ * forward equal to the merged model's, and LoRA dropout on the experts:
+ * applied, the same mask in the forward and the backward (central
+ * differences of one training pass). The gradients against PyTorch
+ * autograd: tests/ref/train_ref.py's qwen3moe-lora-experts cases; gpt_oss's
+ * stacked experts: test_lora_oss.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,19 +56,6 @@ static void test_layout(void) {
     CHECK_EQ_INT(l.n_mats[LORA_EXP_UP], E_TINY);
     CHECK_EQ_INT(l.n_mats[LORA_UP], 1);
     free(refs);
-    lora_free(&l);
-}
-
-static void test_refused(void) {
-    TEST("gpt_oss: gate, up or down on its experts is EX_USAGE in one line naming why; q,k,v,o are taken");
-    model_config c;
-    tiny_config(&c, ARCH_QWEN3_MOE, false);
-    c.arch = ARCH_GPT_OSS;
-    lora l;
-    gerr e = {0};
-    CHECK_EQ_INT(lora_alloc(&l, &c, R_LORA, 8, false, 0, 1u << LORA_UP, NULL, &e), EX_USAGE);
-    CHECK(strstr(e.msg, "gpt_oss's experts") && strstr(e.msg, "gate_up_proj") && !strchr(e.msg, '\n'));
-    CHECK(lora_alloc(&l, &c, R_LORA, 8, false, 0, 0xfu, NULL, &e) == 0);
     lora_free(&l);
 }
 
@@ -182,7 +170,6 @@ static void test_dropout(void) {
 
 int main(void) {
     test_layout();
-    test_refused();
     test_merge();
     test_forward_is_merged();
     test_dropout();
