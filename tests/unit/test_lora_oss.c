@@ -367,6 +367,7 @@ static void check_bad_config(const model_config *c, const char *from, const char
     CHECK(mkdtemp(dir) != NULL);
     gerr e = {0};
     CHECK(lora_save(&l, dir, &e) == 0);
+    lora_free(&l);
     edit_config(dir, from, to);
     int rc = lora_load(&l, c, dir, &e);
     CHECK_EQ_INT(rc, EX_DATAERR);
