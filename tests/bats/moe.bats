@@ -340,7 +340,7 @@ PY
     done
 }
 
-@test "gpt_oss: the PEFT package puts our adapter on gpt-oss's modules (ParamWrapper on the experts) and gives our logits" {
+@test "gpt_oss: the PEFT package puts our adapter on gpt-oss's modules (ParamWrapper on the experts) and gives our logits; we read PEFT's" {
     py="${GRPO_PEFT_PY:-$GRPO_ROOT/.venv-peft/bin/python}"
     [ -x "$py" ] || skip "no transformers/PEFT venv (make venv)"
     v=$("$py" -c 'import peft; print(peft.__version__)')
@@ -366,6 +366,25 @@ d = [float(np.max(np.abs(np.fromfile(f, '<f4') - o))) for f in ('peft.f32', 'pef
 print('max abs diff: peft', d[0], 'merged', d[1], 'base', d[2])
 sys.exit(0 if d[0] <= 1e-4 and d[1] <= 1e-4 and d[2] > 1e-2 else 1)"
     done
+    # and the other way: an adapter PEFT made and saved (its tokenizer beside it, as a user saves
+    # one) rolls out within 1e-4 of the reference's merge and gives PEFT's logits (measured 3.8e-6),
+    # and trains on
+    run "$py" "$GRPO_ROOT/tests/ref/peft_oss_logits.py" --write "$PWD/oss" pw
+    echo "$output"
+    [ "$status" -eq 0 ]
+    cp oss/tokenizer.json oss/tokenizer_config.json pw/
+    grpo-rollout --model pw --in "$(P)" -k 2 --max-new-tokens 16 --seed 5 --weights f32 --out pw.jsonl
+    check_lp pw pw.jsonl 1e-4
+    run -0 "$py" "$GRPO_ROOT/tests/ref/peft_oss_logits.py" oss pw oss/tokens.txt peft.f32
+    GRPO_MODEL_DIR=pw GRPO_MODEL_TOKENS=oss/tokens.txt GRPO_MODEL_OUT=ours.f32 run -0 "$GRPO_ROOT/build/tests/test_model"
+    "$GRPO_PY" -c "
+import sys, numpy as np
+d = float(np.max(np.abs(np.fromfile('peft.f32', '<f4') - np.fromfile('ours.f32', '<f4'))))
+print('max abs diff', d)
+sys.exit(0 if d <= 1e-4 else 1)"
+    grpo-update --model pw --in "$(B)" --out pw1 --lr 1e-2
+    jq -e '.step == 1' pw1/grpo/state.json
+    jq -e '.target_parameters == ["mlp.experts.gate_up_proj","mlp.experts.down_proj"]' pw1/adapter_config.json
 }
 
 @test "gpt_oss: full fine-tuning writes the stacked experts as HF does, per-expert moments, resumes, rolls out" {

@@ -2,6 +2,7 @@
 (tests/bats/moe.bats, mxfp4_hf.bats).
 
     peft_oss_logits.py BASE ADAPTER TOKENS OUT
+    peft_oss_logits.py --write BASE ADAPTER
 
 transformers before 4.55 has no gpt-oss, so BASE (a Hugging Face gpt_oss
 directory, its experts bf16/f32 or MXFP4 blocks as transformers dequantizes
@@ -23,6 +24,10 @@ the file must be one PEFT made, holding the file's values (else exit 1).
 Writes the logits at every position of TOKENS as raw float32 [T, vocab] to
 OUT (PEFT's forward, the adapter unmerged), OUT.base (the base alone) and
 OUT.merged (after PEFT's merge_and_unload), and prints what PEFT read.
+--write has PEFT make an adapter of its own on that tree and save it to
+ADAPTER (save_pretrained): r 4, alpha 8, q_proj and v_proj and both stacked
+parameters, every factor random (init_lora_weights false; torch seed 0),
+float32, base_model_name_or_path BASE as given: what our tools must read.
 Runs in .venv-peft (scripts/setup/venv.sh: peft >= 0.17, the first with
 target_parameters).
 """
@@ -98,9 +103,24 @@ def logits(model, ids):
         return model(ids).numpy().astype("<f4")
 
 
+def write(base_dir, adapter_dir):
+    from peft import LoraConfig, get_peft_model
+    torch.manual_seed(0)
+    model = Oss(*model_ref.hf_model(base_dir)).to(torch.float32)  # factors saved as float32, as a user's
+    cfg = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
+                     target_parameters=list(model_ref.OSS_PARAMS))
+    pm = get_peft_model(model, cfg)
+    pm.peft_config["default"].base_model_name_or_path = base_dir
+    pm.save_pretrained(adapter_dir)
+    print("peft: wrote", len(pm.state_dict()), "tensors' model,", sorted(os.listdir(adapter_dir)))
+    return 0
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--write":
+        return write(*sys.argv[2:])
     if len(sys.argv) != 5:
-        sys.exit("usage: peft_oss_logits.py BASE ADAPTER TOKENS OUT")
+        sys.exit("usage: peft_oss_logits.py BASE ADAPTER TOKENS OUT | --write BASE ADAPTER")
     import peft
     from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
     from safetensors.torch import load_file
