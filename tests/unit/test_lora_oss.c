@@ -23,22 +23,11 @@
 #include "model/model.h"
 #include "train/trainer.h"
 
-enum { R_LORA = 4, E_TINY = 4, I_TINY = 16, D_TINY = 32 };
+/* tiny_train.h's gpt_oss: every layer 2 of 4 experts of width 32 */
+enum { R_LORA = 4, E_TINY = 4, I_TINY = 32, D_TINY = 32 };
 
-/* The tiny shapes as gpt_oss: every layer 2 of 4 experts with biases, the
- * clamped SwiGLU, sinks and attention biases. */
-static void oss_config(model_config *c) {
-    tiny_config(c, ARCH_QWEN3_MOE, false);
-    c->arch = ARCH_GPT_OSS, c->moe_dense[0] = 0, c->qk_norm = false, c->head_dim = 8;
-    c->qkv_bias = c->attn_o_bias = c->attn_sinks = c->moe_bias = true;
-    c->swiglu_limit = 7.0f, c->swiglu_alpha = 1.702f, c->hidden_dim = c->moe_hidden_dim;
-}
-
-static int oss_model(model *m) {
-    memset(m, 0, sizeof *m);
-    oss_config(&m->cfg);
-    return tiny_model_fill(m);
-}
+static void oss_config(model_config *c) { tiny_config(c, ARCH_GPT_OSS, false); }
+static int oss_model(model *m) { return tiny_model(m, ARCH_GPT_OSS, false); }
 
 static bool stacked_lora(lora *l, const model_config *c, const char *names) {
     gerr e = {0};
