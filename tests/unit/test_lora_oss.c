@@ -249,22 +249,10 @@ static void test_forward_is_merged(void) {
         return;
     }
     lora_merge(&merged, &l);
-    gerr e = {0};
-    trainer ta, tm;
-    CHECK(trainer_init(&ta, &m, &l, TRAINER_LORA, false, 64, 0, 32, 64, &e) == 0);
-    CHECK(trainer_init(&tm, &merged, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
-    group_batch gb;
-    make_groups(&gb, m.cfg.vocab_size, false);
-    float la[64], lm[64], l0[64];
-    trainer_forward(&ta, &gb.b, 1.0f, true, false, la, NULL);
-    trainer_forward(&tm, &gb.b, 1.0f, false, false, lm, NULL);
-    trainer_forward(&ta, &gb.b, 1.0f, false, true, l0, NULL);
-    double d = 0, moved = 0;
-    for (int j = 0; j < train_batch_targets(&gb.b); j++)
-        d = fmax(d, fabs(la[j] - lm[j])), moved = fmax(moved, fabs(la[j] - l0[j]));
+    double d, moved;
+    lora_vs_merged(&m, &merged, &l, &d, &moved);
     /* float32 sums in two orders (measured about 1e-6); the adapter moved them by far more */
     CHECK(d < 1e-5 && moved > 1e-2);
-    trainer_free(&ta), trainer_free(&tm);
     lora_free(&l);
     model_free(&m), model_free(&merged);
 }
@@ -295,19 +283,29 @@ static void edit_config(const char *dir, const char *from, const char *to) {
     free(s);
 }
 
+/* A stacked adapter on the tiny gpt_oss for names, saved in a new dir
+ * (dir: "/tmp/grpo-lora-oss-XXXXXX"), kept in *l. */
+static bool saved_adapter(lora *l, const char *names, char *dir) {
+    model_config c;
+    oss_config(&c);
+    gerr e = {0};
+    if (!stacked_lora(l, &c, names)) return false;
+    bool ok = mkdtemp(dir) != NULL && lora_save(l, dir, &e) == 0;
+    if (!ok) lora_free(l);
+    return ok;
+}
+
 static void test_save_load(void) {
     TEST("adapter dir: target_parameters in GptOssExperts' order, PEFT's tensors, read back exactly");
     model_config c;
     oss_config(&c);
     lora l, back;
-    if (!stacked_lora(&l, &c, "q,v,gate,up,down")) {
+    char dir[] = "/tmp/grpo-lora-oss-XXXXXX";
+    gerr e = {0};
+    if (!saved_adapter(&l, "q,v,gate,up,down", dir)) {
         CHECK(false);
         return;
     }
-    char dir[] = "/tmp/grpo-lora-oss-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    gerr e = {0};
-    CHECK(lora_save(&l, dir, &e) == 0);
     char *cfg = read_text(path_under(dir, "adapter_config.json"));
     CHECK(cfg && strstr(cfg, "\"target_modules\": [\n    \"q_proj\",\n    \"v_proj\"\n  ],\n"
                              "  \"target_parameters\": [\n    \"mlp.experts.gate_up_proj\",\n"
@@ -345,17 +343,13 @@ static void test_save_load(void) {
 /* An adapter dir of q and the experts, its config edited: EX_DATAERR naming
  * the file and why, in one line. */
 static void check_bad_config(const model_config *c, const char *from, const char *to, const char *why) {
-    model_config oss;
-    oss_config(&oss);
     lora l;
-    if (!stacked_lora(&l, &oss, "q,gate,up,down")) {
+    char dir[] = "/tmp/grpo-lora-oss-XXXXXX";
+    gerr e = {0};
+    if (!saved_adapter(&l, "q,gate,up,down", dir)) {
         CHECK(false);
         return;
     }
-    char dir[] = "/tmp/grpo-lora-oss-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    gerr e = {0};
-    CHECK(lora_save(&l, dir, &e) == 0);
     lora_free(&l);
     edit_config(dir, from, to);
     int rc = lora_load(&l, c, dir, &e);
