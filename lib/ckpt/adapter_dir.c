@@ -33,8 +33,60 @@ static bool is_file(const char *path) {
 
 /* ---- writing ---------------------------------------------------------------------- */
 
-static int cmp_ref_name(const void *a, const void *b) {
-    return strcmp(((const lora_tensor_ref *)a)->name, ((const lora_tensor_ref *)b)->name);
+/* A factor, its place in lora_tensor_list, and the place of the first
+ * factor that lies in the same PEFT tensor. */
+typedef struct {
+    lora_tensor_ref r;
+    size_t pos, first;
+} placed_ref;
+
+static int cmp_peft_pos(const void *a, const void *b) {
+    const placed_ref *x = a, *y = b;
+    int c = strcmp(x->r.peft, y->r.peft);
+    return c ? c : (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int cmp_first_pos(const void *a, const void *b) {
+    const placed_ref *x = a, *y = b;
+    return x->first != y->first ? (x->first > y->first) - (x->first < y->first) : (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* The factors of l, *n of them, the pieces of each PEFT tensor side by
+ * side: the tensors in order of their names (by_name), or of their first
+ * piece in lora_tensor_list (the model's order: what a reader reports
+ * first). */
+static lora_tensor_ref *peft_refs(const lora *l, size_t *n, bool by_name) {
+    *n = lora_tensor_list(l, NULL);
+    lora_tensor_ref *refs = xcalloc(*n ? *n : 1, sizeof *refs);
+    placed_ref *p = xcalloc(*n ? *n : 1, sizeof *p);
+    lora_tensor_list(l, refs);
+    for (size_t i = 0; i < *n; i++) p[i].r = refs[i], p[i].pos = i;
+    qsort(p, *n, sizeof *p, cmp_peft_pos);
+    for (size_t i = 0; i < *n; i++) p[i].first = i && !strcmp(p[i].r.peft, p[i - 1].r.peft) ? p[i - 1].first : p[i].pos;
+    if (!by_name) qsort(p, *n, sizeof *p, cmp_first_pos);
+    for (size_t i = 0; i < *n; i++) refs[i] = p[i].r;
+    free(p);
+    return refs;
+}
+
+/* The end of the run of refs from i that make one PEFT tensor. */
+static size_t peft_end(const lora_tensor_ref *refs, size_t n, size_t i) {
+    size_t j = i + 1;
+    while (j < n && !strcmp(refs[j].peft, refs[i].peft)) j++;
+    return j;
+}
+
+/* The JSON list of names[0..n) sorted (PEFT keeps target_modules as a set:
+ * sorted names make the file reproducible), or the order given. */
+static void json_names(strbuf *b, const char **names, int n, bool sort) {
+    for (int i = 1; sort && i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1], names[j - 1] = t;
+        }
+    sb_putc(b, '[');
+    for (int i = 0; i < n; i++) sb_printf(b, "%s\n    \"%s\"", i ? "," : "", names[i]);
+    sb_puts(b, n ? "\n  ]" : "]");
 }
 
 static void config_json(const lora *l, strbuf *b) {
@@ -50,40 +102,52 @@ static void config_json(const lora *l, strbuf *b) {
     sb_puts(b, ",\n  \"lora_dropout\": ");
     sb_json_pyfloat(b, l->dropout, false);
     sb_printf(b, ",\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n  \"r\": %d,\n"
-                 "  \"rank_pattern\": {},\n  \"revision\": null,\n  \"target_modules\": [",
+                 "  \"rank_pattern\": {},\n  \"revision\": null,\n  \"target_modules\": ",
               l->r);
-    /* PEFT keeps target_modules as a set; sorted names make the file reproducible */
-    const char *names[LORA_N_TARGETS];
-    int n = 0;
-    for (int t = 0; t < LORA_N_TARGETS; t++)
-        if (l->targets & (1u << t)) {
-            int i = n++;
-            while (i > 0 && strcmp(names[i - 1], lora_target_module(t)) > 0) names[i] = names[i - 1], i--;
-            names[i] = lora_target_module(t);
-        }
-    for (int i = 0; i < n; i++) sb_printf(b, "%s\n    \"%s\"", i ? "," : "", names[i]);
-    sb_printf(b, "%s],\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n  \"use_rslora\": %s\n}",
-              n ? "\n  " : "", l->rslora ? "true" : "false");
+    /* a stacked adapter's gate, up and down are target_parameters (gate_up_proj once, first) */
+    const char *modules[LORA_N_TARGETS], *params[LORA_N_TARGETS];
+    int n = 0, np = 0;
+    for (int t = 0; t < LORA_N_TARGETS; t++) {
+        if (!(l->targets & (1u << t))) continue;
+        const char *p = l->stacked ? lora_target_parameter(t) : NULL;
+        if (!p) modules[n++] = lora_target_module(t);
+        else if (!np || strcmp(params[np - 1], p)) params[np++] = p;
+    }
+    json_names(b, modules, n, true);
+    if (np) {
+        sb_puts(b, ",\n  \"target_parameters\": ");
+        json_names(b, params, np, false);
+    }
+    sb_printf(b, ",\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n  \"use_rslora\": %s\n}",
+              l->rslora ? "true" : "false");
 }
 
 int lora_save_dtype(const lora *l, const char *dir, st_dtype dtype, gerr *e) {
     if (dtype != ST_F32 && dtype != ST_F16 && dtype != ST_BF16)
         return gerr_set(e, EX_SOFTWARE, "lora_save: dtype %s is not F32, F16 or BF16", st_dtype_name(dtype));
-    size_t n = lora_tensor_list(l, NULL);
-    lora_tensor_ref *refs = xcalloc(n ? n : 1, sizeof *refs);
-    lora_tensor_list(l, refs);
-    qsort(refs, n, sizeof *refs, cmp_ref_name);
+    size_t n;
+    lora_tensor_ref *refs = peft_refs(l, &n, true);
+    float **pieced = xcalloc(n ? n : 1, sizeof *pieced); /* the tensors put together here, kept until written */
     st_writer w;
     st_writer_init(&w);
     int rc = st_writer_set_meta(&w, "format", "pt", e);
-    for (size_t i = 0; i < n && !rc; i++) {
+    for (size_t i = 0, end; i < n && !rc; i = end) {
         const lora_tensor_ref *r = &refs[i];
-        int64_t shape[2] = {r->rows, r->cols};
-        rc = st_writer_add_f32(&w, r->name, dtype, 2, shape, r->data, e);
+        end = peft_end(refs, n, i);
+        const float *data = r->data;
+        if (end > i + 1 || !lora_ref_whole(r)) {
+            pieced[i] = xcalloc((size_t)(r->peft_rows * r->peft_cols), sizeof(float));
+            for (size_t j = i; j < end; j++) lora_ref_to_peft(&refs[j], l->memory, pieced[i]);
+            data = pieced[i];
+        }
+        int64_t shape[2] = {r->peft_rows, r->peft_cols};
+        rc = st_writer_add_f32(&w, r->peft, dtype, 2, shape, data, e);
     }
     char *path = join(dir, ADAPTER_WEIGHTS);
     if (!rc) rc = st_write(&w, path, e);
     st_writer_free(&w);
+    for (size_t i = 0; i < n; i++) free(pieced[i]);
+    free(pieced);
     free(refs);
     free(path);
     if (rc) return rc;
@@ -100,12 +164,14 @@ int lora_save(const lora *l, const char *dir, gerr *e) { return lora_save_dtype(
 
 /* ---- adapter_config.json ------------------------------------------------------------ */
 
-/* What lora_alloc needs, read from the config. */
+/* What lora_alloc needs, read from the config: the targets from
+ * target_modules (modules; all_linear for "all-linear") and from
+ * target_parameters (params: gate and up for gate_up_proj, down). */
 typedef struct {
     int r;
     double alpha, dropout;
-    bool rslora;
-    unsigned targets;
+    bool rslora, all_linear;
+    unsigned modules, params;
     char *base;
 } adapter_cfg;
 
@@ -118,7 +184,7 @@ static bool empty_or_null(const cJSON *v) {
 static int check_unsupported(const cJSON *root, const char *path, gerr *e) {
     static const char *const must_be_empty[] = {"modules_to_save", "layers_to_transform", "rank_pattern",
                                                 "alpha_pattern",   "layer_replication",   "exclude_modules",
-                                                "target_parameters", "trainable_token_indices"};
+                                                "trainable_token_indices"};
     static const char *const must_be_false[] = {"use_dora", "fan_in_fan_out", "lora_bias", "use_qalora"};
     for (size_t i = 0; i < sizeof must_be_empty / sizeof *must_be_empty; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, must_be_empty[i]);
@@ -136,7 +202,10 @@ static int check_unsupported(const cJSON *root, const char *path, gerr *e) {
     return 0;
 }
 
-static int parse_targets(const cJSON *tm, unsigned *targets, const char *path, gerr *e) {
+/* target_modules into c->modules (c->all_linear); with have_params (a
+ * target_parameters list) it may be empty or null. */
+static int parse_targets(const cJSON *tm, bool have_params, adapter_cfg *c, const char *path, gerr *e) {
+    unsigned *targets = &c->modules;
     *targets = 0;
     if (cJSON_IsString(tm)) {
         /* a string is a regex in PEFT; only its "all-linear" shorthand is ours */
@@ -144,8 +213,10 @@ static int parse_targets(const cJSON *tm, unsigned *targets, const char *path, g
             return gerr_set(e, EX_DATAERR, "%s: target_modules \"%s\": regex targets are not supported (list the modules)",
                             path, tm->valuestring);
         *targets = (1u << LORA_N_TARGETS) - 1;
+        c->all_linear = true;
         return 0;
     }
+    if (have_params && (!tm || cJSON_IsNull(tm) || (cJSON_IsArray(tm) && !tm->child))) return 0;
     if (!cJSON_IsArray(tm) || !tm->child)
         return gerr_set(e, EX_DATAERR, "%s: target_modules: expected a non-empty list of module names", path);
     const cJSON *it;
@@ -161,6 +232,55 @@ static int parse_targets(const cJSON *tm, unsigned *targets, const char *path, g
                             path, it->valuestring);
         *targets |= 1u << found;
     }
+    return 0;
+}
+
+/* target_parameters (null or a list) into c->params: each entry a name of
+ * gpt_oss's stacked experts, whole or its last dot-separated parts (PEFT
+ * matches a parameter whose name ends with it), as every layer has them. */
+static int parse_parameters(const cJSON *tp, adapter_cfg *c, const char *path, gerr *e) {
+    c->params = 0;
+    if (!tp || cJSON_IsNull(tp)) return 0;
+    if (!cJSON_IsArray(tp)) return gerr_set(e, EX_DATAERR, "%s: target_parameters: expected a list of names", path);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, tp) {
+        if (!cJSON_IsString(it)) return gerr_set(e, EX_DATAERR, "%s: target_parameters: expected strings", path);
+        unsigned found = 0;
+        for (int t = LORA_GATE; t < LORA_N_TARGETS; t++) {
+            const char *full = lora_target_parameter(t);
+            size_t n = strlen(it->valuestring), m = strlen(full);
+            if (n && n <= m && !strcmp(full + m - n, it->valuestring) && (n == m || full[m - n - 1] == '.'))
+                found |= 1u << t;
+        }
+        if (!found)
+            return gerr_set(e, EX_DATAERR,
+                            "%s: target_parameters entry \"%s\" is not supported (mlp.experts.gate_up_proj and "
+                            "mlp.experts.down_proj, gpt_oss's experts in every layer, are)",
+                            path, it->valuestring);
+        c->params |= found;
+    }
+    return 0;
+}
+
+/* The targets of c on a model of shape cfg: gpt_oss's gate, up and down are
+ * its stacked experts, named by target_parameters only (all-linear leaves
+ * them out, as PEFT's finds no nn.Linear there); target_parameters on
+ * another model is refused. */
+static int resolve_targets(const adapter_cfg *c, const model_config *cfg, const char *path, unsigned *targets,
+                           gerr *e) {
+    unsigned ffn = 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_DOWN, modules = c->modules;
+    bool oss = cfg->arch == ARCH_GPT_OSS;
+    if (oss && c->all_linear) modules &= ~ffn;
+    if (oss && (modules & ffn))
+        return gerr_set(e, EX_DATAERR,
+                        "%s: target_modules: gate_proj, up_proj and down_proj name no module of gpt_oss (its experts "
+                        "are the parameters mlp.experts.gate_up_proj and down_proj: target_parameters)",
+                        path);
+    if (!oss && c->params)
+        return gerr_set(e, EX_DATAERR,
+                        "%s: target_parameters: supported on gpt_oss's stacked experts only (this model is %s)", path,
+                        model_arch_name(cfg->arch));
+    *targets = modules | c->params;
     return 0;
 }
 
@@ -191,7 +311,8 @@ static int parse_config(const cJSON *root, adapter_cfg *c, const char *path, ger
         c->dropout = d->valuedouble;
     }
     c->rslora = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_rslora"));
-    if ((rc = parse_targets(cJSON_GetObjectItemCaseSensitive(root, "target_modules"), &c->targets, path, e)))
+    if ((rc = parse_parameters(cJSON_GetObjectItemCaseSensitive(root, "target_parameters"), c, path, e)) ||
+        (rc = parse_targets(cJSON_GetObjectItemCaseSensitive(root, "target_modules"), c->params != 0, c, path, e)))
         return rc;
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "base_model_name_or_path");
     c->base = cJSON_IsString(b) && *b->valuestring ? xstrdup(b->valuestring) : NULL;
@@ -222,34 +343,42 @@ static void shape_text(char *buf, size_t cap, const int64_t *shape, int ndim) {
         snprintf(buf + strlen(buf), cap - strlen(buf), "%s%lld", d ? ", " : "", (long long)shape[d]);
 }
 
-static int read_factors(lora *l, const st_file *f, gerr *e) {
-    size_t n = lora_tensor_list(l, NULL);
-    lora_tensor_ref *refs = xcalloc(n ? n : 1, sizeof *refs);
-    lora_tensor_list(l, refs);
-    int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        const lora_tensor_ref *r = &refs[i];
-        const st_tensor *t = st_find(f, r->name);
-        if (!t) {
-            rc = gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", f->name, r->name);
-        } else if (t->ndim != 2 || t->shape[0] != r->rows || t->shape[1] != r->cols) {
-            char got[128];
-            shape_text(got, sizeof got, t->shape, t->ndim);
-            rc = gerr_set(e, EX_DATAERR, "%s: tensor %s has shape [%s], expected [%lld, %lld]", f->name, r->name, got,
-                          (long long)r->rows, (long long)r->cols);
-        } else if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16) {
-            rc = gerr_set(e, EX_DATAERR, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", f->name,
-                          r->name, st_dtype_name(t->dtype));
-        } else {
-            rc = st_tensor_to_f32_finite(f, t, r->data, e);
-        }
+/* PEFT's tensor of refs[0] into every ref that lies in it (refs[0 .. n)). */
+static int read_tensor(lora *l, const st_file *f, const lora_tensor_ref *refs, size_t n, gerr *e) {
+    const lora_tensor_ref *r = &refs[0];
+    const st_tensor *t = st_find(f, r->peft);
+    if (!t) return gerr_set(e, EX_DATAERR, "%s: tensor %s is missing", f->name, r->peft);
+    if (t->ndim != 2 || t->shape[0] != r->peft_rows || t->shape[1] != r->peft_cols) {
+        char got[128];
+        shape_text(got, sizeof got, t->shape, t->ndim);
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s has shape [%s], expected [%lld, %lld]", f->name, r->peft, got,
+                        (long long)r->peft_rows, (long long)r->peft_cols);
     }
-    /* every tensor was found once, so a count above n means tensors we would ignore */
-    for (size_t i = 0; i < f->n_tensors && !rc && f->n_tensors != n; i++) {
+    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
+        return gerr_set(e, EX_DATAERR, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", f->name, r->peft,
+                        st_dtype_name(t->dtype));
+    if (n == 1 && lora_ref_whole(r)) return st_tensor_to_f32_finite(f, t, r->data, e);
+    float *whole = xmalloc((size_t)(r->peft_rows * r->peft_cols) * sizeof *whole);
+    int rc = st_tensor_to_f32_finite(f, t, whole, e);
+    for (size_t i = 0; i < n && !rc; i++) lora_ref_from_peft(&refs[i], whole, l->memory);
+    free(whole);
+    return rc;
+}
+
+static int read_factors(lora *l, const st_file *f, gerr *e) {
+    size_t n, n_tensors = 0;
+    lora_tensor_ref *refs = peft_refs(l, &n, false);
+    int rc = 0;
+    for (size_t i = 0, end; i < n && !rc; i = end, n_tensors++) {
+        end = peft_end(refs, n, i);
+        rc = read_tensor(l, f, refs + i, end - i, e);
+    }
+    /* every tensor was found once, so a count above n_tensors means tensors we would ignore */
+    for (size_t i = 0; i < f->n_tensors && !rc && f->n_tensors != n_tensors; i++) {
         bool known = false;
-        for (size_t j = 0; j < n && !known; j++) known = !strcmp(f->tensors[i].name, refs[j].name);
+        for (size_t j = 0; j < n && !known; j++) known = !strcmp(f->tensors[i].name, refs[j].peft);
         if (!known)
-            rc = gerr_set(e, EX_DATAERR, "%s: tensor %s is not a LoRA factor of the target_modules in %s", f->name,
+            rc = gerr_set(e, EX_DATAERR, "%s: tensor %s is not a LoRA factor of the targets in %s", f->name,
                           f->tensors[i].name, ADAPTER_CONFIG);
     }
     free(refs);
@@ -272,9 +401,15 @@ int lora_load(lora *l, const model_config *cfg, const char *dir, gerr *e) {
                           : gerr_set(e, EX_NOINPUT, "%s: no such file", path);
         free(bin);
     }
-    const char *why = rc ? NULL : lora_targets_refused(cfg, c.targets);
-    if (why) rc = gerr_set(e, EX_DATAERR, "%s/%s: target_modules: %s", dir, ADAPTER_CONFIG, why);
-    if (!rc) rc = lora_alloc(l, cfg, c.r, c.alpha, c.rslora, c.dropout, c.targets, c.base, e);
+    unsigned targets = 0;
+    char *cfg_path = join(dir, ADAPTER_CONFIG);
+    if (!rc) rc = resolve_targets(&c, cfg, cfg_path, &targets, e);
+    const char *why = rc ? NULL : lora_targets_refused(cfg, targets);
+    if (why) rc = gerr_set(e, EX_DATAERR, "%s: target_parameters: %s", cfg_path, why);
+    if (!rc && c.dropout > 0 && (why = lora_dropout_refused(cfg, targets)))
+        rc = gerr_set(e, EX_DATAERR, "%s: lora_dropout %g: %s", cfg_path, c.dropout, why);
+    free(cfg_path);
+    if (!rc) rc = lora_alloc(l, cfg, c.r, c.alpha, c.rslora, c.dropout, targets, c.base, e);
     if (!rc) {
         st_file f;
         if (!(rc = st_open(&f, path, e))) {
@@ -284,6 +419,14 @@ int lora_load(lora *l, const model_config *cfg, const char *dir, gerr *e) {
         if (rc) lora_free(l);
     }
     free(path);
+    free(c.base);
+    return rc;
+}
+
+int lora_adapter_stacked(const char *dir, bool *stacked, gerr *e) {
+    adapter_cfg c;
+    int rc = read_config(dir, &c, e);
+    *stacked = !rc && c.params;
     free(c.base);
     return rc;
 }

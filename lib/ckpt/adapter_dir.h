@@ -13,9 +13,14 @@
 #include "../util/err.h"
 
 /* Writes DIR/adapter_model.safetensors (F32, metadata {"format": "pt"},
- * tensors sorted by name) and DIR/adapter_config.json as PEFT's
- * LoraConfig.save_pretrained writes it (sorted keys, 2-space indent,
- * base_model_name_or_path = l->base), each atomically. DIR must exist. */
+ * PEFT's tensors sorted by name: lora.h's lora_tensor_list peft, a stacked
+ * adapter's put together from its experts' pieces) and
+ * DIR/adapter_config.json as PEFT's LoraConfig.save_pretrained writes it
+ * (sorted keys, 2-space indent, base_model_name_or_path = l->base; a
+ * stacked adapter's gate, up and down as target_parameters
+ * ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"], in that order,
+ * beside target_modules, which may then be []), each atomically. DIR must
+ * exist. */
 int lora_save(const lora *l, const char *dir, gerr *e);
 /* The same with the factors in dtype (ST_F32, ST_F16 or ST_BF16). */
 int lora_save_dtype(const lora *l, const char *dir, st_dtype dtype, gerr *e);
@@ -26,8 +31,16 @@ int lora_save_dtype(const lora *l, const char *dir, st_dtype dtype, gerr *e);
  * wrong: a missing, extra or mis-shaped tensor; a target module we cannot
  * adapt; a feature we do not support (use_dora, bias other than "none",
  * modules_to_save, layers_to_transform, rank/alpha patterns, fan_in_fan_out,
- * regex target_modules other than "all-linear"). On error l holds nothing. */
+ * regex target_modules other than "all-linear"); target_parameters other
+ * than gpt_oss's stacked experts (an entry is the whole name,
+ * "mlp.experts.gate_up_proj", or its last dot-separated parts, as PEFT
+ * matches it), or with lora_dropout > 0 (PEFT refuses that); on gpt_oss,
+ * gate_proj, up_proj or down_proj in target_modules (no such module there;
+ * "all-linear" is q, k, v, o there). On error l holds nothing. */
 int lora_load(lora *l, const model_config *cfg, const char *dir, gerr *e);
+/* Whether adapter directory dir's config names target_parameters (on
+ * gpt_oss: its experts are adapted). Errors as reading the config's. */
+int lora_adapter_stacked(const char *dir, bool *stacked, gerr *e);
 
 /* True when path is a directory with adapter_config.json and without full
  * weights (model.safetensors or model.safetensors.index.json). */

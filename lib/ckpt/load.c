@@ -90,11 +90,25 @@ static int load_frozen_adapter(model *m, const char *path, weight_format fmt, ge
     return rc;
 }
 
+/* Whether adapter directory path's base holds its experts as MXFP4 blocks. */
+static int base_is_mxfp4(const char *path, bool *mx, gerr *e) {
+    char *base = NULL;
+    weight_format f = WEIGHTS_F32;
+    int rc = lora_adapter_base_path(path, &base, e);
+    if (!rc) rc = model_file_format(base, &f, e);
+    free(base);
+    *mx = f == WEIGHTS_MXFP4;
+    return rc;
+}
+
 /* An adapter checkpoint: its base with the adapter merged in, so every tool
  * that only runs the model takes one; with w, *plan made for w. The base's
- * MXFP4 experts stay as the file's blocks (w keeping them: gpt_oss's, the
- * only MXFP4 experts, carry no adapter), every other matrix float32 for the
- * merge, packed later. A
+ * MXFP4 experts stay as the file's blocks (w keeping them) when the adapter
+ * leaves them alone (gpt_oss's, the only MXFP4 experts, under an adapter on
+ * attention), every other matrix float32 for the merge, packed later; an
+ * adapter on them (stacked, lora.h), trained on their float32 values,
+ * runs unmerged over the blocks instead (load_frozen_adapter: the same
+ * values, which a merge would widen to float32). A
  * checkpoint trained on a packed frozen base (grpo-update --base-weights
  * bf16|q8) merges into that base's values, the model it trained
  * (model_round_frozen), not the file's; for inference, when w follows the
@@ -104,12 +118,16 @@ static int load_frozen_adapter(model *m, const char *path, weight_format fmt, ge
 static int load_merged_adapter(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     lora l;
     pack_plan base_plan = {0};
-    weight_choice base_w = {.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4};
     weight_format base_fmt;
+    bool stacked, mx = false;
     int rc = ckpt_base_weights_read(path, &base_fmt, e);
+    if (!rc) rc = lora_adapter_stacked(path, &stacked, e);
     if (rc) return rc;
     if (w && !w->on_device && base_fmt != WEIGHTS_F32 && (w->frozen_base || w->fmt == base_fmt))
         return load_frozen_adapter(m, path, base_fmt, e);
+    if (w && w->keep_mxfp4 && stacked && base_fmt == WEIGHTS_F32 && (rc = base_is_mxfp4(path, &mx, e))) return rc;
+    if (mx) return load_frozen_adapter(m, path, WEIGHTS_MXFP4, e);
+    weight_choice base_w = {.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4 && !stacked};
     if ((rc = load_adapter_dir(path, m, &l, w ? &base_w : NULL, &base_plan, e))) return rc;
     if ((rc = model_round_frozen(m, base_fmt, e))) {
         lora_free(&l);
@@ -119,6 +137,7 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
     }
     lora_merge(m, &l);
     lora_free(&l);
+    if (stacked) m->experts_mxfp4 = false; /* merged into: no longer the file's MXFP4 values */
     if (w) {
         model_plan_packing(m, *w, plan);
         for (size_t i = 0; i < plan->n_tensors && i < base_plan.n_tensors; i++)

@@ -40,8 +40,10 @@
  * scale * dropout_e(x) A_e^T B_e^T (U_e's and D_e's alike, D_e's over
  * h_e), run as one pair of products over the expert's rows beside its
  * own, each expert with its own dropout masks; its backward gives A_e,
- * B_e and adds d(x) beside the expert's (lora.h's expert sets). The
- * router stays frozen under LoRA. With the router's load-balancing loss on (layer_pass.balance_scale), its
+ * B_e and adds d(x) beside the expert's (lora.h's expert sets). On
+ * gpt_oss's stacked experts (PEFT's ParamWrapper) G_e and U_e share one
+ * A_e and no dropout: the same products, A_e's gradient the sum of both
+ * (lora.h's stacked adapter). The router stays frozen under LoRA. With the router's load-balancing loss on (layer_pass.balance_scale), its
  * gradient joins the router's logits' there (moe_balance_backward). */
 #ifndef GRPO_MODEL_LAYER_H
 #define GRPO_MODEL_LAYER_H

@@ -13,19 +13,29 @@
 static const struct {
     const char *short_name, *module, *block;
     int param;
+    const char *parameter; /* gpt_oss's stacked parameter (target_parameters) */
 } targets_info[LORA_N_TARGETS] = {
-    [LORA_Q] = {"q", "q_proj", "self_attn", P_WQ},       [LORA_K] = {"k", "k_proj", "self_attn", P_WK},
-    [LORA_V] = {"v", "v_proj", "self_attn", P_WV},       [LORA_O] = {"o", "o_proj", "self_attn", P_WO},
-    [LORA_GATE] = {"gate", "gate_proj", "mlp", P_W_GATE}, [LORA_UP] = {"up", "up_proj", "mlp", P_W_UP},
-    [LORA_DOWN] = {"down", "down_proj", "mlp", P_W_DOWN},
+    [LORA_Q] = {"q", "q_proj", "self_attn", P_WQ, NULL},
+    [LORA_K] = {"k", "k_proj", "self_attn", P_WK, NULL},
+    [LORA_V] = {"v", "v_proj", "self_attn", P_WV, NULL},
+    [LORA_O] = {"o", "o_proj", "self_attn", P_WO, NULL},
+    [LORA_GATE] = {"gate", "gate_proj", "mlp", P_W_GATE, "mlp.experts.gate_up_proj"},
+    [LORA_UP] = {"up", "up_proj", "mlp", P_W_UP, "mlp.experts.gate_up_proj"},
+    [LORA_DOWN] = {"down", "down_proj", "mlp", P_W_DOWN, "mlp.experts.down_proj"},
 };
+static const unsigned FFN_TARGETS = 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_DOWN;
 static const int expert_param[] = {P_EXP_GATE, P_EXP_UP, P_EXP_DOWN};
 
 /* The target an expert set adapts (LORA_GATE ...), or the set itself. */
 static int set_target(int s) { return s < LORA_N_TARGETS ? s : s - LORA_EXP_GATE + LORA_GATE; }
 
 const char *lora_target_module(int t) { return targets_info[t].module; }
+const char *lora_target_parameter(int t) { return targets_info[t].parameter; }
 int lora_set_param(int s) { return s < LORA_N_TARGETS ? targets_info[s].param : expert_param[s - LORA_EXP_GATE]; }
+
+bool lora_targets_stacked(const model_config *cfg, unsigned targets) {
+    return cfg->arch == ARCH_GPT_OSS && (targets & FFN_TARGETS) && config_ffn_layers(cfg, true) > 0;
+}
 
 int lora_layer_mats(const lora *l, int s, int layer) {
     if (!l->a[s]) return 0;
@@ -77,6 +87,9 @@ static void set_dims(const model_config *c, int s, int *in, int *out) {
     }
 }
 
+/* Whether set s's A is gate's (a stacked adapter's up: gate_up_proj's one A). */
+static bool shared_a(const lora *l, int s) { return l->stacked && s == LORA_EXP_UP; }
+
 /* Matrices in set s for the model: its layers, times the experts. */
 static int set_mats(const model_config *c, int s) {
     if (s < LORA_GATE) return c->n_layers;
@@ -85,10 +98,17 @@ static int set_mats(const model_config *c, int s) {
 }
 
 const char *lora_targets_refused(const model_config *cfg, unsigned targets) {
-    unsigned ffn = 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_DOWN;
-    if (cfg->arch == ARCH_GPT_OSS && (targets & ffn))
-        return "gate, up and down take no adapter on gpt_oss's experts (PEFT adapts them only as the stacked "
-               "gate_up_proj and down_proj parameters, a layout grpo does not write)";
+    bool gate = targets & (1u << LORA_GATE), up = targets & (1u << LORA_UP);
+    if (lora_targets_stacked(cfg, targets) && gate != up)
+        return "gate and up are one parameter of gpt_oss's experts (mlp.experts.gate_up_proj, one A for both): "
+               "name both or neither";
+    return NULL;
+}
+
+const char *lora_dropout_refused(const model_config *cfg, unsigned targets) {
+    if (lora_targets_stacked(cfg, targets))
+        return "PEFT's adapter on gpt_oss's stacked experts (target_parameters) has no dropout; use 0, or leave "
+               "gate, up and down out";
     return NULL;
 }
 
@@ -99,22 +119,27 @@ int lora_alloc(lora *l, const model_config *cfg, int r, double alpha, bool rslor
     if (!(alpha > 0)) return gerr_set(e, EX_USAGE, "--lora-alpha: must be positive, got %g", alpha);
     if (!(dropout >= 0 && dropout < 1)) return gerr_set(e, EX_USAGE, "--lora-dropout: must be in [0, 1), got %g", dropout);
     const char *why = lora_targets_refused(cfg, targets);
-    if (why) return gerr_set(e, EX_USAGE, "--lora-targets: %s; use q,k,v,o", why);
+    if (why) return gerr_set(e, EX_USAGE, "--lora-targets: %s", why);
+    if (dropout > 0 && (why = lora_dropout_refused(cfg, targets)))
+        return gerr_set(e, EX_USAGE, "--lora-dropout %g: %s", dropout, why);
     l->r = r, l->alpha = alpha, l->rslora = rslora, l->dropout = dropout, l->targets = targets;
+    l->stacked = lora_targets_stacked(cfg, targets);
     l->scale = (float)(rslora ? alpha / sqrt((double)r) : alpha / r);
     l->n_layers = cfg->n_layers;
     l->cfg = *cfg;
     for (int s = 0; s < LORA_N_SETS; s++) {
         set_dims(cfg, s, &l->in_dim[s], &l->out_dim[s]);
         if (targets & (1u << set_target(s))) l->n_mats[s] = set_mats(cfg, s);
-        l->n_params += (size_t)l->n_mats[s] * r * ((size_t)l->in_dim[s] + l->out_dim[s]);
+        size_t in = shared_a(l, s) ? 0 : (size_t)l->in_dim[s];
+        l->n_params += (size_t)l->n_mats[s] * r * (in + l->out_dim[s]);
     }
     l->memory = calloc(l->n_params ? l->n_params : 1, sizeof(float));
     if (!l->memory) return gerr_set(e, EX_SOFTWARE, "out of memory for the LoRA adapter (%zu floats)", l->n_params);
     float *p = l->memory;
     for (int s = 0; s < LORA_N_SETS; s++) {
         if (!l->n_mats[s]) continue;
-        l->a[s] = p, p += (size_t)l->n_mats[s] * r * l->in_dim[s];
+        if (shared_a(l, s)) l->a[s] = l->a[LORA_EXP_GATE];
+        else l->a[s] = p, p += (size_t)l->n_mats[s] * r * l->in_dim[s];
         l->b[s] = p, p += (size_t)l->n_mats[s] * l->out_dim[s] * r;
     }
     l->base = base ? xstrdup(base) : NULL;
@@ -133,6 +158,8 @@ static void init_stream(rng_stream *rs, uint64_t seed, int s, int layer, int x, 
 void lora_init(lora *l, uint64_t seed) {
     for (int s = 0; s < LORA_N_SETS; s++) {
         if (!l->a[s]) continue;
+        memset(l->b[s], 0, (size_t)l->n_mats[s] * l->out_dim[s] * l->r * sizeof(float));
+        if (shared_a(l, s)) continue;
         double bound = 1.0 / sqrt((double)l->in_dim[s]);
         size_t per = (size_t)l->r * l->in_dim[s];
         for (int layer = 0; layer < l->n_layers; layer++)
@@ -142,7 +169,6 @@ void lora_init(lora *l, uint64_t seed) {
                 float *a = lora_a_at(l, s, layer, x);
                 for (size_t i = 0; i < per; i++) a[i] = (float)((2 * rng_uniform(&rs) - 1) * bound);
             }
-        memset(l->b[s], 0, (size_t)l->n_mats[s] * l->out_dim[s] * l->r * sizeof(float));
     }
 }
 
@@ -150,6 +176,46 @@ void lora_free(lora *l) {
     free(l->memory);
     free(l->base);
     memset(l, 0, sizeof *l);
+}
+
+/* Where r, a stacked adapter's factor of target t's expert x, lies in
+ * PEFT's ParamWrapper factors (lora.h). */
+static void stacked_place(const lora *l, lora_tensor_ref *r, int t, int x) {
+    int64_t E = l->cfg.n_experts, R = l->r;
+    bool nested = t != LORA_DOWN && (l->targets & (1u << LORA_DOWN)); /* gate_up_proj inside down_proj's */
+    snprintf(r->peft, sizeof r->peft, "base_model.model.model.layers.%d.mlp.experts.%slora_%c.weight", r->layer,
+             nested ? "base_layer." : "", r->is_b ? 'B' : 'A');
+    if (!r->is_b) { /* lora_A [r E, in]: A_x its rows x r .. */
+        r->peft_rows = E * R, r->peft_cols = r->cols;
+        r->row0 = x * R, r->row_step = 1, r->col0 = 0, r->col_step = 1;
+    } else { /* lora_B [out, r E]: B_x its column x of each E, gate's rows the even ones, up's the odd */
+        bool fused = t != LORA_DOWN;
+        r->peft_rows = fused ? 2 * r->rows : r->rows, r->peft_cols = R * E;
+        r->row0 = t == LORA_UP, r->row_step = fused ? 2 : 1, r->col0 = x, r->col_step = E;
+    }
+}
+
+/* Factor is_b of expert x (0 outside the expert sets) of set s, target t. */
+static void fill_ref(const lora *l, lora_tensor_ref *r, int s, int t, int layer, int x, bool is_b) {
+    bool expert = s >= LORA_EXP_GATE;
+    char where[32] = "";
+    if (expert) snprintf(where, sizeof where, "experts.%d.", x);
+    /* a stacked adapter's A of gate and up is gate_up_proj's */
+    const char *module = l->stacked && expert && t != LORA_DOWN && !is_b ? "gate_up_proj" : targets_info[t].module;
+    snprintf(r->name, sizeof r->name, "base_model.model.model.layers.%d.%s.%s%s.lora_%c.weight", layer,
+             targets_info[t].block, where, module, is_b ? 'B' : 'A');
+    r->set = s, r->layer = layer, r->expert = expert ? x : -1, r->is_b = is_b;
+    r->rows = is_b ? l->out_dim[s] : l->r;
+    r->cols = is_b ? l->r : l->in_dim[s];
+    r->data = is_b ? lora_b_at(l, s, layer, x) : lora_a_at(l, s, layer, x);
+    r->at = (size_t)(r->data - l->memory);
+    if (l->stacked && expert) {
+        stacked_place(l, r, t, x);
+    } else {
+        memcpy(r->peft, r->name, sizeof r->peft);
+        r->peft_rows = r->rows, r->peft_cols = r->cols;
+        r->row0 = 0, r->row_step = 1, r->col0 = 0, r->col_step = 1;
+    }
 }
 
 size_t lora_tensor_list(const lora *l, lora_tensor_ref *out) {
@@ -160,20 +226,29 @@ size_t lora_tensor_list(const lora *l, lora_tensor_ref *out) {
             int xs = t - LORA_GATE + LORA_EXP_GATE, s = t >= LORA_GATE && lora_layer_mats(l, xs, layer) ? xs : t;
             int mats = lora_layer_mats(l, s, layer);
             for (int x = 0; x < mats; x++)
-                for (int is_b = 0; is_b < 2; is_b++, n++) {
-                    if (!out) continue;
-                    lora_tensor_ref *r = &out[n];
-                    char expert[32] = "";
-                    if (s >= LORA_EXP_GATE) snprintf(expert, sizeof expert, "experts.%d.", x);
-                    snprintf(r->name, sizeof r->name, "base_model.model.model.layers.%d.%s.%s%s.lora_%c.weight", layer,
-                             targets_info[t].block, expert, targets_info[t].module, is_b ? 'B' : 'A');
-                    r->set = s, r->layer = layer, r->expert = s >= LORA_EXP_GATE ? x : -1, r->is_b = is_b;
-                    r->rows = is_b ? l->out_dim[s] : l->r;
-                    r->cols = is_b ? l->r : l->in_dim[s];
-                    r->data = is_b ? lora_b_at(l, s, layer, x) : lora_a_at(l, s, layer, x);
-                }
+                for (int is_b = shared_a(l, s); is_b < 2; is_b++, n++)
+                    if (out) fill_ref(l, &out[n], s, t, layer, x, is_b);
         }
     return n;
+}
+
+void lora_ref_to_peft(const lora_tensor_ref *r, const float *buf, float *t) {
+    const float *src = buf + r->at;
+    for (int64_t j = 0; j < r->rows; j++)
+        for (int64_t k = 0; k < r->cols; k++)
+            t[(r->row0 + j * r->row_step) * r->peft_cols + r->col0 + k * r->col_step] = src[j * r->cols + k];
+}
+
+void lora_ref_from_peft(const lora_tensor_ref *r, const float *t, float *buf) {
+    float *dst = buf + r->at;
+    for (int64_t j = 0; j < r->rows; j++)
+        for (int64_t k = 0; k < r->cols; k++)
+            dst[j * r->cols + k] = t[(r->row0 + j * r->row_step) * r->peft_cols + r->col0 + k * r->col_step];
+}
+
+bool lora_ref_whole(const lora_tensor_ref *r) {
+    return r->rows == r->peft_rows && r->cols == r->peft_cols && r->row_step == 1 && r->col_step == 1 &&
+           !strcmp(r->name, r->peft);
 }
 
 void lora_merge(model *m, const lora *l) {

@@ -138,6 +138,8 @@ static int load_adapter(policy *p, const update_plan *plan, bool *fresh, gerr *e
             return gerr_set(e, EX_USAGE,
                             "--lora-r/--lora-targets: %s already has an adapter (r=%d); leave them out to continue it",
                             o->model, p->l.r);
+        const char *why = o->lora_dropout > 0 ? lora_dropout_refused(&p->m.cfg, p->l.targets) : NULL;
+        if (why) return gerr_set(e, EX_USAGE, "--lora-dropout %g: %s", o->lora_dropout, why);
         p->l.dropout = o->lora_dropout; /* dropout is a training choice */
         return 0;
     }

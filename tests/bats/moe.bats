@@ -9,8 +9,12 @@
 # against the reference's own merge; PEFT loading it where the PEFT venv's
 # transformers has Qwen3-MoE), each export read back, and transformers 5's
 # stacked experts; a tiny gpt_oss rolled out against the reference and trained
-# with LoRA on its attention (its experts refused). The layer's logits and gradients:
-# model.bats, train_grad.bats; llama.cpp on its GGUF: llama_cpp.bats.
+# with LoRA on its attention and on its stacked experts as PEFT adapts them
+# (target_parameters: the files, the refusals that stay, rolled out and
+# exported merged against the reference's merge of PEFT's delta, and PEFT
+# itself putting the adapter on gpt-oss's modules where the PEFT venv's peft
+# has target_parameters). The layer's logits and gradients: model.bats,
+# train_grad.bats; llama.cpp on its GGUF: llama_cpp.bats.
 # needs: venv
 load helpers
 
@@ -240,20 +244,147 @@ PY
     [ -f l1/adapter_model.safetensors ]
     grpo-rollout --model l1 --in "$(P)" -k 2 --max-new-tokens 8 --seed 5 --out rl.jsonl
     [ "$(wc -l < rl.jsonl)" -eq 12 ]
-    # its experts are stacked parameters: PEFT adapts them only through
-    # target_parameters (gate and up sharing one A), which we do not write
-    for t in all q,gate up_proj; do
+    jq -e '(.target_modules | sort) == ["k_proj","o_proj","q_proj","v_proj"] and has("target_parameters") | not' \
+        l1/adapter_config.json
+}
+
+# oss_tiny: a tiny gpt_oss with a tokenizer in ./oss
+oss_tiny() {
+    [ -x "$GRPO_PY" ] || skip "no test venv (make venv)"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/model_ref.py" make-tiny gpt_oss oss
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" oss
+}
+
+@test "gpt_oss: LoRA on its stacked experts as PEFT's target_parameters, resumed; rolled out and exported merged (1e-4)" {
+    oss_tiny
+    grpo-update --model oss --in "$(B)" --out x1 --lr 1e-2 --lora-r 4 --lora-targets all
+    jq -e '(.target_modules | sort) == ["k_proj","o_proj","q_proj","v_proj"] and
+           .target_parameters == ["mlp.experts.gate_up_proj","mlp.experts.down_proj"] and .lora_dropout == 0' \
+        x1/adapter_config.json
+    jq -e '.flags.lora_targets == "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"' x1/grpo/state.json
+    grpo-update --model x1 --in "$(B)" --out x2 --lr 1e-2
+    jq -e '.step == 2' x2/grpo/state.json
+    "$GRPO_PY" - x1 x2 <<'PY'
+import sys
+from safetensors.numpy import load_file
+a, b = (load_file(d + "/adapter_model.safetensors") for d in sys.argv[1:3])
+o = load_file(sys.argv[2] + "/grpo/optimizer.safetensors")
+# 8 experts, r 4, dim 64, I 32: gate_up_proj's ParamWrapper inside down_proj's (PEFT's nesting)
+p = "base_model.model.model.layers.1.mlp.experts."
+shapes = {p + "base_layer.lora_A.weight": (32, 64), p + "base_layer.lora_B.weight": (64, 32),
+          p + "lora_A.weight": (32, 32), p + "lora_B.weight": (64, 32)}
+assert all(a[n].shape == s for n, s in shapes.items()), {n: a[n].shape for n in shapes}
+assert len(a) == 2 * (4 + 2) * 2, sorted(a)
+moved = [n for n in a if n.endswith("lora_B.weight") and abs(a[n] - b[n]).max() > 0]
+assert len(moved) == 2 * 6, moved
+# the moments per expert: its share of gate_up's A, gate's and up's rows of B, down's A and B
+m = {k[len("exp_avg."):] for k in o if k.startswith("exp_avg.")}
+want = {f"{p}{x}.{n}.weight" for x in range(8) for n in ("gate_up_proj.lora_A", "gate_proj.lora_B",
+                                                          "up_proj.lora_B", "down_proj.lora_A", "down_proj.lora_B")}
+assert want <= m and len(m) == 2 * (8 + 5 * 8), sorted(m - want)[:4]
+PY
+    grpo-export --model x2 --format peft --out pe
+    cmp x2/adapter_model.safetensors pe/adapter_model.safetensors
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_export.py" peft pe oss
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # rolled out merged: the float64 reference adds PEFT's ParamWrapper delta
+    # of the files' factors to gate_up_proj and down_proj (model_ref.py's
+    # merge_adapter); 1e-4 as for the base
+    grpo-rollout --model x2 --in "$(P)" -k 2 --max-new-tokens 16 --seed 5 --weights f32 --out r.jsonl
+    check_lp x2 r.jsonl 1e-4
+    # the adapter moved them: the base's reference is far from them
+    run check_lp oss r.jsonl 1e-3
+    [ "$status" -eq 1 ]
+    # the HF export holds the merged stacked experts: the same log-probs from its own reference
+    grpo-export --model x2 --format hf --dtype f32 --out merged
+    check_lp merged r.jsonl 1e-4
+    # the experts alone: target_modules [], as PEFT writes it
+    grpo-update --model oss --in "$(B)" --out e1 --lr 1e-2 --lora-r 4 --lora-targets gate,up,down
+    jq -e '.target_modules == [] and (.target_parameters | length) == 2' e1/adapter_config.json
+    grpo-rollout --model e1 --in "$(P)" -k 2 --max-new-tokens 16 --seed 5 --weights f32 --out e.jsonl
+    check_lp e1 e.jsonl 1e-4
+}
+
+@test "gpt_oss: gate without up, and dropout on its experts, are 64 in one line; adapter files PEFT would not read are 65" {
+    oss_tiny
+    for t in gate up_proj q,gate,down; do
         run grpo-update --model oss --in "$(B)" --out l3 --lora-r 4 --lora-targets "$t"
         [ "$status" -eq 64 ]
-        assert_one_line_error grpo-update "--lora-targets: gate, up and down take no adapter on gpt_oss's experts"
+        assert_one_line_error grpo-update "--lora-targets: gate and up are one parameter of gpt_oss's experts \(mlp.experts.gate_up_proj, one A for both\): name both or neither"
         [ ! -e l3 ]
     done
-    # an adapter file naming them: 65, the file named
-    cp -r l1 l4
-    jq '.target_modules += ["down_proj"]' l1/adapter_config.json > l4/adapter_config.json
-    run grpo-rollout --model l4 --in "$(P)" -k 1 --max-new-tokens 4 --out r4.jsonl
-    [ "$status" -eq 65 ]
-    assert_one_line_error grpo-rollout "l4/adapter_config.json: target_modules: gate, up and down take no adapter on gpt_oss's experts"
+    run grpo-update --model oss --in "$(B)" --out l3 --lora-r 4 --lora-targets down --lora-dropout 0.1
+    [ "$status" -eq 64 ]
+    assert_one_line_error grpo-update "--lora-dropout 0.1: PEFT's adapter on gpt_oss's stacked experts \(target_parameters\) has no dropout"
+    [ ! -e l3 ]
+    # on attention alone dropout stays; continuing an experts adapter with it is refused alike
+    grpo-update --model oss --in "$(B)" --out l1 --lr 1e-2 --lora-r 4 --lora-dropout 0.1
+    grpo-update --model oss --in "$(B)" --out x1 --lr 1e-2 --lora-r 4 --lora-targets gate,up
+    run grpo-update --model x1 --in "$(B)" --out x2 --lora-dropout 0.1
+    [ "$status" -eq 64 ]
+    assert_one_line_error grpo-update "--lora-dropout 0.1: PEFT's adapter on gpt_oss's stacked experts"
+    [ ! -e x2 ]
+    cases=(
+        '.target_modules += ["down_proj"]|target_modules: gate_proj, up_proj and down_proj name no module of gpt_oss'
+        '.target_parameters = ["model.layers.0.mlp.experts.gate_up_proj"]|target_parameters entry "model.layers.0.mlp.experts.gate_up_proj" is not supported'
+        '.lora_dropout = 0.05|lora_dropout 0.05: PEFT.s adapter on gpt_oss.s stacked experts'
+    )
+    for c in "${cases[@]}"; do
+        rm -rf bad && cp -r x1 bad
+        jq "${c%%|*}" x1/adapter_config.json > bad/adapter_config.json
+        run grpo-rollout --model bad --in "$(P)" -k 1 --max-new-tokens 4 --out r4.jsonl
+        [ "$status" -eq 65 ]
+        assert_one_line_error grpo-rollout "bad/adapter_config.json: ${c#*|}"
+        [ ! -e r4.jsonl ]
+    done
+}
+
+@test "gpt_oss: the PEFT package puts our adapter on gpt-oss's modules (ParamWrapper on the experts) and gives our logits; we read PEFT's" {
+    py="${GRPO_PEFT_PY:-$GRPO_ROOT/.venv-peft/bin/python}"
+    [ -x "$py" ] || skip "no transformers/PEFT venv (make venv)"
+    v=$("$py" -c 'import peft; print(peft.__version__)')
+    "$py" -c 'import sys, peft; sys.exit(tuple(int(x) for x in peft.__version__.split(".")[:2]) < (0, 17))' ||
+        skip "peft $v in the PEFT venv: target_parameters came with 0.17 (make venv)"
+    oss_tiny
+    for t in all gate,up,down; do
+        grpo-update --model oss --in "$(B)" --out "x-$t" --lr 1e-2 --lora-r 4 --lora-targets "$t"
+        run "$py" "$GRPO_ROOT/tests/ref/peft_oss_logits.py" oss "x-$t" oss/tokens.txt peft.f32
+        echo "$output"
+        [ "$status" -eq 0 ]
+        # (q, k, v, o and) gate_up_proj's and down_proj's wrappers in 2 layers, A and B each
+        n=8
+        [ "$t" = gate,up,down ] || n=24
+        [[ "$output" == *"peft: lora tensors $n of $n in the file"* ]]
+        GRPO_MODEL_DIR="x-$t" GRPO_MODEL_TOKENS=oss/tokens.txt GRPO_MODEL_OUT=ours.f32 run -0 "$GRPO_ROOT/build/tests/test_model"
+        # our float32 against PEFT's float64 forward, its adapter unmerged and merged (measured 2e-6);
+        # the adapter moved the logits by far more
+        "$GRPO_PY" -c "
+import sys, numpy as np
+o = np.fromfile('ours.f32', '<f4')
+d = [float(np.max(np.abs(np.fromfile(f, '<f4') - o))) for f in ('peft.f32', 'peft.f32.merged', 'peft.f32.base')]
+print('max abs diff: peft', d[0], 'merged', d[1], 'base', d[2])
+sys.exit(0 if d[0] <= 1e-4 and d[1] <= 1e-4 and d[2] > 1e-2 else 1)"
+    done
+    # and the other way: an adapter PEFT made and saved (its tokenizer beside it, as a user saves
+    # one) rolls out within 1e-4 of the reference's merge and gives PEFT's logits (measured 3.8e-6),
+    # and trains on
+    run "$py" "$GRPO_ROOT/tests/ref/peft_oss_logits.py" --write "$PWD/oss" pw
+    echo "$output"
+    [ "$status" -eq 0 ]
+    cp oss/tokenizer.json oss/tokenizer_config.json pw/
+    grpo-rollout --model pw --in "$(P)" -k 2 --max-new-tokens 16 --seed 5 --weights f32 --out pw.jsonl
+    check_lp pw pw.jsonl 1e-4
+    run -0 "$py" "$GRPO_ROOT/tests/ref/peft_oss_logits.py" oss pw oss/tokens.txt peft.f32
+    GRPO_MODEL_DIR=pw GRPO_MODEL_TOKENS=oss/tokens.txt GRPO_MODEL_OUT=ours.f32 run -0 "$GRPO_ROOT/build/tests/test_model"
+    "$GRPO_PY" -c "
+import sys, numpy as np
+d = float(np.max(np.abs(np.fromfile('peft.f32', '<f4') - np.fromfile('ours.f32', '<f4'))))
+print('max abs diff', d)
+sys.exit(0 if d <= 1e-4 else 1)"
+    grpo-update --model pw --in "$(B)" --out pw1 --lr 1e-2
+    jq -e '.step == 1' pw1/grpo/state.json
+    jq -e '.target_parameters == ["mlp.experts.gate_up_proj","mlp.experts.down_proj"]' pw1/adapter_config.json
 }
 
 @test "gpt_oss: full fine-tuning writes the stacked experts as HF does, per-expert moments, resumes, rolls out" {

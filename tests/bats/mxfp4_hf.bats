@@ -8,10 +8,12 @@
 # tensor. LoRA on the experts' blocks as the frozen base (grpo-update
 # --base-weights mxfp4, auto's choice here): the float32 base's step to
 # float32 rounding, its checkpoint rolled out on that base with the
-# trainer's own log-probs. grpo-export --format hf writes them back as the
+# trainer's own log-probs; an adapter on the experts themselves (PEFT's
+# target_parameters) rolled out unmerged over the blocks, against the
+# reference's merge. grpo-export --format hf writes them back as the
 # source's blocks byte for byte (their dequantization by mxfp4_ref.py's
 # transcription of transformers' the float32 model's bit for bit), and
-# dequantized once trained or under f32. The kernels' bits:
+# dequantized once trained, merged with an adapter, or under f32. The kernels' bits:
 # test_packed_mxfp4, mxfp4_ref.bats; the gradients against float64:
 # train_grad.bats.
 # needs: venv
@@ -132,6 +134,56 @@ PY
     # --weights f32 merges: the experts' values are the file's, the records float32's
     grpo-rollout "${args[@]}" --weights f32 --out f32.jsonl 2> /dev/null
     jq -e -s 'all(.sampler.weights == "f32" and .sampler.base == null)' f32.jsonl
+}
+
+@test "LoRA on the MXFP4 experts themselves (target_parameters): the float32 base's step; rolled out over the blocks, unmerged" {
+    needs_oss
+    B="$BATS_FILE_TMPDIR/batch.jsonl"
+    grpo-update --model "$OSS" --in "$B" --out mx --lr 1e-2 --lora-r 4 --lora-targets all --metrics m-mx.jsonl 2> /dev/null
+    jq -e '.flags.base_weights == "mxfp4"' mx/grpo/state.json
+    jq -e '.target_parameters == ["mlp.experts.gate_up_proj","mlp.experts.down_proj"]' mx/adapter_config.json
+    # the same values as the float32 base, other float32 sums: loss and gradient norm within 1e-6 relative
+    grpo-update --model "$OSS" --in "$B" --out f --lr 1e-2 --lora-r 4 --lora-targets all --base-weights f32 \
+        --metrics m-f.jsonl 2> /dev/null
+    jq -e -s '(.[0].loss - .[1].loss | fabs) < 1e-6 * (.[1].loss | fabs) and
+              (.[0].grad_norm - .[1].grad_norm | fabs) < 1e-6 * .[1].grad_norm' m-mx.jsonl m-f.jsonl
+    # each rolled out with --weights auto over the file's blocks, the adapter unmerged (a merge
+    # would widen the experts); --weights f32 merged: every one the reference's merge of PEFT's delta (1e-4)
+    args=(--in "$(P)" -k 2 --max-new-tokens 12 --seed 3)
+    for c in mx f; do
+        run -0 grpo-rollout --model $c "${args[@]}" --weights auto --progress --out $c-auto.jsonl
+        [[ "$output" == *"weights mxfp4 frozen base (float32 activations, "*"LoRA adapter unmerged; 48 of 57 matrices from the file's MXFP4 blocks)"* ]]
+        ref_check check_rollout.py $c $c-auto.jsonl 1e-4
+    done
+    run -0 grpo-rollout --model f "${args[@]}" --weights f32 --progress --out f-f32.jsonl
+    [[ "$output" != *"MXFP4 blocks"* ]]
+    ref_check check_rollout.py f f-f32.jsonl 1e-4
+    run grpo-rollout --model f "${args[@]}" --weights mxfp4 --out f-mx.jsonl
+    cmp f-auto.jsonl f-mx.jsonl
+    # the adapter moved them from the base's
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/check_rollout.py" "$OSS" f-f32.jsonl 1e-3
+    [ "$status" -eq 1 ]
+}
+
+@test "--format hf: an adapter on the MXFP4 experts merged into them, written dequantized with the note" {
+    needs_oss
+    B="$BATS_FILE_TMPDIR/batch.jsonl"
+    grpo-update --model "$OSS" --in "$B" --out e --lr 1e-2 --lora-r 4 --lora-targets gate,up,down 2> /dev/null
+    run --separate-stderr grpo-export --model e --format hf --out ex
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "grpo-export: note: the experts of layer 0 hold values MXFP4 does not (trained, or never MXFP4): every layer's are written as bf16, and config.json has no quantization_config" ]
+    jq -e 'has("quantization_config") | not' ex/config.json
+    "$GRPO_PY" - ex/model.safetensors <<'PY'
+import sys
+from safetensors.torch import load_file
+t = load_file(sys.argv[1])
+assert not any(k.endswith(("_blocks", "_scales")) for k in t), sorted(t)
+assert t["model.layers.0.mlp.experts.gate_up_proj"].shape == (8, 64, 64)
+PY
+    # float32: the merge itself, the reference's merge of PEFT's delta (1e-4)
+    grpo-export --model e --format hf --dtype f32 --out e32
+    grpo-rollout --model e --in "$(P)" -k 2 --max-new-tokens 12 --seed 3 --weights f32 --out r.jsonl
+    ref_check check_rollout.py e32 r.jsonl 1e-4
 }
 
 @test "--base-weights mxfp4: full fine-tuning, a model without MXFP4 experts: 64 with one line, nothing written; auto is f32 there" {

@@ -7,7 +7,9 @@
 # expert and the router), and one routed as a record's routing says
 # (grpo-update --routing replay: random experts, the same fixed selection in
 # the reference), LoRA on each expert's gate, up and down (PEFT's
-# mlp.experts.X names) beside a dense layer's. Relative error <= 1e-4 per tensor.
+# mlp.experts.X names) beside a dense layer's, and on gpt-oss's stacked
+# experts (PEFT's ParamWrapper delta of the factors as PEFT saves them, on a
+# float32, q8 and MXFP4 base). Relative error <= 1e-4 per tensor.
 # The bf16 cases (grpo-update --compute bf16: every matrix product on bf16
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
@@ -105,6 +107,24 @@ grad_case() {
 }
 @test "gradient vs autograd: gpt_oss, full (sinks, biases, experts, router), beta" { grad_case gptoss-full-beta; }
 @test "gradient vs autograd: gpt_oss, LoRA on q,k,v,o, dapo, beta" { grad_case gptoss-lora-qkvo-dapo; }
+@test "gradient vs autograd: gpt_oss, LoRA on every projection, its experts as PEFT's ParamWrapper, dapo, beta" {
+    grad_case gptoss-lora-experts-all-dapo
+}
+@test "gradient vs autograd: gpt_oss, rsLoRA on gate_up_proj alone, sequence importance" {
+    grad_case gptoss-lora-experts-gateup-seq
+}
+@test "gradient vs autograd: gpt_oss, LoRA on down_proj alone, one sequence per micro-batch, --recompute" {
+    grad_case gptoss-lora-experts-down-micro-recompute
+}
+@test "gradient vs autograd: gpt_oss, LoRA on every projection over a frozen q8 base, beta" {
+    grad_case gptoss-lora-experts-q8base-beta
+}
+@test "gradient vs autograd: gpt_oss, LoRA on its MXFP4 experts as float32, dapo" {
+    grad_case gptoss-mxfp4-lora-experts-f32-dapo
+}
+@test "gradient vs autograd: gpt_oss, LoRA on its MXFP4 experts kept as blocks, beta" {
+    grad_case gptoss-mxfp4-lora-experts-mxfp4base-beta
+}
 @test "gradient vs autograd, bf16 products: llama, full fine-tuning, beta" { needs_bf16; grad_case llama-full-bf16; }
 @test "gradient vs autograd, bf16 products: qwen2 biases, sequence importance, bnpo, beta" {
     needs_bf16; grad_case qwen2-full-seq-bf16

@@ -29,7 +29,9 @@ Usage: .venv/bin/python tests/ref/check_export.py COMMAND ...
   peft OUT BASE
       OUT is a PEFT adapter directory for the HF model BASE: exactly
       adapter_model.safetensors and adapter_config.json; PEFT tensor names
-      and shapes for BASE's config; adapter_config.json is what
+      and shapes for BASE's config (on gpt-oss's stacked experts, named by
+      target_parameters, its ParamWrapper factors lora_A [r E, in] and
+      lora_B [out, r E]); adapter_config.json is what
       json.dumps(indent=2, sort_keys=True) of its content gives, with PEFT's
       keys and values; loaded by peft.LoraConfig when peft is installed.
   merged-logits BASE ADAPTER TOKENS OUT
@@ -296,9 +298,11 @@ def check_peft(out, base, dtype="f32"):
     tap(json.dumps(ac, indent=2, sort_keys=True) == text, "adapter_config.json is json.dumps(indent=2, sort_keys=True)")
     bad = {k: ac.get(k) for k, v in PEFT_KEYS.items() if ac.get(k, "absent") != v}
     extra = set(ac) - set(PEFT_KEYS) - {"base_model_name_or_path", "lora_alpha", "lora_dropout", "r",
-                                        "target_modules", "use_rslora"}
-    tap(not bad and not extra and isinstance(ac["r"], int) and set(ac["target_modules"]) <= set(MODULES),
-        "adapter_config.json has PEFT's LoraConfig keys and values", f"{bad} {extra}")
+                                        "target_modules", "use_rslora", "target_parameters"}
+    params = ac.get("target_parameters", [])
+    tap(not bad and not extra and isinstance(ac["r"], int) and set(ac["target_modules"]) <= set(MODULES)
+        and params == model_ref.oss_target_params(params),
+        "adapter_config.json has PEFT's LoraConfig keys and values", f"{bad} {extra} {params}")
     cfg = json.load(open(os.path.join(base, "config.json")))
     d, h, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
     nh = cfg["num_attention_heads"]
@@ -319,6 +323,11 @@ def check_peft(out, base, dtype="f32"):
             for name, (i, o) in mods:
                 want[name + ".lora_A.weight"] = (ac["r"], i)
                 want[name + ".lora_B.weight"] = (o, ac["r"])
+        # gpt-oss's stacked experts (target_parameters): PEFT's ParamWrapper factors
+        E, r = cfg.get("num_local_experts", 0), ac["r"]
+        stacked = {"mlp.experts.gate_up_proj": (d, 2 * h), "mlp.experts.down_proj": (h, d)}
+        for p, (a, b) in model_ref.param_wrapper_names(layer, params).items():
+            want[a], want[b] = (r * E, stacked[p][0]), (stacked[p][1], r * E)
     got, meta = load_st(os.path.join(out, "adapter_model.safetensors"))
     bad = [k for k in want if k not in got or got[k][1] != want[k] or got[k][0] != ST_DTYPES[dtype]]
     tap(meta == {"format": "pt"} and sorted(got) == sorted(want) and not bad,
@@ -332,7 +341,8 @@ def check_peft(out, base, dtype="f32"):
         tap(True, "peft.LoraConfig reads it # SKIP peft is not installed")
         return done()
     lc = peft.LoraConfig.from_pretrained(out)
-    tap(lc.r == ac["r"] and set(lc.target_modules) == set(ac["target_modules"]), "peft.LoraConfig reads it")
+    tap(lc.r == ac["r"] and set(lc.target_modules) == set(ac["target_modules"])
+        and list(getattr(lc, "target_parameters", None) or []) == params, "peft.LoraConfig reads it")
     return done()
 
 

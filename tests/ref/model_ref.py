@@ -244,7 +244,11 @@ def rotate_half(x):
 
 def forward(c, W, tokens):
     """c: dict with dim, hidden, L, nh, nkv, hd, eps, theta, rope_scaling, qk_norm;
-    W: HF tensor names -> float64 tensors (lm_head.weight present)."""
+    W: HF tensor names -> float64 tensors (lm_head.weight present). Optional
+    c["linear"](NAME, x) runs attention's projection NAME
+    ("model.layers.L.self_attn.q_proj") instead of W's, and c["moe"](p, h) a
+    layer's mixture (p its prefix "model.layers.L."): a module tree's own
+    (peft_oss_logits.py)."""
     import torch
     T = len(tokens)
     nh, nkv, hd, eps = c["nh"], c["nkv"], c["hd"], c["eps"]
@@ -266,14 +270,16 @@ def forward(c, W, tokens):
         p = f"model.layers.{i}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
 
-        def proj(name):
+        def proj(name, h):
+            if "linear" in c:
+                return c["linear"](p + f"self_attn.{name}_proj", h)
             y = h @ W[p + f"self_attn.{name}_proj.weight"].T
             b = W.get(p + f"self_attn.{name}_proj.bias")
             return y if b is None else y + b
 
-        q = proj("q").view(T, nh, hd).transpose(0, 1)
-        k = proj("k").view(T, nkv, hd).transpose(0, 1)
-        v = proj("v").view(T, nkv, hd).transpose(0, 1)
+        q = proj("q", h).view(T, nh, hd).transpose(0, 1)
+        k = proj("k", h).view(T, nkv, hd).transpose(0, 1)
+        v = proj("v", h).view(T, nkv, hd).transpose(0, 1)
         if c["qk_norm"]:
             q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
@@ -288,11 +294,11 @@ def forward(c, W, tokens):
             att = torch.softmax(torch.cat((scores, sinks), dim=-1), dim=-1)[..., :-1]
         else:
             att = torch.softmax(scores, dim=-1)
-        o = (att @ v).transpose(0, 1).reshape(T, nh * hd)
-        x = x + o @ W[p + "self_attn.o_proj.weight"].T
-        if p + "self_attn.o_proj.bias" in W:
-            x = x + W[p + "self_attn.o_proj.bias"]
+        x = x + proj("o", (att @ v).transpose(0, 1).reshape(T, nh * hd))
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if "moe" in c:
+            x = x + c["moe"](p, h)
+            continue
         if p + "mlp.gate.weight" in W:
             x = x + sparse_moe(c, W, p, h)
             continue
@@ -393,21 +399,63 @@ def model_logits(c, W, tokens):
         return forward(c, W, tokens)
 
 
+# gpt-oss's stacked experts as PEFT's target_parameters name them, in the
+# order GptOssExperts registers them (PEFT wraps them in that order: the
+# first innermost)
+OSS_PARAMS = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+
+
+def oss_target_params(entries):
+    """The OSS_PARAMS a target_parameters list names (an entry is the name
+    or its last dot-separated parts, as PEFT matches it), in OSS_PARAMS order."""
+    return [p for p in OSS_PARAMS if any(p == e or p.endswith("." + e) for e in entries or [])]
+
+
+def param_wrapper_names(layer, params):
+    """PEFT's ParamWrapper factor names (lora_A, lora_B) of each of params
+    (oss_target_params) in layer: each wrapper around the one before, so the
+    first is under one "base_layer." per wrapper after it."""
+    out = {}
+    for i, p in enumerate(params):
+        pre = f"base_model.model.model.layers.{layer}.mlp.experts." + "base_layer." * (len(params) - 1 - i)
+        out[p] = (pre + "lora_A.weight", pre + "lora_B.weight")
+    return out
+
+
+def param_wrapper_delta(A, B, E, scale):
+    """PEFT's ParamWrapper delta for a stacked parameter [E, in, out] (as its
+    get_delta_weight defines it): lora_A [r E, in] read as [E, r, in],
+    lora_B [out, r E] as [out, r, E], delta[e, i, o] = scale sum_k
+    B[o, k, e] A[e, k, i]."""
+    import torch
+    a = A.reshape(E, -1, A.shape[-1])
+    b = B.reshape(B.shape[0], -1, E)
+    return scale * torch.einsum("oke,eki->eio", b, a)
+
+
 def merge_adapter(W, adapter_dir):
     """W (HF names, float64) with a PEFT LoRA adapter merged as PEFT's
     merge_and_unload does: each module's weight + scale B A, the module
     named by the factor's name (base_model.model.NAME.lora_A.weight: an
-    expert's NAME is model.layers.L.mlp.experts.X.gate_proj). A new dict."""
+    expert's NAME is model.layers.L.mlp.experts.X.gate_proj); gpt-oss's
+    stacked experts (target_parameters) + param_wrapper_delta. A new dict."""
     import torch
     from safetensors.torch import load_file
     ac = json.load(open(os.path.join(adapter_dir, "adapter_config.json")))
     A = {k: v.to(torch.float64) for k, v in load_file(os.path.join(adapter_dir, "adapter_model.safetensors")).items()}
     scale = ac["lora_alpha"] / (ac["r"] ** 0.5 if ac.get("use_rslora") else ac["r"])
     prefix, W = "base_model.model.", dict(W)
+    params = oss_target_params(ac.get("target_parameters"))
     for k in A:
-        if k.endswith(".lora_A.weight"):
+        if k.endswith(".lora_A.weight") and ".mlp.experts.lora_" not in k and ".experts.base_layer." not in k:
             target = k[len(prefix):-len(".lora_A.weight")] + ".weight"
             W[target] = W[target] + scale * (A[k.replace("lora_A", "lora_B")] @ A[k])
+    layer = 0
+    while params and f"model.layers.{layer}.mlp.experts.gate_up_proj" in W:
+        for p, (a, b) in param_wrapper_names(layer, params).items():
+            key = f"model.layers.{layer}.{p}"
+            W[key] = W[key] + param_wrapper_delta(A[a], A[b], W[key].shape[0], scale)
+        layer += 1
     return W
 
 

@@ -15,7 +15,9 @@ logp of every completion token under logits / temperature, the GRPO loss of
 the design brief (token or sequence importance, clip-higher, k3 KL with
 beta, the case's aggregation), and its gradient by autograd with respect to
 every parameter (full fine-tuning) or every LoRA factor (PEFT semantics:
-y = x W^T + scale * x A^T B^T). The old log-probs are the reference's own
+y = x W^T + scale * x A^T B^T; on gpt_oss's stacked experts PEFT's
+ParamWrapper delta of lora_A [r E, in] and lora_B [out, r E], which the
+driver writes as PEFT saves them: model_ref.param_wrapper_delta). The old log-probs are the reference's own
 logp plus noise large enough that clipping is active on both sides, kept
 away from the clip edges so float32 rounding cannot flip a branch.
 
@@ -171,6 +173,15 @@ CASES = {
     "gptoss-mxfp4-lora-qkvo-mxfp4base-dapo-micro-recompute": dict(
         arch="gpt_oss", mxfp4=True, loss="dapo", micro_seqs=1, recompute=True, base_weights="mxfp4",
         lora=dict(r=8, alpha=16, targets="q,k,v,o", rslora=True, seed=10)),
+    # PEFT's ParamWrapper on the MXFP4 experts themselves: the blocks kept
+    # (the adapter's product beside theirs), and the same model as float32
+    "gptoss-mxfp4-lora-experts-mxfp4base-beta": dict(arch="gpt_oss", mxfp4=True, beta=0.04, base_weights="mxfp4",
+                                                     lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=9)),
+    "gptoss-mxfp4-lora-experts-f32-dapo": dict(arch="gpt_oss", mxfp4=True, loss="dapo",
+                                               lora=dict(r=4, alpha=8, targets="gate,up,down", rslora=False,
+                                                         seed=12)),
+    "gptoss-lora-experts-q8base-beta": dict(arch="gpt_oss", beta=0.04, base_weights="q8",
+                                            lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=9)),
     # bf16 moves a router's logits by ~1e-2: the top 2 of 8 would flip where
     # float64's gap is below that (here 3e-2 of logp). With every expert
     # chosen nothing can flip: each expert and the router's softmax in bf16
@@ -190,6 +201,13 @@ CASES = {
     "gptoss-full-beta": dict(arch="gpt_oss", beta=0.04),
     "gptoss-lora-qkvo-dapo": dict(arch="gpt_oss", loss="dapo", beta=0.04,
                                   lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False, seed=9)),
+    # PEFT's ParamWrapper on the stacked experts (gate_up_proj, down_proj)
+    "gptoss-lora-experts-all-dapo": dict(arch="gpt_oss", loss="dapo", beta=0.04,
+                                         lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=9)),
+    "gptoss-lora-experts-gateup-seq": dict(arch="gpt_oss", sequence_level=True,
+                                           lora=dict(r=4, alpha=8, targets="gate,up", rslora=True, seed=10)),
+    "gptoss-lora-experts-down-micro-recompute": dict(arch="gpt_oss", beta=0.04, micro_seqs=1, recompute=True,
+                                                     lora=dict(r=4, alpha=8, targets="down", rslora=False, seed=11)),
     # gpt-oss's attention options: YaRN RoPE (its factor and betas) and
     # sliding-window layers (window 5, sequences of up to 20 tokens) between full ones
     "qwen2-yarn-window-full-beta": dict(arch="qwen2", yarn=True, window=5, beta=0.04),
@@ -210,18 +228,33 @@ LORA_TARGETS = {"q": ("self_attn", "q_proj"), "k": ("self_attn", "k_proj"), "v":
 def lora_modules(cfgj, targets):
     """The modules an adapter on targets ("all" or "q,gate,...") sits on, as
     PEFT finds them: a layer with experts has gate, up and down in each of
-    its experts (model.layers.L.mlp.experts.X.gate_proj), a dense layer one."""
+    its experts (model.layers.L.mlp.experts.X.gate_proj), a dense layer one;
+    gpt_oss's experts are no module (lora_parameters)."""
     names = list(LORA_TARGETS) if targets == "all" else targets.split(",")
     out = []
     for i in range(cfgj["num_hidden_layers"]):
         for t in names:
             blk, mod = LORA_TARGETS[t]
+            if blk == "mlp" and cfgj["model_type"] == "gpt_oss":
+                continue
             if blk == "mlp" and model_ref.moe_layer(cfgj, i):
                 E = cfgj["num_experts"]
                 out += [f"model.layers.{i}.mlp.experts.{x}.{mod}" for x in range(E)]
             else:
                 out.append(f"model.layers.{i}.{blk}.{mod}")
     return out
+
+
+def lora_parameters(cfgj, targets):
+    """gpt_oss's stacked experts an adapter on targets sits on, as PEFT's
+    target_parameters (gate and up: gate_up_proj), per layer: (HF name,
+    lora_A name, lora_B name) (model_ref.param_wrapper_names)."""
+    names = list(LORA_TARGETS) if targets == "all" else targets.split(",")
+    if cfgj["model_type"] != "gpt_oss":
+        return []
+    params = [p for p, t in zip(model_ref.OSS_PARAMS, ("gate", "down")) if t in names]
+    return [(f"model.layers.{i}.{p}", a, b) for i in range(cfgj["num_hidden_layers"])
+            for p, (a, b) in model_ref.param_wrapper_names(i, params).items()]
 
 
 def forward_logp(cfg, W, lora, seqs, temperature, entropies=None):
@@ -249,10 +282,11 @@ def model_forward(c, W, lora, tokens):
     if not lora:
         return model_ref.forward(c, W, tokens)
     # Merging B A into W is exactly x W^T + s x A^T B^T for gradients too
-    # (autograd flows into A and B through the sum).
+    # (autograd flows into A and B through the sum); a stacked parameter's
+    # delta (E experts) is PEFT's ParamWrapper's, as PEFT's forward adds it
     W2 = dict(W)
-    for key, (A, B, scale) in lora.items():
-        W2[key] = W[key] + scale * (B @ A)
+    for key, (A, B, scale, E) in lora.items():
+        W2[key] = W[key] + (scale * (B @ A) if E is None else model_ref.param_wrapper_delta(A, B, E, scale))
     return model_ref.forward(c, W2, tokens)
 
 
@@ -485,7 +519,12 @@ def run(case_name, work):
             A = torch.tensor(ours[pre + ".lora_A.weight"], dtype=torch.float64, requires_grad=True)
             B = torch.tensor(ours[pre + ".lora_B.weight"], dtype=torch.float64, requires_grad=True)
             params[pre + ".lora_A.weight"], params[pre + ".lora_B.weight"] = A, B
-            lora[mod + ".weight"] = (A, B, scale)
+            lora[mod + ".weight"] = (A, B, scale, None)
+        for key, a, b in lora_parameters(cfgj, lc["targets"]):
+            A = torch.tensor(ours[a], dtype=torch.float64, requires_grad=True)
+            B = torch.tensor(ours[b], dtype=torch.float64, requires_grad=True)
+            params[a], params[b] = A, B
+            lora[key] = (A, B, scale, W[key].shape[0])
         extra = {k for k in ours if ".lora_" in k and not k.startswith("grad.")} - set(params)
         if extra:
             print(f"factors the reference has no module for: {sorted(extra)[:3]}")

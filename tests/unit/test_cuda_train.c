@@ -169,6 +169,8 @@ int main(void) {
     test_trainer(ARCH_GPT_OSS, false, false, 0, false,
                  "trainer on the device, gpt_oss (sinks, window, YaRN, biases, clamped SwiGLU), full");
     test_trainer_on(ARCH_GPT_OSS, false, "q,k,v,o", 0.1, false, "trainer on the device, gpt_oss, LoRA on attention");
+    test_trainer_on(ARCH_GPT_OSS, false, "q,k,v,o,gate,up,down", 0, false,
+                    "trainer on the device, gpt_oss, LoRA on its stacked experts too (gate and up share A_e)");
     test_nccl_one_rank();
     if (be) cuda_close();
     return check_done();

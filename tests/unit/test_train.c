@@ -650,17 +650,32 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     float loss = (float)st.loss, balance = (float)t.balance_sum;
     int rc = add_f32(&w, "logp", 1, n_t, 0, logp) || add_f32(&w, "loss", 1, 1, 0, &loss) ||
              add_f32(&w, "balance", 1, 1, 0, &balance);
-    float *base = NULL;
+    float *base = NULL, *peft = NULL;
     if (!rc && packed) rc = add_base(&w, &m, &base);
     if (use_lora) {
-        size_t nt = lora_tensor_list(&l, NULL);
+        /* PEFT's tensors (a stacked adapter's put together from its experts'
+         * pieces: train_ref.py applies PEFT's ParamWrapper delta to them) and
+         * their gradients, laid out alike */
+        size_t nt = lora_tensor_list(&l, NULL), off = 0;
         lora_tensor_ref *refs = calloc(nt, sizeof *refs);
         lora_tensor_list(&l, refs);
+        peft = malloc(2 * sizeof(float) * l.n_params);
         for (size_t i = 0; i < nt && !rc; i++) {
+            bool seen = false;
+            for (size_t j = 0; j < i && !seen; j++) seen = !strcmp(refs[j].peft, refs[i].peft);
+            if (seen) continue;
+            size_t size = (size_t)(refs[i].peft_rows * refs[i].peft_cols);
+            float *v = peft + off, *g = peft + l.n_params + off;
+            off += size;
+            for (size_t j = i; j < nt; j++)
+                if (!strcmp(refs[j].peft, refs[i].peft)) {
+                    lora_ref_to_peft(&refs[j], l.memory, v);
+                    lora_ref_to_peft(&refs[j], t.grad, g);
+                }
             char name[160];
-            snprintf(name, sizeof name, "grad.%s", refs[i].name);
-            rc = add_f32(&w, refs[i].name, 2, refs[i].rows, refs[i].cols, refs[i].data) ||
-                 add_f32(&w, name, 2, refs[i].rows, refs[i].cols, t.grad + (refs[i].data - l.memory));
+            snprintf(name, sizeof name, "grad.%s", refs[i].peft);
+            rc = add_f32(&w, refs[i].peft, 2, refs[i].peft_rows, refs[i].peft_cols, v) ||
+                 add_f32(&w, name, 2, refs[i].peft_rows, refs[i].peft_cols, g);
         }
         free(refs);
     } else {
@@ -685,6 +700,7 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
     }
     st_writer_free(&w);
     free(base);
+    free(peft);
     trainer_free(&t);
     if (use_lora) lora_free(&l);
     model_free(&m);

@@ -183,7 +183,7 @@ static void write_fixture(const char *dir, const char *batch, model_arch arch) {
  * same checkpoint weights and optimizer state, byte for byte. The model is
  * root/tiny (a llama) or root/MODEL. */
 static void test_update_run_on(const char *root, const char *model, const char *what, long long lora_r, double dropout,
-                               const char *ref, double aux, const char *name) {
+                               const char *ref, double aux, const char *targets, const char *name) {
     TEST(name);
     char model_dir[512], batch[512], out_cpu[512], out_dev[512];
     snprintf(model_dir, sizeof model_dir, "%s/%s", root, model);
@@ -197,6 +197,7 @@ static void test_update_run_on(const char *root, const char *model, const char *
     o.optim.lr = 1e-3, o.optim.max_grad_norm = 0.05; /* clipping on: the device's norm and scale */
     r->iterations = 2, r->micro_batch = 24, r->threads = 1, r->seed = 5;
     r->lora_r = lora_r, r->lora_dropout = dropout, o.loss.router_aux_coef = aux;
+    if (targets) o.lora_targets = targets, r->lora_targets_given = true; /* else the model's default */
     gerr e = {0};
     r->out = out_cpu;
     update_plan plan;
@@ -216,11 +217,18 @@ static void test_update_run_on(const char *root, const char *model, const char *
     /* the steps moved the weights (a run that trained nothing would pass the
      * above; the LoRA cases' gradients are checked non-zero by test_trainer) */
     if (!lora_r) CHECK(!same_file(model_dir, out_dev, "model.safetensors"));
+    if (targets) { /* the only caller's: gpt_oss's experts, a stacked adapter */
+        size_t n = 0;
+        const char *want = "\"target_parameters\": [\n    \"mlp.experts.gate_up_proj\"";
+        char *cfg = slurp(out_dev, "adapter_config.json", &n);
+        CHECK(cfg && memmem(cfg, n, want, strlen(want)));
+        free(cfg);
+    }
 }
 
 static void test_update_run(const char *root, const char *what, long long lora_r, double dropout, const char *ref,
                             const char *name) {
-    test_update_run_on(root, "tiny", what, lora_r, dropout, ref, 0, name);
+    test_update_run_on(root, "tiny", what, lora_r, dropout, ref, 0, NULL, name);
 }
 
 /* --router-aux-coef on a device without the balance loss's backward (the
@@ -276,6 +284,8 @@ int main(void) {
     test_trainer(ARCH_GPT_OSS, false, false, 0, false, false,
                  "gpt_oss (sinks, window, YaRN, biases, clamped SwiGLU), full");
     test_trainer_on(ARCH_GPT_OSS, false, "q,k,v,o", 0, false, false, false, "gpt_oss, LoRA on its attention");
+    test_trainer_on(ARCH_GPT_OSS, false, "q,k,v,o,gate,up,down", 0, false, true, false,
+                    "gpt_oss, LoRA on its stacked experts too (gate and up share A_e), --recompute");
 
     char root[] = "/tmp/test_train_device.XXXXXX";
     if (!mkdtemp(root)) {
@@ -297,12 +307,14 @@ int main(void) {
     test_update_run(root, "full", 0, 0, NULL, "grpo-update full fine-tuning on the device: the CPU's checkpoint bytes");
     test_update_run(root, "lora", 4, 0.1, NULL, "grpo-update LoRA with dropout on the device: the CPU's checkpoint bytes");
     test_update_run(root, "ref", 0, 0, ref, "grpo-update with --ref (a second model on the device): the CPU's bytes");
-    test_update_run_on(root, "moe", "moe", 0, 0, NULL, 0.01,
+    test_update_run_on(root, "moe", "moe", 0, 0, NULL, 0.01, NULL,
                        "grpo-update qwen3_moe full fine-tuning with --router-aux-coef on the device: the CPU's bytes");
-    test_update_run_on(root, "moe", "moe-lora", 4, 0, NULL, 0,
+    test_update_run_on(root, "moe", "moe-lora", 4, 0, NULL, 0, NULL,
                        "grpo-update qwen3_moe LoRA on the device: the CPU's bytes");
-    test_update_run_on(root, "oss", "oss", 0, 0, NULL, 0,
+    test_update_run_on(root, "oss", "oss", 0, 0, NULL, 0, NULL,
                        "grpo-update gpt_oss full fine-tuning on the device: the CPU's bytes");
+    test_update_run_on(root, "oss", "oss-lora", 4, 0, NULL, 0, "all",
+                       "grpo-update gpt_oss LoRA on its stacked experts (PEFT's ParamWrapper) on the device: the CPU's bytes");
     test_aux_refused(root, moe, batch);
     {
         TEST("grpo-update --group-sums on the caller's device: 64, nothing written");

@@ -183,6 +183,26 @@ static inline double linear_loss(trainer *t, const train_batch *b, float temp, b
     return linear_loss_pass(t, b, temp, backward, backward, c_offset);
 }
 
+/* The log-probs of m under adapter l (a training forward) and of merged
+ * (m's weights with l merged in, no adapter) on make_groups' batch: *d
+ * their largest difference, *moved the largest the adapter moves m's. */
+static inline void lora_vs_merged(model *m, model *merged, lora *l, double *d, double *moved) {
+    gerr e = {0};
+    trainer ta, tm;
+    CHECK(trainer_init(&ta, m, l, TRAINER_LORA, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&tm, merged, NULL, TRAINER_INFER, false, 64, 0, 32, 64, &e) == 0);
+    group_batch gb;
+    make_groups(&gb, m->cfg.vocab_size, false);
+    float la[64], lm[64], l0[64];
+    trainer_forward(&ta, &gb.b, 1.0f, true, false, la, NULL);
+    trainer_forward(&tm, &gb.b, 1.0f, false, false, lm, NULL);
+    trainer_forward(&ta, &gb.b, 1.0f, false, true, l0, NULL);
+    *d = 0, *moved = 0;
+    for (int j = 0; j < train_batch_targets(&gb.b); j++)
+        *d = fmax(*d, fabs(la[j] - lm[j])), *moved = fmax(*moved, fabs(la[j] - l0[j]));
+    trainer_free(&ta), trainer_free(&tm);
+}
+
 /* The adapter's factors copied into be's memory, laid out as
  * lib/train/policy.c's policy_to_device places them: *dev is host's adapter
  * with every factor pointer moved into *mem (mem_free it). */
