@@ -353,10 +353,10 @@ start_judge() {
     # make demo runs SmolLM2 for minutes: make -n shows what it would run
     run make --no-print-directory -n -C "$GRPO_ROOT" demo QUICK=1 SEED=2
     [ "$status" -eq 0 ]
-    [[ "$output" == *"QUICK='1' SEED='2' bash scripts/demo.sh"* ]]
+    [[ "$output" == *"QUICK='1' SEED='2' BASE='' bash scripts/demo.sh"* ]]
     run make --no-print-directory -n -C "$GRPO_ROOT" demo
     [ "$status" -eq 0 ]
-    [[ "$output" == *"QUICK='' SEED='1' bash scripts/demo.sh"* ]]
+    [[ "$output" == *"QUICK='' SEED='1' BASE='' bash scripts/demo.sh"* ]]
     # the run directories scripts/demo.sh makes of them, read by grpo.mk as it does
     local conf
     for conf in config quick; do
