@@ -68,26 +68,20 @@ static int load_adapter_packed(const char *path, model *base, lora *l, weight_ch
 }
 
 /* A checkpoint trained on a frozen base packed in fmt, for inference as
- * the trainer runs it (grpo-update's policy.c): the base loaded as float32
- * and packed by model_pack_frozen (MXFP4: its experts written packed from
- * the file's blocks, the rest float32 rows), the adapter kept unmerged in
- * m->adapter. */
+ * the trainer runs it (grpo-update's policy.c, model_load_adapter_frozen
+ * and model_load_adapter_mxfp4): the base packed as it is read by the
+ * frozen plan (MXFP4: its experts written packed from the file's blocks,
+ * the rest float32 rows), the adapter kept unmerged in m->adapter. */
 static int load_frozen_adapter(model *m, const char *path, weight_format fmt, gerr *e) {
     lora *l = xcalloc(1, sizeof *l);
-    int rc = fmt == WEIGHTS_MXFP4
-                 ? load_adapter_packed(path, m, l, (weight_choice){.fmt = fmt, .keep_mxfp4 = true, .frozen = true}, e)
-                 : load_adapter_dir(path, m, l, NULL, NULL, e);
+    weight_choice w = {.fmt = fmt, .keep_mxfp4 = fmt == WEIGHTS_MXFP4, .frozen = true};
+    int rc = load_adapter_packed(path, m, l, w, e);
     if (rc) {
         free(l);
         return rc;
     }
     m->adapter = l;
-    if ((rc = model_pack_frozen(m, fmt, e))) {
-        gerr why = *e;
-        gerr_set(e, rc, "%s: %s", path, why.msg);
-        model_free(m);
-    }
-    return rc;
+    return 0;
 }
 
 /* Whether adapter directory path's base holds its experts as MXFP4 blocks. */

@@ -41,11 +41,12 @@ int model_load_classifier(model *m, const char *path, gerr *e);
  * wrote (llama.cpp's, gguf-py's, grpo-export's), the file's exact values
  * for any blocks; m->packed_verbatim counts them. An adapter checkpoint
  * trained on a packed frozen base (its grpo/state.json flags.base_weights
- * bf16, q8 or mxfp4), asked for with w.frozen_base (--weights auto) or w.fmt that
- * format, is loaded as grpo-update loads it: the base packed by
- * model_pack_frozen (its products on float32 activations, the LM head
- * float32 rows) and the adapter unmerged in m->adapter, which model_forward
- * applies (docs/weights.md); otherwise the adapter is merged (model_load). */
+ * bf16, q8, q4k or mxfp4), asked for with w.frozen_base (--weights auto) or
+ * w.fmt that format, is loaded as grpo-update loads it: the base packed as
+ * it is read by the frozen plan (model_pack_frozen's: its products on
+ * float32 activations, the embeddings and LM head packed with it) and the
+ * adapter unmerged in m->adapter, which model_forward applies
+ * (docs/weights.md); otherwise the adapter is merged (model_load). */
 int model_load_for_inference(model *m, const char *path, bool classifier, weight_choice w, gerr *e);
 
 /* path an adapter directory: loads its base model into *base (unmerged) and
@@ -60,10 +61,11 @@ int model_load_adapter(const char *path, model *base, lora *l, bool *has_adapter
  * base->packed_frozen, those experts' products on the blocks both ways);
  * any other model loads as model_load_adapter loads it, unpacked. */
 int model_load_adapter_mxfp4(const char *path, model *base, lora *l, bool *has_adapter, gerr *e);
-/* model_load_adapter with the base's layer matrices packed in fmt (bf16 or
- * q8) as a LoRA run's frozen base (model_pack_frozen's plan), each packed
- * as it is read, so the load never holds the base in float32; the values
- * are model_pack_frozen's on the float32 load. */
+/* model_load_adapter with the base packed in fmt (bf16, q8 or q4k) as a
+ * LoRA run's frozen base (model_pack_frozen's plan: the layer matrices, the
+ * embeddings and the LM head), each packed as it is read, so the load
+ * never holds the base in float32; the values are model_pack_frozen's on
+ * the float32 load. */
 int model_load_adapter_frozen(const char *path, weight_format fmt, model *base, lora *l, bool *has_adapter, gerr *e);
 
 /* ---- internal to load.c: one format each, into a zeroed m ------------------------

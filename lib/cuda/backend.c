@@ -265,6 +265,7 @@ static const backend cuda_backend = {
     .matmul_forward_packed = cuda_matmul_forward_packed, /* MXFP4 experts only */
     .matmul_forward_frozen = NULL,  /* nor a frozen base (policy_load refuses it there) */
     .matmul_backward_frozen = NULL,
+    .gather_rows_packed = NULL,
     .matmul_backward = matmul_bwd,
     .rope_cos_sin = rope_cs,
     .rope_forward = rope_fwd,

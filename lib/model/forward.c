@@ -28,6 +28,34 @@ static void keep_routing(const moe_index *x, int R, int k, int E, int32_t *to, s
         }
 }
 
+void model_embed(const model *m, const backend *be, float *x, const int32_t *token, int n) {
+    if (!m->dev && m->held[P_TOK_EMBD] == HOLD_PACKED)
+        be->gather_rows_packed(x, m->w.tok_embd, m->held_as[P_TOK_EMBD], token, n, m->cfg.dim);
+    else
+        be->gather_rows(x, model_global_weights(m).tok_embd, token, n, m->cfg.dim);
+}
+
+void model_head_forward(const model *m, const backend *be, float *logits, const float *x, int n) {
+    int d = m->cfg.dim, V = m->cfg.vocab_size;
+    assert(m->w.lm_head);
+    if (!m->head_packed)
+        be->matmul_forward(logits, x, model_global_weights(m).lm_head, NULL, n, d, V);
+    else if (m->packed_frozen)
+        be->matmul_forward_frozen(logits, x, m->head_packed, m->held_as[P_LM_HEAD], NULL, n, d, V);
+    else
+        be->matmul_forward_packed(logits, x, m->head_packed, m->held_as[P_LM_HEAD], NULL, n, d, V);
+}
+
+void model_head_backward(const model *m, const backend *be, float *dx, float *dw, const float *dlogits,
+                         const float *x, int n) {
+    int d = m->cfg.dim, V = m->cfg.vocab_size;
+    assert(!m->head_packed || (m->packed_frozen && !dw)); /* a packed head trains nothing */
+    if (m->head_packed)
+        be->matmul_backward_frozen(dx, dlogits, m->head_packed, m->held_as[P_LM_HEAD], n, d, V, false);
+    else
+        be->matmul_backward(dx, dw, NULL, dlogits, x, model_global_weights(m).lm_head, n, d, V, false);
+}
+
 int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq, const int *pos,
                          const int32_t *token, const bool *want, float *hidden, model_scratch *s) {
     const backend *be = model_backend(m);
@@ -41,7 +69,7 @@ int model_forward_hidden(const model *m, kv_cache *c, int n_rows, const int *seq
         assert(pos[r] >= 0 && pos[r] < c->max_len && pos[r] < s->max_len);
     }
     const global_params g = model_global_weights(m);
-    be->gather_rows(s->x, g.tok_embd, token, R, d);
+    model_embed(m, be, s->x, token, R);
     be->rope_cos_sin(s->cos_t, s->sin_t, m->inv_freq, cf->head_dim / 2, pos, R);
     kv_cache_row_offsets(c, seq, R, s->row_kv);
 
@@ -81,10 +109,5 @@ void model_forward(const model *m, kv_cache *c, int n_rows, const int *seq, cons
     assert(m->w.lm_head);
     const backend *be = model_backend(m);
     int n = model_forward_hidden(m, c, n_rows, seq, pos, token, want_logits, s->xn, s);
-    if (!n) return;
-    if (m->head_packed)
-        be->matmul_forward_packed(logits, s->xn, m->head_packed, m->packed_as, NULL, n, m->cfg.dim,
-                                  m->cfg.vocab_size);
-    else
-        be->matmul_forward(logits, s->xn, model_global_weights(m).lm_head, NULL, n, m->cfg.dim, m->cfg.vocab_size);
+    if (n) model_head_forward(m, be, logits, s->xn, n);
 }

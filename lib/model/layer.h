@@ -185,11 +185,25 @@ layer_params model_layer_weights(const model *m, int layer);
 const float *model_expert_weight(const model *m, int param, const float *w, int x, int rows, int cols);
 /* The weights outside the layers, chosen the same way: the embeddings,
  * the final norm and the LM head (NULL in a classifier; a head packed for
- * the CPU is m->head_packed). */
+ * the CPU is m->head_packed, and a frozen base's packed embeddings are
+ * read through model_embed only). */
 typedef struct {
     const float *tok_embd, *out_norm, *lm_head;
 } global_params;
 global_params model_global_weights(const model *m);
+/* x[n, dim] = the embeddings of token[n] on be: their float32 rows, or
+ * the rows of a frozen base's packed embeddings dequantized (gather_rows_packed). */
+void model_embed(const model *m, const backend *be, float *x, const int32_t *token, int n);
+/* logits[n, vocab] = x[n, dim] W_head^T on be: the float32 rows (be's
+ * matmul_forward), a frozen base's packed head on float32 activations
+ * (matmul_forward_frozen), or an inference-packed one
+ * (matmul_forward_packed). */
+void model_head_forward(const model *m, const backend *be, float *logits, const float *x, int n);
+/* Its backward: dx[n, dim] = dlogits W_head (written), and on float32 rows
+ * dw += dlogits^T x (dw NULL: frozen); a frozen base's packed head gives dx
+ * on its blocks (matmul_backward_frozen) and trains nothing. */
+void model_head_backward(const model *m, const backend *be, float *dx, float *dw, const float *dlogits,
+                         const float *x, int n);
 
 /* model_to_backend's copy (model.h): per layer views, the globals, and
  * every allocation made, for model_dev_free. */

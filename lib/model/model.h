@@ -85,12 +85,14 @@ typedef struct {
     size_t n_params;                    /* floats in params_memory */
     float *params_memory;
     float inv_freq[512]; /* RoPE frequencies [head_dim/2], scaling applied */
-    /* model_pack: the layer matrices (wq .. w_down) are held as held[] says
-     * (the plan's), those packed in format held_as[] in their own place:
-     * packed_as (the plan's fmt), or MXFP4 for experts taken from a file's
-     * MXFP4 blocks; head_packed is the LM head's (in lm_head's own place, or
-     * head_packed_own when tied to the embeddings or too narrow to pack in
-     * place), in packed_as. packed_verbatim of these matrices (the LM head
+    /* model_pack: the layer matrices (wq .. w_down; a frozen base's
+     * embeddings and LM head too) are held as held[] says (the plan's), those
+     * packed in format held_as[] in their own place: packed_as (the plan's
+     * fmt), or MXFP4 for experts taken from a file's MXFP4 blocks;
+     * head_packed is the LM head's (in lm_head's own place, which is the
+     * embeddings' when tied on a frozen base, or head_packed_own when tied to
+     * the embeddings or too narrow to pack in place), in held_as[P_LM_HEAD].
+     * packed_verbatim of these matrices (the LM head
      * counted) a loader wrote straight from the file's blocks, never widened
      * to float32 (pack_plan's verbatim, lib/ckpt/load.h's
      * model_load_for_inference); 0 for the others. */
@@ -106,8 +108,10 @@ typedef struct {
      * Face _blocks and _scales): the plan may take them as they are. */
     bool experts_mxfp4;
     /* model_pack_frozen: packed as the frozen base of a LoRA run; its
-     * products take float32 activations (matmul_forward_frozen), and the
-     * backward reaches the packed matrices for the input gradient only. */
+     * products take float32 activations (matmul_forward_frozen, the LM
+     * head's too), the backward reaches the packed matrices for the input
+     * gradient only, and the embeddings' rows are dequantized from their
+     * blocks as they are looked up (layer.h's model_embed). */
     bool packed_frozen;
     /* A LoRA adapter kept unmerged over a packed frozen base (lib/ckpt/load.h:
      * a checkpoint run on the base it was trained on): model_forward adds its
@@ -142,9 +146,11 @@ void model_free(model *m);
  * whose experts were not loaded from MXFP4 blocks is refused. With
  * frozen_base (auto's rule too) a LoRA checkpoint trained on a packed frozen
  * base runs on that base whatever fmt is (lib/ckpt/load.h). With frozen the
- * plan is a LoRA run's frozen base (model_pack_frozen's): the LM head
- * float32 rows, and under WEIGHTS_F32 (or MXFP4) no matrix packed but the
- * MXFP4 experts kept, float32 panels having no transposed product. With
+ * plan is a LoRA run's frozen base (model_pack_frozen's): the base packed
+ * whole, the embeddings and the LM head too (each in its own place, a tied
+ * head once, as the embeddings), and under WEIGHTS_F32 (or MXFP4) no matrix
+ * packed but the MXFP4 experts kept (the embeddings and head float32 rows),
+ * float32 panels having no transposed product. With
  * pack_early the loader packs each matrix as it reads it (model_pack_loaded):
  * for a caller that runs model_pack next, nothing reading the float32 rows
  * in between (a LoRA merge does). With on_device the plan is a device
@@ -215,7 +221,8 @@ int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
 /* m (float32, loaded whole) as the frozen base of a LoRA run: its layer
  * matrices packed in fmt (bf16, q8 or q4k; f32 leaves m as it is) as
  * model_pack_for_inference packs them (a mixture's experts each apart, the
- * router float32 rows), the LM head and embeddings left float32 rows, and
+ * router float32 rows), the embeddings and the LM head packed in fmt too,
+ * each in its own place (a tied head is the embeddings, packed once), and
  * the pages each packed matrix no longer fills given back to the system.
  * Errors as model_pack's. An MXFP4 frozen base is a loader's (lib/ckpt/load.h:
  * the plan of weight_choice frozen, its experts verbatim from the file's

@@ -27,10 +27,11 @@ static bool layer_matrix(int param) {
 
 static bool expert_matrix(int param) { return param == P_EXP_GATE || param == P_EXP_UP || param == P_EXP_DOWN; }
 
-/* How many matrices a packed model holds packed (the LM head counted). */
+/* How many matrices a packed model holds packed (the LM head counted, and
+ * a frozen base's embeddings apart from a head not tied to them). */
 static int packed_matrices(const model *m) {
     const model_config *c = &m->cfg;
-    int n = m->w.lm_head ? 1 : 0;
+    int n = (m->w.lm_head ? 1 : 0) + (m->held[P_TOK_EMBD] == HOLD_PACKED && m->w.lm_head != m->w.tok_embd ? 1 : 0);
     for (int p = 0; p < MODEL_N_PARAMS; p++)
         if (layer_matrix(p) && m->w.t[p])
             n += model_param_layers(c, p) * (expert_matrix(p) ? c->n_experts : 1);
@@ -151,6 +152,24 @@ static bool keeps_mxfp4(const model *m, const model_tensor_ref *refs, size_t n, 
     return true;
 }
 
+/* A frozen base's embeddings and LM head: packed in the plan's format in
+ * their own place (a tied head is the embeddings, packed once) where its
+ * layer matrices are packed and the format holds them, so the base is
+ * packed whole; float32 rows where its matrices stay rows (f32, or an
+ * mxfp4 base, mx: only the experts kept MXFP4, p->fmt then says so). */
+static void plan_frozen_globals(const model *m, pack_plan *p, bool mx) {
+    p->frozen = true;
+    p->hold[P_LM_HEAD] = HOLD_ROWS;
+    if (p->refused.code) return;
+    if (mx) p->fmt = WEIGHTS_MXFP4;
+    int V = m->cfg.vocab_size, d = m->cfg.dim;
+    if (p->hold[P_WQ] != HOLD_PACKED || p->fmt == WEIGHTS_F32 || p->fmt == WEIGHTS_MXFP4 || unpackable(p->fmt, d) ||
+        !fits_in_place(p->fmt, V, d))
+        return;
+    p->hold[P_TOK_EMBD] = HOLD_PACKED;
+    if (m->w.lm_head) p->hold[P_LM_HEAD] = HOLD_PACKED; /* tied: m->w.lm_head is the embeddings' place */
+}
+
 void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     memset(p, 0, sizeof *p);
     weight_format fmt = w.fmt == WEIGHTS_MXFP4 || w.on_device ? WEIGHTS_F32 : w.fmt;
@@ -177,11 +196,10 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
     for (int i = 0; mx && !p->refused.code && i < MODEL_N_PARAMS; i++)
         if (expert_matrix(i)) p->hold[i] = HOLD_PACKED, p->as[i] = WEIGHTS_MXFP4;
     p->pack_early = w.pack_early;
-    if (w.frozen && !w.on_device) { /* the head's product keeps its float32 rows */
-        p->frozen = true;
-        p->hold[P_LM_HEAD] = HOLD_ROWS;
-    }
-    if (rows && mx && !p->refused.code) p->fmt = WEIGHTS_MXFP4;
+    if (w.frozen && !w.on_device) /* the head's product on its packed or float32 rows */
+        plan_frozen_globals(m, p, rows && mx);
+    else if (rows && mx && !p->refused.code)
+        p->fmt = WEIGHTS_MXFP4;
     free(refs);
 }
 
@@ -313,7 +331,7 @@ int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
 int model_round_frozen(model *m, weight_format fmt, gerr *e) {
     if (fmt == WEIGHTS_F32 || fmt == WEIGHTS_MXFP4) return 0; /* float32's values, or the file's MXFP4 ones */
     pack_plan p;
-    model_plan_packing(m, (weight_choice){.fmt = fmt}, &p);
+    model_plan_packing(m, (weight_choice){.fmt = fmt, .frozen = true}, &p);
     int rc = p.refused.code ? gerr_set(e, p.refused.code, "%s", p.refused.msg) : 0;
     model_tensor_ref *refs = xcalloc(p.n_tensors, sizeof *refs);
     model_tensor_list(m, refs);
@@ -321,7 +339,7 @@ int model_round_frozen(model *m, weight_format fmt, gerr *e) {
     size_t cap = 0;
     for (size_t i = 0; i < p.n_tensors && !rc; i++) {
         const model_tensor_ref *r = &refs[i];
-        if (p.hold[r->param] != HOLD_PACKED || r->param == P_LM_HEAD) continue; /* model_pack_frozen's */
+        if (p.hold[r->param] != HOLD_PACKED) continue; /* model_pack_frozen's: the embeddings and head too */
         size_t n = (size_t)r->rows * (size_t)r->cols;
         if (fmt == WEIGHTS_BF16) {
             for (size_t j = 0; j < n; j++) {

@@ -51,6 +51,8 @@ typedef struct backend {
                                   const float *bias, int n, int in_dim, int out_dim);
     void (*matmul_backward_frozen)(float *din, const float *dout, const void *w_packed, weight_format fmt, int n,
                                    int in_dim, int out_dim, bool accumulate);
+    /* rows of such a base's packed embeddings, dequantized (NULL likewise) */
+    void (*gather_rows_packed)(float *dst, const void *w_packed, weight_format fmt, const int32_t *idx, int n, int d);
 
     void (*rope_cos_sin)(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos, int n);
     void (*rope_forward)(float *x, const float *cos_t, const float *sin_t, int n, int n_heads, int head_dim);

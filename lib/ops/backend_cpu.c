@@ -11,7 +11,8 @@
 #define CPU_OPS                                                                                                       \
     .rmsnorm_forward = rmsnorm_forward, .rmsnorm_backward = rmsnorm_backward,                                         \
     .matmul_forward_packed = matmul_forward_packed, .matmul_forward_frozen = matmul_forward_frozen,                  \
-    .matmul_backward_frozen = matmul_backward_frozen, .rope_cos_sin = rope_cos_sin, .rope_forward = rope_forward,        \
+    .matmul_backward_frozen = matmul_backward_frozen, .gather_rows_packed = gather_rows_packed,                      \
+    .rope_cos_sin = rope_cos_sin, .rope_forward = rope_forward,                                                      \
     .rope_backward = rope_backward, .swiglu_forward = swiglu_forward, .swiglu_backward = swiglu_backward,              \
     .swiglu_clamped_forward = swiglu_clamped_forward, .swiglu_clamped_backward = swiglu_clamped_backward,              \
     .kv_write = kv_write, .attention_forward = attention_forward, .attention_backward = attention_backward,          \

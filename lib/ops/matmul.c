@@ -80,6 +80,15 @@ void weights_unpack(weight_format fmt, float *dst, const void *src, int n, int k
     else q8w_unpack(dst, src, n, k);
 }
 
+void gather_rows_packed(float *dst, const void *w_packed, weight_format fmt, const int32_t *idx, int n, int k) {
+    assert(fmt == WEIGHTS_BF16 || fmt == WEIGHTS_Q8 || fmt == WEIGHTS_Q4K);
+    void (*row)(float *, const void *, int, int) = fmt == WEIGHTS_BF16 ? bf16w_unpack_row
+                                                   : fmt == WEIGHTS_Q8 ? q8w_unpack_row
+                                                                       : q4kw_unpack_row;
+#pragma omp parallel for schedule(static) if ((size_t)n * k > 65536)
+    for (int i = 0; i < n; i++) row(dst + (size_t)i * k, w_packed, idx[i], k);
+}
+
 bool weights_takes_blocks(weight_format fmt, uint32_t type) {
     return (fmt == WEIGHTS_Q8 && type == GGML_TYPE_Q8_0) || (fmt == WEIGHTS_MXFP4 && type == GGML_TYPE_MXFP4) ||
            (fmt == WEIGHTS_Q4K && type == GGML_TYPE_Q4_K);

@@ -59,6 +59,12 @@ void weights_pack(weight_format fmt, void *dst, const float *w, int n, int k);
 /* W [n, k] float32 from its q8 or q4k packing (q8w_unpack, q4kw_unpack):
  * the quantized values, exactly. */
 void weights_unpack(weight_format fmt, float *dst, const void *src, int n, int k);
+/* dst[n, k] = rows idx[0 .. n) of W [*, k] packed in fmt (bf16, q8 or
+ * q4k), dequantized: each row the values bf16w_unpack, q8w_unpack or
+ * q4kw_unpack give it, bit for bit (bf16w_unpack_row, q8w_unpack_row,
+ * q4kw_unpack_row), with no float32 copy of W: a frozen base's embedding
+ * lookup. OpenMP over rows. */
+void gather_rows_packed(float *dst, const void *w_packed, weight_format fmt, const int32_t *idx, int n, int k);
 /* Whether format fmt takes blocks of ggml type `type` (quant.h) as they
  * are: q8 takes Q8_0's (packed_q8.h), mxfp4 MXFP4's (packed_mxfp4.h), q4k
  * Q4_K's (packed_q4k.h); no other pair is taken. */

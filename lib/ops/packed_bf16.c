@@ -80,13 +80,14 @@ void bf16w_pack(void *dst, const float *w, int n, int k) {
     }
 }
 
+void bf16w_unpack_row(float *dst, const void *src, int row, int k) {
+    const unsigned char *panel = (const unsigned char *)src + (size_t)(row / BF16W_NR) * panel_bytes(k);
+    for (int i = 0; i < k; i++) dst[i] = bf16_to_f32(get16(panel + element_offset(i, row % BF16W_NR)));
+}
+
 void bf16w_unpack(float *dst, const void *src, int n, int k) {
 #pragma omp parallel for schedule(static)
-    for (int col = 0; col < n; col++) {
-        const unsigned char *panel = (const unsigned char *)src + (size_t)(col / BF16W_NR) * panel_bytes(k);
-        for (int i = 0; i < k; i++)
-            dst[(size_t)col * k + i] = bf16_to_f32(get16(panel + element_offset(i, col % BF16W_NR)));
-    }
+    for (int col = 0; col < n; col++) bf16w_unpack_row(dst + (size_t)col * k, src, col, k);
 }
 
 /* One output as each lane of vdpbf16ps computes it: per pair of k, the odd

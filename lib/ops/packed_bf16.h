@@ -57,6 +57,9 @@ void bf16w_pack(void *dst, const float *w, int n, int k);
 
 /* Back to W [n, k] float32 (the bf16 values, exactly). */
 void bf16w_unpack(float *dst, const void *src, int n, int k);
+/* Row `row` of it alone into dst[k]: the same values, bit for bit (a
+ * frozen base's embedding lookup). */
+void bf16w_unpack_row(float *dst, const void *src, int row, int k);
 
 /* out[m, n] = in[m, k] @ W^T (+ bias[n]) as above; OpenMP over panels. */
 void bf16w_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);

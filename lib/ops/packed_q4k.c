@@ -186,6 +186,11 @@ void q4kw_unpack(float *dst, const void *src, int n, int k) {
     for (int col = 0; col < n; col++) column_weights(src, col, k, 0, k / Q4KW_K_SUB, dst + (size_t)col * k);
 }
 
+void q4kw_unpack_row(float *dst, const void *src, int row, int k) {
+    assert(k % Q4KW_K_SUB == 0);
+    column_weights(src, row, k, 0, k / Q4KW_K_SUB, dst);
+}
+
 /* ---- products ------------------------------------------------------------------ */
 
 /* The portable matmul: each output's chain over k in order, then the bias. */

@@ -78,6 +78,9 @@ void q4kw_pack(void *dst, const float *w, int n, int k);
 
 /* Dequantizes to W [n, k] float32: the values above, exactly. */
 void q4kw_unpack(float *dst, const void *src, int n, int k);
+/* Row `row` of it alone into dst[k]: the same values, bit for bit (a
+ * frozen base's embedding lookup). */
+void q4kw_unpack_row(float *dst, const void *src, int row, int k);
 
 /* out[m, n] = in[m, k] @ W^T (+ bias[n]) as above, through the fastest
  * path (packed_isa_best()); OpenMP over panels and rows. */

@@ -123,16 +123,18 @@ void q8w_pack_q8_0(void *dst, const void *blocks, int n, int k) { pack_panels(ds
 
 void q8w_pack(void *dst, const float *w, int n, int k) { pack_panels(dst, w, quantize_source, n, k); }
 
-void q8w_unpack(float *dst, const void *src, int n, int k) {
+void q8w_unpack_row(float *dst, const void *src, int row, int k) {
     assert(k % Q8W_K_BLOCK == 0);
-    int nb = k / Q8W_K_BLOCK;
+    for (int b = 0; b < k / Q8W_K_BLOCK; b++) {
+        int8_t q[Q8W_K_BLOCK];
+        float d = get_block(src, row, b, k, q);
+        for (int i = 0; i < Q8W_K_BLOCK; i++) dst[(size_t)b * Q8W_K_BLOCK + i] = (float)q[i] * d;
+    }
+}
+
+void q8w_unpack(float *dst, const void *src, int n, int k) {
 #pragma omp parallel for schedule(static)
-    for (int col = 0; col < n; col++)
-        for (int b = 0; b < nb; b++) {
-            int8_t q[Q8W_K_BLOCK];
-            float d = get_block(src, col, b, k, q);
-            for (int i = 0; i < Q8W_K_BLOCK; i++) dst[(size_t)col * k + (size_t)b * Q8W_K_BLOCK + i] = (float)q[i] * d;
-        }
+    for (int col = 0; col < n; col++) q8w_unpack_row(dst + (size_t)col * k, src, col, k);
 }
 
 void q8w_quantize_row(const float *x, int k, int8_t *q, float *d) {

@@ -83,6 +83,9 @@ void q8w_pack_q8_0(void *dst, const void *blocks, int n, int k);
 
 /* Dequantizes back to W [n, k] float32 (q * d, exact). */
 void q8w_unpack(float *dst, const void *src, int n, int k);
+/* Row `row` of it alone into dst[k]: the same values, bit for bit (a
+ * frozen base's embedding lookup). */
+void q8w_unpack_row(float *dst, const void *src, int row, int k);
 
 /* out[m, n] = in[m, k] @ W^T (+ bias[n]); OpenMP over panels, through the
  * fastest kernel this CPU has (q8w_kernel_used). */

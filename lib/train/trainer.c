@@ -410,7 +410,7 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
     const model *m = t->m;
     const backend *be = t->be;
     trainer_acts *ac = t->acts;
-    int Rv = b->start[b->n_seqs], d = m->cfg.dim, kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
+    int Rv = b->start[b->n_seqs], kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
     assert(Rv <= t->max_rows && train_batch_targets(b) <= t->max_targets);
     int rows = train_batch_rows(b, share);
     if (rows > t->max_computed) { /* sized for sharing, run without it */
@@ -453,7 +453,7 @@ static void batch_setup(trainer *t, const train_batch *b, bool share) {
     ac->share.n_virtual = n_shared ? Rv : 0;
     ac->share.vrow = ac->vrow, ac->share.own = ac->own;
     for (int r = 0; r < R; r++) assert(ac->row_tok[r] >= 0 && ac->row_tok[r] < m->cfg.vocab_size);
-    be->gather_rows(ac->x_in[0], model_global_weights(m).tok_embd, ac->row_tok, R, d);
+    model_embed(m, be, ac->x_in[0], ac->row_tok, R);
     be->rope_cos_sin(ac->cos_t, ac->sin_t, m->inv_freq, m->cfg.head_dim / 2, ac->row_pos, R);
 }
 
@@ -501,7 +501,7 @@ static void head_chunk(const trainer *t, int j0, int n, float temperature, float
     const backend *be = t->be;
     const trainer_acts *ac = t->acts;
     int V = m->cfg.vocab_size, d = m->cfg.dim;
-    be->matmul_forward(ac->logits, ac->xf + (size_t)j0 * d, model_global_weights(m).lm_head, NULL, n, d, V);
+    model_head_forward(m, be, ac->logits, ac->xf + (size_t)j0 * d, n);
     be->head_logsoftmax(ac->logits, n, V, 1.0f / temperature, ac->target_tok + j0, logp ? logp + j0 : NULL,
                         entropy ? entropy + j0 : NULL, lse_out);
 }
@@ -577,8 +577,7 @@ void trainer_backward(trainer *t, const train_batch *b, float temperature, const
         head_chunk(t, j0, n, temperature, NULL, NULL, lse);
         be->head_logsoftmax_backward(ac->logits, n, V, 1.0f / temperature, ac->target_tok + j0, dlogp + j0, lse,
                                      dentropy ? dentropy + j0 : NULL, dentropy ? entropy + j0 : NULL);
-        be->matmul_backward(ac->dxf, full ? t->g.lm_head : NULL, NULL, ac->logits, ac->xf + (size_t)j0 * d, w.lm_head,
-                            n, d, V, false);
+        model_head_backward(m, be, ac->dxf, full ? t->g.lm_head : NULL, ac->logits, ac->xf + (size_t)j0 * d, n);
         backend_copy(be, dxraw + (size_t)j0 * d, ac->dxf, (size_t)n * d * sizeof(float));
     }
     be->rmsnorm_backward(dxraw, full ? t->g.out_norm : NULL, dxraw, ac->xraw, w.out_norm, ac->rstd_f, n_t, d);

@@ -14,7 +14,8 @@
 # operands) within the bf16 tolerances train_ref.py derives, and no closer
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
 # AVX-512 BF16. LoRA over a frozen base packed in q8, q4k or bf16 (grpo-update
-# --base-weights; a mixture's experts each packed apart), or a gpt-oss's
+# --base-weights; a mixture's experts each packed apart; the embeddings and
+# the LM head packed too, a tied head once), or a gpt-oss's
 # MXFP4 experts kept as the file's blocks (--base-weights mxfp4), against the
 # reference on the dequantized values the kernels read, to the float32
 # tolerance (1e-4).
@@ -80,6 +81,13 @@ grad_case() {
 @test "gradient vs autograd: qwen3, LoRA q,v,down over a frozen q4k base, sequence importance, micro-batches, --recompute" {
     grad_case qwen3-lora-q4kbase-seq-micro-recompute
 }
+@test "gradient vs autograd: llama, tied head, LoRA over a frozen q8 base (the embeddings packed once), beta" {
+    grad_case llama-tied-lora-q8base-beta
+}
+@test "gradient vs autograd: llama, tied head, LoRA q,v,down over a frozen q4k base, micro-batches, --recompute" {
+    grad_case llama-tied-lora-q4kbase-micro-recompute
+}
+@test "gradient vs autograd: llama, tied head, LoRA over a frozen bf16 base" { grad_case llama-tied-lora-bf16base; }
 @test "gradient vs autograd: qwen3, LoRA over a frozen bf16 base, sequence importance, --recompute" {
     grad_case qwen3-lora-bf16base-seq-micro-recompute
 }

@@ -105,8 +105,9 @@ B() { echo "$BATS_FILE_TMPDIR/batch.jsonl"; }
 
 # merged_check MODEL CKPT OUT: OUT (CKPT exported merged, float32) is the base
 # MODEL's matrices rounded as CKPT's flags.base_weights says (gguf-py's Q8_0
-# or bf16, round to nearest even; each expert's matrix apart, a mixture's
-# router, mlp.gate, kept float32) plus the adapter's product, to 1e-6
+# or bf16, round to nearest even; each expert's matrix apart, the embeddings
+# and the LM head too, a mixture's router, mlp.gate, kept float32) plus the
+# adapter's product, to 1e-6
 merged_check() {
     "$GRPO_PY" - "$@" <<'PY'
 import json, sys
@@ -131,8 +132,9 @@ n_rounded = n_adapted = 0
 for n, w in base.items():
     w = w.astype(np.float32)
     layer_matrix = (".self_attn." in n or ".mlp." in n) and not n.endswith(".mlp.gate.weight") and w.ndim == 2
-    want = rounded(w) if layer_matrix else w
-    n_rounded += layer_matrix
+    packed = layer_matrix or n in ("model.embed_tokens.weight", "lm_head.weight")
+    want = rounded(w) if packed else w
+    n_rounded += packed
     a = "base_model.model." + n.removesuffix(".weight") + ".lora_A.weight"
     if a in ad:
         delta = scale * (ad[a.replace("lora_A", "lora_B")].astype(np.float64) @ ad[a].astype(np.float64))
@@ -168,14 +170,15 @@ PY
             --threads 1 2> /dev/null
         diff -r $f $f-1
         jq -e --arg f $f '.flags.base_weights == $f' $f/grpo/state.json
-        # 2 layers x (4 attention + 8 experts x 3) matrices rounded, every one adapted
+        # 2 layers x (4 attention + 8 experts x 3) matrices rounded, every one adapted, and the
+        # embeddings and the head
         grpo-export --model $f --format hf --dtype f32 --out $f-hf 2> /dev/null
         # (gguf-py has no Q4_K quantizer to compare with: the dense q4k merge test below bounds it)
         if [ $f != q4k ]; then
             run merged_check moe $f $f-hf
             echo "$output"
             [ "$status" -eq 0 ]
-            [[ "$output" == *"56 matrices rounded, 56 adapted"* ]]
+            [[ "$output" == *"58 matrices rounded, 56 adapted"* ]]
         fi
         # on that base, the adapter unmerged: the trainer's own log-probs (mean bound 3e-6, as on a dense base)
         grpo-rollout --model $f --weights auto -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl --progress \
@@ -203,18 +206,21 @@ frozen_records() {
         2> ro-$1.log | jq -c '. + {advantage: (.sample - 1.5)}' > r-$1.jsonl
 }
 
-@test "a LoRA checkpoint on a q8, q4k or bf16 base rolls out on that base (--weights auto or its format): the sampler says so, the update takes its log-probs" {
+@test "a LoRA checkpoint on a q8, q4k or bf16 base rolls out on that base (--weights auto or its format): the sampler says so, the same bytes for any --threads and --batch, the update takes its log-probs" {
     needs_tiny
     for f in q8 q4k bf16; do
         frozen_records $f
         want="{\"engine\":\"grpo\",\"device\":\"cpu\",\"weights\":\"$f\",\"base\":\"frozen\",\"kv_cache\":\"f32\"}"
         [ "$(jq -c .sampler r-$f.jsonl | sort -u)" = "$want" ]
         grep -q "weights $f frozen base (float32 activations, .* kernel; LoRA adapter unmerged)" ro-$f.log
-        # the base's own format named: the same records
+        # the base's own format named: the same records; and for one thread, one prompt's samples at a time
+        # (every product, the head's too, on the packed blocks: no row depends on the rows beside it)
         grpo-rollout --model $f --weights $f -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl 2> /dev/null |
             jq -c '. + {advantage: (.sample - 1.5)}' | cmp - r-$f.jsonl
-        # the trainer's own log-probs: per-token |difference| measured mean 3.0e-7 (q8) and 2.9e-7
-        # (bf16), max 1.7e-6; the mean bound 3e-6 (a bf16 or q8 rollout of the merged model: 1e-2 or more)
+        grpo-rollout --model $f --weights auto -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl --threads 1 \
+            --batch 4 2> /dev/null | jq -c '. + {advantage: (.sample - 1.5)}' | cmp - r-$f.jsonl
+        # the trainer's own log-probs: per-token |difference| measured mean 3.0e-7 (q8, q4k) and 2.8e-7
+        # (bf16), max 1.4e-6; the mean bound 3e-6 (a bf16 or q8 rollout of the merged model: 1e-2 or more)
         grpo-update --model $f --in r-$f.jsonl --out u-$f --lr 1e-2 --old-logp recompute --is-correction token \
             --metrics m-$f.jsonl 2> /dev/null
         jq -e '."sampling/sampling_logp_difference/mean" < 3e-6' m-$f.jsonl
@@ -265,7 +271,8 @@ scale = cfg["lora_alpha"] / cfg["r"]
 most = far = moved = 0.0
 checked = 0
 for n, w in base.items():
-    if not ((".self_attn." in n or ".mlp." in n) and w.ndim == 2):
+    if not ((".self_attn." in n or ".mlp." in n or n in ("model.embed_tokens.weight", "lm_head.weight"))
+            and w.ndim == 2):
         assert np.array_equal(got[n], w.astype(np.float32)), n  # the rest untouched
         continue
     rounded = got[n].astype(np.float64)
@@ -282,7 +289,7 @@ for n, w in base.items():
     moved = max(moved, float(np.abs(rounded - w).max()))
     checked += 1
 print("# q4k: matrices", checked, "most values in a sub-block", most, "relative distance to the base", far, "moved", moved)
-assert checked > 0 and most <= 16, most
+assert checked == 2 * 7 + 2 and most <= 16, (checked, most)  # 2 layers x 7, the embeddings and the head
 assert far < 0.1, far  # the 4-bit grid of the base's own range
 assert moved > 1e-4, moved  # the rounding is visible
 PY

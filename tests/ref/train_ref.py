@@ -45,10 +45,12 @@ The float32 cases stay under 2e-6.
 
 The "base" cases train LoRA over a frozen base packed as grpo-update
 --base-weights q8, q4k or bf16 packs it (lib/model/pack.c, model_pack_frozen):
-the driver writes the packed matrices as its kernels read them ("base.*",
-exact), and the float64 reference runs on those values, so the float32
-tolerances hold (measured: gradients 1.0e-6 to 3.9e-6, logp 1.5e-7 to
-2.3e-7; a mixture's experts each packed apart). The "mxfp4" cases keep a
+every layer matrix, the embeddings and the LM head (a tied head once, the
+embeddings' blocks), which the case requires; the driver writes the packed
+matrices as its kernels read them ("base.*", exact), and the float64
+reference runs on those values, so the float32 tolerances hold (measured:
+gradients 1.0e-6 to 5.8e-6, logp 1.2e-7 to 3.3e-7; a mixture's experts each
+packed apart). The "mxfp4" cases keep a
 gpt-oss's MXFP4 experts (make_oss_mxfp4.py) as the file's blocks; the
 reference takes transformers' dequantization of them (model_ref.hf_model),
 which the values the kernels read must equal exactly (gradients 1.7e-6 to
@@ -118,6 +120,19 @@ CASES = {
     "qwen3-lora-q4kbase-seq-micro-recompute": dict(arch="qwen3", sequence_level=True, base_weights="q4k",
                                                    micro_seqs=2, recompute=True,
                                                    lora=dict(r=4, alpha=8, targets="q,v,down", rslora=False, seed=8)),
+    # a tied head: the embeddings packed once, read by the lookup (rows
+    # dequantized) and by the head's products (forward and dX) alike; of a
+    # trained model's scale, so that rounding them moves logp by less than
+    # the old log-probs' noise (N(0, 1) ones: by units, the ratios exp(units))
+    "llama-tied-lora-q8base-beta": dict(arch="llama", tied=True, beta=0.04, base_weights="q8", embed_scale=0.25,
+                                        lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=3)),
+    "llama-tied-lora-q4kbase-micro-recompute": dict(arch="llama", tied=True, base_weights="q4k", embed_scale=0.25,
+                                                    micro_seqs=2,
+                                                    recompute=True,
+                                                    lora=dict(r=4, alpha=8, targets="q,v,down", rslora=False,
+                                                              seed=4)),
+    "llama-tied-lora-bf16base": dict(arch="llama", tied=True, base_weights="bf16", embed_scale=0.25,
+                                     lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=5)),
     "qwen3-lora-bf16base-seq-micro-recompute": dict(arch="qwen3", sequence_level=True, base_weights="bf16",
                                                     micro_seqs=2, recompute=True,
                                                     lora=dict(r=8, alpha=16, targets="all", rslora=False, seed=5)),
@@ -493,6 +508,13 @@ def run(case_name, work):
                     for k in base_keys)
         if moved == 0 and case["base_weights"] != "mxfp4":
             print("the packed base equals the float32 one: nothing was packed")
+            return 1
+        # the embeddings and the head are the base's too, packed in its format (a tied head
+        # once); an mxfp4 base packs its experts only
+        globals_ = ["model.embed_tokens.weight"] + ([] if tied else ["lm_head.weight"])
+        unpacked = [k for k in globals_ if "base." + k not in ours]
+        if case["base_weights"] != "mxfp4" and unpacked:
+            print(f"not packed with the base: {unpacked}")
             return 1
         if moved != 0 and case["base_weights"] == "mxfp4":  # MXFP4's values are exact in float32
             print(f"the MXFP4 experts as the kernels read them differ from transformers' by {moved:.3g}")

@@ -335,6 +335,7 @@ static inline const backend *fake_device(void) {
         .matmul_forward_packed = fd_matmul_forward_packed, /* w_packed in its memory (cuda's: MXFP4 only) */
         .matmul_forward_frozen = NULL,
         .matmul_backward_frozen = NULL,
+        .gather_rows_packed = NULL,
         .matmul_backward = fd_matmul_backward,
         .rope_cos_sin = fd_rope_cos_sin,
         .rope_forward = fd_rope_forward,

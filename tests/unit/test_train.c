@@ -474,9 +474,11 @@ static int add_f32(st_writer *w, const char *name, int ndim, int64_t rows, int64
     return 0;
 }
 
-/* The matrices of m packed as a frozen base (each expert's apart), as its
- * kernels read them: I W^T through matmul_forward_frozen (each output one
- * product of 1 and a weight, exact), written as "base." + the HF name
+/* The matrices of m packed as a frozen base (each expert's apart; the
+ * embeddings and the LM head, once when tied), as its kernels read them:
+ * I W^T through matmul_forward_frozen (each output one product of 1 and a
+ * weight, exact; the embedding lookup's rows are these bit for bit,
+ * test_packed_rows), written as "base." + the HF name
  * (gpt_oss's stacked experts per slice, as their gradients) from *keep (the
  * writer holds the pointers: the caller frees *keep after st_write). */
 static int add_base(st_writer *w, const model *m, float **keep) {
@@ -487,7 +489,7 @@ static int add_base(st_writer *w, const model *m, float **keep) {
     int rc = 0;
     for (size_t i = 0; i < nt && !rc; i++) {
         int p = refs[i].param, n = (int)refs[i].rows, k = (int)refs[i].cols;
-        if (m->held[p] != HOLD_PACKED || p == P_LM_HEAD) continue;
+        if (m->held[p] != HOLD_PACKED) continue; /* the embeddings and an untied head too */
         float *id = calloc((size_t)k * k, sizeof *id), *wt = malloc(sizeof(float) * (size_t)k * n);
         float *rows = *keep + off;
         off += (size_t)n * k;
