@@ -37,7 +37,9 @@
  * (15 + t/10) / (max - min), t = -10 .. 10, each fitted by least squares);
  * then d = max a / 63 and dmin = max b / 63 rounded to f16, the 6-bit sc
  * and mn rounded from a / d and b / dmin, and each code the nearest one
- * under those final, rounded scales. Deterministic, row by row.
+ * under those final, rounded scales. Deterministic, row by row; the
+ * portable code (packed_q4k_quant.c) and AVX-512's (eight sub-blocks side
+ * by side, each lane the same double arithmetic) give the same blocks.
  *
  * Numerics (q4kw_matmul, q4kw_matmul_t): as packed_mxfp4.h's: float32
  * activations, each output one float32 fused multiply-add chain in order
@@ -73,8 +75,13 @@ const char *q4kw_block_fault(const unsigned char block[Q4KW_GGUF_BYTES]);
  * dst[q4kw_bytes(n, k)]: the codes and scales moved, not requantized. */
 void q4kw_pack_gguf(void *dst, const void *blocks, int n, int k);
 
-/* W [n, k] float32 quantized as above into dst[q4kw_bytes(n, k)]. */
+/* W [n, k] float32 quantized as above into dst[q4kw_bytes(n, k)], on the
+ * fastest path; OpenMP over panels. */
 void q4kw_pack(void *dst, const float *w, int n, int k);
+
+/* The same on the given path (AVX-512, else the portable code: the same
+ * blocks): false (nothing written) when this CPU lacks it. */
+bool q4kw_pack_isa(packed_isa isa, void *dst, const float *w, int n, int k);
 
 /* Dequantizes to W [n, k] float32: the values above, exactly. */
 void q4kw_unpack(float *dst, const void *src, int n, int k);
