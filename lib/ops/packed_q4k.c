@@ -149,11 +149,28 @@ static void matmul_scalar(float *out, const float *in, const void *w, const floa
     }
 }
 
+/* W[i0 .. i0+32)[c0 .. c0+nc) as s[c][j]: whole sub-blocks of 32 columns, zero past n. */
+static void decode_f(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    float col[PT_CC];
+    for (int j = 0; j < PT_TK; j++) {
+        if (i0 + j < n) column_weights(w, i0 + j, k, c0 / Q4KW_K_SUB, (c0 + nc) / Q4KW_K_SUB, col);
+        for (int c = 0; c < nc; c++) s[(size_t)c * PT_TK + j] = i0 + j < n ? col[c] : 0.0f;
+    }
+}
+
+#if Q4KW_X86
+static const pt_decode_fn decoders_f[PACKED_ISAS] = {decode_f, q4kw_decode_f_avx2, q4kw_decode_f_avx512};
+#else
+static const pt_decode_fn decoders_f[PACKED_ISAS] = {decode_f, decode_f, decode_f};
+#endif
+
 bool q4kw_matmul_isa(packed_isa isa, float *out, const float *in, const void *w, const float *bias, int m, int k,
                      int n) {
     assert(k % Q4KW_K_SUB == 0);
     if (!packed_isa_has(isa)) return false;
     if (m <= 0 || n <= 0) return true;
+    /* many rows: each chunk of W decoded once for PT_RC rows (packed_tile.h), the same chains */
+    if (m >= Q4KW_TILE_ROWS) return pt_matmul(isa, decoders_f, out, in, w, bias, m, k, n);
     switch (isa) {
 #if Q4KW_X86
     case PACKED_AVX512: q4kw_matmul_avx512(out, in, w, bias, m, k, n); break;

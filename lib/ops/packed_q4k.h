@@ -45,7 +45,9 @@
  * activations, each output one float32 fused multiply-add chain in order
  * from +0 over the exact dequantized weights (then + bias): packed_tile.h's
  * bits, the same on every path (portable, AVX2, AVX-512), thread count and
- * batch composition.
+ * batch composition. q4kw_matmul decodes the codes in registers for every
+ * few rows below 16 rows (decode), and from 16 rows (a micro-batch's
+ * tokens) once per tile of packed_tile.h for up to 64 rows.
  *
  * Callers guarantee k % 32 == 0 (asserted). */
 #ifndef GRPO_OPS_PACKED_Q4K_H
@@ -87,7 +89,8 @@ bool q4kw_pack_isa(packed_isa isa, void *dst, const float *w, int n, int k);
 void q4kw_unpack(float *dst, const void *src, int n, int k);
 
 /* out[m, n] = in[m, k] @ W^T (+ bias[n]) as above, through the fastest
- * path (packed_isa_best()); OpenMP over panels and rows. */
+ * path (packed_isa_best()); OpenMP over panels and rows (over tiles from
+ * 16 rows). */
 void q4kw_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 
 /* The same on the given path: false (nothing written) when this CPU lacks it. */

@@ -20,7 +20,11 @@ enum {
     Q4KW_SC_AT = 8 * Q4KW_NR,
     Q4KW_MN_AT = Q4KW_SC_AT + Q4KW_SUBS * Q4KW_NR,
     Q4KW_HEAD_BYTES = Q4KW_MN_AT + Q4KW_SUBS * Q4KW_NR, /* 384 */
-    Q4KW_SUPER_BYTES = Q4KW_HEAD_BYTES + Q4KW_SUBS * Q4KW_CODE_BYTES
+    Q4KW_SUPER_BYTES = Q4KW_HEAD_BYTES + Q4KW_SUBS * Q4KW_CODE_BYTES,
+    /* from this many rows on, q4kw_matmul decodes W once per tile of
+     * packed_tile.h for up to 64 rows; below, its own kernels decode in
+     * registers for every 8 rows (the same bits either way) */
+    Q4KW_TILE_ROWS = 16
 };
 
 static inline size_t q4kw_panel_bytes(int k) {
@@ -58,9 +62,11 @@ void q4kw_scales(const double *a, const double *b, int subs, q4kw_super *out);
 void q4kw_quantize_avx512(const float *x, int subs, q4kw_super *out);
 void q4kw_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 void q4kw_matmul_avx512(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
-/* pt_decode_fn's for q4kw_matmul_t */
+/* pt_decode_fn's for q4kw_matmul_t (_t) and for q4kw_matmul on many rows (_f) */
 void q4kw_decode_t_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
 void q4kw_decode_t_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void q4kw_decode_f_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void q4kw_decode_f_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
 #else
 #define Q4KW_X86 0
 #endif
