@@ -106,6 +106,35 @@ bool q4kw_pack_isa(packed_isa isa, void *dst, const float *w, int n, int k) {
 
 void q4kw_pack(void *dst, const float *w, int n, int k) { q4kw_pack_isa(packed_isa_best(), dst, w, n, k); }
 
+/* sb as a GGUF block: gguf_source's inverse (d and dmin are f16 values). */
+static void gguf_block(unsigned char *block, const q4kw_super *sb) {
+    uint16_t d = f32_to_f16(sb->d), dmin = f32_to_f16(sb->dmin);
+    unsigned char *sc = block + 4, *qs = block + 16;
+    block[0] = (unsigned char)d, block[1] = (unsigned char)(d >> 8);
+    block[2] = (unsigned char)dmin, block[3] = (unsigned char)(dmin >> 8);
+    for (int s = 0; s < 4; s++) { /* get_scale_min_k4's packing */
+        sc[s] = (unsigned char)(sb->sc[s] | (sb->sc[s + 4] >> 4) << 6);
+        sc[s + 4] = (unsigned char)(sb->mn[s] | (sb->mn[s + 4] >> 4) << 6);
+        sc[s + 8] = (unsigned char)((sb->sc[s + 4] & 15) | (sb->mn[s + 4] & 15) << 4);
+    }
+    memset(qs, 0, Q4KW_GGUF_BYTES - 16);
+    for (int s = 0; s < Q4KW_SUBS; s++)
+        for (int i = 0; i < Q4KW_K_SUB; i++)
+            qs[32 * (s / 2) + i] |= (unsigned char)((sb->code[s][i / 8] >> 4 * (i % 8) & 15) << 4 * (s % 2));
+}
+
+void q4kw_quantize_gguf(void *blocks, const float *x, size_t n) {
+    assert(n % Q4KW_K_SUPER == 0);
+    packed_isa isa = packed_isa_best();
+    long supers = (long)(n / Q4KW_K_SUPER);
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < supers; b++) {
+        q4kw_super sb;
+        q4kw_quantize(isa, x + (size_t)b * Q4KW_K_SUPER, Q4KW_SUBS, &sb);
+        gguf_block((unsigned char *)blocks + (size_t)b * Q4KW_GGUF_BYTES, &sb);
+    }
+}
+
 /* Column col's weights of sub-blocks u0 .. u1 - 1: out[(u - u0) * 32 + i]. */
 static void column_weights(const void *w, int col, int k, int u0, int u1, float *out) {
     const unsigned char *panel = (const unsigned char *)w + (size_t)(col / Q4KW_NR) * q4kw_panel_bytes(k);

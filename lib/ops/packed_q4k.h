@@ -85,6 +85,11 @@ void q4kw_pack(void *dst, const float *w, int n, int k);
  * blocks): false (nothing written) when this CPU lacks it. */
 bool q4kw_pack_isa(packed_isa isa, void *dst, const float *w, int n, int k);
 
+/* n values (a multiple of 256) quantized as q4kw_pack quantizes them,
+ * written as n / 256 GGUF Q4_K blocks: q4kw_pack_gguf of rows of them gives
+ * q4kw_pack's bytes (a GGUF writer's Q4_K: lib/formats/gguf_quant.h). */
+void q4kw_quantize_gguf(void *blocks, const float *x, size_t n);
+
 /* Dequantizes to W [n, k] float32: the values above, exactly. */
 void q4kw_unpack(float *dst, const void *src, int n, int k);
 

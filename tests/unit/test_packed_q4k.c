@@ -2,7 +2,7 @@
  * worked out by hand from ggml's block_q4_K, GGUF blocks unpacked to
  * quant.c's dequantizer bit for bit (gguf-py's, tests/ref/q4k_ref.py checks
  * against it directly), the quantizer's error and edge cases, its paths
- * (portable, AVX-512) giving the same blocks. The products
+ * (portable, AVX-512) giving the same blocks, and its GGUF blocks. The products
  * (float64 bound, paths, threads, batch composition) are in
  * test_packed_tile.c with the other formats.
  *
@@ -190,6 +190,21 @@ static void test_quantizer_paths(void) {
         }
     printf("#   %d packings compared\n", compared);
     CHECK_EQ_INT(differ, 0);
+
+    TEST("q4kw_quantize_gguf: its blocks, packed (q4kw_pack_gguf), are q4kw_pack's bytes");
+    enum { R = 19, K = 768 };
+    float *w = malloc(sizeof(float) * R * K);
+    unsigned char *blocks = malloc((size_t)R * (K / Q4KW_K_SUPER) * Q4KW_GGUF_BYTES);
+    unsigned char *a = malloc(q4kw_bytes(R, K)), *b = malloc(q4kw_bytes(R, K));
+    CHECK(w && blocks && a && b);
+    if (w && blocks && a && b) {
+        for (size_t i = 0; i < (size_t)R * K; i++) w[i] = path_value((int)(i / K % 9), i, K);
+        q4kw_quantize_gguf(blocks, w, (size_t)R * K);
+        q4kw_pack_gguf(a, blocks, R, K);
+        q4kw_pack(b, w, R, K);
+        CHECK(memcmp(a, b, q4kw_bytes(R, K)) == 0);
+    }
+    free(w), free(blocks), free(a), free(b);
 }
 
 static void test_edges(void) {
