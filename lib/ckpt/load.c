@@ -70,13 +70,14 @@ static int load_adapter_packed(const char *path, model *base, lora *l, weight_ch
 /* A checkpoint trained on a frozen base packed in fmt, for inference as
  * the trainer runs it (grpo-update's policy.c): the base loaded as float32
  * and packed by model_pack_frozen (MXFP4: its experts written packed from
- * the file's blocks, the rest float32 rows), the adapter kept unmerged in
+ * the file's blocks, the rest float32 rows; q4k: as the trainer loads it,
+ * a Q4_K file's matrices its blocks), the adapter kept unmerged in
  * m->adapter. */
 static int load_frozen_adapter(model *m, const char *path, weight_format fmt, gerr *e) {
     lora *l = xcalloc(1, sizeof *l);
-    int rc = fmt == WEIGHTS_MXFP4
-                 ? load_adapter_packed(path, m, l, (weight_choice){.fmt = fmt, .keep_mxfp4 = true, .frozen = true}, e)
-                 : load_adapter_dir(path, m, l, NULL, NULL, e);
+    weight_choice w = {.fmt = fmt, .keep_mxfp4 = fmt == WEIGHTS_MXFP4, .frozen = true};
+    int rc = fmt == WEIGHTS_MXFP4 || fmt == WEIGHTS_Q4K ? load_adapter_packed(path, m, l, w, e)
+                                                        : load_adapter_dir(path, m, l, NULL, NULL, e);
     if (rc) {
         free(l);
         return rc;
@@ -96,21 +97,24 @@ static int load_frozen_adapter(model *m, const char *path, weight_format fmt, ge
  * only MXFP4 experts, carry no adapter), every other matrix float32 for the
  * merge, packed later. A
  * checkpoint trained on a packed frozen base (grpo-update --base-weights
- * bf16|q8) merges into that base's values, the model it trained
- * (model_round_frozen), not the file's; for inference, when w follows the
- * frozen base (auto) or names its format, it runs on that base unmerged
- * instead (load_frozen_adapter; *plan then packs nothing more). */
+ * bf16|q8|q4k) merges into that base's values, the model it trained
+ * (model_round_frozen; a q4k base's Q4_K matrices read as the file's blocks,
+ * as the trainer reads them, then widened), not the file's; for inference,
+ * when w follows the frozen base (auto) or names its format, it runs on that
+ * base unmerged instead (load_frozen_adapter; *plan then packs nothing more). */
 static int load_merged_adapter(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     lora l;
     pack_plan base_plan = {0};
-    weight_choice base_w = {.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4};
     weight_format base_fmt;
     int rc = ckpt_base_weights_read(path, &base_fmt, e);
     if (rc) return rc;
     if (w && base_fmt != WEIGHTS_F32 && (w->frozen_base || w->fmt == base_fmt))
         return load_frozen_adapter(m, path, base_fmt, e);
-    if ((rc = load_adapter_dir(path, m, &l, w ? &base_w : NULL, &base_plan, e))) return rc;
-    if ((rc = model_round_frozen(m, base_fmt, e))) {
+    bool q4k = base_fmt == WEIGHTS_Q4K;
+    weight_choice base_w = q4k ? (weight_choice){.fmt = WEIGHTS_Q4K, .frozen = true}
+                               : (weight_choice){.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4};
+    if ((rc = load_adapter_dir(path, m, &l, w || q4k ? &base_w : NULL, &base_plan, e))) return rc;
+    if ((rc = model_round_frozen(m, base_fmt, &base_plan, e))) {
         lora_free(&l);
         pack_plan_free(&base_plan);
         model_free(m);
@@ -120,10 +124,10 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
     lora_free(&l);
     if (w) {
         model_plan_packing(m, *w, plan);
-        for (size_t i = 0; i < plan->n_tensors && i < base_plan.n_tensors; i++)
+        for (size_t i = 0; !q4k && i < plan->n_tensors && i < base_plan.n_tensors; i++) /* widened when q4k */
             plan->verbatim[i] = base_plan.verbatim[i];
-        pack_plan_free(&base_plan);
     }
+    pack_plan_free(&base_plan);
     return 0;
 }
 

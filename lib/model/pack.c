@@ -309,7 +309,7 @@ int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
     return rc;
 }
 
-int model_round_frozen(model *m, weight_format fmt, gerr *e) {
+int model_round_frozen(model *m, weight_format fmt, const pack_plan *loaded, gerr *e) {
     if (fmt == WEIGHTS_F32 || fmt == WEIGHTS_MXFP4) return 0; /* float32's values, or the file's MXFP4 ones */
     pack_plan p;
     model_plan_packing(m, (weight_choice){.fmt = fmt}, &p);
@@ -322,7 +322,9 @@ int model_round_frozen(model *m, weight_format fmt, gerr *e) {
         const model_tensor_ref *r = &refs[i];
         if (p.hold[r->param] != HOLD_PACKED || r->param == P_LM_HEAD) continue; /* model_pack_frozen's */
         size_t n = (size_t)r->rows * (size_t)r->cols;
-        if (fmt == WEIGHTS_BF16) {
+        /* the file's blocks, written in place by the loader: their values as they are */
+        bool blocks = loaded && i < loaded->n_tensors && loaded->verbatim[i] && loaded->as[r->param] == fmt;
+        if (fmt == WEIGHTS_BF16 && !blocks) {
             for (size_t j = 0; j < n; j++) {
                 uint32_t bits = (uint32_t)bf16w_round(r->dst[j]) << 16;
                 memcpy(&r->dst[j], &bits, sizeof bits);
@@ -331,7 +333,8 @@ int model_round_frozen(model *m, weight_format fmt, gerr *e) {
         }
         size_t bytes = weights_packed_bytes(fmt, (int)r->rows, (int)r->cols);
         if (bytes > cap) free(tmp), tmp = xmalloc(cap = bytes);
-        weights_pack(fmt, tmp, r->dst, (int)r->rows, (int)r->cols);
+        if (blocks) memcpy(tmp, r->dst, bytes);
+        else weights_pack(fmt, tmp, r->dst, (int)r->rows, (int)r->cols);
         weights_unpack(fmt, r->dst, tmp, (int)r->rows, (int)r->cols);
     }
     free(tmp), free(refs);

@@ -13,9 +13,9 @@
 # than 2^-12 (else the products were not bf16); skipped on a CPU without
 # AVX-512 BF16. LoRA over a frozen base packed in q8, q4k or bf16 (grpo-update
 # --base-weights; a mixture's experts each packed apart), or a gpt-oss's
-# MXFP4 experts kept as the file's blocks (--base-weights mxfp4), against the
-# reference on the dequantized values the kernels read, to the float32
-# tolerance (1e-4).
+# MXFP4 experts kept as the file's blocks (--base-weights mxfp4), or a Q4_K
+# GGUF's blocks (--base-weights q4k), against the reference on the
+# dequantized values the kernels read, to the float32 tolerance (1e-4).
 # needs: venv
 load helpers
 
@@ -77,6 +77,9 @@ grad_case() {
 @test "gradient vs autograd: llama, LoRA over a frozen q4k base, beta" { grad_case llama-lora-q4kbase-beta; }
 @test "gradient vs autograd: qwen3, LoRA q,v,down over a frozen q4k base, sequence importance, micro-batches, --recompute" {
     grad_case qwen3-lora-q4kbase-seq-micro-recompute
+}
+@test "gradient vs autograd: qwen2, LoRA over a Q4_K GGUF's blocks as they are (random blocks), beta" {
+    grad_case qwen2-lora-q4kgguf-beta
 }
 @test "gradient vs autograd: qwen3, LoRA over a frozen bf16 base, sequence importance, --recompute" {
     grad_case qwen3-lora-bf16base-seq-micro-recompute
