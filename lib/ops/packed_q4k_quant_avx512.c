@@ -1,9 +1,12 @@
 /* The Q4_K quantizer on AVX-512F (packed_q4k_quant.c's blocks): the eight
  * sub-blocks of a super-block side by side, lane s of every vector the
  * portable code's double for sub-block s, computed by the same operations
- * in the same order (sums over the 32 values in order, no fused
- * multiply-add, round to nearest even as nearbyint, min and max as its
- * comparisons), so every lane's result is the portable one bit for bit. */
+ * in the same order (sums over the 32 values in order, a fused
+ * multiply-add only where the product is exact, round to nearest even as
+ * nearbyint, min and max as its comparisons), so every lane's result is
+ * the portable one bit for bit. Three of the 21 candidate codings run at
+ * once: their chains of sums are independent, which the core overlaps; the
+ * best is then taken in the portable code's order. */
 #include "packed_q4k_kernels.h"
 
 #if Q4KW_X86
@@ -26,15 +29,9 @@ INLINE __m512d clamp(__m512d v, double top) {
     return _mm512_min_pd(_mm512_max_pd(v, _mm512_setzero_pd()), _mm512_set1_pd(top));
 }
 
-/* fit() of each lane for codes q: (a, b) and the squared error. */
-INLINE __m512d fit8(const __m512d *xt, const __m512d *q, __m512d sx, __m512d *a, __m512d *b) {
+/* fit()'s (a, b) of each lane from the sums over its codes q. */
+INLINE void solve(__m512d sq, __m512d sqq, __m512d sx, __m512d sxq, __m512d *a, __m512d *b) {
     const __m512d n = _mm512_set1_pd(Q4KW_K_SUB), zero = _mm512_setzero_pd();
-    __m512d sq = zero, sqq = zero, sxq = zero;
-    for (int i = 0; i < Q4KW_K_SUB; i++) {
-        sq = _mm512_add_pd(sq, q[i]);
-        sqq = _mm512_add_pd(sqq, _mm512_mul_pd(q[i], q[i]));
-        sxq = _mm512_add_pd(sxq, _mm512_mul_pd(xt[i], q[i]));
-    }
     __m512d det = _mm512_sub_pd(_mm512_mul_pd(n, sqq), _mm512_mul_pd(sq, sq));
     __mmask8 pos = _mm512_cmp_pd_mask(det, zero, _CMP_GT_OQ);
     __m512d mean = _mm512_div_pd(negate(sx), n); /* -sx / n */
@@ -46,20 +43,45 @@ INLINE __m512d fit8(const __m512d *xt, const __m512d *q, __m512d sx, __m512d *a,
     ca = _mm512_mask_mov_pd(ca, bneg, _mm512_maskz_mov_pd(qpos, _mm512_div_pd(sxq, sqq)));
     __mmask8 aneg = _mm512_cmp_pd_mask(ca, zero, _CMP_LT_OQ);
     __mmask8 mpos = _mm512_cmp_pd_mask(mean, zero, _CMP_GT_OQ);
-    ca = _mm512_mask_mov_pd(ca, aneg, zero);
-    cb = _mm512_mask_mov_pd(cb, aneg, _mm512_maskz_mov_pd(mpos, mean));
-    __m512d err = zero;
-    for (int i = 0; i < Q4KW_K_SUB; i++) {
-        __m512d e = _mm512_sub_pd(_mm512_sub_pd(_mm512_mul_pd(ca, q[i]), cb), xt[i]);
-        err = _mm512_add_pd(err, _mm512_mul_pd(e, e));
-    }
-    *a = ca, *b = cb;
-    return err;
+    *a = _mm512_mask_mov_pd(ca, aneg, zero);
+    *b = _mm512_mask_mov_pd(cb, aneg, _mm512_maskz_mov_pd(mpos, mean));
 }
 
-/* quantize_sub() of each lane: the best (a, b) over the 21 candidates. */
+enum { TOGETHER = 3 }; /* candidates side by side: 21 = 7 x 3 */
+
+/* Candidates t .. t + 2 side by side (independent chains of sums for the
+ * core to overlap): each lane's codes, fit() and squared error. */
+INLINE void candidates(const __m512d *xt, const __m512d *xs, __m512d sx, __m512d range, int t, __m512d *a, __m512d *b,
+                       __m512d *err) {
+    const __m512d zero = _mm512_setzero_pd(), top = _mm512_set1_pd(15);
+    __m512d q[TOGETHER][Q4KW_K_SUB], sq[TOGETHER], sqq[TOGETHER], sxq[TOGETHER], iscale[TOGETHER];
+#pragma GCC unroll 3
+    for (int c = 0; c < TOGETHER; c++)
+        sq[c] = sqq[c] = sxq[c] = zero, iscale[c] = _mm512_div_pd(_mm512_set1_pd(15 + 0.1 * (t + c)), range);
+    for (int i = 0; i < Q4KW_K_SUB; i++)
+#pragma GCC unroll 3
+        for (int c = 0; c < TOGETHER; c++) {
+            /* x - lo >= 0 and iscale > 0 (where live): no code below 0 to clamp */
+            q[c][i] = _mm512_min_pd(_mm512_roundscale_pd(_mm512_mul_pd(xs[i], iscale[c]), NEAREST), top);
+            /* q q and x q are exact in double: a fused add rounds as the sum does */
+            sq[c] = _mm512_add_pd(sq[c], q[c][i]);
+            sqq[c] = _mm512_fmadd_pd(q[c][i], q[c][i], sqq[c]);
+            sxq[c] = _mm512_fmadd_pd(xt[i], q[c][i], sxq[c]);
+        }
+#pragma GCC unroll 3
+    for (int c = 0; c < TOGETHER; c++) solve(sq[c], sqq[c], sx, sxq[c], &a[c], &b[c]), err[c] = zero;
+    for (int i = 0; i < Q4KW_K_SUB; i++)
+#pragma GCC unroll 3
+        for (int c = 0; c < TOGETHER; c++) {
+            __m512d e = _mm512_sub_pd(_mm512_sub_pd(_mm512_mul_pd(a[c], q[c][i]), b[c]), xt[i]);
+            err[c] = _mm512_add_pd(err[c], _mm512_mul_pd(e, e));
+        }
+}
+
+/* quantize_sub() of each lane: the best (a, b) over the 21 candidates, the
+ * first of the least error in the portable code's order. */
 INLINE void fit_subs(const __m512d *xt, __m512d *a, __m512d *b) {
-    __m512d lo = _mm512_setzero_pd(), hi = xt[0], sx = _mm512_setzero_pd(), xs[Q4KW_K_SUB], q[Q4KW_K_SUB];
+    __m512d lo = _mm512_setzero_pd(), hi = xt[0], sx = _mm512_setzero_pd(), xs[Q4KW_K_SUB];
     for (int i = 0; i < Q4KW_K_SUB; i++) {
         lo = _mm512_min_pd(xt[i], lo), hi = _mm512_max_pd(xt[i], hi);
         sx = _mm512_add_pd(sx, xt[i]);
@@ -68,13 +90,14 @@ INLINE void fit_subs(const __m512d *xt, __m512d *a, __m512d *b) {
     __mmask8 live = _mm512_cmp_pd_mask(hi, lo, _CMP_GT_OQ); /* else a = 0, b = -lo */
     __m512d range = _mm512_sub_pd(hi, lo), best = _mm512_set1_pd(INFINITY);
     *a = _mm512_setzero_pd(), *b = negate(lo);
-    for (int t = -10; t <= 10; t++) {
-        __m512d iscale = _mm512_div_pd(_mm512_set1_pd(15 + 0.1 * t), range), ca, cb;
-        for (int i = 0; i < Q4KW_K_SUB; i++) q[i] = clamp(_mm512_roundscale_pd(_mm512_mul_pd(xs[i], iscale), NEAREST), 15);
-        __m512d err = fit8(xt, q, sx, &ca, &cb);
-        __mmask8 better = live & _mm512_cmp_pd_mask(err, best, _CMP_LT_OQ);
-        best = _mm512_mask_mov_pd(best, better, err);
-        *a = _mm512_mask_mov_pd(*a, better, ca), *b = _mm512_mask_mov_pd(*b, better, cb);
+    for (int t = -10; t <= 10; t += TOGETHER) {
+        __m512d ca[TOGETHER], cb[TOGETHER], err[TOGETHER];
+        candidates(xt, xs, sx, range, t, ca, cb, err);
+        for (int c = 0; c < TOGETHER; c++) { /* in order: the first of the least error */
+            __mmask8 better = live & _mm512_cmp_pd_mask(err[c], best, _CMP_LT_OQ);
+            best = _mm512_mask_mov_pd(best, better, err[c]);
+            *a = _mm512_mask_mov_pd(*a, better, ca[c]), *b = _mm512_mask_mov_pd(*b, better, cb[c]);
+        }
     }
 }
 
