@@ -53,10 +53,11 @@ static bool fits_in_place(weight_format fmt, int n, int k) {
     return weights_packed_bytes(fmt, n, k) <= (size_t)n * k * sizeof(float);
 }
 
-/* W [n, k] rewritten in format fmt in its own place, through tmp. */
-static void pack_in_place(weight_format fmt, float *w, float *tmp, int n, int k) {
-    memcpy(tmp, w, (size_t)n * k * sizeof *w);
-    weights_pack(fmt, w, tmp, n, k);
+/* W [n, k] rewritten in format fmt in its own place, packed into tmp
+ * (weights_packed_bytes(fmt, n, k) of it) and copied back. */
+static void pack_in_place(weight_format fmt, float *w, void *tmp, int n, int k) {
+    weights_pack(fmt, tmp, w, n, k);
+    memcpy(w, tmp, weights_packed_bytes(fmt, n, k));
 }
 
 const char *weight_format_name(weight_format fmt) {
@@ -232,7 +233,7 @@ int model_pack_loaded(pack_plan *p, size_t i, const model_tensor_ref *r, gerr *e
     if (!p->pack_early || p->refused.code || p->hold[r->param] != HOLD_PACKED || p->verbatim[i] || p->early[i] ||
         p->as[r->param] == WEIGHTS_MXFP4)
         return 0;
-    float *tmp = malloc((size_t)r->rows * (size_t)r->cols * sizeof *tmp);
+    void *tmp = malloc(weights_packed_bytes(p->as[r->param], (int)r->rows, (int)r->cols));
     if (!tmp) return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
     pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
     free(tmp);
