@@ -285,13 +285,14 @@ build/bench/%: bench/%.c $(wildcard bench/*.h) build/libgrpo.a $(DEV_LIB) $(DEV_
 
 bench: deps
 	@$(MAKE) --no-print-directory all build/bench/bench_model build/bench/bench_reward build/bench/bench_judge_cache \
-		build/bench/bench_q8 build/bench/bench_bf16 build/bench/bench_mxfp4 build/bench/bench_gemm_bf16 venv models llama-native \
-		build/bench/llama_decode
+		build/bench/bench_q8 build/bench/bench_bf16 build/bench/bench_mxfp4 build/bench/bench_q4k build/bench/bench_gemm_bf16 \
+		venv models llama-native build/bench/llama_decode
 	@sh bench/stream.sh
 	@sh bench/model.sh
 	@build/bench/bench_q8
 	@build/bench/bench_bf16
 	@build/bench/bench_mxfp4
+	@build/bench/bench_q4k
 	@build/bench/bench_gemm_bf16
 	@sh bench/update.sh
 	@sh bench/qlora.sh

@@ -3,12 +3,18 @@
 # other flag at its default) per shape and --base-weights format, on
 # 4 prompts x 2 completions x (64 + 64) tokens (1,024 tokens, one
 # micro-batch; bench/make_batch.py, the same batch for every shape): seconds
-# (the metrics line's, model load and batch read included), tokens/s, its
-# ratio to the float32 base's (goal: >= 0.8x where both fit) and peak RSS
-# (/usr/bin/time; goal: the 7B shape within 12 GB with a q4k base).
-# Shapes: SmolLM2-135M (the Q4_1 GGUF of make models), and random models of
+# (the metrics line's, model load and batch read included), split into the
+# load (everything before the step) and the step (--progress's "step 1"
+# phase), tokens/s, its ratio to the float32 base's (goal: >= 0.8x where
+# both fit) and peak RSS (/usr/bin/time; goal: the 7B shape within 12 GB
+# with a q4k base).
+# Shapes: SmolLM2-135M (the Q4_1 GGUF of make models), random models of
 # Qwen2.5-1.5B's and Qwen2.5-7B's shapes (bench/dense_shape.py writes them
-# once into build/bench: 1.6 GB and 8.1 GB of Q8_0). Last, q4k with
+# once into build/bench: 1.6 GB and 8.1 GB of Q8_0), and qwen2.5-1.5b-q4k,
+# the 1.5B one with its layer matrices Q4_K (tests/ref/q4k_gguf.py's
+# quantizer; 0.99 GB), which a q4k base takes as its blocks, quantizing
+# nothing (rows f32, q4k, q4k-recompute unless BENCH_QLORA_FORMATS; the
+# peer is qwen2.5-1.5b's). Last, q4k with
 # --recompute (each layer's input kept, not its activations). A cell whose
 # estimate (parameters x bytes per weight, plus the activations autograd
 # keeps: 1,024 tokens x layers x (6 hidden + 3 FFN) floats, one layer's
@@ -17,7 +23,8 @@
 # same step in PyTorch eager with PEFT (bench/qlora_peer.py, .venv-peft),
 # skipped likewise where its float32 model would not fit.
 # No assertions: a benchmark prints.
-#   sh bench/qlora.sh [SHAPE ...]   (smollm2-135m qwen2.5-1.5b qwen2.5-7b, default all;
+#   sh bench/qlora.sh [SHAPE ...]   (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b, default all;
+#                                    BENCH_QLORA_RUNS=N each cell the fastest of N runs, default 1;
 #                                    BENCH_QLORA_FORMATS="f32 bf16 q8 q4k q4k-recompute" the rows,
 #                                    BENCH_PEER=0 skips PyTorch)
 set -eu
@@ -26,7 +33,7 @@ OUT=${BENCH_DIR:-build/bench}
 PY=.venv/bin/python
 PEER_PY=.venv-peft/bin/python
 mkdir -p "$OUT"
-[ $# -gt 0 ] || set -- smollm2-135m qwen2.5-1.5b qwen2.5-7b
+[ $# -gt 0 ] || set -- smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b
 "$PY" bench/make_batch.py "$OUT/qlora-batch.jsonl" 4 2 64 64
 tokens=1024
 mem_kb=$(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo)
@@ -37,42 +44,63 @@ fits() { # PARAMS BYTES_PER_WEIGHT [EXTRA_BYTES]: whether that many bytes fit in
 }
 echo "grpo-update --lora-r 16 --beta 0, one step on $tokens tokens (4 x 2 x (64 + 64)), $(nproc) threads;" \
     "seconds include the model load; memory $((mem_kb / 1048576)) GiB"
-printf '  %-13s %-13s %9s %9s %8s %10s %10s %8s\n' shape base seconds tokens/s "/ f32" "peak RSS" "PEFT t/s" "ours/PT"
+printf '  %-16s %-13s %9s %7s %7s %9s %8s %10s %10s %8s\n' shape base seconds load step tokens/s "/ f32" "peak RSS" \
+    "PEFT t/s" "ours/PT"
 for shape in "$@"; do
     case $shape in
     smollm2-135m) model=models/SmolLM2-135M-Instruct.Q4_1.gguf params=134515008 layers=30 dim=576 ffn=1536 ;;
     qwen2.5-1.5b) model=$OUT/qwen2.5-1.5b.gguf params=1543714304 layers=28 dim=1536 ffn=8960 ;;
+    qwen2.5-1.5b-q4k) model=$OUT/qwen2.5-1.5b-q4k.gguf params=1543714304 layers=28 dim=1536 ffn=8960 ;;
     qwen2.5-7b) model=$OUT/qwen2.5-7b.gguf params=7615616512 layers=28 dim=3584 ffn=18944 ;;
-    *) echo "bench/qlora.sh: unknown shape '$shape' (smollm2-135m qwen2.5-1.5b qwen2.5-7b)" >&2; exit 64 ;;
+    *) echo "bench/qlora.sh: unknown shape '$shape' (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b)" >&2; exit 64 ;;
     esac
     if [ "$shape" = smollm2-135m ] && [ ! -f "$model" ]; then
         echo "  $shape: $model missing (make models); skipped"
         continue
     fi
+    rows="f32 bf16 q8 q4k q4k-recompute"
+    if [ "$shape" = qwen2.5-1.5b-q4k ]; then
+        q8=$OUT/qwen2.5-1.5b.gguf
+        [ -f "$q8" ] || "$PY" bench/dense_shape.py build/llama.cpp/src/gguf-py "$q8" qwen2.5-1.5b
+        [ -f "$model" ] || "$PY" tests/ref/q4k_gguf.py "$q8" "$model" > /dev/null
+        rows="f32 q4k q4k-recompute"
+    fi
     [ -f "$model" ] || "$PY" bench/dense_shape.py build/llama.cpp/src/gguf-py "$model" "$shape"
     tps_f32=""
     act=$((tokens * layers * (6 * dim + 3 * ffn) * 4))
-    for row in ${BENCH_QLORA_FORMATS:-f32 bf16 q8 q4k q4k-recompute}; do
+    for row in ${BENCH_QLORA_FORMATS:-$rows}; do
         f=${row%-recompute} rc="" keep=$act
         [ "$f" = "$row" ] || rc=--recompute keep=$((act / layers))
         case $f in f32) b=4 ;; bf16) b=2 ;; q8) b=1.0625 ;; q4k) b=0.5625 ;; *) b=4 ;; esac
         if ! fits "$params" "$b" "$keep"; then
-            printf '  %-13s %-13s skipped: %s weights x %s bytes + %s MiB of activations exceed 90%% of %s GiB\n' \
+            printf '  %-16s %-13s skipped: %s weights x %s bytes + %s MiB of activations exceed 90%% of %s GiB\n' \
                 "$shape" "$row" "$params" "$b" "$((keep / 1048576))" "$((mem_kb / 1048576))"
             continue
         fi
-        rm -rf "$OUT/qlora-ckpt"
-        /usr/bin/time -f '%e %M' -o "$OUT/qlora-time" bin/grpo-update --model "$model" --in "$OUT/qlora-batch.jsonl" \
-            --out "$OUT/qlora-ckpt" --lr 1e-6 --beta 0 --lora-r 16 --base-weights "$f" $rc \
-            --metrics "$OUT/qlora-metrics.jsonl" 2>"$OUT/qlora-err" || { echo "  $shape $row: failed"; cat "$OUT/qlora-err"; continue; }
-        rss_kb=$(cut -d' ' -f2 "$OUT/qlora-time")
-        secs=$(tail -n 1 "$OUT/qlora-metrics.jsonl" | sed 's/.*"seconds":\([0-9.e+-]*\).*/\1/')
+        secs="" step="" run=0 failed=""
+        while [ $run -lt "${BENCH_QLORA_RUNS:-1}" ]; do # the fastest of the runs
+            run=$((run + 1))
+            rm -rf "$OUT/qlora-ckpt"
+            /usr/bin/time -f '%e %M' -o "$OUT/qlora-time" bin/grpo-update --model "$model" --in "$OUT/qlora-batch.jsonl" \
+                --out "$OUT/qlora-ckpt" --lr 1e-6 --beta 0 --lora-r 16 --base-weights "$f" $rc --progress \
+                --metrics "$OUT/qlora-metrics.jsonl" 2>"$OUT/qlora-err" || { failed=1; break; }
+            s=$(tail -n 1 "$OUT/qlora-metrics.jsonl" | sed 's/.*"seconds":\([0-9.e+-]*\).*/\1/')
+            [ -z "$secs" ] || [ "$(echo "$s < $secs" | bc -l)" = 1 ] || continue
+            secs=$s rss_kb=$(cut -d' ' -f2 "$OUT/qlora-time")
+            # the step: --progress's last "step 1" line's seconds; the load: the rest
+            step=$(tr '\r' '\n' < "$OUT/qlora-err" | sed -n 's/^grpo-update step 1 .* \([0-9.]*\)s *$/\1/p' | tail -n 1)
+        done
+        [ -z "$failed" ] || { echo "  $shape $row: failed"; cat "$OUT/qlora-err"; continue; }
+        load=$(echo "$secs - ${step:-0}" | bc -l)
         tps=$(echo "$tokens / $secs" | bc -l)
         [ "$row" != f32 ] || tps_f32=$tps
         ratio=""
         [ -z "$tps_f32" ] || ratio=$(printf '%.2fx' "$(echo "$tps / $tps_f32" | bc -l)")
-        printf '  %-13s %-13s %9.1f %9.1f %8s %6.0f MiB' "$shape" "$row" "$secs" "$tps" "$ratio" "$((rss_kb / 1024))"
-        if [ "$row" = f32 ] && [ "${BENCH_PEER:-1}" != 0 ]; then
+        printf '  %-16s %-13s %9.1f %7.1f %7.1f %9.1f %8s %6.0f MiB' "$shape" "$row" "$secs" "$load" "${step:-0}" "$tps" \
+            "$ratio" "$((rss_kb / 1024))"
+        if [ "$row" = f32 ] && [ "$shape" = qwen2.5-1.5b-q4k ]; then
+            printf '  peer: as qwen2.5-1.5b'
+        elif [ "$row" = f32 ] && [ "${BENCH_PEER:-1}" != 0 ]; then
             # PyTorch holds the float32 base, its LoRA and autograd's activations: 1.5 x the base
             if ! "$PEER_PY" -c 'import torch, peft, transformers' 2>/dev/null; then
                 printf '  peer skipped: no torch, peft and transformers in %s' "$PEER_PY"

@@ -71,7 +71,8 @@ static int load_adapter_packed(const char *path, model *base, lora *l, weight_ch
  * the trainer runs it (grpo-update's policy.c, model_load_adapter_frozen
  * and model_load_adapter_mxfp4): the base packed as it is read by the
  * frozen plan (MXFP4: its experts written packed from the file's blocks,
- * the rest float32 rows), the adapter kept unmerged in m->adapter. */
+ * the rest float32 rows; q4k: a Q4_K file's matrices its blocks), the adapter
+ * kept unmerged in m->adapter. */
 static int load_frozen_adapter(model *m, const char *path, weight_format fmt, gerr *e) {
     lora *l = xcalloc(1, sizeof *l);
     weight_choice w = {.fmt = fmt, .keep_mxfp4 = fmt == WEIGHTS_MXFP4, .frozen = true};
@@ -104,10 +105,11 @@ static int base_is_mxfp4(const char *path, bool *mx, gerr *e) {
  * runs unmerged over the blocks instead (load_frozen_adapter: the same
  * values, which a merge would widen to float32). A
  * checkpoint trained on a packed frozen base (grpo-update --base-weights
- * bf16|q8) merges into that base's values, the model it trained
- * (model_round_frozen), not the file's; for inference, when w follows the
- * frozen base (auto) or names its format, it runs on that base unmerged
- * instead (load_frozen_adapter; *plan then packs nothing more), but on a
+ * bf16|q8|q4k) merges into that base's values, the model it trained
+ * (model_round_frozen; a q4k base's Q4_K matrices read as the file's blocks,
+ * as the trainer reads them, then widened), not the file's; for inference,
+ * when w follows the frozen base (auto) or names its format, it runs on that
+ * base unmerged instead (load_frozen_adapter; *plan then packs nothing more), but on a
  * device (w's on_device), which runs no frozen base. */
 static int load_merged_adapter(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     lora l;
@@ -121,9 +123,11 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
         return load_frozen_adapter(m, path, base_fmt, e);
     if (w && w->keep_mxfp4 && stacked && base_fmt == WEIGHTS_F32 && (rc = base_is_mxfp4(path, &mx, e))) return rc;
     if (mx) return load_frozen_adapter(m, path, WEIGHTS_MXFP4, e);
-    weight_choice base_w = {.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4 && !stacked};
-    if ((rc = load_adapter_dir(path, m, &l, w ? &base_w : NULL, &base_plan, e))) return rc;
-    if ((rc = model_round_frozen(m, base_fmt, e))) {
+    bool q4k = base_fmt == WEIGHTS_Q4K;
+    weight_choice base_w = q4k ? (weight_choice){.fmt = WEIGHTS_Q4K, .frozen = true}
+                               : (weight_choice){.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4 && !stacked};
+    if ((rc = load_adapter_dir(path, m, &l, w || q4k ? &base_w : NULL, &base_plan, e))) return rc;
+    if ((rc = model_round_frozen(m, base_fmt, &base_plan, e))) {
         lora_free(&l);
         pack_plan_free(&base_plan);
         model_free(m);
@@ -134,10 +138,10 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
     if (stacked) m->experts_mxfp4 = false; /* merged into: no longer the file's MXFP4 values */
     if (w) {
         model_plan_packing(m, *w, plan);
-        for (size_t i = 0; i < plan->n_tensors && i < base_plan.n_tensors; i++)
+        for (size_t i = 0; !q4k && i < plan->n_tensors && i < base_plan.n_tensors; i++) /* widened when q4k */
             plan->verbatim[i] = base_plan.verbatim[i];
-        pack_plan_free(&base_plan);
     }
+    pack_plan_free(&base_plan);
     return 0;
 }
 

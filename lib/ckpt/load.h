@@ -65,7 +65,8 @@ int model_load_adapter_mxfp4(const char *path, model *base, lora *l, bool *has_a
  * LoRA run's frozen base (model_pack_frozen's plan: the layer matrices, the
  * embeddings and the LM head), each packed as it is read, so the load
  * never holds the base in float32; the values are model_pack_frozen's on
- * the float32 load. */
+ * the float32 load, but for q4k a GGUF's Q4_K matrices, which are the
+ * file's blocks as they are (never widened and quantized again). */
 int model_load_adapter_frozen(const char *path, weight_format fmt, model *base, lora *l, bool *has_adapter, gerr *e);
 
 /* ---- internal to load.c: one format each, into a zeroed m ------------------------
@@ -79,9 +80,8 @@ int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_pla
 /* The format a model file holds its layer matrices in, as grpo-update
  * --base-weights auto takes it for a LoRA base: MXFP4 when its experts are
  * MXFP4 blocks (gpt-oss), else the first layer's query projection's: Q8_0
- * q8, bf16 bf16, anything else f32 (Q4_K too: a q4k base is quantized again
- * from the file's values by our quantizer, so it would not be the file's
- * model). model_file_format takes any
+ * q8, bf16 bf16, Q4_K q4k (a frozen q4k base takes a Q4_K file's blocks as
+ * they are), anything else f32. model_file_format takes any
  * source (an adapter checkpoint: the base it was trained on,
  * flags.base_weights). Errors as opening the file's. */
 int model_hf_format(const char *dir, weight_format *fmt, gerr *e);

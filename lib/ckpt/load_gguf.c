@@ -165,8 +165,10 @@ static int load_rope_freqs(model *m, const gguf_file *f, gerr *e) {
  * own place, in a format that takes t's blocks as they are. */
 static bool takes_verbatim(const pack_plan *plan, const model_tensor_ref *r, const gguf_tensor *t) {
     /* a frozen base's bf16 or q8 matrices are requantized from their floats
-     * (the values model_round_frozen gives the merge); MXFP4 experts stay blocks */
-    if (plan && plan->frozen && plan->as[r->param] != WEIGHTS_MXFP4) return false;
+     * (the values model_round_frozen gives the merge); MXFP4 experts and
+     * Q4_K matrices stay the file's blocks (model_round_frozen widens those
+     * for the merge: our quantizer would not give them back) */
+    if (plan && plan->frozen && plan->as[r->param] != WEIGHTS_MXFP4 && plan->as[r->param] != WEIGHTS_Q4K) return false;
     return plan && plan->hold[r->param] == HOLD_PACKED && weights_takes_blocks(plan->as[r->param], t->type);
 }
 
@@ -229,6 +231,7 @@ int model_gguf_format(const char *path, weight_format *fmt, gerr *e) {
     const gguf_tensor *q = gguf_find_tensor(&f, "blk.0.attn_q.weight");
     if (ex && ex->type == GGML_TYPE_MXFP4) *fmt = WEIGHTS_MXFP4;
     else if (q && q->type == GGML_TYPE_Q8_0) *fmt = WEIGHTS_Q8;
+    else if (q && q->type == GGML_TYPE_Q4_K) *fmt = WEIGHTS_Q4K;
     else if (q && q->type == GGML_TYPE_BF16) *fmt = WEIGHTS_BF16;
     gguf_close(&f);
     return 0;

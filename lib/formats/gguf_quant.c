@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../ops/packed_mxfp4.h"
+#include "../ops/packed_q4k.h"
 #include "../util/half.h"
 
 void gguf_quantize_q8_0(const float *x, void *out, size_t n) {
@@ -89,6 +90,7 @@ void gguf_convert(uint32_t type, const float *x, void *out, size_t n) {
     case GGML_TYPE_BF16: f32_to_bf16_array(x, out, n); break;
     case GGML_TYPE_Q8_0: gguf_quantize_q8_0(x, out, n); break;
     case GGML_TYPE_MXFP4: gguf_mxfp4_exact(x, out, n); break;
-    default: break; /* the writer only plans the five types above */
+    case GGML_TYPE_Q4_K: q4kw_quantize_gguf(out, x, n); break;
+    default: break; /* the writer only plans the six types above */
     }
 }

@@ -3,7 +3,8 @@
  * MXFP4's, exactly, also in gpt-oss's Hugging Face order) and Q8_0 (ggml's reference
  * quantizer, quantize_row_q8_0_ref: per block of 32 values d = max|x| / 127
  * stored as f16, q = roundf(x / d) computed as x * (1/d), the same float32
- * arithmetic as gguf-py's gguf.quants.quantize, so the bytes agree). */
+ * arithmetic as gguf-py's gguf.quants.quantize, so the bytes agree) and
+ * Q4_K (our quantizer's blocks, lib/ops/packed_q4k.h). */
 #ifndef GRPO_GGUF_QUANT_H
 #define GRPO_GGUF_QUANT_H
 
@@ -32,9 +33,11 @@ bool gguf_mxfp4_exact(const float *x, void *out, size_t n);
  * in its high one, and their n / 32 scale bytes apart. */
 bool hf_mxfp4_exact(const float *x, void *blocks, void *scales, size_t n);
 
-/* n values from x into out as ggml type (GGML_TYPE_F32, _F16, _BF16, _Q8_0
- * or _MXFP4; for Q8_0 and MXFP4 n is a multiple of 32, and MXFP4's values
- * are MXFP4's: gguf_mxfp4_exact); out holds quant_row_bytes(type, n). */
+/* n values from x into out as ggml type (GGML_TYPE_F32, _F16, _BF16, _Q8_0,
+ * _MXFP4 or _Q4_K; for Q8_0 and MXFP4 n is a multiple of 32, and MXFP4's
+ * values are MXFP4's: gguf_mxfp4_exact; for Q4_K a multiple of 256,
+ * quantized by packed_q4k.h's q4kw_quantize_gguf); out holds
+ * quant_row_bytes(type, n). */
 void gguf_convert(uint32_t type, const float *x, void *out, size_t n);
 
 #endif

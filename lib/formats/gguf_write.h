@@ -22,7 +22,7 @@ typedef struct {
                          * (GGUF dims {cols, rows, planes}, {rows, planes}: a layer's experts);
                          * 0 or 1: one */
     uint32_t type;      /* GGML_TYPE_F32, _F16, _BF16, or _Q8_0 or _MXFP4 (then cols a multiple of 32;
-                         * MXFP4's values MXFP4's: gguf_quant.h) */
+                         * MXFP4's values MXFP4's: gguf_quant.h), or _Q4_K (cols a multiple of 256) */
     size_t chunk_rows;  /* rows per call of the source (> 0; a vector's values count as rows) */
     uint64_t offset, nbytes; /* in the data section; set by gguf_write */
 } gguf_wtensor;

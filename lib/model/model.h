@@ -228,13 +228,17 @@ int model_pack_for_inference(model *m, weight_format fmt, gerr *e);
  * the plan of weight_choice frozen, its experts verbatim from the file's
  * blocks, then model_pack). */
 int model_pack_frozen(model *m, weight_format fmt, gerr *e);
-/* The values model_pack_frozen's matrices hold, as float32 rows in place:
- * each matrix it would pack rounded through fmt (q8, q4k: its blocks, what
- * weights_unpack gives back; bf16: bf16w_round's), the rest untouched; f32 and
- * mxfp4 (the file's MXFP4 values, exact in float32) leave m as it is. A LoRA
- * checkpoint trained on such a base merges into this (lib/ckpt/load.h).
- * EX_DATAERR when fmt cannot hold the model's shapes, m then unchanged. */
-int model_round_frozen(model *m, weight_format fmt, gerr *e);
+/* The values a frozen base packed in fmt holds, as float32 rows in place:
+ * each matrix model_pack_frozen would pack rounded through fmt (q8, q4k:
+ * its blocks, what weights_unpack gives back; bf16: bf16w_round's), the
+ * rest untouched; f32 and mxfp4 (the file's MXFP4 values, exact in float32)
+ * leave m as it is. A matrix the loader wrote in place from the file's
+ * blocks (loaded, the plan it followed, not NULL: verbatim, in fmt; a
+ * Q4_K GGUF's under a frozen q4k plan) is widened to their values instead,
+ * as the trainer takes them. A LoRA checkpoint trained on such a base
+ * merges into this (lib/ckpt/load.h). EX_DATAERR when fmt cannot hold the
+ * model's shapes, m then unchanged. */
+int model_round_frozen(model *m, weight_format fmt, const pack_plan *loaded, gerr *e);
 /* "f32", "bf16", "q8", "mxfp4" or "q4k". */
 const char *weight_format_name(weight_format fmt);
 /* The weights' format and kernel, for progress lines, into buf (returned):

@@ -54,10 +54,11 @@ static bool fits_in_place(weight_format fmt, int n, int k) {
     return weights_packed_bytes(fmt, n, k) <= (size_t)n * k * sizeof(float);
 }
 
-/* W [n, k] rewritten in format fmt in its own place, through tmp. */
-static void pack_in_place(weight_format fmt, float *w, float *tmp, int n, int k) {
-    memcpy(tmp, w, (size_t)n * k * sizeof *w);
-    weights_pack(fmt, w, tmp, n, k);
+/* W [n, k] rewritten in format fmt in its own place, packed into tmp
+ * (weights_packed_bytes(fmt, n, k) of it) and copied back. */
+static void pack_in_place(weight_format fmt, float *w, void *tmp, int n, int k) {
+    weights_pack(fmt, tmp, w, n, k);
+    memcpy(w, tmp, weights_packed_bytes(fmt, n, k));
 }
 
 const char *weight_format_name(weight_format fmt) {
@@ -251,7 +252,7 @@ int model_pack_loaded(pack_plan *p, size_t i, const model_tensor_ref *r, gerr *e
     if (!p->pack_early || p->refused.code || p->hold[r->param] != HOLD_PACKED || p->verbatim[i] || p->early[i] ||
         p->as[r->param] == WEIGHTS_MXFP4)
         return 0;
-    float *tmp = malloc((size_t)r->rows * (size_t)r->cols * sizeof *tmp);
+    void *tmp = malloc(weights_packed_bytes(p->as[r->param], (int)r->rows, (int)r->cols));
     if (!tmp) return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
     pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
     free(tmp);
@@ -328,7 +329,7 @@ int model_pack_frozen(model *m, weight_format fmt, gerr *e) {
     return rc;
 }
 
-int model_round_frozen(model *m, weight_format fmt, gerr *e) {
+int model_round_frozen(model *m, weight_format fmt, const pack_plan *loaded, gerr *e) {
     if (fmt == WEIGHTS_F32 || fmt == WEIGHTS_MXFP4) return 0; /* float32's values, or the file's MXFP4 ones */
     pack_plan p;
     model_plan_packing(m, (weight_choice){.fmt = fmt, .frozen = true}, &p);
@@ -341,7 +342,9 @@ int model_round_frozen(model *m, weight_format fmt, gerr *e) {
         const model_tensor_ref *r = &refs[i];
         if (p.hold[r->param] != HOLD_PACKED) continue; /* model_pack_frozen's: the embeddings and head too */
         size_t n = (size_t)r->rows * (size_t)r->cols;
-        if (fmt == WEIGHTS_BF16) {
+        /* the file's blocks, written in place by the loader: their values as they are */
+        bool blocks = loaded && i < loaded->n_tensors && loaded->verbatim[i] && loaded->as[r->param] == fmt;
+        if (fmt == WEIGHTS_BF16 && !blocks) {
             for (size_t j = 0; j < n; j++) {
                 uint32_t bits = (uint32_t)bf16w_round(r->dst[j]) << 16;
                 memcpy(&r->dst[j], &bits, sizeof bits);
@@ -350,7 +353,8 @@ int model_round_frozen(model *m, weight_format fmt, gerr *e) {
         }
         size_t bytes = weights_packed_bytes(fmt, (int)r->rows, (int)r->cols);
         if (bytes > cap) free(tmp), tmp = xmalloc(cap = bytes);
-        weights_pack(fmt, tmp, r->dst, (int)r->rows, (int)r->cols);
+        if (blocks) memcpy(tmp, r->dst, bytes);
+        else weights_pack(fmt, tmp, r->dst, (int)r->rows, (int)r->cols);
         weights_unpack(fmt, r->dst, tmp, (int)r->rows, (int)r->cols);
     }
     free(tmp), free(refs);

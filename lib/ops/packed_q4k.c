@@ -28,114 +28,51 @@ const char *q4kw_block_fault(const unsigned char block[Q4KW_GGUF_BYTES]) {
     return isfinite(half_at(block)) && isfinite(half_at(block + 2)) ? NULL : "has a scale that is not finite";
 }
 
-/* One super-block of one column: its scales and its codes in k order
- * (subs sub-blocks: 8, or fewer in a short last one). */
-typedef struct {
-    float d, dmin;
-    uint8_t sc[Q4KW_SUBS], mn[Q4KW_SUBS], q[Q4KW_K_SUPER];
-} super_block;
+/* Super-block b of column col of a source whose rows are k long (ctx:
+ * the source and what reads it). */
+typedef void (*block_source)(const void *ctx, int col, int b, int k, q4kw_super *out);
 
-/* Block b of column col of the source, whose rows are k long. */
-typedef void (*block_source)(const void *src, int col, int b, int k, super_block *out);
-
-static void gguf_source(const void *src, int col, int b, int k, super_block *out) {
+static void gguf_source(const void *ctx, int col, int b, int k, q4kw_super *out) {
     const unsigned char *block =
-        (const unsigned char *)src + ((size_t)col * (size_t)(k / Q4KW_K_SUPER) + (size_t)b) * Q4KW_GGUF_BYTES;
+        (const unsigned char *)ctx + ((size_t)col * (size_t)(k / Q4KW_K_SUPER) + (size_t)b) * Q4KW_GGUF_BYTES;
     const unsigned char *sc = block + 4, *qs = block + 16;
     out->d = half_at(block), out->dmin = half_at(block + 2);
     for (int s = 0; s < Q4KW_SUBS; s++) { /* get_scale_min_k4 */
         out->sc[s] = (uint8_t)(s < 4 ? sc[s] & 63 : (sc[s + 4] & 15) | (sc[s - 4] >> 6) << 4);
         out->mn[s] = (uint8_t)(s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | (sc[s] >> 6) << 4);
-        for (int l = 0; l < Q4KW_K_SUB; l++) out->q[Q4KW_K_SUB * s + l] = qs[32 * (s / 2) + l] >> 4 * (s % 2) & 15;
-    }
-}
-
-/* ---- the quantizer ------------------------------------------------------------- */
-
-/* x ~ a q - b over 32 values, a >= 0, b >= 0: the least-squares (a, b) for
- * codes q (b held at 0 when the fit wants it negative); its squared error. */
-static double fit(const float *x, const uint8_t *q, double *a, double *b) {
-    double sq = 0, sqq = 0, sx = 0, sxq = 0, n = Q4KW_K_SUB;
-    for (int i = 0; i < Q4KW_K_SUB; i++) sq += q[i], sqq += (double)q[i] * q[i], sx += x[i], sxq += (double)x[i] * q[i];
-    double det = n * sqq - sq * sq;
-    *a = det > 0 ? (n * sxq - sq * sx) / det : 0;
-    *b = det > 0 ? (sq * *a - sx) / n : -sx / n;
-    if (*b < 0) *b = 0, *a = sqq > 0 ? sxq / sqq : 0;
-    if (*a < 0) *a = 0, *b = -sx / n > 0 ? -sx / n : 0;
-    double err = 0;
-    for (int i = 0; i < Q4KW_K_SUB; i++) {
-        double e = *a * q[i] - *b - x[i];
-        err += e * e;
-    }
-    return err;
-}
-
-/* A sub-block's float scale and min: the best fit over the candidates. */
-static void quantize_sub(const float *x, double *a, double *b) {
-    float lo = 0, hi = x[0];
-    for (int i = 0; i < Q4KW_K_SUB; i++) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
-    *a = 0, *b = -lo;
-    if (!(hi > lo)) return; /* every value the same, and <= 0: -lo exactly */
-    double best = INFINITY;
-    for (int t = -10; t <= 10; t++) {
-        double iscale = (15 + 0.1 * t) / ((double)hi - lo), ca, cb;
-        uint8_t q[Q4KW_K_SUB];
-        for (int i = 0; i < Q4KW_K_SUB; i++) {
-            double v = nearbyint(((double)x[i] - lo) * iscale);
-            q[i] = (uint8_t)(v < 0 ? 0 : v > 15 ? 15 : v);
+        for (int g = 0; g < 4; g++) {
+            uint32_t word = 0;
+            for (int t = 0; t < 8; t++) word |= (uint32_t)(qs[32 * (s / 2) + 8 * g + t] >> 4 * (s % 2) & 15) << 4 * t;
+            out->code[s][g] = word;
         }
-        double err = fit(x, q, &ca, &cb);
-        if (err < best) best = err, *a = ca, *b = cb;
     }
 }
 
-/* The 6-bit multiple of unit nearest v (0 when unit is 0). */
-static uint8_t six_bits(double v, float unit) {
-    double r = unit > 0 ? nearbyint(v / unit) : 0;
-    return (uint8_t)(r < 0 ? 0 : r > 63 ? 63 : r);
-}
+typedef struct {
+    const float *w;
+    packed_isa isa;
+} float_rows;
 
-/* f16's value nearest v, its largest finite one at most. */
-static float f16_nearest(double v) {
-    float f = f16_to_f32(f32_to_f16((float)v));
-    return isfinite(f) ? f : 65504.0f;
-}
-
-/* Super-block b of row col of a float32 W: subs sub-blocks quantized. */
-static void float_source(const void *src, int col, int b, int k, super_block *out) {
-    const float *x = (const float *)src + (size_t)col * k + (size_t)b * Q4KW_K_SUPER;
+/* Super-block b of row col of a float32 W: its sub-blocks below k quantized. */
+static void float_source(const void *ctx, int col, int b, int k, q4kw_super *out) {
+    const float_rows *f = ctx;
     int subs = (k - b * Q4KW_K_SUPER) / Q4KW_K_SUB;
-    subs = subs > Q4KW_SUBS ? Q4KW_SUBS : subs;
-    double a[Q4KW_SUBS], m[Q4KW_SUBS], amax = 0, mmax = 0;
-    for (int s = 0; s < subs; s++) {
-        quantize_sub(x + Q4KW_K_SUB * s, &a[s], &m[s]);
-        amax = a[s] > amax ? a[s] : amax, mmax = m[s] > mmax ? m[s] : mmax;
-    }
-    memset(out, 0, sizeof *out);
-    out->d = f16_nearest(amax / 63), out->dmin = f16_nearest(mmax / 63);
-    for (int s = 0; s < subs; s++) {
-        out->sc[s] = six_bits(a[s], out->d), out->mn[s] = six_bits(m[s], out->dmin);
-        float ds = out->d * (float)out->sc[s], ms = out->dmin * (float)out->mn[s];
-        for (int i = 0; i < Q4KW_K_SUB; i++) {
-            double v = ds > 0 ? nearbyint(((double)x[Q4KW_K_SUB * s + i] + ms) / ds) : 0;
-            out->q[Q4KW_K_SUB * s + i] = (uint8_t)(v < 0 ? 0 : v > 15 ? 15 : v);
-        }
-    }
+    q4kw_quantize(f->isa, f->w + (size_t)col * k + (size_t)b * Q4KW_K_SUPER, subs > Q4KW_SUBS ? Q4KW_SUBS : subs, out);
 }
 
 /* ---- panels -------------------------------------------------------------------- */
 
-/* Super-block b of column j of a zeroed panel (its sub-blocks below k). */
-static void put_super(unsigned char *panel, int j, int b, int k, const super_block *sb) {
+/* Super-block b of column j of a panel (its sub-blocks below k). */
+static void put_super(unsigned char *panel, int j, int b, int k, const q4kw_super *sb) {
     unsigned char *head = panel + q4kw_head_at(b * Q4KW_SUBS);
     memcpy(head + 4 * j, &sb->d, 4);
     memcpy(head + Q4KW_DMIN_AT + 4 * j, &sb->dmin, 4);
     for (int s = 0; s < Q4KW_SUBS && (b * Q4KW_SUBS + s) * Q4KW_K_SUB < k; s++) {
-        int u = b * Q4KW_SUBS + s;
         head[Q4KW_SC_AT + Q4KW_NR * s + j] = sb->sc[s], head[Q4KW_MN_AT + Q4KW_NR * s + j] = sb->mn[s];
-        for (int i = 0; i < Q4KW_K_SUB; i++)
-            panel[q4kw_codes_at(u) + (size_t)(i / 8) * Q4KW_GROUP_BYTES + (size_t)j * 4 + (size_t)(i % 8 / 2)] |=
-                (unsigned char)((sb->q[Q4KW_K_SUB * s + i] & 15) << 4 * (i % 2));
+        unsigned char *codes = panel + q4kw_codes_at(b * Q4KW_SUBS + s) + (size_t)j * 4;
+        for (int g = 0; g < 4; g++) /* little-endian */
+            for (int byte = 0; byte < 4; byte++)
+                codes[(size_t)g * Q4KW_GROUP_BYTES + byte] = (unsigned char)(sb->code[s][g] >> 8 * byte);
     }
 }
 
@@ -148,7 +85,7 @@ static void pack_panels(void *dst, const void *src, block_source source, int n, 
         memset(panel, 0, q4kw_panel_bytes(k)); /* columns past n: d = dmin = 0, codes 0 */
         for (int j = 0; j < Q4KW_NR && p * Q4KW_NR + j < n; j++)
             for (int b = 0; b < supers; b++) {
-                super_block sb;
+                q4kw_super sb;
                 source(src, p * Q4KW_NR + j, b, k, &sb);
                 put_super(panel, j, b, k, &sb);
             }
@@ -160,7 +97,43 @@ void q4kw_pack_gguf(void *dst, const void *blocks, int n, int k) {
     pack_panels(dst, blocks, gguf_source, n, k);
 }
 
-void q4kw_pack(void *dst, const float *w, int n, int k) { pack_panels(dst, w, float_source, n, k); }
+bool q4kw_pack_isa(packed_isa isa, void *dst, const float *w, int n, int k) {
+    if (!packed_isa_has(isa)) return false;
+    float_rows f = {w, isa};
+    pack_panels(dst, &f, float_source, n, k);
+    return true;
+}
+
+void q4kw_pack(void *dst, const float *w, int n, int k) { q4kw_pack_isa(packed_isa_best(), dst, w, n, k); }
+
+/* sb as a GGUF block: gguf_source's inverse (d and dmin are f16 values). */
+static void gguf_block(unsigned char *block, const q4kw_super *sb) {
+    uint16_t d = f32_to_f16(sb->d), dmin = f32_to_f16(sb->dmin);
+    unsigned char *sc = block + 4, *qs = block + 16;
+    block[0] = (unsigned char)d, block[1] = (unsigned char)(d >> 8);
+    block[2] = (unsigned char)dmin, block[3] = (unsigned char)(dmin >> 8);
+    for (int s = 0; s < 4; s++) { /* get_scale_min_k4's packing */
+        sc[s] = (unsigned char)(sb->sc[s] | (sb->sc[s + 4] >> 4) << 6);
+        sc[s + 4] = (unsigned char)(sb->mn[s] | (sb->mn[s + 4] >> 4) << 6);
+        sc[s + 8] = (unsigned char)((sb->sc[s + 4] & 15) | (sb->mn[s + 4] & 15) << 4);
+    }
+    memset(qs, 0, Q4KW_GGUF_BYTES - 16);
+    for (int s = 0; s < Q4KW_SUBS; s++)
+        for (int i = 0; i < Q4KW_K_SUB; i++)
+            qs[32 * (s / 2) + i] |= (unsigned char)((sb->code[s][i / 8] >> 4 * (i % 8) & 15) << 4 * (s % 2));
+}
+
+void q4kw_quantize_gguf(void *blocks, const float *x, size_t n) {
+    assert(n % Q4KW_K_SUPER == 0);
+    packed_isa isa = packed_isa_best();
+    long supers = (long)(n / Q4KW_K_SUPER);
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < supers; b++) {
+        q4kw_super sb;
+        q4kw_quantize(isa, x + (size_t)b * Q4KW_K_SUPER, Q4KW_SUBS, &sb);
+        gguf_block((unsigned char *)blocks + (size_t)b * Q4KW_GGUF_BYTES, &sb);
+    }
+}
 
 /* Column col's weights of sub-blocks u0 .. u1 - 1: out[(u - u0) * 32 + i]. */
 static void column_weights(const void *w, int col, int k, int u0, int u1, float *out) {
@@ -210,11 +183,28 @@ static void matmul_scalar(float *out, const float *in, const void *w, const floa
     }
 }
 
+/* W[i0 .. i0+32)[c0 .. c0+nc) as s[c][j]: whole sub-blocks of 32 columns, zero past n. */
+static void decode_f(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    float col[PT_CC];
+    for (int j = 0; j < PT_TK; j++) {
+        if (i0 + j < n) column_weights(w, i0 + j, k, c0 / Q4KW_K_SUB, (c0 + nc) / Q4KW_K_SUB, col);
+        for (int c = 0; c < nc; c++) s[(size_t)c * PT_TK + j] = i0 + j < n ? col[c] : 0.0f;
+    }
+}
+
+#if Q4KW_X86
+static const pt_decode_fn decoders_f[PACKED_ISAS] = {decode_f, q4kw_decode_f_avx2, q4kw_decode_f_avx512};
+#else
+static const pt_decode_fn decoders_f[PACKED_ISAS] = {decode_f, decode_f, decode_f};
+#endif
+
 bool q4kw_matmul_isa(packed_isa isa, float *out, const float *in, const void *w, const float *bias, int m, int k,
                      int n) {
     assert(k % Q4KW_K_SUB == 0);
     if (!packed_isa_has(isa)) return false;
     if (m <= 0 || n <= 0) return true;
+    /* many rows: each chunk of W decoded once for PT_RC rows (packed_tile.h), the same chains */
+    if (m >= Q4KW_TILE_ROWS) return pt_matmul(isa, decoders_f, out, in, w, bias, m, k, n);
     switch (isa) {
 #if Q4KW_X86
     case PACKED_AVX512: q4kw_matmul_avx512(out, in, w, bias, m, k, n); break;

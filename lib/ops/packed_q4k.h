@@ -37,13 +37,17 @@
  * (15 + t/10) / (max - min), t = -10 .. 10, each fitted by least squares);
  * then d = max a / 63 and dmin = max b / 63 rounded to f16, the 6-bit sc
  * and mn rounded from a / d and b / dmin, and each code the nearest one
- * under those final, rounded scales. Deterministic, row by row.
+ * under those final, rounded scales. Deterministic, row by row; the
+ * portable code (packed_q4k_quant.c) and AVX-512's (eight sub-blocks side
+ * by side, each lane the same double arithmetic) give the same blocks.
  *
  * Numerics (q4kw_matmul, q4kw_matmul_t): as packed_mxfp4.h's: float32
  * activations, each output one float32 fused multiply-add chain in order
  * from +0 over the exact dequantized weights (then + bias): packed_tile.h's
  * bits, the same on every path (portable, AVX2, AVX-512), thread count and
- * batch composition.
+ * batch composition. q4kw_matmul decodes the codes in registers for every
+ * few rows below 16 rows (decode), and from 16 rows (a micro-batch's
+ * tokens) once per tile of packed_tile.h for up to 64 rows.
  *
  * Callers guarantee k % 32 == 0 (asserted). */
 #ifndef GRPO_OPS_PACKED_Q4K_H
@@ -73,8 +77,18 @@ const char *q4kw_block_fault(const unsigned char block[Q4KW_GGUF_BYTES]);
  * dst[q4kw_bytes(n, k)]: the codes and scales moved, not requantized. */
 void q4kw_pack_gguf(void *dst, const void *blocks, int n, int k);
 
-/* W [n, k] float32 quantized as above into dst[q4kw_bytes(n, k)]. */
+/* W [n, k] float32 quantized as above into dst[q4kw_bytes(n, k)], on the
+ * fastest path; OpenMP over panels. */
 void q4kw_pack(void *dst, const float *w, int n, int k);
+
+/* The same on the given path (AVX-512, else the portable code: the same
+ * blocks): false (nothing written) when this CPU lacks it. */
+bool q4kw_pack_isa(packed_isa isa, void *dst, const float *w, int n, int k);
+
+/* n values (a multiple of 256) quantized as q4kw_pack quantizes them,
+ * written as n / 256 GGUF Q4_K blocks: q4kw_pack_gguf of rows of them gives
+ * q4kw_pack's bytes (a GGUF writer's Q4_K: lib/formats/gguf_quant.h). */
+void q4kw_quantize_gguf(void *blocks, const float *x, size_t n);
 
 /* Dequantizes to W [n, k] float32: the values above, exactly. */
 void q4kw_unpack(float *dst, const void *src, int n, int k);
@@ -83,7 +97,8 @@ void q4kw_unpack(float *dst, const void *src, int n, int k);
 void q4kw_unpack_row(float *dst, const void *src, int row, int k);
 
 /* out[m, n] = in[m, k] @ W^T (+ bias[n]) as above, through the fastest
- * path (packed_isa_best()); OpenMP over panels and rows. */
+ * path (packed_isa_best()); OpenMP over panels and rows (over tiles from
+ * 16 rows). */
 void q4kw_matmul(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 
 /* The same on the given path: false (nothing written) when this CPU lacks it. */

@@ -20,6 +20,17 @@ INLINE __m256 bytes8(const unsigned char *b) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)b)));
 }
 
+/* Sub-block u's d sc and dmin mn of a panel's columns 0..7 (*ds0, *ms0) and 8..15. */
+INLINE void sub_scales(const unsigned char *panel, int u, __m256 *ds0, __m256 *ds1, __m256 *ms0, __m256 *ms1) {
+    const unsigned char *head = panel + q4kw_head_at(u);
+    int s = u % Q4KW_SUBS;
+    const unsigned char *sc = head + Q4KW_SC_AT + Q4KW_NR * s, *mn = head + Q4KW_MN_AT + Q4KW_NR * s;
+    *ds0 = _mm256_mul_ps(_mm256_loadu_ps((const float *)head), bytes8(sc));
+    *ds1 = _mm256_mul_ps(_mm256_loadu_ps((const float *)head + 8), bytes8(sc + 8));
+    *ms0 = _mm256_mul_ps(_mm256_loadu_ps((const float *)(head + Q4KW_DMIN_AT)), bytes8(mn));
+    *ms1 = _mm256_mul_ps(_mm256_loadu_ps((const float *)(head + Q4KW_DMIN_AT) + 8), bytes8(mn + 8));
+}
+
 /* The weights of the codes in each lane's low 4 bits. */
 INLINE __m256 weights(__m256i lanes, __m256 ds, __m256 ms) {
     __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(lanes, _mm256_set1_epi32(15)));
@@ -33,13 +44,8 @@ INLINE void tile(int mr, float *out, int ldo, const float *x, int k, const unsig
 #pragma GCC unroll 4
     for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int u = 0; u < k / Q4KW_K_SUB; u++) {
-        const unsigned char *head = panel + q4kw_head_at(u);
-        int s = u % Q4KW_SUBS;
-        const unsigned char *sc = head + Q4KW_SC_AT + Q4KW_NR * s, *mn = head + Q4KW_MN_AT + Q4KW_NR * s;
-        __m256 ds0 = _mm256_mul_ps(_mm256_loadu_ps((const float *)head), bytes8(sc));
-        __m256 ds1 = _mm256_mul_ps(_mm256_loadu_ps((const float *)head + 8), bytes8(sc + 8));
-        __m256 ms0 = _mm256_mul_ps(_mm256_loadu_ps((const float *)(head + Q4KW_DMIN_AT)), bytes8(mn));
-        __m256 ms1 = _mm256_mul_ps(_mm256_loadu_ps((const float *)(head + Q4KW_DMIN_AT) + 8), bytes8(mn + 8));
+        __m256 ds0, ds1, ms0, ms1;
+        sub_scales(panel, u, &ds0, &ds1, &ms0, &ms1);
         const float *xb = x + (size_t)u * Q4KW_K_SUB;
         for (int g = 0; g < 4; g++) {
             const unsigned char *words = panel + q4kw_codes_at(u) + (size_t)g * Q4KW_GROUP_BYTES;
@@ -114,6 +120,34 @@ TARGET void q4kw_decode_t_avx2(float *s, const void *w, int n, int k, int c0, in
             memcpy(&word, codes + (size_t)g * Q4KW_GROUP_BYTES, sizeof word);
             __m256i lanes = _mm256_srlv_epi32(_mm256_set1_epi32(word), shifts);
             _mm256_storeu_ps(s + (size_t)c * PT_TK + 8 * g, weights(lanes, ds, ms));
+        }
+    }
+}
+/* The forward product's decoder: s[c][j] = W[i0 + j][c0 + c], two panels
+ * side by side as they lie, 8 columns of one k a vector (0 past n). */
+TARGET void q4kw_decode_f_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    size_t stride = q4kw_panel_bytes(k);
+    for (int h = 0; h < 2; h++) {
+        float *dst = s + Q4KW_NR * h;
+        if (i0 + Q4KW_NR * h >= n) {
+            for (int c = 0; c < nc; c++)
+                _mm256_storeu_ps(dst + (size_t)c * PT_TK, _mm256_setzero_ps()), _mm256_storeu_ps(dst + (size_t)c * PT_TK + 8, _mm256_setzero_ps());
+            continue;
+        }
+        const unsigned char *panel = (const unsigned char *)w + (size_t)(i0 / Q4KW_NR + h) * stride;
+        for (int u = c0 / Q4KW_K_SUB; u < (c0 + nc) / Q4KW_K_SUB; u++) {
+            __m256 ds0, ds1, ms0, ms1;
+            sub_scales(panel, u, &ds0, &ds1, &ms0, &ms1);
+            float *row = dst + (size_t)(u * Q4KW_K_SUB - c0) * PT_TK;
+            for (int g = 0; g < 4; g++) {
+                const unsigned char *words = panel + q4kw_codes_at(u) + (size_t)g * Q4KW_GROUP_BYTES;
+                __m256i v0 = _mm256_loadu_si256((const __m256i *)words), v1 = _mm256_loadu_si256((const __m256i *)(words + 32));
+#pragma GCC unroll 8
+                for (int t = 0; t < 8; t++) {
+                    _mm256_storeu_ps(row + (size_t)(8 * g + t) * PT_TK, weights(_mm256_srli_epi32(v0, 4 * t), ds0, ms0));
+                    _mm256_storeu_ps(row + (size_t)(8 * g + t) * PT_TK + 8, weights(_mm256_srli_epi32(v1, 4 * t), ds1, ms1));
+                }
+            }
         }
     }
 }

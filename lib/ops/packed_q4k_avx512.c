@@ -139,4 +139,29 @@ TARGET void q4kw_decode_t_avx512(float *s, const void *w, int n, int k, int c0, 
         }
     }
 }
+/* The forward product's decoder: s[c][j] = W[i0 + j][c0 + c], two
+ * panels side by side as they lie, each group's 16 columns of one k a
+ * shift, a mask and a scale of its 64 bytes (0 past n). */
+TARGET void q4kw_decode_f_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0) {
+    size_t stride = q4kw_panel_bytes(k);
+    for (int h = 0; h < 2; h++) {
+        float *dst = s + Q4KW_NR * h;
+        if (i0 + Q4KW_NR * h >= n) {
+            for (int c = 0; c < nc; c++) _mm512_storeu_ps(dst + (size_t)c * PT_TK, _mm512_setzero_ps());
+            continue;
+        }
+        const unsigned char *panel = (const unsigned char *)w + (size_t)(i0 / Q4KW_NR + h) * stride;
+        for (int u = c0 / Q4KW_K_SUB; u < (c0 + nc) / Q4KW_K_SUB; u++) {
+            __m512 ds, ms;
+            sub_scales(panel, u, &ds, &ms);
+            float *row = dst + (size_t)(u * Q4KW_K_SUB - c0) * PT_TK;
+            for (int g = 0; g < 4; g++) {
+                __m512i words = _mm512_loadu_si512(panel + q4kw_codes_at(u) + (size_t)g * Q4KW_GROUP_BYTES);
+#pragma GCC unroll 8
+                for (int t = 0; t < 8; t++)
+                    _mm512_storeu_ps(row + (size_t)(8 * g + t) * PT_TK, weights(_mm512_srli_epi32(words, 4 * t), ds, ms));
+            }
+        }
+    }
+}
 #endif

@@ -5,6 +5,7 @@
 #define GRPO_OPS_PACKED_Q4K_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "packed_q4k.h"
 #include "packed_tile.h"
@@ -19,7 +20,11 @@ enum {
     Q4KW_SC_AT = 8 * Q4KW_NR,
     Q4KW_MN_AT = Q4KW_SC_AT + Q4KW_SUBS * Q4KW_NR,
     Q4KW_HEAD_BYTES = Q4KW_MN_AT + Q4KW_SUBS * Q4KW_NR, /* 384 */
-    Q4KW_SUPER_BYTES = Q4KW_HEAD_BYTES + Q4KW_SUBS * Q4KW_CODE_BYTES
+    Q4KW_SUPER_BYTES = Q4KW_HEAD_BYTES + Q4KW_SUBS * Q4KW_CODE_BYTES,
+    /* from this many rows on, q4kw_matmul decodes W once per tile of
+     * packed_tile.h for up to 64 rows; below, its own kernels decode in
+     * registers for every 8 rows (the same bits either way) */
+    Q4KW_TILE_ROWS = 16
 };
 
 static inline size_t q4kw_panel_bytes(int k) {
@@ -32,13 +37,36 @@ static inline size_t q4kw_codes_at(int u) {
     return q4kw_head_at(u) + Q4KW_HEAD_BYTES + (size_t)(u % Q4KW_SUBS) * Q4KW_CODE_BYTES;
 }
 
+/* One super-block of one column as a panel holds it: d and dmin, each
+ * sub-block's sc and mn, and its codes as 4 words (word g: the codes of
+ * k = 8 g + t of the sub-block at bits 4t .. 4t + 3). */
+typedef struct {
+    float d, dmin;
+    uint8_t sc[Q4KW_SUBS], mn[Q4KW_SUBS];
+    uint32_t code[Q4KW_SUBS][4];
+} q4kw_super;
+
+/* The quantizer (packed_q4k_quant.c, packed_q4k.h's): x[32 subs] (0 <
+ * subs <= 8) into *out, the sub-blocks past subs zero, on path isa (the
+ * portable code, or AVX-512 where isa is PACKED_AVX512: the same blocks). */
+void q4kw_quantize(packed_isa isa, const float *x, int subs, q4kw_super *out);
+
+/* The quantizer's middle, scalar on every path: d, dmin, sc and mn of *out
+ * from the sub-blocks' fitted scales a[s] and mins b[s] (s < subs); the
+ * rest of *out zeroed. */
+void q4kw_scales(const double *a, const double *b, int subs, q4kw_super *out);
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define Q4KW_X86 1
+/* q4kw_quantize on AVX-512F */
+void q4kw_quantize_avx512(const float *x, int subs, q4kw_super *out);
 void q4kw_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 void q4kw_matmul_avx512(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
-/* pt_decode_fn's for q4kw_matmul_t */
+/* pt_decode_fn's for q4kw_matmul_t (_t) and for q4kw_matmul on many rows (_f) */
 void q4kw_decode_t_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
 void q4kw_decode_t_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void q4kw_decode_f_avx2(float *s, const void *w, int n, int k, int c0, int nc, int i0);
+void q4kw_decode_f_avx512(float *s, const void *w, int n, int k, int c0, int nc, int i0);
 #else
 #define Q4KW_X86 0
 #endif

@@ -16,7 +16,8 @@
 # AVX-512 BF16. LoRA over a frozen base packed in q8, q4k or bf16 (grpo-update
 # --base-weights; a mixture's experts each packed apart; the embeddings and
 # the LM head packed too, a tied head once), or a gpt-oss's
-# MXFP4 experts kept as the file's blocks (--base-weights mxfp4), against the
+# MXFP4 experts kept as the file's blocks (--base-weights mxfp4), or a Q4_K
+# GGUF's blocks (--base-weights q4k), against the
 # reference on the dequantized values the kernels read, to the float32
 # tolerance (1e-4).
 # needs: venv
@@ -88,6 +89,9 @@ grad_case() {
     grad_case llama-tied-lora-q4kbase-micro-recompute
 }
 @test "gradient vs autograd: llama, tied head, LoRA over a frozen bf16 base" { grad_case llama-tied-lora-bf16base; }
+@test "gradient vs autograd: qwen2, LoRA over a Q4_K GGUF's blocks as they are (random blocks), beta" {
+    grad_case qwen2-lora-q4kgguf-beta
+}
 @test "gradient vs autograd: qwen3, LoRA over a frozen bf16 base, sequence importance, --recompute" {
     grad_case qwen3-lora-bf16base-seq-micro-recompute
 }

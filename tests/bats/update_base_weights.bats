@@ -294,3 +294,61 @@ assert far < 0.1, far  # the 4-bit grid of the base's own range
 assert moved > 1e-4, moved  # the rounding is visible
 PY
 }
+
+@test "a Q4_K GGUF (blocks no quantizer wrote): auto takes q4k, its blocks as they are; merged and rolled out on their values" {
+    needs_tiny
+    # the tiny llama 256 wide (rows of whole 256-value super-blocks), its layer
+    # matrices random Q4_K blocks but layer 1's ffn_up, kept f32 (quantized by ours)
+    "$GRPO_PY" - "$GRPO_ROOT/tests/ref" wide <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import model_ref
+model_ref.make_tiny("llama", sys.argv[2], shape=dict(hidden_size=256, intermediate_size=512))
+PY
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" wide
+    grpo-export --model wide --format gguf --dtype f32 --out f32.gguf 2> /dev/null
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/q4k_gguf.py" f32.gguf q4k.gguf --random 7 --keep blk.1.ffn_up.weight
+    grpo-update --model q4k.gguf --in "$(B)" --out a --lr 1e-1 --lora-r 4 --beta 0 2> /dev/null
+    jq -e '.flags.base_weights == "q4k"' a/grpo/state.json
+    grpo-update --model q4k.gguf --in "$(B)" --out n --lr 1e-1 --lora-r 4 --beta 0 --base-weights q4k 2> /dev/null
+    diff -r a n
+    # merged: the file's values (its blocks dequantized, as the f32 export of the GGUF reads them)
+    # plus the adapter's product; the kept matrix, the embeddings and the head our quantizer's
+    # Q4_K of their floats
+    grpo-export --model a --format hf --dtype f32 --out merged 2> /dev/null
+    grpo-export --model q4k.gguf --format hf --dtype f32 --out file-hf 2> /dev/null
+    "$GRPO_PY" - a merged file-hf <<'PY'
+import json, sys
+import numpy as np
+from safetensors.numpy import load_file
+ckpt, out, file_dir = sys.argv[1:4]
+got, base = load_file(out + "/model.safetensors"), load_file(file_dir + "/model.safetensors")
+ad = load_file(ckpt + "/adapter_model.safetensors")
+cfg = json.load(open(ckpt + "/adapter_config.json"))
+scale = cfg["lora_alpha"] / cfg["r"]
+worst, checked = 0.0, 0
+for n, w in base.items():
+    a = "base_model.model." + n.removesuffix(".weight") + ".lora_A.weight"
+    merged = got[n].astype(np.float64)
+    if a in ad:
+        merged -= scale * (ad[a.replace("lora_A", "lora_B")].astype(np.float64) @ ad[a].astype(np.float64))
+    diff = float(np.abs(merged - w).max())
+    # quantized by ours from their floats (the kept matrix; the embeddings and the head,
+    # float32 in the file, packed with the base): 16 values a sub-block
+    if n in ("model.layers.1.mlp.up_proj.weight", "model.embed_tokens.weight", "lm_head.weight"):
+        most = max(1 + int(np.sum(np.diff(np.sort(s)) > 1e-5)) for s in merged.reshape(-1, 32))
+        assert diff > 1e-4 and most <= 16, (diff, most)
+        continue
+    worst, checked = max(worst, diff / max(float(np.abs(w).max()), 1e-30)), checked + 1
+print("# tensors", checked, "worst relative distance from the file's values", worst)
+assert checked > 14 and worst < 1e-6, worst
+PY
+    # rolled out on that base: the trainer's own log-probs
+    jq -c '{id, prompt_tokens}' "$(B)" | awk '!seen[$0]++' > prompts.jsonl
+    grpo-rollout --model a --weights auto -k 4 --max-new-tokens 8 --seed 1 --in prompts.jsonl --progress 2> ro.log |
+        jq -c '. + {advantage: (.sample - 1.5)}' > r.jsonl
+    grep -q "weights q4k frozen base (float32 activations, .* kernel; LoRA adapter unmerged; 13 of 16 matrices from the file's Q4_K blocks)" ro.log
+    grpo-update --model a --in r.jsonl --out u --lr 1e-2 --old-logp recompute --is-correction token \
+        --metrics m.jsonl 2> /dev/null
+    jq -e '."sampling/sampling_logp_difference/mean" < 3e-6' m.jsonl
+}

@@ -19,14 +19,12 @@ import gguf
 from gguf import GGMLQuantizationType, GGUFReader
 
 
-def main():
-    if len(sys.argv) < 4:
-        sys.exit(__doc__)
-    src, out, names = sys.argv[1], sys.argv[2], set(sys.argv[3:])
+def rewrite(src, out, convert):
+    """Writes OUT as SRC with each tensor's type and bytes as convert(tensor)
+    gives them ((type, bytes), or None to keep the tensor's): SRC's header
+    and metadata bytes, the tensor infos with new offsets, every tensor
+    aligned to general.alignment. Returns the reader of SRC."""
     r = GGUFReader(src)
-    missing = names - {t.name for t in r.tensors}
-    if missing:
-        sys.exit(f"mix_gguf.py: no tensor {', '.join(sorted(missing))} in {src}")
     align = int(r.fields["general.alignment"].contents()) if "general.alignment" in r.fields else 32
     # the header and the metadata: everything up to the end of the last key/value
     kv_end = max(f.offset + sum(p.nbytes for p in f.parts) for f in r.fields.values())
@@ -34,11 +32,7 @@ def main():
     blobs, infos = [], bytearray()
     offset = 0
     for t in r.tensors:
-        if t.name in names:
-            ttype = GGMLQuantizationType.F16
-            blob = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float16).tobytes()
-        else:
-            ttype, blob = t.tensor_type, t.data.tobytes()
+        ttype, blob = convert(t) or (t.tensor_type, t.data.tobytes())
         name = t.name.encode()
         infos += struct.pack("<Q", len(name)) + name + struct.pack("<I", len(t.shape))
         infos += b"".join(struct.pack("<Q", int(d)) for d in t.shape)
@@ -50,6 +44,22 @@ def main():
         f.write(b"\0" * (-f.tell() % align))
         for blob in blobs:
             f.write(blob + b"\0" * (-len(blob) % align))
+    return r
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    src, out, names = sys.argv[1], sys.argv[2], set(sys.argv[3:])
+    missing = names - {t.name for t in GGUFReader(src).tensors}
+    if missing:
+        sys.exit(f"mix_gguf.py: no tensor {', '.join(sorted(missing))} in {src}")
+
+    def f16(t):
+        if t.name not in names:
+            return None
+        return GGMLQuantizationType.F16, gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float16).tobytes()
+    rewrite(src, out, f16)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,11 @@ packed apart). The "mxfp4" cases keep a
 gpt-oss's MXFP4 experts (make_oss_mxfp4.py) as the file's blocks; the
 reference takes transformers' dequantization of them (model_ref.hf_model),
 which the values the kernels read must equal exactly (gradients 1.7e-6 to
-2.0e-6). A bf16 case must also differ from the
+2.0e-6); the "q4kgguf" case loads a Q4_K GGUF of random blocks
+(q4k_gguf.py --random, exported from the tiny model) as grpo-update loads a
+q4k base, its blocks as they are, and the reference takes gguf-py's
+dequantization of them, which the values the kernels read must equal
+exactly (gradients 3.1e-6). A bf16 case must also differ from the
 reference by more than BF16_FLOOR (2^-12, twice the float32 tolerance): the
 check then fails if the driver ran the products in float32, and a product
 that were wrong by more than rounding (a lost pair of k, a swapped panel)
@@ -133,6 +137,13 @@ CASES = {
                                                               seed=4)),
     "llama-tied-lora-bf16base": dict(arch="llama", tied=True, base_weights="bf16", embed_scale=0.25,
                                      lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=5)),
+    # a Q4_K GGUF (tests/ref/q4k_gguf.py --random: every layer matrix in
+    # blocks no quantizer wrote) over a q4k base: its blocks taken as they are;
+    # the reference on gguf-py's dequantization of them, which the values
+    # the kernels read must equal exactly (rows of whole 256-value super-blocks)
+    "qwen2-lora-q4kgguf-beta": dict(arch="qwen2", beta=0.04, base_weights="q4k", q4k_gguf=True,
+                                    shape=dict(hidden_size=256, intermediate_size=512),
+                                    lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=11)),
     "qwen3-lora-bf16base-seq-micro-recompute": dict(arch="qwen3", sequence_level=True, base_weights="bf16",
                                                     micro_seqs=2, recompute=True,
                                                     lora=dict(r=8, alpha=16, targets="all", rslora=False, seed=5)),
@@ -408,6 +419,38 @@ def stack_oss_grads(ours):
     return ours
 
 
+GGUF_MATRICES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+                 "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+                 "ffn_down": "mlp.down_proj"}
+
+
+def q4k_gguf(mdir, work, W):
+    """The model as a GGUF (grpo-export, f32) whose layer matrices
+    tests/ref/q4k_gguf.py writes as random Q4_K blocks; W's matrices (HF names; a qwen2's
+    rows are stored unpermuted) set to gguf-py's dequantization of those
+    blocks. The file's path, or None when it could not be made."""
+    import torch
+    import gguf
+    f32, q4k = os.path.join(work, "model-f32.gguf"), os.path.join(work, "model-q4k.gguf")
+    for cmd in ([sys.executable, os.path.join(ROOT, "tests/ref/make_tiny_tokenizer.py"), mdir],
+                [os.path.join(ROOT, "bin/grpo-export"), "--model", mdir, "--format", "gguf", "--dtype", "f32",
+                 "--out", f32],
+                [sys.executable, os.path.join(ROOT, "tests/ref/q4k_gguf.py"), f32, q4k, "--random", "36"]):
+        if subprocess.run(cmd).returncode:
+            print(f"could not write the Q4_K GGUF: {' '.join(cmd)} failed")
+            return None
+    n = 0
+    for t in gguf.GGUFReader(q4k).tensors:
+        if t.tensor_type != gguf.GGMLQuantizationType.Q4_K:
+            continue
+        _, layer, kind, _ = t.name.split(".")
+        x = gguf.quants.dequantize(t.data, t.tensor_type).reshape(int(t.shape[1]), int(t.shape[0]))
+        W[f"model.layers.{layer}.{GGUF_MATRICES[kind]}.weight"] = torch.tensor(x.astype(np.float64))
+        n += 1
+    print(f"{n} matrices of the GGUF are Q4_K blocks")
+    return q4k
+
+
 def run(case_name, work):
     import torch
     from safetensors.numpy import load_file
@@ -422,7 +465,7 @@ def run(case_name, work):
         model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False),
                             norm_topk=case.get("norm_topk", False), dense_layers=case.get("dense_layers", ()),
                             seed=case.get("seed", 1234), top_k=case.get("top_k", 2), yarn=case.get("yarn", False),
-                            window=case.get("window", 0))
+                            window=case.get("window", 0), shape=case.get("shape"))
     if case.get("embed_scale"):
         from safetensors import safe_open
         from safetensors.torch import load_file as tl, save_file as ts
@@ -440,6 +483,11 @@ def run(case_name, work):
     else:
         W = {k: v.to(torch.float64) for k, v in tload(os.path.join(mdir, "model.safetensors")).items()}
     tied = cfgj.get("tie_word_embeddings", False)
+    driver_model = mdir
+    if case.get("q4k_gguf"):  # the layer matrices as gguf-py dequantizes the file's Q4_K blocks
+        driver_model = q4k_gguf(mdir, work, W)
+        if driver_model is None:
+            return 1
 
     g = torch.Generator().manual_seed(99)
     V = cfgj["vocab_size"]
@@ -494,7 +542,7 @@ def run(case_name, work):
     bpath, opath = os.path.join(work, "batch.json"), os.path.join(work, "out.safetensors")
     with open(bpath, "w") as f:
         json.dump(dict(batch, seqs=[{k: v for k, v in s.items() if k != "replay"} for s in seqs]), f)
-    r = subprocess.run([os.path.join(ROOT, "build/tests/test_train"), "--grad", mdir, bpath, opath])
+    r = subprocess.run([os.path.join(ROOT, "build/tests/test_train"), "--grad", driver_model, bpath, opath])
     if r.returncode:
         print(f"driver failed with {r.returncode}")
         return 1
@@ -506,7 +554,8 @@ def run(case_name, work):
             return 1
         moved = max(float(torch.max(torch.abs(W[k[5:]] - torch.tensor(ours[k], dtype=torch.float64))))
                     for k in base_keys)
-        if moved == 0 and case["base_weights"] != "mxfp4":
+        exact = case["base_weights"] == "mxfp4" or case.get("q4k_gguf")  # the file's blocks, as they are
+        if moved == 0 and not exact:
             print("the packed base equals the float32 one: nothing was packed")
             return 1
         # the embeddings and the head are the base's too, packed in its format (a tied head
@@ -516,8 +565,13 @@ def run(case_name, work):
         if case["base_weights"] != "mxfp4" and unpacked:
             print(f"not packed with the base: {unpacked}")
             return 1
-        if moved != 0 and case["base_weights"] == "mxfp4":  # MXFP4's values are exact in float32
-            print(f"the MXFP4 experts as the kernels read them differ from transformers' by {moved:.3g}")
+        # the file's blocks (MXFP4 experts, a Q4_K GGUF's layer matrices) are read as they
+        # are; a Q4_K GGUF's float embeddings and head are quantized by ours
+        file_keys = [k for k in base_keys if k[5:] not in globals_] if case.get("q4k_gguf") else base_keys
+        off = max((float(torch.max(torch.abs(W[k[5:]] - torch.tensor(ours[k], dtype=torch.float64))))
+                   for k in file_keys), default=0.0)
+        if off != 0 and exact:
+            print(f"the blocks as the kernels read them differ from the reference's dequantization by {off:.3g}")
             return 1
         for k in base_keys:
             W[k[5:]] = torch.tensor(ours[k], dtype=torch.float64)

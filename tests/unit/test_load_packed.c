@@ -6,7 +6,9 @@
  * (llama with Q/K rows permuted and its own LM head, qwen2 tied, a head too
  * narrow to pack in place, a file mixing F16 matrices in), the file's exact
  * values for blocks no quantizer wrote, the same error for a non-finite
- * block and for a shape q8 cannot hold, and the other formats untouched. */
+ * block and for a shape q8 cannot hold, and the other formats untouched;
+ * and a Q4_K GGUF as a frozen q4k base (grpo-update's), its blocks taken
+ * byte for byte. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@
 #include "formats/quant.h"
 #include "model/model.h"
 #include "ops/ops.h"
+#include "ops/packed_q4k.h"
 #include "ops/packed_q8.h"
 
 /* ---- tiny models as GGUF files ---------------------------------------------------- */
@@ -45,13 +48,13 @@ static bool make(model *m, const model_config *cfg, uint64_t seed) {
     return true;
 }
 
-/* Vectors F32; matrices Q8_0 where their rows are whole blocks, else F16;
- * mixed: layer 0's wk, layer 1's w_up and the LM head F16 too. */
-static uint32_t type_of(const model_tensor_ref *r, bool mixed) {
+/* Vectors F32; matrices `quant` (Q8_0 or Q4_K) where their rows are whole
+ * blocks, else F16; mixed: layer 0's wk, layer 1's w_up and the LM head F16 too. */
+static uint32_t type_of(const model_tensor_ref *r, bool mixed, uint32_t quant) {
     if (!r->cols) return GGML_TYPE_F32;
     bool f16 = mixed && ((r->param == P_WK && r->layer == 0) || (r->param == P_W_UP && r->layer == 1) ||
                          r->param == P_LM_HEAD);
-    return f16 || r->cols % 32 ? GGML_TYPE_F16 : GGML_TYPE_Q8_0;
+    return f16 || r->cols % (quant == GGML_TYPE_Q4_K ? 256 : 32) ? GGML_TYPE_F16 : quant;
 }
 
 typedef struct {
@@ -71,7 +74,7 @@ static const float *rows_of(void *ctx, size_t i, size_t row, size_t n, float *tm
     return tmp;
 }
 
-static int write_gguf(const char *path, const model *m, bool mixed) {
+static int write_gguf_as(const char *path, const model *m, bool mixed, uint32_t quant) {
     const model_config *c = &m->cfg;
     const char *arch = model_arch_name(c->arch);
     gguf_meta meta = {0};
@@ -103,7 +106,7 @@ static int write_gguf(const char *path, const model *m, bool mixed) {
     model_tensor_list(m, refs);
     for (size_t i = 0; i < n; i++) {
         snprintf(t[i].name, sizeof t[i].name, "%s", refs[i].gguf);
-        t[i].rows = refs[i].rows, t[i].cols = refs[i].cols, t[i].type = type_of(&refs[i], mixed);
+        t[i].rows = refs[i].rows, t[i].cols = refs[i].cols, t[i].type = type_of(&refs[i], mixed, quant);
         t[i].chunk_rows = refs[i].perm_heads ? (size_t)c->head_dim : (size_t)refs[i].rows;
     }
     source s = {.refs = refs, .head_dim = c->head_dim, .llama = c->arch == ARCH_LLAMA};
@@ -114,6 +117,10 @@ static int write_gguf(const char *path, const model *m, bool mixed) {
     free(t);
     free(refs);
     return rc;
+}
+
+static int write_gguf(const char *path, const model *m, bool mixed) {
+    return write_gguf_as(path, m, mixed, GGML_TYPE_Q8_0);
 }
 
 /* Rewrites tensor `name`'s data in the file through edit (its bytes, its size). */
@@ -364,6 +371,88 @@ static void test_other_formats(void) {
     model_free(&a), model_free(&m);
 }
 
+/* Random Q4_K blocks over the tensor's bytes, d and dmin finite f16 near 2^-8 and 2^-7. */
+static void random_q4k(unsigned char *b, size_t len, const void *ctx) {
+    uint64_t st = *(const uint64_t *)ctx;
+    for (size_t i = 0; i < len; i++) {
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        b[i] = (unsigned char)(st >> 32);
+    }
+    for (size_t at = 0; at + Q4KW_GGUF_BYTES <= len; at += Q4KW_GGUF_BYTES)
+        b[at + 1] = (unsigned char)(0x1C + (b[at + 1] & 3)), b[at + 3] = (unsigned char)(0x20 + (b[at + 3] & 3));
+}
+
+static void test_q4k_frozen(void) {
+    TEST("a Q4_K GGUF as a frozen q4k base (grpo-update --base-weights q4k): every Q4_K matrix its file's blocks, "
+         "byte for byte, never quantized again; an F16 one quantized; auto takes q4k");
+    model_config cfg = llama_cfg;
+    cfg.dim = 256, cfg.hidden_dim = 512, cfg.head_dim = 64;
+    model m, b, f;
+    lora l;
+    bool adapter;
+    gerr e = {0};
+    const char *path = file("q4k.gguf");
+    const uint64_t seeds[] = {0x9E3779B97F4A7C15ULL, 0xD1B54A32D192ED03ULL};
+    /* blocks no quantizer wrote in layer 0's wq (Q rows permuted in the file) and layer 1's w_down */
+    if (!make(&m, &cfg, 17) || write_gguf_as(path, &m, true, GGML_TYPE_Q4_K) ||
+        !edit_tensor(path, "blk.0.attn_q.weight", random_q4k, &seeds[0]) ||
+        !edit_tensor(path, "blk.1.ffn_down.weight", random_q4k, &seeds[1]) ||
+        model_load_adapter_frozen(path, WEIGHTS_Q4K, &b, &l, &adapter, &e)) {
+        printf("# %s\n", e.msg);
+        CHECK(0);
+        return;
+    }
+    CHECK(b.packed && b.packed_frozen && b.packed_as == WEIGHTS_Q4K && !adapter);
+    /* layer 0's wk and layer 1's w_up are F16, the head F16; the token embeddings Q4_K */
+    CHECK_EQ_INT(b.packed_verbatim, N_MATS * cfg.n_layers - 2 + 1);
+    gguf_file g;
+    CHECK_EQ_INT(gguf_open(&g, path, &e), 0);
+    CHECK_EQ_INT(model_load(&f, path, &e), 0); /* the file's values as float32, Q/K rows unpermuted */
+    int same = 0, values = 0;
+    for (int layer = 0; layer < cfg.n_layers; layer++)
+        for (int i = 0; i < N_MATS; i++) {
+            int n, k;
+            const void *got = packed_matrix(&b, i, layer, &n, &k);
+            const float *want = packed_matrix(&f, i, layer, &n, &k);
+            float *back = xmalloc((size_t)n * k * sizeof *back);
+            q4kw_unpack(back, got, n, k);
+            values += !memcmp(back, want, (size_t)n * k * sizeof *back);
+            free(back);
+            char name[64];
+            static const char *const names[N_MATS] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                                                      "ffn_down"};
+            snprintf(name, sizeof name, "blk.%d.%s.weight", layer, names[i]);
+            const gguf_tensor *t = gguf_find_tensor(&g, name);
+            if (!t || t->type != GGML_TYPE_Q4_K) continue;
+            /* the file's blocks (Q and K rows unpermuted, as the loader moves them) packed: the same bytes */
+            unsigned char *rows = xmalloc(t->nbytes), *packed = xmalloc(q4kw_bytes(n, k));
+            if (i <= 1) qk_unpermute_rows(rows, t->data, i == 0 ? cfg.n_heads : cfg.n_kv_heads, cfg.head_dim, t->nbytes / (size_t)n);
+            else memcpy(rows, t->data, t->nbytes);
+            q4kw_pack_gguf(packed, rows, n, k);
+            same += !memcmp(packed, got, q4kw_bytes(n, k));
+            free(rows), free(packed);
+        }
+    /* the embeddings too, read by the lookup from the file's blocks: the file's values */
+    size_t ne = (size_t)cfg.vocab_size * cfg.dim;
+    float *emb = xmalloc(ne * sizeof *emb);
+    q4kw_unpack(emb, b.w.t[P_TOK_EMBD], cfg.vocab_size, cfg.dim);
+    bool emb_same = !memcmp(emb, f.w.t[P_TOK_EMBD], ne * sizeof *emb);
+    free(emb);
+    printf("# %d of %d Q4_K matrices the file's blocks byte for byte, %d of %d matrices the file's values, the "
+           "embeddings %s\n",
+           same, b.packed_verbatim, values, N_MATS * cfg.n_layers, emb_same ? "the file's values" : "moved");
+    CHECK_EQ_INT(same + 1, b.packed_verbatim);
+    CHECK(emb_same);
+    CHECK_EQ_INT(values, N_MATS * cfg.n_layers - 2); /* the F16 ones quantized by ours */
+    char desc[160];
+    printf("# %s\n", model_weights_describe(&b, desc, sizeof desc));
+    CHECK(strstr(desc, "q4k frozen base") && strstr(desc, "; 13 of ") && strstr(desc, "matrices from the file's Q4_K blocks"));
+    weight_format auto_fmt;
+    CHECK(model_file_format(path, &auto_fmt, &e) == 0 && auto_fmt == WEIGHTS_Q4K);
+    gguf_close(&g);
+    model_free(&m), model_free(&b), model_free(&f);
+}
+
 /* Pages of [p, p + n) (whole pages inside it) in memory, by mincore. */
 static int resident_pages(const void *p, size_t n) {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -426,6 +515,7 @@ int main(void) {
     test_nonfinite();
     test_other_formats();
     test_resident();
+    test_q4k_frozen();
     const char *names[] = {"m.gguf", "halved.gguf", "bad.gguf", "q8_0.gguf"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
     rmdir(dir);

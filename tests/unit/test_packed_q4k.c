@@ -1,7 +1,8 @@
 /* lib/ops/packed_q4k.{c,h}: the Q4_K panel layout byte by byte, values
  * worked out by hand from ggml's block_q4_K, GGUF blocks unpacked to
  * quant.c's dequantizer bit for bit (gguf-py's, tests/ref/q4k_ref.py checks
- * against it directly), the quantizer's error and edge cases. The products
+ * against it directly), the quantizer's error and edge cases, its paths
+ * (portable, AVX-512) giving the same blocks, and its GGUF blocks. The products
  * (float64 bound, paths, threads, batch composition) are in
  * test_packed_tile.c with the other formats.
  *
@@ -146,6 +147,66 @@ static void test_quantizer(void) {
     free(w);
 }
 
+/* Row r of kind `kind`'s data: the shapes the quantizer's branches take. */
+static float path_value(int kind, size_t i, int k) {
+    float r = uniform() - 0.5f;
+    switch (kind) {
+    case 0: return r * (float)(1 + i / (size_t)k % 5);                          /* uniform, scaled per row */
+    case 1: return (uniform() + uniform() + uniform() + uniform() - 2) * 0.02f; /* Gaussian-like */
+    case 2: return i / 32 % 3 == 0 ? 0.25f : r;                                 /* constant sub-blocks */
+    case 3: return -fabsf(r) * 1e-3f;                                           /* every value <= 0 */
+    case 4: return ldexpf(r, (int)(next_u64() % 60) - 30);                      /* magnitudes 2^-30 .. 2^30 */
+    case 5: return i / 32 % 2 ? 0.0f : r * 1e-38f;                              /* zeros, subnormals */
+    case 6: return fabsf(r) + 3;                                                /* every value > 0 */
+    case 7: return (float)(int)(r * 8);                                         /* few distinct integers */
+    default: return r * 6e4f;                                                   /* near f16's largest */
+    }
+}
+
+static void test_quantizer_paths(void) {
+    TEST("q4kw_pack on every path this CPU has: the portable code's blocks byte for byte (9 kinds of rows, 5 widths)");
+    static const int ks[] = {256, 800, 576, 32, 1024};
+    enum { N = 21, KINDS = 9 };
+    int compared = 0, differ = 0;
+    for (int kind = 0; kind < KINDS; kind++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            int k = ks[ki];
+            float *w = malloc(sizeof(float) * N * k);
+            unsigned char *ref = malloc(q4kw_bytes(N, k)), *got = malloc(q4kw_bytes(N, k));
+            CHECK(w && ref && got);
+            if (w && ref && got) {
+                for (size_t i = 0; i < (size_t)N * k; i++) w[i] = path_value(kind, i, k);
+                CHECK(q4kw_pack_isa(PACKED_SCALAR, ref, w, N, k));
+                for (int isa = PACKED_AVX2; isa < PACKED_ISAS; isa++) {
+                    if (!q4kw_pack_isa((packed_isa)isa, got, w, N, k)) continue;
+                    compared++;
+                    if (memcmp(ref, got, q4kw_bytes(N, k))) {
+                        differ++;
+                        printf("#   %s differs: kind %d, k %d\n", packed_isa_name((packed_isa)isa), kind, k);
+                    }
+                }
+            }
+            free(w), free(ref), free(got);
+        }
+    printf("#   %d packings compared\n", compared);
+    CHECK_EQ_INT(differ, 0);
+
+    TEST("q4kw_quantize_gguf: its blocks, packed (q4kw_pack_gguf), are q4kw_pack's bytes");
+    enum { R = 19, K = 768 };
+    float *w = malloc(sizeof(float) * R * K);
+    unsigned char *blocks = malloc((size_t)R * (K / Q4KW_K_SUPER) * Q4KW_GGUF_BYTES);
+    unsigned char *a = malloc(q4kw_bytes(R, K)), *b = malloc(q4kw_bytes(R, K));
+    CHECK(w && blocks && a && b);
+    if (w && blocks && a && b) {
+        for (size_t i = 0; i < (size_t)R * K; i++) w[i] = path_value((int)(i / K % 9), i, K);
+        q4kw_quantize_gguf(blocks, w, (size_t)R * K);
+        q4kw_pack_gguf(a, blocks, R, K);
+        q4kw_pack(b, w, R, K);
+        CHECK(memcmp(a, b, q4kw_bytes(R, K)) == 0);
+    }
+    free(w), free(blocks), free(a), free(b);
+}
+
 static void test_edges(void) {
     TEST("k % 32 != 0 breaks the callers' contract: the assertion aborts");
     CHECK_ABORTS((void)q4kw_bytes(16, 48), "k % Q4KW_K_SUB == 0");
@@ -193,6 +254,7 @@ int main(int argc, char **argv) {
     test_layout();
     test_gguf_values();
     test_quantizer();
+    test_quantizer_paths();
     test_edges();
     check_end_test();
     return check_failed_tests ? 1 : 0;

@@ -16,9 +16,10 @@
  * LoRA, "compute": "bf16" for backend_cpu_bf16: 69 where the CPU lacks it,
  * "router_aux_coef" for the router's load-balancing loss (its value written
  * as "balance"),
- * "base_weights": "bf16", "q8" or "q4k" for a LoRA over a frozen base packed
- * so (model_pack_frozen), "mxfp4" for one whose MXFP4 experts load from the
- * file's blocks (model_load_for_inference, a frozen plan), its packed
+ * "base_weights": "bf16", "q8" or "q4k" for a LoRA over a frozen base loaded
+ * packed so as grpo-update loads it (model_load_adapter_frozen: a Q4_K
+ * GGUF's matrices its blocks), "mxfp4" for one whose MXFP4 experts load from
+ * the file's blocks (model_load_for_inference, a frozen plan), its packed
  * matrices then written as the kernels read them, "base." + HF name),
  * runs the GRPO loss forward and backward on the mask-1 tokens (all
  * without a mask) and writes their logp, the loss and every
@@ -617,8 +618,11 @@ static int driver(const char *dir, const char *batch_path, const char *out_path)
         model_free(&m);
         if (model_load_for_inference(&m, dir, false, (weight_choice){.fmt = WEIGHTS_MXFP4, .keep_mxfp4 = true, .frozen = true}, &e))
             return fprintf(stderr, "%s\n", e.msg), e.code;
-    } else if (packed && model_pack_frozen(&m, bfmt, &e)) {
-        return fprintf(stderr, "%s\n", e.msg), 64;
+    } else if (packed) { /* loaded again as grpo-update loads its frozen base: a Q4_K GGUF's blocks as they are */
+        model_free(&m);
+        lora none;
+        bool adapter;
+        if (model_load_adapter_frozen(dir, bfmt, &m, &none, &adapter, &e)) return fprintf(stderr, "%s\n", e.msg), e.code;
     }
     trainer t;
     if (trainer_init(&t, &m, use_lora ? &l : NULL, use_lora ? TRAINER_LORA : TRAINER_FULL, recompute, R, 0, max_len, n_t, &e))
