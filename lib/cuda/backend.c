@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "frozen.h"
 #include "gemm.h"
 #include "kernels.h"
 #include "moe.h"
@@ -263,9 +264,9 @@ static const backend cuda_backend = {
     .gemm = cuda_gemm_f32,
     .matmul_forward = matmul_fwd,
     .matmul_forward_packed = cuda_matmul_forward_packed, /* MXFP4 experts only */
-    .matmul_forward_frozen = NULL,  /* nor a frozen base (policy_load refuses it there) */
-    .matmul_backward_frozen = NULL,
-    .gather_rows_packed = NULL,
+    .matmul_forward_frozen = cuda_matmul_forward_frozen, /* a frozen packed base: frozen.c */
+    .matmul_backward_frozen = cuda_matmul_backward_frozen,
+    .gather_rows_packed = cuda_gather_rows_packed,
     .matmul_backward = matmul_bwd,
     .rope_cos_sin = rope_cs,
     .rope_forward = rope_fwd,

@@ -120,8 +120,7 @@ void cuda_close(void) {
         free(ctx.staged[i]);
     }
     (void)cudaFree(ctx.out);
-    (void)cudaFree(ctx.act16[0]);
-    (void)cudaFree(ctx.act16[1]);
+    for (int i = 0; i < CUDA_ACT16_SLOTS; i++) (void)cudaFree(ctx.act16[i]);
     (void)cudaFree(ctx.lt_ws);
     if (ctx.lt) (void)BLAS(cublasLtDestroy)(ctx.lt);
     if (ctx.blas) (void)BLAS(cublasDestroy_v2)(ctx.blas);

@@ -122,6 +122,19 @@ cudaError_t cu_swiglu_clamped_backward(float *dg, float *du, const float *dh, co
 /* W [n, k] in bf16 (exactly: every MXFP4 value is a bf16) from src, n rows
  * of k in packed_mxfp4.h's panel layout (mx4w_bytes(n, k) bytes); k % 32 == 0. */
 cudaError_t cu_mx4w_to_bf16(uint16_t *dst, const void *src, int n, int k, cudaStream_t st);
+/* A frozen base's packed layouts (lib/ops: packed_bf16.h, packed_q8.h,
+ * packed_q4k.h, packed_mxfp4.h). */
+typedef enum { CU_PACKED_BF16, CU_PACKED_Q8, CU_PACKED_Q4K, CU_PACKED_MXFP4 } cu_packed_fmt;
+/* W [n, k] in bf16 from src, n rows of k packed in fmt (frozen_kernels.cu):
+ * each the float32 value the CPU's unpack gives, rounded to nearest even
+ * (exact for bf16 and MXFP4; q8's and q4k's values rounded); k % 32 == 0
+ * but for bf16 (else cudaErrorInvalidValue). */
+cudaError_t cu_packed_to_bf16(uint16_t *dst, const void *src, cu_packed_fmt fmt, int n, int k, cudaStream_t st);
+/* dst [n, k] = rows idx[0 .. n) (device) of W [*, k] packed in fmt (bf16,
+ * q8 or q4k; MXFP4 is cudaErrorInvalidValue, as the CPU has no such rows),
+ * dequantized to float32: gather_rows_packed's values, bit for bit. */
+cudaError_t cu_packed_rows(float *dst, const void *src, cu_packed_fmt fmt, const int32_t *idx, int n, int k,
+                           cudaStream_t st);
 /* attention_sinks_backward (attention.cu): dsinks[h] -= sum over rows in
  * order of exp(sinks[h] - lse) (out . dout), in double, a block per head. */
 cudaError_t cu_attention_sinks_backward(float *dsinks, const float *out, const float *dout, const float *lse,

@@ -29,11 +29,14 @@ static void keep_routing(const moe_index *x, int R, int k, int E, int32_t *to, s
 }
 
 void model_embed(const model *m, const backend *be, float *x, const int32_t *token, int n) {
-    if (!m->dev && m->held[P_TOK_EMBD] == HOLD_PACKED)
-        be->gather_rows_packed(x, m->w.tok_embd, m->held_as[P_TOK_EMBD], token, n, m->cfg.dim);
+    if (m->held[P_TOK_EMBD] == HOLD_PACKED) /* a frozen base's, on the host or a device */
+        be->gather_rows_packed(x, model_global_weights(m).tok_embd, m->held_as[P_TOK_EMBD], token, n, m->cfg.dim);
     else
         be->gather_rows(x, model_global_weights(m).tok_embd, token, n, m->cfg.dim);
 }
+
+/* The packed head's blocks: the host's, or a frozen base's device copy. */
+static const void *head_blocks(const model *m) { return m->dev ? m->dev->lm_head : m->head_packed; }
 
 void model_head_forward(const model *m, const backend *be, float *logits, const float *x, int n) {
     int d = m->cfg.dim, V = m->cfg.vocab_size;
@@ -41,9 +44,9 @@ void model_head_forward(const model *m, const backend *be, float *logits, const 
     if (!m->head_packed)
         be->matmul_forward(logits, x, model_global_weights(m).lm_head, NULL, n, d, V);
     else if (m->packed_frozen)
-        be->matmul_forward_frozen(logits, x, m->head_packed, m->held_as[P_LM_HEAD], NULL, n, d, V);
+        be->matmul_forward_frozen(logits, x, head_blocks(m), m->held_as[P_LM_HEAD], NULL, n, d, V);
     else
-        be->matmul_forward_packed(logits, x, m->head_packed, m->held_as[P_LM_HEAD], NULL, n, d, V);
+        be->matmul_forward_packed(logits, x, head_blocks(m), m->held_as[P_LM_HEAD], NULL, n, d, V);
 }
 
 void model_head_backward(const model *m, const backend *be, float *dx, float *dw, const float *dlogits,
@@ -51,7 +54,7 @@ void model_head_backward(const model *m, const backend *be, float *dx, float *dw
     int d = m->cfg.dim, V = m->cfg.vocab_size;
     assert(!m->head_packed || (m->packed_frozen && !dw)); /* a packed head trains nothing */
     if (m->head_packed)
-        be->matmul_backward_frozen(dx, dlogits, m->head_packed, m->held_as[P_LM_HEAD], n, d, V, false);
+        be->matmul_backward_frozen(dx, dlogits, head_blocks(m), m->held_as[P_LM_HEAD], n, d, V, false);
     else
         be->matmul_backward(dx, dw, NULL, dlogits, x, model_global_weights(m).lm_head, n, d, V, false);
 }

@@ -210,9 +210,9 @@ void model_head_backward(const model *m, const backend *be, float *dx, float *dw
 struct model_dev {
     const backend *be;
     layer_params *layers; /* [n_layers] */
-    float *tok_embd;      /* fp32 [vocab, dim]: gather_rows reads it */
+    float *tok_embd;      /* fp32 [vocab, dim]: gather_rows reads it; a frozen base's packed: gather_rows_packed */
     float *out_norm;      /* fp32 [dim] */
-    float *lm_head;       /* the backend's weight format [vocab, dim] */
+    float *lm_head;       /* the backend's weight format [vocab, dim]; a frozen base's packed (tied: tok_embd) */
     void **owned;
     size_t n_owned;
 };

@@ -256,10 +256,14 @@ const char *model_weights_describe(const model *m, char *buf, size_t size);
  * afterwards model_forward runs on be, with a KV cache and scratch made on
  * be too (kv_cache_init_on, model_scratch_init_on) and logits in be's
  * memory. m->w stays as it was. The model must not be packed, but for MXFP4
- * experts (weight_choice's on_device plan): EX_SOFTWARE. A model whose
- * options be has no ops for (a mixture of experts, attention sinks or
- * sliding windows: backend.h's NULL entries) is EX_USAGE in one line,
- * before anything is copied. */
+ * experts (weight_choice's on_device plan) or as a frozen base
+ * (packed_frozen: every packed matrix, the embeddings and a packed head
+ * among them, goes there as its packed bytes, a tied head once, for be's
+ * matmul_forward_frozen, matmul_backward_frozen and gather_rows_packed):
+ * EX_SOFTWARE. A model whose options be has no ops for (a mixture of
+ * experts, attention sinks or sliding windows, a frozen packed base:
+ * backend.h's NULL entries) is EX_USAGE in one line, before anything is
+ * copied. */
 int model_to_backend(model *m, const backend *be, gerr *e);
 void model_dev_free(model *m);
 /* After an optimizer step on the device: m->dev's copies made again from

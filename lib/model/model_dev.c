@@ -1,6 +1,7 @@
 /* model_to_backend: the inference forward's weights copied once into a
  * device backend's memory, matrices in its own format (model.h), a
- * mixture's MXFP4 experts as their blocks. */
+ * mixture's MXFP4 experts and a frozen base's packed matrices as their
+ * blocks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,8 +39,9 @@ static int put_matrix(model_dev *d, float **dst, const float *src, size_t rows, 
     return rc ? rc : keep(d, *dst);
 }
 
-/* n experts' matrices [rows, cols] packed in fmt, each in its own float32
- * place on the host (model_pack's), one after another on the device. */
+/* n matrices [rows, cols] packed in fmt, each in its own float32 place on
+ * the host (model_pack's: a layer's experts, or one matrix), one after
+ * another on the device. */
 static int put_packed(model_dev *d, float **dst, const float *src, weight_format fmt, int n, size_t rows, size_t cols,
                       gerr *e) {
     size_t bytes = weights_packed_bytes(fmt, (int)rows, (int)cols);
@@ -63,11 +65,12 @@ const float *model_expert_weight(const model *m, int param, const float *w, int 
 }
 
 /* Every tensor the forward reads on the device: where its copy's pointer
- * is kept, its host floats (NULL: the model or the layer has none), its
- * kind and shape (a vector: rows floats, kept in fp32; a matrix [rows,
- * cols] in the backend's format; n experts' matrices [rows, cols] packed in
- * fmt, as model_pack held them). Returns the count (3 + 24 per layer);
- * fills out when not NULL. */
+ * is kept, its host floats (NULL: the model or the layer has none, or a
+ * frozen base's tied head, the embeddings' blocks), its kind and shape (a
+ * vector: rows floats, kept in fp32; a matrix [rows, cols] in the backend's
+ * format; n matrices [rows, cols] packed in fmt, as model_pack held them: a
+ * layer's experts, or a frozen base's matrix). Returns the count (3 + 24
+ * per layer); fills out when not NULL. */
 typedef enum { DEV_VECTOR, DEV_MATRIX, DEV_PACKED } dev_kind;
 typedef struct {
     float **dst;
@@ -87,40 +90,49 @@ static size_t dev_tensors(const model *m, model_dev *d, dev_tensor *out) {
     (out ? (void)(out[n] = (dev_tensor){(d_ptr), (s_ptr), (k) ? DEV_MATRIX : DEV_VECTOR, (r), (k), 0, WEIGHTS_F32}) \
          : (void)0,                                                                                                  \
      n++)
-/* a stack of E experts' matrices [r, k]: one matrix, or each packed as model_pack held it */
-#define EXPERTS(d_ptr, s_ptr, param, r, k)                                                                           \
+/* cnt matrices [r, k] of tensor param (a layer's experts, or one): a stack in
+ * the backend's format, or each packed as model_pack held it */
+#define HELD(d_ptr, s_ptr, param, cnt, r, k)                                                                         \
     (out ? (void)(out[n] = m->held[param] == HOLD_PACKED                                                             \
-                               ? (dev_tensor){(d_ptr), (s_ptr), DEV_PACKED, (r), (k), (int)E, m->held_as[param]}      \
-                               : (dev_tensor){(d_ptr), (s_ptr), DEV_MATRIX, E * (r), (k), 0, WEIGHTS_F32})            \
+                               ? (dev_tensor){(d_ptr), (s_ptr), DEV_PACKED, (r), (k), (int)(cnt), m->held_as[param]}  \
+                               : (dev_tensor){(d_ptr), (s_ptr), DEV_MATRIX, (cnt) * (r), (k), 0, WEIGHTS_F32})        \
          : (void)0,                                                                                                  \
      n++)
-    PUT(&d->tok_embd, m->w.tok_embd, V * d_, 0);
+    if (m->held[P_TOK_EMBD] == HOLD_PACKED) /* a frozen base's */
+        HELD(&d->tok_embd, m->w.tok_embd, P_TOK_EMBD, 1, V, d_);
+    else
+        PUT(&d->tok_embd, m->w.tok_embd, V * d_, 0);
     PUT(&d->out_norm, m->w.out_norm, d_, 0);
-    PUT(&d->lm_head, m->w.lm_head, V, d_); /* a classifier has none */
+    /* a classifier has none; a frozen base's tied head is its embeddings' blocks (model_to_backend) */
+    HELD(&d->lm_head, m->head_packed && m->w.lm_head == m->w.tok_embd ? NULL : m->w.lm_head, P_LM_HEAD, 1, V, d_);
     for (size_t l = 0; l < L; l++) {
         layer_params h = model_layer(&m->w, c, (int)l), *o = &d->layers[l];
         PUT(&o->attn_norm, h.attn_norm, d_, 0), PUT(&o->bq, h.bq, qd, 0), PUT(&o->bk, h.bk, kvd, 0);
         PUT(&o->bv, h.bv, kvd, 0), PUT(&o->q_norm, h.q_norm, hd, 0), PUT(&o->k_norm, h.k_norm, hd, 0);
         PUT(&o->sinks, h.sinks, (size_t)c->n_heads, 0), PUT(&o->bo, h.bo, d_, 0);
-        PUT(&o->ffn_norm, h.ffn_norm, d_, 0), PUT(&o->wq, h.wq, qd, d_), PUT(&o->wk, h.wk, kvd, d_);
-        PUT(&o->wv, h.wv, kvd, d_), PUT(&o->wo, h.wo, d_, qd), PUT(&o->w_gate, h.w_gate, hid, d_);
-        PUT(&o->w_up, h.w_up, hid, d_), PUT(&o->w_down, h.w_down, d_, hid);
+        PUT(&o->ffn_norm, h.ffn_norm, d_, 0), HELD(&o->wq, h.wq, P_WQ, 1, qd, d_);
+        HELD(&o->wk, h.wk, P_WK, 1, kvd, d_), HELD(&o->wv, h.wv, P_WV, 1, kvd, d_), HELD(&o->wo, h.wo, P_WO, 1, d_, qd);
+        HELD(&o->w_gate, h.w_gate, P_W_GATE, 1, hid, d_), HELD(&o->w_up, h.w_up, P_W_UP, 1, hid, d_);
+        HELD(&o->w_down, h.w_down, P_W_DOWN, 1, d_, hid);
         PUT(&o->router, h.router, E, d_), PUT(&o->router_b, h.router_b, E, 0);
-        EXPERTS(&o->exp_gate, h.exp_gate, P_EXP_GATE, I, d_), EXPERTS(&o->exp_up, h.exp_up, P_EXP_UP, I, d_);
-        EXPERTS(&o->exp_down, h.exp_down, P_EXP_DOWN, d_, I);
+        HELD(&o->exp_gate, h.exp_gate, P_EXP_GATE, E, I, d_), HELD(&o->exp_up, h.exp_up, P_EXP_UP, E, I, d_);
+        HELD(&o->exp_down, h.exp_down, P_EXP_DOWN, E, d_, I);
         PUT(&o->exp_gate_b, h.exp_gate_b, E * I, 0), PUT(&o->exp_up_b, h.exp_up_b, E * I, 0);
         PUT(&o->exp_down_b, h.exp_down_b, E * d_, 0);
     }
-#undef EXPERTS
+#undef HELD
 #undef PUT
     return n;
 }
 
-/* Whether m's packing is one a device takes: none, or the experts alone
- * in MXFP4 (model.h's weight_choice on_device) where be multiplies them. */
+/* Whether m's packing is one a device takes: none, a frozen base's
+ * (refuse_options asks for its ops), or the experts alone in MXFP4
+ * (model.h's weight_choice on_device) where be multiplies them. */
 static bool takes_packing(const model *m, const backend *be) {
     if (!m->packed) return true;
-    if (m->packed_frozen || m->head_packed || m->adapter || !be->matmul_forward_packed) return false;
+    if (m->head_packed_own || m->adapter) return false;
+    if (m->packed_frozen) return true;
+    if (m->head_packed || !be->matmul_forward_packed) return false;
     for (int i = 0; i < MODEL_N_PARAMS; i++) {
         bool expert = i == P_EXP_GATE || i == P_EXP_UP || i == P_EXP_DOWN;
         if (m->held[i] != HOLD_ROWS && !(expert && m->held[i] == HOLD_PACKED && m->held_as[i] == WEIGHTS_MXFP4))
@@ -137,6 +149,10 @@ static int refuse_options(const model *m, const backend *be, gerr *e) {
          (c->swiglu_limit > 0 && !be->swiglu_clamped_forward)))
         return gerr_set(e, EX_USAGE, "--device %s: a mixture of experts (%s) runs on the CPU only (--device cpu)",
                         be->name, c->architecture);
+    if (m->packed_frozen && (!be->matmul_forward_frozen || !be->matmul_backward_frozen ||
+                             (m->held[P_TOK_EMBD] == HOLD_PACKED && !be->gather_rows_packed)))
+        return gerr_set(e, EX_USAGE, "--device %s: a frozen base packed as %s trains on the CPU only (--device cpu, or "
+                        "--base-weights f32)", be->name, weight_format_name(m->packed_as));
     if ((c->attn_sinks || c->sliding_window > 0) && !be->attention_sinks_backward)
         return gerr_set(e, EX_USAGE,
                         "--device %s: attention sinks and sliding windows (%s) run on the CPU only (--device cpu)",
@@ -166,6 +182,7 @@ int model_to_backend(model *m, const backend *be, gerr *e) {
                                      : put_packed(d, x->dst, x->src, x->fmt, x->n, x->rows, x->cols, e);
     }
     free(t);
+    if (!rc && m->head_packed && m->w.lm_head == m->w.tok_embd) d->lm_head = d->tok_embd; /* tied: uploaded once */
     if (!rc) rc = be->sync(e);
     if (rc) model_dev_free(m);
     return rc;
@@ -184,7 +201,7 @@ void model_dev_refresh(model *m, const float *params) {
             d->be->weight_refresh(*x->dst, src, x->rows, x->cols);
         else if (x->kind == DEV_VECTOR)
             d->be->mem_copy(*x->dst, src, x->rows * sizeof(float));
-        /* packed experts are a frozen base's, which no step changes */
+        /* packed matrices are a frozen base's, which no step changes */
     }
     free(t);
 }

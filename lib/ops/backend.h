@@ -45,13 +45,16 @@ typedef struct backend {
                                   const float *bias, int n, int in_dim, int out_dim);
     void (*matmul_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                             int n, int in_dim, int out_dim, bool accumulate);
-    /* a frozen packed base under LoRA (NULL in a backend that trains on no
-     * such base: a device's) */
+    /* a frozen packed base under LoRA (w_packed in the backend's memory:
+     * the host's packed bytes as they are; NULL in a backend that trains on
+     * no such base, which model_to_backend refuses it). cuda's: bf16
+     * operands with float32 sums, lib/cuda/README */
     void (*matmul_forward_frozen)(float *out, const float *in, const void *w_packed, weight_format fmt,
                                   const float *bias, int n, int in_dim, int out_dim);
     void (*matmul_backward_frozen)(float *din, const float *dout, const void *w_packed, weight_format fmt, int n,
                                    int in_dim, int out_dim, bool accumulate);
-    /* rows of such a base's packed embeddings, dequantized (NULL likewise) */
+    /* rows of such a base's packed embeddings, dequantized (NULL likewise;
+     * cuda's: the CPU's values, bit for bit) */
     void (*gather_rows_packed)(float *dst, const void *w_packed, weight_format fmt, const int32_t *idx, int n, int d);
 
     void (*rope_cos_sin)(float *cos_out, float *sin_out, const float *inv_freq, int half, const int *pos, int n);

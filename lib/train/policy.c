@@ -267,12 +267,12 @@ static weight_format named_format(const char *name) {
 }
 
 /* The format the frozen base loads in (o->base_weights, or for auto the
- * file's: model_file_format): f32 but for a LoRA run on the CPU; for a run
- * that resumes, the one its checkpoint trained on (a different one given
- * is load_state's refusal). */
-static int base_load_format(const update_run_opts *o, bool device, weight_format *fmt, gerr *e) {
+ * file's: model_file_format): f32 but for a LoRA run (on the CPU or a
+ * device alike); for a run that resumes, the one its checkpoint trained on
+ * (a different one given is load_state's refusal). */
+static int base_load_format(const update_run_opts *o, weight_format *fmt, gerr *e) {
     *fmt = WEIGHTS_F32;
-    if (device || !(o->lora_r > 0 || lora_is_adapter_dir(o->model))) return 0;
+    if (!(o->lora_r > 0 || lora_is_adapter_dir(o->model))) return 0;
     strbuf sp = {0};
     sb_printf(&sp, "%s/grpo/state.json", o->model);
     bool resumed = false;
@@ -285,11 +285,12 @@ static int base_load_format(const update_run_opts *o, bool device, weight_format
     return 0;
 }
 
-/* The frozen base in p->base_weights' format: packed for a LoRA run on the
- * CPU (a mixture's experts too, the router kept float32 rows; mxfp4's
- * experts by the load); anything but f32 refused for full fine-tuning
- * (every weight trains) and on a device. */
-static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
+/* The frozen base in p->base_weights' format: packed for a LoRA run (a
+ * mixture's experts too, the router kept float32 rows; mxfp4's experts by
+ * the load), on the host, whence a device takes the same bytes
+ * (model_to_backend, which refuses a device without the frozen ops);
+ * anything but f32 refused for full fine-tuning (every weight trains). */
+static int pack_base(policy *p, const char *model_path, gerr *e) {
     const char *f = p->base_weights;
     if (!strcmp(f, "f32") && p->m.packed)
         return gerr_set(e, EX_SOFTWARE, "--base-weights f32: %s was loaded with its experts packed", model_path);
@@ -297,7 +298,6 @@ static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
     if (!p->has_lora)
         return gerr_set(e, EX_USAGE, "--base-weights %s: full fine-tuning trains every weight of %s; use an f32 base "
                         "(--base-weights f32, with --compute bf16 for bf16 products), or --lora-r", f, model_path);
-    if (device) return gerr_set(e, EX_USAGE, "--base-weights %s: a packed base trains on the CPU only (--device cpu)", f);
     if (!strcmp(f, "mxfp4"))
         return p->m.packed_frozen ? 0
                                   : gerr_set(e, EX_USAGE, "--base-weights mxfp4: the experts of %s were not loaded from "
@@ -310,8 +310,8 @@ static int pack_base(policy *p, const char *model_path, bool device, gerr *e) {
 int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, gerr *e) {
     memset(p, 0, sizeof *p);
     bool fresh_adapter = false, resumed = false;
-    int rc = base_load_format(&plan->run, device, &p->base_fmt, e);
-    /* a packed base (LoRA on the CPU) packed as it is read: MXFP4 experts
+    int rc = base_load_format(&plan->run, &p->base_fmt, e);
+    /* a packed base (LoRA) packed as it is read: MXFP4 experts
      * from the file's blocks, bf16, q8 and q4k matrices from their floats */
     weight_format f = p->base_fmt;
     if (!rc)
@@ -320,7 +320,7 @@ int policy_load(policy *p, const update_plan *plan, const dist *d, bool device, 
                                 : model_load_adapter(plan->run.model, &p->m, &p->l, &p->has_lora, e);
     if (!rc) rc = load_adapter(p, plan, &fresh_adapter, e);
     if (!rc) rc = load_state(p, plan, device, &resumed, e);
-    if (!rc) rc = pack_base(p, plan->run.model, device, e);
+    if (!rc) rc = pack_base(p, plan->run.model, e);
     if (!rc && fresh_adapter) lora_init(&p->l, (uint64_t)p->seed);
     if (!rc) rc = pick_ref(p, &plan->run, &plan->loss, e);
     if (!rc) rc = load_moments(p, &plan->run, plan->optim.kind, d, resumed && !fresh_adapter, e);

@@ -216,6 +216,21 @@ static inline void fd_matmul_forward_packed(float *out, const float *in, const v
                                             const float *bias, int n, int in_dim, int out_dim) {
     FD_CPU->matmul_forward_packed(FD_D(out), FD_D(in), FD_D(w_packed), fmt, FD_D(bias), n, in_dim, out_dim);
 }
+/* A frozen packed base's: w_packed in its memory (the host's bytes as they
+ * are), the CPU's kernels on it (bit for bit the CPU trainer's; the CUDA
+ * products' bf16 operands are fake_device_frozen_bf16's, below). */
+static inline void fd_matmul_forward_frozen(float *out, const float *in, const void *w_packed, weight_format fmt,
+                                            const float *bias, int n, int in_dim, int out_dim) {
+    FD_CPU->matmul_forward_frozen(FD_D(out), FD_D(in), FD_D(w_packed), fmt, FD_D(bias), n, in_dim, out_dim);
+}
+static inline void fd_matmul_backward_frozen(float *din, const float *dout, const void *w_packed, weight_format fmt,
+                                             int n, int in_dim, int out_dim, bool accumulate) {
+    FD_CPU->matmul_backward_frozen(FD_D(din), FD_D(dout), FD_D(w_packed), fmt, n, in_dim, out_dim, accumulate);
+}
+static inline void fd_gather_rows_packed(float *dst, const void *w_packed, weight_format fmt, const int32_t *idx, int n,
+                                         int d) {
+    FD_CPU->gather_rows_packed(FD_D(dst), FD_D(w_packed), fmt, FD_H(idx), n, d);
+}
 static inline void fd_swiglu_clamped_forward(float *out, const float *gate, const float *up, size_t n, float alpha,
                                              float limit) {
     FD_CPU->swiglu_clamped_forward(FD_D(out), FD_D(gate), FD_D(up), n, alpha, limit);
@@ -333,9 +348,9 @@ static inline const backend *fake_device(void) {
         .gemm = fd_gemm,
         .matmul_forward = fd_matmul_forward,
         .matmul_forward_packed = fd_matmul_forward_packed, /* w_packed in its memory (cuda's: MXFP4 only) */
-        .matmul_forward_frozen = NULL,
-        .matmul_backward_frozen = NULL,
-        .gather_rows_packed = NULL,
+        .matmul_forward_frozen = fd_matmul_forward_frozen,
+        .matmul_backward_frozen = fd_matmul_backward_frozen,
+        .gather_rows_packed = fd_gather_rows_packed,
         .matmul_backward = fd_matmul_backward,
         .rope_cos_sin = fd_rope_cos_sin,
         .rope_forward = fd_rope_forward,
