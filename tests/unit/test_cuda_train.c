@@ -14,6 +14,14 @@
  * models' log-probs by at most 0.022); gradients within 5e-2 relative
  * (||g_gpu - g_cpu|| / ||g_cpu||, over every trained float).
  *
+ * A frozen packed base (lib/cuda/frozen.c; grpo-update --base-weights
+ * bf16|q8|q4k|mxfp4 under LoRA): its ops against double products of the
+ * bf16 operands the device reads (tests/unit/frozen_bf16.h), the
+ * embeddings' rows the CPU's bits; and the trainer over such a base against
+ * the CPU's within 0.1 (log-probs), 0.05 (entropies) and 5e-2 (gradients):
+ * test_frozen_device's emulation of its products moved them by up to
+ * 0.040, 0.011 and 0.015 on these models (the head rounded too).
+ *
  * Without a CUDA build or a device every test reports a TAP skip. */
 #include <math.h>
 #include <stdio.h>
@@ -23,27 +31,9 @@
 #include "check.h"
 #include "cuda/cuda.h"
 #include "cuda_device.h"
+#include "cuda_ops_util.h"
+#include "frozen_bf16.h"
 #include "tiny_train.h"
-
-static const backend *be; /* NULL: no device, every test skips */
-static char skip_why[200] = "no CUDA device";
-
-/* The largest |a - b| over n floats; infinity where either is NaN. */
-static double max_abs(const float *a, const float *b, int n) {
-    double m = 0;
-    for (int i = 0; i < n; i++) m = isnan(a[i]) || isnan(b[i]) ? INFINITY : fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
-static double rel_l2(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(a[i])) return INFINITY;
-        double d = (double)a[i] - ref[i];
-        num += d * d, den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : INFINITY;
-}
 
 /* lora_targets NULL: full fine-tuning. A mixture of experts replays a
  * fixed routing (tiny_replay_routing) on both: the comparison is of the
@@ -86,19 +76,16 @@ static void test_trainer_on(model_arch arch, bool tied, const char *lora_targets
     }
     tc.dropout_seed = tg.dropout_seed = 17, tc.dropout_pass = tg.dropout_pass = 2;
     group_batch gb;
-    make_groups(&gb, mc.cfg.vocab_size, masked);
     uint16_t routing[96 * 4];
-    if (mc.cfg.n_experts > 0) tiny_replay_routing(&gb, &mc.cfg, routing);
-    int n = train_batch_targets(&gb.b);
     float lc[64], lgp[64], ec[64], eg[64], coef[64], dent[64];
-    fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
-    fill_uniform(dent, 64, 0.5, 0.0, 12, 0);
+    tiny_step_inputs(&gb, &mc.cfg, masked, routing, coef, dent);
+    int n = train_batch_targets(&gb.b);
     float *gc = malloc(tc.n_grad * sizeof *gc), *gg = malloc(tg.n_grad * sizeof *gg),
           *gg2 = malloc(tg.n_grad * sizeof *gg2);
     CHECK(gc && gg && gg2);
     train_step_grads(&tc, &gb.b, coef, dent, lc, ec, gc);
     train_step_grads(&tg, &gb.b, coef, dent, lgp, eg, gg);
-    double dl = max_abs(lgp, lc, n), de = max_abs(eg, ec, n), dg = rel_l2(gg, gc, tc.n_grad);
+    double dl = tiny_max_abs(lgp, lc, n), de = tiny_max_abs(eg, ec, n), dg = tiny_rel_l2(gg, gc, tc.n_grad);
     printf("#   measured: log-probs %.3g, entropies %.3g (absolute), gradients %.3g (relative)\n", dl, de, dg);
     CHECK(dl <= 0.05);
     CHECK(de <= 0.05);
@@ -118,6 +105,113 @@ static void test_trainer_on(model_arch arch, bool tied, const char *lora_targets
 
 static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropout, bool masked, const char *name) {
     test_trainer_on(arch, tied, use_lora ? "q,k,v,o,gate,up,down" : NULL, dropout, masked, name);
+}
+
+/* ---- a frozen packed base --------------------------------------------------------- */
+
+/* W [out, in] packed in fmt into a new buffer (free it): q8, q4k and bf16
+ * from random floats; mxfp4 from random blocks (scales 2^-5 .. 2^-3 in
+ * half units, as tiny_train.h's). */
+static void *random_packed(weight_format fmt, int out, int in) {
+    void *wp = malloc(weights_packed_bytes(fmt, out, in));
+    if (!wp) abort();
+    if (fmt == WEIGHTS_MXFP4) {
+        size_t n = (size_t)out * (in / MX4W_K_BLOCK) * MX4W_GGUF_BYTES;
+        unsigned char *blocks = malloc(n);
+        if (!blocks) abort();
+        for (size_t i = 0; i < n; i++) blocks[i] = (unsigned char)(i * 2654435761u >> 13);
+        for (size_t b = 0; b < n; b += MX4W_GGUF_BYTES) blocks[b] = (unsigned char)(123 + b / MX4W_GGUF_BYTES % 3);
+        mx4w_pack_gguf(wp, blocks, out, in);
+        free(blocks);
+    } else {
+        float *w = fl((size_t)out * in);
+        rnd(w, (size_t)out * in, 51, 0.05f);
+        weights_pack(fmt, wp, w, out, in);
+        free(w);
+    }
+    return wp;
+}
+
+/* out[r, o] = init[r, o] + sum_i a[r, i] b[o, i] in double (b [out, in]), a
+ * rounded to bf16 first; init NULL: 0. */
+static void ref_product(float *y, const float *init, const float *a, const float *b, int n, int in, int out) {
+    for (int r = 0; r < n; r++)
+        for (int o = 0; o < out; o++) {
+            double s = init ? init[(size_t)r * out + o] : 0;
+            for (int i = 0; i < in; i++)
+                s += (double)bf16_to_f32(f32_to_bf16(a[(size_t)r * in + i])) * b[(size_t)o * in + i];
+            y[(size_t)r * out + o] = (float)s;
+        }
+}
+
+/* W^T [in, out] of w [out, in] */
+static float *transposed(const float *w, int out, int in) {
+    float *t = fl((size_t)out * in);
+    for (int o = 0; o < out; o++)
+        for (int i = 0; i < in; i++) t[(size_t)i * out + o] = w[(size_t)o * in + i];
+    return t;
+}
+
+/* in = 288: a whole q4k super-block and a short one; out = 80: q8's and q4k's
+ * panels of 16 whole, bf16's of 32 not */
+static void test_frozen_ops(weight_format fmt, const char *name) {
+    TEST(name);
+    NEED_DEVICE();
+    int n = 7, in = 288, out = 80;
+    size_t bytes = weights_packed_bytes(fmt, out, in);
+    void *wp = random_packed(fmt, out, in);
+    float *wr = frozen_bf16_weights(wp, fmt, out, in), *wt = transposed(wr, out, in);
+    float *x = fl((size_t)n * in), *b = fl(out), *dy = fl((size_t)n * out), *dx0 = fl((size_t)n * in);
+    rnd(x, (size_t)n * in, 52, 2), rnd(b, out, 53, 1), rnd(dy, (size_t)n * out, 54, 1), rnd(dx0, (size_t)n * in, 55, 1);
+    float *ry = fl((size_t)n * out), *rdx = fl((size_t)n * in), *rdx2 = fl((size_t)n * in), *cy = fl((size_t)n * out);
+    for (int r = 0; r < n; r++) memcpy(ry + (size_t)r * out, b, out * sizeof *b);
+    ref_product(ry, ry, x, wr, n, in, out);
+    ref_product(rdx, dx0, dy, wt, n, out, in);
+    ref_product(rdx2, NULL, dy, wt, n, out, in);
+    matmul_forward_frozen(cy, x, wp, fmt, b, n, in, out); /* the CPU's float32 activations on the exact values */
+    gerr e = {0};
+    void *dw = NULL;
+    if (be->mem_alloc(&dw, bytes, &e) || be->mem_upload(dw, wp, bytes, &e)) printf("#   upload: %s\n", e.msg);
+    float *dx = dev(x, (size_t)n * in), *db = dev(b, out), *ddy = dev(dy, (size_t)n * out);
+    float *dyo = dev(NULL, (size_t)n * out), *dyo1 = dev(NULL, out), *ddx = dev(dx0, (size_t)n * in);
+    float *ddx2 = dev(NULL, (size_t)n * in);
+    int32_t idx[5] = {3, 0, out - 1, 17, 3};
+    float *drows = dev(NULL, (size_t)5 * in), *crows = fl((size_t)5 * in);
+    if (dw) {
+        be->matmul_forward_frozen(dyo, dx, dw, fmt, db, n, in, out);
+        be->matmul_forward_frozen(dyo1, dx + (size_t)2 * in, dw, fmt, db, 1, in, out); /* row 2 alone */
+        be->matmul_backward_frozen(ddx, ddy, dw, fmt, n, in, out, true);
+        be->matmul_backward_frozen(ddx2, ddy, dw, fmt, n, in, out, false);
+        if (fmt != WEIGHTS_MXFP4) be->gather_rows_packed(drows, dw, fmt, idx, 5, in);
+    }
+    synced();
+    float *gy = host(dyo, (size_t)n * out), *gy1 = host(dyo1, out), *gdx = host(ddx, (size_t)n * in);
+    float *gdx2 = host(ddx2, (size_t)n * in);
+    CHECK(rel(gy, ry, (size_t)n * out) <= 1e-5);
+    CHECK(rel(gy, cy, (size_t)n * out) <= 1e-2);
+    CHECK(memcmp(gy1, gy + (size_t)2 * out, out * sizeof *gy1) == 0);
+    CHECK(rel(gdx, rdx, (size_t)n * in) <= 1e-5);
+    CHECK(rel(gdx2, rdx2, (size_t)n * in) <= 1e-5);
+    if (fmt != WEIGHTS_MXFP4) { /* the CPU's rows, bit for bit */
+        gather_rows_packed(crows, wp, fmt, idx, 5, in);
+        float *grows = host(drows, (size_t)5 * in);
+        CHECK(memcmp(grows, crows, (size_t)5 * in * sizeof *grows) == 0);
+        free(grows);
+    }
+    FREE_DEV(dw, dx, db, ddy, dyo, dyo1, ddx, ddx2, drows);
+    free(wp), free(wr), free(wt), free(x), free(b), free(dy), free(dx0), free(ry), free(rdx), free(rdx2), free(cy);
+    free(crows), free(gy), free(gy1), free(gdx), free(gdx2);
+}
+
+/* A LoRA step over a frozen base packed in fmt: the CPU trainer's within
+ * the tolerances above (tiny_frozen_vs_cpu). */
+static void test_frozen_trainer(model_arch arch, bool tied, weight_format fmt, const char *name) {
+    TEST(name);
+    NEED_DEVICE();
+    frozen_diff r = tiny_frozen_vs_cpu(be, arch, tied, fmt);
+    CHECK(r.logp <= 0.1);
+    CHECK(r.entropy <= 0.05);
+    CHECK(r.grad <= 5e-2);
 }
 
 /* NCCL (lib/cuda/nccl.c, the gradients' sum across ranks) in a
@@ -171,6 +265,21 @@ int main(void) {
     test_trainer_on(ARCH_GPT_OSS, false, "q,k,v,o", 0.1, false, "trainer on the device, gpt_oss, LoRA on attention");
     test_trainer_on(ARCH_GPT_OSS, false, "q,k,v,o,gate,up,down", 0, false,
                     "trainer on the device, gpt_oss, LoRA on its stacked experts too (gate and up share A_e)");
+    test_frozen_ops(WEIGHTS_Q8, "frozen q8 base on the device: products within 1e-5 of double ones on its values "
+                                "rounded to bf16, 1e-2 of the CPU's; a row the same bytes alone; the CPU's rows");
+    test_frozen_ops(WEIGHTS_Q4K, "frozen q4k base on the device: products within 1e-5 of double ones on its values "
+                                 "rounded to bf16, 1e-2 of the CPU's; a row the same bytes alone; the CPU's rows");
+    test_frozen_ops(WEIGHTS_BF16, "frozen bf16 base on the device: products within 1e-5 of double ones on its exact "
+                                  "values, 1e-2 of the CPU's; a row the same bytes alone; the CPU's rows");
+    test_frozen_ops(WEIGHTS_MXFP4, "frozen mxfp4 base on the device: products within 1e-5 of double ones on its exact "
+                                   "values, 1e-2 of the CPU's; a row the same bytes alone");
+    test_frozen_trainer(ARCH_LLAMA, true, WEIGHTS_Q8, "trainer on the device, llama (tied), LoRA on a q8 frozen base");
+    test_frozen_trainer(ARCH_LLAMA, false, WEIGHTS_Q4K, "trainer on the device, llama, LoRA on a q4k frozen base");
+    test_frozen_trainer(ARCH_LLAMA, false, WEIGHTS_BF16, "trainer on the device, llama, LoRA on a bf16 frozen base");
+    test_frozen_trainer(ARCH_QWEN3_MOE, false, WEIGHTS_Q8,
+                        "trainer on the device, qwen3_moe, LoRA on a q8 frozen base (every expert packed apart)");
+    test_frozen_trainer(ARCH_GPT_OSS, false, WEIGHTS_MXFP4,
+                        "trainer on the device, gpt_oss, LoRA on an mxfp4 frozen base (its MXFP4 experts)");
     test_nccl_one_rank();
     if (be) cuda_close();
     return check_done();

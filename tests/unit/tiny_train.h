@@ -71,19 +71,34 @@ static inline int tiny_model(model *m, model_arch arch, bool tied) {
     return tiny_model_fill(m);
 }
 
+/* tiny_model with every matrix's input width a multiple of 32, as q8's and
+ * q4k's blocks need (a frozen base's formats): the dense FFN 64 wide,
+ * qwen3's heads 8 wide, qwen3_moe's experts 32. */
+static inline int tiny_model_wide(model *m, model_arch arch, bool tied) {
+    memset(m, 0, sizeof *m);
+    tiny_config(&m->cfg, arch, tied);
+    model_config *c = &m->cfg;
+    if (arch != ARCH_GPT_OSS) c->hidden_dim = 64;
+    if (c->head_dim == 12) c->head_dim = 8;
+    if (arch == ARCH_QWEN3_MOE) c->moe_hidden_dim = 32;
+    return tiny_model_fill(m);
+}
+
 /* Random MXFP4 blocks (scales 2^-5 .. 2^-3 in half units: weights up to
  * 0.75) written as every expert's matrix of m (gpt_oss: widths multiples
  * of 32) in its own place, and m packed as a device's loader packs a
  * gpt-oss's MXFP4 experts (weight_choice on_device: those experts MXFP4,
- * every other matrix float32 rows). */
-static inline int tiny_mxfp4_experts(model *m, gerr *e) {
+ * every other matrix float32 rows), or with frozen as grpo-update's loader
+ * packs an mxfp4 frozen base (weight_choice frozen: the same experts, the
+ * model marked packed_frozen). */
+static inline int tiny_mxfp4_experts_as(model *m, bool frozen, gerr *e) {
     size_t nt = model_tensor_list(m, NULL);
     model_tensor_ref *refs = calloc(nt, sizeof *refs);
     if (!refs) return gerr_set(e, EX_SOFTWARE, "out of memory");
     model_tensor_list(m, refs);
     m->experts_mxfp4 = true;
     pack_plan plan;
-    model_plan_packing(m, (weight_choice){.fmt = WEIGHTS_MXFP4, .on_device = true}, &plan);
+    model_plan_packing(m, (weight_choice){.fmt = WEIGHTS_MXFP4, .on_device = !frozen, .frozen = frozen}, &plan);
     rng_stream r;
     rng_init(&r, 77, "mxfp4", 5, 0);
     int rc = 0;
@@ -110,6 +125,8 @@ static inline int tiny_mxfp4_experts(model *m, gerr *e) {
     free(refs);
     return rc;
 }
+
+static inline int tiny_mxfp4_experts(model *m, gerr *e) { return tiny_mxfp4_experts_as(m, false, e); }
 
 static inline void tiny_lora(lora *l, const model *m, const char *names, double dropout) {
     gerr e = {0};
@@ -237,6 +254,101 @@ static inline void train_step_grads(trainer *t, const train_batch *b, const floa
     } else {
         memcpy(g, t->grad, t->n_grad * sizeof *g);
     }
+}
+
+/* A step's inputs: make_groups' batch (a mixture's routing replayed from
+ * routing, room for 96 * 4), and a loss's fixed d/d logp (coef[64]) and
+ * d/d entropy (dent[64]). */
+static inline void tiny_step_inputs(group_batch *gb, const model_config *c, bool masked, uint16_t *routing,
+                                    float *coef, float *dent) {
+    make_groups(gb, c->vocab_size, masked);
+    if (c->n_experts > 0) tiny_replay_routing(gb, c, routing);
+    fill_uniform(coef, 64, 1.0, 0.0, 11, 0);
+    fill_uniform(dent, 64, 0.5, 0.0, 12, 0);
+}
+
+/* The largest |a - b| over n floats; infinity where either is NaN. */
+static inline double tiny_max_abs(const float *a, const float *b, int n) {
+    double m = 0;
+    for (int i = 0; i < n; i++) m = isnan(a[i]) || isnan(b[i]) ? INFINITY : fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+/* ||a - ref|| / ||ref|| over n floats; infinity where a has a NaN or ref is zero. */
+static inline double tiny_rel_l2(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i])) return INFINITY;
+        double d = (double)a[i] - ref[i];
+        num += d * d, den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : INFINITY;
+}
+
+/* m: tiny_model_wide of arch as grpo-update's loader leaves a frozen base
+ * packed in fmt (model_pack_frozen: the layer matrices, each expert's
+ * apart, the embeddings and the head; mxfp4: gpt_oss's experts as random
+ * MXFP4 blocks, tiny_mxfp4_experts_as). */
+static inline int tiny_frozen(model *m, model_arch arch, bool tied, weight_format fmt, gerr *e) {
+    if (tiny_model_wide(m, arch, tied)) return gerr_set(e, EX_SOFTWARE, "tiny_model_wide failed");
+    return fmt == WEIGHTS_MXFP4 ? tiny_mxfp4_experts_as(m, true, e) : model_pack_frozen(m, fmt, e);
+}
+
+/* A LoRA step (every target; a mixture's routing replayed, so that no
+ * top-k choice within rounding flips) over tiny_frozen's base on device be
+ * against the CPU's: the log-probs' and entropies' largest differences,
+ * the gradients' relative one, and whether all three are the CPU's bytes. */
+typedef struct {
+    double logp, entropy, grad;
+    bool same;
+} frozen_diff;
+
+static inline frozen_diff tiny_frozen_vs_cpu(const backend *be, model_arch arch, bool tied, weight_format fmt) {
+    frozen_diff r = {INFINITY, INFINITY, INFINITY, false};
+    model mc, md;
+    gerr e = {0};
+    int rc = tiny_frozen(&mc, arch, tied, fmt, &e);
+    if (!rc) rc = tiny_frozen(&md, arch, tied, fmt, &e);
+    if (!rc) rc = model_to_backend(&md, be, &e);
+    if (rc) {
+        printf("#   %s\n", e.msg);
+        CHECK(0);
+        return r;
+    }
+    lora l, ld;
+    float *lmem = NULL;
+    tiny_lora(&l, &mc, "q,k,v,o,gate,up,down", 0);
+    fill_uniform(l.memory, l.n_params, 0.2, 0.0, 9, 1);
+    lora_on_backend(be, &ld, &l, &lmem);
+    trainer tc, td;
+    CHECK(trainer_init(&tc, &mc, &l, TRAINER_LORA, false, 64, 0, 32, 64, &e) == 0);
+    CHECK(trainer_init(&td, &md, &ld, TRAINER_LORA, false, 64, 0, 32, 64, &e) == 0);
+    group_batch gb;
+    uint16_t routing[96 * 4];
+    float lc[64], ld_[64], ec[64], ed[64], coef[64], dent[64];
+    tiny_step_inputs(&gb, &mc.cfg, false, routing, coef, dent);
+    int n = train_batch_targets(&gb.b);
+    float *gc = malloc(tc.n_grad * sizeof *gc), *gd = malloc(td.n_grad * sizeof *gd);
+    CHECK(gc && gd && tc.n_grad == td.n_grad);
+    if (gc && gd) {
+        train_step_grads(&tc, &gb.b, coef, dent, lc, ec, gc);
+        train_step_grads(&td, &gb.b, coef, dent, ld_, ed, gd);
+        double mx = 0;
+        for (size_t i = 0; i < tc.n_grad; i++) mx = fmax(mx, fabs((double)gc[i]));
+        CHECK(mx > 0); /* a gradient of zeros would compare equal too */
+        r.logp = tiny_max_abs(ld_, lc, n), r.entropy = tiny_max_abs(ed, ec, n);
+        r.grad = tiny_rel_l2(gd, gc, tc.n_grad);
+        r.same = !memcmp(lc, ld_, (size_t)n * sizeof *lc) && !memcmp(ec, ed, (size_t)n * sizeof *ec) &&
+                 !memcmp(gc, gd, tc.n_grad * sizeof *gc);
+    }
+    printf("#   measured: log-probs %.3g, entropies %.3g (absolute), gradients %.3g (relative)%s\n", r.logp, r.entropy,
+           r.grad, r.same ? ", the CPU's bytes" : "");
+    free(gc), free(gd);
+    trainer_free(&tc), trainer_free(&td);
+    be->mem_free(lmem);
+    lora_free(&l);
+    model_free(&mc), model_free(&md);
+    return r;
 }
 
 #endif
