@@ -6,7 +6,10 @@
  * every result must be the CPU backend's bit for bit: logp, entropies,
  * gradients, and the checkpoint's weights and AdamW moments after a run
  * with micro-batches, clipping, a KL reference and two optimizer steps
- * (the second reads the weights the first refreshed on the device). What
+ * (the second reads the weights the first refreshed on the device), and
+ * LoRA over a frozen base packed as q4k, q8 or bf16 (--base-weights, or
+ * auto following a bf16 file's format as on the CPU; test_frozen_device
+ * checks the upload and the trainer over such bases). What
  * this cannot check is the CUDA kernels' arithmetic: test_cuda_ops and
  * tests/bats/update_device.bats do that on a GPU. */
 #include <stdio.h>
@@ -118,6 +121,17 @@ static bool same_file(const char *a, const char *b, const char *name) {
     return same;
 }
 
+/* Whether checkpoint dir's grpo/state.json says its base was held as fmt. */
+static bool trained_on(const char *dir, const char *fmt) {
+    size_t n = 0;
+    char want[64];
+    snprintf(want, sizeof want, "\"base_weights\":\"%s\"", fmt);
+    char *st = slurp(dir, "grpo/state.json", &n);
+    bool yes = st && memmem(st, n, want, strlen(want));
+    free(st);
+    return yes;
+}
+
 /* tiny_train.h's mixtures of experts as config.json says them (the
  * generated config of a dense model is hf_write_config's). */
 static const char *moe_config_json(model_arch arch) {
@@ -138,12 +152,13 @@ static const char *moe_config_json(model_arch arch) {
            "\"original_max_position_embeddings\": 16, \"truncate\": false}}\n";
 }
 
-/* A tiny model of arch as an HF directory, and 4 prompt groups of 3
- * completions for it: advantaged records as grpo-advantage writes them. */
-static void write_fixture(const char *dir, const char *batch, model_arch arch) {
+/* A tiny model of arch as an HF directory (wide: tiny_model_wide's, as a
+ * q8 or q4k base needs), and 4 prompt groups of 3 completions for it:
+ * advantaged records as grpo-advantage writes them. */
+static void write_fixture(const char *dir, const char *batch, model_arch arch, bool wide) {
     gerr e = {0};
     model m;
-    CHECK(tiny_model(&m, arch, false) == 0);
+    CHECK((wide ? tiny_model_wide(&m, arch, false) : tiny_model(&m, arch, false)) == 0);
     char path[512];
     CHECK(mkdir(dir, 0755) == 0);
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -181,9 +196,9 @@ static void write_fixture(const char *dir, const char *batch, model_arch arch) {
 
 /* grpo-update on the CPU and on the fake device with the same flags: the
  * same checkpoint weights and optimizer state, byte for byte. The model is
- * root/tiny (a llama) or root/MODEL. */
+ * root/tiny (a llama) or root/MODEL; base: --base-weights (NULL: left out). */
 static void test_update_run_on(const char *root, const char *model, const char *what, long long lora_r, double dropout,
-                               const char *ref, double aux, const char *targets, const char *name) {
+                               const char *ref, double aux, const char *targets, const char *base, const char *name) {
     TEST(name);
     char model_dir[512], batch[512], out_cpu[512], out_dev[512];
     snprintf(model_dir, sizeof model_dir, "%s/%s", root, model);
@@ -198,6 +213,7 @@ static void test_update_run_on(const char *root, const char *model, const char *
     r->iterations = 2, r->micro_batch = 24, r->threads = 1, r->seed = 5;
     r->lora_r = lora_r, r->lora_dropout = dropout, o.loss.router_aux_coef = aux;
     if (targets) o.lora_targets = targets, r->lora_targets_given = true; /* else the model's default */
+    if (base) r->base_weights = base, r->base_weights_given = true;
     gerr e = {0};
     r->out = out_cpu;
     update_plan plan;
@@ -217,6 +233,7 @@ static void test_update_run_on(const char *root, const char *model, const char *
     /* the steps moved the weights (a run that trained nothing would pass the
      * above; the LoRA cases' gradients are checked non-zero by test_trainer) */
     if (!lora_r) CHECK(!same_file(model_dir, out_dev, "model.safetensors"));
+    if (base) CHECK(trained_on(out_dev, base)); /* the device trained on that base */
     if (targets) { /* the only caller's: gpt_oss's experts, a stacked adapter */
         size_t n = 0;
         const char *want = "\"target_parameters\": [\n    \"mlp.experts.gate_up_proj\"";
@@ -228,7 +245,7 @@ static void test_update_run_on(const char *root, const char *model, const char *
 
 static void test_update_run(const char *root, const char *what, long long lora_r, double dropout, const char *ref,
                             const char *name) {
-    test_update_run_on(root, "tiny", what, lora_r, dropout, ref, 0, NULL, name);
+    test_update_run_on(root, "tiny", what, lora_r, dropout, ref, 0, NULL, NULL, name);
 }
 
 /* --router-aux-coef on a device without the balance loss's backward (the
@@ -297,24 +314,47 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/tiny", root);
     snprintf(batch, sizeof batch, "%s/batch.jsonl", root);
     snprintf(ref, sizeof ref, "%s/ref", root);
-    write_fixture(dir, batch, ARCH_LLAMA);
-    write_fixture(ref, "/dev/null", ARCH_LLAMA);
-    char moe[600], oss[600];
+    write_fixture(dir, batch, ARCH_LLAMA, false);
+    write_fixture(ref, "/dev/null", ARCH_LLAMA, false);
+    char moe[600], oss[600], wide[600];
     snprintf(moe, sizeof moe, "%s/moe", root);
     snprintf(oss, sizeof oss, "%s/oss", root);
-    write_fixture(moe, "/dev/null", ARCH_QWEN3_MOE);
-    write_fixture(oss, "/dev/null", ARCH_GPT_OSS);
+    snprintf(wide, sizeof wide, "%s/wide", root);
+    write_fixture(moe, "/dev/null", ARCH_QWEN3_MOE, false);
+    write_fixture(oss, "/dev/null", ARCH_GPT_OSS, false);
+    write_fixture(wide, "/dev/null", ARCH_LLAMA, true);
+    char wide16[600], path[700];
+    snprintf(wide16, sizeof wide16, "%s/wide16", root);
+    write_fixture(wide16, "/dev/null", ARCH_LLAMA, true);
+    { /* its weights again as bf16 */
+        model m;
+        gerr e = {0};
+        snprintf(path, sizeof path, "%s/model.safetensors", wide16);
+        CHECK(tiny_model_wide(&m, ARCH_LLAMA, false) == 0 && hf_write_weights(path, &m, EXPORT_BF16, &e) == 0);
+        model_free(&m);
+    }
     test_update_run(root, "full", 0, 0, NULL, "grpo-update full fine-tuning on the device: the CPU's checkpoint bytes");
     test_update_run(root, "lora", 4, 0.1, NULL, "grpo-update LoRA with dropout on the device: the CPU's checkpoint bytes");
     test_update_run(root, "ref", 0, 0, ref, "grpo-update with --ref (a second model on the device): the CPU's bytes");
-    test_update_run_on(root, "moe", "moe", 0, 0, NULL, 0.01, NULL,
+    test_update_run_on(root, "moe", "moe", 0, 0, NULL, 0.01, NULL, NULL,
                        "grpo-update qwen3_moe full fine-tuning with --router-aux-coef on the device: the CPU's bytes");
-    test_update_run_on(root, "moe", "moe-lora", 4, 0, NULL, 0, NULL,
+    test_update_run_on(root, "moe", "moe-lora", 4, 0, NULL, 0, NULL, NULL,
                        "grpo-update qwen3_moe LoRA on the device: the CPU's bytes");
-    test_update_run_on(root, "oss", "oss", 0, 0, NULL, 0, NULL,
+    test_update_run_on(root, "oss", "oss", 0, 0, NULL, 0, NULL, NULL,
                        "grpo-update gpt_oss full fine-tuning on the device: the CPU's bytes");
-    test_update_run_on(root, "oss", "oss-lora", 4, 0, NULL, 0, "all",
+    test_update_run_on(root, "oss", "oss-lora", 4, 0, NULL, 0, "all", NULL,
                        "grpo-update gpt_oss LoRA on its stacked experts (PEFT's ParamWrapper) on the device: the CPU's bytes");
+    test_update_run_on(root, "wide", "q4k", 4, 0.1, NULL, 0, NULL, "q4k",
+                       "grpo-update LoRA with dropout on a q4k frozen base on the device: the CPU's bytes");
+    test_update_run_on(root, "wide", "q8", 4, 0, NULL, 0, NULL, "q8",
+                       "grpo-update LoRA on a q8 frozen base on the device: the CPU's bytes");
+    test_update_run_on(root, "wide", "bf16", 4, 0, NULL, 0, NULL, "bf16",
+                       "grpo-update LoRA on a bf16 frozen base on the device: the CPU's bytes");
+    test_update_run_on(root, "wide16", "auto16", 4, 0, NULL, 0, NULL, NULL,
+                       "grpo-update LoRA on a bf16 file, --base-weights auto, on the device: the CPU's bytes");
+    TEST("--base-weights auto on a device follows the file's format, as on the CPU: bf16");
+    snprintf(path, sizeof path, "%s/auto16-dev", root);
+    CHECK(trained_on(path, "bf16"));
     test_aux_refused(root, moe, batch);
     {
         TEST("grpo-update --group-sums on the caller's device: 64, nothing written");
