@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # grpo-update --device: the choice of CPU or GPU and its errors everywhere;
 # on a machine with an NVIDIA GPU and a CUDA build, training there against
-# the CPU's step. Without a GPU the GPU tests skip visibly (the device path's
-# plumbing is checked on the CPU by tests/unit/test_train_device.c, on a
+# the CPU's step (LoRA over a packed frozen base among them). Without a GPU
+# the GPU tests skip visibly (the device path's plumbing is checked on the
+# CPU by tests/unit/test_train_device.c and test_frozen_device.c, on a
 # backend that keeps its memory apart as a GPU does).
 #
 # Tolerances on the GPU (bf16 products, float32 sums): with SGD the update
@@ -57,6 +58,16 @@ EOF
     [ "$status" -eq 0 ] && skip "this machine has a CUDA device"
     [ "$status" -eq 69 ]
     assert_one_line_error grpo-update "--device cuda: (this build has no CUDA support \(make CUDA=1\)|no CUDA device)"
+    [ ! -e c ]
+}
+
+@test "--device cuda --base-weights q4k without a GPU or a CUDA build: 69 and the device's one line, as without a packed base" {
+    needs_tiny
+    run grpo-update --model "$TINY" --in "$(B)" --out c --device cuda --lora-r 4 --base-weights q4k
+    [ "$status" -eq 0 ] && skip "this machine has a CUDA device"
+    [ "$status" -eq 69 ]
+    assert_one_line_error grpo-update "--device cuda: (this build has no CUDA support \(make CUDA=1\)|no CUDA device)"
+    [[ "$output" != *"CPU only"* ]] # a packed base is no longer refused on a device
     [ ! -e c ]
 }
 
@@ -145,6 +156,24 @@ step_vs_cpu() {
     run -64 grpo-update --model moe2 --in "$(B)" --out aux --device cuda --router-aux-coef 0.01
     assert_one_line_error grpo-update "--router-aux-coef 0.01: the router's load-balancing loss runs on the CPU only"
     [ ! -e aux ]
+}
+
+# LoRA over a frozen packed base: the device's products read its values
+# rounded to bf16 (q8's and q4k's; bf16's are exact). Emulated on the CPU
+# (tests/unit/frozen_bf16.h's products in this very step) the adapter moved
+# by 0.0105 (q4k), 0.0171 (q8) and 0.0087 (bf16) of its largest value, the
+# loss and grad_norm by at most 0.3%: the dense tolerance, 5e-2, holds.
+@test "GPU: LoRA over a frozen base packed as q4k, q8 or bf16 (--base-weights) is the CPU's step within bf16 tolerance" {
+    needs_gpu
+    for f in q4k q8 bf16; do
+        rm -rf cpu gpu cpu.jsonl gpu.jsonl
+        flags=(--model "$TINY" --in "$(B)" --optimizer sgd --lr 1e-2 --max-grad-norm 0 --lora-r 4 --base-weights $f)
+        grpo-update "${flags[@]}" --device cpu --out cpu --metrics cpu.jsonl 2> /dev/null
+        grpo-update "${flags[@]}" --device cuda --out gpu --metrics gpu.jsonl 2> /dev/null
+        jq -e --arg f $f '.flags.base_weights == $f' gpu/grpo/state.json
+        ref close gpu/adapter_model.safetensors cpu/adapter_model.safetensors 5e-2
+        close_metrics gpu.jsonl cpu.jsonl 5e-2
+    done
 }
 
 @test "GPU: --compute f32 is refused on the device: 64, nothing written" {
