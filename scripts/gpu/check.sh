@@ -4,10 +4,12 @@
 # build/tests/test_cuda_train and build/bench/bench_cuda_model built (and build/gpu from scripts/gpu/bundle.sh
 # where the machine lacks the C libraries): the checks of docs/gpu.md in
 # order, logs under $OUT (or build/gpu-out), a summary last. STEPS picks some:
-# "ops memcheck racecheck bats train fwd bench trainbench step moe" (train:
-# tests/bats/update_device.bats, grpo-update --device cuda against the CPU;
-# moe: the mixtures of experts and gpt-oss, a short run: the three unit
-# tests and the device bats tests named for them;
+# "ops memcheck racecheck bats train fwd bench trainbench step moe frozen"
+# (train: tests/bats/update_device.bats, grpo-update --device cuda against
+# the CPU; moe: the mixtures of experts and gpt-oss, a short run: the three
+# unit tests and the device bats tests named for them; frozen: LoRA over a
+# packed frozen base (--base-weights), a short run: test_cuda_train and
+# update_device.bats' frozen-base test;
 # trainbench: bench/gpu_train.sh, against a PyTorch eager step; step:
 # bench/gpu_grpo_step.sh, a whole GRPO step against TRL's, with TRL's wheels in
 # .whl from scripts/gpu/wheels.sh).
@@ -62,6 +64,14 @@ for step in $STEPS; do
             > "$LOG/moe-bats.txt" 2>&1
         note "mixture-of-experts bats: exit $?, $(grep -c '^ok' "$LOG/moe-bats.txt") ok, $(grep -c '^not ok' "$LOG/moe-bats.txt") not ok, $(grep -c '# skip' "$LOG/moe-bats.txt") skipped"
         grep -vE '^ok' "$LOG/moe-bats.txt" | head -40 ;;
+    frozen)
+        # test_cuda_train whole (seconds): its frozen-base ops and trainer cases among the others
+        timeout "$LIMIT" build/tests/test_cuda_train > "$LOG/frozen-test_cuda_train.txt" 2>&1
+        note "test_cuda_train: exit $?, $(grep -c '^ok' "$LOG/frozen-test_cuda_train.txt") ok, $(grep -c '^not ok' "$LOG/frozen-test_cuda_train.txt") not ok"
+        grep -E '^not ok|^#' "$LOG/frozen-test_cuda_train.txt" | head -40
+        timeout "$LIMIT" bats --tap -f 'frozen base' tests/bats/update_device.bats > "$LOG/frozen-bats.txt" 2>&1
+        note "frozen-base bats: exit $?, $(grep -c '^ok' "$LOG/frozen-bats.txt") ok, $(grep -c '^not ok' "$LOG/frozen-bats.txt") not ok, $(grep -c '# skip' "$LOG/frozen-bats.txt") skipped"
+        grep -vE '^ok' "$LOG/frozen-bats.txt" | head -40 ;;
     bats)
         timeout "$LIMIT" bats --tap tests/bats/rollout_device.bats > "$LOG/bats.txt" 2>&1
         note "rollout_device.bats: exit $?, $(grep -c '^not ok' "$LOG/bats.txt") not ok, $(grep -c '# skip' "$LOG/bats.txt") skipped"
