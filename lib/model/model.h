@@ -108,8 +108,9 @@ typedef struct {
      * Face _blocks and _scales): the plan may take them as they are. */
     bool experts_mxfp4;
     /* model_pack_frozen: packed as the frozen base of a LoRA run; its
-     * products take float32 activations (matmul_forward_frozen, the LM
-     * head's too), the backward reaches the packed matrices for the input
+     * products take float32 activations on the CPU (matmul_forward_frozen,
+     * the LM head's too; a device's are its own: model_to_backend takes the
+     * same bytes), the backward reaches the packed matrices for the input
      * gradient only, and the embeddings' rows are dequantized from their
      * blocks as they are looked up (layer.h's model_embed). */
     bool packed_frozen;

@@ -14,7 +14,9 @@
  * but hold each row at twice its width, the second half NaN, as a device's
  * own format differs from fp32 rows: a matrix sliced by float count rather
  * than through weight_rows (an expert's in a stacked tensor) reads the
- * wrong rows and the products differ from the CPU's. Header only, for any
+ * wrong rows and the products differ from the CPU's. A frozen packed
+ * base's matrices (matmul_forward_frozen's w_packed) are the host's packed
+ * bytes as they are, the CPU's kernels run on them. Header only, for any
  * test. */
 #ifndef GRPO_TEST_FAKE_DEVICE_H
 #define GRPO_TEST_FAKE_DEVICE_H
