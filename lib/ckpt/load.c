@@ -135,7 +135,10 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
     }
     lora_merge(m, &l);
     lora_free(&l);
-    if (stacked) m->experts_mxfp4 = false; /* merged into: no longer the file's MXFP4 values */
+    /* merged into: no longer the file's values (the experts' only when the adapter is on them) */
+    for (int i = 0; i < MODEL_N_PARAMS; i++)
+        if (stacked || m->file_as[i] != WEIGHTS_MXFP4) m->file_as[i] = WEIGHTS_F32;
+    if (stacked) m->experts_mxfp4 = false;
     if (w) {
         model_plan_packing(m, *w, plan);
         for (size_t i = 0; !q4k && i < plan->n_tensors && i < base_plan.n_tensors; i++) /* widened when q4k */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "ckpt/load.h"
 #include "formats/gguf.h"
 #include "formats/gguf_meta.h"
@@ -451,22 +452,6 @@ static void test_q4k_frozen(void) {
     CHECK(model_file_format(path, &auto_fmt, &e) == 0 && auto_fmt == WEIGHTS_Q4K);
     gguf_close(&g);
     model_free(&m), model_free(&b), model_free(&f);
-}
-
-/* Pages of [p, p + n) (whole pages inside it) in memory, by mincore. */
-static int resident_pages(const void *p, size_t n) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
-    if (hi <= lo) return 0;
-    size_t np = (hi - lo) / page;
-    unsigned char *v = calloc(np, 1);
-    int count = -1;
-    if (v && mincore((void *)lo, hi - lo, v) == 0) {
-        count = 0;
-        for (size_t i = 0; i < np; i++) count += v[i] & 1;
-    }
-    free(v);
-    return count;
 }
 
 static void test_resident(void) {
