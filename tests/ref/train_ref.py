@@ -54,7 +54,13 @@ packed apart). The "mxfp4" cases keep a
 gpt-oss's MXFP4 experts (make_oss_mxfp4.py) as the file's blocks; the
 reference takes transformers' dequantization of them (model_ref.hf_model),
 which the values the kernels read must equal exactly (gradients 1.7e-6 to
-2.0e-6); the "q4kgguf" case loads a Q4_K GGUF of random blocks
+2.0e-6); in the "mxfp4bf16" cases the file holds every other tensor bf16,
+and the "mxfp4q8gguf" case is llama.cpp's converter's q8_0 GGUF of one
+(needs .venv-peft and the llama.cpp source): the base holds the attention,
+the embeddings and the head as the file does (bf16 panels, the file's
+Q8_0 blocks), which the case requires, and the reference takes the file's
+values (gguf-py's dequantization of the Q8_0 blocks), which the kernels
+read exactly (gradients 1.6e-6 to 1.8e-6); the "q4kgguf" case loads a Q4_K GGUF of random blocks
 (q4k_gguf.py --random, exported from the tiny model) as grpo-update loads a
 q4k base, its blocks as they are, and the reference takes gguf-py's
 dequantization of them, which the values the kernels read must equal
