@@ -11,14 +11,15 @@
 # Shapes: SmolLM2-135M (the Q4_1 GGUF of make models), random models of
 # Qwen2.5-1.5B's and Qwen2.5-7B's shapes (bench/dense_shape.py writes them
 # once into build/bench: 1.6 GB and 8.1 GB of Q8_0), and qwen2.5-1.5b-q4k,
-# the 1.5B one with its layer matrices Q4_K (tests/ref/q4k_gguf.py's
-# quantizer; 0.99 GB), which a q4k base takes as its blocks, quantizing
-# nothing (rows f32, q4k, q4k-recompute unless BENCH_QLORA_FORMATS; the
-# peer is qwen2.5-1.5b's), and gpt-oss-20b, bench/oss_shape.py's model of
-# gpt-oss-20b's shape (bench/moe.sh's; written once into build/bench: 12.7
-# GB, MXFP4 experts, bf16 attention, Q8_0 embeddings and head), on an
-# mxfp4 base (its experts the file's blocks, the rest as the file holds
-# it; rows f32, mxfp4, mxfp4-recompute). Last, q4k (mxfp4) with
+# the 1.5B one exported once by grpo-export --dtype q4_k (0.99 GB; the
+# export's seconds printed), which a q4k base takes as its blocks,
+# quantizing nothing (rows f32, q4k, q4k-recompute unless
+# BENCH_QLORA_FORMATS; the peer is qwen2.5-1.5b's), and gpt-oss-20b,
+# bench/oss_shape.py's model of gpt-oss-20b's shape (bench/moe.sh's;
+# written once into build/bench: 12.7 GB, MXFP4 experts, bf16 attention,
+# Q8_0 embeddings and head), on an mxfp4 base (its experts the file's
+# blocks, the rest as the file holds it; rows f32, mxfp4,
+# mxfp4-recompute). Last, q4k (mxfp4) with
 # --recompute (each layer's input kept, not its activations). A cell whose
 # estimate (parameters x bytes per weight, plus the activations autograd
 # keeps: 1,024 tokens x layers x (6 hidden + 3 FFN) floats, the FFN a
@@ -72,7 +73,11 @@ for shape in "$@"; do
     if [ "$shape" = qwen2.5-1.5b-q4k ]; then
         q8=$OUT/qwen2.5-1.5b.gguf
         [ -f "$q8" ] || "$PY" bench/dense_shape.py build/llama.cpp/src/gguf-py "$q8" qwen2.5-1.5b
-        [ -f "$model" ] || "$PY" tests/ref/q4k_gguf.py "$q8" "$model" > /dev/null
+        if [ ! -f "$model" ]; then # the base exported once, as a run of many steps would
+            t0=$(date +%s.%N)
+            bin/grpo-export --model "$q8" --format gguf --dtype q4_k --out "$model" 2> /dev/null
+            printf '  %-16s exported once: grpo-export --dtype q4_k, %.1f s\n' "$shape" "$(echo "$(date +%s.%N) - $t0" | bc -l)"
+        fi
         rows="f32 q4k q4k-recompute"
     fi
     if [ "$shape" = gpt-oss-20b ]; then

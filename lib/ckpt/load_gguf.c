@@ -165,15 +165,9 @@ static int load_rope_freqs(model *m, const gguf_file *f, gerr *e) {
 /* Whether plan takes tensor r as the file's blocks t: it packs r in its
  * own place, in a format that takes t's blocks as they are. */
 static bool takes_verbatim(const pack_plan *plan, const model_tensor_ref *r, const gguf_tensor *t) {
-    /* a frozen base's bf16 or q8 matrices are requantized from their floats
-     * (the values model_round_frozen gives the merge); MXFP4 experts and
-     * Q4_K matrices stay the file's blocks (model_round_frozen widens those
-     * for the merge: our quantizer would not give them back), and so do an
-     * mxfp4 base's Q8_0 ones (it holds the file's values, which its merge
-     * takes as loaded) */
-    if (plan && plan->frozen && plan->fmt != WEIGHTS_MXFP4 && plan->as[r->param] != WEIGHTS_MXFP4 &&
-        plan->as[r->param] != WEIGHTS_Q4K)
-        return false;
+    /* a frozen base's too: its Q8_0, Q4_K and MXFP4 matrices stay the
+     * file's blocks, the model it trains (model_round_frozen widens them for
+     * a merge: a quantizer would not give every block back) */
     return plan && plan->hold[r->param] == HOLD_PACKED && weights_takes_blocks(plan->as[r->param], t->type);
 }
 
