@@ -338,7 +338,7 @@ int main(int argc, char **argv) {
     double bw = read_gbps((size_t)1 << 30, &sink);
     double cp = memcpy_gbps((size_t)512 << 20);
 
-    char described[160];
+    char described[256];
     printf("model benchmark: %s, %d threads, weights %s\n", path, n_threads, weight_format_name(fmt));
     printf("  %s: dim %d, hidden %d, %d layers, %d/%d heads x %d, vocab %d\n", model_arch_name(cf->arch), cf->dim,
            cf->hidden_dim, cf->n_layers, cf->n_heads, cf->n_kv_heads, cf->head_dim, cf->vocab_size);

@@ -13,9 +13,9 @@
 # the pinned llama.cpp built natively without AMX (its AMX kernels stop with
 # SIGSEGV on this model at batch 16: see bench/README.md).
 # Nothing else should run meanwhile: both sides use every core.
-# Then one grpo-update LoRA step (r 16 on the attention projections, the
-# MXFP4 experts kept as the frozen base: --base-weights auto) on a short
-# batch (2 prompts x 2 completions, 32 + 32 tokens): its time and peak RSS.
+# Then one grpo-update LoRA step on the same file: bench/qlora.sh's
+# gpt-oss-20b shape (r 16 on the attention projections over an mxfp4 base,
+# 1,024 tokens, with and without --recompute): its time and peak RSS.
 # Goals: within 24 GB; batch 1 >= 1.0x and batch 16 >= 1.5x llama.cpp.
 #   sh bench/moe.sh          (BENCH_MOE_B="1 16" to choose batches;
 #                             BENCH_MOE_STEP=0 skips the update step)
@@ -67,14 +67,4 @@ for B in ${BENCH_MOE_B:-1 16}; do
 done
 
 [ "${BENCH_MOE_STEP:-1}" != 0 ] || exit 0
-.venv/bin/python bench/make_batch.py "$OUT/moe-batch.jsonl" 2 2 32 32 grouped
-rm -rf "$OUT/moe-ckpt"
-if /usr/bin/time -f '%e %M' -o "$OUT/moe.time" bin/grpo-update --model "$GGUF" --in "$OUT/moe-batch.jsonl" \
-    --out "$OUT/moe-ckpt" --lora-r 16 --lr 1e-5 --beta 0 --metrics "$OUT/moe-metrics.jsonl" 2> "$OUT/moe.err"; then
-    set -- $(cat "$OUT/moe.time")
-    echo "grpo-update, LoRA r 16 on the MXFP4 base, 4 x (32 + 32) tokens: $1 s, peak RSS $(($2 / 1024)) MiB"
-else
-    tail -3 "$OUT/moe.err"
-    echo "grpo-update on $GGUF failed"
-fi
-rm -rf "$OUT/moe-ckpt"
+BENCH_DIR=$OUT sh bench/qlora.sh gpt-oss-20b

@@ -11,21 +11,29 @@
 # Shapes: SmolLM2-135M (the Q4_1 GGUF of make models), random models of
 # Qwen2.5-1.5B's and Qwen2.5-7B's shapes (bench/dense_shape.py writes them
 # once into build/bench: 1.6 GB and 8.1 GB of Q8_0), and qwen2.5-1.5b-q4k,
-# the 1.5B one with its layer matrices Q4_K (tests/ref/q4k_gguf.py's
-# quantizer; 0.99 GB), which a q4k base takes as its blocks, quantizing
-# nothing (rows f32, q4k, q4k-recompute unless BENCH_QLORA_FORMATS; the
-# peer is qwen2.5-1.5b's). Last, q4k with
+# the 1.5B one exported once by grpo-export --dtype q4_k (0.99 GB; the
+# export's seconds printed), which a q4k base takes as its blocks,
+# quantizing nothing (rows f32, q4k, q4k-recompute unless
+# BENCH_QLORA_FORMATS; the peer is qwen2.5-1.5b's), and gpt-oss-20b,
+# bench/oss_shape.py's model of gpt-oss-20b's shape (bench/moe.sh's;
+# written once into build/bench: 12.7 GB, MXFP4 experts, bf16 attention,
+# Q8_0 embeddings and head), on an mxfp4 base (its experts the file's
+# blocks, the rest as the file holds it; rows f32, mxfp4,
+# mxfp4-recompute). Last, q4k (mxfp4) with
 # --recompute (each layer's input kept, not its activations). A cell whose
 # estimate (parameters x bytes per weight, plus the activations autograd
-# keeps: 1,024 tokens x layers x (6 hidden + 3 FFN) floats, one layer's
-# with --recompute) would not fit in 90% of this machine's memory is
+# keeps: 1,024 tokens x layers x (6 hidden + 3 FFN) floats, the FFN a
+# mixture's routed experts', one layer's with --recompute, plus the logits
+# and their gradient) would not fit in 90% of this machine's memory is
 # skipped, saying so. The peer on the float32 row: the
 # same step in PyTorch eager with PEFT (bench/qlora_peer.py, .venv-peft),
 # skipped likewise where its float32 model would not fit.
 # No assertions: a benchmark prints.
-#   sh bench/qlora.sh [SHAPE ...]   (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b, default all;
+#   sh bench/qlora.sh [SHAPE ...]   (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b gpt-oss-20b,
+#                                    default all but gpt-oss-20b (about 20 GB of memory);
 #                                    BENCH_QLORA_RUNS=N each cell the fastest of N runs, default 1;
-#                                    BENCH_QLORA_FORMATS="f32 bf16 q8 q4k q4k-recompute" the rows,
+#                                    BENCH_QLORA_FORMATS="f32 bf16 q8 q4k q4k-recompute mxfp4 mxfp4-recompute"
+#                                    the rows,
 #                                    BENCH_PEER=0 skips PyTorch)
 set -eu
 cd "$(dirname "$0")/.."
@@ -48,11 +56,14 @@ printf '  %-16s %-13s %9s %7s %7s %9s %8s %10s %10s %8s\n' shape base seconds lo
     "PEFT t/s" "ours/PT"
 for shape in "$@"; do
     case $shape in
-    smollm2-135m) model=models/SmolLM2-135M-Instruct.Q4_1.gguf params=134515008 layers=30 dim=576 ffn=1536 ;;
-    qwen2.5-1.5b) model=$OUT/qwen2.5-1.5b.gguf params=1543714304 layers=28 dim=1536 ffn=8960 ;;
-    qwen2.5-1.5b-q4k) model=$OUT/qwen2.5-1.5b-q4k.gguf params=1543714304 layers=28 dim=1536 ffn=8960 ;;
-    qwen2.5-7b) model=$OUT/qwen2.5-7b.gguf params=7615616512 layers=28 dim=3584 ffn=18944 ;;
-    *) echo "bench/qlora.sh: unknown shape '$shape' (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b)" >&2; exit 64 ;;
+    smollm2-135m) model=models/SmolLM2-135M-Instruct.Q4_1.gguf params=134515008 layers=30 dim=576 ffn=1536 vocab=49152 ;;
+    qwen2.5-1.5b) model=$OUT/qwen2.5-1.5b.gguf params=1543714304 layers=28 dim=1536 ffn=8960 vocab=151936 ;;
+    qwen2.5-1.5b-q4k) model=$OUT/qwen2.5-1.5b-q4k.gguf params=1543714304 layers=28 dim=1536 ffn=8960 vocab=151936 ;;
+    qwen2.5-7b) model=$OUT/qwen2.5-7b.gguf params=7615616512 layers=28 dim=3584 ffn=18944 vocab=152064 ;;
+    # 4 routed experts of 2880 a token
+    gpt-oss-20b) model=$OUT/oss20b-shape.gguf params=20914757184 layers=24 dim=2880 ffn=11520 vocab=201088 ;;
+    *) echo "bench/qlora.sh: unknown shape '$shape' (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b" \
+        "gpt-oss-20b)" >&2; exit 64 ;;
     esac
     if [ "$shape" = smollm2-135m ] && [ ! -f "$model" ]; then
         echo "  $shape: $model missing (make models); skipped"
@@ -62,16 +73,31 @@ for shape in "$@"; do
     if [ "$shape" = qwen2.5-1.5b-q4k ]; then
         q8=$OUT/qwen2.5-1.5b.gguf
         [ -f "$q8" ] || "$PY" bench/dense_shape.py build/llama.cpp/src/gguf-py "$q8" qwen2.5-1.5b
-        [ -f "$model" ] || "$PY" tests/ref/q4k_gguf.py "$q8" "$model" > /dev/null
+        if [ ! -f "$model" ]; then # the base exported once, as a run of many steps would
+            t0=$(date +%s.%N)
+            bin/grpo-export --model "$q8" --format gguf --dtype q4_k --out "$model" 2> /dev/null
+            printf '  %-16s exported once: grpo-export --dtype q4_k, %.1f s\n' "$shape" "$(echo "$(date +%s.%N) - $t0" | bc -l)"
+        fi
         rows="f32 q4k q4k-recompute"
+    fi
+    if [ "$shape" = gpt-oss-20b ]; then
+        rows="f32 mxfp4 mxfp4-recompute"
+        if [ ! -f "$model" ]; then
+            free_gib=$(df -Pk "$OUT" | awk 'NR == 2 { printf "%d", $4 / 1048576 }')
+            [ "$free_gib" -ge 14 ] || { echo "  $shape: $free_gib GiB free in $OUT (the model takes 12.7 GB); skipped"; continue; }
+            "$PY" bench/oss_shape.py build/llama.cpp/src/gguf-py "$model"
+        fi
     fi
     [ -f "$model" ] || "$PY" bench/dense_shape.py build/llama.cpp/src/gguf-py "$model" "$shape"
     tps_f32=""
+    logits=$((tokens * vocab * 8))
     act=$((tokens * layers * (6 * dim + 3 * ffn) * 4))
     for row in ${BENCH_QLORA_FORMATS:-$rows}; do
         f=${row%-recompute} rc="" keep=$act
         [ "$f" = "$row" ] || rc=--recompute keep=$((act / layers))
-        case $f in f32) b=4 ;; bf16) b=2 ;; q8) b=1.0625 ;; q4k) b=0.5625 ;; *) b=4 ;; esac
+        keep=$((keep + logits))
+        # mxfp4: the file's bytes a weight (MXFP4 experts, bf16 attention, Q8_0 embeddings and head)
+        case $f in f32) b=4 ;; bf16) b=2 ;; q8) b=1.0625 ;; q4k) b=0.5625 ;; mxfp4) b=0.61 ;; *) b=4 ;; esac
         if ! fits "$params" "$b" "$keep"; then
             printf '  %-16s %-13s skipped: %s weights x %s bytes + %s MiB of activations exceed 90%% of %s GiB\n' \
                 "$shape" "$row" "$params" "$b" "$((keep / 1048576))" "$((mem_kb / 1048576))"
@@ -125,5 +151,6 @@ for shape in "$@"; do
         echo
     done
 done
-echo "goals: tokens/s >= 0.8x the f32 base's where both fit; qwen2.5-7b with q4k within 12 GB (12288 MiB) peak RSS"
+echo "goals: tokens/s >= 0.8x the f32 base's where both fit; qwen2.5-7b with q4k within 12 GB (12288 MiB) peak RSS;" \
+    "gpt-oss-20b with mxfp4 within 24 GB (24576 MiB)"
 rm -rf "$OUT/qlora-ckpt"

@@ -26,16 +26,16 @@ int main(int argc, char **argv) {
          "the base the adapter was trained on",
          0, 0, NULL},
         {"--dtype", NULL, FLAG_CHOICE, &dtype, "T",
-         "f32, f16, bf16, q8_0 (gguf only), or auto: bf16 for hf, f32 for peft, f16 for gguf (whose vectors and "
-         "routers stay f32)", 0, 0,
-         "auto|f32|f16|bf16|q8_0"},
+         "f32, f16, bf16, q8_0 or q4_k (gguf only: q4_k's matrices of rows not whole 256-value super-blocks "
+         "q8_0), or auto: bf16 for hf, f32 for peft, f16 for gguf (whose vectors and routers stay f32)", 0, 0,
+         "auto|f32|f16|bf16|q8_0|q4_k"},
         {"--progress", NULL, FLAG_BOOL, &o.progress, NULL,
          "progress on stderr even when it is not a terminal: loading, then the tensors written", 0, 0, NULL},
         {"--clamp", NULL, FLAG_BOOL, &o.clamp, NULL,
          "write a weight beyond what --dtype holds as its largest (f16: +-65504) instead of refusing", 0, 0, NULL},
     };
     flag_parser p = {
-        .usage = "grpo-export --model M --format hf|peft|gguf --out PATH [--dtype f32|f16|bf16|q8_0] "
+        .usage = "grpo-export --model M --format hf|peft|gguf --out PATH [--dtype f32|f16|bf16|q8_0|q4_k] "
                  "[--base-model NAME_OR_DIR] [--clamp] [--progress]",
         .summary =
             "Converts a checkpoint for other tools.\n"
@@ -50,8 +50,9 @@ int main(int argc, char **argv) {
             "  gguf  one GGUF file for llama.cpp and ollama, any LoRA adapter merged in; norms and biases\n"
             "        stay f32; experts loaded from MXFP4 blocks and not trained stay MXFP4 (but with f32).\n"
             "Every weight is checked against --dtype before anything is written: one beyond what it holds\n"
-            "(f16: |x| <= 65504; q8_0: a block's max |x| / 127 is an f16) is exit 65 naming the tensor and\n"
-            "a dtype that holds it, unless --clamp (a note on stderr counts the weights it changed).\n"
+            "(f16: |x| <= 65504; q8_0: a block's max |x| / 127 is an f16; q4_k: max |x| / 63 is an f16) is\n"
+            "exit 65 naming the tensor and a dtype that holds it, unless --clamp (a note on stderr counts\n"
+            "the weights it changed).\n"
             "Directories are built under a temporary name and swapped in whole, files renamed into place:\n"
             "a failed run leaves --out as it was. A symlink's target is replaced; a device, FIFO or\n"
             "/dev/fd/N gets a gguf in place.",
@@ -61,7 +62,7 @@ int main(int argc, char **argv) {
                   "checkpoint, then absolute, then as stored from the current directory.\n"
                   "For PEFT from a GGUF base: grpo-export --model BASE.gguf --format hf --dtype f32 --out base-hf,\n"
                   "then grpo-export --model CKPT --format peft --base-model base-hf --out adapter.\n"
-                  "Besides the codes below: q8_0 with hf or peft is 64, --base-model without peft, or naming a\n"
+                  "Besides the codes below: q8_0 or q4_k with hf or peft is 64, --base-model without peft, or naming a\n"
                   "file or a directory without config.json, 64; --base-model of another shape than the base 65,\n"
                   "a path that does not exist (and is no Hub id) 66; --format peft of a model without an\n"
                   "adapter 65; hf or gguf of a directory without tokenizer.json 66, one whose tokenizer files do not load 65;\n"

@@ -126,13 +126,13 @@ int main(int argc, char **argv) {
         {"--base-weights", NULL, FLAG_CHOICE, &r->base_weights, "F",
          "LoRA: the frozen base's layer matrices, embeddings and LM head (a mixture's experts each "
          "apart; its router stays f32) held in memory as f32, bf16, q8 (8-bit blocks) or q4k (GGUF Q4_K's 4-bit "
-         "k-quant blocks: a Q4_K GGUF's as they are, other weights rounded once from their float32 values), or "
-         "mxfp4 (a gpt-oss's MXFP4 "
-         "experts kept as the file's blocks, never widened; the rest f32), their products on those blocks (the "
-         "adapter, its gradients and AdamW state stay float32; full fine-tuning takes f32 only); with --device "
-         "cuda the same blocks in device memory, each product on them expanded to bf16 (q8's and q4k's values "
-         "rounded; not yet run on a GPU); auto: for LoRA the file's format (MXFP4 experts mxfp4, Q8_0 q8, Q4_K "
-         "q4k, bf16 bf16, else f32), else f32; a checkpoint continues with its own", 0, 0,
+         "k-quant blocks), a GGUF's Q8_0 or Q4_K matrices as they are, other weights rounded once from their "
+         "float32 values, or mxfp4 (a gpt-oss's MXFP4 experts kept as the file's blocks, never widened; its other "
+         "matrices as the file holds them: bf16 as bf16, Q8_0 as its q8 blocks, else f32), their products on those "
+         "blocks (the adapter, its gradients and AdamW state stay float32; full fine-tuning takes f32 only); with "
+         "--device cuda the same blocks in device memory, each product on them expanded to bf16 (q8's and q4k's "
+         "values rounded; not yet run on a GPU); auto: for LoRA the file's format (MXFP4 experts mxfp4, Q8_0 q8, "
+         "Q4_K q4k, bf16 bf16, else f32), else f32; a checkpoint continues with its own", 0, 0,
          FLAGS_CHOICES(bases, update_base_weights_names)},
     };
     flag_parser p = {

@@ -16,7 +16,8 @@ const char *hf_torch_dtype(export_dtype d) {
     case EXPORT_F32: return "float32";
     case EXPORT_F16: return "float16";
     case EXPORT_BF16: return "bfloat16";
-    case EXPORT_Q8_0: return NULL;
+    case EXPORT_Q8_0:
+    case EXPORT_Q4_K: return NULL;
     }
     return NULL;
 }

@@ -106,8 +106,8 @@ static int base_is_mxfp4(const char *path, bool *mx, gerr *e) {
  * values, which a merge would widen to float32). A
  * checkpoint trained on a packed frozen base (grpo-update --base-weights
  * bf16|q8|q4k) merges into that base's values, the model it trained
- * (model_round_frozen; a q4k base's Q4_K matrices read as the file's blocks,
- * as the trainer reads them, then widened), not the file's; for inference,
+ * (model_round_frozen; a q8 or q4k base's Q8_0 or Q4_K matrices read as the
+ * file's blocks, as the trainer reads them, then widened), not the file's; for inference,
  * when w follows the frozen base (auto) or names its format, it runs on that
  * base unmerged instead (load_frozen_adapter; *plan then packs nothing more), but on a
  * device (w's on_device), which runs no frozen base. */
@@ -123,10 +123,10 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
         return load_frozen_adapter(m, path, base_fmt, e);
     if (w && w->keep_mxfp4 && stacked && base_fmt == WEIGHTS_F32 && (rc = base_is_mxfp4(path, &mx, e))) return rc;
     if (mx) return load_frozen_adapter(m, path, WEIGHTS_MXFP4, e);
-    bool q4k = base_fmt == WEIGHTS_Q4K;
-    weight_choice base_w = q4k ? (weight_choice){.fmt = WEIGHTS_Q4K, .frozen = true}
+    bool blocks = base_fmt == WEIGHTS_Q4K || base_fmt == WEIGHTS_Q8; /* formats that take a file's blocks */
+    weight_choice base_w = blocks ? (weight_choice){.fmt = base_fmt, .frozen = true}
                                : (weight_choice){.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4 && !stacked};
-    if ((rc = load_adapter_dir(path, m, &l, w || q4k ? &base_w : NULL, &base_plan, e))) return rc;
+    if ((rc = load_adapter_dir(path, m, &l, w || blocks ? &base_w : NULL, &base_plan, e))) return rc;
     if ((rc = model_round_frozen(m, base_fmt, &base_plan, e))) {
         lora_free(&l);
         pack_plan_free(&base_plan);
@@ -135,10 +135,13 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
     }
     lora_merge(m, &l);
     lora_free(&l);
-    if (stacked) m->experts_mxfp4 = false; /* merged into: no longer the file's MXFP4 values */
+    /* merged into: no longer the file's values (the experts' only when the adapter is on them) */
+    for (int i = 0; i < MODEL_N_PARAMS; i++)
+        if (stacked || m->file_as[i] != WEIGHTS_MXFP4) m->file_as[i] = WEIGHTS_F32;
+    if (stacked) m->experts_mxfp4 = false;
     if (w) {
         model_plan_packing(m, *w, plan);
-        for (size_t i = 0; !q4k && i < plan->n_tensors && i < base_plan.n_tensors; i++) /* widened when q4k */
+        for (size_t i = 0; !blocks && i < plan->n_tensors && i < base_plan.n_tensors; i++) /* else widened */
             plan->verbatim[i] = base_plan.verbatim[i];
     }
     pack_plan_free(&base_plan);

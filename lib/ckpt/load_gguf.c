@@ -25,6 +25,7 @@
 #include "../ops/packed_mxfp4.h"
 #include "../ops/packed_q4k.h"
 #include "declared.h"
+#include "file_formats.h"
 #include "gguf_config.h"
 #include "load.h"
 
@@ -164,11 +165,9 @@ static int load_rope_freqs(model *m, const gguf_file *f, gerr *e) {
 /* Whether plan takes tensor r as the file's blocks t: it packs r in its
  * own place, in a format that takes t's blocks as they are. */
 static bool takes_verbatim(const pack_plan *plan, const model_tensor_ref *r, const gguf_tensor *t) {
-    /* a frozen base's bf16 or q8 matrices are requantized from their floats
-     * (the values model_round_frozen gives the merge); MXFP4 experts and
-     * Q4_K matrices stay the file's blocks (model_round_frozen widens those
-     * for the merge: our quantizer would not give them back) */
-    if (plan && plan->frozen && plan->as[r->param] != WEIGHTS_MXFP4 && plan->as[r->param] != WEIGHTS_Q4K) return false;
+    /* a frozen base's too: its Q8_0, Q4_K and MXFP4 matrices stay the
+     * file's blocks, the model it trains (model_round_frozen widens them for
+     * a merge: a quantizer would not give every block back) */
     return plan && plan->hold[r->param] == HOLD_PACKED && weights_takes_blocks(plan->as[r->param], t->type);
 }
 
@@ -207,19 +206,16 @@ static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) 
     return rc;
 }
 
-/* Whether the file stores every expert matrix as MXFP4 blocks (a gpt-oss
- * as llama.cpp's converter writes one: the plan may keep them). */
-static bool experts_in_mxfp4(const model *m, const gguf_file *f) {
-    size_t n = model_tensor_list(m, NULL);
-    model_tensor_ref *refs = xcalloc(n, sizeof *refs);
-    model_tensor_list(m, refs);
-    bool all = m->cfg.n_experts > 0;
-    for (size_t i = 0; i < n && all; i++) {
-        const gguf_tensor *t = refs[i].expert == 0 && refs[i].cols ? gguf_find_tensor(f, refs[i].gguf) : NULL;
-        all = !(refs[i].expert == 0 && refs[i].cols) || (t && t->type == GGML_TYPE_MXFP4);
-    }
-    free(refs);
-    return all;
+/* The format the file holds matrix r in (file_formats.h): MXFP4 experts
+ * (a gpt-oss as llama.cpp's converter writes one), Q8_0 and BF16 matrices
+ * as such, anything else float32's. */
+static weight_format tensor_format(const model_tensor_ref *r, const void *src) {
+    const gguf_tensor *t = gguf_find_tensor(src, r->gguf);
+    uint32_t type = t ? t->type : GGML_TYPE_F32;
+    return type == GGML_TYPE_MXFP4  ? WEIGHTS_MXFP4
+           : type == GGML_TYPE_Q8_0 ? WEIGHTS_Q8
+           : type == GGML_TYPE_BF16 ? WEIGHTS_BF16
+                                    : WEIGHTS_F32;
 }
 
 int model_gguf_format(const char *path, weight_format *fmt, gerr *e) {
@@ -244,7 +240,7 @@ int model_load_gguf(model *m, const char *path, const weight_choice *w, pack_pla
     bool planned = false;
     if (!(rc = config_load_gguf(&m->cfg, &f, e)) && !(rc = model_check_declared_gguf(&m->cfg, &f, e)) &&
         !(rc = model_alloc(m, e)) && !(rc = load_rope_freqs(m, &f, e))) {
-        if (w) m->experts_mxfp4 = experts_in_mxfp4(m, &f), model_plan_packing(m, *w, plan), planned = true;
+        if (w) model_note_file_formats(m, tensor_format, &f), model_plan_packing(m, *w, plan), planned = true;
         rc = model_fits_memory(m, planned ? plan : NULL, e);
         if (!rc) rc = load_tensors(m, &f, planned ? plan : NULL, e);
     }

@@ -11,6 +11,7 @@
 #include "../formats/safetensors.h"
 #include "../model/model.h"
 #include "declared.h"
+#include "file_formats.h"
 #include "hf_mxfp4.h"
 #include "load.h"
 #include "oss_experts.h"
@@ -232,21 +233,23 @@ static int labels_from_score(model *m, const shard_set *s, const char *dir, gerr
     return 0;
 }
 
-/* Whether every layer of a gpt_oss stores its experts' matrices as MXFP4
- * blocks (gate_up_proj_blocks and down_proj_blocks, no bf16 tensor). */
-static bool experts_in_mxfp4(const shard_set *s, const model *m) {
-    if (m->cfg.arch != ARCH_GPT_OSS) return false;
-    const char *const kinds[] = {"gate_up_proj", "down_proj"};
-    for (int l = 0; l < m->cfg.n_layers; l++)
-        for (int k = 0; k < 2; k++) {
-            char name[128];
-            const st_file *f;
-            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", l, kinds[k]);
-            if (find(s, name, &f)) return false;
-            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s_blocks", l, kinds[k]);
-            if (!find(s, name, &f)) return false;
-        }
-    return true;
+/* The file load_tensors reads and its model's family. */
+typedef struct {
+    const shard_set *s;
+    bool oss;
+} hf_source;
+
+/* The format the directory holds matrix r in (file_formats.h): gpt_oss's
+ * experts as MXFP4 blocks (NAME_blocks and NAME_scales, no NAME), BF16
+ * tensors as such, anything else float32's. */
+static weight_format tensor_format(const model_tensor_ref *r, const void *src) {
+    const hf_source *h = src;
+    const st_file *f;
+    const st_tensor *t = find(h->s, r->hf, &f);
+    if (t) return t->dtype == ST_BF16 ? WEIGHTS_BF16 : WEIGHTS_F32;
+    char name[128];
+    snprintf(name, sizeof name, "%s_blocks", r->hf);
+    return h->oss && r->expert >= 0 && find(h->s, name, &f) ? WEIGHTS_MXFP4 : WEIGHTS_F32;
 }
 
 /* The directory's shards: those its model.safetensors.index.json names, or
@@ -289,7 +292,7 @@ int model_load_hf(model *m, const char *dir, const weight_choice *w, pack_plan *
     if (!rc) rc = model_alloc(m, e);
     bool planned = false;
     if (!rc && w) {
-        m->experts_mxfp4 = experts_in_mxfp4(s, m);
+        model_note_file_formats(m, tensor_format, &(hf_source){s, m->cfg.arch == ARCH_GPT_OSS});
         model_plan_packing(m, *w, plan), planned = true;
     }
     if (!rc) rc = model_fits_memory(m, planned ? plan : NULL, e);

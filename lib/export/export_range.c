@@ -9,7 +9,9 @@
 
 /* f16: 65520 and above round to infinity (65504 is the largest finite).
  * bf16: 0x1.ffp127 and above round to infinity (0x1.fep127 the largest).
- * q8_0: a block's scale is max|x| / 127 written as f16. */
+ * q8_0: a block's scale is max|x| / 127 written as f16. q4_k: a
+ * super-block's d and dmin are a sub-block's scale and min over 63 as f16,
+ * and its min is at most max|x|. */
 #define F16_MAX 65504.0f
 #define F16_ROUNDS_TO_INF 65520.0f
 #define BF16_MAX 0x1.fep127f
@@ -22,6 +24,7 @@ static bool fits(float x, export_dtype d) {
     case EXPORT_F16: return a < F16_ROUNDS_TO_INF;
     case EXPORT_BF16: return a < BF16_ROUNDS_TO_INF;
     case EXPORT_Q8_0: return a / 127.0f < F16_ROUNDS_TO_INF;
+    case EXPORT_Q4_K: return a / 63.0f < F16_ROUNDS_TO_INF;
     }
     return false;
 }
@@ -32,6 +35,7 @@ float export_dtype_limit(export_dtype d) {
     case EXPORT_F16: return F16_MAX;
     case EXPORT_BF16: return BF16_MAX;
     case EXPORT_Q8_0: return F16_MAX * 127.0f;
+    case EXPORT_Q4_K: return F16_MAX * 63.0f;
     }
     return 0;
 }

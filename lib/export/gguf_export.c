@@ -16,6 +16,7 @@
 #include "../formats/gguf_write.h"
 #include "../formats/quant.h"
 #include "../ops/ops.h"
+#include "../ops/packed_q4k.h"
 #include "export.h"
 
 enum { ALIGN = GGUF_WRITE_ALIGN, BLOCK_FLOATS = 1 << 18 /* rows converted per write: about 1 MiB of floats */ };
@@ -26,6 +27,7 @@ static uint32_t file_type(export_dtype d) {
     case EXPORT_F32: return 0;
     case EXPORT_F16: return 1;
     case EXPORT_Q8_0: return 7;
+    case EXPORT_Q4_K: return 14; /* mostly Q4_K (llama.cpp's Q4_K_S) */
     case EXPORT_BF16: return 32;
     }
     return 0;
@@ -36,6 +38,7 @@ static uint32_t ggml_type(export_dtype d) {
     case EXPORT_F32: return GGML_TYPE_F32;
     case EXPORT_F16: return GGML_TYPE_F16;
     case EXPORT_Q8_0: return GGML_TYPE_Q8_0;
+    case EXPORT_Q4_K: return GGML_TYPE_Q4_K;
     case EXPORT_BF16: return GGML_TYPE_BF16;
     }
     return GGML_TYPE_F32;
@@ -43,6 +46,7 @@ static uint32_t ggml_type(export_dtype d) {
 
 export_dtype gguf_export_tensor_dtype(export_dtype dtype, int param, int64_t cols) {
     if (!cols || param == P_ROUTER) return EXPORT_F32;
+    if (dtype == EXPORT_Q4_K && cols % Q4KW_K_SUPER) dtype = EXPORT_Q8_0;
     return dtype == EXPORT_Q8_0 && cols % Q8_0_BLOCK ? EXPORT_F16 : dtype;
 }
 
@@ -158,7 +162,8 @@ static void plan_add(plan *p, const char *name, int param, int64_t rows, int64_t
     t->cols = cols;
     t->planes = planes;
     /* vectors (norms, biases, rope factors) stay F32, as llama.cpp keeps
-     * them; Q8_0 needs rows of whole 32-value blocks, else F16 (what
+     * them; Q4_K needs rows of whole 256-value super-blocks, else Q8_0;
+     * Q8_0 needs rows of whole 32-value blocks, else F16 (what
      * convert_hf_to_gguf.py falls back to) */
     t->type = ggml_type(gguf_export_tensor_dtype(dtype, param, cols));
     /* one head at a time when rows are permuted, else about BLOCK_FLOATS
@@ -245,7 +250,7 @@ int gguf_export_progress(const char *out_path, const model *m, const char *sourc
                          gerr *e) {
     if (!out_path || !m || !m->params_memory)
         return gerr_set(e, EX_SOFTWARE, "gguf_export: no output path or no model");
-    if ((unsigned)dtype > EXPORT_Q8_0) return gerr_set(e, EX_USAGE, "gguf_export: unknown dtype %d", (int)dtype);
+    if ((unsigned)dtype > EXPORT_Q4_K) return gerr_set(e, EX_USAGE, "gguf_export: unknown dtype %d", (int)dtype);
     int rc = check_llama_moe(m, source, e);
     if (rc) return rc;
     gguf_meta tok = {0}, meta = {0};

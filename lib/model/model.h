@@ -107,6 +107,12 @@ typedef struct {
      * found every expert matrix stored as MXFP4 blocks (gpt-oss's Hugging
      * Face _blocks and _scales): the plan may take them as they are. */
     bool experts_mxfp4;
+    /* The same loader: the format the file holds each matrix tensor in,
+     * where every layer's is the same and a packed format holds its values
+     * exactly: WEIGHTS_BF16 for bf16, WEIGHTS_Q8 for Q8_0 blocks, WEIGHTS_MXFP4
+     * for MXFP4 experts; WEIGHTS_F32 for any other (F32, F16, mixed). A tied
+     * head's is the embeddings'. An mxfp4 frozen base holds its matrices so. */
+    weight_format file_as[MODEL_N_PARAMS];
     /* model_pack_frozen: packed as the frozen base of a LoRA run; its
      * products take float32 activations on the CPU (matmul_forward_frozen,
      * the LM head's too; a device's are its own: model_to_backend takes the

@@ -73,10 +73,33 @@ static const char *isa_name(void) {
     return packed_isa_best() == PACKED_AVX512 ? "AVX-512" : packed_isa_best() == PACKED_AVX2 ? "AVX2" : "portable";
 }
 
+/* "; attention bf16, embeddings q8, LM head q8" for an mxfp4 frozen base
+ * that holds matrices besides its experts packed (as the file holds them),
+ * into buf; "" when it holds none. */
+static const char *file_formats_describe(const model *m, char *buf, size_t size) {
+    static const struct {
+        int param;
+        const char *name;
+    } shown[] = {{P_WQ, "attention"}, {P_TOK_EMBD, "embeddings"}, {P_LM_HEAD, "LM head"}};
+    size_t at = 0;
+    buf[0] = 0;
+    bool any = false;
+    for (int i = 0; i < MODEL_N_PARAMS; i++) any |= !expert_matrix(i) && m->held[i] == HOLD_PACKED;
+    for (size_t i = 0; any && i < sizeof shown / sizeof *shown && at < size; i++) {
+        int p = shown[i].param;
+        if (!m->w.t[p]) continue;
+        at += (size_t)snprintf(buf + at, size - at, "%s%s %s", at ? ", " : "; ", shown[i].name,
+                               weight_format_name(m->held[p] == HOLD_PACKED ? m->held_as[p] : WEIGHTS_F32));
+    }
+    return buf;
+}
+
 static const char *kernel_describe(const model *m, char *buf, size_t size) {
     if (m->packed && m->packed_frozen) { /* matmul_forward_frozen: float32 activations on the packed matrices */
-        snprintf(buf, size, "%s frozen base (float32 activations, %s kernel%s", weight_format_name(m->packed_as),
-                 isa_name(), m->adapter ? "; LoRA adapter unmerged" : "");
+        char formats[96];
+        snprintf(buf, size, "%s frozen base (float32 activations, %s kernel%s%s", weight_format_name(m->packed_as),
+                 isa_name(), m->adapter ? "; LoRA adapter unmerged" : "",
+                 m->packed_as == WEIGHTS_MXFP4 ? file_formats_describe(m, formats, sizeof formats) : "");
         return buf;
     }
     if (!m->packed || m->held[P_WQ] == HOLD_ROWS) return "f32 (row-major, OpenBLAS";
@@ -100,13 +123,19 @@ static const char *kernel_describe(const model *m, char *buf, size_t size) {
 
 const char *model_weights_describe(const model *m, char *buf, size_t size) {
     bool mx = m->packed && m->held_as[P_EXP_GATE] == WEIGHTS_MXFP4 && m->held[P_EXP_GATE] == HOLD_PACKED;
-    char frozen[96];
+    char frozen[192];
     int at = snprintf(buf, size, "%s", kernel_describe(m, frozen, sizeof frozen));
     if (mx && m->packed_as != WEIGHTS_MXFP4 && at >= 0 && (size_t)at < size)
         at += snprintf(buf + at, size - (size_t)at, "; experts mxfp4, %s kernel", isa_name());
+    bool q8 = false; /* an mxfp4 frozen base's Q8_0 matrices, the file's blocks too */
+    for (int i = 0; mx && i < MODEL_N_PARAMS; i++) q8 |= m->held[i] == HOLD_PACKED && m->held_as[i] == WEIGHTS_Q8;
     if (m->packed && m->packed_verbatim && at >= 0 && (size_t)at < size)
         snprintf(buf + at, size - (size_t)at, "; %d of %d matrices from the file's %s blocks)", m->packed_verbatim,
-                 packed_matrices(m), mx ? "MXFP4" : m->packed_as == WEIGHTS_Q8 ? "Q8_0" : m->packed_as == WEIGHTS_Q4K ? "Q4_K" : "own");
+                 packed_matrices(m),
+                 mx ? (q8 ? "MXFP4 and Q8_0" : "MXFP4")
+                 : m->packed_as == WEIGHTS_Q8  ? "Q8_0"
+                 : m->packed_as == WEIGHTS_Q4K ? "Q4_K"
+                                               : "own");
     else if (at >= 0 && (size_t)at < size)
         snprintf(buf + at, size - (size_t)at, ")");
     return buf;
@@ -153,20 +182,49 @@ static bool keeps_mxfp4(const model *m, const model_tensor_ref *refs, size_t n, 
     return true;
 }
 
+/* Whether fmt holds W [n, k] in its own place: an input width its kernel
+ * takes, and bytes that fit in the float32 rows' place. */
+static bool holds_in_place(weight_format fmt, int n, int k) { return !unpackable(fmt, k) && fits_in_place(fmt, n, k); }
+
+/* An mxfp4 frozen base's matrices besides its MXFP4 experts, the
+ * embeddings and the LM head among them, as the file holds them
+ * (m->file_as): bf16 panels where they are bf16 (exact: a bf16 value
+ * rounds to itself), q8 blocks where they are Q8_0 (the loader writes the
+ * file's blocks as they are), else, and where the format cannot hold a
+ * shape, float32 rows; the router stays float32 rows. The values are the
+ * file's in every case. */
+static void plan_file_formats(const model *m, const model_tensor_ref *refs, size_t n, pack_plan *p) {
+    for (int i = 0; i < MODEL_N_PARAMS; i++) {
+        weight_format f = m->file_as[i];
+        if (!m->w.t[i] || expert_matrix(i) || (f != WEIGHTS_BF16 && f != WEIGHTS_Q8) ||
+            !(layer_matrix(i) || i == P_TOK_EMBD || i == P_LM_HEAD))
+            continue;
+        bool ok = true;
+        for (size_t j = 0; j < n && ok; j++)
+            if (refs[j].param == i) ok = holds_in_place(f, (int)refs[j].rows, (int)refs[j].cols);
+        if (ok) p->hold[i] = HOLD_PACKED, p->as[i] = f;
+    }
+    if (m->w.lm_head && m->w.lm_head == m->w.tok_embd) /* tied: the embeddings', packed once */
+        p->hold[P_LM_HEAD] = p->hold[P_TOK_EMBD], p->as[P_LM_HEAD] = p->as[P_TOK_EMBD];
+}
+
 /* A frozen base's embeddings and LM head: packed in the plan's format in
  * their own place (a tied head is the embeddings, packed once) where its
  * layer matrices are packed and the format holds them, so the base is
- * packed whole; float32 rows where its matrices stay rows (f32, or an
- * mxfp4 base, mx: only the experts kept MXFP4, p->fmt then says so). */
-static void plan_frozen_globals(const model *m, pack_plan *p, bool mx) {
+ * packed whole; float32 rows where its matrices stay rows (f32). An mxfp4
+ * base (mx: its experts kept MXFP4, p->fmt then says so) holds them, as
+ * its other matrices, as the file does (plan_file_formats). */
+static void plan_frozen_globals(const model *m, const model_tensor_ref *refs, size_t n, pack_plan *p, bool mx) {
     p->frozen = true;
     p->hold[P_LM_HEAD] = HOLD_ROWS;
     if (p->refused.code) return;
-    if (mx) p->fmt = WEIGHTS_MXFP4;
-    int V = m->cfg.vocab_size, d = m->cfg.dim;
-    if (p->hold[P_WQ] != HOLD_PACKED || p->fmt == WEIGHTS_F32 || p->fmt == WEIGHTS_MXFP4 || unpackable(p->fmt, d) ||
-        !fits_in_place(p->fmt, V, d))
+    if (mx) {
+        p->fmt = WEIGHTS_MXFP4;
+        plan_file_formats(m, refs, n, p);
         return;
+    }
+    int V = m->cfg.vocab_size, d = m->cfg.dim;
+    if (p->hold[P_WQ] != HOLD_PACKED || p->fmt == WEIGHTS_F32 || !holds_in_place(p->fmt, V, d)) return;
     p->hold[P_TOK_EMBD] = HOLD_PACKED;
     if (m->w.lm_head) p->hold[P_LM_HEAD] = HOLD_PACKED; /* tied: m->w.lm_head is the embeddings' place */
 }
@@ -198,7 +256,7 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
         if (expert_matrix(i)) p->hold[i] = HOLD_PACKED, p->as[i] = WEIGHTS_MXFP4;
     p->pack_early = w.pack_early;
     if (w.frozen && !w.on_device) /* the head's product on its packed or float32 rows */
-        plan_frozen_globals(m, p, rows && mx);
+        plan_frozen_globals(m, refs, p->n_tensors, p, rows && mx);
     else if (rows && mx && !p->refused.code)
         p->fmt = WEIGHTS_MXFP4;
     free(refs);

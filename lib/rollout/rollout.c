@@ -642,7 +642,7 @@ static void report(const rollout *r, long long prompts, double secs) {
         device_describe(r->be, device, sizeof device);
         size_t at = strlen(device);
         if (!r->be) {
-            char weights[160];
+            char weights[256];
             snprintf(device + at, sizeof device - at, ", weights %s",
                      model_weights_describe(&r->run.m, weights, sizeof weights));
         } else { /* what our allocations held at most (not the runtime's own) */

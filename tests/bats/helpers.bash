@@ -80,6 +80,19 @@ make_tiny_llama() {
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$1"
 }
 
+# make_wide_llama DIR: the same 256 wide with an FFN of 512 (rows of whole
+# 256-value Q4_K super-blocks); does nothing without the test venv.
+make_wide_llama() {
+    [ -x "$GRPO_PY" ] || return 0
+    "$GRPO_PY" - "$GRPO_ROOT/tests/ref" "$1" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import model_ref
+model_ref.make_tiny("llama", sys.argv[2], shape=dict(hidden_size=256, intermediate_size=512))
+PY
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" "$1"
+}
+
 # update_fixture: grpo-update's suites' setup_file: $TINY, the tiny random
 # llama with its 97-token tokenizer, and $BATS_FILE_TMPDIR/batch.jsonl, 16
 # advantaged records for it (nothing without the test venv: needs_tiny skips).

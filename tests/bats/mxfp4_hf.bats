@@ -8,7 +8,8 @@
 # tensor. LoRA on the experts' blocks as the frozen base (grpo-update
 # --base-weights mxfp4, auto's choice here): the float32 base's step to
 # float32 rounding, its checkpoint rolled out on that base with the
-# trainer's own log-probs; an adapter on the experts themselves (PEFT's
+# trainer's own log-probs; of a bf16 file (make_oss_mxfp4.py --dtype bf16),
+# the other matrices held bf16, the same; an adapter on the experts themselves (PEFT's
 # target_parameters) rolled out unmerged over the blocks, against the
 # reference's merge. grpo-export --format hf writes them back as the
 # source's blocks byte for byte (their dequantization by mxfp4_ref.py's
@@ -134,6 +135,33 @@ PY
     # --weights f32 merges: the experts' values are the file's, the records float32's
     grpo-rollout "${args[@]}" --weights f32 --out f32.jsonl 2> /dev/null
     jq -e -s 'all(.sampler.weights == "f32" and .sampler.base == null)' f32.jsonl
+}
+
+@test "a bf16 gpt-oss (its own checkpoints' dtype): the mxfp4 base keeps the rest bf16, the file's model; rolled out on it, its log-probs the trainer's" {
+    needs_oss
+    B="$BATS_FILE_TMPDIR/batch.jsonl"
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_oss_mxfp4.py" bf16 --dtype bf16
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" bf16
+    grpo-update --model bf16 --in "$B" --out mx --lr 1e-2 --lora-r 4 --metrics m-mx.jsonl 2> /dev/null
+    grpo-update --model bf16 --in "$B" --out t1 --lr 1e-2 --lora-r 4 --base-weights mxfp4 --threads 1 2> /dev/null
+    diff -r mx t1
+    jq -e '.flags.base_weights == "mxfp4"' mx/grpo/state.json
+    # the file's values, as the float32 base widens them, other float32 sums: loss and gradient norm
+    # within 1e-6 relative (a bf16 rounding of the float32 model's would be ~1e-3 off)
+    grpo-update --model bf16 --in "$B" --out f --lr 1e-2 --lora-r 4 --base-weights f32 --metrics m-f.jsonl 2> /dev/null
+    jq -e -s '(.[0].loss - .[1].loss | fabs) < 1e-6 * (.[1].loss | fabs) and
+              (.[0].grad_norm - .[1].grad_norm | fabs) < 1e-6 * .[1].grad_norm' m-mx.jsonl m-f.jsonl
+    # rolled out on that base: the experts the file's blocks, the rest bf16 panels (48 + 8 attention
+    # matrices + the embeddings + the head)
+    args=(--model mx --in "$(P)" -k 4 --max-new-tokens 8 --seed 1)
+    run -0 grpo-rollout "${args[@]}" --weights auto --progress --out r.jsonl
+    [[ "$output" == *"weights mxfp4 frozen base (float32 activations, "*" kernel; LoRA adapter unmerged; attention bf16, embeddings bf16, LM head bf16; 48 of 58 matrices from the file's MXFP4 blocks)"* ]]
+    jq -e -s 'all(.sampler == {"engine":"grpo","device":"cpu","weights":"mxfp4","base":"frozen","kv_cache":"f32"})' r.jsonl
+    # the trainer's own log-probs (the mean bound 3e-6 of the float32 file's)
+    jq -c '. + {advantage: (.sample - 1.5)}' r.jsonl > adv.jsonl
+    grpo-update --model mx --in adv.jsonl --out u --lr 1e-2 --old-logp recompute --is-correction token \
+        --metrics m-u.jsonl 2> /dev/null
+    jq -e '."sampling/sampling_logp_difference/mean" < 3e-6' m-u.jsonl
 }
 
 @test "LoRA on the MXFP4 experts themselves (target_parameters): the float32 base's step; rolled out over the blocks, unmerged" {

@@ -10,7 +10,9 @@
 # and variants llama.cpp computes otherwise are 65 in one line. grpo-export
 # --format gguf of gpt-oss loaded back by llama.cpp: its logits, the MXFP4
 # experts kept as they came, the refusals. LoRA on the GGUF's MXFP4 experts
-# as its frozen base: the HF source's step byte for byte; an adapter on the
+# as its frozen base: the HF source's step byte for byte; the converter's
+# q8_0 GGUF as that base, its Q8_0 matrices held as the file's blocks (the
+# gradients against autograd on their values: train_ref.py); an adapter on the
 # experts themselves merged into a GGUF export, llama.cpp's logits on it ours.
 # needs: venv llama.cpp
 load helpers
@@ -298,6 +300,36 @@ PY
     [[ "$output" == *"weights mxfp4 frozen base (float32 activations, "*"48 of 57 matrices from the file's MXFP4 blocks)"* ]]
     grpo-rollout --model h --in "$(P)" -k 2 --max-new-tokens 8 --seed 1 --weights auto --out h.jsonl 2> /dev/null
     cmp <(jq -c 'del(.policy)' g.jsonl) <(jq -c 'del(.policy)' h.jsonl)
+}
+
+@test "the converter's q8_0 GGUF (MXFP4 experts, Q8_0 attention, embeddings, head) as an mxfp4 base: gradients vs autograd on its values (1e-4)" {
+    needs_oss
+    run "$GRPO_PY" "$GRPO_ROOT/tests/ref/train_ref.py" gptoss-mxfp4q8gguf-lora-qkvo-mxfp4base-beta grad
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "LoRA on the converter's q8_0 GGUF (auto: mxfp4): the file's Q8_0 blocks held as they are, the float32 base's step; rolled out on that base, its log-probs the trainer's" {
+    needs_oss
+    local peft="${GRPO_PEFT_PY:-$GRPO_ROOT/.venv-peft/bin/python}"
+    cp -r "$MX" mx && "$peft" "$GRPO_ROOT/tests/ref/convert_oss_gguf.py" "$SRC" mx q8.gguf q8_0 > convert.log 2>&1 ||
+        { cat convert.log; false; }
+    "$GRPO_PY" "$GRPO_ROOT/tests/ref/update_ref.py" make-batch batch.jsonl 8 97
+    grpo-update --model q8.gguf --in batch.jsonl --out g --lr 1e-2 --lora-r 4 --metrics m-g.jsonl 2> /dev/null
+    jq -e '.flags.base_weights == "mxfp4"' g/grpo/state.json
+    # the file's values, as the float32 base widens them, other float32 sums: loss and gradient
+    # norm within 1e-6 relative
+    grpo-update --model q8.gguf --in batch.jsonl --out f --lr 1e-2 --lora-r 4 --base-weights f32 \
+        --metrics m-f.jsonl 2> /dev/null
+    jq -e -s '(.[0].loss - .[1].loss | fabs) < 1e-6 * (.[1].loss | fabs) and
+              (.[0].grad_norm - .[1].grad_norm | fabs) < 1e-6 * .[1].grad_norm' m-g.jsonl m-f.jsonl
+    run -0 grpo-rollout --model g --in "$(P)" -k 4 --max-new-tokens 8 --seed 1 --weights auto --progress --out r.jsonl
+    [[ "$output" == *"weights mxfp4 frozen base (float32 activations, "*"; attention q8, embeddings q8, LM head q8; 58 of 58 matrices from the file's MXFP4 and Q8_0 blocks)"* ]]
+    # the trainer's own log-probs (the mean bound 3e-6 of the HF source's)
+    jq -c '. + {advantage: (.sample - 1.5)}' r.jsonl > adv.jsonl
+    grpo-update --model g --in adv.jsonl --out u --lr 1e-2 --old-logp recompute --is-correction token \
+        --metrics m-u.jsonl 2> /dev/null
+    jq -e '."sampling/sampling_logp_difference/mean" < 3e-6' m-u.jsonl
 }
 
 @test "grpo-export --format gguf of an adapter on the MXFP4 experts: merged, the experts in the dtype; llama.cpp's logits ours (f32: 1e-4)" {

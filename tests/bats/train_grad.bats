@@ -16,7 +16,8 @@
 # AVX-512 BF16. LoRA over a frozen base packed in q8, q4k or bf16 (grpo-update
 # --base-weights; a mixture's experts each packed apart; the embeddings and
 # the LM head packed too, a tied head once), or a gpt-oss's
-# MXFP4 experts kept as the file's blocks (--base-weights mxfp4), or a Q4_K
+# MXFP4 experts kept as the file's blocks (--base-weights mxfp4; of a bf16
+# file, its other matrices bf16 panels, the file's values), or a Q4_K
 # GGUF's blocks (--base-weights q4k), against the
 # reference on the dequantized values the kernels read, to the float32
 # tolerance (1e-4).
@@ -112,6 +113,12 @@ grad_case() {
 }
 @test "gradient vs autograd: gpt_oss, rsLoRA over its MXFP4 experts, dapo, one sequence per micro-batch, --recompute" {
     grad_case gptoss-mxfp4-lora-qkvo-mxfp4base-dapo-micro-recompute
+}
+@test "gradient vs autograd: gpt_oss of a bf16 file, LoRA on q,k,v,o over its MXFP4 experts, the rest bf16 panels, beta" {
+    grad_case gptoss-mxfp4bf16-lora-qkvo-mxfp4base-beta
+}
+@test "gradient vs autograd: gpt_oss of a bf16 file, LoRA on every projection over its file's formats, --recompute" {
+    grad_case gptoss-mxfp4bf16-lora-experts-mxfp4base-dapo-micro-recompute
 }
 @test "gradient vs autograd: qwen2, YaRN RoPE, sliding-window layers, beta" { grad_case qwen2-yarn-window-full-beta; }
 @test "gradient vs autograd: llama, YaRN, sliding windows, LoRA on q,k,v,o, dapo" {

@@ -8,7 +8,8 @@
 # trainer's own log-probs, taken as pi_old by a trainer on the same base
 # format only); --weights f32 merging into the base's rounded values. A
 # mixture of experts (qwen3_moe) the same, each expert's matrices packed apart.
-# Gradients against PyTorch on the dequantized base: train_grad.bats.
+# grpo-export --dtype q4_k's file as such a base. Gradients against PyTorch
+# on the dequantized base: train_grad.bats.
 # needs: venv
 load helpers
 
@@ -295,17 +296,95 @@ assert moved > 1e-4, moved  # the rounding is visible
 PY
 }
 
+@test "grpo-export --dtype q4_k: our quantizer's Q4_K blocks; a q4k base from that file trains as from the float model, byte for byte" {
+    needs_tiny
+    # the tiny llama 256 wide: every matrix's rows whole 256-value super-blocks
+    make_wide_llama wide
+    grpo-export --model wide --format gguf --dtype q4_k --out q4k.gguf 2> /dev/null
+    # as gguf-py reads it: every matrix Q4_K (its rows whole super-blocks), every vector
+    # F32, general.file_type 14 (llama.cpp's mostly Q4_K); dequantized within 4-bit
+    # rounding of the float model's (relative RMS error per matrix)
+    "$GRPO_PY" - wide q4k.gguf <<'PY'
+import sys
+import numpy as np
+import gguf
+from safetensors.numpy import load_file
+src, path = sys.argv[1:3]
+r = gguf.GGUFReader(path)
+ft = r.fields["general.file_type"]
+assert int(ft.parts[ft.data[0]][0]) == 14
+floats = load_file(src + "/model.safetensors")
+worst, n = 0.0, 0
+for t in r.tensors:
+    matrix = len(t.shape) == 2
+    want = gguf.GGMLQuantizationType.Q4_K if matrix else gguf.GGMLQuantizationType.F32
+    assert t.tensor_type == want, (t.name, t.tensor_type)
+    if t.name == "token_embd.weight":  # rows as the float model holds them (no Q/K permutation)
+        x = gguf.quants.dequantize(t.data, t.tensor_type).reshape(int(t.shape[1]), int(t.shape[0]))
+        w = floats["model.embed_tokens.weight"]
+        worst, n = max(worst, float(np.sqrt(np.mean((x - w) ** 2) / np.mean(w ** 2)))), n + 1
+    n += matrix and t.name != "token_embd.weight"
+print("# matrices", n, "the embeddings' relative RMS error", worst)
+assert n >= 15 and 0 < worst < 0.1, (n, worst)
+PY
+    # our loader reads the blocks as gguf-py's dequantizer does, exactly (the file read
+    # back and written as F32, against gguf-py on the Q4_K file)
+    grpo-export --model q4k.gguf --format gguf --dtype f32 --out back.gguf 2> /dev/null
+    "$GRPO_PY" - q4k.gguf back.gguf <<'PY'
+import sys
+import numpy as np
+import gguf
+back = {t.name: t for t in gguf.GGUFReader(sys.argv[2]).tensors}
+n = 0
+for t in gguf.GGUFReader(sys.argv[1]).tensors:
+    if t.tensor_type != gguf.GGMLQuantizationType.Q4_K:
+        continue
+    x = gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1)
+    y = np.asarray(back[t.name].data, dtype=np.float32).reshape(-1)
+    assert np.array_equal(x, y), t.name
+    n += 1
+print("# Q4_K tensors read as gguf-py reads them:", n)
+assert n >= 15
+PY
+    # the float model packed as q4k at load and the Q4_K file taken as its blocks (auto):
+    # the same blocks, so the same adapter and optimizer state
+    grpo-update --model wide --in "$(B)" --out a --lr 1e-1 --lora-r 4 --beta 0 --base-weights q4k 2> /dev/null
+    grpo-update --model q4k.gguf --in "$(B)" --out b --lr 1e-1 --lora-r 4 --beta 0 --progress 2> b.log
+    jq -e '.flags.base_weights == "q4k"' b/grpo/state.json
+    cmp a/adapter_model.safetensors b/adapter_model.safetensors
+    cmp a/grpo/optimizer.safetensors b/grpo/optimizer.safetensors
+    # a model whose rows are not whole super-blocks (the tiny one, 64 wide): its matrices Q8_0
+    grpo-export --model "$TINY" --format gguf --dtype q4_k --out t.gguf 2> /dev/null
+    "$GRPO_PY" - t.gguf <<'PY'
+import sys
+import gguf
+for t in gguf.GGUFReader(sys.argv[1]).tensors:
+    want = gguf.GGMLQuantizationType.Q8_0 if len(t.shape) == 2 else gguf.GGMLQuantizationType.F32
+    assert t.tensor_type == want, (t.name, t.tensor_type)
+PY
+    # a weight beyond what Q4_K's f16 scales hold (max |x| / 63): 65 naming the tensor, nothing written
+    cp -r wide big
+    "$GRPO_PY" - big/model.safetensors <<'PY'
+import sys
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+t["model.layers.0.mlp.down_proj.weight"][0, 3] = 5e6
+save_file(t, sys.argv[1], metadata={"format": "pt"})
+PY
+    run -65 grpo-export --model big --format gguf --dtype q4_k --out big.gguf
+    assert_one_line_error grpo-export "tensor 'blk.0.ffn_down.weight': value 3 .*beyond what q4_k holds"
+    [ ! -e big.gguf ]
+    # q4_k is a GGUF type: hf and peft refuse it (64), nothing written
+    run -64 grpo-export --model wide --format hf --dtype q4_k --out o
+    assert_one_line_error grpo-export "--dtype q4_k: not a Hugging Face dtype"
+    [ ! -e o ]
+}
+
 @test "a Q4_K GGUF (blocks no quantizer wrote): auto takes q4k, its blocks as they are; merged and rolled out on their values" {
     needs_tiny
     # the tiny llama 256 wide (rows of whole 256-value super-blocks), its layer
     # matrices random Q4_K blocks but layer 1's ffn_up, kept f32 (quantized by ours)
-    "$GRPO_PY" - "$GRPO_ROOT/tests/ref" wide <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-import model_ref
-model_ref.make_tiny("llama", sys.argv[2], shape=dict(hidden_size=256, intermediate_size=512))
-PY
-    "$GRPO_PY" "$GRPO_ROOT/tests/ref/make_tiny_tokenizer.py" wide
+    make_wide_llama wide
     grpo-export --model wide --format gguf --dtype f32 --out f32.gguf 2> /dev/null
     "$GRPO_PY" "$GRPO_ROOT/tests/ref/q4k_gguf.py" f32.gguf q4k.gguf --random 7 --keep blk.1.ffn_up.weight
     grpo-update --model q4k.gguf --in "$(B)" --out a --lr 1e-1 --lora-r 4 --beta 0 2> /dev/null

@@ -13,12 +13,14 @@ value is FP4_VALUES[code] * 2^(scale - 127)), the biases and every other
 tensor as model_ref.py's make-tiny gpt_oss writes them, and config.json's
 quantization_config as gpt-oss's own ({"quant_method": "mxfp4", ...}).
 
-  make_oss_mxfp4.py OUTDIR [--seed S] [--yarn-truncate] [--shape KEY=N,...]
+  make_oss_mxfp4.py OUTDIR [--seed S] [--yarn-truncate] [--shape KEY=N,...] [--dtype bf16]
 
 (--yarn-truncate: model_ref.py's, YaRN's ramp truncated as llama.cpp
 computes it; --shape: config.json keys over the tiny ones, e.g.
 hidden_size=512,intermediate_size=512,num_local_experts=32,num_hidden_layers=4
-for the peak-RSS measurement of bench/README.md.)
+for the peak-RSS measurement of bench/README.md; --dtype bf16: every other
+tensor written bf16, as gpt-oss's own checkpoints hold them, float32 by
+default.)
 
 The codes are random (every one of the 16); the scale bytes are random
 around the exponents that give weights of model_ref's bf16 magnitudes
@@ -56,7 +58,11 @@ def main(argv):
     shape = None
     if "--shape" in argv:
         shape = {k: int(v) for k, v in (kv.split("=") for kv in argv[argv.index("--shape") + 1].split(","))}
-    model_ref.make_tiny("gpt_oss", out, seed=seed, yarn_truncate="--yarn-truncate" in argv, shape=shape)
+    dtype = argv[argv.index("--dtype") + 1] if "--dtype" in argv else "f32"
+    if dtype not in ("f32", "bf16"):
+        print(f"make_oss_mxfp4.py: --dtype {dtype}: expected f32 or bf16")
+        return 64
+    model_ref.make_tiny("gpt_oss", out, seed=seed, yarn_truncate="--yarn-truncate" in argv, shape=shape, dtype=dtype)
     path = os.path.join(out, "model.safetensors")
     t = load_file(path)
     cfg = json.load(open(os.path.join(out, "config.json")))

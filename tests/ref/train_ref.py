@@ -54,7 +54,13 @@ packed apart). The "mxfp4" cases keep a
 gpt-oss's MXFP4 experts (make_oss_mxfp4.py) as the file's blocks; the
 reference takes transformers' dequantization of them (model_ref.hf_model),
 which the values the kernels read must equal exactly (gradients 1.7e-6 to
-2.0e-6); the "q4kgguf" case loads a Q4_K GGUF of random blocks
+2.0e-6); in the "mxfp4bf16" cases the file holds every other tensor bf16,
+and the "mxfp4q8gguf" case is llama.cpp's converter's q8_0 GGUF of one
+(needs .venv-peft and the llama.cpp source): the base holds the attention,
+the embeddings and the head as the file does (bf16 panels, the file's
+Q8_0 blocks), which the case requires, and the reference takes the file's
+values (gguf-py's dequantization of the Q8_0 blocks), which the kernels
+read exactly (gradients 1.6e-6 to 1.8e-6); the "q4kgguf" case loads a Q4_K GGUF of random blocks
 (q4k_gguf.py --random, exported from the tiny model) as grpo-update loads a
 q4k base, its blocks as they are, and the reference takes gguf-py's
 dequantization of them, which the values the kernels read must equal
@@ -203,6 +209,23 @@ CASES = {
     # (the adapter's product beside theirs), and the same model as float32
     "gptoss-mxfp4-lora-experts-mxfp4base-beta": dict(arch="gpt_oss", mxfp4=True, beta=0.04, base_weights="mxfp4",
                                                      lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=9)),
+    # the file's other matrices kept as it holds them too: an HF directory
+    # written bf16 (gpt-oss's own dtype: bf16 panels), and llama.cpp's
+    # converter's --outtype q8_0 GGUF (Q8_0 attention, embeddings and head:
+    # q8 blocks, the file's; tests/bats/oss_gguf.bats runs it, it needs the
+    # converter). The reference on the file's values, which the kernels must
+    # read exactly
+    "gptoss-mxfp4bf16-lora-qkvo-mxfp4base-beta": dict(arch="gpt_oss", mxfp4=True, file_dtype="bf16", beta=0.04,
+                                                      base_weights="mxfp4",
+                                                      lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False,
+                                                                seed=9)),
+    "gptoss-mxfp4bf16-lora-experts-mxfp4base-dapo-micro-recompute": dict(
+        arch="gpt_oss", mxfp4=True, file_dtype="bf16", loss="dapo", micro_seqs=1, recompute=True,
+        base_weights="mxfp4", lora=dict(r=4, alpha=8, targets="all", rslora=False, seed=10)),
+    "gptoss-mxfp4q8gguf-lora-qkvo-mxfp4base-beta": dict(arch="gpt_oss", mxfp4=True, q8_gguf=True, beta=0.04,
+                                                        base_weights="mxfp4",
+                                                        lora=dict(r=4, alpha=8, targets="q,k,v,o", rslora=False,
+                                                                  seed=9)),
     "gptoss-mxfp4-lora-experts-f32-dapo": dict(arch="gpt_oss", mxfp4=True, loss="dapo",
                                                lora=dict(r=4, alpha=8, targets="gate,up,down", rslora=False,
                                                          seed=12)),
@@ -451,6 +474,45 @@ def q4k_gguf(mdir, work, W):
     return q4k
 
 
+GGUF_OSS = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight"}
+GGUF_OSS_LAYER = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+                  "attn_output": "self_attn.o_proj", "ffn_gate_inp": "mlp.router"}
+
+
+def q8_oss_gguf(mdir, work, W):
+    """mdir (a gpt-oss of MXFP4 experts) as llama.cpp's converter writes it
+    with --outtype q8_0 (tests/ref/convert_oss_gguf.py, the pinned llama.cpp
+    source and .venv-peft); W's matrices the file holds as Q8_0 blocks set
+    to gguf-py's dequantization of them. The file's path, or None when it
+    could not be made."""
+    import torch
+    src = os.path.join(ROOT, "build/llama.cpp/src")
+    peft = os.environ.get("GRPO_PEFT_PY") or os.path.join(ROOT, ".venv-peft/bin/python")
+    out = os.path.join(work, "model-q8_0.gguf")
+    for cmd in ([sys.executable, os.path.join(ROOT, "tests/ref/make_tiny_tokenizer.py"), mdir],
+                [peft, os.path.join(ROOT, "tests/ref/convert_oss_gguf.py"), src, mdir, out, "q8_0"]):
+        if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode:
+            print(f"could not write the Q8_0 GGUF: {' '.join(cmd)} failed")
+            return None
+    sys.path.insert(0, os.path.join(src, "gguf-py"))  # the test venv's gguf-py has no MXFP4
+    import gguf
+    n = 0
+    for t in gguf.GGUFReader(out).tensors:
+        if t.tensor_type != gguf.GGMLQuantizationType.Q8_0:
+            continue
+        parts = t.name.split(".")
+        name = GGUF_OSS.get(t.name) or (f"model.layers.{parts[1]}.{GGUF_OSS_LAYER[parts[2]]}.weight"
+                                        if parts[0] == "blk" and parts[2] in GGUF_OSS_LAYER else None)
+        if name is None:
+            print(f"{t.name}: a Q8_0 tensor the reference has no name for")
+            return None
+        x = gguf.quants.dequantize(t.data, t.tensor_type).reshape(int(t.shape[1]), int(t.shape[0]))
+        W[name] = torch.tensor(x.astype(np.float64))
+        n += 1
+    print(f"{n} matrices of the GGUF are Q8_0 blocks")
+    return out if n else None
+
+
 def run(case_name, work):
     import torch
     from safetensors.numpy import load_file
@@ -459,7 +521,9 @@ def run(case_name, work):
     mdir = os.path.join(work, "model")
     if case.get("mxfp4"):
         import make_oss_mxfp4
-        if make_oss_mxfp4.main(["make_oss_mxfp4.py", mdir]):
+        if make_oss_mxfp4.main(["make_oss_mxfp4.py", mdir] + (["--dtype", case["file_dtype"]] if "file_dtype" in case
+                                                               else ["--yarn-truncate"] if case.get("q8_gguf")
+                                                               else [])):
             return 1
     else:
         model_ref.make_tiny(case["arch"], mdir, tied=case.get("tied", False), llama3=case.get("llama3", False),
@@ -486,6 +550,10 @@ def run(case_name, work):
     driver_model = mdir
     if case.get("q4k_gguf"):  # the layer matrices as gguf-py dequantizes the file's Q4_K blocks
         driver_model = q4k_gguf(mdir, work, W)
+        if driver_model is None:
+            return 1
+    if case.get("q8_gguf"):  # the Q8_0 matrices as gguf-py dequantizes the file's blocks
+        driver_model = q8_oss_gguf(mdir, work, W)
         if driver_model is None:
             return 1
 
@@ -561,9 +629,16 @@ def run(case_name, work):
         # the embeddings and the head are the base's too, packed in its format (a tied head
         # once); an mxfp4 base packs its experts only
         globals_ = ["model.embed_tokens.weight"] + ([] if tied else ["lm_head.weight"])
-        unpacked = [k for k in globals_ if "base." + k not in ours]
-        if case["base_weights"] != "mxfp4" and unpacked:
+        # an mxfp4 base holds the others as the file does: packed where it holds them bf16 or Q8_0
+        held = case["base_weights"] != "mxfp4" or case.get("file_dtype") or case.get("q8_gguf")
+        wanted = globals_ + ([f"model.layers.{i}.self_attn.{x}_proj.weight" for i in range(c["L"])
+                              for x in "qkvo"] if case["base_weights"] == "mxfp4" else [])
+        unpacked = [k for k in wanted if "base." + k not in ours]
+        if held and unpacked:
             print(f"not packed with the base: {unpacked}")
+            return 1
+        if not held and any(k[5:] in wanted for k in base_keys):
+            print("an mxfp4 base of a float32 file packed more than its experts")
             return 1
         # the file's blocks (MXFP4 experts, a Q4_K GGUF's layer matrices) are read as they
         # are; a Q4_K GGUF's float embeddings and head are quantized by ours

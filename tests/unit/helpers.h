@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static inline uint64_t splitmix64(uint64_t x) {
     uint64_t z = x + 0x9E3779B97F4A7C15ull;
@@ -48,6 +51,23 @@ static inline int remove_tree_entry(const char *path, const struct stat *st, int
 /* Removes path and everything below it; a link goes, never what it points at. */
 static inline void remove_tree(const char *path) {
     nftw(path, remove_tree_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Pages of [p, p + n) (whole pages inside it) in memory, by mincore; -1
+ * when that cannot be told. */
+static inline int resident_pages(const void *p, size_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
+    if (hi <= lo) return 0;
+    size_t np = (hi - lo) / page;
+    unsigned char *v = calloc(np, 1);
+    int count = -1;
+    if (v && mincore((void *)lo, hi - lo, v) == 0) {
+        count = 0;
+        for (size_t i = 0; i < np; i++) count += v[i] & 1;
+    }
+    free(v);
+    return count;
 }
 
 #endif

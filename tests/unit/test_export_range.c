@@ -1,9 +1,9 @@
 /* Unit tests of what an export dtype holds (lib/export/export_range.c): the
  * check agrees with the converters at each boundary (f16, bf16, q8_0's f16
- * block scale), names the tensor and a dtype that holds the value; --clamp
- * writes the largest finite value; export_run refuses a model with a weight
- * beyond f16 for hf and gguf before writing anything, and with --clamp
- * writes 65504 where it stood. */
+ * block scale; q4_k's f16 scales, which saturate), names the tensor and a
+ * dtype that holds the value; --clamp writes the largest finite value;
+ * export_run refuses a model with a weight beyond f16 for hf and gguf
+ * before writing anything, and with --clamp writes 65504 where it stood. */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,8 @@
 #include "ckpt/load.h"
 #include "export/export.h"
 #include "formats/gguf_quant.h"
+#include "formats/quant.h"
+#include "ops/packed_q4k.h"
 #include "util/half.h"
 #include "util/rng.h"
 
@@ -37,8 +39,38 @@ static bool converts_finite(float x, export_dtype d) {
         gguf_quantize_q8_0(block, q, Q8_0_BLOCK);
         return isfinite(f16_to_f32((uint16_t)(q[0] | q[1] << 8)));
     }
+    case EXPORT_Q4_K: break; /* test_q4_k: its f16 scales saturate, never infinite */
     }
     return false;
+}
+
+/* x in a Q4_K super-block of zeros, written and read back. */
+static float q4_k_back(float x) {
+    float block[Q4KW_K_SUPER] = {0}, back[Q4KW_K_SUPER];
+    unsigned char q[Q4KW_GGUF_BYTES];
+    block[3] = x;
+    q4kw_quantize_gguf(q, block, Q4KW_K_SUPER);
+    gerr e = {0};
+    if (quant_dequantize(GGML_TYPE_Q4_K, q, back, Q4KW_K_SUPER, &e)) return NAN;
+    return back[3];
+}
+
+static void test_q4_k(void) {
+    TEST("q4_k: a value the check passes reads back within a code step (the f16 scales not saturated); at twice "
+         "the bound the writer's saturated dmin reads a negative one back far off, and the check refuses it");
+    float lim = export_dtype_limit(EXPORT_Q4_K);
+    gerr e = {0};
+    for (int sign = -1; sign <= 1; sign += 2) {
+        float x = (float)sign * lim, y = q4_k_back(x);
+        printf("#   %g reads back %g\n", x, y);
+        CHECK(fabsf(y - x) <= fabsf(x) / 15 / 2 * 1.01f);
+        CHECK_EQ_INT(export_range_check("m", "t", &x, 1, EXPORT_Q4_K, &e), 0);
+    }
+    float far = -2 * lim, y = q4_k_back(far);
+    printf("#   %g reads back %g\n", far, y);
+    CHECK(fabsf(y - far) > fabsf(far) / 4);
+    CHECK_EQ_INT(export_range_check("m", "t", &far, 1, EXPORT_Q4_K, &e), EX_DATAERR);
+    CHECK(strstr(e.msg, "beyond what q4_k holds"));
 }
 
 static void test_boundaries(void) {
@@ -199,6 +231,7 @@ int main(void) {
     test_boundaries();
     test_messages();
     test_clamp();
+    test_q4_k();
     test_export_run();
     remove_tree(root);
     return check_done();

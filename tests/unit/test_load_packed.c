@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "ckpt/load.h"
 #include "formats/gguf.h"
 #include "formats/gguf_meta.h"
@@ -287,6 +288,40 @@ static void test_any_blocks(void) {
     model_free(&m), model_free(&a), model_free(&b), model_free(&f);
 }
 
+static void test_any_blocks_frozen(void) {
+    TEST("a frozen q8 base (grpo-update --base-weights q8) of blocks no quantizer wrote: the file's blocks byte for "
+         "byte, the file's values, never quantized again");
+    model m, b, f;
+    lora l;
+    bool adapter;
+    const char *path = file("halved-frozen.gguf");
+    gerr e = {0};
+    if (!make(&m, &llama_cfg, 9) || write_gguf(path, &m, false) ||
+        !edit_tensor(path, "blk.0.attn_q.weight", halve_quants, NULL) ||
+        model_load_adapter_frozen(path, WEIGHTS_Q8, &b, &l, &adapter, &e)) {
+        printf("# %s\n", e.msg);
+        CHECK(0);
+        return;
+    }
+    CHECK(b.packed && b.packed_frozen && b.packed_as == WEIGHTS_Q8 && !adapter);
+    CHECK_EQ_INT(model_load(&f, path, &e), 0); /* the file's values as float32, Q rows unpermuted */
+    int values = 0;
+    for (int layer = 0; layer < llama_cfg.n_layers; layer++)
+        for (int i = 0; i < N_MATS; i++) {
+            int n, k;
+            const void *got = packed_matrix(&b, i, layer, &n, &k);
+            float *back = xmalloc((size_t)n * k * sizeof *back);
+            q8w_unpack(back, got, n, k);
+            values += !memcmp(back, packed_matrix(&f, i, layer, &n, &k), (size_t)n * k * sizeof *back);
+            free(back);
+        }
+    printf("# %d of %d matrices the file's values, %d from its blocks\n", values, N_MATS * llama_cfg.n_layers,
+           b.packed_verbatim);
+    CHECK_EQ_INT(values, N_MATS * llama_cfg.n_layers);
+    CHECK(b.packed_verbatim >= N_MATS * llama_cfg.n_layers);
+    model_free(&m), model_free(&b), model_free(&f);
+}
+
 /* Block 5 of the tensor gets scale `scale` (f16 bits) and first quant q0. */
 typedef struct {
     uint16_t scale;
@@ -453,22 +488,6 @@ static void test_q4k_frozen(void) {
     model_free(&m), model_free(&b), model_free(&f);
 }
 
-/* Pages of [p, p + n) (whole pages inside it) in memory, by mincore. */
-static int resident_pages(const void *p, size_t n) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
-    if (hi <= lo) return 0;
-    size_t np = (hi - lo) / page;
-    unsigned char *v = calloc(np, 1);
-    int count = -1;
-    if (v && mincore((void *)lo, hi - lo, v) == 0) {
-        count = 0;
-        for (size_t i = 0; i < np; i++) count += v[i] & 1;
-    }
-    free(v);
-    return count;
-}
-
 static void test_resident(void) {
     TEST("a packed matrix's float32 place past its packed bytes takes no memory, loaded from blocks or widened");
     model_config cfg = llama_cfg;
@@ -515,6 +534,7 @@ int main(void) {
     test_nonfinite();
     test_other_formats();
     test_resident();
+    test_any_blocks_frozen();
     test_q4k_frozen();
     const char *names[] = {"m.gguf", "halved.gguf", "bad.gguf", "q8_0.gguf"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
