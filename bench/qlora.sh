@@ -10,9 +10,9 @@
 # with a q4k base).
 # Shapes: SmolLM2-135M (the Q4_1 GGUF of make models), random models of
 # Qwen2.5-1.5B's and Qwen2.5-7B's shapes (bench/dense_shape.py writes them
-# once into build/bench: 1.6 GB and 8.1 GB of Q8_0), and qwen2.5-1.5b-q4k,
-# the 1.5B one exported once by grpo-export --dtype q4_k (0.99 GB; the
-# export's seconds printed), which a q4k base takes as its blocks,
+# once into build/bench: 1.6 GB and 8.1 GB of Q8_0), qwen2.5-1.5b-q4k and
+# qwen2.5-7b-q4k, those exported once by grpo-export --dtype q4_k (0.99 and
+# 4.6 GB; the export's seconds printed), which a q4k base takes as its blocks,
 # quantizing nothing (rows f32, q4k, q4k-recompute unless
 # BENCH_QLORA_FORMATS; the peer is qwen2.5-1.5b's), and gpt-oss-20b,
 # bench/oss_shape.py's model of gpt-oss-20b's shape (bench/moe.sh's;
@@ -29,7 +29,8 @@
 # same step in PyTorch eager with PEFT (bench/qlora_peer.py, .venv-peft),
 # skipped likewise where its float32 model would not fit.
 # No assertions: a benchmark prints.
-#   sh bench/qlora.sh [SHAPE ...]   (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b gpt-oss-20b,
+#   sh bench/qlora.sh [SHAPE ...]   (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b qwen2.5-7b-q4k
+#                                    gpt-oss-20b,
 #                                    default all but gpt-oss-20b (about 20 GB of memory);
 #                                    BENCH_QLORA_RUNS=N each cell the fastest of N runs, default 1;
 #                                    BENCH_QLORA_FORMATS="f32 bf16 q8 q4k q4k-recompute mxfp4 mxfp4-recompute"
@@ -60,26 +61,27 @@ for shape in "$@"; do
     qwen2.5-1.5b) model=$OUT/qwen2.5-1.5b.gguf params=1543714304 layers=28 dim=1536 ffn=8960 vocab=151936 ;;
     qwen2.5-1.5b-q4k) model=$OUT/qwen2.5-1.5b-q4k.gguf params=1543714304 layers=28 dim=1536 ffn=8960 vocab=151936 ;;
     qwen2.5-7b) model=$OUT/qwen2.5-7b.gguf params=7615616512 layers=28 dim=3584 ffn=18944 vocab=152064 ;;
+    qwen2.5-7b-q4k) model=$OUT/qwen2.5-7b-q4k.gguf params=7615616512 layers=28 dim=3584 ffn=18944 vocab=152064 ;;
     # 4 routed experts of 2880 a token
     gpt-oss-20b) model=$OUT/oss20b-shape.gguf params=20914757184 layers=24 dim=2880 ffn=11520 vocab=201088 ;;
     *) echo "bench/qlora.sh: unknown shape '$shape' (smollm2-135m qwen2.5-1.5b qwen2.5-1.5b-q4k qwen2.5-7b" \
-        "gpt-oss-20b)" >&2; exit 64 ;;
+        "qwen2.5-7b-q4k gpt-oss-20b)" >&2; exit 64 ;;
     esac
     if [ "$shape" = smollm2-135m ] && [ ! -f "$model" ]; then
         echo "  $shape: $model missing (make models); skipped"
         continue
     fi
     rows="f32 bf16 q8 q4k q4k-recompute"
-    if [ "$shape" = qwen2.5-1.5b-q4k ]; then
-        q8=$OUT/qwen2.5-1.5b.gguf
-        [ -f "$q8" ] || "$PY" bench/dense_shape.py build/llama.cpp/src/gguf-py "$q8" qwen2.5-1.5b
+    case $shape in *-q4k)
+        q8=$OUT/${shape%-q4k}.gguf
+        [ -f "$q8" ] || "$PY" bench/dense_shape.py build/llama.cpp/src/gguf-py "$q8" "${shape%-q4k}"
         if [ ! -f "$model" ]; then # the base exported once, as a run of many steps would
             t0=$(date +%s.%N)
             bin/grpo-export --model "$q8" --format gguf --dtype q4_k --out "$model" 2> /dev/null
             printf '  %-16s exported once: grpo-export --dtype q4_k, %.1f s\n' "$shape" "$(echo "$(date +%s.%N) - $t0" | bc -l)"
         fi
         rows="f32 q4k q4k-recompute"
-    fi
+    esac
     if [ "$shape" = gpt-oss-20b ]; then
         rows="f32 mxfp4 mxfp4-recompute"
         if [ ! -f "$model" ]; then
