@@ -1,6 +1,7 @@
-/* Between packed_q4k.c and its SIMD kernels (packed_q4k_avx2.c,
- * packed_q4k_avx512.c); nothing else includes this. Call each kernel only
- * where packed_isa_has says its instructions run. */
+/* Between packed_q4k.c, the quantizer (packed_q4k_quant.c) and their SIMD
+ * kernels (packed_q4k_avx2.c, packed_q4k_avx512.c, packed_q4k_quant_avx2.c,
+ * packed_q4k_quant_avx512.c); nothing else includes this. Call each kernel
+ * only where packed_isa_has says its instructions run. */
 #ifndef GRPO_OPS_PACKED_Q4K_KERNELS_H
 #define GRPO_OPS_PACKED_Q4K_KERNELS_H
 
