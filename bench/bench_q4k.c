@@ -5,8 +5,8 @@
  *
  * 1. The load: q4kw_pack (the quantizer, float32 in) and q4kw_pack_gguf
  *    (a Q4_K file's blocks moved), nanoseconds a weight on each path this
- *    CPU has, all threads; and the seconds the model's 28 layers would take
- *    (1.31 G layer weights) at that rate.
+ *    CPU has (portable, AVX2, AVX-512), all threads; and the seconds the
+ *    model's 28 layers would take (1.31 G layer weights) at that rate.
  * 2. y = x W^T with float32 x, m = 1, 16, 64, 1024 rows (decode to the
  *    bench's micro-batch of 1,024 tokens): q4kw_matmul on each path beside
  *    OpenBLAS sgemm on the float32 weights.
@@ -16,9 +16,11 @@
  * timed batches of >= 20 ms each within 2 s: the machine may be shared. A
  * benchmark, not a test: exits 0 unless it cannot run.
  *
- *   build/bench/bench_q4k [OMP_NUM_THREADS=1 for one core] */
+ *   build/bench/bench_q4k [--load] [OMP_NUM_THREADS=1 for one core]
+ * --load: part 1 alone. */
 #include <cblas.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +81,9 @@ static void random_blocks(unsigned char *b, size_t blocks, uint64_t *st) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    bool load_only = argc == 2 && !strcmp(argv[1], "--load");
+    if (argc > 1 && !load_only) return fprintf(stderr, "usage: bench_q4k [--load]\n"), 2;
     static const int shapes[][2] = {{1536, 1536}, {1536, 8960}, {8960, 1536}}; /* k, n */
     static const int ms[] = {1, 16, 64, 1024};
     uint64_t st = 0x243F6A8885A308D3ULL;
@@ -110,7 +114,7 @@ int main(void) {
         job jg = {PACK_GGUF, &p};
         double tg = bench_best_seconds(run, 0, &jg, 0.02, 5, 2.0);
         printf("  from GGUF blocks %.2f ns (%.1f s)\n", tg * 1e9 / ((double)n * k), tg / ((double)n * k) * LAYER_WEIGHTS);
-        for (int dir = FORWARD; dir <= BACKWARD; dir++)
+        for (int dir = FORWARD; dir <= BACKWARD && !load_only; dir++)
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
                 if (dir == BACKWARD && ms[mi] < 64) continue;
                 p.m = ms[mi];

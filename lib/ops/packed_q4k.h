@@ -37,9 +37,10 @@
  * (15 + t/10) / (max - min), t = -10 .. 10, each fitted by least squares);
  * then d = max a / 63 and dmin = max b / 63 rounded to f16, the 6-bit sc
  * and mn rounded from a / d and b / dmin, and each code the nearest one
- * under those final, rounded scales. Deterministic, row by row; the
- * portable code (packed_q4k_quant.c) and AVX-512's (eight sub-blocks side
- * by side, each lane the same double arithmetic) give the same blocks.
+ * under those final, rounded scales. Deterministic, row by row; AVX-512,
+ * AVX2 or portable C, the same blocks: the portable code
+ * (packed_q4k_quant.c), AVX-512's eight sub-blocks side by side and AVX2's
+ * four (packed_q4k_quant_lanes.h), each lane the same double arithmetic.
  *
  * Numerics (q4kw_matmul, q4kw_matmul_t): as packed_mxfp4.h's: float32
  * activations, each output one float32 fused multiply-add chain in order
@@ -81,8 +82,8 @@ void q4kw_pack_gguf(void *dst, const void *blocks, int n, int k);
  * fastest path; OpenMP over panels. */
 void q4kw_pack(void *dst, const float *w, int n, int k);
 
-/* The same on the given path (AVX-512, else the portable code: the same
- * blocks): false (nothing written) when this CPU lacks it. */
+/* The same on the given path (AVX-512, AVX2 or the portable code: the
+ * same blocks): false (nothing written) when this CPU lacks it. */
 bool q4kw_pack_isa(packed_isa isa, void *dst, const float *w, int n, int k);
 
 /* n values (a multiple of 256) quantized as q4kw_pack quantizes them,

@@ -1,6 +1,7 @@
-/* Between packed_q4k.c and its SIMD kernels (packed_q4k_avx2.c,
- * packed_q4k_avx512.c); nothing else includes this. Call each kernel only
- * where packed_isa_has says its instructions run. */
+/* Between packed_q4k.c, the quantizer (packed_q4k_quant.c) and their SIMD
+ * kernels (packed_q4k_avx2.c, packed_q4k_avx512.c, packed_q4k_quant_avx2.c,
+ * packed_q4k_quant_avx512.c); nothing else includes this. Call each kernel
+ * only where packed_isa_has says its instructions run. */
 #ifndef GRPO_OPS_PACKED_Q4K_KERNELS_H
 #define GRPO_OPS_PACKED_Q4K_KERNELS_H
 
@@ -48,7 +49,7 @@ typedef struct {
 
 /* The quantizer (packed_q4k_quant.c, packed_q4k.h's): x[32 subs] (0 <
  * subs <= 8) into *out, the sub-blocks past subs zero, on path isa (the
- * portable code, or AVX-512 where isa is PACKED_AVX512: the same blocks). */
+ * portable code, AVX-512 or AVX2 where isa names them: the same blocks). */
 void q4kw_quantize(packed_isa isa, const float *x, int subs, q4kw_super *out);
 
 /* The quantizer's middle, scalar on every path: d, dmin, sc and mn of *out
@@ -58,8 +59,9 @@ void q4kw_scales(const double *a, const double *b, int subs, q4kw_super *out);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define Q4KW_X86 1
-/* q4kw_quantize on AVX-512F */
+/* q4kw_quantize on AVX-512F, and on AVX2 with FMA */
 void q4kw_quantize_avx512(const float *x, int subs, q4kw_super *out);
+void q4kw_quantize_avx2(const float *x, int subs, q4kw_super *out);
 void q4kw_matmul_avx2(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 void q4kw_matmul_avx512(float *out, const float *in, const void *w, const float *bias, int m, int k, int n);
 /* pt_decode_fn's for q4kw_matmul_t (_t) and for q4kw_matmul on many rows (_f) */

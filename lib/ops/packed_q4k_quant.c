@@ -1,9 +1,9 @@
 /* The Q4_K quantizer (packed_q4k.h's q4kw_pack): a super-block of one
  * row's float32 values into d, dmin, 6-bit scales and mins and 4-bit
  * codes. The portable code here is the reference; the AVX-512 path
- * (packed_q4k_quant_avx512.c) runs eight sub-blocks side by side, each
- * lane the same double operations in the same order, so it gives the same
- * blocks. */
+ * (packed_q4k_quant_avx512.c) runs eight sub-blocks side by side and the
+ * AVX2 one (packed_q4k_quant_avx2.c) four, each lane the same double
+ * operations in the same order, so they give the same blocks. */
 #include <math.h>
 #include <string.h>
 
@@ -83,6 +83,10 @@ void q4kw_quantize(packed_isa isa, const float *x, int subs, q4kw_super *out) {
 #if Q4KW_X86
     if (isa == PACKED_AVX512) {
         q4kw_quantize_avx512(x, subs, out);
+        return;
+    }
+    if (isa == PACKED_AVX2) {
+        q4kw_quantize_avx2(x, subs, out);
         return;
     }
 #endif

@@ -2,7 +2,7 @@
  * worked out by hand from ggml's block_q4_K, GGUF blocks unpacked to
  * quant.c's dequantizer bit for bit (gguf-py's, tests/ref/q4k_ref.py checks
  * against it directly), the quantizer's error and edge cases, its paths
- * (portable, AVX-512) giving the same blocks, and its GGUF blocks. The products
+ * (portable, AVX2, AVX-512) giving the same blocks, and its GGUF blocks. The products
  * (float64 bound, paths, threads, batch composition) are in
  * test_packed_tile.c with the other formats.
  *
@@ -159,15 +159,28 @@ static float path_value(int kind, size_t i, int k) {
     case 5: return i / 32 % 2 ? 0.0f : r * 1e-38f;                              /* zeros, subnormals */
     case 6: return fabsf(r) + 3;                                                /* every value > 0 */
     case 7: return (float)(int)(r * 8);                                         /* few distinct integers */
-    default: return r * 6e4f;                                                   /* near f16's largest */
+    case 8: return r * 6e4f;                                                    /* near f16's largest */
+    case 9: return r * 6e37f;                                                   /* past f16's range */
+    case 10: return ldexpf(r, -140 - (int)(next_u64() % 9));                    /* subnormals only */
+    case 11: /* per sub-block: all -0, one constant < 0, one spike among zeros, or uniform */
+        switch (i / 32 % 4) {
+        case 0: return -0.0f;
+        case 1: return -0.75f * (float)(1 + i / (size_t)k % 3);
+        case 2: return i % 32 == 7 ? -r * 1e3f : 0.0f;
+        default: return r;
+        }
+    default: return -fabsf(ldexpf(r, (int)(next_u64() % 200) - 100)); /* negative, 2^-100 .. 2^100 */
     }
 }
 
 static void test_quantizer_paths(void) {
-    TEST("q4kw_pack on every path this CPU has: the portable code's blocks byte for byte (9 kinds of rows, 5 widths)");
-    static const int ks[] = {256, 800, 576, 32, 1024};
-    enum { N = 21, KINDS = 9 };
-    int compared = 0, differ = 0;
+    TEST("q4kw_pack on every path this CPU has: the portable code's blocks byte for byte (13 kinds of rows, 13 widths)");
+    /* every K % 256 / 32 tail (0 .. 7 sub-blocks), alone and after whole super-blocks */
+    static const int ks[] = {32, 64, 96, 128, 160, 192, 224, 256, 288, 576, 800, 992, 1024};
+    enum { N = 37, KINDS = 13 };
+    int compared[PACKED_ISAS] = {0}, differ = 0;
+    for (int isa = PACKED_AVX2; isa < PACKED_ISAS; isa++)
+        if (!packed_isa_has((packed_isa)isa)) printf("#   skipped %s: this CPU lacks it\n", packed_isa_name((packed_isa)isa));
     for (int kind = 0; kind < KINDS; kind++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
             int k = ks[ki];
@@ -179,7 +192,7 @@ static void test_quantizer_paths(void) {
                 CHECK(q4kw_pack_isa(PACKED_SCALAR, ref, w, N, k));
                 for (int isa = PACKED_AVX2; isa < PACKED_ISAS; isa++) {
                     if (!q4kw_pack_isa((packed_isa)isa, got, w, N, k)) continue;
-                    compared++;
+                    compared[isa]++;
                     if (memcmp(ref, got, q4kw_bytes(N, k))) {
                         differ++;
                         printf("#   %s differs: kind %d, k %d\n", packed_isa_name((packed_isa)isa), kind, k);
@@ -188,7 +201,8 @@ static void test_quantizer_paths(void) {
             }
             free(w), free(ref), free(got);
         }
-    printf("#   %d packings compared\n", compared);
+    for (int isa = PACKED_AVX2; isa < PACKED_ISAS; isa++)
+        printf("#   %s: %d packings compared\n", packed_isa_name((packed_isa)isa), compared[isa]);
     CHECK_EQ_INT(differ, 0);
 
     TEST("q4kw_quantize_gguf: its blocks, packed (q4kw_pack_gguf), are q4kw_pack's bytes");
@@ -198,7 +212,7 @@ static void test_quantizer_paths(void) {
     unsigned char *a = malloc(q4kw_bytes(R, K)), *b = malloc(q4kw_bytes(R, K));
     CHECK(w && blocks && a && b);
     if (w && blocks && a && b) {
-        for (size_t i = 0; i < (size_t)R * K; i++) w[i] = path_value((int)(i / K % 9), i, K);
+        for (size_t i = 0; i < (size_t)R * K; i++) w[i] = path_value((int)(i / K % 13), i, K);
         q4kw_quantize_gguf(blocks, w, (size_t)R * K);
         q4kw_pack_gguf(a, blocks, R, K);
         q4kw_pack(b, w, R, K);
