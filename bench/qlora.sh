@@ -11,8 +11,9 @@
 # Shapes: SmolLM2-135M (the Q4_1 GGUF of make models), random models of
 # Qwen2.5-1.5B's and Qwen2.5-7B's shapes (bench/dense_shape.py writes them
 # once into build/bench: 1.6 GB and 8.1 GB of Q8_0), qwen2.5-1.5b-q4k and
-# qwen2.5-7b-q4k, those exported once by grpo-export --dtype q4_k (0.99 and
-# 4.6 GB; the export's seconds printed), which a q4k base takes as its blocks,
+# qwen2.5-7b-q4k, those exported once by grpo-export --dtype q4_k (0.87 and
+# 4.3 GB; the export's seconds printed; it holds the model as float32, so
+# the 7B export needs 30 GB of memory), which a q4k base takes as its blocks,
 # quantizing nothing (rows f32, q4k, q4k-recompute unless
 # BENCH_QLORA_FORMATS; the peer is qwen2.5-1.5b's), and gpt-oss-20b,
 # bench/oss_shape.py's model of gpt-oss-20b's shape (bench/moe.sh's;
@@ -77,7 +78,10 @@ for shape in "$@"; do
         [ -f "$q8" ] || "$PY" bench/dense_shape.py build/llama.cpp/src/gguf-py "$q8" "${shape%-q4k}"
         if [ ! -f "$model" ]; then # the base exported once, as a run of many steps would
             t0=$(date +%s.%N)
-            bin/grpo-export --model "$q8" --format gguf --dtype q4_k --out "$model" 2> /dev/null
+            if ! bin/grpo-export --model "$q8" --format gguf --dtype q4_k --out "$model" 2> "$OUT/qlora-err"; then
+                echo "  $shape: skipped: $(tail -n 1 "$OUT/qlora-err")"
+                continue
+            fi
             printf '  %-16s exported once: grpo-export --dtype q4_k, %.1f s\n' "$shape" "$(echo "$(date +%s.%N) - $t0" | bc -l)"
         fi
         rows="f32 q4k q4k-recompute"
