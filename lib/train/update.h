@@ -63,9 +63,9 @@ typedef struct {
  * With rt->shape.layers > 0 each record's routing is read and checked
  * against the model, and kept when every sequence that trains has one
  * (b->routing; n_routed counts them either way). trainer_base, the format
- * of the trainer's frozen base ("f32", "bf16", "q8"), and trainer_compute,
- * its products' ("f32", "bf16"), decide which samplers are exact
- * (n_inexact; lib/io/sampler_field.h).
+ * of the trainer's frozen base ("f32", "bf16", "q8", "q4k", "mxfp4"), and
+ * trainer_compute, its products' ("f32", "bf16"), decide which samplers
+ * are exact (n_inexact; lib/io/sampler_field.h).
  * Errors name FILE:LINE and the field (EX_DATAERR), EX_NOINPUT/EX_IOERR. */
 int update_batch_read(update_batch *b, const char *path, int vocab, bool mask_truncated, const batch_routing *rt,
                       const char *trainer_base, const char *trainer_compute, gerr *e);
