@@ -103,14 +103,14 @@ static int base_is_mxfp4(const char *path, bool *mx, gerr *e) {
  * attention), every other matrix float32 for the merge, packed later; an
  * adapter on them (stacked, lora.h), trained on their float32 values,
  * runs unmerged over the blocks instead (load_frozen_adapter: the same
- * values, which a merge would widen to float32). A
- * checkpoint trained on a packed frozen base (grpo-update --base-weights
- * bf16|q8|q4k) merges into that base's values, the model it trained
- * (model_round_frozen; a q8 or q4k base's Q8_0 or Q4_K matrices read as the
- * file's blocks, as the trainer reads them, then widened), not the file's; for inference,
- * when w follows the frozen base (auto) or names its format, it runs on that
- * base unmerged instead (load_frozen_adapter; *plan then packs nothing more), but on a
- * device (w's on_device), which runs no frozen base. */
+ * values, which a merge would widen to float32). A checkpoint trained on
+ * a packed frozen base (grpo-update --base-weights bf16|q8|q4k) merges
+ * into that base's values, the model it trained (model_round_frozen; a q8
+ * or q4k base's Q8_0 or Q4_K matrices read as the file's blocks, as the
+ * trainer reads them, then widened), not the file's; for inference, when w
+ * follows the frozen base (auto) or names its format, it runs on that base
+ * unmerged instead (load_frozen_adapter; *plan then packs nothing more),
+ * but on a device (w's on_device), whose inference runs no frozen base. */
 static int load_merged_adapter(model *m, const char *path, const weight_choice *w, pack_plan *plan, gerr *e) {
     lora l;
     pack_plan base_plan = {0};
@@ -125,7 +125,7 @@ static int load_merged_adapter(model *m, const char *path, const weight_choice *
     if (mx) return load_frozen_adapter(m, path, WEIGHTS_MXFP4, e);
     bool blocks = base_fmt == WEIGHTS_Q4K || base_fmt == WEIGHTS_Q8; /* formats that take a file's blocks */
     weight_choice base_w = blocks ? (weight_choice){.fmt = base_fmt, .frozen = true}
-                               : (weight_choice){.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4 && !stacked};
+                                  : (weight_choice){.fmt = WEIGHTS_F32, .keep_mxfp4 = w && w->keep_mxfp4 && !stacked};
     if ((rc = load_adapter_dir(path, m, &l, w || blocks ? &base_w : NULL, &base_plan, e))) return rc;
     if ((rc = model_round_frozen(m, base_fmt, &base_plan, e))) {
         lora_free(&l);
