@@ -47,16 +47,13 @@ static size_t panel_bytes(int k) { return bf16w_panel_bytes(k); }
 
 size_t bf16w_bytes(int n, int k) { return (size_t)panel_count(n) * panel_bytes(k); }
 
-uint16_t bf16w_round(float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    if ((bits & 0x7F800000u) == 0) return (uint16_t)(bits >> 16 & 0x8000u); /* vdpbf16ps reads these as zero */
-    return f32_to_bf16(f);
-}
-
 void bf16w_round_pairs(const float *x, int k, int from, uint32_t *pairs) {
-    for (int i = from; i < k; i += 2)
-        pairs[i / 2] = bf16w_round(x[i]) | (uint32_t)(i + 1 < k ? bf16w_round(x[i + 1]) : 0) << 16;
+    int whole = (k - from) / 2;
+    const float *at = x + from;
+    uint32_t *out = pairs + from / 2;
+#pragma omp simd
+    for (int i = 0; i < whole; i++) out[i] = bf16w_round(at[2 * i]) | (uint32_t)bf16w_round(at[2 * i + 1]) << 16;
+    if ((k - from) % 2) out[whole] = bf16w_round(at[2 * whole]);
 }
 
 /* Byte offset of (k, column j) in a panel: pairs of k, then columns, then the pair. */
@@ -67,15 +64,27 @@ static size_t element_offset(int i, int j) {
 static void put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)(v & 0xFF), p[1] = (unsigned char)(v >> 8); }
 static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
+/* A panel BLOCK pairs of k at a time: each column's 2 * BLOCK values rounded
+ * (the rounding inline, so it vectorizes), their pairs stored into the
+ * block's 2 KB of the panel, which stays in L1 for the panel's columns. */
 void bf16w_pack(void *dst, const float *w, int n, int k) {
-    int panels = panel_count(n);
+    enum { BLOCK = 16 };
+    int panels = panel_count(n), pairs = pair_count(k);
 #pragma omp parallel for schedule(static)
     for (int p = 0; p < panels; p++) {
         unsigned char *panel = (unsigned char *)dst + (size_t)p * panel_bytes(k);
+        int cols = n - p * BF16W_NR < BF16W_NR ? n - p * BF16W_NR : BF16W_NR;
         memset(panel, 0, panel_bytes(k)); /* zero past n and past k */
-        for (int j = 0; j < BF16W_NR && p * BF16W_NR + j < n; j++) {
-            const float *row = w + (size_t)(p * BF16W_NR + j) * k;
-            for (int i = 0; i < k; i++) put16(panel + element_offset(i, j), bf16w_round(row[i]));
+        for (int i0 = 0; i0 < pairs; i0 += BLOCK) {
+            int from = 2 * i0, to = from + 2 * BLOCK < k ? from + 2 * BLOCK : k;
+            for (int j = 0; j < cols; j++) {
+                uint32_t block[BLOCK];
+                bf16w_round_pairs(w + (size_t)(p * BF16W_NR + j) * k + from, to - from, 0, block);
+                for (int i = 0; i < (to - from + 1) / 2; i++) {
+                    unsigned char *at = panel + element_offset(2 * (i0 + i), j);
+                    put16(at, (uint16_t)block[i]), put16(at + 2, (uint16_t)(block[i] >> 16));
+                }
+            }
         }
     }
 }

@@ -8,15 +8,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "packed_bf16.h"
+#include "../util/half.h"
 
 /* Bytes of one panel: ceil(k/2) pairs of k, each the panel's columns' two values. */
 static inline size_t bf16w_panel_bytes(int k) { return (size_t)((k + 1) / 2) * BF16W_NR * 4; }
 
 /* f32_to_bf16 with float32 subnormals flushed to zero (sign kept): bit for
  * bit what vcvtne2ps2bf16 gives, NaN and infinity included. */
-uint16_t bf16w_round(float f);
+static inline uint16_t bf16w_round(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7F800000u) == 0) return (uint16_t)(bits >> 16 & 0x8000u); /* vdpbf16ps reads these as zero */
+    return f32_to_bf16(f);
+}
 
 /* x[from..k) rounded into pairs[from/2 ..]: element 2i in the low half of
  * pairs[i], 2i+1 in the high half, zero past k (from even). */

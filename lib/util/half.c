@@ -57,14 +57,6 @@ uint16_t f32_to_f16(float f) {
 
 float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 
-uint16_t f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7FFFFFFF) > 0x7F800000) /* NaN: truncation could clear every payload bit left */
-        return (uint16_t)((x >> 16) | 0x0040);
-    /* Round to nearest even; a carry overflows into inf exactly when it should. */
-    return (uint16_t)((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
-}
-
 void f16_to_f32_array(const uint16_t *in, float *out, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(in[i]);
 }
