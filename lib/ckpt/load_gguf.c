@@ -24,6 +24,7 @@
 #include "../ops/ops.h"
 #include "../ops/packed_mxfp4.h"
 #include "../ops/packed_q4k.h"
+#include "../util/bigmem.h"
 #include "declared.h"
 #include "file_formats.h"
 #include "gguf_config.h"
@@ -111,12 +112,31 @@ static int load_floats(model *m, const gguf_file *f, const gguf_tensor *t, const
                        gerr *e) {
     int rc = check_mxfp4(f, t, e);
     if (rc) return rc;
+    big_will_fill(r->dst, t->numel * sizeof *r->dst);
     if (!permuted(m, r)) return gguf_tensor_to_f32_finite(f, t, r->dst, e);
     float *gg = scratch_get(tmp, t->numel * sizeof *gg);
     rc = gguf_tensor_to_f32_finite(f, t, gg, e);
     if (rc) return rc;
     qk_unpermute(r->dst, gg, r->perm_heads, m->cfg.head_dim, r->cols ? (size_t)r->cols : 1);
     return 0;
+}
+
+/* model_pack_rows' source: rows of a GGUF tensor, checked finite. */
+typedef struct {
+    const gguf_file *f;
+    const gguf_tensor *t;
+} tensor_rows;
+
+static int fill_rows(void *ctx, int row0, int rows, float *out, gerr *e) {
+    const tensor_rows *src = ctx;
+    return gguf_tensor_rows_to_f32_finite(src->f, src->t, (uint64_t)row0, (uint64_t)rows, out, e);
+}
+
+/* Whether tensor i (r) is packed from the file's rows a chunk at a time
+ * (model_pack_rows): one the plan packs as it loads, neither an expert's
+ * slice nor Q/K rows to un-permute (those are packed once whole). */
+static bool packs_rows(const model *m, const pack_plan *plan, size_t i, const model_tensor_ref *r) {
+    return plan && r->expert < 0 && !permuted(m, r) && model_packs_loaded(plan, i, r);
 }
 
 /* The matrix packed in fmt into r->dst straight from its blocks (whole
@@ -138,6 +158,7 @@ static int load_packed(model *m, const gguf_file *f, const gguf_tensor *t, const
         qk_unpermute_rows(hf, t->data, r->perm_heads, m->cfg.head_dim, t->nbytes / (size_t)r->rows);
         rows = hf;
     }
+    big_will_fill(r->dst, weights_packed_bytes(fmt, (int)r->rows, (int)r->cols));
     weights_pack_blocks(fmt, r->dst, rows, NULL, (int)r->rows, (int)r->cols);
     return 0;
 }
@@ -195,6 +216,11 @@ static int load_tensors(model *m, const gguf_file *f, pack_plan *plan, gerr *e) 
         } else if (takes_verbatim(plan, &refs[i], t)) {
             plan->verbatim[i] = !(rc = load_packed(m, f, t, &refs[i], plan->as[refs[i].param], &tmp, e));
             if (!rc) drop_read(f, t, refs[i].expert, m->cfg.n_experts);
+        } else if (packs_rows(m, plan, i, &refs[i])) {
+            tensor_rows src = {f, t};
+            rc = check_mxfp4(f, t, e);
+            if (!rc) rc = model_pack_rows(plan, i, &refs[i], fill_rows, &src, e);
+            if (!rc) drop_read(f, t, -1, 1);
         } else if (refs[i].expert <= 0) { /* the first expert's place takes the layer's every expert */
             rc = load_floats(m, f, t, &refs[i], &tmp, e);
             if (!rc) drop_read(f, t, -1, 1);

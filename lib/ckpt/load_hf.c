@@ -10,6 +10,7 @@
 
 #include "../formats/safetensors.h"
 #include "../model/model.h"
+#include "../util/bigmem.h"
 #include "declared.h"
 #include "file_formats.h"
 #include "hf_mxfp4.h"
@@ -171,8 +172,20 @@ static int load_oss_expert(const shard_set *s, const model *m, const model_tenso
     return rc;
 }
 
+/* model_pack_rows' source: rows of a safetensors tensor, checked finite. */
+typedef struct {
+    const st_file *f;
+    const st_tensor *t;
+} tensor_rows;
+
+static int fill_rows(void *ctx, int row0, int rows, float *out, gerr *e) {
+    const tensor_rows *src = ctx;
+    return st_tensor_rows_to_f32_finite(src->f, src->t, row0, rows, out, e);
+}
+
 /* Every tensor, as float32 or, where plan (NULL: none) keeps MXFP4 blocks,
- * packed and marked verbatim. */
+ * packed and marked verbatim; a matrix the plan packs as it loads packed
+ * from the file's rows (model_pack_rows). */
 static int load_tensors(model *m, const shard_set *s, const char *dir, pack_plan *plan, gerr *e) {
     size_t n = model_tensor_list(m, NULL);
     model_tensor_ref *refs = xcalloc(n, sizeof *refs);
@@ -214,7 +227,13 @@ static int load_tensors(model *m, const shard_set *s, const char *dir, pack_plan
                           r->hf, st_dtype_name(t->dtype));
             break;
         }
-        rc = st_tensor_to_f32_finite(f, t, r->dst, e);
+        if (plan && model_packs_loaded(plan, i, r)) { /* a chunk of rows at a time, no float32 copy */
+            tensor_rows src = {f, t};
+            rc = model_pack_rows(plan, i, r, fill_rows, &src, e);
+        } else {
+            big_will_fill(r->dst, (size_t)t->numel * sizeof *r->dst);
+            rc = st_tensor_to_f32_finite(f, t, r->dst, e);
+        }
         if (!rc && f->map) map_drop(t->data, t->nbytes); /* the file's pages not held beside the copy */
         if (!rc && plan) rc = model_pack_loaded(plan, i, r, e);
     }

@@ -136,6 +136,11 @@ int gguf_tensor_to_f32(const gguf_file *f, const gguf_tensor *t, float *out, ger
 /* The same, and EX_DATAERR naming the file, the tensor and the first NaN or
  * infinity (lib/util/finite.h): how weights are loaded. */
 int gguf_tensor_to_f32_finite(const gguf_file *f, const gguf_tensor *t, float *out, gerr *e);
+/* Its rows [row0, row0 + rows) alone (a row: dims[0] values) into
+ * out[rows * dims[0]], the same check, the index in the message the
+ * tensor's. */
+int gguf_tensor_rows_to_f32_finite(const gguf_file *f, const gguf_tensor *t, uint64_t row0, uint64_t rows, float *out,
+                                   gerr *e);
 /* gguf_tensor_to_f32_finite's check of a Q8_0 tensor without its floats:
  * a value q * d is finite exactly when its block's scale d is, so only the
  * scales are read. 0, or the same EX_DATAERR (the same first value) as

@@ -84,6 +84,10 @@ int st_tensor_to_f32(const st_file *f, const st_tensor *t, float *out, gerr *e);
 /* The same, and EX_DATAERR naming the file, the tensor and the first NaN or
  * infinity (lib/util/finite.h): how weights are loaded. */
 int st_tensor_to_f32_finite(const st_file *f, const st_tensor *t, float *out, gerr *e);
+/* Its rows [row0, row0 + rows) alone (a row: numel / shape[0] values) into
+ * out, the same check, the index in the message the tensor's. */
+int st_tensor_rows_to_f32_finite(const st_file *f, const st_tensor *t, int64_t row0, int64_t rows, float *out,
+                                 gerr *e);
 
 /* ---- writer ---------------------------------------------------------------
  * Collects tensors and metadata, then writes them in one go. Data is not

@@ -185,6 +185,8 @@ typedef struct {
     bool *early;    /* [n_tensors]: packed from its floats as the loader read it (model_pack_loaded) */
     bool pack_early; /* weight_choice's: model_pack_loaded packs as the loader reads */
     bool frozen;    /* weight_choice's: model_pack makes the model a frozen base */
+    void *scratch;  /* model_pack_loaded's and model_pack_rows' chunk, reused */
+    size_t scratch_cap;
 } pack_plan;
 
 /* The plan for m (allocated: model_alloc) as w asks, nothing verbatim yet.
@@ -215,6 +217,16 @@ int model_pack(model *m, const pack_plan *p, gerr *e);
  * MXFP4 experts (blocks only) and a plan model_pack will refuse are left to
  * model_pack. EX_SOFTWARE when the scratch cannot be had. */
 int model_pack_loaded(pack_plan *p, size_t i, const model_tensor_ref *r, gerr *e);
+/* Whether model_pack_loaded packs tensor i (r) now. */
+bool model_packs_loaded(const pack_plan *p, size_t i, const model_tensor_ref *r);
+/* Tensor i (r), one model_packs_loaded says is packed now, packed straight
+ * from the loader's rows: fill writes rows [row0, row0 + rows) of it as
+ * float32 into out (0, or its error in e); the rows come a chunk at a time
+ * into a scratch of the plan's, so r's float32 place is never written (its
+ * pages never taken) and the file's rows need no float32 copy. The same bytes
+ * as model_pack_loaded over the whole matrix; marked early. */
+typedef int (*pack_rows_fn)(void *ctx, int row0, int rows, float *out, gerr *e);
+int model_pack_rows(pack_plan *p, size_t i, const model_tensor_ref *r, pack_rows_fn fill, void *ctx, gerr *e);
 /* The bytes m's parameters take in memory once loaded and packed as p says
  * (NULL: float32 throughout): a packed matrix's float32 place past its
  * packed bytes is never written or is given back (model_alloc reserves the

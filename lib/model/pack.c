@@ -1,5 +1,6 @@
 /* Packing a model's weights for inference (model.h): the plan, decided
  * once from the config and the format, and the packing that follows it. */
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +55,37 @@ static bool fits_in_place(weight_format fmt, int n, int k) {
     return weights_packed_bytes(fmt, n, k) <= (size_t)n * k * sizeof(float);
 }
 
-/* W [n, k] rewritten in format fmt in its own place, packed into tmp
- * (weights_packed_bytes(fmt, n, k) of it) and copied back. */
+/* Rows of W packed at a time, when packing in place or from the loader's
+ * floats: whole panels of every format (32 columns the widest), a few MB. */
+enum { CHUNK_ROWS = 1024 };
+_Static_assert(CHUNK_ROWS % PACKED_NR == 0 && CHUNK_ROWS % BF16W_NR == 0 && CHUNK_ROWS % Q8W_NR == 0 &&
+                   CHUNK_ROWS % Q4KW_NR == 0,
+               "a chunk is whole panels");
+
+/* The bytes a chunk of W [n, k] takes packed: the scratch pack_in_place needs. */
+static size_t chunk_bytes(weight_format fmt, int n, int k) {
+    return weights_packed_bytes(fmt, n < CHUNK_ROWS ? n : CHUNK_ROWS, k);
+}
+
+/* W [n, k] rewritten in format fmt in its own place, CHUNK_ROWS rows at a
+ * time packed into tmp (chunk_bytes of it) and copied to their place, which
+ * ends before the rows not yet read (fits_in_place, whole panels). */
 static void pack_in_place(weight_format fmt, float *w, void *tmp, int n, int k) {
-    weights_pack(fmt, tmp, w, n, k);
-    memcpy(w, tmp, weights_packed_bytes(fmt, n, k));
+    for (int a = 0; a < n; a += CHUNK_ROWS) {
+        int rows = n - a < CHUNK_ROWS ? n - a : CHUNK_ROWS;
+        weights_pack(fmt, tmp, w + (size_t)a * k, rows, k);
+        memcpy((unsigned char *)w + weights_packed_bytes(fmt, a, k), tmp, weights_packed_bytes(fmt, rows, k));
+    }
+}
+
+/* A buffer the plan keeps across tensors, grown as needed (NULL: no memory). */
+static void *plan_scratch(pack_plan *p, size_t bytes) {
+    if (bytes > p->scratch_cap) {
+        free(p->scratch);
+        p->scratch = malloc(bytes);
+        p->scratch_cap = p->scratch ? bytes : 0;
+    }
+    return p->scratch;
 }
 
 const char *weight_format_name(weight_format fmt) {
@@ -265,6 +292,7 @@ void model_plan_packing(const model *m, weight_choice w, pack_plan *p) {
 void pack_plan_free(pack_plan *p) {
     free(p->verbatim);
     free(p->early);
+    free(p->scratch);
     memset(p, 0, sizeof *p);
 }
 
@@ -306,15 +334,35 @@ int model_fits_memory(const model *m, const pack_plan *p, gerr *e) {
     return gerr_set(e, EX_SOFTWARE, "cannot allocate %zu MiB for the model's parameters", bytes >> 20);
 }
 
+bool model_packs_loaded(const pack_plan *p, size_t i, const model_tensor_ref *r) {
+    return p->pack_early && !p->refused.code && p->hold[r->param] == HOLD_PACKED && !p->verbatim[i] && !p->early[i] &&
+           p->as[r->param] != WEIGHTS_MXFP4;
+}
+
 int model_pack_loaded(pack_plan *p, size_t i, const model_tensor_ref *r, gerr *e) {
-    if (!p->pack_early || p->refused.code || p->hold[r->param] != HOLD_PACKED || p->verbatim[i] || p->early[i] ||
-        p->as[r->param] == WEIGHTS_MXFP4)
-        return 0;
-    void *tmp = malloc(weights_packed_bytes(p->as[r->param], (int)r->rows, (int)r->cols));
+    if (!model_packs_loaded(p, i, r)) return 0;
+    weight_format fmt = p->as[r->param];
+    void *tmp = plan_scratch(p, chunk_bytes(fmt, (int)r->rows, (int)r->cols));
     if (!tmp) return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
-    pack_in_place(p->as[r->param], r->dst, tmp, (int)r->rows, (int)r->cols);
-    free(tmp);
-    release_tail(r->dst, p->as[r->param], (int)r->rows, (int)r->cols);
+    pack_in_place(fmt, r->dst, tmp, (int)r->rows, (int)r->cols);
+    release_tail(r->dst, fmt, (int)r->rows, (int)r->cols);
+    p->early[i] = true;
+    return 0;
+}
+
+int model_pack_rows(pack_plan *p, size_t i, const model_tensor_ref *r, pack_rows_fn fill, void *ctx, gerr *e) {
+    assert(model_packs_loaded(p, i, r));
+    weight_format fmt = p->as[r->param];
+    int n = (int)r->rows, k = (int)r->cols;
+    float *x = plan_scratch(p, (size_t)(n < CHUNK_ROWS ? n : CHUNK_ROWS) * k * sizeof *x);
+    if (!x) return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
+    big_will_fill(r->dst, weights_packed_bytes(fmt, n, k));
+    for (int a = 0; a < n; a += CHUNK_ROWS) {
+        int rows = n - a < CHUNK_ROWS ? n - a : CHUNK_ROWS;
+        int rc = fill(ctx, a, rows, x, e);
+        if (rc) return rc;
+        weights_pack(fmt, (unsigned char *)r->dst + weights_packed_bytes(fmt, a, k), x, rows, k);
+    }
     p->early[i] = true;
     return 0;
 }
@@ -329,19 +377,21 @@ int model_pack(model *m, const pack_plan *p, gerr *e) {
     size_t biggest = 0;
     int verbatim = 0;
     for (size_t i = 0; i < p->n_tensors; i++) {
-        size_t n = (size_t)refs[i].rows * (size_t)refs[i].cols;
         if (p->hold[refs[i].param] != HOLD_PACKED) continue;
         if (p->verbatim[i]) verbatim++;
         else if (p->early[i]) continue;
         else if (p->as[refs[i].param] == WEIGHTS_MXFP4) biggest = SIZE_MAX; /* MXFP4 comes from blocks only */
-        else biggest = n > biggest ? n : biggest;
+        else {
+            size_t bytes = chunk_bytes(p->as[refs[i].param], (int)refs[i].rows, (int)refs[i].cols);
+            biggest = bytes > biggest ? bytes : biggest;
+        }
     }
     if (biggest == SIZE_MAX) {
         free(refs);
         return gerr_set(e, EX_USAGE, "mxfp4 weights: the experts were not written from the file's MXFP4 blocks");
     }
     bool head_copy = p->hold[P_LM_HEAD] == HOLD_PACKED_COPY;
-    float *tmp = biggest ? malloc(sizeof(float) * biggest) : NULL;
+    void *tmp = biggest ? malloc(biggest) : NULL;
     void *head = head_copy ? malloc(weights_packed_bytes(p->fmt, c->vocab_size, c->dim)) : NULL;
     if ((biggest && !tmp) || (head_copy && !head)) {
         free(tmp), free(head), free(refs);

@@ -30,6 +30,15 @@ void *big_reserve(size_t n) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+void big_will_fill(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE, hi = ((uintptr_t)p + n) / HUGE_PAGE * HUGE_PAGE;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p, (void)n;
+#endif
+}
+
 void big_unreserve(void *p, size_t n) {
     if (p) (void)munmap(p, n ? n : 1); /* fails only for a range not mapped: nothing to give back */
 }

@@ -28,6 +28,11 @@ void *big_calloc(size_t n, size_t size);
  * big_fits). Freed with big_unreserve(p, n). */
 void *big_reserve(size_t n);
 void big_unreserve(void *p, size_t n);
+/* Advice that [p, p + n) of a big_reserve mapping is about to be written
+ * whole: the 2 MiB pages wholly inside it are asked for as huge pages (512
+ * times fewer faults), none that reaches past it, so no page takes memory
+ * that the range does not fill. Failure only keeps 4 KiB pages. */
+void big_will_fill(void *p, size_t n);
 
 /* Whether n bytes fit in the machine's memory and swap: the check calloc's
  * mapping would have made (Linux refuses an allocation beyond them). */

@@ -15,10 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "helpers.h"
+#include "ckpt/hf_dir.h"
 #include "ckpt/load.h"
 #include "formats/gguf.h"
 #include "formats/gguf_meta.h"
@@ -35,6 +38,14 @@ static const model_config llama_cfg = {.arch = ARCH_LLAMA, .dim = 64, .hidden_di
                                        .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .vocab_size = 40,
                                        .max_seq_len = 64, .rope_theta = 10000, .norm_eps = 1e-5f,
                                        .bos_id = -1, .pad_id = -1};
+
+/* qwen2 (no Q/K permutation) with hidden_dim rows in the gate and up
+ * projections, 256 wide (whole Q4_K super-blocks). */
+static model_config qwen_like(int hidden_dim) {
+    model_config c = llama_cfg;
+    c.arch = ARCH_QWEN2, c.qkv_bias = true, c.dim = 256, c.hidden_dim = hidden_dim, c.head_dim = 64;
+    return c;
+}
 
 static bool make(model *m, const model_config *cfg, uint64_t seed) {
     memset(m, 0, sizeof *m);
@@ -488,6 +499,88 @@ static void test_q4k_frozen(void) {
     model_free(&m), model_free(&b), model_free(&f);
 }
 
+/* Puts a NaN (f16 0x7E00) at value `at` of an F16 tensor. */
+static void nan_at(unsigned char *b, size_t len, const void *ctx) {
+    size_t at = *(const size_t *)ctx;
+    if (2 * at + 1 < len) b[2 * at] = 0x00, b[2 * at + 1] = 0x7E;
+}
+
+/* dir as an HF directory of m: config.json and bf16 model.safetensors. */
+static int write_hf(const char *dir_path, const model *m, gerr *e) {
+    char config[300], weights[300];
+    snprintf(config, sizeof config, "%s/config.json", dir_path);
+    snprintf(weights, sizeof weights, "%s/model.safetensors", dir_path);
+    if (mkdir(dir_path, 0755) && errno != EEXIST) return gerr_set(e, EX_CANTCREAT, "%s: %s", dir_path, strerror(errno));
+    int rc = hf_write_config(config, m, file("big.gguf") /* a file: no source config.json */, "bfloat16", false, e);
+    return rc ? rc : hf_write_weights(weights, m, EXPORT_BF16, e);
+}
+
+static void test_chunks(void) {
+    TEST("matrices of more rows than the loader packs at a time (1,056), from F16 and Q8_0 GGUFs and BF16 safetensors, "
+         "packed as they load "
+         "(bf16, q8, q4k) and in place after a float32 load: every byte one whole weights_pack's");
+    model_config cfg = qwen_like(1056);
+    model m;
+    if (!make(&m, &cfg, 17)) {
+        CHECK(0);
+        return;
+    }
+    const uint32_t types[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_BF16 /* an HF directory's safetensors */};
+    for (size_t t = 0; t < 3; t++) {
+        const char *path = types[t] == GGML_TYPE_BF16 ? file("hf") : file("big.gguf");
+        model f;
+        gerr e = {0};
+        int rc = types[t] == GGML_TYPE_BF16 ? write_hf(path, &m, &e) : write_gguf_as(path, &m, false, types[t]);
+        if (rc || model_load(&f, path, &e)) {
+            printf("# %s\n", e.msg);
+            CHECK(0);
+            continue;
+        }
+        for (weight_format fmt = WEIGHTS_BF16; fmt <= WEIGHTS_Q4K; fmt++) {
+            if (fmt == WEIGHTS_MXFP4) continue;
+            model a, b;
+            if (!load_both(path, fmt, &a, &b)) {
+                CHECK(0);
+                continue;
+            }
+            int wrong = 0;
+            for (int l = 0; l < cfg.n_layers; l++)
+                for (int i = 0; i < N_MATS; i++) {
+                    int n, k;
+                    const void *pa = packed_matrix(&a, i, l, &n, &k), *pb = packed_matrix(&b, i, l, &n, &k);
+                    const void *rows = packed_matrix(&f, i, l, &n, &k); /* f: float32 rows */
+                    void *want = xmalloc(weights_packed_bytes(fmt, n, k));
+                    weights_pack(fmt, want, rows, n, k);
+                    wrong += memcmp(pa, want, weights_packed_bytes(fmt, n, k)) != 0;
+                    if (!b.packed_verbatim) wrong += memcmp(pb, want, weights_packed_bytes(fmt, n, k)) != 0;
+                    free(want);
+                }
+            printf("# %s from %s: %d of %d matrices differ\n", weight_format_name(fmt),
+                   types[t] == GGML_TYPE_F16 ? "F16" : types[t] == GGML_TYPE_Q8_0 ? "Q8_0" : "BF16 safetensors", wrong,
+                   2 * N_MATS * cfg.n_layers);
+            CHECK_EQ_INT(wrong, 0);
+            model_free(&a), model_free(&b);
+        }
+        model_free(&f);
+    }
+
+    TEST("a NaN in a later chunk of rows (row 1,040 of 1,056): the float32 load's error, its index, word for word");
+    const char *path = file("big.gguf");
+    size_t at = (size_t)1040 * cfg.dim + 3;
+    if (write_gguf_as(path, &m, false, GGML_TYPE_F16) || !edit_tensor(path, "blk.1.ffn_up.weight", nan_at, &at)) {
+        CHECK(0);
+    } else {
+        model a, b;
+        gerr ea = {0}, eb = {0};
+        CHECK_EQ_INT(model_load(&a, path, &ea), EX_DATAERR);
+        CHECK_EQ_INT(model_load_for_inference(&b, path, false, (weight_choice){.fmt = WEIGHTS_BF16}, &eb), EX_DATAERR);
+        printf("# %s\n", eb.msg);
+        CHECK_EQ_STR(eb.msg, ea.msg);
+        CHECK(strstr(eb.msg, "value 266243 is NaN") != NULL);
+    }
+    model_free(&m);
+}
+
 static void test_resident(void) {
     TEST("a packed matrix's float32 place past its packed bytes takes no memory, loaded from blocks or widened");
     model_config cfg = llama_cfg;
@@ -534,10 +627,12 @@ int main(void) {
     test_nonfinite();
     test_other_formats();
     test_resident();
+    test_chunks();
     test_any_blocks_frozen();
     test_q4k_frozen();
-    const char *names[] = {"m.gguf", "halved.gguf", "bad.gguf", "q8_0.gguf"};
+    const char *names[] = {"m.gguf", "halved.gguf", "bad.gguf", "q8_0.gguf", "big.gguf"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
+    unlink(file("hf/config.json")), unlink(file("hf/model.safetensors")), rmdir(file("hf"));
     rmdir(dir);
     return check_done();
 }
