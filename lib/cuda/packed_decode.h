@@ -1,6 +1,6 @@
 // A packed matrix's values on the device, read from its blocks as they lie
-// (frozen_kernels.cu's expansion and rows, moe_kernels.cu's MXFP4
-// expansion): the layouts of lib/ops' packed_bf16.h, packed_q8.h,
+// (frozen_kernels.cu's rows, frozen_gemm.cu's tiles, moe_kernels.cu's
+// MXFP4 expansion): the layouts of lib/ops' packed_bf16.h, packed_q8.h,
 // packed_q4k.h and packed_mxfp4.h, each value the float32 the CPU's unpack
 // gives (bf16w_unpack_row, q8w_unpack_row, q4kw_unpack_row,
 // mx4w_unpack_row), bit for bit:

@@ -22,7 +22,8 @@
  * (||g - g_cpu|| / ||g_cpu||); the largest, 0.040, on the tied q8 llama,
  * whose head is rounded too. The checks allow 0.06, 0.03 and 3e-2 (this
  * emulation is deterministic); test_cuda_train allows the GPU 0.1, 0.05
- * and 5e-2, room for cuBLASLt's summation order, which is not in it. */
+ * and 5e-2, room for the tiled kernels' summation order, which is not in
+ * it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
