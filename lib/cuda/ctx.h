@@ -37,7 +37,7 @@ typedef struct {
  * shapes, each expert's output rows at the alignments their row offsets
  * give (a tiny model's narrow rows: up to 3 per shape), and the unit tests
  * run many models in one process. */
-enum { CUDA_STAGE_SLOTS = 3, CUDA_GEMM_ALGOS = 64, CUDA_ACT16_SLOTS = 3, CUDA_ACT16_FROZEN = 2 };
+enum { CUDA_STAGE_SLOTS = 3, CUDA_GEMM_ALGOS = 64, CUDA_ACT16_SLOTS = 2 };
 
 /* cuBLASLt's algorithm for one weight shape, chosen once so that a row's
  * products do not depend on how many rows share the call (byte-identical
@@ -68,8 +68,7 @@ typedef struct {
     void *out;  /* small results copied back to the host (sampling) */
     size_t out_bytes;
     /* bf16 copies of a GEMM's operands: slot 0 and 1 (a backward rounds
-     * two; an MXFP4 expert's expansion takes 1 in a forward), and
-     * CUDA_ACT16_FROZEN, a frozen base's matrix expanded (frozen.c) */
+     * two; an MXFP4 expert's expansion takes 1 in a forward) */
     uint16_t *act16[CUDA_ACT16_SLOTS];
     size_t act16_n[CUDA_ACT16_SLOTS];
     cuda_gemm_algo algos[CUDA_GEMM_ALGOS];
@@ -95,7 +94,7 @@ bool cuda_broken(void);
 const void *cuda_stage(const void *host, size_t bytes, int slot);
 /* A device buffer of at least bytes for results, reused; NULL after a failure. */
 void *cuda_out(size_t bytes);
-/* The bf16 scratch of n elements for GEMM operands (slot 0 .. 2, each
+/* The bf16 scratch of n elements for GEMM operands (slot 0 or 1, each
  * grown as needed); NULL after a failure. */
 uint16_t *cuda_act16(size_t n);
 uint16_t *cuda_act16_slot(int slot, size_t n);

@@ -10,11 +10,12 @@
 #include "../ops/backend.h"
 
 /* out = bf16(in) bf16(W)^T (+ bias): W [out_dim, in_dim] packed in fmt,
- * expanded to a bf16 scratch of the whole matrix, then cuda_matmul_bf16. */
+ * its blocks decoded to bf16 tile by tile in shared memory by
+ * frozen_gemm.cu's kernel (no copy of the whole matrix). */
 void cuda_matmul_forward_frozen(float *out, const float *in, const void *w_packed, weight_format fmt,
                                 const float *bias, int n, int in_dim, int out_dim);
-/* din (= or += with accumulate) bf16(dout) bf16(W), the same scratch, then
- * cuda_matmul_backward_bf16's input gradient. */
+/* din (= or += with accumulate) bf16(dout) bf16(W), the same tiles read
+ * the other way. */
 void cuda_matmul_backward_frozen(float *din, const float *dout, const void *w_packed, weight_format fmt, int n,
                                  int in_dim, int out_dim, bool accumulate);
 /* Rows idx (host) of packed embeddings [*, d] in float32: the CPU's

@@ -125,14 +125,22 @@ cudaError_t cu_mx4w_to_bf16(uint16_t *dst, const void *src, int n, int k, cudaSt
 /* A frozen base's packed layouts (lib/ops: packed_bf16.h, packed_q8.h,
  * packed_q4k.h, packed_mxfp4.h). */
 typedef enum { CU_PACKED_BF16, CU_PACKED_Q8, CU_PACKED_Q4K, CU_PACKED_MXFP4 } cu_packed_fmt;
-/* W [n, k] in bf16 from src, n rows of k packed in fmt (frozen_kernels.cu):
- * each the float32 value the CPU's unpack gives, rounded to nearest even
- * (exact for bf16 and MXFP4; q8's and q4k's values rounded); k % 32 == 0
- * but for bf16 (else cudaErrorInvalidValue). */
-cudaError_t cu_packed_to_bf16(uint16_t *dst, const void *src, cu_packed_fmt fmt, int n, int k, cudaStream_t st);
+/* The products over W [out_dim, in_dim] packed in fmt (frozen_gemm.cu),
+ * read as its blocks lie: each weight the float32 value the CPU's unpack
+ * gives rounded to bf16 (nearest even: exact for bf16 and MXFP4, q8's and
+ * q4k's values rounded), each activation rounded to bf16, float32 sums in
+ * one order per output whatever n. cu_frozen_forward: out [n, out_dim] =
+ * x W^T (+ bias[out_dim]; NULL: none); cu_frozen_backward: din [n, in_dim]
+ * = dout W, or added to din when accumulate. in_dim % 32 == 0 but for
+ * bf16 (else cudaErrorInvalidValue). */
+cudaError_t cu_frozen_forward(float *out, const float *x, const void *w, cu_packed_fmt fmt, const float *bias, int n,
+                              int in_dim, int out_dim, cudaStream_t st);
+cudaError_t cu_frozen_backward(float *din, const float *dout, const void *w, cu_packed_fmt fmt, int n, int in_dim,
+                               int out_dim, int accumulate, cudaStream_t st);
 /* dst [n, k] = rows idx[0 .. n) (device) of W [*, k] packed in fmt (bf16,
  * q8 or q4k; MXFP4 is cudaErrorInvalidValue, as the CPU has no such rows),
- * dequantized to float32: gather_rows_packed's values, bit for bit. */
+ * dequantized to float32 (frozen_kernels.cu): gather_rows_packed's
+ * values, bit for bit. */
 cudaError_t cu_packed_rows(float *dst, const void *src, cu_packed_fmt fmt, const int32_t *idx, int n, int k,
                            cudaStream_t st);
 /* attention_sinks_backward (attention.cu): dsinks[h] -= sum over rows in

@@ -16,14 +16,15 @@
 //   k_moe_route_bwd   a thread per row, moe.c's expression;
 //   k_swiglu_clamped  gpt-oss's activation and its backward (expf for
 //                     vec_expf);
-//   k_mx4w_to_bf16    packed_mxfp4.h's panels to W [n, k] in bf16: every
-//                     MXFP4 value is a multiple of 2^-128 with at most two
-//                     significant bits, so the bf16 is exact (the float's
-//                     upper half).
+//   k_mx4w_to_bf16    packed_mxfp4.h's panels to W [n, k] in bf16, the
+//                     values of packed_decode.h: every MXFP4 value is a
+//                     multiple of 2^-128 with at most two significant
+//                     bits, so the bf16 is exact (the float's upper half).
 #include <math.h>
 
 #include "kernel_util.h"
 #include "kernels.h"
+#include "packed_decode.h"
 
 namespace {
 
@@ -177,35 +178,15 @@ __global__ void k_swiglu_clamped_bwd(float *dg, float *du, const float *dh, cons
     }
 }
 
-// ---- MXFP4 (packed_mxfp4.h's layout; the offsets of packed_mxfp4_kernels.h) ----
-constexpr int kNr = 16, kKBlock = 32, kGroupBytes = 64, kCodeBytes = 4 * kGroupBytes, kQuadBytes = 64 + 4 * kCodeBytes;
-
-__device__ __forceinline__ size_t panel_bytes(int k) {
-    const size_t nb = (size_t)(k / kKBlock);
-    return (nb + 3) / 4 * 64 + nb * kCodeBytes;
-}
-
-// 2^(e - 128) as mx4w_scale: subnormal below e = 2.
-__device__ __forceinline__ float mx4_scale(unsigned e) {
-    return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
-}
-
-__constant__ float kHalfUnits[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 // A thread per (column, block of 32): its 32 values into W's row col.
 __global__ void k_mx4w_to_bf16(uint16_t *dst, const unsigned char *src, int n, int k) {
-    const int nb = k / kKBlock;
+    const int nb = k / kPackedBlock;
     GRID_LOOP(i, (size_t)n * nb) {
-        const int col = (int)(i / nb), b = (int)(i % nb), j = col % kNr;
-        const unsigned char *panel = src + (size_t)(col / kNr) * panel_bytes(k);
-        const size_t quad = (size_t)(b / 4) * kQuadBytes;
-        const float d = mx4_scale(panel[quad + (size_t)(b % 4) * 16 + j]);
-        const unsigned char *codes = panel + quad + 64 + (size_t)(b % 4) * kCodeBytes + (size_t)j * 4;
-        uint16_t *o = dst + (size_t)col * k + (size_t)b * kKBlock;
-        for (int t = 0; t < kKBlock; t++) {
-            const unsigned q = codes[(t / 8) * kGroupBytes + (t % 8) / 2] >> (4 * (t % 2)) & 15u;
-            o[t] = (uint16_t)(__float_as_uint(kHalfUnits[q] * d) >> 16);
-        }
+        const int col = (int)(i / nb), b = (int)(i % nb);
+        const packed_block blk = packed_block_of(src, CU_PACKED_MXFP4, col, b, k);
+        uint16_t *o = dst + (size_t)col * k + (size_t)b * kPackedBlock;
+        for (int t = 0; t < kPackedBlock; t++)
+            o[t] = (uint16_t)(__float_as_uint(packed_block_value(blk, CU_PACKED_MXFP4, t)) >> 16);
     }
 }
 
@@ -268,8 +249,8 @@ cudaError_t cu_swiglu_clamped_backward(float *dg, float *du, const float *dh, co
 }
 
 cudaError_t cu_mx4w_to_bf16(uint16_t *dst, const void *src, int n, int k, cudaStream_t st) {
-    if (k % kKBlock) return cudaErrorInvalidValue;
-    const size_t total = (size_t)n * (k / kKBlock);
+    if (k % kPackedBlock) return cudaErrorInvalidValue;
+    const size_t total = (size_t)n * (k / kPackedBlock);
     if (total) k_mx4w_to_bf16<<<blocks_for(total), kThreads, 0, st>>>(dst, (const unsigned char *)src, n, k);
     return cudaGetLastError();
 }

@@ -3,9 +3,10 @@
  * float32 values (its unpack) and rounded to bf16 (nearest even: exact for
  * bf16 and MXFP4 values, q8's and q4k's rounded), the activations rounded
  * to bf16, every product of two bf16 exact in float32, the sums float32
- * (here OpenBLAS's order, on the device cuBLASLt's). fake_device_bf16_frozen
- * puts these products in a copy of tests/unit/fake_device.h's table, so that
- * a trainer on it computes what the device would, up to summation order.
+ * (here OpenBLAS's order, on the device lib/cuda/frozen_gemm.cu's tiles').
+ * fake_device_bf16_frozen puts these products in a copy of
+ * tests/unit/fake_device.h's table, so that a trainer on it computes what
+ * the device would, up to summation order.
  * Header only, for any test; include after fake_device.h. */
 #ifndef GRPO_TEST_FROZEN_BF16_H
 #define GRPO_TEST_FROZEN_BF16_H

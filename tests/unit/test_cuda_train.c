@@ -17,7 +17,9 @@
  * A frozen packed base (lib/cuda/frozen.c; grpo-update --base-weights
  * bf16|q8|q4k|mxfp4 under LoRA): its ops against double products of the
  * bf16 operands the device reads (tests/unit/frozen_bf16.h), the
- * embeddings' rows the CPU's bits; and the trainer over such a base against
+ * embeddings' rows the CPU's bits; frozen_gemm.cu's tiled products over
+ * shapes off every tile edge, each output within a bound argued in
+ * tests/unit/frozen_sweep.h; and the trainer over such a base against
  * the CPU's within 0.1 (log-probs), 0.05 (entropies) and 5e-2 (gradients):
  * test_frozen_device's emulation of its products moved them by up to
  * 0.040, 0.011 and 0.015 on these models (the head rounded too).
@@ -33,6 +35,7 @@
 #include "cuda_device.h"
 #include "cuda_ops_util.h"
 #include "frozen_bf16.h"
+#include "frozen_sweep.h"
 #include "tiny_train.h"
 
 /* lora_targets NULL: full fine-tuning. A mixture of experts replays a
@@ -109,29 +112,6 @@ static void test_trainer(model_arch arch, bool tied, bool use_lora, double dropo
 
 /* ---- a frozen packed base --------------------------------------------------------- */
 
-/* W [out, in] packed in fmt into a new buffer (free it): q8, q4k and bf16
- * from random floats; mxfp4 from random blocks (scales 2^-5 .. 2^-3 in
- * half units, as tiny_train.h's). */
-static void *random_packed(weight_format fmt, int out, int in) {
-    void *wp = malloc(weights_packed_bytes(fmt, out, in));
-    if (!wp) abort();
-    if (fmt == WEIGHTS_MXFP4) {
-        size_t n = (size_t)out * (in / MX4W_K_BLOCK) * MX4W_GGUF_BYTES;
-        unsigned char *blocks = malloc(n);
-        if (!blocks) abort();
-        for (size_t i = 0; i < n; i++) blocks[i] = (unsigned char)(i * 2654435761u >> 13);
-        for (size_t b = 0; b < n; b += MX4W_GGUF_BYTES) blocks[b] = (unsigned char)(123 + b / MX4W_GGUF_BYTES % 3);
-        mx4w_pack_gguf(wp, blocks, out, in);
-        free(blocks);
-    } else {
-        float *w = fl((size_t)out * in);
-        rnd(w, (size_t)out * in, 51, 0.05f);
-        weights_pack(fmt, wp, w, out, in);
-        free(w);
-    }
-    return wp;
-}
-
 /* out[r, o] = init[r, o] + sum_i a[r, i] b[o, i] in double (b [out, in]), a
  * rounded to bf16 first; init NULL: 0. */
 static void ref_product(float *y, const float *init, const float *a, const float *b, int n, int in, int out) {
@@ -159,7 +139,7 @@ static void test_frozen_ops(weight_format fmt, const char *name) {
     NEED_DEVICE();
     int n = 7, in = 288, out = 80;
     size_t bytes = weights_packed_bytes(fmt, out, in);
-    void *wp = random_packed(fmt, out, in);
+    void *wp = frozen_random_packed(fmt, out, in, 51);
     float *wr = frozen_bf16_weights(wp, fmt, out, in), *wt = transposed(wr, out, in);
     float *x = fl((size_t)n * in), *b = fl(out), *dy = fl((size_t)n * out), *dx0 = fl((size_t)n * in);
     rnd(x, (size_t)n * in, 52, 2), rnd(b, out, 53, 1), rnd(dy, (size_t)n * out, 54, 1), rnd(dx0, (size_t)n * in, 55, 1);
@@ -201,6 +181,14 @@ static void test_frozen_ops(weight_format fmt, const char *name) {
     FREE_DEV(dw, dx, db, ddy, dyo, dyo1, ddx, ddx2, drows);
     free(wp), free(wr), free(wt), free(x), free(b), free(dy), free(dx0), free(ry), free(rdx), free(rdx2), free(cy);
     free(crows), free(gy), free(gy1), free(gdx), free(gdx2);
+}
+
+/* frozen_gemm.cu's tiled products at every tile edge: float64's within
+ * frozen_sweep.h's bound, a row alone the same bytes. */
+static void test_frozen_sweep(weight_format fmt, const char *name) {
+    TEST(name);
+    NEED_DEVICE();
+    frozen_sweep(be, fmt, true);
 }
 
 /* A LoRA step over a frozen base packed in fmt: the CPU trainer's within
@@ -273,6 +261,14 @@ int main(void) {
                                   "values, 1e-2 of the CPU's; a row the same bytes alone; the CPU's rows");
     test_frozen_ops(WEIGHTS_MXFP4, "frozen mxfp4 base on the device: products within 1e-5 of double ones on its exact "
                                    "values, 1e-2 of the CPU's; a row the same bytes alone");
+    test_frozen_sweep(WEIGHTS_BF16, "frozen bf16 base, the tiled products off every tile edge (n 1..130, out 48..200, "
+                                    "in 37..288): float64's within (K + 2) 2^-22 of the terms' magnitudes");
+    test_frozen_sweep(WEIGHTS_Q8, "frozen q8 base, the tiled products off every tile edge: float64's within "
+                                  "(K + 2) 2^-22 of the terms' magnitudes");
+    test_frozen_sweep(WEIGHTS_Q4K, "frozen q4k base, the tiled products off every tile edge: float64's within "
+                                   "(K + 2) 2^-22 of the terms' magnitudes");
+    test_frozen_sweep(WEIGHTS_MXFP4, "frozen mxfp4 base, the tiled products off every tile edge: float64's within "
+                                     "(K + 2) 2^-22 of the terms' magnitudes");
     test_frozen_trainer(ARCH_LLAMA, true, WEIGHTS_Q8, "trainer on the device, llama (tied), LoRA on a q8 frozen base");
     test_frozen_trainer(ARCH_LLAMA, false, WEIGHTS_Q4K, "trainer on the device, llama, LoRA on a q4k frozen base");
     test_frozen_trainer(ARCH_LLAMA, false, WEIGHTS_BF16, "trainer on the device, llama, LoRA on a bf16 frozen base");

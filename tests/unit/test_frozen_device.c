@@ -14,7 +14,14 @@
  *     the packed values and the activations rounded to bf16, float32
  *     sums) against the CPU trainer's float32 activations on the exact
  *     values: within the tolerances below, which test_cuda_train holds the
- *     GPU to as well.
+ *     GPU to as well;
+ * (d) those emulated products over shapes off every tile edge of
+ *     lib/cuda/frozen_gemm.cu against float64 ones (tests/unit/
+ *     frozen_sweep.h, its tolerance argued there): the check that
+ *     test_cuda_train runs on the tiled kernels, run here on an emulation
+ *     whose sums are float32, so that its bound and its harness (the
+ *     poisoned outputs, the marks past each buffer) are known to pass
+ *     float32 arithmetic before a GPU runs them.
  *
  * Tolerances for (c), measured here (printed as TAP comments): over the
  * cases below the log-probs moved by 0.0095-0.040 and the entropies by
@@ -22,7 +29,8 @@
  * (||g - g_cpu|| / ||g_cpu||); the largest, 0.040, on the tied q8 llama,
  * whose head is rounded too. The checks allow 0.06, 0.03 and 3e-2 (this
  * emulation is deterministic); test_cuda_train allows the GPU 0.1, 0.05
- * and 5e-2, room for cuBLASLt's summation order, which is not in it. */
+ * and 5e-2, room for the tiled kernels' summation order, which is not in
+ * it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +39,7 @@
 #include "check.h"
 #include "fake_device.h"
 #include "frozen_bf16.h"
+#include "frozen_sweep.h"
 #include "model/layer.h"
 #include "tiny_train.h"
 
@@ -139,6 +148,21 @@ static void test_trainer(model_arch arch, bool tied, weight_format fmt, const ch
     CHECK(r.logp <= tol_logp && r.entropy <= tol_entropy && r.grad <= tol_grad);
 }
 
+/* ---- (d) the products' edges -------------------------------------------------------- */
+
+static void test_sweep(weight_format fmt) {
+    static char names[4][200]; /* TEST keeps the pointer: one per call */
+    static int calls;
+    char *name = names[calls++ % 4];
+    snprintf(name, sizeof names[0],
+             "%s base, the device's bf16 products emulated: float64's within (K + 2) 2^-22 of the terms' "
+             "magnitudes at every tile edge", weight_format_name(fmt));
+    TEST(name);
+    backend bf16;
+    fake_device_bf16_frozen(&bf16);
+    frozen_sweep(&bf16, fmt, false); /* OpenBLAS sums a row alone otherwise */
+}
+
 int main(void) {
     test_upload(ARCH_LLAMA, true, WEIGHTS_Q8, "upload: llama (tied) q8: the host's bytes, the head once as the embeddings");
     test_upload(ARCH_LLAMA, false, WEIGHTS_Q4K, "upload: llama q4k: the host's bytes, the untied head its own");
@@ -150,5 +174,9 @@ int main(void) {
     test_trainer(ARCH_QWEN3, true, WEIGHTS_Q4K, "qwen3 (tied, q/k norm)");
     test_trainer(ARCH_QWEN3_MOE, false, WEIGHTS_Q8, "qwen3_moe (every expert adapted)");
     test_trainer(ARCH_GPT_OSS, false, WEIGHTS_MXFP4, "gpt_oss (MXFP4 experts)");
+    test_sweep(WEIGHTS_BF16);
+    test_sweep(WEIGHTS_Q8);
+    test_sweep(WEIGHTS_Q4K);
+    test_sweep(WEIGHTS_MXFP4);
     return check_done();
 }
