@@ -628,13 +628,14 @@ static int dequantize_range(const void *tensor, float *out, size_t i0, size_t n)
                                  &ignored);
 }
 
-int gguf_tensor_rows_to_f32_finite(const gguf_file *f, const gguf_tensor *t, uint64_t row0, uint64_t rows, float *out,
-                                   gerr *e) {
-    uint64_t cols = t->n_dims ? t->dims[0] : 1;
-    assert(cols && (row0 + rows) * cols <= t->numel && (row0 * cols) % quant_block_size(t->type) == 0);
-    gguf_tensor v = *t; /* the rows alone: whole blocks, as every row is */
-    v.data = (const unsigned char *)t->data + quant_row_bytes(t->type, (size_t)(row0 * cols));
-    v.numel = rows * cols;
+/* Values [first, first + n) of t into out (first whole blocks), checked
+ * finite, a non-finite one named by its index in t. */
+static int values_to_f32_finite(const gguf_file *f, const gguf_tensor *t, uint64_t first, uint64_t n_values,
+                                float *out, gerr *e) {
+    assert(first + n_values <= t->numel && first % quant_block_size(t->type) == 0);
+    gguf_tensor v = *t; /* the values alone: whole blocks */
+    v.data = (const unsigned char *)t->data + quant_row_bytes(t->type, (size_t)first);
+    v.numel = n_values;
     size_t n = (size_t)v.numel, bs = quant_block_size(t->type), bad;
     int rc = 0;
     if (!quant_supported(t->type) || n % bs || FINITE_CHUNK % bs || n > SIZE_MAX / sizeof(float))
@@ -642,12 +643,17 @@ int gguf_tensor_rows_to_f32_finite(const gguf_file *f, const gguf_tensor *t, uin
     else if ((bad = f32_fill_finite(out, n, dequantize_range, &v, &rc)), rc)
         rc = gguf_tensor_to_f32(f, &v, out, e); /* cannot fail after the checks above: its message if it does */
     if (rc) return rc;
-    return bad < n ? nonfinite_error(e, f->name, t->name, (size_t)(row0 * cols) + bad, out[bad]) : 0;
+    return bad < n ? nonfinite_error(e, f->name, t->name, (size_t)first + bad, out[bad]) : 0;
+}
+
+int gguf_tensor_rows_to_f32_finite(const gguf_file *f, const gguf_tensor *t, uint64_t row0, uint64_t rows, float *out,
+                                   gerr *e) {
+    uint64_t cols = t->n_dims ? t->dims[0] : 1;
+    return values_to_f32_finite(f, t, row0 * cols, rows * cols, out, e);
 }
 
 int gguf_tensor_to_f32_finite(const gguf_file *f, const gguf_tensor *t, float *out, gerr *e) {
-    uint64_t cols = t->n_dims ? t->dims[0] : 1;
-    return gguf_tensor_rows_to_f32_finite(f, t, 0, t->numel / cols, out, e);
+    return values_to_f32_finite(f, t, 0, t->numel, out, e);
 }
 
 int gguf_q8_0_check_finite(const gguf_file *f, const gguf_tensor *t, gerr *e) {

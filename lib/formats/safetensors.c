@@ -492,19 +492,26 @@ int st_tensor_to_f32(const st_file *f, const st_tensor *t, float *out, gerr *e) 
     return convert_range(t, out, 0, (size_t)t->numel) ? not_float(f, t, e) : 0;
 }
 
-int st_tensor_rows_to_f32_finite(const st_file *f, const st_tensor *t, int64_t row0, int64_t rows, float *out,
-                                 gerr *e) {
-    int64_t cols = t->ndim ? t->numel / t->shape[0] : 1;
-    st_tensor v = *t; /* the rows alone */
-    v.data = (const unsigned char *)t->data + (size_t)(row0 * cols) * st_dtype_size(t->dtype);
-    v.numel = rows * cols;
+/* Values [first, first + n) of t into out, checked finite, a non-finite
+ * one named by its index in t. */
+static int values_to_f32_finite(const st_file *f, const st_tensor *t, int64_t first, int64_t n_values, float *out,
+                                gerr *e) {
+    st_tensor v = *t; /* the values alone */
+    v.data = (const unsigned char *)t->data + (size_t)first * st_dtype_size(t->dtype);
+    v.numel = n_values;
     v.nbytes = (size_t)v.numel * st_dtype_size(t->dtype);
     int rc;
     size_t n = (size_t)v.numel, bad = f32_fill_finite(out, n, convert_range, &v, &rc);
     if (rc) return not_float(f, t, e);
-    return bad < n ? nonfinite_error(e, f->name ? f->name : "-", t->name, (size_t)(row0 * cols) + bad, out[bad]) : 0;
+    return bad < n ? nonfinite_error(e, f->name ? f->name : "-", t->name, (size_t)first + bad, out[bad]) : 0;
+}
+
+int st_tensor_rows_to_f32_finite(const st_file *f, const st_tensor *t, int64_t row0, int64_t rows, float *out,
+                                 gerr *e) {
+    int64_t cols = t->ndim ? t->numel / t->shape[0] : 1; /* rows exist: shape[0] > 0 */
+    return values_to_f32_finite(f, t, row0 * cols, rows * cols, out, e);
 }
 
 int st_tensor_to_f32_finite(const st_file *f, const st_tensor *t, float *out, gerr *e) {
-    return st_tensor_rows_to_f32_finite(f, t, 0, t->ndim ? t->shape[0] : 1, out, e);
+    return values_to_f32_finite(f, t, 0, t->numel, out, e);
 }

@@ -62,17 +62,18 @@ _Static_assert(CHUNK_ROWS % PACKED_NR == 0 && CHUNK_ROWS % BF16W_NR == 0 && CHUN
                    CHUNK_ROWS % Q4KW_NR == 0,
                "a chunk is whole panels");
 
+/* The rows of W [n, *]'s chunk from row a. */
+static int chunk_rows(int n, int a) { return n - a < CHUNK_ROWS ? n - a : CHUNK_ROWS; }
+
 /* The bytes a chunk of W [n, k] takes packed: the scratch pack_in_place needs. */
-static size_t chunk_bytes(weight_format fmt, int n, int k) {
-    return weights_packed_bytes(fmt, n < CHUNK_ROWS ? n : CHUNK_ROWS, k);
-}
+static size_t chunk_bytes(weight_format fmt, int n, int k) { return weights_packed_bytes(fmt, chunk_rows(n, 0), k); }
 
 /* W [n, k] rewritten in format fmt in its own place, CHUNK_ROWS rows at a
  * time packed into tmp (chunk_bytes of it) and copied to their place, which
  * ends before the rows not yet read (fits_in_place, whole panels). */
 static void pack_in_place(weight_format fmt, float *w, void *tmp, int n, int k) {
     for (int a = 0; a < n; a += CHUNK_ROWS) {
-        int rows = n - a < CHUNK_ROWS ? n - a : CHUNK_ROWS;
+        int rows = chunk_rows(n, a);
         weights_pack(fmt, tmp, w + (size_t)a * k, rows, k);
         memcpy((unsigned char *)w + weights_packed_bytes(fmt, a, k), tmp, weights_packed_bytes(fmt, rows, k));
     }
@@ -354,11 +355,11 @@ int model_pack_rows(pack_plan *p, size_t i, const model_tensor_ref *r, pack_rows
     assert(model_packs_loaded(p, i, r));
     weight_format fmt = p->as[r->param];
     int n = (int)r->rows, k = (int)r->cols;
-    float *x = plan_scratch(p, (size_t)(n < CHUNK_ROWS ? n : CHUNK_ROWS) * k * sizeof *x);
+    float *x = plan_scratch(p, (size_t)chunk_rows(n, 0) * k * sizeof *x);
     if (!x) return gerr_set(e, EX_SOFTWARE, "out of memory packing the weights");
     big_will_fill(r->dst, weights_packed_bytes(fmt, n, k));
     for (int a = 0; a < n; a += CHUNK_ROWS) {
-        int rows = n - a < CHUNK_ROWS ? n - a : CHUNK_ROWS;
+        int rows = chunk_rows(n, a);
         int rc = fill(ctx, a, rows, x, e);
         if (rc) return rc;
         weights_pack(fmt, (unsigned char *)r->dst + weights_packed_bytes(fmt, a, k), x, rows, k);

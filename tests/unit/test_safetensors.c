@@ -281,6 +281,22 @@ static void test_round_trip(const char *dir) {
         st_close(&m);
     }
 
+    TEST("st_tensor_to_f32_finite takes a tensor with no rows (shape [0, 4]): nothing to convert, no error");
+    {
+        static const char hdr[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[0,4],\"data_offsets\":[0,0]}}";
+        unsigned char buf[8 + sizeof hdr - 1];
+        uint64_t n = sizeof hdr - 1;
+        for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(n >> (8 * i));
+        memcpy(buf + 8, hdr, n);
+        st_file m;
+        float out[1] = {7.0f};
+        CHECK_EQ_INT(st_open_memory(&m, buf, sizeof buf, "mem", &e), 0);
+        CHECK(m.n_tensors == 1 && m.tensors[0].numel == 0);
+        CHECK(m.n_tensors == 1 && st_tensor_to_f32_finite(&m, &m.tensors[0], out, &e) == 0);
+        CHECK(out[0] == 7.0f);
+        st_close(&m);
+    }
+
     TEST("no temporary left next to the written file");
     CHECK(access(path_in(dir, ".round.safetensors.tmp-0"), F_OK) != 0);
     char tmp_name[128];
